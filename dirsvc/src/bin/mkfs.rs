@@ -1,0 +1,290 @@
+//! `mkfs`: build a onecopy disk image, optionally filled from a host folder.
+//!
+//! ```text
+//! mkfs [--size-mb N] [--inodes N] [--from DIR] IMAGE
+//! ```
+//!
+//! Exit status: 0 on success, 2 on bad arguments, a missing folder, or data
+//! that does not fit (the partial image is removed), 1 on I/O errors.
+
+mod common;
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use common::FileDisk;
+use dirsvc::fs::{Fs, BLOCK_SIZE};
+use dirsvc::proto::{Errno, MAX_NAME};
+
+const USAGE: &str = "\
+usage: mkfs [--size-mb N] [--inodes N] [--from DIR] IMAGE
+
+Create (or overwrite) IMAGE as an empty onecopy file system, then copy the
+files and subdirectories of DIR into it (symlinks and special files are
+skipped with a warning).
+
+options:
+  --size-mb N   image size in MiB (default 64)
+  --inodes N    inode slots, rounded up to a multiple of 16 (default 1024)
+  --from DIR    folder to copy into the image
+  -h, --help    print this help";
+
+const MIB: u64 = 1 << 20;
+
+struct Args {
+    size_mb: u64,
+    inodes: u32,
+    from: Option<PathBuf>,
+    image: PathBuf,
+}
+
+/// Why mkfs stopped: the message and the exit status.
+struct Fail(String, u8);
+
+fn usage_error(msg: String) -> Fail {
+    Fail(format!("{msg}\n{USAGE}"), 2)
+}
+
+fn parse_args(argv: &[String]) -> Result<Option<Args>, Fail> {
+    let mut size_mb = 64u64;
+    let mut inodes = 1024u32;
+    let mut from = None;
+    let mut image = None;
+    let mut i = 0;
+    while i < argv.len() {
+        let arg = &argv[i];
+        i += 1;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| -> Result<String, Fail> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            let v = argv
+                .get(i)
+                .cloned()
+                .ok_or_else(|| usage_error(format!("mkfs: {name} needs a value")))?;
+            i += 1;
+            Ok(v)
+        };
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "--size-mb" => {
+                let v = value(flag)?;
+                size_mb = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=(1 << 24)).contains(n))
+                    .ok_or_else(|| {
+                        usage_error(format!(
+                            "mkfs: --size-mb: {v:?} is not a size in MiB (1..=16777216)"
+                        ))
+                    })?;
+            }
+            "--inodes" => {
+                let v = value(flag)?;
+                inodes = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    usage_error(format!(
+                        "mkfs: --inodes: {v:?} is not an inode count (1..=4294967295)"
+                    ))
+                })?;
+            }
+            "--from" => from = Some(PathBuf::from(value(flag)?)),
+            _ if flag.starts_with('-') && flag.len() > 1 => {
+                return Err(usage_error(format!("mkfs: unknown option {arg}")));
+            }
+            _ => {
+                if image.is_some() {
+                    return Err(usage_error(format!("mkfs: unexpected argument {arg:?}")));
+                }
+                image = Some(PathBuf::from(arg));
+            }
+        }
+    }
+    let image = image.ok_or_else(|| usage_error("mkfs: missing IMAGE".into()))?;
+    Ok(Some(Args {
+        size_mb,
+        inodes,
+        from,
+        image,
+    }))
+}
+
+#[derive(Default)]
+struct Counts {
+    files: u64,
+    dirs: u64,
+    bytes: u64,
+}
+
+/// What a "does not fit" message needs to say.
+struct Ctx<'a> {
+    image: &'a str,
+    from: &'a Path,
+    size_mb: u64,
+    inodes: u64,
+}
+
+/// Copy the contents of host folder `src` into directory `dst` of the image.
+fn copy_tree(
+    fs: &mut Fs<FileDisk>,
+    src: &Path,
+    dst: &str,
+    n: &mut Counts,
+    ctx: &Ctx,
+) -> Result<(), Fail> {
+    let io_fail = |p: &Path, e: std::io::Error| Fail(format!("mkfs: {}: {e}", p.display()), 2);
+    let mut entries: Vec<fs::DirEntry> = fs::read_dir(src)
+        .map_err(|e| io_fail(src, e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| io_fail(src, e))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let host = entry.path();
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(Fail(
+                format!("mkfs: {}: name is not valid UTF-8", host.display()),
+                2,
+            ));
+        };
+        if name.len() > MAX_NAME {
+            return Err(Fail(
+                format!(
+                    "mkfs: {}: name longer than {MAX_NAME} bytes",
+                    host.display()
+                ),
+                2,
+            ));
+        }
+        let path = format!("{}/{name}", dst.trim_end_matches('/'));
+        let meta = fs::symlink_metadata(&host).map_err(|e| io_fail(&host, e))?;
+        let ft = meta.file_type();
+        let fs_fail = |e: Errno| match e {
+            Errno::NoSpace => Fail(
+                format!(
+                    "mkfs: {}: {} does not fit in {} MiB with {} inodes \
+                     (no space left at {}; try a larger --size-mb or --inodes)",
+                    ctx.image,
+                    ctx.from.display(),
+                    ctx.size_mb,
+                    ctx.inodes,
+                    host.display()
+                ),
+                2,
+            ),
+            Errno::Io => Fail(format!("mkfs: {}: I/O error writing {path}", ctx.image), 1),
+            e => Fail(format!("mkfs: {}: {path}: {e}", host.display()), 2),
+        };
+        if ft.is_dir() {
+            fs.mkdir(&path).map_err(fs_fail)?;
+            n.dirs += 1;
+            copy_tree(fs, &host, &path, n, ctx)?;
+        } else if ft.is_file() {
+            let ino = fs.create(&path, true).map_err(fs_fail)?.ino;
+            let mut file = fs::File::open(&host).map_err(|e| io_fail(&host, e))?;
+            let mut buf = vec![0u8; 256 * BLOCK_SIZE];
+            let mut off = 0u64;
+            loop {
+                let got = file.read(&mut buf).map_err(|e| io_fail(&host, e))?;
+                if got == 0 {
+                    break;
+                }
+                fs.write(ino, off, &buf[..got]).map_err(fs_fail)?;
+                off += got as u64;
+            }
+            n.files += 1;
+            n.bytes += off;
+        } else {
+            let what = if ft.is_symlink() {
+                "symlink"
+            } else {
+                "special file"
+            };
+            eprintln!("mkfs: warning: skipping {} ({what})", host.display());
+        }
+    }
+    Ok(())
+}
+
+fn run(args: &Args, created: &mut bool) -> Result<String, Fail> {
+    let image = args.image.display().to_string();
+    if let Some(dir) = &args.from {
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(Fail(format!("mkfs: {}: not a directory", dir.display()), 2)),
+            Err(e) => return Err(Fail(format!("mkfs: {}: {e}", dir.display()), 2)),
+        }
+    }
+    let blocks = args.size_mb * (MIB / BLOCK_SIZE as u64);
+    let disk = FileDisk::create(&args.image, blocks)
+        .map_err(|e| Fail(format!("mkfs: {image}: {e}"), 1))?;
+    *created = true;
+    let mut fs = Fs::format(disk, args.inodes).map_err(|e| match e {
+        Errno::NoSpace => Fail(
+            format!(
+                "mkfs: {image}: {} MiB cannot hold {} inodes and any data",
+                args.size_mb, args.inodes
+            ),
+            2,
+        ),
+        e => Fail(format!("mkfs: {image}: format: {e}"), 1),
+    })?;
+    let mut n = Counts::default();
+    if let Some(dir) = &args.from {
+        let ctx = Ctx {
+            image: &image,
+            from: dir,
+            size_mb: args.size_mb,
+            inodes: fs.stats().inodes_total,
+        };
+        copy_tree(&mut fs, dir, "/", &mut n, &ctx)?;
+    }
+    fs.sync()
+        .map_err(|e| Fail(format!("mkfs: {image}: sync: {e}"), 1))?;
+    let inodes = fs.stats().inodes_total;
+    fs.into_device()
+        .sync_all()
+        .map_err(|e| Fail(format!("mkfs: {image}: sync: {e}"), 1))?;
+    Ok(format!(
+        "mkfs: {image}: {} MiB, {inodes} inodes, {} files, {} dirs, {} KiB data",
+        args.size_mb,
+        n.files,
+        n.dirs,
+        n.bytes.div_ceil(1024)
+    ))
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse_args(&argv) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(Fail(msg, code)) => {
+            eprintln!("{msg}");
+            return ExitCode::from(code);
+        }
+    };
+    let mut created = false;
+    match run(&args, &mut created) {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(Fail(msg, code)) => {
+            eprintln!("{msg}");
+            // Do not leave a half-filled image behind.
+            if created {
+                let _ = fs::remove_file(&args.image);
+            }
+            ExitCode::from(code)
+        }
+    }
+}

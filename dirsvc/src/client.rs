@@ -1,0 +1,128 @@
+//! The node's side of the rings: joining the cluster and request/response
+//! calls to the directory.
+//!
+//! Waiting is the caller's business: every loop here calls a `wait`
+//! closure between polls, which returns `false` to give up (timeout,
+//! directory gone). The kernel's closure halts or spins and checks the
+//! clock; host tests run the directory inside it.
+
+use crate::layout::{Header, Layout, NodeState};
+use crate::proto::{Errno, Op, Raw, Request, Response};
+use crate::ring::{Consumer, Producer, RingError};
+use crate::shm::SharedMem;
+
+/// A joined node's connection to the directory.
+#[derive(Debug)]
+pub struct Client {
+    node: u32,
+    layout: Layout,
+    req: Producer,
+    resp: Consumer,
+    next_tag: u32,
+    epoch: u64,
+}
+
+fn ring_err(e: RingError) -> Errno {
+    match e {
+        RingError::Full => Errno::Unavailable,
+        RingError::Corrupt { .. } => Errno::Io,
+    }
+}
+
+impl Client {
+    /// Ask to join as `node` and wait until the directory admits us.
+    /// Returns the client and the session epoch.
+    pub fn join(
+        mem: &(impl SharedMem + ?Sized),
+        layout: Layout,
+        node: u32,
+        nonce: u64,
+        wait: &mut dyn FnMut() -> bool,
+    ) -> Result<Client, Errno> {
+        if !layout.valid_node(node) {
+            return Err(Errno::Invalid);
+        }
+        let h = Header::new(mem, layout);
+        h.set_join_nonce(node, nonce);
+        h.set_node_state(node, NodeState::Joining);
+        loop {
+            if h.node_state(node) == Some(NodeState::Up) {
+                break;
+            }
+            if !wait() {
+                return Err(Errno::Unavailable);
+            }
+        }
+        let ch = layout.channel(node);
+        Ok(Client {
+            node,
+            layout,
+            req: Producer::new(ch.request),
+            resp: Consumer::new(ch.response),
+            next_tag: 1,
+            epoch: h.node_epoch(node),
+        })
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// Session epoch given at join.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The validated layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Offset and size of one of this node's bulk slots.
+    pub fn bulk(&self, slot: u32) -> Option<(usize, usize)> {
+        self.layout.bulk_slot(self.node, slot)
+    }
+
+    /// Send `req` and wait for its response. Responses with other tags
+    /// (answers to calls that timed out earlier) are discarded.
+    pub fn call(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        req: &Request,
+        wait: &mut dyn FnMut() -> bool,
+    ) -> Result<Response, Errno> {
+        let tag = self.next_tag;
+        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        let d = req.encode(tag);
+        let op = Op::from_u16(Raw::decode(&d).op).ok_or(Errno::Invalid)?;
+        loop {
+            match self.req.push(mem, &d) {
+                Ok(()) => break,
+                Err(RingError::Full) => {
+                    if !wait() {
+                        return Err(Errno::Unavailable);
+                    }
+                }
+                Err(e) => return Err(ring_err(e)),
+            }
+        }
+        loop {
+            if let Some(r) = self.resp.pop(mem).map_err(ring_err)? {
+                match Response::decode(&r, op) {
+                    Ok((t, resp)) if t == tag => {
+                        return match resp {
+                            Response::Err(e) => Err(e),
+                            ok => Ok(ok),
+                        };
+                    }
+                    // A late answer to an abandoned call, or garbage.
+                    _ => continue,
+                }
+            }
+            if !wait() {
+                return Err(Errno::Unavailable);
+            }
+        }
+    }
+}

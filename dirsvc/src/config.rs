@@ -1,0 +1,115 @@
+//! The kernel command line: `role=dir nodes=N ...` or
+//! `role=node id=K nodes=N ...`. Unknown keys are reported, not fatal, so a
+//! newer launcher can pass options an older kernel ignores.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+/// Which part an instance plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The directory service (owns the disk).
+    Dir,
+    /// A compute node with this id (1-based).
+    Node(u32),
+}
+
+/// Parsed boot configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootConfig {
+    /// Role of this instance.
+    pub role: Role,
+    /// Number of nodes in the cluster.
+    pub nodes: u32,
+    /// Heartbeat timeout after which the directory fails a node (ms).
+    pub hb_timeout_ms: u64,
+    /// How long the directory keeps spinning after its last request before
+    /// it halts between timer ticks (microseconds).
+    pub dir_spin_us: u64,
+    /// How long a node waits for one directory answer (ms).
+    pub rpc_timeout_ms: u64,
+    /// Keys that were not understood (reported in the log).
+    pub unknown: Vec<String>,
+}
+
+fn num(key: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
+    let n: u64 = v
+        .parse()
+        .map_err(|_| alloc::format!("{key}={v}: not a number"))?;
+    if n < min || n > max {
+        return Err(alloc::format!("{key}={v}: must be in {min}..={max}"));
+    }
+    Ok(n)
+}
+
+impl BootConfig {
+    /// Parse a command line.
+    pub fn parse(cmdline: &str) -> Result<BootConfig, String> {
+        let mut role = None;
+        let mut id = None;
+        let mut c = BootConfig {
+            role: Role::Dir,
+            nodes: 2,
+            hb_timeout_ms: 3000,
+            dir_spin_us: 5000,
+            rpc_timeout_ms: 10_000,
+            unknown: Vec::new(),
+        };
+        for word in cmdline.split_ascii_whitespace() {
+            let (k, v) = word.split_once('=').unwrap_or((word, ""));
+            match k {
+                "role" => role = Some(v.to_string()),
+                "id" => id = Some(num(k, v, 1, crate::layout::MAX_NODES as u64)? as u32),
+                "nodes" => c.nodes = num(k, v, 1, crate::layout::MAX_NODES as u64)? as u32,
+                "hb_timeout_ms" => c.hb_timeout_ms = num(k, v, 50, 3_600_000)?,
+                "dir_spin_us" => c.dir_spin_us = num(k, v, 0, 10_000_000)?,
+                "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
+                _ => c.unknown.push(word.to_string()),
+            }
+        }
+        c.role = match role.as_deref() {
+            Some("dir") => Role::Dir,
+            Some("node") => {
+                let id = id.ok_or("role=node needs id=K")?;
+                if id > c.nodes {
+                    return Err(alloc::format!("id={id} but nodes={}", c.nodes));
+                }
+                Role::Node(id)
+            }
+            Some(other) => return Err(alloc::format!("role={other}: expected dir or node")),
+            None => return Err("missing role=dir or role=node".to_string()),
+        };
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_roles_and_options() {
+        let c = BootConfig::parse("role=dir nodes=4").unwrap();
+        assert_eq!((c.role, c.nodes), (Role::Dir, 4));
+        let c = BootConfig::parse("role=node id=2 nodes=2 hb_timeout_ms=500 foo=bar").unwrap();
+        assert_eq!(c.role, Role::Node(2));
+        assert_eq!(c.hb_timeout_ms, 500);
+        assert_eq!(c.unknown, ["foo=bar"]);
+    }
+
+    #[test]
+    fn rejects_bad_lines() {
+        for bad in [
+            "",
+            "role=node",
+            "role=node id=3 nodes=2",
+            "role=cat",
+            "role=dir nodes=0",
+            "role=dir nodes=x",
+            "role=dir hb_timeout_ms=1",
+            "role=node id=99999999999999999999",
+        ] {
+            assert!(BootConfig::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Cross-record validation: the single pass that mount runs over the cached
+//! inode table, and that also rebuilds the derived in-memory state (the
+//! directory index and the free-block map), which is never stored.
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::disk::{Inode, Superblock};
+use super::error::{MountError, ParentProblem};
+use super::freemap::FreeMap;
+use super::ROOT_INO;
+use crate::proto::FileKind;
+
+/// The entries of one directory, indexed both ways.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirIndex {
+    /// Name -> inode.
+    pub by_name: BTreeMap<String, u64>,
+    /// Inodes in ascending order: the readdir order (cookie = inode).
+    pub by_ino: BTreeSet<u64>,
+}
+
+/// State derived from the inode table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Derived {
+    /// Every directory's entries.
+    pub dirs: BTreeMap<u64, DirIndex>,
+    /// Used data blocks.
+    pub free: FreeMap,
+    /// Highest creation sequence number in use.
+    pub max_seq: u64,
+    /// Inodes in use.
+    pub used: u64,
+}
+
+/// Check every cross-record rule of the format and build the derived state.
+/// Records have already been checked one by one
+/// ([`super::disk::decode_record`]): checksum, kind, name, extent bounds.
+pub fn validate(sb: &Superblock, table: &[Option<Box<Inode>>]) -> Result<Derived, MountError> {
+    let get = |ino: u64| -> Option<&Inode> {
+        let i = usize::try_from(ino.checked_sub(1)?).ok()?;
+        table.get(i)?.as_deref()
+    };
+    let root = get(ROOT_INO).ok_or(MountError::BadRoot { what: "not in use" })?;
+    if root.kind != FileKind::Dir {
+        return Err(MountError::BadRoot {
+            what: "not a directory",
+        });
+    }
+    if root.parent != ROOT_INO {
+        return Err(MountError::BadRoot {
+            what: "its parent is not itself",
+        });
+    }
+    if !root.name.is_empty() {
+        return Err(MountError::BadRoot {
+            what: "it has a name",
+        });
+    }
+
+    let mut dirs: BTreeMap<u64, DirIndex> = BTreeMap::new();
+    let mut extents: Vec<(u64, u64, u64)> = Vec::new();
+    let mut max_seq = 0u64;
+    let mut used = 0u64;
+    for (i, slot) in table.iter().enumerate() {
+        let Some(n) = slot.as_deref() else { continue };
+        let ino = i as u64 + 1;
+        used += 1;
+        max_seq = max_seq.max(n.seq);
+        if n.kind == FileKind::Dir {
+            dirs.entry(ino).or_default();
+        }
+        for e in &n.extents {
+            extents.push((e.start, e.end().unwrap_or(u64::MAX), ino));
+        }
+        if ino == ROOT_INO {
+            continue;
+        }
+        let bad = |problem| MountError::BadParent {
+            ino,
+            parent: n.parent,
+            problem,
+        };
+        let in_range = n.parent >= 1 && n.parent <= table.len() as u64;
+        if !in_range {
+            return Err(bad(ParentProblem::OutOfRange));
+        }
+        let p = get(n.parent).ok_or(bad(ParentProblem::Free))?;
+        if p.kind != FileKind::Dir {
+            return Err(bad(ParentProblem::NotDir));
+        }
+        // Parents are strictly older: following parent links strictly
+        // decreases the sequence number, so it must end, and the only
+        // inode allowed to be its own parent is the root.
+        if p.seq >= n.seq {
+            return Err(bad(ParentProblem::NotOlder {
+                parent_seq: p.seq,
+                seq: n.seq,
+            }));
+        }
+        let d = dirs.entry(n.parent).or_default();
+        if let Some(&first) = d.by_name.get(n.name.as_str()) {
+            return Err(MountError::DuplicateName {
+                dir: n.parent,
+                name: n.name.clone(),
+                first,
+                second: ino,
+            });
+        }
+        d.by_name.insert(n.name.clone(), ino);
+        d.by_ino.insert(ino);
+    }
+
+    // No block belongs to two extents.
+    extents.sort_unstable();
+    let mut reach: Option<(u64, u64)> = None; // (end, owner) of the furthest extent so far
+    for &(start, end, ino) in &extents {
+        if let Some((r_end, r_ino)) = reach {
+            if start < r_end {
+                return Err(MountError::SharedBlock {
+                    a: r_ino.min(ino),
+                    b: r_ino.max(ino),
+                    block: start,
+                });
+            }
+        }
+        if reach.is_none_or(|(r_end, _)| end > r_end) {
+            reach = Some((end, ino));
+        }
+    }
+    let mut free = FreeMap::new(sb.data_start, sb.data_end - sb.data_start);
+    for &(start, end, _) in &extents {
+        free.set(start, end - start, true);
+    }
+    Ok(Derived {
+        dirs,
+        free,
+        max_seq,
+        used,
+    })
+}

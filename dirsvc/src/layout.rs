@@ -1,0 +1,700 @@
+//! The versioned header of the shared region and where each area lives.
+//!
+//! The directory computes a [`Layout`] from the region size and the node
+//! count, zeroes the region, writes the header and publishes it by writing
+//! the magic last. Nodes read the header back with [`Layout::read`], which
+//! checks the magic, the version, a CRC over the immutable fields and that
+//! every area lies inside the region without overlapping another, and then
+//! use only their validated private copy.
+//!
+//! Region map (all offsets in the header):
+//!
+//! | area      | size                                                      |
+//! | --------- | --------------------------------------------------------- |
+//! | header    | [`HEADER_BYTES`]: fixed fields, dynamic words, node table |
+//! | channels  | per node: request, response, notify, ack rings            |
+//! | bulk      | per node: `bulk_slots` staging buffers                    |
+//! | bitmaps   | per node: one bit per frame of its pool (export bits)     |
+//! | pools     | per node: `pool_frames` 4 KiB frames                      |
+//!
+//! Header words (byte offsets):
+//!
+//! | off | field                | off | field                    |
+//! | --- | -------------------- | --- | ------------------------ |
+//! | 0   | magic u64            | 64  | bulk_slots u32           |
+//! | 8   | version u32          | 68  | bulk_slot_bytes u32      |
+//! | 12  | header_bytes u32     | 72  | bitmap_off u64           |
+//! | 16  | region_size u64      | 80  | bitmap_bytes u64         |
+//! | 24  | max_nodes u32        | 88  | pool_off u64             |
+//! | 28  | ring_slots u32       | 96  | pool_frames u64          |
+//! | 32  | channels_off u64     | 104 | crc32 of bytes 8..104    |
+//! | 40  | channel_bytes u64    | 128 | epoch u64 (dynamic)      |
+//! | 48  | bulk_off u64         | 136 | dir_state u32 (dynamic)  |
+//! | 56  | bulk_bytes u64       | 144 | dir_heartbeat u64        |
+//!
+//! Node table at [`NODE_TABLE`], one 64-byte record per node id `k`
+//! (1..=max_nodes) at `NODE_TABLE + (k-1)*64`: `state u32` at +0,
+//! `epoch u64` at +8, `heartbeat u64` at +16, `join_nonce u64` at +24.
+
+use core::fmt;
+
+use crate::proto::DESC_SIZE;
+use crate::ring::RingLoc;
+use crate::shm::SharedMem;
+
+/// "ONECOPY1" as a little-endian u64.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"ONECOPY1");
+/// Layout version this code reads and writes.
+pub const VERSION: u32 = 1;
+/// Bytes reserved for the header including the node table.
+pub const HEADER_BYTES: usize = 8192;
+/// Offset of the node table.
+pub const NODE_TABLE: usize = 256;
+/// Bytes per node record.
+pub const NODE_RECORD: usize = 64;
+/// Most nodes a region can describe (ids 1..=MAX_NODES).
+pub const MAX_NODES: u32 = 64;
+/// Page / frame size.
+pub const FRAME: usize = 4096;
+/// Slots per ring.
+pub const DEFAULT_RING_SLOTS: u32 = 64;
+/// Bulk slots per node.
+pub const DEFAULT_BULK_SLOTS: u32 = 4;
+/// Bytes per bulk slot.
+pub const DEFAULT_BULK_SLOT_BYTES: u32 = 64 * 1024;
+/// Smallest region we accept.
+pub const MIN_REGION: usize = 1 << 20;
+
+const OFF_EPOCH: usize = 128;
+const OFF_DIR_STATE: usize = 136;
+const OFF_DIR_HEARTBEAT: usize = 144;
+
+/// Directory state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum DirState {
+    /// Formatting the region or mounting the disk.
+    Booting = 0,
+    /// Serving.
+    Up = 1,
+    /// Serving, but without storage: every request gets `Unavailable`.
+    NoStorage = 2,
+    /// Shut down.
+    Down = 3,
+}
+
+impl DirState {
+    /// Decode; unknown values read as `None`.
+    pub fn from_u32(v: u32) -> Option<DirState> {
+        Some(match v {
+            0 => DirState::Booting,
+            1 => DirState::Up,
+            2 => DirState::NoStorage,
+            3 => DirState::Down,
+            _ => return None,
+        })
+    }
+}
+
+/// Per-node membership state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum NodeState {
+    /// Never joined.
+    Down = 0,
+    /// The node asked to join and waits for the directory.
+    Joining = 1,
+    /// Member.
+    Up = 2,
+    /// The directory declared it failed (heartbeat timeout).
+    Failed = 3,
+    /// The node left cleanly.
+    Left = 4,
+}
+
+impl NodeState {
+    /// Decode; unknown values read as `None`.
+    pub fn from_u32(v: u32) -> Option<NodeState> {
+        Some(match v {
+            0 => NodeState::Down,
+            1 => NodeState::Joining,
+            2 => NodeState::Up,
+            3 => NodeState::Failed,
+            4 => NodeState::Left,
+            _ => return None,
+        })
+    }
+
+    /// Lower-case name for the shell.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Down => "down",
+            NodeState::Joining => "joining",
+            NodeState::Up => "up",
+            NodeState::Failed => "failed",
+            NodeState::Left => "left",
+        }
+    }
+}
+
+/// Why a region header was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutError {
+    /// The region is smaller than the minimum or than the header says.
+    TooSmall {
+        /// Actual size.
+        have: usize,
+        /// Needed size.
+        need: usize,
+    },
+    /// No magic: not formatted (yet) or not ours.
+    BadMagic(u64),
+    /// Formatted by another version.
+    BadVersion(u32),
+    /// The header checksum does not match.
+    BadChecksum,
+    /// An area is misplaced, misaligned, overlapping or out of range.
+    Inconsistent(&'static str),
+    /// Too many or zero nodes.
+    BadNodeCount(u32),
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::TooSmall { have, need } => {
+                write!(f, "shared region too small: {have} bytes, need {need}")
+            }
+            LayoutError::BadMagic(m) => {
+                write!(f, "shared region not formatted by onecopy (magic {m:#018x})")
+            }
+            LayoutError::BadVersion(v) => write!(
+                f,
+                "shared region has layout version {v}, this kernel speaks version {VERSION}"
+            ),
+            LayoutError::BadChecksum => f.write_str("shared region header checksum mismatch"),
+            LayoutError::Inconsistent(what) => {
+                write!(f, "shared region header inconsistent: {what}")
+            }
+            LayoutError::BadNodeCount(n) => {
+                write!(f, "shared region describes {n} nodes (1..={MAX_NODES} allowed)")
+            }
+        }
+    }
+}
+
+/// The rings of one node's channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Channel {
+    /// Node -> directory requests.
+    pub request: RingLoc,
+    /// Directory -> node responses.
+    pub response: RingLoc,
+    /// Directory -> node notifications (invalidations).
+    pub notify: RingLoc,
+    /// Node -> directory acknowledgements.
+    pub ack: RingLoc,
+}
+
+impl Channel {
+    /// All four rings.
+    pub fn rings(&self) -> [RingLoc; 4] {
+        [self.request, self.response, self.notify, self.ack]
+    }
+}
+
+/// The validated geometry of a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Region size in bytes.
+    pub region_size: usize,
+    /// Node ids run 1..=max_nodes.
+    pub max_nodes: u32,
+    /// Slots per ring.
+    pub ring_slots: u32,
+    /// Offset of node 1's channel.
+    pub channels_off: usize,
+    /// Bytes per channel.
+    pub channel_bytes: usize,
+    /// Offset of node 1's bulk area.
+    pub bulk_off: usize,
+    /// Bytes of bulk per node.
+    pub bulk_bytes: usize,
+    /// Bulk slots per node.
+    pub bulk_slots: u32,
+    /// Bytes per bulk slot.
+    pub bulk_slot_bytes: u32,
+    /// Offset of node 1's export bitmap.
+    pub bitmap_off: usize,
+    /// Bytes of bitmap per node.
+    pub bitmap_bytes: usize,
+    /// Offset of node 1's frame pool.
+    pub pool_off: usize,
+    /// Frames per node pool.
+    pub pool_frames: u64,
+}
+
+fn align_up(v: usize, a: usize) -> Option<usize> {
+    v.checked_add(a - 1).map(|x| x & !(a - 1))
+}
+
+impl Layout {
+    /// Geometry for a region of `region_size` bytes shared by `nodes` nodes.
+    pub fn compute(region_size: usize, nodes: u32) -> Result<Layout, LayoutError> {
+        if nodes == 0 || nodes > MAX_NODES {
+            return Err(LayoutError::BadNodeCount(nodes));
+        }
+        let n = nodes as usize;
+        let ring_slots = DEFAULT_RING_SLOTS;
+        let channel_bytes = align_up(4 * RingLoc::bytes(ring_slots), FRAME).unwrap_or(usize::MAX);
+        let channels_off = HEADER_BYTES;
+        let bulk_off = channels_off + n * channel_bytes;
+        let bulk_bytes = (DEFAULT_BULK_SLOTS * DEFAULT_BULK_SLOT_BYTES) as usize;
+        let bitmap_off = bulk_off + n * bulk_bytes;
+        let fixed = bitmap_off;
+        let need = fixed + n * (FRAME + 64) + n * FRAME;
+        if region_size < MIN_REGION.max(need) {
+            return Err(LayoutError::TooSmall {
+                have: region_size,
+                need: MIN_REGION.max(need),
+            });
+        }
+        // Frames left for pools, after reserving bitmaps (one bit per frame,
+        // rounded up to 64 bytes per node) and alignment.
+        let mut frames = ((region_size - fixed) / n) / FRAME;
+        loop {
+            let bitmap_bytes = align_up(frames.div_ceil(8), 64).unwrap_or(usize::MAX);
+            let pool_off = align_up(bitmap_off + n * bitmap_bytes, FRAME).unwrap_or(usize::MAX);
+            if pool_off
+                .checked_add(n * frames * FRAME)
+                .is_some_and(|end| end <= region_size)
+            {
+                return Ok(Layout {
+                    region_size,
+                    max_nodes: nodes,
+                    ring_slots,
+                    channels_off,
+                    channel_bytes,
+                    bulk_off,
+                    bulk_bytes,
+                    bulk_slots: DEFAULT_BULK_SLOTS,
+                    bulk_slot_bytes: DEFAULT_BULK_SLOT_BYTES,
+                    bitmap_off,
+                    bitmap_bytes,
+                    pool_off,
+                    pool_frames: frames as u64,
+                });
+            }
+            frames -= 1;
+        }
+    }
+
+    fn fixed_fields(&self) -> [u8; 96] {
+        let mut b = [0u8; 96];
+        let mut put = |off: usize, v: &[u8]| b[off - 8..off - 8 + v.len()].copy_from_slice(v);
+        put(8, &VERSION.to_le_bytes());
+        put(12, &(HEADER_BYTES as u32).to_le_bytes());
+        put(16, &(self.region_size as u64).to_le_bytes());
+        put(24, &self.max_nodes.to_le_bytes());
+        put(28, &self.ring_slots.to_le_bytes());
+        put(32, &(self.channels_off as u64).to_le_bytes());
+        put(40, &(self.channel_bytes as u64).to_le_bytes());
+        put(48, &(self.bulk_off as u64).to_le_bytes());
+        put(56, &(self.bulk_bytes as u64).to_le_bytes());
+        put(64, &self.bulk_slots.to_le_bytes());
+        put(68, &self.bulk_slot_bytes.to_le_bytes());
+        put(72, &(self.bitmap_off as u64).to_le_bytes());
+        put(80, &(self.bitmap_bytes as u64).to_le_bytes());
+        put(88, &(self.pool_off as u64).to_le_bytes());
+        put(96, &self.pool_frames.to_le_bytes());
+        b
+    }
+
+    /// Zero the region's control areas, write the header with `epoch`, and
+    /// publish it (magic last). Only the directory calls this, before any
+    /// node can have joined.
+    pub fn format(&self, mem: &(impl SharedMem + ?Sized), epoch: u64) {
+        mem.store_u64(0, 0);
+        // Header, channels, bulk and bitmaps; pools are left as they are
+        // (frames are always initialised before they are exported).
+        mem.zero(8, self.pool_off - 8);
+        let fixed = self.fixed_fields();
+        mem.write(8, &fixed);
+        mem.store_u32(104, crc32fast::hash(&fixed));
+        mem.store_u64(OFF_EPOCH, epoch);
+        mem.store_u32(OFF_DIR_STATE, DirState::Booting as u32);
+        mem.store_u64(0, MAGIC);
+    }
+
+    /// Read and validate the header of a region of `region_size` bytes.
+    pub fn read(mem: &(impl SharedMem + ?Sized)) -> Result<Layout, LayoutError> {
+        let have = mem.size();
+        if have < MIN_REGION {
+            return Err(LayoutError::TooSmall {
+                have,
+                need: MIN_REGION,
+            });
+        }
+        let magic = mem.load_u64(0);
+        if magic != MAGIC {
+            return Err(LayoutError::BadMagic(magic));
+        }
+        let version = mem.load_u32(8);
+        if version != VERSION {
+            return Err(LayoutError::BadVersion(version));
+        }
+        let mut fixed = [0u8; 96];
+        mem.read(8, &mut fixed);
+        if crc32fast::hash(&fixed) != mem.load_u32(104) {
+            return Err(LayoutError::BadChecksum);
+        }
+        let u32at = |o: usize| u32::from_le_bytes(fixed[o - 8..o - 4].try_into().unwrap_or([0; 4]));
+        let u64at = |o: usize| u64::from_le_bytes(fixed[o - 8..o].try_into().unwrap_or([0; 8]));
+        let usz = |o: usize| usize::try_from(u64at(o)).unwrap_or(usize::MAX);
+        if u32at(12) as usize != HEADER_BYTES {
+            return Err(LayoutError::Inconsistent("header size"));
+        }
+        let l = Layout {
+            region_size: usz(16),
+            max_nodes: u32at(24),
+            ring_slots: u32at(28),
+            channels_off: usz(32),
+            channel_bytes: usz(40),
+            bulk_off: usz(48),
+            bulk_bytes: usz(56),
+            bulk_slots: u32at(64),
+            bulk_slot_bytes: u32at(68),
+            bitmap_off: usz(72),
+            bitmap_bytes: usz(80),
+            pool_off: usz(88),
+            pool_frames: u64at(96),
+        };
+        if l.region_size > have {
+            return Err(LayoutError::TooSmall {
+                have,
+                need: l.region_size,
+            });
+        }
+        l.validate()?;
+        Ok(l)
+    }
+
+    /// Check that every area fits, is aligned and does not overlap.
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        use LayoutError::Inconsistent as Bad;
+        let n = self.max_nodes as usize;
+        if self.max_nodes == 0 || self.max_nodes > MAX_NODES {
+            return Err(LayoutError::BadNodeCount(self.max_nodes));
+        }
+        if !self.ring_slots.is_power_of_two() || self.ring_slots > 4096 {
+            return Err(Bad("ring slots"));
+        }
+        let ring_bytes = RingLoc::bytes(self.ring_slots);
+        if self.channel_bytes < 4 * ring_bytes || !self.channel_bytes.is_multiple_of(64) {
+            return Err(Bad("channel size"));
+        }
+        if self.bulk_slots == 0
+            || self.bulk_slot_bytes == 0
+            || !(self.bulk_slot_bytes as usize).is_multiple_of(FRAME)
+            || (self.bulk_slots as usize).checked_mul(self.bulk_slot_bytes as usize)
+                != Some(self.bulk_bytes)
+        {
+            return Err(Bad("bulk slots"));
+        }
+        let frames = usize::try_from(self.pool_frames).map_err(|_| Bad("pool frames"))?;
+        if self.bitmap_bytes < frames.div_ceil(8) || !self.bitmap_bytes.is_multiple_of(64) {
+            return Err(Bad("bitmap size"));
+        }
+        // Areas in order, each inside the region and after the previous.
+        let areas: [(usize, Option<usize>, &'static str); 4] = [
+            (
+                self.channels_off,
+                n.checked_mul(self.channel_bytes),
+                "channels",
+            ),
+            (self.bulk_off, n.checked_mul(self.bulk_bytes), "bulk"),
+            (self.bitmap_off, n.checked_mul(self.bitmap_bytes), "bitmaps"),
+            (
+                self.pool_off,
+                n.checked_mul(frames).and_then(|f| f.checked_mul(FRAME)),
+                "pools",
+            ),
+        ];
+        let mut end = HEADER_BYTES;
+        for (off, len, what) in areas {
+            let len = len.ok_or(Bad(what))?;
+            if off < end || !off.is_multiple_of(64) {
+                return Err(Bad(what));
+            }
+            end = off.checked_add(len).ok_or(Bad(what))?;
+            if end > self.region_size {
+                return Err(Bad(what));
+            }
+        }
+        if !self.pool_off.is_multiple_of(FRAME) {
+            return Err(Bad("pool alignment"));
+        }
+        Ok(())
+    }
+
+    /// Is `node` a valid node id in this region?
+    pub fn valid_node(&self, node: u32) -> bool {
+        node >= 1 && node <= self.max_nodes
+    }
+
+    /// The channel of node `node` (1-based; caller checked `valid_node`).
+    pub fn channel(&self, node: u32) -> Channel {
+        debug_assert!(self.valid_node(node));
+        let base = self.channels_off + (node as usize - 1) * self.channel_bytes;
+        let rb = RingLoc::bytes(self.ring_slots);
+        let ring = |i: usize| RingLoc {
+            off: base + i * rb,
+            slots: self.ring_slots,
+        };
+        Channel {
+            request: ring(0),
+            response: ring(1),
+            notify: ring(2),
+            ack: ring(3),
+        }
+    }
+
+    /// Offset and length of bulk slot `slot` of `node`, or `None` if the
+    /// slot number is out of range.
+    pub fn bulk_slot(&self, node: u32, slot: u32) -> Option<(usize, usize)> {
+        if !self.valid_node(node) || slot >= self.bulk_slots {
+            return None;
+        }
+        let off = self.bulk_off
+            + (node as usize - 1) * self.bulk_bytes
+            + slot as usize * self.bulk_slot_bytes as usize;
+        Some((off, self.bulk_slot_bytes as usize))
+    }
+
+    /// Offset of node `node`'s record in the node table.
+    fn node_rec(&self, node: u32) -> usize {
+        debug_assert!(self.valid_node(node));
+        NODE_TABLE + (node as usize - 1) * NODE_RECORD
+    }
+
+    /// Global frame number range `[first, end)` of node `node`'s pool.
+    pub fn pool_gfns(&self, node: u32) -> (u64, u64) {
+        let first = (self.pool_off / FRAME) as u64 + (node as u64 - 1) * self.pool_frames;
+        (first, first + self.pool_frames)
+    }
+
+    /// Which node's pool holds global frame `gfn`, if any.
+    pub fn gfn_owner(&self, gfn: u64) -> Option<u32> {
+        let first = (self.pool_off / FRAME) as u64;
+        if gfn < first || self.pool_frames == 0 {
+            return None;
+        }
+        let node = (gfn - first) / self.pool_frames + 1;
+        (node <= self.max_nodes as u64).then_some(node as u32)
+    }
+
+    /// Descriptor size sanity (used by tests).
+    pub const fn desc_size() -> usize {
+        DESC_SIZE
+    }
+}
+
+/// Typed access to the dynamic header words of a validated region.
+pub struct Header<'a, M: SharedMem + ?Sized> {
+    mem: &'a M,
+    layout: Layout,
+}
+
+impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
+    /// Wrap a region whose layout was validated (or just formatted).
+    pub fn new(mem: &'a M, layout: Layout) -> Self {
+        Header { mem, layout }
+    }
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// Cluster epoch counter.
+    pub fn epoch(&self) -> u64 {
+        self.mem.load_u64(OFF_EPOCH)
+    }
+    /// Bump the cluster epoch; returns the new value.
+    pub fn next_epoch(&self) -> u64 {
+        self.mem.fetch_add_u64(OFF_EPOCH, 1) + 1
+    }
+    /// Directory state (`None` if the word holds garbage).
+    pub fn dir_state(&self) -> Option<DirState> {
+        DirState::from_u32(self.mem.load_u32(OFF_DIR_STATE))
+    }
+    /// Set the directory state.
+    pub fn set_dir_state(&self, s: DirState) {
+        self.mem.store_u32(OFF_DIR_STATE, s as u32)
+    }
+    /// Directory heartbeat counter.
+    pub fn dir_heartbeat(&self) -> u64 {
+        self.mem.load_u64(OFF_DIR_HEARTBEAT)
+    }
+    /// Bump the directory heartbeat.
+    pub fn beat_dir(&self) {
+        self.mem.fetch_add_u64(OFF_DIR_HEARTBEAT, 1);
+    }
+    /// State of node `node` (`None` if invalid id or garbage).
+    pub fn node_state(&self, node: u32) -> Option<NodeState> {
+        if !self.layout.valid_node(node) {
+            return None;
+        }
+        NodeState::from_u32(self.mem.load_u32(self.layout.node_rec(node)))
+    }
+    /// Set node `node`'s state (ignored for an invalid id).
+    pub fn set_node_state(&self, node: u32, s: NodeState) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u32(self.layout.node_rec(node), s as u32)
+        }
+    }
+    /// Session epoch of node `node`.
+    pub fn node_epoch(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 8)
+    }
+    /// Set node `node`'s session epoch.
+    pub fn set_node_epoch(&self, node: u32, epoch: u64) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u64(self.layout.node_rec(node) + 8, epoch)
+        }
+    }
+    /// Heartbeat counter of node `node`.
+    pub fn node_heartbeat(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 16)
+    }
+    /// Bump node `node`'s heartbeat.
+    pub fn beat_node(&self, node: u32) {
+        if self.layout.valid_node(node) {
+            self.mem.fetch_add_u64(self.layout.node_rec(node) + 16, 1);
+        }
+    }
+    /// Join nonce of node `node`.
+    pub fn join_nonce(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 24)
+    }
+    /// Set node `node`'s join nonce.
+    pub fn set_join_nonce(&self, node: u32, nonce: u64) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u64(self.layout.node_rec(node) + 24, nonce)
+        }
+    }
+    /// Zero both indices of every ring of `node`'s channel.
+    pub fn reset_channel(&self, node: u32) {
+        if self.layout.valid_node(node) {
+            for r in self.layout.channel(node).rings() {
+                r.reset(self.mem);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shm::HeapShm;
+
+    #[test]
+    fn compute_format_read_round_trip() {
+        for (mb, nodes) in [(1usize, 1u32), (16, 2), (64, 2), (64, 4), (256, 16), (64, 64)] {
+            let size = mb << 20;
+            let l = Layout::compute(size, nodes).unwrap();
+            l.validate().unwrap();
+            assert!(l.pool_frames > 0, "{mb} MiB / {nodes}");
+            let mem = HeapShm::new(size);
+            l.format(&*mem, 7);
+            assert_eq!(Layout::read(&*mem), Ok(l));
+            let h = Header::new(&*mem, l);
+            assert_eq!(h.epoch(), 7);
+            assert_eq!(h.next_epoch(), 8);
+            assert_eq!(h.dir_state(), Some(DirState::Booting));
+            // Areas of different nodes do not overlap.
+            if nodes >= 2 {
+                let a = l.channel(1).ack;
+                let b = l.channel(2).request;
+                assert!(a.off + RingLoc::bytes(a.slots) <= b.off);
+                let (s1, n1) = l.bulk_slot(1, l.bulk_slots - 1).unwrap();
+                let (s2, _) = l.bulk_slot(2, 0).unwrap();
+                assert!(s1 + n1 <= s2);
+                let (_, end1) = l.pool_gfns(1);
+                let (first2, _) = l.pool_gfns(2);
+                assert_eq!(end1, first2);
+                assert_eq!(l.gfn_owner(first2), Some(2));
+                assert_eq!(l.gfn_owner(end1 - 1), Some(1));
+            }
+            let (_, last) = l.pool_gfns(nodes);
+            assert!(last as usize * FRAME <= size);
+            assert_eq!(l.gfn_owner(last), None);
+        }
+    }
+
+    #[test]
+    fn refuses_bad_regions() {
+        let size = 4 << 20;
+        let l = Layout::compute(size, 2).unwrap();
+        let mem = HeapShm::new(size);
+        assert!(matches!(Layout::read(&*mem), Err(LayoutError::BadMagic(0))));
+        l.format(&*mem, 1);
+        // Version.
+        mem.store_u32(8, 2);
+        assert_eq!(Layout::read(&*mem), Err(LayoutError::BadVersion(2)));
+        mem.store_u32(8, VERSION);
+        assert_eq!(Layout::read(&*mem), Ok(l));
+        // A field changed without fixing the checksum.
+        mem.store_u64(48, 12345);
+        assert_eq!(Layout::read(&*mem), Err(LayoutError::BadChecksum));
+        // Consistent checksum but overlapping areas.
+        let mut bad = l;
+        bad.bulk_off = l.channels_off;
+        bad.format(&*mem, 1);
+        assert!(matches!(
+            Layout::read(&*mem),
+            Err(LayoutError::Inconsistent(_))
+        ));
+        // Header claims a bigger region than we have.
+        let big = Layout::compute(size * 2, 2).unwrap();
+        big.format(&*mem, 1);
+        assert!(matches!(
+            Layout::read(&*mem),
+            Err(LayoutError::TooSmall { .. })
+        ));
+        // Too small to be useful / bad node counts.
+        assert!(matches!(
+            Layout::compute(4096, 2),
+            Err(LayoutError::TooSmall { .. })
+        ));
+        assert_eq!(Layout::compute(size, 0), Err(LayoutError::BadNodeCount(0)));
+        assert_eq!(
+            Layout::compute(size, 65),
+            Err(LayoutError::BadNodeCount(65))
+        );
+    }
+
+    #[test]
+    fn out_of_range_ids_are_refused() {
+        let size = 2 << 20;
+        let l = Layout::compute(size, 2).unwrap();
+        let mem = HeapShm::new(size);
+        l.format(&*mem, 1);
+        let h = Header::new(&*mem, l);
+        assert_eq!(l.bulk_slot(0, 0), None);
+        assert_eq!(l.bulk_slot(3, 0), None);
+        assert_eq!(l.bulk_slot(1, l.bulk_slots), None);
+        assert_eq!(h.node_state(0), None);
+        assert_eq!(h.node_state(3), None);
+        h.set_node_state(99, NodeState::Up); // ignored, no panic
+        mem.store_u32(NODE_TABLE, 77);
+        assert_eq!(h.node_state(1), None);
+    }
+}

@@ -1,0 +1,413 @@
+//! The directory's serving loop: membership (join, heartbeats, failure),
+//! the request rings of every node, and the metadata/storage server over
+//! the file system.
+//!
+//! [`Directory::poll`] does one pass over every node and returns what it
+//! did; the kernel calls it in its loop on the directory's dedicated core
+//! and logs the [`Event`]s. Everything here is pure logic over
+//! [`SharedMem`] and [`BlockDevice`], so the host tests drive it with a heap
+//! region and an in-memory disk.
+
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::fs::{BlockDevice, Fs};
+use crate::layout::{DirState, Header, Layout, NodeState};
+use crate::proto::{
+    DecodeError, Desc, DirStats, Errno, Op, Raw, Request, Response, DIRENT_SIZE,
+};
+use crate::ring::{Consumer, Producer, RingError};
+use crate::shm::SharedMem;
+
+/// Something worth a log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A node joined (or rejoined) with a new session epoch.
+    Joined {
+        /// Node id.
+        node: u32,
+        /// Its session epoch.
+        epoch: u64,
+    },
+    /// A node's heartbeat stopped for longer than the timeout.
+    Failed {
+        /// Node id.
+        node: u32,
+        /// Milliseconds since its heartbeat last changed.
+        silent_ms: u64,
+    },
+    /// A node said goodbye.
+    Left {
+        /// Node id.
+        node: u32,
+    },
+    /// A node's rings hold impossible indices; the node is failed.
+    Corrupt {
+        /// Node id.
+        node: u32,
+        /// What was wrong.
+        error: RingError,
+    },
+    /// A request could not be decoded; it was answered with `Invalid`.
+    BadRequest {
+        /// Node id.
+        node: u32,
+        /// Why.
+        error: DecodeError,
+    },
+}
+
+/// Directory configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// A member whose heartbeat does not change for this long is failed.
+    pub heartbeat_timeout_ns: u64,
+    /// Most requests taken from one node per poll (fairness).
+    pub batch: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            heartbeat_timeout_ns: 3_000_000_000,
+            batch: 32,
+        }
+    }
+}
+
+/// Per-node state kept privately by the directory.
+struct Peer {
+    req: Consumer,
+    resp: Producer,
+    /// Responses that did not fit in the response ring yet.
+    backlog: VecDeque<Desc>,
+    member: bool,
+    last_hb: u64,
+    last_hb_change_ns: u64,
+}
+
+/// The directory service.
+pub struct Directory<D: BlockDevice> {
+    layout: Layout,
+    fs: Option<Fs<D>>,
+    peers: Vec<Peer>,
+    cfg: Config,
+    requests: u64,
+    ops: [u64; 32],
+    /// The last malformed request seen, reported once per poll.
+    last_bad: Option<Event>,
+}
+
+/// Result of one [`Directory::poll`].
+#[derive(Debug, Default)]
+pub struct Poll {
+    /// Requests served in this pass.
+    pub served: usize,
+    /// Membership and error events.
+    pub events: Vec<Event>,
+}
+
+impl<D: BlockDevice> Directory<D> {
+    /// Start serving a region that `layout.format` just wrote. Without a
+    /// file system (`None`: no disk, or the mount was refused) every request
+    /// is answered with `Unavailable` and the header says `NoStorage`.
+    pub fn new(
+        mem: &(impl SharedMem + ?Sized),
+        layout: Layout,
+        fs: Option<Fs<D>>,
+        cfg: Config,
+    ) -> Directory<D> {
+        let h = Header::new(mem, layout);
+        h.set_dir_state(if fs.is_some() {
+            DirState::Up
+        } else {
+            DirState::NoStorage
+        });
+        let peers = (1..=layout.max_nodes)
+            .map(|n| {
+                let ch = layout.channel(n);
+                Peer {
+                    req: Consumer::new(ch.request),
+                    resp: Producer::new(ch.response),
+                    backlog: VecDeque::new(),
+                    member: false,
+                    last_hb: 0,
+                    last_hb_change_ns: 0,
+                }
+            })
+            .collect();
+        Directory {
+            layout,
+            fs,
+            peers,
+            cfg,
+            requests: 0,
+            ops: [0; 32],
+            last_bad: None,
+        }
+    }
+
+    /// The layout being served.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Does the directory have storage?
+    pub fn has_storage(&self) -> bool {
+        self.fs.is_some()
+    }
+
+    /// The file system, if mounted.
+    pub fn fs(&self) -> Option<&Fs<D>> {
+        self.fs.as_ref()
+    }
+
+    /// Flush and give the file system back (shutdown).
+    pub fn shutdown(&mut self, mem: &(impl SharedMem + ?Sized)) -> Option<Fs<D>> {
+        Header::new(mem, self.layout).set_dir_state(DirState::Down);
+        let mut fs = self.fs.take();
+        if let Some(f) = fs.as_mut() {
+            let _ = f.sync();
+        }
+        fs
+    }
+
+    /// Counters for `dir stats` and [`Op::Stats`].
+    pub fn stats(&self) -> DirStats {
+        let mut s = DirStats {
+            requests: self.requests,
+            ..DirStats::default()
+        };
+        if let Some(fs) = &self.fs {
+            let f = fs.stats();
+            s.disk_reads = f.disk_reads;
+            s.disk_writes = f.disk_writes;
+            s.inodes_used = f.inodes_used;
+            s.inodes_total = f.inodes_total;
+            s.blocks_used = f.blocks_used;
+            s.blocks_total = f.blocks_total;
+        }
+        s
+    }
+
+    /// Requests served per opcode number (index = opcode, capped at 31).
+    pub fn ops(&self) -> &[u64; 32] {
+        &self.ops
+    }
+
+    /// One pass: joins, heartbeats, and up to `cfg.batch` requests per
+    /// member. `now_ns` is a monotonic clock.
+    pub fn poll(&mut self, mem: &(impl SharedMem + ?Sized), now_ns: u64) -> Poll {
+        let h = Header::new(mem, self.layout);
+        let mut out = Poll::default();
+        for node in 1..=self.layout.max_nodes {
+            let i = (node - 1) as usize;
+            match h.node_state(node) {
+                Some(NodeState::Joining) => {
+                    // Drop whatever the previous session left behind.
+                    h.reset_channel(node);
+                    let ch = self.layout.channel(node);
+                    let p = &mut self.peers[i];
+                    p.req = Consumer::new(ch.request);
+                    p.resp = Producer::new(ch.response);
+                    p.backlog.clear();
+                    p.member = true;
+                    p.last_hb = h.node_heartbeat(node);
+                    p.last_hb_change_ns = now_ns;
+                    let epoch = h.next_epoch();
+                    h.set_node_epoch(node, epoch);
+                    h.set_node_state(node, NodeState::Up);
+                    out.events.push(Event::Joined { node, epoch });
+                }
+                Some(NodeState::Up) if self.peers[i].member => {
+                    let hb = h.node_heartbeat(node);
+                    let p = &mut self.peers[i];
+                    if hb != p.last_hb {
+                        p.last_hb = hb;
+                        p.last_hb_change_ns = now_ns;
+                    } else if now_ns.saturating_sub(p.last_hb_change_ns)
+                        > self.cfg.heartbeat_timeout_ns
+                    {
+                        let silent_ms = (now_ns - p.last_hb_change_ns) / 1_000_000;
+                        p.member = false;
+                        h.set_node_state(node, NodeState::Failed);
+                        out.events.push(Event::Failed { node, silent_ms });
+                        continue;
+                    }
+                    match self.serve_node(mem, node) {
+                        Ok(n) => out.served += n,
+                        Err(error) => {
+                            self.peers[i].member = false;
+                            h.set_node_state(node, NodeState::Failed);
+                            out.events.push(Event::Corrupt { node, error });
+                            continue;
+                        }
+                    }
+                    if let Some(e) = self.last_bad.take() {
+                        out.events.push(e);
+                    }
+                }
+                Some(NodeState::Left) if self.peers[i].member => {
+                    self.peers[i].member = false;
+                    out.events.push(Event::Left { node });
+                }
+                _ => {}
+            }
+        }
+        self.requests += out.served as u64;
+        out
+    }
+
+    fn serve_node(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) -> Result<usize, RingError> {
+        let i = (node - 1) as usize;
+        // First flush responses that did not fit earlier.
+        while let Some(d) = self.peers[i].backlog.front().copied() {
+            match self.peers[i].resp.push(mem, &d) {
+                Ok(()) => {
+                    self.peers[i].backlog.pop_front();
+                }
+                Err(RingError::Full) => return Ok(0),
+                Err(e) => return Err(e),
+            }
+        }
+        let mut served = 0;
+        while served < self.cfg.batch {
+            let Some(d) = self.peers[i].req.pop(mem)? else {
+                break;
+            };
+            let resp = self.handle(mem, node, &d);
+            served += 1;
+            let p = &mut self.peers[i];
+            match p.resp.push(mem, &resp) {
+                Ok(()) => {}
+                Err(RingError::Full) => p.backlog.push_back(resp),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(served)
+    }
+
+    /// Answer one request descriptor from `node`.
+    fn handle(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: &Desc) -> Desc {
+        let (tag, req) = match Request::decode(d) {
+            Ok(x) => x,
+            Err(error) => {
+                self.last_bad = Some(Event::BadRequest { node, error });
+                let raw = Raw::decode(d);
+                return Raw {
+                    op: raw.op,
+                    status: Errno::Invalid as u16,
+                    tag: raw.tag,
+                    args: [0; 7],
+                }
+                .encode();
+            }
+        };
+        let op = op_of(&req);
+        self.ops[(op as usize).min(31)] += 1;
+        let resp = self.execute(mem, node, req).unwrap_or_else(Response::Err);
+        resp.encode(op, tag)
+    }
+
+    fn execute(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+        req: Request,
+    ) -> Result<Response, Errno> {
+        if let Request::Nop = req {
+            return Ok(Response::Ok);
+        }
+        if let Request::Stats = req {
+            return Ok(Response::Stats(self.stats()));
+        }
+        let layout = self.layout;
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        match req {
+            Request::Nop | Request::Stats => Ok(Response::Ok),
+            Request::Path {
+                op,
+                slot,
+                len,
+                exclusive,
+            } => {
+                let (off, cap) = layout.bulk_slot(node, slot).ok_or(Errno::Invalid)?;
+                let len = len as usize;
+                if len > cap {
+                    return Err(Errno::Invalid);
+                }
+                let mut buf = vec![0u8; len];
+                mem.read(off, &mut buf);
+                let path = core::str::from_utf8(&buf).map_err(|_| Errno::Invalid)?;
+                match op {
+                    Op::Lookup => fs.lookup(path).map(Response::Attr),
+                    Op::Create => fs.create(path, exclusive).map(Response::Attr),
+                    Op::Mkdir => fs.mkdir(path).map(Response::Attr),
+                    Op::Unlink => fs.unlink(path).map(|_| Response::Ok),
+                    Op::Rmdir => fs.rmdir(path).map(|_| Response::Ok),
+                    _ => Err(Errno::Invalid),
+                }
+            }
+            Request::Readdir { slot, ino, cookie } => {
+                let (off, cap) = layout.bulk_slot(node, slot).ok_or(Errno::Invalid)?;
+                let max = cap / DIRENT_SIZE;
+                let (entries, next) = fs.readdir(ino, cookie, max)?;
+                let mut rec = [0u8; DIRENT_SIZE];
+                for (k, e) in entries.iter().take(max).enumerate() {
+                    e.encode(&mut rec);
+                    mem.write(off + k * DIRENT_SIZE, &rec);
+                }
+                Ok(Response::Entries {
+                    count: entries.len().min(max) as u32,
+                    next_cookie: next,
+                })
+            }
+            Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
+            Request::Setattr { ino, size } => fs.set_size(ino, size).map(Response::Attr),
+            Request::Data {
+                op,
+                slot,
+                ino,
+                offset,
+                len,
+            } => {
+                let (off, cap) = layout.bulk_slot(node, slot).ok_or(Errno::Invalid)?;
+                let len = len as usize;
+                if len > cap {
+                    return Err(Errno::Invalid);
+                }
+                let mut buf = vec![0u8; len];
+                if op == Op::Write {
+                    mem.read(off, &mut buf);
+                    let (n, attr) = fs.write(ino, offset, &buf)?;
+                    Ok(Response::Data {
+                        bytes: n as u32,
+                        attr,
+                    })
+                } else {
+                    let n = fs.read(ino, offset, &mut buf)?;
+                    mem.write(off, &buf[..n]);
+                    let attr = fs.getattr(ino)?;
+                    Ok(Response::Data {
+                        bytes: n as u32,
+                        attr,
+                    })
+                }
+            }
+            Request::Fsync { .. } => fs.sync().map(|_| Response::Ok),
+        }
+    }
+}
+
+fn op_of(r: &Request) -> Op {
+    match r {
+        Request::Nop => Op::Nop,
+        Request::Path { op, .. } | Request::Data { op, .. } => *op,
+        Request::Readdir { .. } => Op::Readdir,
+        Request::Getattr { .. } => Op::Getattr,
+        Request::Setattr { .. } => Op::Setattr,
+        Request::Fsync { .. } => Op::Fsync,
+        Request::Stats => Op::Stats,
+    }
+}

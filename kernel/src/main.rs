@@ -1,0 +1,74 @@
+//! onecopy: one small kernel for every instance of the cluster. The command
+//! line picks the role: `role=dir` serves the directory and the disk,
+//! `role=node id=K` joins the cluster and runs the shell.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod arch;
+mod dir;
+mod drivers;
+mod klog;
+mod mm;
+mod node;
+
+use dirsvc::config::{BootConfig, Role};
+
+/// Called by the PVH trampoline (`boot/`) in 64-bit mode on the boot stack.
+#[unsafe(no_mangle)]
+extern "C" fn kernel_entry(start_info: u64) -> ! {
+    arch::serial::init();
+    klog::init();
+    arch::gdt::init();
+    arch::interrupts::init_idt();
+    let hz = arch::time::calibrate(20);
+    let bi = match arch::pvh::parse(start_info) {
+        Ok(b) => b,
+        Err(e) => klog::fatal(format_args!("boot: {e}")),
+    };
+    if let Err(e) = mm::init(&bi.regions[..bi.nregions]) {
+        klog::fatal(format_args!("boot: {e}"));
+    }
+    let cmdline = bi.cmdline();
+    let cfg = match BootConfig::parse(&cmdline) {
+        Ok(c) => c,
+        Err(e) => klog::fatal(format_args!("bad command line '{cmdline}': {e}")),
+    };
+    klog::set_who(match cfg.role {
+        Role::Dir => "dir",
+        Role::Node(id) => alloc::boxed::Box::leak(alloc::format!("n{id}").into_boxed_str()),
+    });
+    let (used, total) = mm::frames::usage();
+    log::info!(
+        "onecopy kernel {} booting: {cmdline} (tsc {} MHz, {} MiB RAM, entry {:#x})",
+        env!("CARGO_PKG_VERSION"),
+        hz / 1_000_000,
+        total * 4096 >> 20,
+        onecopy_boot::entry_address()
+    );
+    log::debug!("frames used {used}/{total}");
+    for w in &cfg.unknown {
+        log::warn!("ignoring unknown boot option '{w}'");
+    }
+    let mut root = drivers::pci::root();
+    let shm = match drivers::ivshmem::probe(&mut root) {
+        Ok(s) => s,
+        Err(e) => klog::fatal(format_args!("shared region: {e}")),
+    };
+    match cfg.role {
+        Role::Dir => {
+            let disk = match drivers::virtio::probe_blk(&mut root) {
+                Ok(d) => d,
+                Err(e) => {
+                    log::error!("virtio-blk: {e}");
+                    None
+                }
+            };
+            arch::interrupts::init_timer(|| {});
+            x86_64::instructions::interrupts::enable();
+            dir::run(&cfg, shm, disk)
+        }
+        Role::Node(id) => node::run(&cfg, id, shm),
+    }
+}

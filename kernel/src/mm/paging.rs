@@ -1,0 +1,54 @@
+//! Page tables through the `x86_64` crate. The boot trampoline identity
+//! maps the first 4 GiB with 2 MiB pages; device memory above that (a
+//! 64-bit BAR such as the shared region) is identity mapped here on demand.
+
+use x86_64::registers::control::Cr3;
+use x86_64::structures::paging::{
+    FrameAllocator, Mapper, OffsetPageTable, Page, PageTable, PageTableFlags, PhysFrame, Size2MiB,
+    Size4KiB, Translate,
+};
+use x86_64::{PhysAddr, VirtAddr};
+
+struct Frames;
+
+// SAFETY: `frames::alloc` returns unused, zeroed, identity-mapped frames.
+unsafe impl FrameAllocator<Size4KiB> for Frames {
+    fn allocate_frame(&mut self) -> Option<PhysFrame<Size4KiB>> {
+        super::frames::alloc().map(|pa| PhysFrame::containing_address(PhysAddr::new(pa)))
+    }
+}
+
+fn mapper() -> OffsetPageTable<'static> {
+    let (frame, _) = Cr3::read();
+    let pml4 = frame.start_address().as_u64() as *mut PageTable;
+    // SAFETY: physical memory holding the page tables is identity mapped
+    // (offset 0); the kernel is single-threaded per instance and only this
+    // module edits the tables, with interrupts never touching them.
+    unsafe { OffsetPageTable::new(&mut *pml4, VirtAddr::new(0)) }
+}
+
+/// Make sure `[pa, pa+len)` is identity mapped (2 MiB pages, writable,
+/// uncached when `uncached`). Returns the virtual address (= `pa`).
+pub fn identity_map(pa: u64, len: u64, uncached: bool) -> Result<*mut u8, &'static str> {
+    let mut m = mapper();
+    let start = pa & !((2 << 20) - 1);
+    let end = pa.checked_add(len).ok_or("mapping overflows")?;
+    let mut flags = PageTableFlags::PRESENT | PageTableFlags::WRITABLE | PageTableFlags::NO_EXECUTE;
+    if uncached {
+        flags |= PageTableFlags::NO_CACHE | PageTableFlags::WRITE_THROUGH;
+    }
+    let mut a = start;
+    while a < end {
+        if m.translate_addr(VirtAddr::new(a)).is_none() {
+            let page = Page::<Size2MiB>::containing_address(VirtAddr::new(a));
+            let frame = PhysFrame::<Size2MiB>::containing_address(PhysAddr::new(a));
+            // SAFETY: identity mapping of device memory that nothing else
+            // maps; the frame is the device's, not RAM handed to anyone.
+            unsafe { m.map_to(page, frame, flags, &mut Frames) }
+                .map_err(|_| "cannot map device memory")?
+                .flush();
+        }
+        a += 2 << 20;
+    }
+    Ok(pa as *mut u8)
+}

@@ -1,0 +1,411 @@
+//! The node's tiny VFS: a descriptor table over directory-served metadata
+//! and a private per-node page cache with close-to-open consistency (the
+//! `private` baseline: data travels through the directory's storage
+//! server via this node's bulk slots).
+//!
+//! Cache rule: every answer from the directory carries the inode's
+//! `version`. A cached file whose version differs from the directory's at
+//! open (or after an operation) loses its pages. Writes go through to the
+//! directory; pages this node holds are patched, and kept only if the
+//! directory's version moved by exactly our write.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use dirsvc::client::Client;
+use dirsvc::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
+use dirsvc::shm::{RawShm, SharedMem};
+use userland::os::{Fd, OpenFlags};
+
+const PAGE: usize = 4096;
+/// Most open descriptors.
+pub const MAX_FILES: usize = 64;
+/// Most cached pages before the cache is emptied (private mode baseline).
+pub const MAX_CACHED_PAGES: usize = 2048;
+
+struct OpenFile {
+    ino: u64,
+    pos: u64,
+    append: bool,
+}
+
+struct CachedFile {
+    version: u64,
+    size: u64,
+    pages: BTreeMap<u64, Box<[u8; PAGE]>>,
+}
+
+/// Counters shown by `cache stats` in later modes.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct VfsStats {
+    /// Page reads served from this node's cache.
+    pub hits: u64,
+    /// Pages fetched from the directory.
+    pub misses: u64,
+    /// Directory round trips made.
+    pub rpcs: u64,
+}
+
+/// The VFS of one node.
+pub struct Vfs {
+    shm: &'static RawShm,
+    files: Vec<Option<OpenFile>>,
+    cache: BTreeMap<u64, CachedFile>,
+    cached_pages: usize,
+    stats: VfsStats,
+}
+
+/// How the VFS reaches the directory: the joined client plus a way to wait.
+pub trait Rpc {
+    /// One call, or `Unavailable` when not connected / timed out.
+    fn call(&mut self, req: &Request) -> Result<Response, Errno>;
+    /// The client (for bulk slot geometry), if joined.
+    fn client(&self) -> Option<&Client>;
+}
+
+impl Vfs {
+    /// An empty VFS over the shared region.
+    pub fn new(shm: &'static RawShm) -> Vfs {
+        let mut files = Vec::new();
+        files.resize_with(MAX_FILES, || None);
+        Vfs {
+            shm,
+            files,
+            cache: BTreeMap::new(),
+            cached_pages: 0,
+            stats: VfsStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> VfsStats {
+        self.stats
+    }
+
+    /// Forget every cached page (rejoin, or the directory restarted).
+    pub fn drop_cache(&mut self) {
+        self.cache.clear();
+        self.cached_pages = 0;
+    }
+
+    fn slot(&self, rpc: &dyn Rpc, slot: u32) -> Result<(usize, usize), Errno> {
+        rpc.client()
+            .and_then(|c| c.bulk(slot))
+            .ok_or(Errno::Unavailable)
+    }
+
+    fn call(&mut self, rpc: &mut dyn Rpc, req: &Request) -> Result<Response, Errno> {
+        self.stats.rpcs += 1;
+        rpc.call(req)
+    }
+
+    fn path_op(&mut self, rpc: &mut dyn Rpc, op: Op, path: &str, exclusive: bool) -> Result<Response, Errno> {
+        let (off, cap) = self.slot(rpc, 0)?;
+        if path.len() > cap || path.len() > dirsvc::proto::MAX_PATH {
+            return Err(Errno::NameTooLong);
+        }
+        self.shm.write(off, path.as_bytes());
+        self.call(
+            rpc,
+            &Request::Path {
+                op,
+                slot: 0,
+                len: path.len() as u32,
+                exclusive,
+            },
+        )
+    }
+
+    fn attr_of(r: Response) -> Result<Attr, Errno> {
+        match r {
+            Response::Attr(a) => Ok(a),
+            Response::Data { attr, .. } => Ok(attr),
+            _ => Err(Errno::Io),
+        }
+    }
+
+    /// Bring the cache entry of `a.ino` in line with the directory's view.
+    fn revalidate(&mut self, a: &Attr) {
+        let entry = self.cache.entry(a.ino).or_insert(CachedFile {
+            version: a.version,
+            size: a.size,
+            pages: BTreeMap::new(),
+        });
+        if entry.version != a.version {
+            self.cached_pages -= entry.pages.len();
+            entry.pages.clear();
+            entry.version = a.version;
+        }
+        entry.size = a.size;
+    }
+
+    /// Attributes of a path.
+    pub fn stat(&mut self, rpc: &mut dyn Rpc, path: &str) -> Result<Attr, Errno> {
+        Self::attr_of(self.path_op(rpc, Op::Lookup, path, false)?)
+    }
+
+    /// Open a file.
+    pub fn open(&mut self, rpc: &mut dyn Rpc, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        let slot = self
+            .files
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Errno::TooManyFiles)?;
+        let mut a = if flags.create {
+            Self::attr_of(self.path_op(rpc, Op::Create, path, flags.exclusive)?)?
+        } else {
+            Self::attr_of(self.path_op(rpc, Op::Lookup, path, false)?)?
+        };
+        if a.kind == FileKind::Dir {
+            return Err(Errno::IsDir);
+        }
+        if flags.truncate && a.size != 0 {
+            a = Self::attr_of(self.call(rpc, &Request::Setattr { ino: a.ino, size: 0 })?)?;
+        }
+        self.revalidate(&a);
+        self.files[slot] = Some(OpenFile {
+            ino: a.ino,
+            pos: 0,
+            append: flags.append,
+        });
+        Ok(Fd(slot as u32))
+    }
+
+    fn file(&mut self, fd: Fd) -> Result<&mut OpenFile, Errno> {
+        self.files
+            .get_mut(fd.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(Errno::BadFd)
+    }
+
+    /// Close a descriptor.
+    pub fn close(&mut self, fd: Fd) -> Result<(), Errno> {
+        let f = self.files.get_mut(fd.0 as usize).ok_or(Errno::BadFd)?;
+        f.take().map(|_| ()).ok_or(Errno::BadFd)
+    }
+
+    /// Fetch pages `[first, first+n)` of `ino` from the directory into the
+    /// cache (one round trip for up to a bulk slot's worth).
+    fn fetch(&mut self, rpc: &mut dyn Rpc, ino: u64, first: u64, n: usize) -> Result<(), Errno> {
+        let (off, cap) = self.slot(rpc, 1)?;
+        let n = n.min(cap / PAGE).max(1);
+        let r = self.call(
+            rpc,
+            &Request::Data {
+                op: Op::Read,
+                slot: 1,
+                ino,
+                offset: first * PAGE as u64,
+                len: (n * PAGE) as u32,
+            },
+        )?;
+        let Response::Data { bytes, attr } = r else {
+            return Err(Errno::Io);
+        };
+        let bytes = (bytes as usize).min(n * PAGE);
+        self.revalidate(&attr);
+        if self.cached_pages + n > MAX_CACHED_PAGES {
+            self.drop_cache();
+            self.revalidate(&attr);
+        }
+        let mut tmp = alloc::vec![0u8; n * PAGE];
+        self.shm.read(off, &mut tmp[..bytes]);
+        let entry = self.cache.get_mut(&ino).ok_or(Errno::Io)?;
+        for i in 0..n {
+            let lo = i * PAGE;
+            if lo >= bytes && (first + i as u64) * PAGE as u64 >= attr.size {
+                break;
+            }
+            let mut page = Box::new([0u8; PAGE]);
+            let hi = bytes.min(lo + PAGE);
+            if hi > lo {
+                page[..hi - lo].copy_from_slice(&tmp[lo..hi]);
+            }
+            if entry.pages.insert(first + i as u64, page).is_none() {
+                self.cached_pages += 1;
+            }
+        }
+        self.stats.misses += n as u64;
+        Ok(())
+    }
+
+    /// Read at the descriptor's position.
+    pub fn read(&mut self, rpc: &mut dyn Rpc, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
+        let (ino, pos) = {
+            let f = self.file(fd)?;
+            (f.ino, f.pos)
+        };
+        let size = self.cache.get(&ino).map(|c| c.size).unwrap_or(0);
+        if pos >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let want = (buf.len() as u64).min(size - pos) as usize;
+        let mut done = 0;
+        while done < want {
+            let at = pos + done as u64;
+            let idx = at / PAGE as u64;
+            let in_page = (at % PAGE as u64) as usize;
+            let cached = self.cache.get(&ino).is_some_and(|c| c.pages.contains_key(&idx));
+            if cached {
+                self.stats.hits += 1;
+            } else {
+                let pages_left = (want - done + in_page).div_ceil(PAGE);
+                self.fetch(rpc, ino, idx, pages_left)?;
+            }
+            let Some(page) = self.cache.get(&ino).and_then(|c| c.pages.get(&idx)) else {
+                break; // the file shrank under us
+            };
+            let n = (PAGE - in_page).min(want - done);
+            buf[done..done + n].copy_from_slice(&page[in_page..in_page + n]);
+            done += n;
+        }
+        self.file(fd)?.pos = pos + done as u64;
+        Ok(done)
+    }
+
+    /// Write at the descriptor's position (end of file with append).
+    pub fn write(&mut self, rpc: &mut dyn Rpc, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
+        let (ino, append, mut pos) = {
+            let f = self.file(fd)?;
+            (f.ino, f.append, f.pos)
+        };
+        if append {
+            pos = self.cache.get(&ino).map(|c| c.size).unwrap_or(0);
+        }
+        let (off, cap) = self.slot(rpc, 2)?;
+        let mut done = 0;
+        while done < data.len() {
+            let n = (data.len() - done).min(cap);
+            self.shm.write(off, &data[done..done + n]);
+            let at = pos + done as u64;
+            let r = self.call(
+                rpc,
+                &Request::Data {
+                    op: Op::Write,
+                    slot: 2,
+                    ino,
+                    offset: at,
+                    len: n as u32,
+                },
+            )?;
+            let Response::Data { bytes, attr } = r else {
+                return Err(Errno::Io);
+            };
+            let bytes = (bytes as usize).min(n);
+            self.after_write(ino, at, &data[done..done + bytes], &attr);
+            done += bytes;
+            if bytes < n {
+                break;
+            }
+        }
+        self.file(fd)?.pos = pos + done as u64;
+        Ok(done)
+    }
+
+    /// Patch cached pages with data we just wrote, if our write is the only
+    /// change the directory saw; otherwise drop them.
+    fn after_write(&mut self, ino: u64, at: u64, data: &[u8], attr: &Attr) {
+        let Some(c) = self.cache.get_mut(&ino) else {
+            self.revalidate(attr);
+            return;
+        };
+        if attr.version != c.version.wrapping_add(1) {
+            self.cached_pages -= c.pages.len();
+            c.pages.clear();
+        } else {
+            let mut o = 0usize;
+            while o < data.len() {
+                let a = at + o as u64;
+                let idx = a / PAGE as u64;
+                let ip = (a % PAGE as u64) as usize;
+                let n = (PAGE - ip).min(data.len() - o);
+                if let Some(p) = c.pages.get_mut(&idx) {
+                    p[ip..ip + n].copy_from_slice(&data[o..o + n]);
+                }
+                o += n;
+            }
+        }
+        c.version = attr.version;
+        c.size = attr.size;
+    }
+
+    /// Set the size of an open file.
+    pub fn truncate(&mut self, rpc: &mut dyn Rpc, fd: Fd, size: u64) -> Result<(), Errno> {
+        let ino = self.file(fd)?.ino;
+        let a = Self::attr_of(self.call(rpc, &Request::Setattr { ino, size })?)?;
+        if let Some(c) = self.cache.get_mut(&ino) {
+            self.cached_pages -= c.pages.len();
+            c.pages.clear();
+        }
+        self.revalidate(&a);
+        Ok(())
+    }
+
+    /// Flush an open file.
+    pub fn fsync(&mut self, rpc: &mut dyn Rpc, fd: Fd) -> Result<(), Errno> {
+        let ino = self.file(fd)?.ino;
+        self.call(rpc, &Request::Fsync { ino }).map(|_| ())
+    }
+
+    /// Flush everything.
+    pub fn sync(&mut self, rpc: &mut dyn Rpc) -> Result<(), Errno> {
+        self.call(rpc, &Request::Fsync { ino: 0 }).map(|_| ())
+    }
+
+    /// List a directory, sorted by name.
+    pub fn readdir(&mut self, rpc: &mut dyn Rpc, path: &str) -> Result<Vec<DirEntry>, Errno> {
+        let a = self.stat(rpc, path)?;
+        if a.kind != FileKind::Dir {
+            return Err(Errno::NotDir);
+        }
+        let (off, cap) = self.slot(rpc, 3)?;
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let r = self.call(
+                rpc,
+                &Request::Readdir {
+                    slot: 3,
+                    ino: a.ino,
+                    cookie,
+                },
+            )?;
+            let Response::Entries { count, next_cookie } = r else {
+                return Err(Errno::Io);
+            };
+            let count = (count as usize).min(cap / DIRENT_SIZE);
+            let mut rec = [0u8; DIRENT_SIZE];
+            for k in 0..count {
+                self.shm.read(off + k * DIRENT_SIZE, &mut rec);
+                out.push(DirEntry::decode(&rec).ok_or(Errno::Io)?);
+            }
+            if next_cookie == 0 || count == 0 || out.len() > 1_000_000 {
+                break;
+            }
+            cookie = next_cookie;
+        }
+        out.sort_by(|x, y| x.name.cmp(&y.name));
+        Ok(out)
+    }
+
+    /// Create a directory.
+    pub fn mkdir(&mut self, rpc: &mut dyn Rpc, path: &str) -> Result<(), Errno> {
+        self.path_op(rpc, Op::Mkdir, path, false).map(|_| ())
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir(&mut self, rpc: &mut dyn Rpc, path: &str) -> Result<(), Errno> {
+        self.path_op(rpc, Op::Rmdir, path, false).map(|_| ())
+    }
+
+    /// Remove a file (and forget its cached pages).
+    pub fn unlink(&mut self, rpc: &mut dyn Rpc, path: &str) -> Result<(), Errno> {
+        let a = self.stat(rpc, path)?;
+        self.path_op(rpc, Op::Unlink, path, false)?;
+        if let Some(c) = self.cache.remove(&a.ino) {
+            self.cached_pages -= c.pages.len();
+        }
+        Ok(())
+    }
+}

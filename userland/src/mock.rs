@@ -1,0 +1,533 @@
+//! An in-memory [`Os`] for host unit tests: a file tree, descriptors,
+//! a console buffer and fault injection.
+
+use alloc::collections::BTreeMap;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::os::{
+    Attr, ClusterInfo, DirEntry, Errno, Fd, FileKind, NodeInfo, OpenFlags, Os, RingSamples,
+};
+use dirsvc::proto::MAX_NAME;
+
+#[derive(Debug, Clone)]
+struct Node {
+    ino: u64,
+    kind: FileKind,
+    data: Vec<u8>,
+    version: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Open {
+    path: String,
+    pos: u64,
+    append: bool,
+}
+
+/// A fault to inject: `op` succeeds `ok_calls` more times, then fails
+/// with `errno` on every later call.
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    ok_calls: u32,
+    errno: Errno,
+}
+
+/// The in-memory OS.
+#[derive(Debug, Clone)]
+pub struct MockOs {
+    /// Everything printed so far.
+    pub out: String,
+    /// What `uptime_ns` returns.
+    pub now_ns: u64,
+    /// Total bytes of file data the "disk" holds.
+    pub capacity: u64,
+    /// Most bytes moved by one `read` / `write` call (short I/O).
+    pub max_io: usize,
+    /// Most descriptors open at once.
+    pub max_fds: usize,
+    /// What `cluster` returns.
+    pub cluster: ClusterInfo,
+    /// What `bench_ring` returns (cycled to `count` samples); empty means
+    /// "return no samples".
+    pub ring_samples: Vec<u64>,
+    /// Every path handed to the OS, in order.
+    pub paths: Vec<String>,
+    /// Number of `sync` / `fsync` calls.
+    pub syncs: u32,
+    /// Length of the buffer handed to every `write` call.
+    pub write_sizes: Vec<usize>,
+    nodes: BTreeMap<String, Node>,
+    fds: BTreeMap<u32, Open>,
+    next_fd: u32,
+    next_ino: u64,
+    faults: BTreeMap<&'static str, Fault>,
+}
+
+impl Default for MockOs {
+    fn default() -> Self {
+        MockOs::new()
+    }
+}
+
+impl MockOs {
+    /// An empty file system with only `/`, node 1 of a two-node cluster.
+    pub fn new() -> MockOs {
+        let mut nodes = BTreeMap::new();
+        nodes.insert(
+            "/".to_string(),
+            Node {
+                ino: 1,
+                kind: FileKind::Dir,
+                data: Vec::new(),
+                version: 1,
+            },
+        );
+        MockOs {
+            out: String::new(),
+            now_ns: 0,
+            capacity: 4 << 20,
+            max_io: usize::MAX,
+            max_fds: 16,
+            cluster: ClusterInfo {
+                epoch: 3,
+                self_id: 1,
+                nodes: alloc::vec![
+                    NodeInfo {
+                        id: 0,
+                        state: "up".to_string(),
+                        heartbeat: 1000,
+                        epoch: 3,
+                    },
+                    NodeInfo {
+                        id: 1,
+                        state: "up".to_string(),
+                        heartbeat: 420,
+                        epoch: 3,
+                    },
+                    NodeInfo {
+                        id: 2,
+                        state: "joining".to_string(),
+                        heartbeat: 7,
+                        epoch: 0,
+                    },
+                ],
+            },
+            ring_samples: alloc::vec![250, 230, 240, 900, 235],
+            paths: Vec::new(),
+            syncs: 0,
+            write_sizes: Vec::new(),
+            nodes,
+            fds: BTreeMap::new(),
+            next_fd: 3,
+            next_ino: 2,
+            faults: BTreeMap::new(),
+        }
+    }
+
+    /// Make `op` (a method name such as `"read"`) fail with `errno` after
+    /// `ok_calls` more successful calls.
+    pub fn fail(&mut self, op: &'static str, ok_calls: u32, errno: Errno) {
+        self.faults.insert(op, Fault { ok_calls, errno });
+    }
+
+    /// Take what was printed so far.
+    pub fn take_out(&mut self) -> String {
+        core::mem::take(&mut self.out)
+    }
+
+    /// Number of descriptors currently open.
+    pub fn open_fds(&self) -> usize {
+        self.fds.len()
+    }
+
+    /// Contents of a file, if it exists.
+    pub fn file(&self, path: &str) -> Option<&[u8]> {
+        self.nodes
+            .get(path)
+            .filter(|n| n.kind == FileKind::File)
+            .map(|n| n.data.as_slice())
+    }
+
+    /// Create (or replace) a file with `data`, creating parent directories.
+    pub fn put(&mut self, path: &str, data: &[u8]) {
+        let mut prefix = String::new();
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        for (i, c) in comps.iter().enumerate() {
+            prefix.push('/');
+            prefix.push_str(c);
+            let kind = if i + 1 == comps.len() {
+                FileKind::File
+            } else {
+                FileKind::Dir
+            };
+            if !self.nodes.contains_key(&prefix) {
+                let ino = self.alloc_ino();
+                self.nodes.insert(
+                    prefix.clone(),
+                    Node {
+                        ino,
+                        kind,
+                        data: Vec::new(),
+                        version: 1,
+                    },
+                );
+            }
+        }
+        if let Some(n) = self.nodes.get_mut(path) {
+            n.data = data.to_vec();
+        }
+    }
+
+    fn alloc_ino(&mut self) -> u64 {
+        let i = self.next_ino;
+        self.next_ino += 1;
+        i
+    }
+
+    fn check(&mut self, op: &'static str) -> Result<(), Errno> {
+        match self.faults.get_mut(op) {
+            Some(f) if f.ok_calls == 0 => Err(f.errno),
+            Some(f) => {
+                f.ok_calls -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn used(&self) -> u64 {
+        self.nodes.values().map(|n| n.data.len() as u64).sum()
+    }
+
+    /// Validate a path the shell passed in and record it.
+    fn validate(&mut self, path: &str) -> Result<(), Errno> {
+        self.paths.push(path.to_string());
+        if !path.starts_with('/') {
+            return Err(Errno::Invalid);
+        }
+        if path == "/" {
+            return Ok(());
+        }
+        for c in path[1..].split('/') {
+            if c.is_empty() || c == "." || c == ".." {
+                return Err(Errno::Invalid);
+            }
+            if c.len() > MAX_NAME {
+                return Err(Errno::NameTooLong);
+            }
+        }
+        Ok(())
+    }
+
+    fn parent(path: &str) -> &str {
+        match path.rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &path[..i],
+        }
+    }
+
+    /// Why `path` does not exist: a file on the way, or just missing.
+    fn missing(&self, path: &str) -> Errno {
+        let mut p = Self::parent(path);
+        loop {
+            if let Some(n) = self.nodes.get(p) {
+                return if n.kind == FileKind::Dir {
+                    Errno::NotFound
+                } else {
+                    Errno::NotDir
+                };
+            }
+            if p == "/" {
+                return Errno::NotFound;
+            }
+            p = Self::parent(p);
+        }
+    }
+
+    /// The parent of `path` must be an existing directory.
+    fn check_parent(&self, path: &str) -> Result<(), Errno> {
+        let p = Self::parent(path);
+        match self.nodes.get(p) {
+            Some(n) if n.kind == FileKind::Dir => Ok(()),
+            Some(_) => Err(Errno::NotDir),
+            None => Err(self.missing(p)),
+        }
+    }
+
+    fn children(&self, dir: &str) -> Vec<(&String, &Node)> {
+        let prefix = if dir == "/" {
+            "/".to_string()
+        } else {
+            alloc::format!("{dir}/")
+        };
+        self.nodes
+            .iter()
+            .filter(|(k, _)| {
+                k.len() > prefix.len() && k.starts_with(&prefix) && !k[prefix.len()..].contains('/')
+            })
+            .collect()
+    }
+
+    fn attr(&self, n: &Node, path: &str) -> Attr {
+        let size = match n.kind {
+            FileKind::File => n.data.len() as u64,
+            FileKind::Dir => self.children(path).len() as u64,
+        };
+        Attr {
+            ino: n.ino,
+            kind: n.kind,
+            size,
+            version: n.version,
+        }
+    }
+
+    fn touch_parent(&mut self, path: &str) {
+        if let Some(p) = self.nodes.get_mut(Self::parent(path)) {
+            p.version += 1;
+        }
+    }
+
+    fn open_file(&mut self, fd: Fd) -> Result<(Open, &mut Node), Errno> {
+        let o = self.fds.get(&fd.0).cloned().ok_or(Errno::BadFd)?;
+        let n = self.nodes.get_mut(&o.path).ok_or(Errno::BadFd)?;
+        Ok((o, n))
+    }
+}
+
+impl Os for MockOs {
+    fn print(&mut self, s: &str) {
+        self.out.push_str(s);
+    }
+
+    fn uptime_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        self.check("open")?;
+        self.validate(path)?;
+        if self.fds.len() >= self.max_fds {
+            return Err(Errno::TooManyFiles);
+        }
+        match self.nodes.get_mut(path) {
+            Some(n) if n.kind == FileKind::Dir => return Err(Errno::IsDir),
+            Some(_) if flags.create && flags.exclusive => return Err(Errno::Exists),
+            Some(n) => {
+                if flags.truncate && !n.data.is_empty() {
+                    n.data.clear();
+                    n.version += 1;
+                }
+            }
+            None if flags.create => {
+                self.check_parent(path)?;
+                let ino = self.alloc_ino();
+                self.nodes.insert(
+                    path.to_string(),
+                    Node {
+                        ino,
+                        kind: FileKind::File,
+                        data: Vec::new(),
+                        version: 1,
+                    },
+                );
+                self.touch_parent(path);
+            }
+            None => return Err(self.missing(path)),
+        }
+        let fd = self.next_fd;
+        self.next_fd += 1;
+        self.fds.insert(
+            fd,
+            Open {
+                path: path.to_string(),
+                pos: 0,
+                append: flags.append,
+            },
+        );
+        Ok(Fd(fd))
+    }
+
+    fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
+        self.check("read")?;
+        let max_io = self.max_io;
+        let (o, n) = self.open_file(fd)?;
+        let pos = usize::try_from(o.pos).unwrap_or(usize::MAX);
+        let avail = n.data.len().saturating_sub(pos);
+        let len = buf.len().min(avail).min(max_io);
+        if len > 0 {
+            buf[..len].copy_from_slice(&n.data[pos..pos + len]);
+        }
+        if let Some(o) = self.fds.get_mut(&fd.0) {
+            o.pos += len as u64;
+        }
+        Ok(len)
+    }
+
+    fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
+        self.write_sizes.push(data.len());
+        self.check("write")?;
+        let free = self.capacity.saturating_sub(self.used());
+        let max_io = self.max_io;
+        let (o, n) = self.open_file(fd)?;
+        let pos = if o.append {
+            n.data.len()
+        } else {
+            usize::try_from(o.pos).map_err(|_| Errno::Invalid)?
+        };
+        // Overwrite in place freely; grow the file only into `free`.
+        let limit = n
+            .data
+            .len()
+            .saturating_add(usize::try_from(free).unwrap_or(usize::MAX));
+        let len = data.len().min(max_io).min(limit.saturating_sub(pos));
+        if len == 0 && !data.is_empty() {
+            return Err(Errno::NoSpace);
+        }
+        if n.data.len() < pos + len {
+            n.data.resize(pos + len, 0);
+        }
+        n.data[pos..pos + len].copy_from_slice(&data[..len]);
+        n.version += 1;
+        if let Some(o) = self.fds.get_mut(&fd.0) {
+            o.pos = (pos + len) as u64;
+        }
+        Ok(len)
+    }
+
+    fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno> {
+        self.check("truncate")?;
+        let free = self.capacity.saturating_sub(self.used());
+        let (_, n) = self.open_file(fd)?;
+        let cur = n.data.len() as u64;
+        if size > cur && size - cur > free {
+            return Err(Errno::NoSpace);
+        }
+        let size = usize::try_from(size).map_err(|_| Errno::NoSpace)?;
+        n.data.resize(size, 0);
+        n.version += 1;
+        Ok(())
+    }
+
+    fn fsync(&mut self, fd: Fd) -> Result<(), Errno> {
+        self.check("fsync")?;
+        self.open_file(fd)?;
+        self.syncs += 1;
+        Ok(())
+    }
+
+    fn close(&mut self, fd: Fd) -> Result<(), Errno> {
+        // The descriptor is released even when an error is injected, as a
+        // real close would.
+        let known = self.fds.remove(&fd.0).is_some();
+        self.check("close")?;
+        if known {
+            Ok(())
+        } else {
+            Err(Errno::BadFd)
+        }
+    }
+
+    fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
+        self.check("stat")?;
+        self.validate(path)?;
+        match self.nodes.get(path) {
+            Some(n) => Ok(self.attr(n, path)),
+            None => Err(self.missing(path)),
+        }
+    }
+
+    fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>, Errno> {
+        self.check("readdir")?;
+        self.validate(path)?;
+        match self.nodes.get(path) {
+            None => Err(self.missing(path)),
+            Some(n) if n.kind == FileKind::File => Err(Errno::NotDir),
+            Some(_) => Ok(self
+                .children(path)
+                .into_iter()
+                .map(|(k, n)| DirEntry {
+                    name: k.rsplit('/').next().unwrap_or("").to_string(),
+                    attr: self.attr(n, k),
+                })
+                .collect()),
+        }
+    }
+
+    fn mkdir(&mut self, path: &str) -> Result<(), Errno> {
+        self.check("mkdir")?;
+        self.validate(path)?;
+        if self.nodes.contains_key(path) {
+            return Err(Errno::Exists);
+        }
+        self.check_parent(path)?;
+        let ino = self.alloc_ino();
+        self.nodes.insert(
+            path.to_string(),
+            Node {
+                ino,
+                kind: FileKind::Dir,
+                data: Vec::new(),
+                version: 1,
+            },
+        );
+        self.touch_parent(path);
+        Ok(())
+    }
+
+    fn rmdir(&mut self, path: &str) -> Result<(), Errno> {
+        self.check("rmdir")?;
+        self.validate(path)?;
+        if path == "/" {
+            return Err(Errno::Invalid);
+        }
+        match self.nodes.get(path) {
+            None => return Err(self.missing(path)),
+            Some(n) if n.kind == FileKind::File => return Err(Errno::NotDir),
+            Some(_) => {}
+        }
+        if !self.children(path).is_empty() {
+            return Err(Errno::NotEmpty);
+        }
+        self.nodes.remove(path);
+        self.touch_parent(path);
+        Ok(())
+    }
+
+    fn unlink(&mut self, path: &str) -> Result<(), Errno> {
+        self.check("unlink")?;
+        self.validate(path)?;
+        match self.nodes.get(path) {
+            None => return Err(self.missing(path)),
+            Some(n) if n.kind == FileKind::Dir => return Err(Errno::IsDir),
+            Some(_) => {}
+        }
+        self.nodes.remove(path);
+        self.touch_parent(path);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), Errno> {
+        self.check("sync")?;
+        self.syncs += 1;
+        Ok(())
+    }
+
+    fn cluster(&mut self) -> ClusterInfo {
+        self.cluster.clone()
+    }
+
+    fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        self.check("bench_ring")?;
+        if self.ring_samples.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .ring_samples
+            .iter()
+            .copied()
+            .cycle()
+            .take(count)
+            .collect())
+    }
+}

@@ -1,0 +1,88 @@
+//! The small OS interface the shell is written against. The kernel
+//! implements it over its VFS and the shared region; unit tests implement it
+//! in memory on the host.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+pub use dirsvc::proto::{Attr, DirEntry, Errno, FileKind};
+
+/// A file descriptor handed out by [`Os::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fd(pub u32);
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpenFlags {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Truncate to 0 on open.
+    pub truncate: bool,
+    /// Every write goes to the end of the file.
+    pub append: bool,
+    /// With `create`: fail with `Exists` if it exists.
+    pub exclusive: bool,
+}
+
+/// Membership as one node sees it (`nodes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Node id (0 is the directory).
+    pub id: u16,
+    /// "up", "joining", "failed", "down", "left", ...
+    pub state: String,
+    /// Heartbeat counter as read from the shared region.
+    pub heartbeat: u64,
+    /// Session epoch of this node (0 if never joined).
+    pub epoch: u64,
+}
+
+/// The cluster as one node sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// Cluster epoch (bumped by every join).
+    pub epoch: u64,
+    /// This node's id.
+    pub self_id: u16,
+    /// Directory first (id 0), then every node slot.
+    pub nodes: Vec<NodeInfo>,
+}
+
+/// Result of `bench ring`: round-trip times in nanoseconds, unsorted.
+pub type RingSamples = Vec<u64>;
+
+/// What the shell needs from the kernel.
+pub trait Os {
+    /// Write text to the console (no newline added).
+    fn print(&mut self, s: &str);
+    /// Nanoseconds since boot.
+    fn uptime_ns(&self) -> u64;
+    /// Open a file (never a directory).
+    fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno>;
+    /// Read at the descriptor's position, advancing it; 0 at end of file.
+    fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno>;
+    /// Write at the descriptor's position (or the end with `append`).
+    fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno>;
+    /// Set the size of an open file.
+    fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno>;
+    /// Flush an open file to stable storage.
+    fn fsync(&mut self, fd: Fd) -> Result<(), Errno>;
+    /// Close a descriptor.
+    fn close(&mut self, fd: Fd) -> Result<(), Errno>;
+    /// Attributes of a path.
+    fn stat(&mut self, path: &str) -> Result<Attr, Errno>;
+    /// Entries of a directory, sorted by name.
+    fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>, Errno>;
+    /// Create a directory.
+    fn mkdir(&mut self, path: &str) -> Result<(), Errno>;
+    /// Remove an empty directory.
+    fn rmdir(&mut self, path: &str) -> Result<(), Errno>;
+    /// Remove a file.
+    fn unlink(&mut self, path: &str) -> Result<(), Errno>;
+    /// Flush everything this node holds to stable storage.
+    fn sync(&mut self) -> Result<(), Errno>;
+    /// Membership, heartbeats, epoch.
+    fn cluster(&mut self) -> ClusterInfo;
+    /// `count` empty round trips to the directory.
+    fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno>;
+}

@@ -1,0 +1,270 @@
+//! Small parsers shared by the shell and the benchmarks: word splitting
+//! with quotes, path normalisation, sizes (`64k`, `1m`) and counts.
+//!
+//! Nothing here panics, whatever the input.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// One word of a command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Word {
+    /// The word with its quotes removed.
+    pub text: String,
+    /// Byte offset in the line where the word starts (its first character
+    /// or opening quote).
+    pub start: usize,
+    /// Byte offset just past the word (after a closing quote).
+    pub end: usize,
+}
+
+/// Split a line into words.
+///
+/// Words are separated by whitespace. Double quotes group words: inside
+/// them whitespace is part of the word, and the quotes themselves are
+/// removed (`a"b c"d` is the one word `ab cd`; `""` is an empty word).
+/// There are no escapes; an unterminated quote runs to the end of the line.
+pub fn words(line: &str) -> Vec<Word> {
+    let mut out = Vec::new();
+    let mut cur: Option<Word> = None;
+    let mut quoted = false;
+    for (i, c) in line.char_indices() {
+        if !quoted && c.is_whitespace() {
+            if let Some(w) = cur.take() {
+                out.push(w);
+            }
+            continue;
+        }
+        let w = cur.get_or_insert_with(|| Word {
+            text: String::new(),
+            start: i,
+            end: i,
+        });
+        w.end = i + c.len_utf8();
+        if c == '"' {
+            quoted = !quoted;
+        } else {
+            w.text.push(c);
+        }
+    }
+    if let Some(w) = cur {
+        out.push(w);
+    }
+    out
+}
+
+/// Remove one pair of double quotes if they enclose the whole (trimmed)
+/// text and there is no other quote inside; otherwise return the trimmed
+/// text unchanged. Used for `write PATH TEXT`, whose text is verbatim.
+pub fn unquote(text: &str) -> &str {
+    let t = text.trim();
+    if t.len() >= 2 && t.starts_with('"') && t.ends_with('"') {
+        let inner = &t[1..t.len() - 1];
+        if !inner.contains('"') {
+            return inner;
+        }
+    }
+    t
+}
+
+/// Turn a user path into a normalised absolute path.
+///
+/// Relative paths are resolved against `/` (there is no working
+/// directory); empty components and `.` are dropped, `..` removes the
+/// previous component (and stays at `/` at the root). The result starts
+/// with `/` and has no trailing slash, except `/` itself.
+pub fn path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for comp in p.split('/') {
+        match comp {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    if parts.is_empty() {
+        return String::from("/");
+    }
+    let mut out = String::with_capacity(p.len() + 1);
+    for c in parts {
+        out.push('/');
+        out.push_str(c);
+    }
+    out
+}
+
+/// Why a size or count could not be parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumError {
+    /// Nothing to parse.
+    Empty,
+    /// Not a number, or an unknown suffix.
+    Invalid,
+    /// Does not fit in 64 bits.
+    Overflow,
+}
+
+impl fmt::Display for NumError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NumError::Empty => "empty number",
+            NumError::Invalid => "not a number",
+            NumError::Overflow => "number too large",
+        })
+    }
+}
+
+/// Parse an unsigned decimal integer (ASCII digits only, no sign).
+pub fn u64_dec(s: &str) -> Result<u64, NumError> {
+    if s.is_empty() {
+        return Err(NumError::Empty);
+    }
+    let mut v: u64 = 0;
+    for b in s.bytes() {
+        if !b.is_ascii_digit() {
+            return Err(NumError::Invalid);
+        }
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(b - b'0')))
+            .ok_or(NumError::Overflow)?;
+    }
+    Ok(v)
+}
+
+/// Parse a size in bytes: a decimal number optionally followed by a unit
+/// `k`, `m`, `g` or `t` (powers of 1024, case-insensitive), which may be
+/// spelled `kb` or `kib` as well. A bare `b` means bytes.
+///
+/// `4096`, `64k`, `64KiB`, `1m`, `2G` are all accepted; `12q`, `k`, `1.5m`
+/// and `-1` are not.
+pub fn size(s: &str) -> Result<u64, NumError> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(NumError::Empty);
+    }
+    let digits_end = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (num, unit) = s.split_at(digits_end);
+    if num.is_empty() {
+        return Err(NumError::Invalid);
+    }
+    let unit = unit.to_ascii_lowercase();
+    let shift = match unit.as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(NumError::Invalid),
+    };
+    let n = u64_dec(num)?;
+    n.checked_mul(1u64 << shift).ok_or(NumError::Overflow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(line: &str) -> Vec<String> {
+        words(line).into_iter().map(|w| w.text).collect()
+    }
+
+    #[test]
+    fn words_split_on_whitespace() {
+        assert_eq!(texts("  ls   /a\t/b  "), ["ls", "/a", "/b"]);
+        assert!(texts("").is_empty());
+        assert!(texts(" \t ").is_empty());
+    }
+
+    #[test]
+    fn words_quotes_group() {
+        assert_eq!(texts(r#"cat "/my file" x"#), ["cat", "/my file", "x"]);
+        assert_eq!(texts(r#"a"b c"d"#), ["ab cd"]);
+        assert_eq!(texts(r#"x "" y"#), ["x", "", "y"]);
+        assert_eq!(texts(r#"x "unterminated  q"#), ["x", "unterminated  q"]);
+        assert_eq!(texts(r#"""#), [""]);
+    }
+
+    #[test]
+    fn words_record_offsets() {
+        let line = r#"write "/a b"  hello world "#;
+        let w = words(line);
+        assert_eq!(w.len(), 4);
+        assert_eq!(&line[w[1].start..w[1].end], r#""/a b""#);
+        assert_eq!(&line[w[1].end..], "  hello world ");
+        let line = "é ü";
+        let w = words(line);
+        assert_eq!(&line[w[1].start..w[1].end], "ü");
+    }
+
+    #[test]
+    fn unquote_only_whole_quoted_text() {
+        assert_eq!(unquote(r#" "hello  world" "#), "hello  world");
+        assert_eq!(unquote(r#""""#), "");
+        assert_eq!(unquote(r#""a" "b""#), r#""a" "b""#);
+        assert_eq!(unquote(r#"say "hi""#), r#"say "hi""#);
+        assert_eq!(unquote(r#"""#), r#"""#);
+        assert_eq!(unquote("  plain text "), "plain text");
+    }
+
+    #[test]
+    fn paths_are_normalised() {
+        assert_eq!(path("/"), "/");
+        assert_eq!(path(""), "/");
+        assert_eq!(path("a"), "/a");
+        assert_eq!(path("a/b/"), "/a/b");
+        assert_eq!(path("//a//b"), "/a/b");
+        assert_eq!(path("/a/./b/../c"), "/a/c");
+        assert_eq!(path("../../x"), "/x");
+        assert_eq!(path("/a/.."), "/");
+        assert_eq!(path("/a/...b"), "/a/...b");
+    }
+
+    #[test]
+    fn decimal() {
+        assert_eq!(u64_dec("0"), Ok(0));
+        assert_eq!(u64_dec("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(u64_dec("18446744073709551616"), Err(NumError::Overflow));
+        assert_eq!(u64_dec(""), Err(NumError::Empty));
+        assert_eq!(u64_dec("+1"), Err(NumError::Invalid));
+        assert_eq!(u64_dec("1 "), Err(NumError::Invalid));
+        assert_eq!(u64_dec("٣"), Err(NumError::Invalid));
+    }
+
+    #[test]
+    fn sizes_plain_and_suffixed() {
+        assert_eq!(size("0"), Ok(0));
+        assert_eq!(size("4096"), Ok(4096));
+        assert_eq!(size("12b"), Ok(12));
+        assert_eq!(size("64k"), Ok(64 << 10));
+        assert_eq!(size("64K"), Ok(64 << 10));
+        assert_eq!(size("64kb"), Ok(64 << 10));
+        assert_eq!(size("64KiB"), Ok(64 << 10));
+        assert_eq!(size("1m"), Ok(1 << 20));
+        assert_eq!(size("3M"), Ok(3 << 20));
+        assert_eq!(size("2g"), Ok(2 << 30));
+        assert_eq!(size("1G"), Ok(1 << 30));
+        assert_eq!(size("1t"), Ok(1 << 40));
+        assert_eq!(size(" 8k "), Ok(8 << 10));
+    }
+
+    #[test]
+    fn sizes_rejected() {
+        for bad in ["12q", "k", "1.5m", "-1", "1 k", "1kk", "0x10", "m1", "1e3"] {
+            assert_eq!(size(bad), Err(NumError::Invalid), "{bad}");
+        }
+        assert_eq!(size(""), Err(NumError::Empty));
+        assert_eq!(size("   "), Err(NumError::Empty));
+        assert_eq!(size("16777216t"), Err(NumError::Overflow));
+        assert_eq!(size("99999999999999999999"), Err(NumError::Overflow));
+        assert_eq!(size("16777215t"), Ok(16_777_215u64 << 40));
+    }
+
+    #[test]
+    fn num_error_display() {
+        assert_eq!(alloc::format!("{}", NumError::Invalid), "not a number");
+    }
+}
