@@ -11,6 +11,9 @@ use crate::proto::{Errno, Op, Raw, Request, Response};
 use crate::ring::{Consumer, Producer, RingError};
 use crate::shm::SharedMem;
 
+/// Ring polls before the first call of the wait hook.
+const SPIN_POLLS: u32 = 4096;
+
 /// A joined node's connection to the directory.
 #[derive(Debug)]
 pub struct Client {
@@ -107,6 +110,7 @@ impl Client {
                 Err(e) => return Err(ring_err(e)),
             }
         }
+        let mut spins = 0u32;
         loop {
             if let Some(r) = self.resp.pop(mem).map_err(ring_err)? {
                 match Response::decode(&r, op) {
@@ -119,6 +123,13 @@ impl Client {
                     // A late answer to an abandoned call, or garbage.
                     _ => continue,
                 }
+            }
+            // Answers usually come within microseconds: poll the ring
+            // alone for a while before paying for the caller's wait hook.
+            if spins < SPIN_POLLS {
+                spins += 1;
+                core::hint::spin_loop();
+                continue;
             }
             if !wait() {
                 return Err(Errno::Unavailable);

@@ -196,9 +196,19 @@ impl<D: BlockDevice> Directory<D> {
         &self.ops
     }
 
-    /// One pass: joins, heartbeats, and up to `cfg.batch` requests per
-    /// member. `now_ns` is a monotonic clock.
+    /// One full pass: [`Directory::membership`] then [`Directory::serve`].
     pub fn poll(&mut self, mem: &(impl SharedMem + ?Sized), now_ns: u64) -> Poll {
+        let mut p = self.membership(mem, now_ns);
+        let s = self.serve(mem);
+        p.served = s.served;
+        p.events.extend(s.events);
+        p
+    }
+
+    /// Joins, leaves and heartbeat checks. `now_ns` is a monotonic clock.
+    /// Cheap, but not needed on every spin: the kernel runs it every few
+    /// tens of microseconds and [`Directory::serve`] in between.
+    pub fn membership(&mut self, mem: &(impl SharedMem + ?Sized), now_ns: u64) -> Poll {
         let h = Header::new(mem, self.layout);
         let mut out = Poll::default();
         for node in 1..=self.layout.max_nodes {
@@ -233,19 +243,6 @@ impl<D: BlockDevice> Directory<D> {
                         p.member = false;
                         h.set_node_state(node, NodeState::Failed);
                         out.events.push(Event::Failed { node, silent_ms });
-                        continue;
-                    }
-                    match self.serve_node(mem, node) {
-                        Ok(n) => out.served += n,
-                        Err(error) => {
-                            self.peers[i].member = false;
-                            h.set_node_state(node, NodeState::Failed);
-                            out.events.push(Event::Corrupt { node, error });
-                            continue;
-                        }
-                    }
-                    if let Some(e) = self.last_bad.take() {
-                        out.events.push(e);
                     }
                 }
                 Some(NodeState::Left) if self.peers[i].member => {
@@ -253,6 +250,28 @@ impl<D: BlockDevice> Directory<D> {
                     out.events.push(Event::Left { node });
                 }
                 _ => {}
+            }
+        }
+        out
+    }
+
+    /// Serve up to `cfg.batch` requests of every member.
+    pub fn serve(&mut self, mem: &(impl SharedMem + ?Sized)) -> Poll {
+        let mut out = Poll::default();
+        for node in 1..=self.layout.max_nodes {
+            if !self.peers[(node - 1) as usize].member {
+                continue;
+            }
+            match self.serve_node(mem, node) {
+                Ok(n) => out.served += n,
+                Err(error) => {
+                    self.peers[(node - 1) as usize].member = false;
+                    Header::new(mem, self.layout).set_node_state(node, NodeState::Failed);
+                    out.events.push(Event::Corrupt { node, error });
+                }
+            }
+            if let Some(e) = self.last_bad.take() {
+                out.events.push(e);
             }
         }
         self.requests += out.served as u64;
@@ -409,5 +428,289 @@ fn op_of(r: &Request) -> Op {
         Request::Setattr { .. } => Op::Setattr,
         Request::Fsync { .. } => Op::Fsync,
         Request::Stats => Op::Stats,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Client;
+    use crate::fs::MemDisk;
+    use crate::proto::{DirEntry, FileKind};
+    use crate::shm::HeapShm;
+    use core::cell::{Cell, RefCell};
+
+    const REGION: usize = 4 << 20;
+
+    struct Rig {
+        mem: HeapShm,
+        layout: Layout,
+        dir: RefCell<Directory<MemDisk>>,
+        now: Cell<u64>,
+    }
+
+    impl Rig {
+        fn new(nodes: u32, storage: bool) -> Rig {
+            let mem = HeapShm::new(REGION);
+            let layout = Layout::compute(REGION, nodes).unwrap();
+            layout.format(&*mem, 0);
+            let fs = storage.then(|| Fs::format(MemDisk::new(2048), 64).unwrap());
+            let dir = Directory::new(
+                &*mem,
+                layout,
+                fs,
+                Config {
+                    heartbeat_timeout_ns: 1_000_000,
+                    batch: 32,
+                },
+            );
+            Rig {
+                mem,
+                layout,
+                dir: RefCell::new(dir),
+                now: Cell::new(0),
+            }
+        }
+
+        /// One directory pass, as the wait closure of a client.
+        fn step(&self) -> Poll {
+            self.now.set(self.now.get() + 1000);
+            self.dir.borrow_mut().poll(&*self.mem, self.now.get())
+        }
+
+        fn join(&self, node: u32) -> Client {
+            let mut w = || {
+                self.step();
+                true
+            };
+            Client::join(&*self.mem, self.layout, node, 1, &mut w).unwrap()
+        }
+
+        fn call(&self, c: &mut Client, req: &Request) -> Result<Response, Errno> {
+            let mut budget = 100;
+            let mut w = || {
+                self.step();
+                budget -= 1;
+                budget > 0
+            };
+            c.call(&*self.mem, req, &mut w)
+        }
+
+        fn path(&self, c: &mut Client, op: Op, p: &str) -> Result<Response, Errno> {
+            let (off, _) = c.bulk(0).unwrap();
+            self.mem.write(off, p.as_bytes());
+            self.call(
+                c,
+                &Request::Path {
+                    op,
+                    slot: 0,
+                    len: p.len() as u32,
+                    exclusive: false,
+                },
+            )
+        }
+    }
+
+    #[test]
+    fn join_assigns_increasing_epochs() {
+        let rig = Rig::new(2, true);
+        let a = rig.join(1);
+        let b = rig.join(2);
+        assert!(b.epoch() > a.epoch());
+        let h = Header::new(&*rig.mem, rig.layout);
+        assert_eq!(h.node_state(1), Some(NodeState::Up));
+        assert_eq!(h.dir_state(), Some(DirState::Up));
+    }
+
+    #[test]
+    fn metadata_and_data_round_trip_between_two_nodes() {
+        let rig = Rig::new(2, true);
+        let mut a = rig.join(1);
+        let mut b = rig.join(2);
+        assert_eq!(rig.call(&mut a, &Request::Nop), Ok(Response::Ok));
+        rig.path(&mut a, Op::Mkdir, "/d").unwrap();
+        let Response::Attr(f) = rig.path(&mut a, Op::Create, "/d/f").unwrap() else {
+            panic!("create must return attributes")
+        };
+        // Node 1 writes 10 000 bytes through its bulk slot.
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let (off, _) = a.bulk(2).unwrap();
+        rig.mem.write(off, &data);
+        let w = Request::Data {
+            op: Op::Write,
+            slot: 2,
+            ino: f.ino,
+            offset: 0,
+            len: data.len() as u32,
+        };
+        let Ok(Response::Data { bytes, attr }) = rig.call(&mut a, &w) else {
+            panic!("write failed")
+        };
+        assert_eq!((bytes as usize, attr.size), (data.len(), data.len() as u64));
+        // Node 2 reads it back through its own slot.
+        let r = Request::Data {
+            op: Op::Read,
+            slot: 1,
+            ino: f.ino,
+            offset: 0,
+            len: 16384,
+        };
+        let Ok(Response::Data { bytes, .. }) = rig.call(&mut b, &r) else {
+            panic!("read failed")
+        };
+        let mut got = vec![0u8; bytes as usize];
+        rig.mem.read(b.bulk(1).unwrap().0, &mut got);
+        assert_eq!(got, data);
+        // Readdir of /d from node 2.
+        let Ok(Response::Attr(d)) = rig.path(&mut b, Op::Lookup, "/d") else {
+            panic!("lookup failed")
+        };
+        let rd = Request::Readdir {
+            slot: 3,
+            ino: d.ino,
+            cookie: 0,
+        };
+        let Ok(Response::Entries { count, .. }) = rig.call(&mut b, &rd) else {
+            panic!("readdir failed")
+        };
+        assert_eq!(count, 1);
+        let mut rec = [0u8; DIRENT_SIZE];
+        rig.mem.read(b.bulk(3).unwrap().0, &mut rec);
+        let e = DirEntry::decode(&rec).unwrap();
+        assert_eq!((e.name.as_str(), e.attr.kind), ("f", FileKind::File));
+        // Errors come back typed.
+        assert_eq!(rig.path(&mut b, Op::Lookup, "/nope"), Err(Errno::NotFound));
+        assert_eq!(rig.path(&mut b, Op::Rmdir, "/d"), Err(Errno::NotEmpty));
+        assert!(rig.dir.borrow().stats().requests >= 8);
+    }
+
+    #[test]
+    fn bad_slots_lengths_and_opcodes_are_refused() {
+        let rig = Rig::new(1, true);
+        let mut a = rig.join(1);
+        let bad_slot = Request::Path {
+            op: Op::Lookup,
+            slot: 99,
+            len: 1,
+            exclusive: false,
+        };
+        assert_eq!(rig.call(&mut a, &bad_slot), Err(Errno::Invalid));
+        let too_long = Request::Data {
+            op: Op::Read,
+            slot: 1,
+            ino: 1,
+            offset: 0,
+            len: u32::MAX,
+        };
+        assert_eq!(rig.call(&mut a, &too_long), Err(Errno::Invalid));
+        // Invalid UTF-8 path.
+        let (off, _) = a.bulk(0).unwrap();
+        rig.mem.write(off, &[0xff, 0xfe]);
+        let p = Request::Path {
+            op: Op::Lookup,
+            slot: 0,
+            len: 2,
+            exclusive: false,
+        };
+        assert_eq!(rig.call(&mut a, &p), Err(Errno::Invalid));
+        // A raw descriptor with an unknown opcode gets an Invalid answer and
+        // an event; the node stays a member.
+        let ch = rig.layout.channel(1);
+        // The client used request indices 0..3: publish a zeroed
+        // descriptor (opcode 0) at index 3 by hand.
+        let slot3 = ch.request.off + crate::ring::RING_HEADER + 3 * 64;
+        rig.mem.write(slot3, &[0u8; 64]);
+        rig.mem.store_u32(ch.request.off, 4);
+        let polls: Vec<Poll> = (0..3).map(|_| rig.step()).collect();
+        assert!(polls
+            .iter()
+            .any(|p| p.events.iter().any(|e| matches!(e, Event::BadRequest { .. }))));
+    }
+
+    #[test]
+    fn corrupt_ring_fails_the_node_not_the_directory() {
+        let rig = Rig::new(2, true);
+        let _a = rig.join(1);
+        let mut b = rig.join(2);
+        let ch = rig.layout.channel(1);
+        // Node 1's request head jumps far ahead of the tail.
+        rig.mem.store_u32(ch.request.off, 5000);
+        let p = rig.step();
+        assert!(p
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Corrupt { node: 1, .. })));
+        let h = Header::new(&*rig.mem, rig.layout);
+        assert_eq!(h.node_state(1), Some(NodeState::Failed));
+        // Node 2 is unaffected.
+        assert_eq!(rig.call(&mut b, &Request::Nop), Ok(Response::Ok));
+    }
+
+    #[test]
+    fn silent_node_is_failed_and_can_rejoin_with_a_new_epoch() {
+        let rig = Rig::new(1, true);
+        let a = rig.join(1);
+        let h = Header::new(&*rig.mem, rig.layout);
+        // No heartbeat for more than the 1 ms timeout.
+        let mut failed = false;
+        for _ in 0..2000 {
+            if rig
+                .step()
+                .events
+                .iter()
+                .any(|e| matches!(e, Event::Failed { node: 1, .. }))
+            {
+                failed = true;
+                break;
+            }
+        }
+        assert!(failed);
+        assert_eq!(h.node_state(1), Some(NodeState::Failed));
+        let mut a2 = rig.join(1);
+        assert!(a2.epoch() > a.epoch());
+        assert_eq!(rig.call(&mut a2, &Request::Nop), Ok(Response::Ok));
+        // A heartbeating node is not failed.
+        for _ in 0..3000 {
+            h.beat_node(1);
+            assert!(rig.step().events.is_empty());
+        }
+    }
+
+    #[test]
+    fn without_storage_every_request_is_unavailable() {
+        let rig = Rig::new(1, false);
+        let mut a = rig.join(1);
+        let h = Header::new(&*rig.mem, rig.layout);
+        assert_eq!(h.dir_state(), Some(DirState::NoStorage));
+        assert_eq!(rig.call(&mut a, &Request::Nop), Ok(Response::Ok));
+        assert_eq!(
+            rig.path(&mut a, Op::Lookup, "/"),
+            Err(Errno::Unavailable)
+        );
+        assert_eq!(
+            rig.call(&mut a, &Request::Getattr { ino: 1 }),
+            Err(Errno::Unavailable)
+        );
+    }
+
+    #[test]
+    fn client_gives_up_when_nobody_answers() {
+        let rig = Rig::new(1, true);
+        let mut a = rig.join(1);
+        let mut n = 0;
+        let mut w = || {
+            n += 1;
+            n < 50
+        };
+        assert_eq!(
+            a.call(&*rig.mem, &Request::Nop, &mut w),
+            Err(Errno::Unavailable)
+        );
+        // The late answer is discarded; the next call matches its own tag.
+        assert_eq!(rig.call(&mut a, &Request::Nop), Ok(Response::Ok));
+        assert_eq!(
+            rig.call(&mut a, &Request::Getattr { ino: 1 }).map(|r| matches!(r, Response::Attr(_))),
+            Ok(true)
+        );
     }
 }

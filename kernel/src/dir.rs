@@ -70,39 +70,55 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>) -> ! {
         cfg.hb_timeout_ms
     );
     let h = Header::new(&shm, layout);
-    let spin_ns = cfg.dir_spin_us * 1000;
-    let mut last_work = time::now_ns();
+    // The hot loop compares raw TSC values; nanoseconds only for logs.
+    let hz = time::tsc_hz();
+    let spin_cycles = cfg.dir_spin_us * hz / 1_000_000;
+    let member_cycles = hz / 20_000; // membership sweep every 50 us
+    let beat_cycles = hz / 1000; // directory heartbeat every 1 ms
+    let mut last_work = cpu::rdtsc();
+    let mut last_member = 0u64;
     let mut last_beat = 0u64;
     loop {
-        let now = time::now_ns();
-        if now - last_beat >= 1_000_000 {
+        let now = cpu::rdtsc();
+        if now - last_beat >= beat_cycles {
             h.beat_dir();
             last_beat = now;
         }
-        let p = dir.poll(&shm, now);
-        for e in &p.events {
-            match e {
-                Event::Joined { node, epoch } => {
-                    log::info!("node {node} joined cluster epoch {epoch}")
-                }
-                Event::Failed { node, silent_ms } => {
-                    log::warn!("node {node} failed: heartbeat silent for {silent_ms} ms")
-                }
-                Event::Left { node } => log::info!("node {node} left"),
-                Event::Corrupt { node, error } => {
-                    log::warn!("node {node} failed: corrupt ring ({error:?})")
-                }
-                Event::BadRequest { node, error } => {
-                    log::warn!("node {node}: malformed request ({error}), answered 'invalid'")
-                }
-            }
+        let mut events = false;
+        if now - last_member >= member_cycles {
+            last_member = now;
+            let p = dir.membership(&shm, time::now_ns());
+            events = !p.events.is_empty();
+            log_events(&p.events);
         }
-        if p.served > 0 || !p.events.is_empty() {
+        let p = dir.serve(&shm);
+        log_events(&p.events);
+        if p.served > 0 || events || !p.events.is_empty() {
             last_work = now;
-        } else if now - last_work > spin_ns {
+        } else if now - last_work > spin_cycles {
             cpu::wait_for_interrupt();
         } else {
             cpu::pause();
+        }
+    }
+}
+
+fn log_events(events: &[Event]) {
+    for e in events {
+        match e {
+            Event::Joined { node, epoch } => {
+                log::info!("node {node} joined cluster epoch {epoch}")
+            }
+            Event::Failed { node, silent_ms } => {
+                log::warn!("node {node} failed: heartbeat silent for {silent_ms} ms")
+            }
+            Event::Left { node } => log::info!("node {node} left"),
+            Event::Corrupt { node, error } => {
+                log::warn!("node {node} failed: corrupt ring ({error:?})")
+            }
+            Event::BadRequest { node, error } => {
+                log::warn!("node {node}: malformed request ({error}), answered 'invalid'")
+            }
         }
     }
 }

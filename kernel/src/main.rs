@@ -44,10 +44,11 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
         "onecopy kernel {} booting: {cmdline} (tsc {} MHz, {} MiB RAM, entry {:#x})",
         env!("CARGO_PKG_VERSION"),
         hz / 1_000_000,
-        total * 4096 >> 20,
+        (total * 4096) >> 20,
         onecopy_boot::entry_address()
     );
-    log::debug!("frames used {used}/{total}");
+    let (heap_used, heap_free) = mm::heap_usage();
+    log::debug!("frames used {used}/{total}, heap used {heap_used} free {heap_free}");
     for w in &cfg.unknown {
         log::warn!("ignoring unknown boot option '{w}'");
     }

@@ -13,6 +13,7 @@ pub const DOUBLE_FAULT_IST: u16 = 0;
 
 const DF_STACK_BYTES: usize = 32 * 1024;
 #[repr(align(16))]
+#[allow(dead_code)] // only its address is used: the CPU writes it
 struct Stack([u8; DF_STACK_BYTES]);
 static mut DF_STACK: Stack = Stack([0; DF_STACK_BYTES]);
 

@@ -185,10 +185,10 @@ fn addr(f: unsafe extern "C" fn()) -> VirtAddr {
 pub fn init_idt() {
     let idt = IDT.call_once(|| {
         let mut idt = InterruptDescriptorTable::new();
-        // SAFETY (whole block): every address is an assembly stub above
-        // that saves all registers, calls `isr_dispatch` and returns with
-        // `iretq` after dropping the vector and error words it pushed (or
-        // the CPU pushed), which is what an IDT gate requires.
+        // SAFETY: every address is an assembly stub above that saves all
+        // registers, calls `isr_dispatch` and returns with `iretq` after
+        // dropping the vector and error words it pushed (or the CPU pushed),
+        // which is what an IDT gate requires; IST 0 exists in the TSS.
         unsafe {
             idt.divide_error.set_handler_addr(addr(isr_stub_0));
             idt.debug.set_handler_addr(addr(isr_stub_1));

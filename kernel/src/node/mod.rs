@@ -38,7 +38,7 @@ static HB: Once<(Layout, u32)> = Once::new();
 
 /// Timer hook: bump this node's heartbeat every 10 ms.
 fn tick() {
-    if crate::arch::interrupts::ticks() % 10 != 0 {
+    if !crate::arch::interrupts::ticks().is_multiple_of(10) {
         return;
     }
     if let (Some(shm), Some((layout, id))) = (SHM.get(), HB.get()) {

@@ -36,24 +36,12 @@ struct CachedFile {
     pages: BTreeMap<u64, Box<[u8; PAGE]>>,
 }
 
-/// Counters shown by `cache stats` in later modes.
-#[derive(Default, Debug, Clone, Copy)]
-pub struct VfsStats {
-    /// Page reads served from this node's cache.
-    pub hits: u64,
-    /// Pages fetched from the directory.
-    pub misses: u64,
-    /// Directory round trips made.
-    pub rpcs: u64,
-}
-
 /// The VFS of one node.
 pub struct Vfs {
     shm: &'static RawShm,
     files: Vec<Option<OpenFile>>,
     cache: BTreeMap<u64, CachedFile>,
     cached_pages: usize,
-    stats: VfsStats,
 }
 
 /// How the VFS reaches the directory: the joined client plus a way to wait.
@@ -74,13 +62,7 @@ impl Vfs {
             files,
             cache: BTreeMap::new(),
             cached_pages: 0,
-            stats: VfsStats::default(),
         }
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> VfsStats {
-        self.stats
     }
 
     /// Forget every cached page (rejoin, or the directory restarted).
@@ -96,7 +78,6 @@ impl Vfs {
     }
 
     fn call(&mut self, rpc: &mut dyn Rpc, req: &Request) -> Result<Response, Errno> {
-        self.stats.rpcs += 1;
         rpc.call(req)
     }
 
@@ -226,7 +207,6 @@ impl Vfs {
                 self.cached_pages += 1;
             }
         }
-        self.stats.misses += n as u64;
         Ok(())
     }
 
@@ -247,9 +227,7 @@ impl Vfs {
             let idx = at / PAGE as u64;
             let in_page = (at % PAGE as u64) as usize;
             let cached = self.cache.get(&ino).is_some_and(|c| c.pages.contains_key(&idx));
-            if cached {
-                self.stats.hits += 1;
-            } else {
+            if !cached {
                 let pages_left = (want - done + in_page).div_ceil(PAGE);
                 self.fetch(rpc, ino, idx, pages_left)?;
             }
