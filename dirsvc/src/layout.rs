@@ -166,7 +166,10 @@ impl fmt::Display for LayoutError {
                 write!(f, "shared region too small: {have} bytes, need {need}")
             }
             LayoutError::BadMagic(m) => {
-                write!(f, "shared region not formatted by onecopy (magic {m:#018x})")
+                write!(
+                    f,
+                    "shared region not formatted by onecopy (magic {m:#018x})"
+                )
             }
             LayoutError::BadVersion(v) => write!(
                 f,
@@ -177,7 +180,10 @@ impl fmt::Display for LayoutError {
                 write!(f, "shared region header inconsistent: {what}")
             }
             LayoutError::BadNodeCount(n) => {
-                write!(f, "shared region describes {n} nodes (1..={MAX_NODES} allowed)")
+                write!(
+                    f,
+                    "shared region describes {n} nodes (1..={MAX_NODES} allowed)"
+                )
             }
         }
     }
@@ -607,7 +613,14 @@ mod tests {
 
     #[test]
     fn compute_format_read_round_trip() {
-        for (mb, nodes) in [(1usize, 1u32), (16, 2), (64, 2), (64, 4), (256, 16), (64, 64)] {
+        for (mb, nodes) in [
+            (1usize, 1u32),
+            (16, 2),
+            (64, 2),
+            (64, 4),
+            (256, 16),
+            (64, 64),
+        ] {
             let size = mb << 20;
             let l = Layout::compute(size, nodes).unwrap();
             l.validate().unwrap();

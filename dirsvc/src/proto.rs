@@ -395,10 +395,7 @@ impl Request {
                 slot,
                 len,
                 exclusive,
-            } => (
-                op,
-                [slot as u64, len as u64, exclusive as u64, 0, 0, 0, 0],
-            ),
+            } => (op, [slot as u64, len as u64, exclusive as u64, 0, 0, 0, 0]),
             Request::Readdir { slot, ino, cookie } => {
                 (Op::Readdir, [slot as u64, ino, cookie, 0, 0, 0, 0])
             }
@@ -639,7 +636,10 @@ mod tests {
                 cookie: 99,
             },
             Request::Getattr { ino: 3 },
-            Request::Setattr { ino: 3, size: 1 << 40 },
+            Request::Setattr {
+                ino: 3,
+                size: 1 << 40,
+            },
             Request::Data {
                 op: Op::Write,
                 slot: 3,

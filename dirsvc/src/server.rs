@@ -14,9 +14,7 @@ use alloc::vec::Vec;
 
 use crate::fs::{BlockDevice, Fs};
 use crate::layout::{DirState, Header, Layout, NodeState};
-use crate::proto::{
-    DecodeError, Desc, DirStats, Errno, Op, Raw, Request, Response, DIRENT_SIZE,
-};
+use crate::proto::{DecodeError, Desc, DirStats, Errno, Op, Raw, Request, Response, DIRENT_SIZE};
 use crate::ring::{Consumer, Producer, RingError};
 use crate::shm::SharedMem;
 
@@ -278,7 +276,11 @@ impl<D: BlockDevice> Directory<D> {
         out
     }
 
-    fn serve_node(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) -> Result<usize, RingError> {
+    fn serve_node(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+    ) -> Result<usize, RingError> {
         let i = (node - 1) as usize;
         // First flush responses that did not fit earlier.
         while let Some(d) = self.peers[i].backlog.front().copied() {
@@ -622,9 +624,10 @@ mod tests {
         rig.mem.write(slot3, &[0u8; 64]);
         rig.mem.store_u32(ch.request.off, 4);
         let polls: Vec<Poll> = (0..3).map(|_| rig.step()).collect();
-        assert!(polls
+        assert!(polls.iter().any(|p| p
+            .events
             .iter()
-            .any(|p| p.events.iter().any(|e| matches!(e, Event::BadRequest { .. }))));
+            .any(|e| matches!(e, Event::BadRequest { .. }))));
     }
 
     #[test]
@@ -683,10 +686,7 @@ mod tests {
         let h = Header::new(&*rig.mem, rig.layout);
         assert_eq!(h.dir_state(), Some(DirState::NoStorage));
         assert_eq!(rig.call(&mut a, &Request::Nop), Ok(Response::Ok));
-        assert_eq!(
-            rig.path(&mut a, Op::Lookup, "/"),
-            Err(Errno::Unavailable)
-        );
+        assert_eq!(rig.path(&mut a, Op::Lookup, "/"), Err(Errno::Unavailable));
         assert_eq!(
             rig.call(&mut a, &Request::Getattr { ino: 1 }),
             Err(Errno::Unavailable)
@@ -709,7 +709,8 @@ mod tests {
         // The late answer is discarded; the next call matches its own tag.
         assert_eq!(rig.call(&mut a, &Request::Nop), Ok(Response::Ok));
         assert_eq!(
-            rig.call(&mut a, &Request::Getattr { ino: 1 }).map(|r| matches!(r, Response::Attr(_))),
+            rig.call(&mut a, &Request::Getattr { ino: 1 })
+                .map(|r| matches!(r, Response::Attr(_))),
             Ok(true)
         );
     }

@@ -58,24 +58,31 @@ struct Conn {
 }
 
 /// A wait closure: spin, then halt; false on timeout or a silent directory.
+/// Its clock starts at the first call, so building one costs nothing on
+/// calls that are answered while the client is still polling the ring.
 fn waiter(shm: &'static RawShm, layout: Layout, timeout_ns: u64) -> impl FnMut() -> bool {
-    let start = time::now_ns();
-    let h = Header::new(shm, layout);
-    let mut last_hb = h.dir_heartbeat();
-    let mut last_change = start;
+    let mut start = None;
+    let mut last_hb = 0;
+    let mut last_change = 0;
     move || {
         let now = time::now_ns();
-        if now - start > timeout_ns {
+        let h = Header::new(shm, layout);
+        let t0 = *start.get_or_insert_with(|| {
+            last_hb = h.dir_heartbeat();
+            last_change = now;
+            now
+        });
+        if now - t0 > timeout_ns {
             return false;
         }
-        let hb = Header::new(shm, layout).dir_heartbeat();
+        let hb = h.dir_heartbeat();
         if hb != last_hb {
             last_hb = hb;
             last_change = now;
         } else if now - last_change > DIR_SILENT_NS {
             return false;
         }
-        if now - start < SPIN_NS {
+        if now - t0 < SPIN_NS {
             cpu::pause();
         } else {
             cpu::wait_for_interrupt();
