@@ -30,6 +30,13 @@ pub const TABLE_START: u64 = 1;
 pub const SB_CRC_OFF: usize = 64;
 /// End of the superblock fields; everything after must be zero.
 pub const SB_END: usize = 68;
+/// Offset of the sequence floor in the superblock.
+pub const SB_SEQ_FLOOR_OFF: usize = 56;
+
+/// Creation sequence numbers reserved by one superblock write: when a new
+/// sequence number reaches the floor, the floor is raised to that number
+/// plus this many. Also the floor a new file system starts with.
+pub const SEQ_BATCH: u64 = 1024;
 
 /// Offset of the name area in a record.
 pub const REC_NAME_OFF: usize = 48;
@@ -94,6 +101,10 @@ pub struct Superblock {
     pub data_start: u64,
     /// One past the last block of the data area (= `total_blocks`).
     pub data_end: u64,
+    /// Strictly greater than every creation sequence number ever allocated
+    /// on this image, live or since removed: a mount hands out sequence
+    /// numbers from here on, so versions never repeat across remounts.
+    pub seq_floor: u64,
 }
 
 impl Superblock {
@@ -121,6 +132,7 @@ impl Superblock {
             inode_count,
             data_start,
             data_end: total_blocks,
+            seq_floor: SEQ_BATCH,
         })
     }
 
@@ -136,7 +148,7 @@ impl Superblock {
         put(&mut b, 36, &(self.table_blocks() as u32).to_le_bytes());
         put(&mut b, 40, &self.data_start.to_le_bytes());
         put(&mut b, 48, &self.data_end.to_le_bytes());
-        // 56..64: feature flags, zero in version 1.
+        put(&mut b, SB_SEQ_FLOOR_OFF, &self.seq_floor.to_le_bytes());
         let crc = crc32fast::hash(&b[..SB_CRC_OFF]);
         put(&mut b, SB_CRC_OFF, &crc.to_le_bytes());
         b
@@ -159,7 +171,7 @@ impl Superblock {
         if stored != computed {
             return Err(MountError::SuperblockChecksum { stored, computed });
         }
-        if !all_zero(&b[SB_END..]) || u64_at(b, 56) != 0 {
+        if !all_zero(&b[SB_END..]) {
             return Err(MountError::SuperblockReserved);
         }
         let block_size = u32_at(b, 12);
@@ -210,11 +222,15 @@ impl Superblock {
                 "inode table ({table_blocks} blocks) leaves no data area in {total_blocks} blocks"
             ));
         }
+        // Any floor decodes; that it lies above every live inode's sequence
+        // number is checked with the inode table ([`super::mount`]).
+        let seq_floor = u64_at(b, SB_SEQ_FLOOR_OFF);
         Ok(Superblock {
             total_blocks,
             inode_count,
             data_start,
             data_end,
+            seq_floor,
         })
     }
 }
@@ -242,7 +258,8 @@ pub struct Inode {
     pub kind: FileKind,
     /// Parent directory (root: itself).
     pub parent: u64,
-    /// Creation sequence number: strictly greater than the parent's.
+    /// Creation sequence number: strictly greater than the parent's and
+    /// strictly less than the superblock's sequence floor.
     pub seq: u64,
     /// Files: size in bytes. Directories: 0 on disk; the entry count is
     /// kept in the directory index instead.

@@ -158,6 +158,16 @@ pub enum MountError {
         /// Bytes allocated.
         allocated: u64,
     },
+    /// An inode's creation sequence number is not below the superblock's
+    /// sequence floor, so the floor does not bound the numbers handed out.
+    SeqNotBelowFloor {
+        /// Inode number.
+        ino: u64,
+        /// Its creation sequence number.
+        seq: u64,
+        /// The superblock's sequence floor.
+        floor: u64,
+    },
     /// The root inode (1) is missing or malformed.
     BadRoot {
         /// What is wrong.
@@ -279,6 +289,10 @@ impl fmt::Display for MountError {
             } => write!(
                 f,
                 "inode {ino}: size {size} exceeds its {allocated} allocated bytes"
+            ),
+            E::SeqNotBelowFloor { ino, seq, floor } => write!(
+                f,
+                "inode {ino}: sequence number {seq} is not below the superblock's sequence floor {floor}"
             ),
             E::BadRoot { what } => write!(f, "root inode 1: {what}"),
             E::BadParent {

@@ -22,7 +22,7 @@
 //! | 36..40  | inode table blocks `u32` = inode count / 16                 |
 //! | 40..48  | data area start block `u64` = table start + table blocks    |
 //! | 48..56  | data area end block `u64` (exclusive) = total blocks        |
-//! | 56..64  | feature flags `u64` = 0                                     |
+//! | 56..64  | sequence floor `u64` (> every creation sequence number)     |
 //! | 64..68  | crc32 of bytes 0..64                                        |
 //! | 68..4096| zero                                                        |
 //!
@@ -38,7 +38,7 @@
 //! | 4..8     | reserved, zero                                             |
 //! | 8..16    | inode number `u64` (= slot + 1)                            |
 //! | 16..24   | parent inode `u64` (root: 1)                               |
-//! | 24..32   | creation sequence number `u64` (> the parent's)            |
+//! | 24..32   | creation sequence number `u64` (> parent's, < the floor)   |
 //! | 32..40   | size `u64` in bytes (directories: 0)                       |
 //! | 40..48   | version `u64`                                              |
 //! | 48..112  | name: UTF-8, no `/` or NUL, not `.`/`..`, zero padded      |
@@ -51,16 +51,32 @@
 //! bitmap: the free map is rebuilt from the extents at mount. A directory's
 //! entries are the inodes whose parent it is; its size is their number.
 //!
+//! Creation sequence numbers never repeat on an image, even for inodes
+//! since removed: a new inode's version is its sequence number in the high
+//! half and 1 in the low half, so (inode, version) stays unique when an
+//! inode number is reused. The superblock's sequence floor is strictly
+//! greater than every sequence number ever handed out; a new file system
+//! starts with floor [`SEQ_BATCH`] (root: 0). Creating an inode takes the
+//! next number above the highest handed out by this mount (after a mount:
+//! above the floor); when that number reaches the floor, the superblock is
+//! first rewritten with floor = number + [`SEQ_BATCH`] and flushed, and only
+//! then is the record written (one superblock write per [`SEQ_BATCH`]
+//! creations). So numbers handed out after a remount lie above every
+//! number used before it.
+//!
 //! Mount checks, in one pass and without writing: magic, version,
 //! checksum, geometry against itself and the device, every record
-//! (checksum, kind, number, name, canonical zero padding), the root, every
+//! (checksum, kind, number, name, canonical zero padding), that every
+//! sequence number is below the floor, the root, every
 //! parent (in use, a directory, strictly older: so no cycle can exist),
 //! unique names per directory, that extents lie in the data area and never
 //! share a block, and that no file is larger than its extents.
 //!
 //! Updates write data blocks first, then the inode record that points at
 //! them (one read-free write of the cached table block); a new entry is
-//! written before its parent's version bump, a removed one is zeroed before.
+//! written before its parent's version bump, a removed one is zeroed before;
+//! a raised sequence floor is written and flushed before the record that
+//! uses the new number.
 
 mod disk;
 mod error;
@@ -76,7 +92,7 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, VERSION};
+pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VERSION};
 pub use error::{MountError, ParentProblem};
 pub use memdisk::MemDisk;
 
@@ -91,6 +107,9 @@ pub const BLOCK_SIZE: usize = 4096;
 pub const ROOT_INO: u64 = 1;
 
 const BS: u64 = BLOCK_SIZE as u64;
+
+/// The cached inode table: slot `i` holds inode `i + 1`.
+type Table = Vec<Option<Box<Inode>>>;
 
 /// A device-level I/O failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,10 +181,12 @@ pub struct Geometry {
 pub struct Fs<D: BlockDevice> {
     dev: D,
     sb: Superblock,
-    /// Slot `i` holds inode `i + 1`.
-    table: Vec<Option<Box<Inode>>>,
+    table: Table,
     dirs: BTreeMap<u64, DirIndex>,
     free: FreeMap,
+    /// Highest creation sequence number handed out (or, after a mount, the
+    /// floor, which is above every number handed out before). Never goes
+    /// down while mounted.
     max_seq: u64,
     used: u64,
     reads: u64,
@@ -211,7 +232,7 @@ impl<D: BlockDevice> Fs<D> {
             return Err(Errno::Invalid);
         }
         let sb = Superblock::layout(dev.block_count(), inodes).ok_or(Errno::NoSpace)?;
-        let mut table: Vec<Option<Box<Inode>>> = Vec::new();
+        let mut table: Table = Vec::new();
         table.resize_with(sb.inode_count as usize, || None);
         if let Some(slot) = table.get_mut(0) {
             *slot = Some(Box::new(Inode {
@@ -225,6 +246,8 @@ impl<D: BlockDevice> Fs<D> {
             }));
         }
         let derived = mount::validate(&sb, &table).map_err(|_| Errno::Invalid)?;
+        // Only the root's 0 has been handed out on this image, so creations
+        // start at 1 and the first `SEQ_BATCH - 1` need no superblock write.
         let mut fs = Fs::assemble(dev, sb, table, derived);
         // Invalidate any old superblock first, so an interrupted format
         // never leaves an old superblock over a new table.
@@ -250,6 +273,10 @@ impl<D: BlockDevice> Fs<D> {
         match Fs::load(&mut dev, &mut reads) {
             Ok((sb, table, derived)) => {
                 let mut fs = Fs::assemble(dev, sb, table, derived);
+                // Removed inodes may have held numbers above every live
+                // one; the floor is above all of them (validation checked
+                // it is above the live ones), so continue from there.
+                fs.max_seq = fs.max_seq.max(sb.seq_floor);
                 fs.reads = reads;
                 log::debug!(
                     "fs: mounted {} blocks, {}/{} inodes, {}/{} data blocks used",
@@ -265,11 +292,7 @@ impl<D: BlockDevice> Fs<D> {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn load(
-        dev: &mut D,
-        reads: &mut u64,
-    ) -> Result<(Superblock, Vec<Option<Box<Inode>>>, Derived), MountError> {
+    fn load(dev: &mut D, reads: &mut u64) -> Result<(Superblock, Table, Derived), MountError> {
         let device_blocks = dev.block_count();
         if device_blocks == 0 {
             return Err(MountError::EmptyDevice);
@@ -295,7 +318,7 @@ impl<D: BlockDevice> Fs<D> {
         Ok((sb, table, derived))
     }
 
-    fn assemble(dev: D, sb: Superblock, table: Vec<Option<Box<Inode>>>, d: Derived) -> Fs<D> {
+    fn assemble(dev: D, sb: Superblock, table: Table, d: Derived) -> Fs<D> {
         Fs {
             dev,
             sb,
@@ -315,7 +338,9 @@ impl<D: BlockDevice> Fs<D> {
         if let Ok(d) = mount::validate(&self.sb, &self.table) {
             self.dirs = d.dirs;
             self.free = d.free;
-            self.max_seq = d.max_seq;
+            // Numbers handed out by this mount stay used even if their
+            // inodes are gone.
+            self.max_seq = self.max_seq.max(d.max_seq);
             self.used = d.used;
         }
     }
@@ -509,13 +534,20 @@ impl<D: BlockDevice> Fs<D> {
         let name = name.unwrap_or_default();
         let idx = self.free_slot().ok_or(Errno::NoSpace)?;
         let seq = self.max_seq.checked_add(1).ok_or(Errno::NoSpace)?;
+        if seq >= self.sb.seq_floor {
+            self.raise_seq_floor(seq)?;
+        }
         let ino = idx as u64 + 1;
         let child = Inode {
             kind,
             parent,
             seq,
             size: 0,
-            version: 1,
+            // Versions are unique across inode reuse: the creation sequence
+            // number sits in the high half, so (ino, version) never repeats
+            // after a delete and re-create and node caches cannot confuse
+            // the new file with the old one.
+            version: (seq << 32) | 1,
             name: String::from(name),
             extents: Vec::new(),
         };
@@ -534,6 +566,24 @@ impl<D: BlockDevice> Fs<D> {
         d.by_name.insert(String::from(name), ino);
         d.by_ino.insert(ino);
         self.attr(ino)
+    }
+
+    /// Make the on-disk sequence floor exceed `seq` before any record uses
+    /// it: write the superblock with the floor `SEQ_BATCH` above `seq` and
+    /// flush it. The cached superblock changes only once that is durable;
+    /// after a failure the next creation tries again (a floor that reached
+    /// the disk anyway is only higher, which is harmless).
+    fn raise_seq_floor(&mut self, seq: u64) -> Result<(), Errno> {
+        let floor = seq.saturating_add(SEQ_BATCH);
+        if floor <= seq {
+            return Err(Errno::NoSpace);
+        }
+        let mut sb = self.sb;
+        sb.seq_floor = floor;
+        self.write_blk(0, &sb.encode())?;
+        self.sync()?;
+        self.sb = sb;
+        Ok(())
     }
 
     /// Remove a regular file (`IsDir` for a directory).

@@ -29,7 +29,8 @@ pub struct Derived {
     pub dirs: BTreeMap<u64, DirIndex>,
     /// Used data blocks.
     pub free: FreeMap,
-    /// Highest creation sequence number in use.
+    /// Highest creation sequence number in use (not raised to the
+    /// superblock's floor: the caller decides).
     pub max_seq: u64,
     /// Inodes in use.
     pub used: u64,
@@ -68,6 +69,15 @@ pub fn validate(sb: &Superblock, table: &[Option<Box<Inode>>]) -> Result<Derived
         let Some(n) = slot.as_deref() else { continue };
         let ino = i as u64 + 1;
         used += 1;
+        // The floor bounds every sequence number ever handed out, so a
+        // mount can continue above it without knowing the removed ones.
+        if n.seq >= sb.seq_floor {
+            return Err(MountError::SeqNotBelowFloor {
+                ino,
+                seq: n.seq,
+                floor: sb.seq_floor,
+            });
+        }
         max_seq = max_seq.max(n.seq);
         if n.kind == FileKind::Dir {
             dirs.entry(ino).or_default();

@@ -8,7 +8,7 @@ use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::disk::{EXT_SIZE, REC_CRC_OFF, REC_EXT_OFF, REC_NAME_OFF};
+use super::disk::{EXT_SIZE, REC_CRC_OFF, REC_EXT_OFF, REC_NAME_OFF, SB_SEQ_FLOOR_OFF};
 use super::*;
 use crate::proto::{Attr, Errno, FileKind};
 
@@ -95,6 +95,13 @@ fn walk<D: BlockDevice>(fs: &mut Fs<D>, dir: u64, prefix: &str, out: &mut Snapsh
         }
         cookie = next;
     }
+}
+
+/// The version a new inode starts at: its creation sequence number in the
+/// high half, 1 in the low half, so (ino, version) never repeats when the
+/// inode number is reused.
+fn first_version<D: BlockDevice>(fs: &Fs<D>, ino: u64) -> u64 {
+    (fs.node(ino).unwrap().seq << 32) | 1
 }
 
 fn assert_survives_remount(fs: Fs<MemDisk>) -> Fs<MemDisk> {
@@ -204,7 +211,8 @@ fn path_syntax() {
 fn create_and_lookup() {
     let mut fs = fresh(64, 16);
     let a = fs.create("/a", true).unwrap();
-    assert_eq!((a.kind, a.size, a.version), (FileKind::File, 0, 1));
+    let v0 = first_version(&fs, a.ino);
+    assert_eq!((a.kind, a.size, a.version), (FileKind::File, 0, v0));
     assert_ne!(a.ino, ROOT_INO);
     assert_eq!(fs.create("/a", true), Err(Errno::Exists));
     assert_eq!(fs.create("/a", false), Ok(a));
@@ -226,7 +234,8 @@ fn create_and_lookup() {
 fn mkdir_nested() {
     let mut fs = fresh(64, 16);
     let d = fs.mkdir("/d").unwrap();
-    assert_eq!((d.kind, d.size, d.version), (FileKind::Dir, 0, 1));
+    let v0 = first_version(&fs, d.ino);
+    assert_eq!((d.kind, d.size, d.version), (FileKind::Dir, 0, v0));
     fs.mkdir("/d/e").unwrap();
     fs.mkdir("/d/e/f").unwrap();
     fs.create("/d/e/f/g", true).unwrap();
@@ -235,7 +244,7 @@ fn mkdir_nested() {
     assert_eq!(fs.mkdir("/"), Err(Errno::Exists));
     assert_eq!(fs.mkdir("/d/e/f/g/h"), Err(Errno::NotDir));
     assert_eq!(fs.lookup("/d").unwrap().size, 1);
-    assert_eq!(fs.lookup("/d").unwrap().version, 2);
+    assert_eq!(fs.lookup("/d").unwrap().version, v0 + 1);
     assert_survives_remount(fs);
 }
 
@@ -272,6 +281,153 @@ fn unlink_and_rmdir() {
     // The slot is reused.
     let g = fs.create("/g", true).unwrap();
     assert!(g.ino <= 3);
+    assert_survives_remount(fs);
+}
+
+#[test]
+fn reused_inode_gets_a_new_version() {
+    // Node page caches key on (ino, version): a re-created file that reuses
+    // an inode number must never show a version the old file ever had, even
+    // across remounts.
+    let mut fs = fresh(64, 16);
+    let old = fs.create("/x", true).unwrap();
+    let mut seen = vec![old.version];
+    seen.push(fs.write(old.ino, 0, b"hello").unwrap().1.version);
+    seen.push(fs.write(old.ino, 5, b" world").unwrap().1.version);
+    seen.push(fs.set_size(old.ino, 3).unwrap().version);
+    assert_eq!(seen, [0, 1, 2, 3].map(|i| old.version + i));
+    fs.unlink("/x").unwrap();
+
+    // Re-created while mounted.
+    let new = fs.create("/x", true).unwrap();
+    assert_eq!(new.ino, old.ino, "the slot is reused");
+    assert!(
+        !seen.contains(&new.version),
+        "{:#x} in {seen:#x?}",
+        new.version
+    );
+    let (_, w) = fs.write(new.ino, 0, b"new").unwrap();
+    assert_eq!(w.version, new.version + 1);
+    assert!(!seen.contains(&w.version), "{:#x} in {seen:#x?}", w.version);
+    // The new version survives a remount and still differs.
+    let mut fs = remount(fs);
+    assert_eq!(fs.lookup("/x"), Ok(w));
+    assert!(!seen.contains(&w.version));
+    seen.extend([new.version, w.version]);
+
+    // Unlinked, remounted, then re-created: the mount must not hand out a
+    // version any earlier inode in this slot had.
+    fs.unlink("/x").unwrap();
+    let mut fs = remount(fs);
+    let third = fs.create("/x", true).unwrap();
+    assert_eq!(third.ino, old.ino, "the slot is reused");
+    assert!(
+        !seen.contains(&third.version),
+        "{:#x} in {seen:#x?}",
+        third.version
+    );
+    let mut fs = remount(fs);
+    assert_eq!(fs.lookup("/x"), Ok(third));
+}
+
+/// Records the order of a device's writes (by block) and flushes.
+struct Recording(MemDisk, Vec<Option<u64>>);
+
+impl BlockDevice for Recording {
+    fn block_count(&self) -> u64 {
+        self.0.block_count()
+    }
+    fn read_block(&mut self, lba: u64, buf: &mut [u8; BLOCK_SIZE]) -> Result<(), IoError> {
+        self.0.read_block(lba, buf)
+    }
+    fn write_block(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Result<(), IoError> {
+        self.1.push(Some(lba));
+        self.0.write_block(lba, buf)
+    }
+    fn flush(&mut self) -> Result<(), IoError> {
+        self.1.push(None);
+        self.0.flush()
+    }
+}
+
+fn seq_floor(disk: &MemDisk) -> u64 {
+    get64(disk.blocks(), SB_SEQ_FLOOR_OFF)
+}
+
+#[test]
+fn seq_floor_is_raised_in_batches() {
+    let mut fs = fresh(64, 16);
+    assert_eq!(seq_floor(fs.device()), SEQ_BATCH);
+    // A new file system hands out 1, 2, ...; the superblock is rewritten
+    // only when a number reaches the floor, to that number + SEQ_BATCH.
+    let mut floor = SEQ_BATCH;
+    let mut raised = 0;
+    for i in 1..=2 * SEQ_BATCH + 10 {
+        let writes = fs.device().writes();
+        let a = fs.create("/x", true).unwrap();
+        let seq = fs.node(a.ino).unwrap().seq;
+        assert_eq!(seq, i);
+        let now = seq_floor(fs.device());
+        if seq == floor {
+            raised += 1;
+            assert_eq!(now, seq + SEQ_BATCH);
+            assert_eq!(fs.device().writes(), writes + 2, "superblock + record");
+        } else {
+            assert_eq!(now, floor);
+            assert_eq!(fs.device().writes(), writes + 1, "record only");
+        }
+        assert!(seq < now);
+        floor = now;
+        fs.unlink("/x").unwrap();
+    }
+    assert_eq!(raised, 2);
+    let before = fs.device().blocks().to_vec();
+
+    // After a mount, the next number is above the floor: the first creation
+    // raises it (superblock written and flushed before the record), the
+    // next ones do not.
+    let fs = remount(fs);
+    let mut fs = Fs::mount(Recording(fs.into_device(), Vec::new())).unwrap();
+    let a = fs.create("/x", true).unwrap();
+    assert_eq!(fs.node(a.ino).unwrap().seq, floor + 1);
+    assert_eq!(fs.device().1, [Some(0), None, Some(1)]);
+    assert_eq!(seq_floor(&fs.device().0), floor + 1 + SEQ_BATCH);
+    fs.create("/y", true).unwrap();
+    fs.unlink("/x").unwrap();
+    assert_eq!(fs.device().1[3..], [Some(1), Some(1)]);
+    let Recording(disk, _) = fs.into_device();
+    assert_ne!(disk.blocks(), &before[..]);
+    assert_survives_remount(Fs::mount(disk).unwrap());
+}
+
+#[test]
+fn failed_seq_floor_raise_creates_nothing() {
+    let mut fs = fresh(64, 16);
+    let old = fs.create("/x", true).unwrap();
+    fs.unlink("/x").unwrap();
+    let mut disk = fs.into_device();
+    let floor = seq_floor(&disk);
+    for budget in [0, 1] {
+        // 0: the superblock write fails; 1: it lands, the record's fails.
+        disk.fail_writes_after(Some(budget));
+        let mut fs = Fs::mount(disk).unwrap();
+        assert_eq!(fs.create("/x", true), Err(Errno::Io));
+        assert_eq!(fs.lookup("/x"), Err(Errno::NotFound));
+        disk = fs.into_device();
+        disk.fail_writes_after(None);
+        let want = if budget == 0 {
+            floor
+        } else {
+            floor + 1 + SEQ_BATCH
+        };
+        assert_eq!(seq_floor(&disk), want);
+    }
+    let mut fs = Fs::mount(disk).unwrap();
+    assert_eq!(fs.lookup("/x"), Err(Errno::NotFound));
+    let new = fs.create("/x", true).unwrap();
+    assert_eq!(new.ino, old.ino);
+    assert!(fs.node(new.ino).unwrap().seq > floor + 1 + SEQ_BATCH);
+    assert_ne!(new.version, old.version);
     assert_survives_remount(fs);
 }
 
@@ -367,11 +523,13 @@ fn getattr_errors() {
 #[test]
 fn read_write_many_blocks() {
     let mut fs = fresh(256, 16);
-    let f = fs.create("/big", true).unwrap().ino;
+    let f = fs.create("/big", true).unwrap();
+    let (f, v0) = (f.ino, f.version);
+    assert_eq!(v0, first_version(&fs, f));
     let data = pattern(1, 10 * BLOCK_SIZE + 123);
     let (n, a) = fs.write(f, 0, &data).unwrap();
     assert_eq!(n, data.len());
-    assert_eq!((a.size, a.version), (data.len() as u64, 2));
+    assert_eq!((a.size, a.version), (data.len() as u64, v0 + 1));
     assert_eq!(read_all(&mut fs, f), data);
     assert_eq!(fs.stats().blocks_used, 11);
     // Unaligned reads across block boundaries.
@@ -390,7 +548,7 @@ fn read_write_many_blocks() {
     let patch = pattern(2, 6000);
     let (_, a2) = fs.write(f, 5000, &patch).unwrap();
     assert_eq!(a2.size, a.size);
-    assert_eq!(a2.version, 3);
+    assert_eq!(a2.version, v0 + 2);
     let mut want = data.clone();
     want[5000..11000].copy_from_slice(&patch);
     assert_eq!(read_all(&mut fs, f), want);
@@ -468,18 +626,20 @@ fn holes_read_as_zeros() {
 #[test]
 fn truncate_and_extend() {
     let mut fs = fresh(128, 16);
-    let f = fs.create("/t", true).unwrap().ino;
+    let f = fs.create("/t", true).unwrap();
+    let (f, v0) = (f.ino, f.version);
+    assert_eq!(v0, first_version(&fs, f));
     let data = pattern(3, 5 * BLOCK_SIZE);
     fs.write(f, 0, &data).unwrap();
     assert_eq!(fs.stats().blocks_used, 5);
     let a = fs.set_size(f, 6000).unwrap();
-    assert_eq!((a.size, a.version), (6000, 3));
+    assert_eq!((a.size, a.version), (6000, v0 + 2));
     assert_eq!(fs.stats().blocks_used, 2);
     assert_eq!(read_all(&mut fs, f), &data[..6000]);
     // Same size: no change.
-    assert_eq!(fs.set_size(f, 6000).unwrap().version, 3);
+    assert_eq!(fs.set_size(f, 6000).unwrap().version, v0 + 2);
     let a = fs.set_size(f, 20000).unwrap();
-    assert_eq!((a.size, a.version), (20000, 4));
+    assert_eq!((a.size, a.version), (20000, v0 + 3));
     assert_eq!(fs.stats().blocks_used, 5);
     let got = read_all(&mut fs, f);
     assert_eq!(&got[..6000], &data[..6000]);
@@ -760,6 +920,62 @@ impl BlockDevice for Failing {
 }
 
 #[test]
+fn layout_matches_the_documentation() {
+    let img = reference();
+    // Superblock.
+    assert_eq!(&img[0..8], b"ONECOPFS");
+    assert_eq!(&img[0..8], &MAGIC);
+    assert_eq!(u32::from_le_bytes(img[8..12].try_into().unwrap()), 1);
+    assert_eq!(u32::from_le_bytes(img[12..16].try_into().unwrap()), 4096);
+    assert_eq!(get64(&img, 16), 64);
+    assert_eq!(get64(&img, 24), 1);
+    assert_eq!(u32::from_le_bytes(img[32..36].try_into().unwrap()), 32);
+    assert_eq!(u32::from_le_bytes(img[36..40].try_into().unwrap()), 2);
+    assert_eq!(get64(&img, 40), 3);
+    assert_eq!(get64(&img, 48), 64);
+    // Sequence floor: still the initial one (5 inodes need no raise), and
+    // above every live inode's sequence number.
+    assert_eq!(SB_SEQ_FLOOR_OFF, 56);
+    assert_eq!(get64(&img, 56), SEQ_BATCH);
+    for ino in 1..=5 {
+        assert!(get64(&img, rec(ino) + 24) < get64(&img, 56), "inode {ino}");
+    }
+    let crc = u32::from_le_bytes(img[64..68].try_into().unwrap());
+    assert_eq!(crc, crc32fast::hash(&img[..64]));
+    assert!(img[68..BLOCK_SIZE].iter().all(|&b| b == 0));
+    // Root record in slot 0 of block 1.
+    let r = rec(1);
+    assert_eq!(r, 4096);
+    assert_eq!((img[r], img[r + 1]), (2, 0));
+    assert_eq!(get64(&img, r + 8), 1);
+    assert_eq!(get64(&img, r + 16), 1);
+    // /a/f: inode 3, a file of 5000 bytes in /a (inode 2), named "f".
+    let r = rec(3);
+    assert_eq!(img[r], 1);
+    assert_eq!(img[r + 1], 1);
+    assert_eq!(u16::from_le_bytes([img[r + 2], img[r + 3]]), 1);
+    assert_eq!(&img[r + 4..r + 8], &[0; 4]);
+    assert_eq!(get64(&img, r + 8), 3);
+    assert_eq!(get64(&img, r + 16), 2);
+    assert!(get64(&img, r + 24) > get64(&img, rec(2) + 24));
+    assert_eq!(get64(&img, r + 32), 5000);
+    // Created (version: seq in the high half, 1 in the low), then one write.
+    let seq = get64(&img, r + 24);
+    assert_eq!(get64(&img, r + 40), ((seq << 32) | 1) + 1);
+    assert_eq!(img[r + REC_NAME_OFF], b'f');
+    let start = get64(&img, r + REC_EXT_OFF);
+    let len = u32::from_le_bytes(img[r + 120..r + 124].try_into().unwrap());
+    assert!(start >= 3 && len == 2);
+    let crc = u32::from_le_bytes(img[r + 252..r + 256].try_into().unwrap());
+    assert_eq!(crc, crc32fast::hash(&img[r..r + 252]));
+    // The file's bytes are its extent's blocks.
+    let at = start as usize * BLOCK_SIZE;
+    assert_eq!(&img[at..at + 5000], &pattern(5, 5000)[..]);
+    // Free slots are zero.
+    assert!(img[rec(6)..rec(33)].iter().all(|&b| b == 0));
+}
+
+#[test]
 fn reference_image_mounts() {
     let img = reference();
     let mut d = MemDisk::from_bytes(img.clone());
@@ -918,12 +1134,56 @@ fn corrupt_images_are_refused() {
             |e| matches!(e, MountError::Geometry(_)),
         ),
         (
-            "feature flags",
+            "seq floor too small",
             |i| {
-                put64(i, 56, 1);
+                // /a/b (inode 5) has the highest sequence number, 4.
+                assert_eq!(get64(i, rec(5) + 24), 4);
+                put64(i, 56, 4);
                 fix_sb(i)
             },
-            |e| *e == MountError::SuperblockReserved,
+            |e| {
+                *e == MountError::SeqNotBelowFloor {
+                    ino: 5,
+                    seq: 4,
+                    floor: 4,
+                }
+            },
+        ),
+        (
+            "seq floor zero",
+            |i| {
+                put64(i, 56, 0);
+                fix_sb(i)
+            },
+            |e| {
+                *e == MountError::SeqNotBelowFloor {
+                    ino: 1,
+                    seq: 0,
+                    floor: 0,
+                }
+            },
+        ),
+        (
+            "seq at the floor",
+            |i| set_rec64(i, 4, 24, SEQ_BATCH),
+            |e| {
+                *e == MountError::SeqNotBelowFloor {
+                    ino: 4,
+                    seq: SEQ_BATCH,
+                    floor: SEQ_BATCH,
+                }
+            },
+        ),
+        (
+            "seq above the floor",
+            |i| set_rec64(i, 4, 24, u64::MAX),
+            |e| {
+                *e == MountError::SeqNotBelowFloor {
+                    ino: 4,
+                    seq: u64::MAX,
+                    floor: SEQ_BATCH,
+                }
+            },
         ),
         (
             "superblock tail",
@@ -1353,6 +1613,14 @@ fn messages_read_well() {
             },
             "device has 10 blocks, superblock says 16384",
         ),
+        (
+            MountError::SeqNotBelowFloor {
+                ino: 4,
+                seq: 1024,
+                floor: 1024,
+            },
+            "inode 4: sequence number 1024 is not below the superblock's sequence floor 1024",
+        ),
     ];
     for (e, want) in cases {
         assert_eq!(e.to_string(), want);
@@ -1659,11 +1927,14 @@ fn run_model(seed: u64, steps: usize, blocks: u64, inodes: u32) -> usize {
                     (Err(Errno::NoSpace), Ok(())) if !m.nodes.contains_key(&path) => nospace += 1,
                     (Ok(a), Ok(())) => {
                         if !m.nodes.contains_key(&path) {
+                            // A new inode: its first version is derived
+                            // from its creation sequence number.
+                            assert_eq!(a.version, first_version(&fs, a.ino), "{ctx}");
                             m.nodes.insert(
                                 path.clone(),
                                 MNode::File {
                                     data: Vec::new(),
-                                    version: 1,
+                                    version: a.version,
                                 },
                             );
                             m.bump_parent(&path);
@@ -1684,9 +1955,12 @@ fn run_model(seed: u64, steps: usize, blocks: u64, inodes: u32) -> usize {
                 });
                 match (got, want) {
                     (Err(Errno::NoSpace), Ok(())) => nospace += 1,
-                    (Ok(_), Ok(())) => {
-                        m.nodes.insert(path.clone(), MNode::Dir { version: 1 });
+                    (Ok(a), Ok(())) => {
+                        assert_eq!(a.version, first_version(&fs, a.ino), "{ctx}");
+                        m.nodes
+                            .insert(path.clone(), MNode::Dir { version: a.version });
                         m.bump_parent(&path);
+                        assert_eq!(kind_size_version(a), m.attr(&path), "{ctx}");
                     }
                     (g, w) => assert_eq!(g.map(|_| ()), w, "{ctx}"),
                 }
@@ -1858,8 +2132,8 @@ fn run_model(seed: u64, steps: usize, blocks: u64, inodes: u32) -> usize {
 
 #[test]
 fn random_ops_match_the_model() {
-    for seed in 0..6 {
-        run_model(seed, 600, 256, 64);
+    for seed in 0..12 {
+        run_model(seed, 1000, 256, 64);
     }
 }
 
@@ -1867,6 +2141,6 @@ fn random_ops_match_the_model() {
 fn random_ops_match_the_model_when_tight() {
     // A small disk and few inodes: NoSpace happens often and must never
     // leave anything half done.
-    let nospace: usize = (100..106).map(|seed| run_model(seed, 600, 24, 16)).sum();
+    let nospace: usize = (100..112).map(|seed| run_model(seed, 1000, 24, 16)).sum();
     assert!(nospace > 50, "{nospace}");
 }

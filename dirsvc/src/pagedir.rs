@@ -1,0 +1,705 @@
+//! The page directory: DPC's per-page state machine (DPC §3.1.1, Fig. 2).
+//!
+//! For every cached file page `(inode, page index)` the directory keeps one
+//! [`Entry`]: the owner (the only node holding the page in its frame pool),
+//! the owner's global frame number, the set of sharers (nodes mapping the
+//! owner's frame), and a transient state. Per node, the page is in one of
+//! five states, derived from the entry ([`PageDir::state_of`]):
+//!
+//! | state | meaning |
+//! | --- | --- |
+//! | I   | no copy, no mapping |
+//! | E   | reserved: this node installs the next copy (fill or full write) |
+//! | O   | owner: the copy lives in this node's frame |
+//! | S   | maps the owner's frame |
+//! | TBI | the owner reclaims the page; sharers are being invalidated |
+//!
+//! The machine is pure: [`PageDir::handle`] takes one request from one node
+//! and returns [`Action`]s (replies, invalidations to send, disk transfers
+//! to perform); [`PageDir::ack`] and [`PageDir::node_failed`] feed the other
+//! inputs. The directory's serving loop executes the actions; the host
+//! simulation executes them with arbitrary delays and checks the invariants
+//! ([`PageDir::check`]) after every step.
+//!
+//! Invariants: at most one node in O or E per page; every S maps the
+//! current owner's frame (sharers are recorded only on owned entries, and
+//! the frame is exported while it has sharers); no sharer keeps a mapping
+//! after the entry leaves (TBI completes only when every sharer acked or
+//! failed).
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+/// A page of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PageKey {
+    /// Inode.
+    pub ino: u64,
+    /// Page index in the file.
+    pub idx: u64,
+}
+
+/// Per-node view of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageState {
+    /// Invalid.
+    I,
+    /// Transient exclusive.
+    E,
+    /// Owner.
+    O,
+    /// Shared (maps the owner's frame).
+    S,
+    /// To be invalidated (owner reclaiming).
+    Tbi,
+}
+
+/// What an entry is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// E: `owner` reserved the page; its frame is being filled (by the
+    /// directory from disk, or by the node's full-page write).
+    Exclusive {
+        /// Filled by the directory (READ miss) rather than by the node.
+        by_dir: bool,
+        /// Tag of the READ to answer when the fill completes.
+        tag: u32,
+    },
+    /// O (+ S for sharers): stable.
+    Owned,
+    /// TBI: waiting for the acks of `pending` sharers; then answer the
+    /// owner's `tag` (or nobody, when the owner failed).
+    Invalidating {
+        /// Sharers that have not acked yet.
+        pending: u64,
+        /// Tag of the owner's invalidation request (0: owner failed).
+        tag: u32,
+    },
+}
+
+/// One cached page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Owner (or reserving) node, 1..=64.
+    pub owner: u8,
+    /// The owner's frame.
+    pub gfn: u64,
+    /// Bit `n-1` set: node `n` maps the frame.
+    pub sharers: u64,
+    /// Someone wrote the page since the last write-back.
+    pub dirty: bool,
+    /// Transient state.
+    pub phase: Phase,
+}
+
+/// Bytes of directory state per cached page (key + entry), for `dir stats`.
+pub const BYTES_PER_ENTRY: usize = core::mem::size_of::<PageKey>() + core::mem::size_of::<Entry>();
+
+/// Page requests a node sends (each one 64-byte descriptor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageReq {
+    /// Read miss; `frame` is the requester's pre-allocated frame.
+    Read {
+        /// Page.
+        key: PageKey,
+        /// Pre-allocated frame of the requester.
+        frame: u64,
+    },
+    /// Strong-mode write preparation (full-page write): E if nobody owns
+    /// the page, S if someone does.
+    LookupLock {
+        /// Page.
+        key: PageKey,
+        /// Pre-allocated frame of the requester.
+        frame: u64,
+    },
+    /// Commit E -> O after the full-page write.
+    Unlock {
+        /// Page.
+        key: PageKey,
+    },
+    /// The owner reclaims the page (one element of a BATCH_INV).
+    Inv {
+        /// Page.
+        key: PageKey,
+        /// The owner wrote it since the last write-back.
+        dirty: bool,
+    },
+    /// A sharer lets go (S -> I).
+    Drop {
+        /// Page.
+        key: PageKey,
+        /// The sharer wrote it (strong mode) since the last write-back.
+        dirty: bool,
+    },
+    /// Write the page back to disk if it is dirty (fsync).
+    Writeback {
+        /// Page.
+        key: PageKey,
+        /// The requester wrote it since the last write-back.
+        dirty: bool,
+    },
+}
+
+impl PageReq {
+    /// The page concerned.
+    pub fn key(&self) -> PageKey {
+        match *self {
+            PageReq::Read { key, .. }
+            | PageReq::LookupLock { key, .. }
+            | PageReq::Unlock { key }
+            | PageReq::Inv { key, .. }
+            | PageReq::Drop { key, .. }
+            | PageReq::Writeback { key, .. } => key,
+        }
+    }
+}
+
+/// Answers to page requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageReply {
+    /// You own the page in your frame `gfn` (filled, or yours already).
+    Owner {
+        /// Frame.
+        gfn: u64,
+    },
+    /// You hold E on your frame `gfn`: write the full page, then UNLOCK.
+    Exclusive {
+        /// Frame.
+        gfn: u64,
+    },
+    /// Map the owner's frame `gfn` (owned by node `owner`).
+    Shared {
+        /// Owner node.
+        owner: u8,
+        /// Owner's frame.
+        gfn: u64,
+    },
+    /// The page is in a transient state (E or TBI elsewhere): retry.
+    Retry,
+    /// Done (UNLOCK, DROP, WRITEBACK, or INV completed; `written` says a
+    /// write-back to disk happened).
+    Done {
+        /// A write-back happened.
+        written: bool,
+    },
+    /// Refused: the request does not fit the page's state or the frame is
+    /// not the requester's.
+    Refused,
+    /// The disk transfer failed.
+    IoError,
+}
+
+/// What the directory must do after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Answer `node`'s request `tag`.
+    Reply {
+        /// Node.
+        node: u8,
+        /// Its tag.
+        tag: u32,
+        /// Answer.
+        reply: PageReply,
+    },
+    /// Read the page from disk into frame `gfn`, then call
+    /// [`PageDir::filled`] (which replies to the requester).
+    Fill {
+        /// Page.
+        key: PageKey,
+        /// Frame to fill.
+        gfn: u64,
+    },
+    /// Write frame `gfn` to the page on disk (before the reply that
+    /// follows in the same action list).
+    WriteBack {
+        /// Page.
+        key: PageKey,
+        /// Frame to write.
+        gfn: u64,
+    },
+    /// Tell `node` to unmap `key` and ack (notify ring).
+    Invalidate {
+        /// Sharer node.
+        node: u8,
+        /// Page.
+        key: PageKey,
+    },
+    /// Set (true) or clear the export bit of frame `gfn`.
+    Export {
+        /// Frame.
+        gfn: u64,
+        /// New bit value.
+        on: bool,
+    },
+}
+
+/// Counters for `dir stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageStats {
+    /// READ requests.
+    pub reads: u64,
+    /// READ misses filled from disk.
+    pub fills: u64,
+    /// READ / LOOKUP_LOCK answered with a mapping of another node's frame.
+    pub remote_maps: u64,
+    /// LOOKUP_LOCK requests.
+    pub lookup_locks: u64,
+    /// UNLOCK requests.
+    pub unlocks: u64,
+    /// INV requests (pages).
+    pub invs: u64,
+    /// DIR_INV notifications sent.
+    pub dir_invs: u64,
+    /// INV_ACKs received.
+    pub acks: u64,
+    /// DROP requests.
+    pub drops: u64,
+    /// Write-backs to disk.
+    pub writebacks: u64,
+    /// Retry answers.
+    pub retries: u64,
+    /// Refused requests.
+    pub refused: u64,
+}
+
+/// Who owns which frames: the directory checks that a requester only
+/// offers its own frames.
+pub trait FrameOwner {
+    /// The node whose pool holds `gfn`, if any.
+    fn owner_of(&self, gfn: u64) -> Option<u8>;
+}
+
+impl FrameOwner for crate::layout::Layout {
+    fn owner_of(&self, gfn: u64) -> Option<u8> {
+        self.gfn_owner(gfn).map(|n| n as u8)
+    }
+}
+
+/// The page directory.
+#[derive(Debug, Default)]
+pub struct PageDir {
+    entries: BTreeMap<PageKey, Entry>,
+    stats: PageStats,
+}
+
+fn bit(node: u8) -> u64 {
+    1u64 << (node - 1)
+}
+
+impl PageDir {
+    /// An empty directory.
+    pub fn new() -> PageDir {
+        PageDir::default()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PageStats {
+        self.stats
+    }
+
+    /// Cached pages.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No cached pages.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry of a page, if cached.
+    pub fn entry(&self, key: &PageKey) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// Every entry (for checks and `dir stats`).
+    pub fn entries(&self) -> impl Iterator<Item = (&PageKey, &Entry)> {
+        self.entries.iter()
+    }
+
+    /// The state of `key` on `node`.
+    pub fn state_of(&self, key: &PageKey, node: u8) -> PageState {
+        let Some(e) = self.entries.get(key) else {
+            return PageState::I;
+        };
+        if e.owner == node {
+            return match e.phase {
+                Phase::Exclusive { .. } => PageState::E,
+                Phase::Owned => PageState::O,
+                Phase::Invalidating { .. } => PageState::Tbi,
+            };
+        }
+        if e.sharers & bit(node) != 0 {
+            return PageState::S;
+        }
+        PageState::I
+    }
+
+    /// Handle one page request from `node` (1..=64) with `tag`.
+    pub fn handle(&mut self, frames: &impl FrameOwner, node: u8, tag: u32, req: PageReq) -> Vec<Action> {
+        let mut out = Vec::new();
+        let reply = |out: &mut Vec<Action>, reply: PageReply| {
+            out.push(Action::Reply { node, tag, reply })
+        };
+        if node == 0 || node > 64 {
+            self.stats.refused += 1;
+            reply(&mut out, PageReply::Refused);
+            return out;
+        }
+        match req {
+            PageReq::Read { key, frame } | PageReq::LookupLock { key, frame } => {
+                let read = matches!(req, PageReq::Read { .. });
+                if read {
+                    self.stats.reads += 1;
+                } else {
+                    self.stats.lookup_locks += 1;
+                }
+                if frames.owner_of(frame) != Some(node) {
+                    self.stats.refused += 1;
+                    reply(&mut out, PageReply::Refused);
+                    return out;
+                }
+                match self.entries.get_mut(&key) {
+                    None => {
+                        self.entries.insert(
+                            key,
+                            Entry {
+                                owner: node,
+                                gfn: frame,
+                                sharers: 0,
+                                dirty: false,
+                                phase: Phase::Exclusive { by_dir: read, tag },
+                            },
+                        );
+                        if read {
+                            // The reply follows in `filled`.
+                            self.stats.fills += 1;
+                            out.push(Action::Fill { key, gfn: frame });
+                        } else {
+                            reply(&mut out, PageReply::Exclusive { gfn: frame });
+                        }
+                    }
+                    Some(e) => match e.phase {
+                        Phase::Owned if e.owner == node => {
+                            reply(&mut out, PageReply::Owner { gfn: e.gfn })
+                        }
+                        Phase::Owned => {
+                            if e.sharers == 0 {
+                                out.push(Action::Export {
+                                    gfn: e.gfn,
+                                    on: true,
+                                });
+                            }
+                            e.sharers |= bit(node);
+                            self.stats.remote_maps += 1;
+                            reply(
+                                &mut out,
+                                PageReply::Shared {
+                                    owner: e.owner,
+                                    gfn: e.gfn,
+                                },
+                            );
+                        }
+                        Phase::Exclusive { .. } | Phase::Invalidating { .. } => {
+                            self.stats.retries += 1;
+                            reply(&mut out, PageReply::Retry);
+                        }
+                    },
+                }
+            }
+            PageReq::Unlock { key } => {
+                self.stats.unlocks += 1;
+                match self.entries.get_mut(&key) {
+                    Some(e)
+                        if e.owner == node
+                            && matches!(e.phase, Phase::Exclusive { by_dir: false, .. }) =>
+                    {
+                        e.phase = Phase::Owned;
+                        e.dirty = true;
+                        reply(&mut out, PageReply::Done { written: false });
+                    }
+                    _ => {
+                        self.stats.refused += 1;
+                        reply(&mut out, PageReply::Refused);
+                    }
+                }
+            }
+            PageReq::Inv { key, dirty } => {
+                self.stats.invs += 1;
+                match self.entries.get_mut(&key) {
+                    Some(e) if e.owner == node && e.phase == Phase::Owned => {
+                        e.dirty |= dirty;
+                        let pending = e.sharers;
+                        e.phase = Phase::Invalidating { pending, tag };
+                        for n in 1..=64u8 {
+                            if pending & bit(n) != 0 {
+                                self.stats.dir_invs += 1;
+                                out.push(Action::Invalidate { node: n, key });
+                            }
+                        }
+                        if pending == 0 {
+                            self.complete(key, &mut out);
+                        }
+                    }
+                    _ => {
+                        self.stats.refused += 1;
+                        reply(&mut out, PageReply::Refused);
+                    }
+                }
+            }
+            PageReq::Drop { key, dirty } => {
+                self.stats.drops += 1;
+                match self.entries.get_mut(&key) {
+                    Some(e) if e.owner != node && e.sharers & bit(node) != 0 => {
+                        e.dirty |= dirty;
+                        match &mut e.phase {
+                            // A drop racing an invalidation counts as the ack.
+                            Phase::Invalidating { pending, .. } => {
+                                e.sharers &= !bit(node);
+                                *pending &= !bit(node);
+                                if *pending == 0 {
+                                    reply(&mut out, PageReply::Done { written: false });
+                                    self.complete(key, &mut out);
+                                    return out;
+                                }
+                            }
+                            _ => {
+                                e.sharers &= !bit(node);
+                                if e.sharers == 0 {
+                                    out.push(Action::Export {
+                                        gfn: e.gfn,
+                                        on: false,
+                                    });
+                                }
+                            }
+                        }
+                        reply(&mut out, PageReply::Done { written: false });
+                    }
+                    _ => {
+                        self.stats.refused += 1;
+                        reply(&mut out, PageReply::Refused);
+                    }
+                }
+            }
+            PageReq::Writeback { key, dirty } => match self.entries.get_mut(&key) {
+                Some(e)
+                    if e.phase == Phase::Owned
+                        && (e.owner == node || e.sharers & bit(node) != 0) =>
+                {
+                    let written = e.dirty || dirty;
+                    if written {
+                        e.dirty = false;
+                        self.stats.writebacks += 1;
+                        out.push(Action::WriteBack { key, gfn: e.gfn });
+                    }
+                    reply(&mut out, PageReply::Done { written });
+                }
+                _ => {
+                    self.stats.refused += 1;
+                    reply(&mut out, PageReply::Refused);
+                }
+            },
+        }
+        out
+    }
+
+    /// The fill of `key` (an [`Action::Fill`]) finished; `ok` is false on
+    /// a disk error. Commits E -> O and answers the reader.
+    pub fn filled(&mut self, key: PageKey, ok: bool) -> Vec<Action> {
+        let mut out = Vec::new();
+        let Some(e) = self.entries.get_mut(&key) else {
+            return out; // the reader failed meanwhile
+        };
+        let Phase::Exclusive { by_dir: true, tag } = e.phase else {
+            return out;
+        };
+        let node = e.owner;
+        let reply = if ok {
+            e.phase = Phase::Owned;
+            PageReply::Owner { gfn: e.gfn }
+        } else {
+            self.entries.remove(&key);
+            PageReply::IoError
+        };
+        out.push(Action::Reply { node, tag, reply });
+        out
+    }
+
+    /// An INV_ACK from sharer `node` for `key`, with the dirty bit it saw.
+    pub fn ack(&mut self, node: u8, key: PageKey, dirty: bool) -> Vec<Action> {
+        let mut out = Vec::new();
+        if node == 0 || node > 64 {
+            return out;
+        }
+        self.stats.acks += 1;
+        if let Some(e) = self.entries.get_mut(&key) {
+            if let Phase::Invalidating { pending, .. } = &mut e.phase {
+                if *pending & bit(node) != 0 {
+                    *pending &= !bit(node);
+                    e.sharers &= !bit(node);
+                    e.dirty |= dirty;
+                    if *pending == 0 {
+                        self.complete(key, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every sharer acked: write back if dirty, unexport, answer the owner
+    /// and forget the page (all nodes back to I).
+    fn complete(&mut self, key: PageKey, out: &mut Vec<Action>) {
+        let Some(e) = self.entries.remove(&key) else {
+            return;
+        };
+        let written = e.dirty;
+        if written {
+            self.stats.writebacks += 1;
+            out.push(Action::WriteBack { key, gfn: e.gfn });
+        }
+        out.push(Action::Export {
+            gfn: e.gfn,
+            on: false,
+        });
+        if let Phase::Invalidating { tag, .. } = e.phase {
+            if tag != 0 {
+                out.push(Action::Reply {
+                    node: e.owner,
+                    tag,
+                    reply: PageReply::Done { written },
+                });
+            }
+        }
+    }
+
+    /// Node `node` failed (heartbeat timeout) or rejoined: drop it from
+    /// every sharer set (completing invalidations that waited for it) and
+    /// tear down every page it owned (its sharers are told to unmap; dirty
+    /// pages are written back from the frame first, best effort).
+    pub fn node_failed(&mut self, node: u8) -> Vec<Action> {
+        let mut out = Vec::new();
+        if node == 0 || node > 64 {
+            return out;
+        }
+        let keys: Vec<PageKey> = self.entries.keys().copied().collect();
+        for key in keys {
+            let Some(e) = self.entries.get_mut(&key) else {
+                continue;
+            };
+            if e.owner == node {
+                match e.phase {
+                    Phase::Exclusive { .. } => {
+                        self.entries.remove(&key);
+                    }
+                    Phase::Owned => {
+                        let pending = e.sharers;
+                        e.phase = Phase::Invalidating { pending, tag: 0 };
+                        for n in 1..=64u8 {
+                            if pending & bit(n) != 0 {
+                                self.stats.dir_invs += 1;
+                                out.push(Action::Invalidate { node: n, key });
+                            }
+                        }
+                        if pending == 0 {
+                            self.complete(key, &mut out);
+                        }
+                    }
+                    Phase::Invalidating { pending, .. } => {
+                        // The owner's own ack (file eviction) will not come.
+                        let pending = pending & !bit(node);
+                        e.sharers &= !bit(node);
+                        e.phase = Phase::Invalidating { pending, tag: 0 };
+                        if pending == 0 {
+                            self.complete(key, &mut out);
+                        }
+                    }
+                }
+            } else if e.sharers & bit(node) != 0 {
+                e.sharers &= !bit(node);
+                match &mut e.phase {
+                    Phase::Invalidating { pending, .. } => {
+                        *pending &= !bit(node);
+                        if *pending == 0 {
+                            self.complete(key, &mut out);
+                        }
+                    }
+                    _ => {
+                        if e.sharers == 0 {
+                            out.push(Action::Export {
+                                gfn: e.gfn,
+                                on: false,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The file shrank or went away: tear down every cached page of `ino`
+    /// from page `from_idx` on. Owner and sharers are all told to drop the
+    /// page (no write-back: the data is gone); the entry leaves when all
+    /// acked. Pages in E are left alone (their installer will find the
+    /// file's size when it commits) but count as `busy`.
+    pub fn evict_file(&mut self, ino: u64, from_idx: u64) -> Vec<Action> {
+        let mut out = Vec::new();
+        let lo = PageKey { ino, idx: from_idx };
+        let hi = PageKey {
+            ino,
+            idx: u64::MAX,
+        };
+        let keys: Vec<PageKey> = self.entries.range(lo..=hi).map(|(k, _)| *k).collect();
+        for key in keys {
+            let Some(e) = self.entries.get_mut(&key) else {
+                continue;
+            };
+            if e.phase != Phase::Owned {
+                continue;
+            }
+            e.dirty = false;
+            let pending = e.sharers | bit(e.owner);
+            e.sharers = pending;
+            e.phase = Phase::Invalidating { pending, tag: 0 };
+            for n in 1..=64u8 {
+                if pending & bit(n) != 0 {
+                    self.stats.dir_invs += 1;
+                    out.push(Action::Invalidate { node: n, key });
+                }
+            }
+        }
+        out
+    }
+
+    /// Does any entry still use a frame of `node`'s pool (as owner)? A
+    /// rejoining node must not reuse its frames before this is false.
+    pub fn holds_frames_of(&self, node: u8) -> bool {
+        self.entries.values().any(|e| e.owner == node)
+    }
+
+    /// Check the entry-level invariants; `Err` names the first violation.
+    pub fn check(&self) -> Result<(), alloc::string::String> {
+        use alloc::format;
+        for (k, e) in &self.entries {
+            if e.owner == 0 || e.owner > 64 {
+                return Err(format!("{k:?}: owner {} out of range", e.owner));
+            }
+            let evicting = matches!(e.phase, Phase::Invalidating { tag: 0, .. });
+            if e.sharers & bit(e.owner) != 0 && !evicting {
+                return Err(format!("{k:?}: owner {} is also a sharer", e.owner));
+            }
+            match e.phase {
+                Phase::Exclusive { .. } if e.sharers != 0 => {
+                    return Err(format!("{k:?}: sharers while in E"));
+                }
+                Phase::Invalidating { pending, .. } if pending & !e.sharers != 0 => {
+                    return Err(format!("{k:?}: waiting for acks of non-sharers"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
