@@ -20,6 +20,7 @@ pub mod client;
 pub mod config;
 pub mod fs;
 pub mod layout;
+pub mod pagecache;
 pub mod pagedir;
 pub mod proto;
 pub mod ring;

@@ -1,0 +1,551 @@
+//! The node's side of the single-copy page cache (DPC client), as pure
+//! bookkeeping: which pages this node owns in its frame pool, which it maps
+//! from an owner, which it holds privately (relaxed writes), which are in
+//! flight; the free frames of its pool; reclaim victims; counters.
+//!
+//! It never touches memory or rings: the kernel's VFS moves the bytes and
+//! the descriptors, and the host simulation drives the same code with a
+//! model of memory. Every transition the directory answers is applied here
+//! through one method, so the kernel and the simulation cannot drift apart.
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+
+use crate::pagedir::{PageKey, PageReply, PageReq};
+
+/// Page size.
+pub const PAGE: usize = 4096;
+
+/// Cache mode, chosen at boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Independent per-node caches through the storage server (baseline).
+    Private,
+    /// Single copy, coherent writes (DPC_SC).
+    Strong,
+    /// Single copy for reads, private writable copies reconciled at
+    /// write-back (DPC).
+    Relaxed,
+}
+
+impl Mode {
+    /// Parse `private|strong|relaxed`.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "private" => Some(Mode::Private),
+            "strong" => Some(Mode::Strong),
+            "relaxed" => Some(Mode::Relaxed),
+            _ => None,
+        }
+    }
+
+    /// Name for `cache stats`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Private => "private",
+            Mode::Strong => "strong",
+            Mode::Relaxed => "relaxed",
+        }
+    }
+
+    /// Does this mode use the page directory?
+    pub fn single_copy(self) -> bool {
+        !matches!(self, Mode::Private)
+    }
+}
+
+/// Where a page's bytes are, as far as this node knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// O: in our frame `gfn`.
+    Local {
+        /// Our frame.
+        gfn: u64,
+        /// Written since the last write-back.
+        dirty: bool,
+    },
+    /// S: mapped from `owner`'s frame `gfn`.
+    Remote {
+        /// Owner node.
+        owner: u8,
+        /// Owner's frame.
+        gfn: u64,
+        /// We wrote the owner's frame (strong mode) since the last
+        /// write-back.
+        dirty: bool,
+    },
+    /// E: granted by LOOKUP_LOCK; being written into our frame `gfn`.
+    Reserved {
+        /// Our frame.
+        gfn: u64,
+    },
+    /// Owner reclaim in progress (INV sent): not to be used.
+    Reclaiming {
+        /// Our frame.
+        gfn: u64,
+    },
+    /// Relaxed mode: a private, dirty copy (not in the shared region).
+    Private(Box<[u8; PAGE]>),
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hit {
+    /// Our frame.
+    Local(u64),
+    /// A peer's frame.
+    Remote(u64),
+    /// Our private copy (read it with [`NodeCache::private`]).
+    Private,
+    /// Not usable here right now (absent, reserved or reclaiming).
+    Miss,
+}
+
+/// Counters for `cache stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Page reads served from our own frames.
+    pub hits_local: u64,
+    /// Page reads served from a peer's frame (CH-R).
+    pub hits_remote: u64,
+    /// Page reads served from private copies.
+    pub hits_private: u64,
+    /// Misses sent to the directory.
+    pub misses: u64,
+    /// Misses the directory filled from disk into our frame (CM).
+    pub fills: u64,
+    /// Misses answered with a peer's frame (CM-R).
+    pub remote_maps: u64,
+    /// Retry answers.
+    pub retries: u64,
+    /// Owned pages we invalidated (reclaim or `cache drop`).
+    pub invs_sent: u64,
+    /// DIR_INV notifications received.
+    pub invs_received: u64,
+    /// Remote mappings we dropped.
+    pub drops: u64,
+    /// Pages written back (by request of this node).
+    pub writebacks: u64,
+    /// Mappings refused because the frame was not exported.
+    pub refused_maps: u64,
+}
+
+/// The node's page cache state.
+#[derive(Debug)]
+pub struct NodeCache {
+    mode: Mode,
+    slots: BTreeMap<PageKey, Slot>,
+    /// Frames handed to the directory with a READ / LOOKUP_LOCK, by page.
+    inflight: BTreeMap<PageKey, u64>,
+    free: Vec<u64>,
+    pool: (u64, u64),
+    /// Owned pages in install order: reclaim victims (FIFO).
+    owned: VecDeque<PageKey>,
+    remote: usize,
+    remote_limit: usize,
+    stats: CacheStats,
+}
+
+/// Result of applying a directory answer to a miss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installed {
+    /// Now in our frame.
+    Local(u64),
+    /// Now mapped from a peer's frame.
+    Remote(u64),
+    /// E granted on our frame: write the full page, then UNLOCK.
+    Reserved(u64),
+    /// Try again later.
+    Retry,
+    /// Refused (unexported frame, protocol refusal) or I/O error.
+    Failed,
+}
+
+impl NodeCache {
+    /// A cache whose pool is global frames `[first, end)`.
+    pub fn new(mode: Mode, pool: (u64, u64), remote_limit: usize) -> NodeCache {
+        NodeCache {
+            mode,
+            slots: BTreeMap::new(),
+            inflight: BTreeMap::new(),
+            free: (pool.0..pool.1).rev().collect(),
+            pool,
+            owned: VecDeque::new(),
+            remote: 0,
+            remote_limit,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    /// Count a write-back this node requested.
+    pub fn count_writeback(&mut self) {
+        self.stats.writebacks += 1;
+    }
+
+    /// Free frames left in our pool.
+    pub fn free_frames(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Frames in our pool.
+    pub fn pool_frames(&self) -> usize {
+        (self.pool.1 - self.pool.0) as usize
+    }
+
+    /// Pages resident in our frames (O), remote mappings (S), private
+    /// copies.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut c = (0, 0, 0);
+        for s in self.slots.values() {
+            match s {
+                Slot::Local { .. } | Slot::Reserved { .. } | Slot::Reclaiming { .. } => c.0 += 1,
+                Slot::Remote { .. } => c.1 += 1,
+                Slot::Private(_) => c.2 += 1,
+            }
+        }
+        c
+    }
+
+    /// The slot of a page.
+    pub fn slot(&self, key: &PageKey) -> Option<&Slot> {
+        self.slots.get(key)
+    }
+
+    /// Every slot (for checks).
+    pub fn slots(&self) -> impl Iterator<Item = (&PageKey, &Slot)> {
+        self.slots.iter()
+    }
+
+    /// Is `gfn` one of our frames?
+    pub fn is_ours(&self, gfn: u64) -> bool {
+        gfn >= self.pool.0 && gfn < self.pool.1
+    }
+
+    /// Look a page up for reading (counts hits).
+    pub fn lookup(&mut self, key: &PageKey) -> Hit {
+        match self.slots.get(key) {
+            Some(Slot::Local { gfn, .. }) => {
+                self.stats.hits_local += 1;
+                Hit::Local(*gfn)
+            }
+            Some(Slot::Remote { gfn, .. }) => {
+                self.stats.hits_remote += 1;
+                Hit::Remote(*gfn)
+            }
+            Some(Slot::Private(_)) => {
+                self.stats.hits_private += 1;
+                Hit::Private
+            }
+            _ => Hit::Miss,
+        }
+    }
+
+    /// Our private copy of a page (relaxed mode), if any.
+    pub fn private(&self, key: &PageKey) -> Option<&[u8; PAGE]> {
+        match self.slots.get(key) {
+            Some(Slot::Private(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Our private copy, mutable.
+    pub fn private_mut(&mut self, key: &PageKey) -> Option<&mut [u8; PAGE]> {
+        match self.slots.get_mut(key) {
+            Some(Slot::Private(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Start a miss: take a frame and build the request (READ, or
+    /// LOOKUP_LOCK for a full-page write in strong mode). `None` when the
+    /// pool is empty (reclaim first) or the page is already in flight.
+    pub fn start_miss(&mut self, key: PageKey, full_write: bool) -> Option<PageReq> {
+        if self.inflight.contains_key(&key) {
+            return None;
+        }
+        let frame = self.free.pop()?;
+        self.inflight.insert(key, frame);
+        self.stats.misses += 1;
+        Some(if full_write && self.mode == Mode::Strong {
+            PageReq::LookupLock { key, frame }
+        } else {
+            PageReq::Read { key, frame }
+        })
+    }
+
+    /// Apply the directory's answer to a miss started with
+    /// [`NodeCache::start_miss`]. `exported(gfn)` reads the owner's export
+    /// bit: a peer's frame is only mapped while it is exported.
+    pub fn complete_miss(
+        &mut self,
+        key: PageKey,
+        reply: PageReply,
+        exported: impl Fn(u64) -> bool,
+    ) -> Installed {
+        let Some(frame) = self.inflight.remove(&key) else {
+            return Installed::Failed;
+        };
+        match reply {
+            PageReply::Owner { gfn } if gfn == frame => {
+                self.install(key, Slot::Local { gfn, dirty: false });
+                self.stats.fills += 1;
+                Installed::Local(gfn)
+            }
+            PageReply::Exclusive { gfn } if gfn == frame => {
+                self.slots.insert(key, Slot::Reserved { gfn });
+                Installed::Reserved(gfn)
+            }
+            PageReply::Shared { gfn, .. } if self.is_ours(gfn) => {
+                // Our own frame cannot be a peer's: protocol error.
+                self.free.push(frame);
+                self.stats.refused_maps += 1;
+                Installed::Failed
+            }
+            PageReply::Shared { owner, gfn } => {
+                self.free.push(frame);
+                if !exported(gfn) {
+                    self.stats.refused_maps += 1;
+                    return Installed::Failed;
+                }
+                self.slots.insert(
+                    key,
+                    Slot::Remote {
+                        owner,
+                        gfn,
+                        dirty: false,
+                    },
+                );
+                self.remote += 1;
+                self.stats.remote_maps += 1;
+                Installed::Remote(gfn)
+            }
+            PageReply::Retry => {
+                self.free.push(frame);
+                self.stats.retries += 1;
+                Installed::Retry
+            }
+            _ => {
+                self.free.push(frame);
+                Installed::Failed
+            }
+        }
+    }
+
+    fn install(&mut self, key: PageKey, slot: Slot) {
+        if let Some(old) = self.slots.insert(key, slot) {
+            self.forget_slot(old);
+        }
+        self.owned.push_back(key);
+    }
+
+    fn forget_slot(&mut self, old: Slot) {
+        match old {
+            Slot::Local { gfn, .. } | Slot::Reserved { gfn } | Slot::Reclaiming { gfn } => {
+                self.free.push(gfn)
+            }
+            Slot::Remote { .. } => self.remote -= 1,
+            Slot::Private(_) => {}
+        }
+    }
+
+    /// The full-page write into a reserved frame is done: E -> O (the
+    /// UNLOCK was answered).
+    pub fn unlocked(&mut self, key: PageKey) {
+        if let Some(Slot::Reserved { gfn }) = self.slots.get(&key).cloned() {
+            self.slots.remove(&key);
+            self.install(key, Slot::Local { gfn, dirty: true });
+        }
+    }
+
+    /// Record a write to a page we own or map (strong mode writes the
+    /// owner's frame).
+    pub fn mark_dirty(&mut self, key: &PageKey) {
+        match self.slots.get_mut(key) {
+            Some(Slot::Local { dirty, .. }) | Some(Slot::Remote { dirty, .. }) => *dirty = true,
+            _ => {}
+        }
+    }
+
+    /// Relaxed mode: replace a remote mapping (or nothing) with a private
+    /// copy holding `data`. Returns the remote key to DROP, if we had one.
+    pub fn make_private(&mut self, key: PageKey, data: Box<[u8; PAGE]>) -> bool {
+        let had_remote = matches!(self.slots.get(&key), Some(Slot::Remote { .. }));
+        if let Some(old) = self.slots.insert(key, Slot::Private(data)) {
+            self.forget_slot(old);
+        }
+        had_remote
+    }
+
+    /// Private copies of `ino` (relaxed mode), to write back.
+    pub fn private_pages(&self, ino: u64) -> Vec<PageKey> {
+        self.range(ino)
+            .filter(|(_, s)| matches!(s, Slot::Private(_)))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// After write-back of a private copy: forget it (the next read maps
+    /// the reconciled single copy again).
+    pub fn drop_private(&mut self, key: &PageKey) {
+        if matches!(self.slots.get(key), Some(Slot::Private(_))) {
+            self.slots.remove(key);
+        }
+    }
+
+    fn range(&self, ino: u64) -> impl Iterator<Item = (&PageKey, &Slot)> {
+        self.slots.range(PageKey { ino, idx: 0 }..=PageKey { ino, idx: u64::MAX })
+    }
+
+    /// Pages of `ino` this node dirtied in frames (own or mapped).
+    pub fn dirty_pages(&self, ino: u64) -> Vec<PageKey> {
+        self.range(ino)
+            .filter(|(_, s)| {
+                matches!(
+                    s,
+                    Slot::Local { dirty: true, .. } | Slot::Remote { dirty: true, .. }
+                )
+            })
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Every inode with dirty frames or private copies (sync).
+    pub fn dirty_inodes(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| {
+                matches!(
+                    s,
+                    Slot::Local { dirty: true, .. }
+                        | Slot::Remote { dirty: true, .. }
+                        | Slot::Private(_)
+                )
+            })
+            .map(|(k, _)| k.ino)
+            .collect();
+        v.dedup();
+        v
+    }
+
+    /// Clear the dirty bit after a WRITEBACK.
+    pub fn cleaned(&mut self, key: &PageKey) {
+        match self.slots.get_mut(key) {
+            Some(Slot::Local { dirty, .. }) | Some(Slot::Remote { dirty, .. }) => *dirty = false,
+            _ => {}
+        }
+    }
+
+    /// DIR_INV for `key`: tear the page down here and say whether we had
+    /// dirtied it. The caller unmaps it from page tables (and flushes the
+    /// TLB) before sending the ack.
+    pub fn invalidate(&mut self, key: &PageKey) -> bool {
+        self.stats.invs_received += 1;
+        match self.slots.get(key).cloned() {
+            Some(Slot::Remote { dirty, .. }) => {
+                self.slots.remove(key);
+                self.remote -= 1;
+                dirty
+            }
+            // File eviction (truncate / unlink): our own copy goes too.
+            Some(Slot::Local { gfn, .. }) | Some(Slot::Reclaiming { gfn }) => {
+                self.slots.remove(key);
+                self.owned.retain(|k| k != key);
+                self.free.push(gfn);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Pick up to `n` owned pages to reclaim (oldest first); they become
+    /// `Reclaiming` and are returned with their dirty bits for the INV.
+    pub fn pick_victims(&mut self, n: usize) -> Vec<(PageKey, bool)> {
+        let mut out = Vec::new();
+        let mut scanned = self.owned.len();
+        while out.len() < n && scanned > 0 {
+            scanned -= 1;
+            let Some(key) = self.owned.pop_front() else {
+                break;
+            };
+            if let Some(Slot::Local { gfn, dirty }) = self.slots.get(&key).cloned() {
+                self.slots.insert(key, Slot::Reclaiming { gfn });
+                self.stats.invs_sent += 1;
+                out.push((key, dirty));
+            }
+        }
+        out
+    }
+
+    /// Every owned page (for `cache drop`), as victims.
+    pub fn all_owned(&mut self) -> Vec<(PageKey, bool)> {
+        self.pick_victims(usize::MAX)
+    }
+
+    /// The directory finished the INV of `key`: free the frame.
+    pub fn reclaimed(&mut self, key: &PageKey) {
+        if let Some(Slot::Reclaiming { gfn }) = self.slots.get(key).cloned() {
+            self.slots.remove(key);
+            self.free.push(gfn);
+        }
+    }
+
+    /// The INV of `key` was refused (not owner anymore): give the page
+    /// back to the cache as it was.
+    pub fn reclaim_failed(&mut self, key: &PageKey) {
+        if let Some(Slot::Reclaiming { gfn }) = self.slots.get(key).cloned() {
+            self.slots.insert(*key, Slot::Local { gfn, dirty: true });
+            self.owned.push_back(*key);
+        }
+    }
+
+    /// Remote mappings above the limit, oldest key first, to DROP.
+    pub fn over_limit(&mut self) -> Vec<(PageKey, bool)> {
+        let excess = self.remote.saturating_sub(self.remote_limit);
+        self.take_remote(excess)
+    }
+
+    /// Every remote mapping (for `cache drop`), to DROP.
+    pub fn all_remote(&mut self) -> Vec<(PageKey, bool)> {
+        self.take_remote(usize::MAX)
+    }
+
+    fn take_remote(&mut self, n: usize) -> Vec<(PageKey, bool)> {
+        let keys: Vec<(PageKey, bool)> = self
+            .slots
+            .iter()
+            .filter_map(|(k, s)| match s {
+                Slot::Remote { dirty, .. } => Some((*k, *dirty)),
+                _ => None,
+            })
+            .take(n)
+            .collect();
+        for (k, _) in &keys {
+            self.slots.remove(k);
+            self.remote -= 1;
+            self.stats.drops += 1;
+        }
+        keys
+    }
+
+    /// Forget everything (the directory is gone or we rejoin with a new
+    /// epoch): no mapping survives, every frame is free again.
+    pub fn forget_all(&mut self) {
+        self.slots.clear();
+        self.inflight.clear();
+        self.owned.clear();
+        self.remote = 0;
+        self.free = (self.pool.0..self.pool.1).rev().collect();
+    }
+}
