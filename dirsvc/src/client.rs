@@ -87,6 +87,40 @@ impl Client {
         self.layout.bulk_slot(self.node, slot)
     }
 
+    /// Send `req` without waiting; returns its tag. `Full` comes back as
+    /// `Err(Unavailable)` only after `wait` gave up.
+    pub fn send(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        req: &Request,
+        wait: &mut dyn FnMut() -> bool,
+    ) -> Result<u32, Errno> {
+        let tag = self.next_tag;
+        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        let d = req.encode(tag);
+        loop {
+            match self.req.push(mem, &d) {
+                Ok(()) => return Ok(tag),
+                Err(RingError::Full) => {
+                    if !wait() {
+                        return Err(Errno::Unavailable);
+                    }
+                }
+                Err(e) => return Err(ring_err(e)),
+            }
+        }
+    }
+
+    /// The next response, if one is waiting: its tag and raw descriptor
+    /// (decode it with [`Response::decode`] and the opcode sent).
+    pub fn recv(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<Option<(u32, crate::proto::Desc)>, Errno> {
+        Ok(self
+            .resp
+            .pop(mem)
+            .map_err(ring_err)?
+            .map(|d| (Raw::decode(&d).tag, d)))
+    }
+
     /// Send `req` and wait for its response. Responses with other tags
     /// (answers to calls that timed out earlier) are discarded.
     pub fn call(
@@ -134,6 +168,61 @@ impl Client {
             }
             if !wait() {
                 return Err(Errno::Unavailable);
+            }
+        }
+    }
+}
+
+/// The node's end of the notify (directory -> node) and ack (node ->
+/// directory) rings: invalidations and their acknowledgements travel apart
+/// from requests, so an ack never waits behind a request (DPC §4.3).
+#[derive(Debug)]
+pub struct Notifier {
+    notify: Consumer,
+    ack: Producer,
+}
+
+impl Notifier {
+    /// Fresh endpoints for a node that just joined.
+    pub fn new(layout: &Layout, node: u32) -> Notifier {
+        let ch = layout.channel(node);
+        Notifier {
+            notify: Consumer::new(ch.notify),
+            ack: Producer::new(ch.ack),
+        }
+    }
+
+    /// The next invalidation, if any (malformed notices are skipped and
+    /// reported as `Err(Invalid)`).
+    pub fn poll(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<Option<crate::pagedir::PageKey>, Errno> {
+        match self.notify.pop(mem).map_err(ring_err)? {
+            None => Ok(None),
+            Some(d) => match crate::proto::Notice::decode(&d) {
+                Ok(crate::proto::Notice::DirInv(k)) => Ok(Some(k)),
+                _ => Err(Errno::Invalid),
+            },
+        }
+    }
+
+    /// Acknowledge an invalidation (spins while the ack ring is full: the
+    /// directory drains it first on every sweep).
+    pub fn ack(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        key: crate::pagedir::PageKey,
+        dirty: bool,
+        wait: &mut dyn FnMut() -> bool,
+    ) -> Result<(), Errno> {
+        let d = crate::proto::Notice::InvAck { key, dirty }.encode();
+        loop {
+            match self.ack.push(mem, &d) {
+                Ok(()) => return Ok(()),
+                Err(RingError::Full) => {
+                    if !wait() {
+                        return Err(Errno::Unavailable);
+                    }
+                }
+                Err(e) => return Err(ring_err(e)),
             }
         }
     }

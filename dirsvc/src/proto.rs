@@ -19,6 +19,8 @@
 
 use core::fmt;
 
+use crate::pagedir::{PageKey, PageReply, PageReq};
+
 /// Size of one descriptor on every ring.
 pub const DESC_SIZE: usize = 64;
 /// One raw descriptor.
@@ -233,6 +235,24 @@ pub enum Op {
     Fsync = 20,
     /// Directory and file-system counters: -> see [`Response::Stats`].
     Stats = 21,
+    /// Page READ: args `[ino, idx, frame]` -> [`PageReply`].
+    PageRead = 30,
+    /// Page LOOKUP_LOCK: args `[ino, idx, frame]` -> [`PageReply`].
+    PageLookupLock = 31,
+    /// Page UNLOCK: args `[ino, idx]`.
+    PageUnlock = 32,
+    /// One page of a BATCH_INV: args `[ino, idx, dirty]`.
+    PageInv = 33,
+    /// Page DROP: args `[ino, idx, dirty]`.
+    PageDrop = 34,
+    /// Page WRITEBACK: args `[ino, idx, dirty]`.
+    PageWriteback = 35,
+    /// Directory -> node on the notify ring: unmap `[ino, idx]` and ack.
+    DirInv = 40,
+    /// Node -> directory on the ack ring: `[ino, idx, dirty]`.
+    InvAck = 41,
+    /// Page-directory counters -> [`Response::PageStats`].
+    PageStats = 42,
 }
 
 impl Op {
@@ -252,6 +272,15 @@ impl Op {
             19 => Op::Write,
             20 => Op::Fsync,
             21 => Op::Stats,
+            30 => Op::PageRead,
+            31 => Op::PageLookupLock,
+            32 => Op::PageUnlock,
+            33 => Op::PageInv,
+            34 => Op::PageDrop,
+            35 => Op::PageWriteback,
+            40 => Op::DirInv,
+            41 => Op::InvAck,
+            42 => Op::PageStats,
             _ => return None,
         })
     }
@@ -379,6 +408,10 @@ pub enum Request {
     },
     /// Counters.
     Stats,
+    /// A page request of the single-copy protocol.
+    Page(PageReq),
+    /// Page-directory counters.
+    PageStats,
 }
 
 fn small(v: u64) -> Result<u32, DecodeError> {
@@ -410,6 +443,19 @@ impl Request {
             } => (op, [slot as u64, ino, offset, len as u64, 0, 0, 0]),
             Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
+            Request::PageStats => (Op::PageStats, [0; 7]),
+            Request::Page(p) => {
+                let k = p.key();
+                let (op, third) = match p {
+                    PageReq::Read { frame, .. } => (Op::PageRead, frame),
+                    PageReq::LookupLock { frame, .. } => (Op::PageLookupLock, frame),
+                    PageReq::Unlock { .. } => (Op::PageUnlock, 0),
+                    PageReq::Inv { dirty, .. } => (Op::PageInv, dirty as u64),
+                    PageReq::Drop { dirty, .. } => (Op::PageDrop, dirty as u64),
+                    PageReq::Writeback { dirty, .. } => (Op::PageWriteback, dirty as u64),
+                };
+                (op, [k.ino, k.idx, third, 0, 0, 0, 0])
+            }
         };
         Raw {
             op: op as u16,
@@ -458,6 +504,33 @@ impl Request {
             },
             Op::Fsync => Request::Fsync { ino: a[0] },
             Op::Stats => Request::Stats,
+            Op::PageStats => Request::PageStats,
+            Op::PageRead
+            | Op::PageLookupLock
+            | Op::PageUnlock
+            | Op::PageInv
+            | Op::PageDrop
+            | Op::PageWriteback => {
+                let key = PageKey {
+                    ino: a[0],
+                    idx: a[1],
+                };
+                let flag = || match a[2] {
+                    0 => Ok(false),
+                    1 => Ok(true),
+                    _ => Err(DecodeError::BadArgument),
+                };
+                Request::Page(match op {
+                    Op::PageRead => PageReq::Read { key, frame: a[2] },
+                    Op::PageLookupLock => PageReq::LookupLock { key, frame: a[2] },
+                    Op::PageUnlock => PageReq::Unlock { key },
+                    Op::PageInv => PageReq::Inv { key, dirty: flag()? },
+                    Op::PageDrop => PageReq::Drop { key, dirty: flag()? },
+                    _ => PageReq::Writeback { key, dirty: flag()? },
+                })
+            }
+            // Notifications are not requests.
+            Op::DirInv | Op::InvAck => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
     }
@@ -505,6 +578,10 @@ pub enum Response {
     },
     /// Counters.
     Stats(DirStats),
+    /// Answer to a page request.
+    Page(PageReply),
+    /// Page-directory counters (see [`Response::encode`] for the order).
+    PageStats([u64; 7]),
     /// Failure.
     Err(Errno),
 }
@@ -541,6 +618,21 @@ impl Response {
                     s.blocks_total,
                 ];
             }
+            Response::Page(p) => {
+                let (kind, gfn, extra) = match *p {
+                    PageReply::Owner { gfn } => (1, gfn, 0),
+                    PageReply::Exclusive { gfn } => (2, gfn, 0),
+                    PageReply::Shared { owner, gfn } => (3, gfn, owner as u64),
+                    PageReply::Retry => (4, 0, 0),
+                    PageReply::Done { written } => (5, 0, written as u64),
+                    PageReply::Refused => (6, 0, 0),
+                    PageReply::IoError => (7, 0, 0),
+                };
+                r.args[0] = kind;
+                r.args[1] = gfn;
+                r.args[2] = extra;
+            }
+            Response::PageStats(v) => r.args = *v,
             Response::Err(e) => r.status = *e as u16,
         }
         r.encode()
@@ -587,6 +679,29 @@ impl Response {
                 bytes: small(a[4])?,
                 attr: attr()?,
             },
+            Op::PageRead
+            | Op::PageLookupLock
+            | Op::PageUnlock
+            | Op::PageInv
+            | Op::PageDrop
+            | Op::PageWriteback => Response::Page(match a[0] {
+                1 => PageReply::Owner { gfn: a[1] },
+                2 => PageReply::Exclusive { gfn: a[1] },
+                3 => PageReply::Shared {
+                    owner: u8::try_from(a[2])
+                        .ok()
+                        .filter(|o| (1..=64).contains(o))
+                        .ok_or(DecodeError::BadArgument)?,
+                    gfn: a[1],
+                },
+                4 => PageReply::Retry,
+                5 => PageReply::Done { written: a[2] != 0 },
+                6 => PageReply::Refused,
+                7 => PageReply::IoError,
+                _ => return Err(DecodeError::BadArgument),
+            }),
+            Op::PageStats => Response::PageStats(a),
+            Op::DirInv | Op::InvAck => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats {
                 requests: a[0],
                 disk_reads: a[1],
@@ -599,6 +714,61 @@ impl Response {
         };
         Ok((r.tag, resp))
     }
+}
+
+/// A notification on the notify ring (directory -> node) or the ack ring
+/// (node -> directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// Unmap this page and acknowledge.
+    DirInv(PageKey),
+    /// Done, with the dirty bit the node saw.
+    InvAck {
+        /// Page.
+        key: PageKey,
+        /// The node had written the page.
+        dirty: bool,
+    },
+}
+
+impl Notice {
+    /// Encode.
+    pub fn encode(&self) -> Desc {
+        let (op, k, d) = match *self {
+            Notice::DirInv(k) => (Op::DirInv, k, 0),
+            Notice::InvAck { key, dirty } => (Op::InvAck, key, dirty as u64),
+        };
+        Raw {
+            op: op as u16,
+            status: 0,
+            tag: 0,
+            args: [k.ino, k.idx, d, 0, 0, 0, 0],
+        }
+        .encode()
+    }
+
+    /// Decode; anything but a well-formed notice is an error.
+    pub fn decode(d: &Desc) -> Result<Notice, DecodeError> {
+        let r = Raw::decode(d);
+        let key = PageKey {
+            ino: r.args[0],
+            idx: r.args[1],
+        };
+        match Op::from_u16(r.op) {
+            Some(Op::DirInv) => Ok(Notice::DirInv(key)),
+            Some(Op::InvAck) if r.args[2] <= 1 => Ok(Notice::InvAck {
+                key,
+                dirty: r.args[2] == 1,
+            }),
+            Some(Op::InvAck) => Err(DecodeError::BadArgument),
+            _ => Err(DecodeError::BadOpcode(r.op)),
+        }
+    }
+}
+
+/// The opcode a request travels with (for answers and statistics).
+pub fn op_of(r: &Request) -> Op {
+    Op::from_u16(Raw::decode(&r.encode(0)).op).unwrap_or(Op::Nop)
 }
 
 #[cfg(test)]
@@ -742,6 +912,50 @@ mod tests {
                 let _ = Response::decode(&d, op);
             }
         }
+    }
+
+    #[test]
+    fn page_ops_and_notices_round_trip() {
+        let key = PageKey { ino: 9, idx: 77 };
+        let reqs = [
+            PageReq::Read { key, frame: 1234 },
+            PageReq::LookupLock { key, frame: 5 },
+            PageReq::Unlock { key },
+            PageReq::Inv { key, dirty: true },
+            PageReq::Drop { key, dirty: false },
+            PageReq::Writeback { key, dirty: true },
+        ];
+        for (i, p) in reqs.iter().enumerate() {
+            let d = Request::Page(*p).encode(i as u32);
+            assert_eq!(Request::decode(&d), Ok((i as u32, Request::Page(*p))));
+            let op = op_of(&Request::Page(*p));
+            for reply in [
+                PageReply::Owner { gfn: 3 },
+                PageReply::Exclusive { gfn: 4 },
+                PageReply::Shared { owner: 2, gfn: 99 },
+                PageReply::Retry,
+                PageReply::Done { written: true },
+                PageReply::Refused,
+                PageReply::IoError,
+            ] {
+                let d = Response::Page(reply).encode(op, 7);
+                assert_eq!(Response::decode(&d, op), Ok((7, Response::Page(reply))));
+            }
+        }
+        for n in [Notice::DirInv(key), Notice::InvAck { key, dirty: true }] {
+            assert_eq!(Notice::decode(&n.encode()), Ok(n));
+        }
+        // Malformed: dirty flag 2, owner 0, kind 99, notices as requests.
+        let mut r = Raw::decode(&Request::Page(PageReq::Inv { key, dirty: true }).encode(1));
+        r.args[2] = 2;
+        assert_eq!(Request::decode(&r.encode()), Err(DecodeError::BadArgument));
+        let mut s = Raw::decode(&Response::Page(PageReply::Shared { owner: 1, gfn: 1 }).encode(Op::PageRead, 1));
+        s.args[2] = 0;
+        assert_eq!(Response::decode(&s.encode(), Op::PageRead), Err(DecodeError::BadArgument));
+        s.args[0] = 99;
+        assert_eq!(Response::decode(&s.encode(), Op::PageRead), Err(DecodeError::BadArgument));
+        assert!(Request::decode(&Notice::DirInv(key).encode()).is_err());
+        assert!(Notice::decode(&Request::Nop.encode(1)).is_err());
     }
 
     #[test]

@@ -8,13 +8,16 @@
 //! [`SharedMem`] and [`BlockDevice`], so the host tests drive it with a heap
 //! region and an in-memory disk.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::fs::{BlockDevice, Fs};
 use crate::layout::{DirState, Header, Layout, NodeState};
-use crate::proto::{DecodeError, Desc, DirStats, Errno, Op, Raw, Request, Response, DIRENT_SIZE};
+use crate::pagedir::{Action, PageDir, PageKey, BYTES_PER_ENTRY};
+use crate::proto::{
+    op_of, DecodeError, Desc, DirStats, Errno, Notice, Op, Raw, Request, Response, DIRENT_SIZE,
+};
 use crate::ring::{Consumer, Producer, RingError};
 use crate::shm::SharedMem;
 
@@ -78,8 +81,12 @@ impl Default for Config {
 struct Peer {
     req: Consumer,
     resp: Producer,
+    notify: Producer,
+    ack: Consumer,
     /// Responses that did not fit in the response ring yet.
     backlog: VecDeque<Desc>,
+    /// Invalidations that did not fit in the notify ring yet.
+    notify_backlog: VecDeque<Desc>,
     member: bool,
     last_hb: u64,
     last_hb_change_ns: u64,
@@ -95,6 +102,12 @@ pub struct Directory<D: BlockDevice> {
     ops: [u64; 32],
     /// The last malformed request seen, reported once per poll.
     last_bad: Option<Event>,
+    /// The single-copy page directory.
+    pages: PageDir,
+    /// Opcode of every page request not answered yet, by (node, tag).
+    page_ops: BTreeMap<(u8, u32), Op>,
+    /// Requests served per sweep (index = batch size, capped at 64).
+    batches: [u64; 65],
 }
 
 /// Result of one [`Directory::poll`].
@@ -128,7 +141,10 @@ impl<D: BlockDevice> Directory<D> {
                 Peer {
                     req: Consumer::new(ch.request),
                     resp: Producer::new(ch.response),
+                    notify: Producer::new(ch.notify),
+                    ack: Consumer::new(ch.ack),
                     backlog: VecDeque::new(),
+                    notify_backlog: VecDeque::new(),
                     member: false,
                     last_hb: 0,
                     last_hb_change_ns: 0,
@@ -143,6 +159,9 @@ impl<D: BlockDevice> Directory<D> {
             requests: 0,
             ops: [0; 32],
             last_bad: None,
+            pages: PageDir::new(),
+            page_ops: BTreeMap::new(),
+            batches: [0; 65],
         }
     }
 
@@ -213,13 +232,27 @@ impl<D: BlockDevice> Directory<D> {
             let i = (node - 1) as usize;
             match h.node_state(node) {
                 Some(NodeState::Joining) => {
+                    // A node that restarted before its heartbeat timed out:
+                    // tear its previous life down first.
+                    if self.peers[i].member {
+                        self.peers[i].member = false;
+                        self.lose(mem, node);
+                    }
+                    // Its frames may still be mapped by others until their
+                    // acks arrive: admit it only when nothing uses them.
+                    if self.pages.holds_frames_of(node as u8) {
+                        continue;
+                    }
                     // Drop whatever the previous session left behind.
                     h.reset_channel(node);
                     let ch = self.layout.channel(node);
                     let p = &mut self.peers[i];
                     p.req = Consumer::new(ch.request);
                     p.resp = Producer::new(ch.response);
+                    p.notify = Producer::new(ch.notify);
+                    p.ack = Consumer::new(ch.ack);
                     p.backlog.clear();
+                    p.notify_backlog.clear();
                     p.member = true;
                     p.last_hb = h.node_heartbeat(node);
                     p.last_hb_change_ns = now_ns;
@@ -241,11 +274,13 @@ impl<D: BlockDevice> Directory<D> {
                         p.member = false;
                         h.set_node_state(node, NodeState::Failed);
                         out.events.push(Event::Failed { node, silent_ms });
+                        self.lose(mem, node);
                     }
                 }
                 Some(NodeState::Left) if self.peers[i].member => {
                     self.peers[i].member = false;
                     out.events.push(Event::Left { node });
+                    self.lose(mem, node);
                 }
                 _ => {}
             }
@@ -266,6 +301,7 @@ impl<D: BlockDevice> Directory<D> {
                     self.peers[(node - 1) as usize].member = false;
                     Header::new(mem, self.layout).set_node_state(node, NodeState::Failed);
                     out.events.push(Event::Corrupt { node, error });
+                    self.lose(mem, node);
                 }
             }
             if let Some(e) = self.last_bad.take() {
@@ -282,53 +318,218 @@ impl<D: BlockDevice> Directory<D> {
         node: u32,
     ) -> Result<usize, RingError> {
         let i = (node - 1) as usize;
-        // First flush responses that did not fit earlier.
-        while let Some(d) = self.peers[i].backlog.front().copied() {
-            match self.peers[i].resp.push(mem, &d) {
-                Ok(()) => {
-                    self.peers[i].backlog.pop_front();
+        // Acks first: they complete invalidations others wait for.
+        let mut acks = 0;
+        while acks < 4 * self.cfg.batch {
+            let Some(d) = self.peers[i].ack.pop(mem)? else {
+                break;
+            };
+            acks += 1;
+            match Notice::decode(&d) {
+                Ok(Notice::InvAck { key, dirty }) => {
+                    let a = self.pages.ack(node as u8, key, dirty);
+                    self.run(mem, a);
                 }
-                Err(RingError::Full) => return Ok(0),
-                Err(e) => return Err(e),
+                Ok(Notice::DirInv(_)) => {
+                    self.last_bad = Some(Event::BadRequest {
+                        node,
+                        error: DecodeError::BadOpcode(Op::DirInv as u16),
+                    })
+                }
+                Err(error) => self.last_bad = Some(Event::BadRequest { node, error }),
             }
         }
+        self.flush(mem, node)?;
         let mut served = 0;
         while served < self.cfg.batch {
+            if !self.peers[i].backlog.is_empty() {
+                break; // the node is not draining its responses
+            }
             let Some(d) = self.peers[i].req.pop(mem)? else {
                 break;
             };
-            let resp = self.handle(mem, node, &d);
             served += 1;
-            let p = &mut self.peers[i];
-            match p.resp.push(mem, &resp) {
-                Ok(()) => {}
-                Err(RingError::Full) => p.backlog.push_back(resp),
+            self.handle(mem, node, &d);
+        }
+        self.flush(mem, node)?;
+        if served > 0 {
+            self.batches[served.min(64)] += 1;
+        }
+        Ok(served + acks)
+    }
+
+    /// Push backlogged responses and notifications of `node`.
+    fn flush(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) -> Result<(), RingError> {
+        let p = &mut self.peers[(node - 1) as usize];
+        while let Some(d) = p.backlog.front() {
+            match p.resp.push(mem, d) {
+                Ok(()) => {
+                    p.backlog.pop_front();
+                }
+                Err(RingError::Full) => break,
                 Err(e) => return Err(e),
             }
         }
-        Ok(served)
+        while let Some(d) = p.notify_backlog.front() {
+            match p.notify.push(mem, d) {
+                Ok(()) => {
+                    p.notify_backlog.pop_front();
+                }
+                Err(RingError::Full) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
-    /// Answer one request descriptor from `node`.
-    fn handle(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: &Desc) -> Desc {
+    fn respond(&mut self, node: u32, d: Desc) {
+        if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
+            if p.member {
+                p.backlog.push_back(d);
+            }
+        }
+    }
+
+    /// `node` is gone (failed, left, restarted): drop it from the page
+    /// directory and forget its unanswered page requests.
+    fn lose(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) {
+        let a = self.pages.node_failed(node as u8);
+        self.run(mem, a);
+        self.page_ops.retain(|(n, _), _| *n as u32 != node);
+    }
+
+    /// Offset of global frame `gfn` in the region, if it is a pool frame.
+    fn frame_off(&self, gfn: u64) -> Option<usize> {
+        self.layout.gfn_owner(gfn)?;
+        usize::try_from(gfn).ok()?.checked_mul(crate::layout::FRAME)
+    }
+
+    /// Word offset and bit of `gfn`'s export bit.
+    fn export_bit(&self, gfn: u64) -> Option<(usize, u64)> {
+        let node = self.layout.gfn_owner(gfn)?;
+        let (first, _) = self.layout.pool_gfns(node);
+        let idx = (gfn - first) as usize;
+        let off = self.layout.bitmap_off
+            + (node as usize - 1) * self.layout.bitmap_bytes
+            + (idx / 64) * 8;
+        Some((off, 1u64 << (idx % 64)))
+    }
+
+    /// Execute page-directory actions (which may produce more).
+    fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
+        let mut queue: VecDeque<Action> = actions.into();
+        let mut page = vec![0u8; crate::layout::FRAME];
+        while let Some(a) = queue.pop_front() {
+            match a {
+                Action::Reply { node, tag, reply } => {
+                    let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
+                    let d = Response::Page(reply).encode(op, tag);
+                    self.respond(node as u32, d);
+                }
+                Action::Fill { key, gfn } => {
+                    let foff = self.frame_off(gfn);
+                    let ok = match (self.fs.as_mut(), foff) {
+                        (Some(fs), Some(off)) => {
+                            page.fill(0);
+                            let r = fs.read(key.ino, key.idx * crate::layout::FRAME as u64, &mut page);
+                            if r.is_ok() {
+                                mem.write(off, &page);
+                            }
+                            r.is_ok()
+                        }
+                        _ => false,
+                    };
+                    queue.extend(self.pages.filled(key, ok));
+                }
+                Action::WriteBack { key, gfn } => {
+                    let foff = self.frame_off(gfn);
+                    if let (Some(fs), Some(off)) = (self.fs.as_mut(), foff) {
+                        let start = key.idx * crate::layout::FRAME as u64;
+                        if let Ok(attr) = fs.getattr(key.ino) {
+                            if start < attr.size {
+                                let n = ((attr.size - start) as usize).min(crate::layout::FRAME);
+                                mem.read(off, &mut page[..n]);
+                                let _ = fs.write(key.ino, start, &page[..n]);
+                            }
+                        }
+                    }
+                }
+                Action::Invalidate { node, key } => {
+                    if let Some(p) = self.peers.get_mut(node as usize - 1) {
+                        p.notify_backlog.push_back(Notice::DirInv(key).encode());
+                    }
+                }
+                Action::Export { gfn, on } => {
+                    if let Some((off, bit)) = self.export_bit(gfn) {
+                        let w = mem.load_u64(off);
+                        mem.store_u64(off, if on { w | bit } else { w & !bit });
+                    }
+                }
+            }
+        }
+        // Deliver what was queued for every node right away.
+        for n in 1..=self.layout.max_nodes {
+            if self.peers[n as usize - 1].member {
+                let _ = self.flush(mem, n);
+            }
+        }
+    }
+
+    /// Page-directory counters, for `dir stats`.
+    pub fn page_stats(&self) -> [u64; 7] {
+        let s = self.pages.stats();
+        [
+            self.pages.len() as u64,
+            BYTES_PER_ENTRY as u64,
+            s.reads + s.lookup_locks,
+            s.fills,
+            s.remote_maps,
+            s.invs + s.dir_invs,
+            s.writebacks,
+        ]
+    }
+
+    /// The page directory (for tests and `dir stats`).
+    pub fn pages(&self) -> &PageDir {
+        &self.pages
+    }
+
+    /// Requests served per sweep, by batch size.
+    pub fn batches(&self) -> &[u64; 65] {
+        &self.batches
+    }
+
+    /// Answer (now or later) one request descriptor from `node`.
+    fn handle(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: &Desc) {
         let (tag, req) = match Request::decode(d) {
             Ok(x) => x,
             Err(error) => {
                 self.last_bad = Some(Event::BadRequest { node, error });
                 let raw = Raw::decode(d);
-                return Raw {
+                let r = Raw {
                     op: raw.op,
                     status: Errno::Invalid as u16,
                     tag: raw.tag,
                     args: [0; 7],
-                }
-                .encode();
+                };
+                self.respond(node, r.encode());
+                return;
             }
         };
         let op = op_of(&req);
         self.ops[(op as usize).min(31)] += 1;
+        if let Request::Page(p) = req {
+            if self.fs.is_none() {
+                self.respond(node, Response::Err(Errno::Unavailable).encode(op, tag));
+                return;
+            }
+            self.page_ops.insert((node as u8, tag), op);
+            let a = self.pages.handle(&self.layout, node as u8, tag, p);
+            self.run(mem, a);
+            return;
+        }
         let resp = self.execute(mem, node, req).unwrap_or_else(Response::Err);
-        resp.encode(op, tag)
+        self.respond(node, resp.encode(op, tag));
     }
 
     fn execute(
@@ -343,10 +544,15 @@ impl<D: BlockDevice> Directory<D> {
         if let Request::Stats = req {
             return Ok(Response::Stats(self.stats()));
         }
+        if let Request::PageStats = req {
+            return Ok(Response::PageStats(self.page_stats()));
+        }
         let layout = self.layout;
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         match req {
-            Request::Nop | Request::Stats => Ok(Response::Ok),
+            Request::Nop | Request::Stats | Request::PageStats | Request::Page(_) => {
+                Ok(Response::Ok)
+            }
             Request::Path {
                 op,
                 slot,
@@ -365,7 +571,13 @@ impl<D: BlockDevice> Directory<D> {
                     Op::Lookup => fs.lookup(path).map(Response::Attr),
                     Op::Create => fs.create(path, exclusive).map(Response::Attr),
                     Op::Mkdir => fs.mkdir(path).map(Response::Attr),
-                    Op::Unlink => fs.unlink(path).map(|_| Response::Ok),
+                    Op::Unlink => {
+                        let a = fs.lookup(path)?;
+                        fs.unlink(path)?;
+                        let acts = self.pages.evict_file(a.ino, 0);
+                        self.run(mem, acts);
+                        Ok(Response::Ok)
+                    }
                     Op::Rmdir => fs.rmdir(path).map(|_| Response::Ok),
                     _ => Err(Errno::Invalid),
                 }
@@ -385,7 +597,17 @@ impl<D: BlockDevice> Directory<D> {
                 })
             }
             Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
-            Request::Setattr { ino, size } => fs.set_size(ino, size).map(Response::Attr),
+            Request::Setattr { ino, size } => {
+                let old = fs.getattr(ino)?;
+                let a = fs.set_size(ino, size)?;
+                if size < old.size {
+                    // Cached pages from the one holding the new end of file
+                    // on are stale: tear them down cluster-wide.
+                    let acts = self.pages.evict_file(ino, size / crate::layout::FRAME as u64);
+                    self.run(mem, acts);
+                }
+                Ok(Response::Attr(a))
+            }
             Request::Data {
                 op,
                 slot,
@@ -402,6 +624,24 @@ impl<D: BlockDevice> Directory<D> {
                 if op == Op::Write {
                     mem.read(off, &mut buf);
                     let (n, attr) = fs.write(ino, offset, &buf)?;
+                    // Reconcile the single copy: refresh the owner's frame
+                    // of every cached page this write touched.
+                    let f = crate::layout::FRAME as u64;
+                    if n > 0 {
+                        for idx in offset / f..=(offset + n as u64 - 1) / f {
+                            let key = PageKey { ino, idx };
+                            let gfn = match self.pages.entry(&key) {
+                                Some(e) if e.phase == crate::pagedir::Phase::Owned => e.gfn,
+                                _ => continue,
+                            };
+                            if let Some(foff) = self.frame_off(gfn) {
+                                let mut page = vec![0u8; crate::layout::FRAME];
+                                let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+                                fs.read(ino, idx * f, &mut page)?;
+                                mem.write(foff, &page);
+                            }
+                        }
+                    }
                     Ok(Response::Data {
                         bytes: n as u32,
                         attr,
@@ -421,17 +661,6 @@ impl<D: BlockDevice> Directory<D> {
     }
 }
 
-fn op_of(r: &Request) -> Op {
-    match r {
-        Request::Nop => Op::Nop,
-        Request::Path { op, .. } | Request::Data { op, .. } => *op,
-        Request::Readdir { .. } => Op::Readdir,
-        Request::Getattr { .. } => Op::Getattr,
-        Request::Setattr { .. } => Op::Setattr,
-        Request::Fsync { .. } => Op::Fsync,
-        Request::Stats => Op::Stats,
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -713,5 +942,116 @@ mod tests {
                 .map(|r| matches!(r, Response::Attr(_))),
             Ok(true)
         );
+    }
+
+    #[test]
+    fn single_copy_read_invalidate_with_a_sharer() {
+        use crate::client::Notifier;
+        use crate::pagedir::{PageKey, PageReply, PageReq};
+        let rig = Rig::new(2, true);
+        let mut a = rig.join(1);
+        let mut b = rig.join(2);
+        let mut nb = Notifier::new(&rig.layout, 2);
+        // A file with one page of data.
+        let Response::Attr(f) = rig.path(&mut a, Op::Create, "/f").unwrap() else {
+            panic!()
+        };
+        let (off, _) = a.bulk(2).unwrap();
+        rig.mem.write(off, &[7u8; 4096]);
+        let w = Request::Data {
+            op: Op::Write,
+            slot: 2,
+            ino: f.ino,
+            offset: 0,
+            len: 4096,
+        };
+        rig.call(&mut a, &w).unwrap();
+        let key = PageKey { ino: f.ino, idx: 0 };
+        let (a0, _) = rig.layout.pool_gfns(1);
+        let (b0, _) = rig.layout.pool_gfns(2);
+        // Node 1 misses: the directory fills node 1's frame from disk.
+        let reads0 = rig.dir.borrow().stats().disk_reads;
+        let r = rig.call(&mut a, &Request::Page(PageReq::Read { key, frame: a0 }));
+        assert_eq!(r, Ok(Response::Page(PageReply::Owner { gfn: a0 })));
+        let mut page = [0u8; 4096];
+        rig.mem.read(a0 as usize * 4096, &mut page);
+        assert_eq!(page, [7u8; 4096]);
+        let reads1 = rig.dir.borrow().stats().disk_reads;
+        assert!(reads1 > reads0);
+        // Node 2 misses: it gets node 1's frame, no disk read, exported.
+        let r = rig.call(&mut b, &Request::Page(PageReq::Read { key, frame: b0 }));
+        assert_eq!(r, Ok(Response::Page(PageReply::Shared { owner: 1, gfn: a0 })));
+        assert_eq!(rig.dir.borrow().stats().disk_reads, reads1);
+        let bit = rig.layout.bitmap_off;
+        assert_eq!(rig.mem.load_u64(bit) & 1, 1, "frame exported while shared");
+        // Node 2 offering node 1's frame as its own is refused.
+        let r = rig.call(&mut b, &Request::Page(PageReq::Read { key, frame: a0 + 1 }));
+        assert_eq!(r, Ok(Response::Page(PageReply::Refused)));
+        // Node 1 reclaims: node 2 gets DIR_INV; the answer waits for the ack.
+        let tag = a
+            .send(&*rig.mem, &Request::Page(PageReq::Inv { key, dirty: false }), &mut || true)
+            .unwrap();
+        for _ in 0..5 {
+            rig.step();
+        }
+        assert_eq!(a.recv(&*rig.mem), Ok(None), "no answer before the ack");
+        assert_eq!(nb.poll(&*rig.mem), Ok(Some(key)));
+        nb.ack(&*rig.mem, key, false, &mut || true).unwrap();
+        rig.step();
+        let (t, d) = a.recv(&*rig.mem).unwrap().expect("answer after the ack");
+        assert_eq!(t, tag);
+        assert_eq!(
+            Response::decode(&d, Op::PageInv),
+            Ok((tag, Response::Page(PageReply::Done { written: false })))
+        );
+        assert_eq!(rig.mem.load_u64(bit) & 1, 0, "unexported after invalidation");
+        assert!(rig.dir.borrow().pages().is_empty());
+    }
+
+    #[test]
+    fn failed_owner_tears_down_its_pages() {
+        use crate::client::Notifier;
+        use crate::pagedir::{PageKey, PageReq};
+        let rig = Rig::new(2, true);
+        let mut a = rig.join(1);
+        let mut b = rig.join(2);
+        let mut nb = Notifier::new(&rig.layout, 2);
+        let Response::Attr(f) = rig.path(&mut a, Op::Create, "/g").unwrap() else {
+            panic!()
+        };
+        let key = PageKey { ino: f.ino, idx: 0 };
+        let (a0, _) = rig.layout.pool_gfns(1);
+        let (b0, _) = rig.layout.pool_gfns(2);
+        rig.call(&mut a, &Request::Page(PageReq::Read { key, frame: a0 })).unwrap();
+        rig.call(&mut b, &Request::Page(PageReq::Read { key, frame: b0 })).unwrap();
+        // Node 1 goes silent; node 2 keeps beating.
+        let h = Header::new(&*rig.mem, rig.layout);
+        let mut failed = false;
+        for _ in 0..5000 {
+            h.beat_node(2);
+            if rig
+                .step()
+                .events
+                .iter()
+                .any(|e| matches!(e, Event::Failed { node: 1, .. }))
+            {
+                failed = true;
+                break;
+            }
+        }
+        assert!(failed);
+        assert_eq!(nb.poll(&*rig.mem), Ok(Some(key)), "sharer told to unmap");
+        // Node 1 cannot rejoin while node 2 still maps its frame.
+        h.set_node_state(1, NodeState::Joining);
+        h.beat_node(2);
+        rig.step();
+        assert_eq!(h.node_state(1), Some(NodeState::Joining));
+        nb.ack(&*rig.mem, key, false, &mut || true).unwrap();
+        h.beat_node(2);
+        rig.step();
+        h.beat_node(2);
+        rig.step();
+        assert_eq!(h.node_state(1), Some(NodeState::Up));
+        assert!(rig.dir.borrow().pages().is_empty());
     }
 }
