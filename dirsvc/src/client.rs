@@ -113,7 +113,10 @@ impl Client {
 
     /// The next response, if one is waiting: its tag and raw descriptor
     /// (decode it with [`Response::decode`] and the opcode sent).
-    pub fn recv(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<Option<(u32, crate::proto::Desc)>, Errno> {
+    pub fn recv(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+    ) -> Result<Option<(u32, crate::proto::Desc)>, Errno> {
         Ok(self
             .resp
             .pop(mem)
@@ -194,7 +197,10 @@ impl Notifier {
 
     /// The next invalidation, if any (malformed notices are skipped and
     /// reported as `Err(Invalid)`).
-    pub fn poll(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<Option<crate::pagedir::PageKey>, Errno> {
+    pub fn poll(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+    ) -> Result<Option<crate::pagedir::PageKey>, Errno> {
         match self.notify.pop(mem).map_err(ring_err)? {
             None => Ok(None),
             Some(d) => match crate::proto::Notice::decode(&d) {

@@ -28,6 +28,10 @@ pub struct BootConfig {
     pub dir_spin_us: u64,
     /// How long a node waits for one directory answer (ms).
     pub rpc_timeout_ms: u64,
+    /// Page-cache mode (`mode=private|strong|relaxed`, default strong).
+    pub mode: crate::pagecache::Mode,
+    /// Most remote mappings a node keeps before dropping old ones.
+    pub remote_limit: u64,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -53,6 +57,8 @@ impl BootConfig {
             hb_timeout_ms: 3000,
             dir_spin_us: 5000,
             rpc_timeout_ms: 10_000,
+            mode: crate::pagecache::Mode::Strong,
+            remote_limit: 8192,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -64,6 +70,12 @@ impl BootConfig {
                 "hb_timeout_ms" => c.hb_timeout_ms = num(k, v, 50, 3_600_000)?,
                 "dir_spin_us" => c.dir_spin_us = num(k, v, 0, 10_000_000)?,
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
+                "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
+                "mode" => {
+                    c.mode = crate::pagecache::Mode::parse(v).ok_or_else(|| {
+                        alloc::format!("mode={v}: expected private, strong or relaxed")
+                    })?
+                }
                 _ => c.unknown.push(word.to_string()),
             }
         }
@@ -91,7 +103,10 @@ mod tests {
     fn parses_roles_and_options() {
         let c = BootConfig::parse("role=dir nodes=4").unwrap();
         assert_eq!((c.role, c.nodes), (Role::Dir, 4));
-        let c = BootConfig::parse("role=node id=2 nodes=2 hb_timeout_ms=500 foo=bar").unwrap();
+        assert_eq!(c.mode, crate::pagecache::Mode::Strong);
+        let c = BootConfig::parse("role=node id=2 nodes=2 hb_timeout_ms=500 mode=relaxed foo=bar")
+            .unwrap();
+        assert_eq!(c.mode, crate::pagecache::Mode::Relaxed);
         assert_eq!(c.role, Role::Node(2));
         assert_eq!(c.hb_timeout_ms, 500);
         assert_eq!(c.unknown, ["foo=bar"]);
@@ -108,6 +123,7 @@ mod tests {
             "role=dir nodes=x",
             "role=dir hb_timeout_ms=1",
             "role=node id=99999999999999999999",
+            "role=dir mode=weak",
         ] {
             assert!(BootConfig::parse(bad).is_err(), "{bad:?}");
         }

@@ -404,7 +404,8 @@ impl NodeCache {
     }
 
     fn range(&self, ino: u64) -> impl Iterator<Item = (&PageKey, &Slot)> {
-        self.slots.range(PageKey { ino, idx: 0 }..=PageKey { ino, idx: u64::MAX })
+        self.slots
+            .range(PageKey { ino, idx: 0 }..=PageKey { ino, idx: u64::MAX })
     }
 
     /// Pages of `ino` this node dirtied in frames (own or mapped).

@@ -337,11 +337,16 @@ impl PageDir {
     }
 
     /// Handle one page request from `node` (1..=64) with `tag`.
-    pub fn handle(&mut self, frames: &impl FrameOwner, node: u8, tag: u32, req: PageReq) -> Vec<Action> {
+    pub fn handle(
+        &mut self,
+        frames: &impl FrameOwner,
+        node: u8,
+        tag: u32,
+        req: PageReq,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
-        let reply = |out: &mut Vec<Action>, reply: PageReply| {
-            out.push(Action::Reply { node, tag, reply })
-        };
+        let reply =
+            |out: &mut Vec<Action>, reply: PageReply| out.push(Action::Reply { node, tag, reply });
         if node == 0 || node > 64 {
             self.stats.refused += 1;
             reply(&mut out, PageReply::Refused);
@@ -647,10 +652,7 @@ impl PageDir {
     pub fn evict_file(&mut self, ino: u64, from_idx: u64) -> Vec<Action> {
         let mut out = Vec::new();
         let lo = PageKey { ino, idx: from_idx };
-        let hi = PageKey {
-            ino,
-            idx: u64::MAX,
-        };
+        let hi = PageKey { ino, idx: u64::MAX };
         let keys: Vec<PageKey> = self.entries.range(lo..=hi).map(|(k, _)| *k).collect();
         for key in keys {
             let Some(e) = self.entries.get_mut(&key) else {

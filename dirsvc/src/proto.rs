@@ -524,9 +524,18 @@ impl Request {
                     Op::PageRead => PageReq::Read { key, frame: a[2] },
                     Op::PageLookupLock => PageReq::LookupLock { key, frame: a[2] },
                     Op::PageUnlock => PageReq::Unlock { key },
-                    Op::PageInv => PageReq::Inv { key, dirty: flag()? },
-                    Op::PageDrop => PageReq::Drop { key, dirty: flag()? },
-                    _ => PageReq::Writeback { key, dirty: flag()? },
+                    Op::PageInv => PageReq::Inv {
+                        key,
+                        dirty: flag()?,
+                    },
+                    Op::PageDrop => PageReq::Drop {
+                        key,
+                        dirty: flag()?,
+                    },
+                    _ => PageReq::Writeback {
+                        key,
+                        dirty: flag()?,
+                    },
                 })
             }
             // Notifications are not requests.
@@ -949,11 +958,19 @@ mod tests {
         let mut r = Raw::decode(&Request::Page(PageReq::Inv { key, dirty: true }).encode(1));
         r.args[2] = 2;
         assert_eq!(Request::decode(&r.encode()), Err(DecodeError::BadArgument));
-        let mut s = Raw::decode(&Response::Page(PageReply::Shared { owner: 1, gfn: 1 }).encode(Op::PageRead, 1));
+        let mut s = Raw::decode(
+            &Response::Page(PageReply::Shared { owner: 1, gfn: 1 }).encode(Op::PageRead, 1),
+        );
         s.args[2] = 0;
-        assert_eq!(Response::decode(&s.encode(), Op::PageRead), Err(DecodeError::BadArgument));
+        assert_eq!(
+            Response::decode(&s.encode(), Op::PageRead),
+            Err(DecodeError::BadArgument)
+        );
         s.args[0] = 99;
-        assert_eq!(Response::decode(&s.encode(), Op::PageRead), Err(DecodeError::BadArgument));
+        assert_eq!(
+            Response::decode(&s.encode(), Op::PageRead),
+            Err(DecodeError::BadArgument)
+        );
         assert!(Request::decode(&Notice::DirInv(key).encode()).is_err());
         assert!(Notice::decode(&Request::Nop.encode(1)).is_err());
     }

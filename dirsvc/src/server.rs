@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 
 use crate::fs::{BlockDevice, Fs};
 use crate::layout::{DirState, Header, Layout, NodeState};
-use crate::pagedir::{Action, PageDir, PageKey, BYTES_PER_ENTRY};
+use crate::pagedir::{Action, PageDir, PageKey};
 use crate::proto::{
     op_of, DecodeError, Desc, DirStats, Errno, Notice, Op, Raw, Request, Response, DIRENT_SIZE,
 };
@@ -431,7 +431,8 @@ impl<D: BlockDevice> Directory<D> {
                     let ok = match (self.fs.as_mut(), foff) {
                         (Some(fs), Some(off)) => {
                             page.fill(0);
-                            let r = fs.read(key.ino, key.idx * crate::layout::FRAME as u64, &mut page);
+                            let r =
+                                fs.read(key.ino, key.idx * crate::layout::FRAME as u64, &mut page);
                             if r.is_ok() {
                                 mem.write(off, &page);
                             }
@@ -475,17 +476,20 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
-    /// Page-directory counters, for `dir stats`.
+    /// Page-directory counters, for `dir stats`: entries, page requests,
+    /// fills from disk, remote mappings granted, DIR_INVs sent,
+    /// write-backs, largest batch served in one sweep.
     pub fn page_stats(&self) -> [u64; 7] {
         let s = self.pages.stats();
+        let max_batch = (1..=64).rev().find(|&b| self.batches[b] > 0).unwrap_or(0);
         [
             self.pages.len() as u64,
-            BYTES_PER_ENTRY as u64,
-            s.reads + s.lookup_locks,
+            s.reads + s.lookup_locks + s.unlocks + s.invs + s.drops,
             s.fills,
             s.remote_maps,
-            s.invs + s.dir_invs,
+            s.dir_invs,
             s.writebacks,
+            max_batch as u64,
         ]
     }
 
@@ -603,7 +607,9 @@ impl<D: BlockDevice> Directory<D> {
                 if size < old.size {
                     // Cached pages from the one holding the new end of file
                     // on are stale: tear them down cluster-wide.
-                    let acts = self.pages.evict_file(ino, size / crate::layout::FRAME as u64);
+                    let acts = self
+                        .pages
+                        .evict_file(ino, size / crate::layout::FRAME as u64);
                     self.run(mem, acts);
                 }
                 Ok(Response::Attr(a))
@@ -660,7 +666,6 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -980,7 +985,10 @@ mod tests {
         assert!(reads1 > reads0);
         // Node 2 misses: it gets node 1's frame, no disk read, exported.
         let r = rig.call(&mut b, &Request::Page(PageReq::Read { key, frame: b0 }));
-        assert_eq!(r, Ok(Response::Page(PageReply::Shared { owner: 1, gfn: a0 })));
+        assert_eq!(
+            r,
+            Ok(Response::Page(PageReply::Shared { owner: 1, gfn: a0 }))
+        );
         assert_eq!(rig.dir.borrow().stats().disk_reads, reads1);
         let bit = rig.layout.bitmap_off;
         assert_eq!(rig.mem.load_u64(bit) & 1, 1, "frame exported while shared");
@@ -989,7 +997,11 @@ mod tests {
         assert_eq!(r, Ok(Response::Page(PageReply::Refused)));
         // Node 1 reclaims: node 2 gets DIR_INV; the answer waits for the ack.
         let tag = a
-            .send(&*rig.mem, &Request::Page(PageReq::Inv { key, dirty: false }), &mut || true)
+            .send(
+                &*rig.mem,
+                &Request::Page(PageReq::Inv { key, dirty: false }),
+                &mut || true,
+            )
             .unwrap();
         for _ in 0..5 {
             rig.step();
@@ -1004,7 +1016,11 @@ mod tests {
             Response::decode(&d, Op::PageInv),
             Ok((tag, Response::Page(PageReply::Done { written: false })))
         );
-        assert_eq!(rig.mem.load_u64(bit) & 1, 0, "unexported after invalidation");
+        assert_eq!(
+            rig.mem.load_u64(bit) & 1,
+            0,
+            "unexported after invalidation"
+        );
         assert!(rig.dir.borrow().pages().is_empty());
     }
 
@@ -1022,8 +1038,10 @@ mod tests {
         let key = PageKey { ino: f.ino, idx: 0 };
         let (a0, _) = rig.layout.pool_gfns(1);
         let (b0, _) = rig.layout.pool_gfns(2);
-        rig.call(&mut a, &Request::Page(PageReq::Read { key, frame: a0 })).unwrap();
-        rig.call(&mut b, &Request::Page(PageReq::Read { key, frame: b0 })).unwrap();
+        rig.call(&mut a, &Request::Page(PageReq::Read { key, frame: a0 }))
+            .unwrap();
+        rig.call(&mut b, &Request::Page(PageReq::Read { key, frame: b0 }))
+            .unwrap();
         // Node 1 goes silent; node 2 keeps beating.
         let h = Header::new(&*rig.mem, rig.layout);
         let mut failed = false;

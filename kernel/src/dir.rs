@@ -48,7 +48,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>) -> ! {
             }
             Err(e) => {
                 log::error!("directory: mount failed: {e}");
-                log::error!("the disk was not written; every request will get 'directory unavailable'");
+                log::error!(
+                    "the disk was not written; every request will get 'directory unavailable'"
+                );
                 None
             }
         },

@@ -71,7 +71,8 @@ pub fn serial_guard() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Creates a fresh, unique run directory `target/test-runs/<name>-<pid>-<n>`.
+/// Creates a fresh, unique run directory `target/test-runs/<name>-<pid>-<n>`
+/// (under the temp dir if that path would be too long for unix sockets).
 pub fn unique_run_dir(name: &str) -> Result<PathBuf> {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let clean: String = name
@@ -85,7 +86,12 @@ pub fn unique_run_dir(name: &str) -> Result<PathBuf> {
         })
         .take(24)
         .collect();
-    let base = target_dir().join("test-runs");
+    let mut base = target_dir().join("test-runs");
+    // Console sockets live in the run dir and a unix socket path is limited
+    // to 107 bytes: fall back to the temp dir for very deep checkouts.
+    if base.as_os_str().len() + clean.len() + 40 > 100 {
+        base = std::env::temp_dir().join("onecopy-test-runs");
+    }
     fs::create_dir_all(&base).map_err(|e| Error::io(format!("create {}", base.display()), e))?;
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);

@@ -387,7 +387,10 @@ impl Console {
             let now = Instant::now();
             if now >= deadline {
                 return Err(Error::Timeout {
-                    what: format!("the prompt `{p}` of n{}", self.node),
+                    what: format!(
+                        "the prompt `{p}` of n{} (is another client attached to this console?)",
+                        self.node
+                    ),
                     partial: String::from_utf8_lossy(&self.buf).into_owned(),
                 });
             }

@@ -1,1 +1,619 @@
-//! placeholder
+//! Integration tests: boot real onecopy clusters (QEMU) through
+//! `qemu-run.sh` and check them through their shells, logs and disks.
+//!
+//! Needs the release kernel and host tools (`tests/run.sh` builds them):
+//!
+//! ```text
+//! cargo build --release -p onecopy-kernel --target x86_64-unknown-none
+//! cargo build --release -p dirsvc --bins
+//! cargo test -p onecopy-tests --test cluster -- --test-threads=1
+//! ```
+//!
+//! Every test boots its own cluster in its own run directory under
+//! `target/test-runs/`; clusters are stopped when the test ends, whatever
+//! happens, and a failing test prints every instance's log.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use onecopy_tests::shell::{crc32, parse_stat, parse_sum, pattern_bytes, pattern_crc32};
+use onecopy_tests::{
+    inspect, mkfs, qemu_run, repo_root, run_with_timeout, serial_guard, unique_run_dir, Cluster,
+    ClusterOpts, Error, Instance, Result, RunDir,
+};
+use regex::Regex;
+
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+fn opts(name: &str) -> ClusterOpts {
+    ClusterOpts::new(name).ctl(CTL)
+}
+
+/// Runs `f` on a fresh cluster; on an error, prints the logs and fails.
+fn with_cluster(o: ClusterOpts, f: impl FnOnce(&mut Cluster) -> Result<()>) {
+    let mut c = match Cluster::start(o) {
+        Ok(c) => c,
+        Err(e) => panic!("cluster did not start: {e}"),
+    };
+    if let Err(e) = f(&mut c) {
+        panic!("{e}");
+    }
+}
+
+fn sample_dir() -> PathBuf {
+    repo_root().join("tools/sample")
+}
+
+/// A fresh 64 MiB image from tools/sample at `path`.
+fn fresh_image(path: &Path) -> Result<()> {
+    let sample = sample_dir();
+    mkfs(path, 64, sample.is_dir().then_some(sample.as_path()))
+}
+
+/// `/dev/shm/onecopy-*` files that exist now.
+fn shm_files() -> BTreeSet<PathBuf> {
+    fs::read_dir("/dev/shm")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("onecopy-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Pids of live processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut pids = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in rd.filter_map(|e| e.ok()) {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me || !onecopy_tests::run::pid_alive(pid) {
+            continue;
+        }
+        if let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Asserts that nothing of the cluster in `run_dir` is left: no process
+/// mentions it and its shared region is gone.
+fn assert_nothing_left(run_dir: &Path, shm_before: &BTreeSet<PathBuf>) {
+    let needle = format!("{}/", run_dir.display());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_mentioning(&needle);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes left behind for {}: {left:?}",
+            run_dir.display()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    let new: Vec<_> = shm_files().difference(shm_before).cloned().collect();
+    assert!(new.is_empty(), "shared memory files left behind: {new:?}");
+}
+
+/// The line of `nodes` output describing node `k` (`  2    up  heartbeat=..`).
+fn node_line(nodes_out: &str, k: u8) -> Option<String> {
+    let re = Regex::new(&format!(r"^\s*\*?\s*(?:node\s*|n)?{k}\s+\S")).expect("regex");
+    nodes_out
+        .lines()
+        .find(|l| re.is_match(l))
+        .map(str::to_string)
+}
+
+fn is_up(line: &str) -> bool {
+    Regex::new(r"\bup\b").expect("regex").is_match(line)
+}
+
+// --------------------------------------------------------------------- (a)
+
+#[test]
+fn cluster_boots_and_nodes_join() {
+    with_cluster(opts("boot").nodes(2), |c| {
+        assert!(
+            Regex::new(r"cluster up: 1 directory \+ 2 nodes joined in \d+ ms")
+                .unwrap()
+                .is_match(c.launch_output()),
+            "launch output: {}",
+            c.launch_output()
+        );
+        c.wait_log("dir", "directory ready:", Duration::from_secs(5))?;
+        for k in 1..=2 {
+            c.wait_log(
+                &format!("node{k}"),
+                &format!("node {k} joined cluster epoch [0-9]+"),
+                Duration::from_secs(5),
+            )?;
+        }
+        let out = c.exec_ok(1, "nodes")?;
+        let text = out.text();
+        let n2 = node_line(&text, 2).unwrap_or_else(|| panic!("no line for node 2 in:\n{text}"));
+        assert!(is_up(&n2), "node 2 is not up according to node 1: {n2:?}");
+        let n1 = node_line(&text, 1).unwrap_or_else(|| panic!("no line for node 1 in:\n{text}"));
+        assert!(is_up(&n1), "node 1 is not up according to itself: {n1:?}");
+        // Both shells answer.
+        c.exec_ok(2, "uptime")?;
+        Ok(())
+    });
+}
+
+// --------------------------------------------------------------------- (b)
+
+#[test]
+fn file_written_on_node1_reads_back_on_node2() {
+    with_cluster(opts("rw").nodes(2), |c| {
+        let text = "hello from node 1: onecopy keeps one copy";
+        c.exec_ok(1, "mkdir /t")?;
+        c.exec_ok(1, &format!("write /t/hello.txt {text}"))?;
+        let out = c.exec_ok(2, "cat /t/hello.txt")?;
+        assert_eq!(out.lines, vec![text.to_string()], "cat on node 2");
+        // Byte-exact, newline included (`write` appends one).
+        let expected = format!("{text}\n");
+        let (crc, size) =
+            parse_sum(&c.exec_ok(2, "sum /t/hello.txt")?.text()).expect("sum output on node 2");
+        assert_eq!(size, expected.len() as u64);
+        assert_eq!(
+            crc,
+            crc32(expected.as_bytes()),
+            "crc of /t/hello.txt on node 2"
+        );
+
+        c.exec_ok(1, "fill /big 200k")?;
+        let st = parse_stat(&c.exec_ok(1, "stat /big")?.text()).expect("stat output");
+        assert!(
+            st.size == 200_000 || st.size == 204_800,
+            "fill /big 200k gave size {}",
+            st.size
+        );
+        assert_eq!(st.kind, "file");
+        let sum1 = parse_sum(&c.exec_ok(1, "sum /big")?.text()).expect("sum on node 1");
+        let sum2 = parse_sum(&c.exec_ok(2, "sum /big")?.text()).expect("sum on node 2");
+        assert_eq!(sum1, sum2, "node 1 and node 2 disagree on /big");
+        assert_eq!(sum2, (pattern_crc32(st.size), st.size), "host pattern crc");
+        Ok(())
+    });
+}
+
+// --------------------------------------------------------------------- (c)
+
+#[test]
+fn synced_data_reaches_the_disk() {
+    let run_dir = unique_run_dir("persist").expect("run dir");
+    let image = run_dir.join("test.img");
+    fresh_image(&image).expect("mkfs");
+    let text = "persisted by node 1";
+    let mut big_size = 0;
+    with_cluster(opts("persist").run_dir(&run_dir).disk(&image), |c| {
+        c.keep_run_dir(); // the image is examined after the cluster stops
+        c.exec_ok(1, "mkdir /t")?;
+        c.exec_ok(1, &format!("write /t/persist.txt {text}"))?;
+        c.exec_ok(2, "fill /t/big 100k")?;
+        big_size = parse_stat(&c.exec_ok(2, "stat /t/big")?.text())
+            .expect("stat output")
+            .size;
+        c.exec_ok(1, "sync")?;
+        c.exec_ok(2, "sync")?;
+        for k in 1..=2u8 {
+            let out = c.exec_ok(k, "shutdown")?;
+            assert!(out.closed, "n{k}: console still open after shutdown");
+            let st = c.wait_exit(&format!("node{k}"), Duration::from_secs(30))?;
+            assert_eq!(st, Some(1), "node{k} exit status (1 = clean shutdown)");
+        }
+        c.stop()?;
+        Ok(())
+    });
+
+    let out = inspect(&image, &["--cat", "/t/persist.txt"]).expect("inspect");
+    assert_eq!(out.code, Some(0), "inspect --cat: {}", out.text());
+    assert_eq!(out.stdout, format!("{text}\n").into_bytes(), "file on disk");
+    let out = inspect(&image, &["--cat", "/t/big"]).expect("inspect");
+    assert_eq!(
+        out.code,
+        Some(0),
+        "inspect --cat /t/big: {}",
+        out.stderr_text()
+    );
+    assert_eq!(out.stdout.len() as u64, big_size);
+    assert!(
+        out.stdout == pattern_bytes(big_size as usize),
+        "/t/big on disk differs from the pattern"
+    );
+    let hello = sample_dir().join("hello.txt");
+    if let Ok(expected) = fs::read(&hello) {
+        let out = inspect(&image, &["--cat", "/hello.txt"]).expect("inspect");
+        assert_eq!(out.stdout, expected, "sample file /hello.txt on disk");
+    }
+    let out = inspect(&image, &["--check"]).expect("inspect");
+    assert_eq!(out.code, Some(0), "inspect --check: {}", out.text());
+    let out = inspect(&image, &["--cat", "/t/nope"]).expect("inspect");
+    assert_eq!(out.code, Some(1), "inspect --cat of a missing file");
+    let _ = fs::remove_dir_all(&run_dir);
+}
+
+// --------------------------------------------------------------------- (d)
+
+#[test]
+fn corrupted_image_is_refused_and_untouched() {
+    let run_dir = unique_run_dir("badimg").expect("run dir");
+    let image = run_dir.join("bad.img");
+    fresh_image(&image).expect("mkfs");
+    // Overwrite the first 4 KiB with deterministic garbage.
+    let mut bytes = fs::read(&image).expect("read image");
+    let mut x: u32 = 0x1234_5678;
+    for b in bytes.iter_mut().take(4096) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    fs::write(&image, &bytes).expect("write image");
+    let check = inspect(&image, &["--check"]).expect("inspect");
+    assert_eq!(
+        check.code,
+        Some(1),
+        "inspect --check of the corrupted image"
+    );
+
+    with_cluster(
+        opts("badimg")
+            .run_dir(&run_dir)
+            .disk(&image)
+            .expect_ready(false)
+            .cmd_timeout(Duration::from_secs(60)),
+        |c| {
+            c.keep_run_dir();
+            let line = c.wait_log("dir", "directory: mount failed:", Duration::from_secs(30))?;
+            assert!(
+                line.len() > "directory: mount failed:".len() + 2,
+                "no reason given: {line:?}"
+            );
+            let start = Instant::now();
+            let out = c.exec(1, "ls /")?;
+            let msg = out
+                .error_message()
+                .unwrap_or_else(|| panic!("ls / succeeded on a cluster without a disk: {out:?}"));
+            assert!(
+                msg.contains("directory unavailable"),
+                "unexpected error for ls /: {msg:?}"
+            );
+            assert!(start.elapsed() < Duration::from_secs(60));
+            // The shell still works.
+            c.exec_ok(1, "uptime")?;
+            let out = c.exec(2, "cat /hello.txt")?;
+            assert!(!out.is_ok(), "cat on node 2 succeeded: {out:?}");
+            c.stop()?;
+            Ok(())
+        },
+    );
+    let after = fs::read(&image).expect("read image");
+    assert!(after == bytes, "the refused image was modified");
+    let check = inspect(&image, &["--check"]).expect("inspect");
+    assert_eq!(check.code, Some(1), "inspect --check after the run");
+    let _ = fs::remove_dir_all(&run_dir);
+}
+
+// --------------------------------------------------------------------- (e)
+
+#[test]
+fn garbage_shell_input_gives_errors() {
+    with_cluster(opts("garbage").nodes(1), |c| {
+        let mut inputs: Vec<(String, Vec<u8>)> = [
+            "frobnicate",
+            "cat",
+            "stat",
+            "mkdir",
+            "fill /x",
+            "fill /x abc",
+            "fill /x -5",
+            "fill /x 99999999999999999999999999",
+            "fill /x 12q",
+            "truncate /x lots",
+            "sum /no/such/file",
+            "cat /no/such/file",
+            "rmdir /no/such/dir",
+            "bench ring abc",
+            "ls /no/such/dir",
+        ]
+        .iter()
+        .map(|s| (s.to_string(), s.as_bytes().to_vec()))
+        .collect();
+        inputs.push((
+            "binary junk".into(),
+            b"\xff\xfe\x80\x81zz\x01\x02~\xc3\x28\x7f\x7f!#".to_vec(),
+        ));
+        inputs.push(("5000-char word".into(), vec![b'x'; 5000]));
+        inputs.push((
+            "long ls".into(),
+            format!("ls /{}", "a/".repeat(3000)).into_bytes(),
+        ));
+        for (what, bytes) in &inputs {
+            let out = c.exec_bytes(1, bytes)?;
+            assert!(!out.is_ok(), "{what:?} was answered ok: {:?}", out.lines);
+            // The shell is still there.
+            c.exec_ok(1, "uptime")?;
+        }
+        Ok(())
+    });
+}
+
+// --------------------------------------------------------------------- (f)
+
+#[test]
+fn launcher_rejects_bad_flags() {
+    let shm_before = shm_files();
+    let run_dir = onecopy_tests::target_dir()
+        .join("test-runs")
+        .join(format!("never-created-{}", std::process::id()));
+    let rd = run_dir.to_string_lossy().into_owned();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--nodes", "0"],
+        vec!["--nodes", "x"],
+        vec!["--nodes", "17"],
+        vec!["--nodes"],
+        vec!["--bogus"],
+        vec!["-e", "nonsense"],
+        vec!["-e", "3: ls"],
+        vec!["--accel", "foo"],
+        vec!["--shm-mb", "24"],
+        vec!["--mem-mb", "abc"],
+        vec!["--console", "9"],
+        vec!["--disk", "/nonexistent/disk.img"],
+        vec!["stray-argument"],
+    ];
+    for case in cases {
+        let mut args = vec!["--no-build", "--run-dir", &rd];
+        args.extend(&case);
+        let out = qemu_run(&args, Path::new(CTL), Duration::from_secs(60)).expect("qemu-run.sh");
+        let err = out.stderr_text();
+        assert_eq!(
+            out.code,
+            Some(2),
+            "{case:?}: exit status; output: {}",
+            out.text()
+        );
+        assert!(
+            err.starts_with("qemu-run.sh: error: ") && err.contains("(see ./qemu-run.sh --help)"),
+            "{case:?}: stderr {err:?}"
+        );
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{case:?}: one line: {err:?}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{case:?}: stdout {:?}",
+            out.stdout_text()
+        );
+        assert!(!run_dir.exists(), "{case:?}: created the run dir");
+    }
+    let help = qemu_run(&["--help"], Path::new(CTL), Duration::from_secs(30)).expect("help");
+    assert_eq!(help.code, Some(0));
+    let text = help.stdout_text();
+    for flag in [
+        "--nodes",
+        "--accel",
+        "--disk",
+        "--shm-mb",
+        "--mem-mb",
+        "--run-dir",
+        "--detach",
+        "--console",
+        "--gdb",
+        "--no-build",
+        "-e",
+        "stop",
+    ] {
+        assert!(text.contains(flag), "--help does not document {flag}");
+    }
+    assert_nothing_left(&run_dir, &shm_before);
+}
+
+// --------------------------------------------------------------- -e path
+
+#[test]
+fn exec_flag_runs_commands_and_stops() {
+    let _serial = serial_guard();
+    let shm_before = shm_files();
+    let run_dir = unique_run_dir("exec").expect("run dir");
+    let rd = run_dir.to_string_lossy().into_owned();
+
+    let out = qemu_run(
+        &[
+            "--no-build",
+            "--run-dir",
+            &rd,
+            "-e",
+            "1: write /x hi",
+            "-e",
+            "2: cat /x",
+        ],
+        Path::new(CTL),
+        Duration::from_secs(300),
+    )
+    .expect("qemu-run.sh");
+    let text = out.text();
+    assert_eq!(out.code, Some(0), "qemu-run.sh -e: {text}");
+    assert!(
+        text.lines().any(|l| l == "[n2] hi"),
+        "no `[n2] hi` in: {text}"
+    );
+    assert!(
+        text.lines().any(|l| l == "[n1] ok"),
+        "no `[n1] ok` in: {text}"
+    );
+    assert_nothing_left(&run_dir, &shm_before);
+
+    let out = qemu_run(
+        &[
+            "--no-build",
+            "--run-dir",
+            &rd,
+            "-e",
+            "1: cat /does/not/exist",
+            "-e",
+            "1: uptime",
+        ],
+        Path::new(CTL),
+        Duration::from_secs(300),
+    )
+    .expect("qemu-run.sh");
+    let text = out.text();
+    assert_eq!(out.code, Some(1), "a failing -e command: {text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("[n1] error: ")),
+        "no `[n1] error:` in: {text}"
+    );
+    assert_nothing_left(&run_dir, &shm_before);
+    let _ = fs::remove_dir_all(&run_dir);
+}
+
+#[test]
+fn interrupt_leaves_nothing_behind() {
+    let _serial = serial_guard();
+    let shm_before = shm_files();
+    let run_dir = unique_run_dir("sigint").expect("run dir");
+    let run = RunDir::new(&run_dir);
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo_root().join("qemu-run.sh"))
+        .args(["--no-build", "--run-dir"])
+        .arg(&run_dir)
+        .args(["--cmd-timeout", "600"]);
+    // Keep node 1 busy for far longer than the test waits.
+    for _ in 0..100 {
+        cmd.args(["-e", "1: bench ring 1000000"]);
+    }
+    cmd.env("ONECOPY_CTL", CTL)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("spawn qemu-run.sh");
+    // Wait until the cluster is up (every node joined), then interrupt.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let up = loop {
+        if onecopy_tests::ready::evaluate(
+            &run.log(Instance::Dir),
+            &[run.log(Instance::Node(1)), run.log(Instance::Node(2))],
+        )
+        .is_ready()
+        {
+            break true;
+        }
+        if Instant::now() >= deadline || child.try_wait().ok().flatten().is_some() {
+            break false;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    // Whatever happened, clean up before asserting.
+    let _ = qemu_run(
+        &["stop", "--run-dir", &run_dir.to_string_lossy()],
+        Path::new(CTL),
+        Duration::from_secs(60),
+    );
+    assert!(up, "the cluster did not come up");
+    let status = status.expect("qemu-run.sh did not exit within 30 s of SIGINT");
+    assert_eq!(status.code(), Some(130), "exit status after SIGINT");
+    assert_nothing_left(&run_dir, &shm_before);
+    let _ = fs::remove_dir_all(&run_dir);
+}
+
+// ------------------------------------------------------------ node killed
+
+#[test]
+fn killed_node_is_detected_and_others_keep_working() {
+    with_cluster(opts("kill").nodes(2), |c| {
+        c.exec_ok(1, "write /before.txt written before the kill")?;
+        c.kill_node(2)?;
+        let st = c.wait_exit("node2", Duration::from_secs(10))?;
+        assert_ne!(
+            st,
+            Some(1),
+            "a SIGKILLed node cannot have shut down cleanly"
+        );
+        // Node 1 and the directory carry on.
+        assert_eq!(
+            c.exec_ok(1, "cat /before.txt")?.lines,
+            vec!["written before the kill".to_string()]
+        );
+        c.exec_ok(1, "write /after.txt still working")?;
+        // The directory notices the silent node.
+        c.wait_log("dir", r"node 2 failed", Duration::from_secs(60))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = c.exec_ok(1, "nodes")?.text();
+            match node_line(&text, 2) {
+                Some(l) if !is_up(&l) => break,
+                _ if Instant::now() >= deadline => {
+                    return Err(Error::Usage(format!(
+                        "node 1 still sees node 2 up:\n{text}"
+                    )))
+                }
+                _ => thread::sleep(Duration::from_millis(500)),
+            }
+        }
+        c.exec_ok(1, "uptime")?;
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------- harness sanity
+
+#[test]
+fn host_tools_exist() {
+    for tool in ["mkfs", "inspect"] {
+        let p = onecopy_tests::host_tool(tool);
+        assert!(
+            p.is_file(),
+            "{} missing: run cargo build --release -p dirsvc --bins",
+            p.display()
+        );
+    }
+    let kernel = onecopy_tests::target_dir().join("x86_64-unknown-none/release/onecopy-kernel");
+    assert!(
+        kernel.is_file(),
+        "{} missing: run cargo build --release -p onecopy-kernel --target x86_64-unknown-none",
+        kernel.display()
+    );
+    let mut cmd = Command::new(CTL);
+    cmd.arg("--help");
+    let out = run_with_timeout(cmd, Duration::from_secs(10)).expect("onecopy-ctl --help");
+    assert_eq!(out.code, Some(0));
+}

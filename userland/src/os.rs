@@ -85,4 +85,26 @@ pub trait Os {
     fn cluster(&mut self) -> ClusterInfo;
     /// `count` empty round trips to the directory.
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno>;
+
+    /// Page-cache counters of this node as `(name, value)` lines
+    /// (`cache stats`).
+    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Give back every cached page through the protocol (`cache drop`);
+    /// returns a one-line summary.
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Map a whole file and read it through the mapping: `(crc32, size)`.
+    fn mmap_read(&mut self, _path: &str) -> Result<(u32, u64), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Directory counters as `(name, value)` lines (`dir stats`).
+    fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        Err(Errno::NotSupported)
+    }
 }

@@ -228,6 +228,38 @@ static COMMANDS: &[Command] = &[
         run: cmd_bench_ring,
     },
     Command {
+        name: "cache stats",
+        usage: "cache stats",
+        help: "page-cache mode and counters of this node",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_cache_stats,
+    },
+    Command {
+        name: "cache drop",
+        usage: "cache drop",
+        help: "give back every cached page of this node through the protocol",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_cache_drop,
+    },
+    Command {
+        name: "mmap-read",
+        usage: "mmap-read PATH",
+        help: "map a file (zero copy) and print the crc32 of its bytes read through the mapping",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_mmap_read,
+    },
+    Command {
+        name: "dir stats",
+        usage: "dir stats",
+        help: "directory counters: entries, bytes per entry, ops, batches, disk I/O",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_dir_stats,
+    },
+    Command {
         name: "shutdown",
         usage: "shutdown",
         help: "shut this node down",
@@ -723,6 +755,46 @@ fn cmd_nodes(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
         ));
     }
     ctx.print(&out);
+    Ok(())
+}
+
+fn print_pairs(ctx: &mut Ctx<'_>, pairs: &[(String, String)]) {
+    let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (k, v) in pairs {
+        out.push_str(&format!("{:<width$}  {}\n", one_line(k), one_line(v)));
+    }
+    ctx.print(&out);
+}
+
+fn cmd_cache_stats(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    let pairs = ctx
+        .os
+        .cache_stats()
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    print_pairs(ctx, &pairs);
+    Ok(())
+}
+
+fn cmd_cache_drop(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    let line = ctx
+        .os
+        .cache_drop()
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    ctx.println(&line);
+    Ok(())
+}
+
+fn cmd_mmap_read(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let path = args.path(0)?;
+    let (crc, size) = ctx.os.mmap_read(&path).map_err(at(&path))?;
+    ctx.println(&format!("crc32={crc:08x} size={size}"));
+    Ok(())
+}
+
+fn cmd_dir_stats(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    let pairs = ctx.os.dir_stats().map_err(|e| Error::Msg(format!("{e}")))?;
+    print_pairs(ctx, &pairs);
     Ok(())
 }
 

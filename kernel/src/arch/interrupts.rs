@@ -198,8 +198,7 @@ pub fn init_idt() {
             idt.overflow.set_handler_addr(addr(isr_stub_4));
             idt.bound_range_exceeded.set_handler_addr(addr(isr_stub_5));
             idt.invalid_opcode.set_handler_addr(addr(isr_stub_6));
-            idt.device_not_available
-                .set_handler_addr(addr(isr_stub_7));
+            idt.device_not_available.set_handler_addr(addr(isr_stub_7));
             idt.double_fault
                 .set_handler_addr(addr(isr_stub_8))
                 .set_stack_index(super::gdt::DOUBLE_FAULT_IST);

@@ -23,7 +23,10 @@ pub struct KernelHal;
 unsafe impl Hal for KernelHal {
     fn dma_alloc(pages: usize, _dir: BufferDirection) -> (PhysAddr, NonNull<u8>) {
         let pa = frames::alloc_contiguous(pages).expect("out of memory for virtio DMA");
-        (pa, NonNull::new(pa as *mut u8).expect("frame 0 is never allocated"))
+        (
+            pa,
+            NonNull::new(pa as *mut u8).expect("frame 0 is never allocated"),
+        )
     }
 
     unsafe fn dma_dealloc(pa: PhysAddr, _va: NonNull<u8>, pages: usize) -> i32 {

@@ -6,6 +6,7 @@
 //! up when the directory's heartbeat stops for [`DIR_SILENT_NS`] or the call
 //! exceeds the configured RPC timeout, and reports "directory unavailable".
 
+pub mod coherent;
 pub mod vfs;
 
 use alloc::format;
@@ -15,6 +16,7 @@ use alloc::vec::Vec;
 use dirsvc::client::Client;
 use dirsvc::config::BootConfig;
 use dirsvc::layout::{DirState, Header, Layout, LayoutError, NodeState};
+use dirsvc::pagecache::Mode;
 use dirsvc::proto::{Errno, Request, Response};
 use dirsvc::shm::RawShm;
 use spin::Once;
@@ -36,6 +38,11 @@ const BOOT_WAIT_NS: u64 = 15_000_000_000;
 static SHM: Once<RawShm> = Once::new();
 static HB: Once<(Layout, u32)> = Once::new();
 
+/// The shared region (set before anything else runs on a node).
+pub fn shm() -> &'static RawShm {
+    SHM.get().expect("shared region initialised at node start")
+}
+
 /// Timer hook: bump this node's heartbeat every 10 ms.
 fn tick() {
     if !crate::arch::interrupts::ticks().is_multiple_of(10) {
@@ -55,6 +62,19 @@ struct Conn {
     rpc_timeout_ns: u64,
     /// Set once "directory unavailable" was logged, cleared on success.
     reported: bool,
+    mode: Mode,
+    remote_limit: usize,
+    /// Wait state of the current asynchronous exchange (reset on progress).
+    wait: Option<WaitState>,
+    /// Last directory heartbeat seen and when it changed.
+    dir_hb: (u64, u64),
+}
+
+/// Progress tracking for [`coherent::Transport::wait`].
+struct WaitState {
+    start: u64,
+    last_hb: u64,
+    last_change: u64,
 }
 
 /// A wait closure: spin, then halt; false on timeout or a silent directory.
@@ -65,6 +85,7 @@ fn waiter(shm: &'static RawShm, layout: Layout, timeout_ns: u64) -> impl FnMut()
     let mut last_hb = 0;
     let mut last_change = 0;
     move || {
+        coherent::service(shm);
         let now = time::now_ns();
         let h = Header::new(shm, layout);
         let t0 = *start.get_or_insert_with(|| {
@@ -97,7 +118,23 @@ impl Conn {
             log::warn!("directory unavailable: {why}");
             self.reported = true;
         }
+        self.disconnect_if_dir_silent();
         Errno::Unavailable
+    }
+
+    /// A directory whose heartbeat stopped is gone: leave the shared cache
+    /// (no remote mapping survives) until a later join succeeds.
+    fn disconnect_if_dir_silent(&mut self) {
+        let Some(layout) = self.layout else { return };
+        let hb = Header::new(self.shm, layout).dir_heartbeat();
+        let now = time::now_ns();
+        if hb != self.dir_hb.0 {
+            self.dir_hb = (hb, now);
+        } else if now - self.dir_hb.1 > DIR_SILENT_NS && self.client.is_some() {
+            log::warn!("directory silent: disconnecting from the shared cache, unmapping every remote page");
+            self.client = None;
+            coherent::disconnect();
+        }
     }
 
     /// Read and validate the header, waiting up to `wait_ns` for the
@@ -136,7 +173,21 @@ impl Conn {
         let mut w = waiter(self.shm, layout, wait_ns.max(1_000_000_000));
         match Client::join(self.shm, layout, self.id, nonce, &mut w) {
             Ok(c) => {
-                log::info!("node {} joined cluster epoch {}", self.id, c.epoch());
+                log::info!(
+                    "node {} joined cluster epoch {} (mode {})",
+                    self.id,
+                    c.epoch(),
+                    self.mode.as_str()
+                );
+                if self.mode.single_copy() {
+                    coherent::reset(
+                        layout,
+                        self.id,
+                        self.mode,
+                        self.remote_limit,
+                        self.shm.base() as u64,
+                    );
+                }
                 if h.dir_state() == Some(DirState::NoStorage) {
                     log::warn!(
                         "directory unavailable: the directory has no storage (see its log); \
@@ -153,6 +204,7 @@ impl Conn {
 
     /// Check membership; rejoin if the directory declared us failed.
     fn check(&mut self) {
+        self.disconnect_if_dir_silent();
         let Some(layout) = self.layout else { return };
         let h = Header::new(self.shm, layout);
         if self.client.is_some() && h.node_state(self.id) == Some(NodeState::Failed) {
@@ -163,17 +215,23 @@ impl Conn {
     }
 }
 
-impl Rpc for Conn {
-    fn call(&mut self, req: &Request) -> Result<Response, Errno> {
+impl Conn {
+    fn ensure_joined(&mut self) -> Result<Layout, Errno> {
         if self.client.is_none() {
             // Not joined (yet): try once more, briefly.
             self.join(500_000_000)?;
         }
         let layout = self.layout.ok_or(Errno::Unavailable)?;
-        let h = Header::new(self.shm, layout);
-        if h.node_state(self.id) == Some(NodeState::Failed) {
+        if Header::new(self.shm, layout).node_state(self.id) == Some(NodeState::Failed) {
             self.check();
         }
+        Ok(layout)
+    }
+}
+
+impl coherent::Transport for Conn {
+    fn call(&mut self, req: &Request) -> Result<Response, Errno> {
+        let layout = self.ensure_joined()?;
         let mut w = waiter(self.shm, layout, self.rpc_timeout_ns);
         let shm = self.shm;
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
@@ -188,6 +246,57 @@ impl Rpc for Conn {
         }
     }
 
+    fn send(&mut self, req: &Request) -> Result<u32, Errno> {
+        let layout = self.ensure_joined()?;
+        let mut w = waiter(self.shm, layout, self.rpc_timeout_ns);
+        let shm = self.shm;
+        let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
+        client.send(shm, req, &mut w)
+    }
+
+    fn recv(&mut self) -> Result<Option<(u32, dirsvc::proto::Desc)>, Errno> {
+        let shm = self.shm;
+        let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
+        let r = client.recv(shm)?;
+        if r.is_some() {
+            self.wait = None; // progress
+        }
+        Ok(r)
+    }
+
+    fn wait(&mut self) -> bool {
+        let Some(layout) = self.layout else {
+            return false;
+        };
+        coherent::service(self.shm);
+        let now = time::now_ns();
+        let h = Header::new(self.shm, layout);
+        let w = self.wait.get_or_insert_with(|| WaitState {
+            start: now,
+            last_hb: h.dir_heartbeat(),
+            last_change: now,
+        });
+        let hb = h.dir_heartbeat();
+        if hb != w.last_hb {
+            w.last_hb = hb;
+            w.last_change = now;
+        }
+        let ok = now - w.start <= self.rpc_timeout_ns && now - w.last_change <= DIR_SILENT_NS;
+        if !ok {
+            self.wait = None;
+            self.unavailable("no answer (timeout or no heartbeat)");
+            return false;
+        }
+        if now - w.start < SPIN_NS {
+            cpu::pause();
+        } else {
+            cpu::wait_for_interrupt();
+        }
+        true
+    }
+}
+
+impl Rpc for Conn {
     fn client(&self) -> Option<&Client> {
         self.client.as_ref()
     }
@@ -222,7 +331,7 @@ impl Os for NodeOs {
         self.vfs.fsync(&mut self.conn, fd)
     }
     fn close(&mut self, fd: Fd) -> Result<(), Errno> {
-        self.vfs.close(fd)
+        self.vfs.close(&mut self.conn, fd)
     }
     fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
         self.vfs.stat(&mut self.conn, path)
@@ -285,8 +394,109 @@ impl Os for NodeOs {
         }
     }
 
+    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        let mode = self.vfs.mode();
+        let mut v: Vec<(String, String)> = Vec::new();
+        let mut put = |k: &str, x: String| v.push((k.to_string(), x));
+        put("mode", mode.as_str().to_string());
+        if !mode.single_copy() {
+            let (hits, fetched, cached) = self.vfs.private_stats();
+            put("resident pages (private copies)", format!("{cached}"));
+            put("remote mappings", "0".to_string());
+            put("hits local", format!("{hits}"));
+            put("hits remote", "0".to_string());
+            put("misses", format!("{fetched}"));
+            put("disk reads caused (pages)", format!("{fetched}"));
+            return Ok(v);
+        }
+        let (c, (owned, remote, private), free, pool) = coherent::with(|c| {
+            (
+                c.cache.stats(),
+                c.cache.counts(),
+                c.cache.free_frames(),
+                c.cache.pool_frames(),
+            )
+        })
+        .ok_or(Errno::Unavailable)?;
+        put("resident owned pages", format!("{owned}"));
+        put("remote mappings", format!("{remote}"));
+        put("private copies", format!("{private}"));
+        put("pool frames free/total", format!("{free}/{pool}"));
+        put("hits local", format!("{}", c.hits_local));
+        put("hits remote", format!("{}", c.hits_remote));
+        put("hits private", format!("{}", c.hits_private));
+        put("misses", format!("{}", c.misses));
+        put("disk reads caused (fills)", format!("{}", c.fills));
+        put("remote maps (CM-R)", format!("{}", c.remote_maps));
+        put("retries", format!("{}", c.retries));
+        put("invalidations sent", format!("{}", c.invs_sent));
+        put("invalidations received", format!("{}", c.invs_received));
+        put("remote drops", format!("{}", c.drops));
+        put("write-backs", format!("{}", c.writebacks));
+        put("refused mappings", format!("{}", c.refused_maps));
+        Ok(v)
+    }
+
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        if !self.vfs.mode().single_copy() {
+            self.vfs.drop_cache();
+            return Ok("dropped the private cache".to_string());
+        }
+        self.vfs.sync(&mut self.conn)?;
+        let (owned, remote) = coherent::drop_all(&mut self.conn)?;
+        Ok(format!(
+            "invalidated {owned} owned pages, dropped {remote} remote mappings"
+        ))
+    }
+
+    fn mmap_read(&mut self, path: &str) -> Result<(u32, u64), Errno> {
+        if !self.vfs.mode().single_copy() {
+            return Err(Errno::NotSupported);
+        }
+        let fd = self.vfs.open(&mut self.conn, path, OpenFlags::default())?;
+        let r = self.mmap_read_fd(fd);
+        let _ = self.vfs.close(&mut self.conn, fd);
+        r
+    }
+
+    fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        use coherent::Transport;
+        let Response::Stats(s) = self.conn.call(&Request::Stats)? else {
+            return Err(Errno::Io);
+        };
+        let Response::PageStats(p) = self.conn.call(&Request::PageStats)? else {
+            return Err(Errno::Io);
+        };
+        let mut v: Vec<(String, String)> = Vec::new();
+        let mut put = |k: &str, x: String| v.push((k.to_string(), x));
+        put("page entries", format!("{}", p[0]));
+        put(
+            "bytes per entry",
+            format!("{}", dirsvc::pagedir::BYTES_PER_ENTRY),
+        );
+        put("requests served", format!("{}", s.requests));
+        put("page requests", format!("{}", p[1]));
+        put("fills from disk", format!("{}", p[2]));
+        put("remote mappings granted", format!("{}", p[3]));
+        put("invalidations sent (DIR_INV)", format!("{}", p[4]));
+        put("write-backs", format!("{}", p[5]));
+        put("largest batch (requests/sweep)", format!("{}", p[6]));
+        put("disk blocks read", format!("{}", s.disk_reads));
+        put("disk blocks written", format!("{}", s.disk_writes));
+        put(
+            "inodes used/total",
+            format!("{}/{}", s.inodes_used, s.inodes_total),
+        );
+        put(
+            "blocks used/total",
+            format!("{}/{}", s.blocks_used, s.blocks_total),
+        );
+        Ok(v)
+    }
+
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
         // Warm up (wakes a halted directory), then time each round trip.
+        use coherent::Transport;
         for _ in 0..16 {
             self.conn.call(&Request::Nop)?;
         }
@@ -297,6 +507,47 @@ impl Os for NodeOs {
             out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
         }
         Ok(out)
+    }
+}
+
+impl NodeOs {
+    /// Map the file through the mmap window (zero copy: page-table entries
+    /// point at our frames or the owners' frames in BAR2) and read it
+    /// through the mapping. Pages invalidated while the window was being
+    /// built are mapped again.
+    fn mmap_read_fd(&mut self, fd: Fd) -> Result<(u32, u64), Errno> {
+        let (ino, size) = self.vfs.fd_info(fd)?;
+        let pages = size.div_ceil(4096);
+        let mut attempts = 0;
+        let base = loop {
+            attempts += 1;
+            let base = coherent::mmap(&mut self.conn, ino, pages)?;
+            let all =
+                (0..pages).all(|idx| coherent::is_mapped(&dirsvc::pagedir::PageKey { ino, idx }));
+            if all {
+                break base;
+            }
+            if attempts > 100 {
+                coherent::munmap();
+                return Err(Errno::Io);
+            }
+        };
+        let mut h = crc32fast::Hasher::new();
+        let mut page = [0u8; 4096];
+        for idx in 0..pages {
+            let n = ((size - idx * 4096) as usize).min(4096);
+            let va = (base + idx * 4096) as *const u8;
+            for (i, b) in page[..n].iter_mut().enumerate() {
+                // SAFETY: `va..va+4096` was mapped by `coherent::mmap` to a
+                // frame of the shared region and checked above; no wait
+                // (hence no invalidation) happens before the reads, and
+                // volatile loads never create references into it.
+                *b = unsafe { core::ptr::read_volatile(va.add(i)) };
+            }
+            h.update(&page[..n]);
+        }
+        coherent::munmap();
+        Ok((h.finalize(), size))
     }
 }
 
@@ -313,8 +564,12 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
             client: None,
             rpc_timeout_ns: cfg.rpc_timeout_ms * 1_000_000,
             reported: false,
+            mode: cfg.mode,
+            remote_limit: cfg.remote_limit as usize,
+            wait: None,
+            dir_hb: (0, 0),
         },
-        vfs: Vfs::new(shm),
+        vfs: Vfs::new(shm, cfg.mode),
     };
     if os.conn.join(BOOT_WAIT_NS).is_err() {
         log::warn!("starting the shell without the directory (directory unavailable)");
@@ -330,6 +585,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
                 last_check = now;
                 os.conn.check();
             }
+            coherent::service(shm);
             cpu::wait_for_interrupt();
             continue;
         };

@@ -14,6 +14,9 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use dirsvc::client::Client;
+use dirsvc::pagecache::Mode;
+
+use super::coherent::{self, Transport};
 use dirsvc::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
 use dirsvc::shm::{RawShm, SharedMem};
 use userland::os::{Fd, OpenFlags};
@@ -39,26 +42,36 @@ struct CachedFile {
 /// The VFS of one node.
 pub struct Vfs {
     shm: &'static RawShm,
+    mode: Mode,
+    /// Private mode: page reads served from the cache / fetched.
+    hits: u64,
+    misses: u64,
     files: Vec<Option<OpenFile>>,
     cache: BTreeMap<u64, CachedFile>,
     cached_pages: usize,
 }
 
-/// How the VFS reaches the directory: the joined client plus a way to wait.
-pub trait Rpc {
-    /// One call, or `Unavailable` when not connected / timed out.
-    fn call(&mut self, req: &Request) -> Result<Response, Errno>;
-    /// The client (for bulk slot geometry), if joined.
+/// How the VFS reaches the directory: the transport plus the joined
+/// client (for bulk slot geometry).
+pub trait Rpc: Transport {
+    /// The client, if joined.
     fn client(&self) -> Option<&Client>;
+}
+
+fn t(rpc: &mut dyn Rpc) -> &mut dyn Transport {
+    rpc
 }
 
 impl Vfs {
     /// An empty VFS over the shared region.
-    pub fn new(shm: &'static RawShm) -> Vfs {
+    pub fn new(shm: &'static RawShm, mode: Mode) -> Vfs {
         let mut files = Vec::new();
         files.resize_with(MAX_FILES, || None);
         Vfs {
             shm,
+            mode,
+            hits: 0,
+            misses: 0,
             files,
             cache: BTreeMap::new(),
             cached_pages: 0,
@@ -78,10 +91,48 @@ impl Vfs {
     }
 
     fn call(&mut self, rpc: &mut dyn Rpc, req: &Request) -> Result<Response, Errno> {
-        rpc.call(req)
+        t(rpc).call(req)
     }
 
-    fn path_op(&mut self, rpc: &mut dyn Rpc, op: Op, path: &str, exclusive: bool) -> Result<Response, Errno> {
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Private-mode counters: (page hits, pages fetched, pages cached).
+    pub fn private_stats(&self) -> (u64, u64, usize) {
+        (self.hits, self.misses, self.cached_pages)
+    }
+
+    fn size_of(&self, ino: u64) -> u64 {
+        self.cache.get(&ino).map(|c| c.size).unwrap_or(0)
+    }
+
+    /// Refresh the size of `ino` from the directory.
+    fn refresh(&mut self, rpc: &mut dyn Rpc, ino: u64) -> Result<u64, Errno> {
+        let a = Self::attr_of(self.call(rpc, &Request::Getattr { ino })?)?;
+        if self.mode.single_copy() {
+            // Pages are kept coherent by the protocol; only the size moves.
+            let e = self.cache.entry(ino).or_insert(CachedFile {
+                version: a.version,
+                size: a.size,
+                pages: BTreeMap::new(),
+            });
+            e.size = a.size;
+            e.version = a.version;
+        } else {
+            self.revalidate(&a);
+        }
+        Ok(a.size)
+    }
+
+    fn path_op(
+        &mut self,
+        rpc: &mut dyn Rpc,
+        op: Op,
+        path: &str,
+        exclusive: bool,
+    ) -> Result<Response, Errno> {
         let (off, cap) = self.slot(rpc, 0)?;
         if path.len() > cap || path.len() > dirsvc::proto::MAX_PATH {
             return Err(Errno::NameTooLong);
@@ -142,7 +193,13 @@ impl Vfs {
             return Err(Errno::IsDir);
         }
         if flags.truncate && a.size != 0 {
-            a = Self::attr_of(self.call(rpc, &Request::Setattr { ino: a.ino, size: 0 })?)?;
+            a = Self::attr_of(self.call(
+                rpc,
+                &Request::Setattr {
+                    ino: a.ino,
+                    size: 0,
+                },
+            )?)?;
         }
         self.revalidate(&a);
         self.files[slot] = Some(OpenFile {
@@ -160,10 +217,19 @@ impl Vfs {
             .ok_or(Errno::BadFd)
     }
 
-    /// Close a descriptor.
-    pub fn close(&mut self, fd: Fd) -> Result<(), Errno> {
+    /// Close a descriptor (relaxed mode writes back our private copies:
+    /// close-to-open consistency).
+    pub fn close(&mut self, rpc: &mut dyn Rpc, fd: Fd) -> Result<(), Errno> {
         let f = self.files.get_mut(fd.0 as usize).ok_or(Errno::BadFd)?;
-        f.take().map(|_| ()).ok_or(Errno::BadFd)
+        let f = f.take().ok_or(Errno::BadFd)?;
+        if self.mode == Mode::Relaxed {
+            let dirty =
+                coherent::with(|c| !c.cache.private_pages(f.ino).is_empty()).unwrap_or(false);
+            if dirty {
+                self.fsync_ino(rpc, f.ino)?;
+            }
+        }
+        Ok(())
     }
 
     /// Fetch pages `[first, first+n)` of `ino` from the directory into the
@@ -207,6 +273,7 @@ impl Vfs {
                 self.cached_pages += 1;
             }
         }
+        self.misses += n as u64;
         Ok(())
     }
 
@@ -216,18 +283,36 @@ impl Vfs {
             let f = self.file(fd)?;
             (f.ino, f.pos)
         };
-        let size = self.cache.get(&ino).map(|c| c.size).unwrap_or(0);
-        if pos >= size || buf.is_empty() {
+        let mut size = self.size_of(ino);
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if pos >= size && self.mode.single_copy() {
+            // Another node may have extended the file (strong mode).
+            size = self.refresh(rpc, ino)?;
+        }
+        if pos >= size {
             return Ok(0);
         }
         let want = (buf.len() as u64).min(size - pos) as usize;
+        if self.mode.single_copy() {
+            let n = coherent::read(t(rpc), ino, pos, &mut buf[..want])?;
+            coherent::trim(t(rpc))?;
+            self.file(fd)?.pos = pos + n as u64;
+            return Ok(n);
+        }
         let mut done = 0;
         while done < want {
             let at = pos + done as u64;
             let idx = at / PAGE as u64;
             let in_page = (at % PAGE as u64) as usize;
-            let cached = self.cache.get(&ino).is_some_and(|c| c.pages.contains_key(&idx));
-            if !cached {
+            let cached = self
+                .cache
+                .get(&ino)
+                .is_some_and(|c| c.pages.contains_key(&idx));
+            if cached {
+                self.hits += 1;
+            } else {
                 let pages_left = (want - done + in_page).div_ceil(PAGE);
                 self.fetch(rpc, ino, idx, pages_left)?;
             }
@@ -249,7 +334,25 @@ impl Vfs {
             (f.ino, f.append, f.pos)
         };
         if append {
-            pos = self.cache.get(&ino).map(|c| c.size).unwrap_or(0);
+            pos = if self.mode.single_copy() {
+                self.refresh(rpc, ino)?
+            } else {
+                self.size_of(ino)
+            };
+        }
+        if self.mode.single_copy() {
+            let end = pos + data.len() as u64;
+            if end > self.size_of(ino) {
+                // Grow the file first so that every reader sees the size.
+                let a = Self::attr_of(self.call(rpc, &Request::Setattr { ino, size: end })?)?;
+                if let Some(c) = self.cache.get_mut(&ino) {
+                    c.size = a.size;
+                    c.version = a.version;
+                }
+            }
+            let n = coherent::write(t(rpc), ino, pos, data)?;
+            self.file(fd)?.pos = pos + n as u64;
+            return Ok(n);
         }
         let (off, cap) = self.slot(rpc, 2)?;
         let mut done = 0;
@@ -323,12 +426,40 @@ impl Vfs {
     /// Flush an open file.
     pub fn fsync(&mut self, rpc: &mut dyn Rpc, fd: Fd) -> Result<(), Errno> {
         let ino = self.file(fd)?.ino;
+        self.fsync_ino(rpc, ino)
+    }
+
+    fn fsync_ino(&mut self, rpc: &mut dyn Rpc, ino: u64) -> Result<(), Errno> {
+        if self.mode.single_copy() {
+            let size = self.size_of(ino);
+            let bulk = self.slot(rpc, 2)?;
+            return coherent::fsync(t(rpc), ino, size, bulk);
+        }
         self.call(rpc, &Request::Fsync { ino }).map(|_| ())
     }
 
     /// Flush everything.
     pub fn sync(&mut self, rpc: &mut dyn Rpc) -> Result<(), Errno> {
+        if self.mode.single_copy() {
+            let inos = coherent::with(|c| c.cache.dirty_inodes()).unwrap_or_default();
+            for ino in inos {
+                if !self.cache.contains_key(&ino) {
+                    self.refresh(rpc, ino)?;
+                }
+                self.fsync_ino(rpc, ino)?;
+            }
+        }
         self.call(rpc, &Request::Fsync { ino: 0 }).map(|_| ())
+    }
+
+    /// The inode and size of an open file.
+    pub fn fd_info(&self, fd: Fd) -> Result<(u64, u64), Errno> {
+        let f = self
+            .files
+            .get(fd.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or(Errno::BadFd)?;
+        Ok((f.ino, self.size_of(f.ino)))
     }
 
     /// List a directory, sorted by name.

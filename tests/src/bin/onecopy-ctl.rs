@@ -10,7 +10,7 @@
 //! `error:` or timed out), 2 wrong usage.
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -200,12 +200,12 @@ fn cmd_exec(args: &[String]) -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     let mut consoles: BTreeMap<u8, Console> = BTreeMap::new();
-    let mut broken: BTreeSet<u8> = BTreeSet::new();
+    let mut broken: BTreeMap<u8, &'static str> = BTreeMap::new();
     let mut failed = false;
     for (node, cmd) in specs {
         print_line(node, &format!("n{node}> {cmd}"));
-        if broken.contains(&node) {
-            print_line(node, "error: skipped (this node's console failed earlier)");
+        if let Some(why) = broken.get(&node) {
+            print_line(node, &format!("error: skipped ({why})"));
             failed = true;
             continue;
         }
@@ -218,7 +218,7 @@ fn cmd_exec(args: &[String]) -> ExitCode {
                     Ok(c) => v.insert(c),
                     Err(e) => {
                         print_line(node, &format!("error: cannot reach the shell: {e}"));
-                        broken.insert(node);
+                        broken.insert(node, "its shell could not be reached");
                         failed = true;
                         continue;
                     }
@@ -237,7 +237,7 @@ fn cmd_exec(args: &[String]) -> ExitCode {
                 }
                 if out.closed {
                     consoles.remove(&node);
-                    broken.insert(node);
+                    broken.insert(node, "its console closed: the instance exited");
                 }
             }
             Err(Error::Timeout { partial, .. }) => {
@@ -252,13 +252,13 @@ fn cmd_exec(args: &[String]) -> ExitCode {
                     ),
                 );
                 consoles.remove(&node);
-                broken.insert(node);
+                broken.insert(node, "an earlier command on this node timed out");
                 failed = true;
             }
             Err(e) => {
                 print_line(node, &format!("error: {e}"));
                 consoles.remove(&node);
-                broken.insert(node);
+                broken.insert(node, "its console failed earlier");
                 failed = true;
             }
         }

@@ -1,0 +1,551 @@
+//! The single-copy data path (modes `strong` and `relaxed`): the node side
+//! of the DPC protocol over the rings, with [`dirsvc::pagecache::NodeCache`]
+//! doing the bookkeeping.
+//!
+//! * Reads: local hit (our frame) or remote hit (CH-R: the owner's frame)
+//!   copy straight from the shared region; misses go out as one batch of
+//!   page READs (up to [`BATCH`] descriptors published together) and come
+//!   back as fills into our pre-allocated frames (CM) or mappings of a
+//!   peer's frame (CM-R).
+//! * Strong writes: into our frame, or straight into the owner's frame (a
+//!   single copy, so every reader sees it at once); a full-page write miss
+//!   goes through LOOKUP_LOCK / UNLOCK.
+//! * Relaxed writes: into our frame, or into a private copy of a peer's
+//!   page, written back through the storage server at fsync/close, which
+//!   reconciles the owner's frame.
+//! * Reclaim: when our pool runs dry, the oldest owned pages are
+//!   invalidated in a batch (BATCH_INV); dirty ones are written back by the
+//!   directory before it answers.
+//! * Invalidations (DIR_INV) are serviced whenever this node waits or
+//!   idles: the page is forgotten, unmapped from the mmap window with a TLB
+//!   flush, then acknowledged on the ack ring.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use dirsvc::client::Notifier;
+use dirsvc::layout::Layout;
+use dirsvc::pagecache::{Hit, Installed, Mode, NodeCache, PAGE};
+use dirsvc::pagedir::{PageKey, PageReply, PageReq};
+use dirsvc::proto::{op_of, Errno, Op, Request, Response};
+use dirsvc::shm::{RawShm, SharedMem};
+use spin::Mutex;
+
+use crate::mm::paging;
+
+/// Page requests published together.
+pub const BATCH: usize = 32;
+/// Rounds of `Retry` before a page operation gives up.
+const MAX_RETRIES: u32 = 20_000;
+/// Base of the mmap window (lower half, canonical, far from RAM).
+pub const MMAP_BASE: u64 = 0x0000_1000_0000_0000;
+
+/// The node's coherence state, reachable from the wait loop.
+pub struct Coherence {
+    notifier: Notifier,
+    /// Bookkeeping.
+    pub cache: NodeCache,
+    layout: Layout,
+    /// Pages mapped in the mmap window, by page -> virtual address.
+    mapped: BTreeMap<PageKey, u64>,
+    /// Physical address of the shared region (BAR2).
+    bar_pa: u64,
+}
+
+static COH: Mutex<Option<Coherence>> = Mutex::new(None);
+
+/// (Re)initialise after a join: fresh notify/ack endpoints, an empty cache
+/// over our pool, nothing mapped.
+pub fn reset(layout: Layout, node: u32, mode: Mode, remote_limit: usize, bar_pa: u64) {
+    let mut g = COH.lock();
+    if let Some(old) = g.as_ref() {
+        for va in old.mapped.values() {
+            paging::unmap_4k(*va);
+        }
+    }
+    *g = Some(Coherence {
+        notifier: Notifier::new(&layout, node),
+        cache: NodeCache::new(mode, layout.pool_gfns(node), remote_limit),
+        layout,
+        mapped: BTreeMap::new(),
+        bar_pa,
+    });
+}
+
+/// Run `f` on the coherence state, if joined. Never call a wait from `f`.
+pub fn with<R>(f: impl FnOnce(&mut Coherence) -> R) -> Option<R> {
+    COH.lock().as_mut().map(f)
+}
+
+/// Service pending invalidations: forget, unmap + flush, acknowledge.
+/// Returns how many were handled. Called from every wait and the idle loop.
+pub fn service(shm: &RawShm) -> usize {
+    let mut g = COH.lock();
+    let Some(c) = g.as_mut() else { return 0 };
+    let mut n = 0;
+    loop {
+        let key = match c.notifier.poll(shm) {
+            Ok(Some(k)) => k,
+            Ok(None) => break,
+            Err(e) => {
+                log::warn!("notify ring: {e}; dropping the notice");
+                continue;
+            }
+        };
+        let dirty = c.cache.invalidate(&key);
+        if let Some(va) = c.mapped.remove(&key) {
+            paging::unmap_4k(va); // includes the TLB flush, before the ack
+        }
+        let mut spins = 0u32;
+        if c.notifier
+            .ack(shm, key, dirty, &mut || {
+                spins += 1;
+                spins < 10_000_000
+            })
+            .is_err()
+        {
+            log::warn!("ack ring stuck; the directory will time this node out");
+        }
+        n += 1;
+    }
+    n
+}
+
+/// The transport the data path needs (implemented by the node's `Conn`).
+pub trait Transport {
+    /// Publish a request; returns its tag.
+    fn send(&mut self, req: &Request) -> Result<u32, Errno>;
+    /// A response, if one is waiting.
+    fn recv(&mut self) -> Result<Option<(u32, dirsvc::proto::Desc)>, Errno>;
+    /// One wait step (services invalidations); false: give up.
+    fn wait(&mut self) -> bool;
+    /// One synchronous call.
+    fn call(&mut self, req: &Request) -> Result<Response, Errno>;
+}
+
+/// Send `reqs` together and collect their answers in order.
+fn page_calls(t: &mut dyn Transport, reqs: &[PageReq]) -> Result<Vec<PageReply>, Errno> {
+    let mut tags = Vec::with_capacity(reqs.len());
+    for r in reqs {
+        let req = Request::Page(*r);
+        tags.push((t.send(&req)?, op_of(&req)));
+    }
+    let mut out: Vec<Option<PageReply>> = alloc::vec![None; reqs.len()];
+    let mut left = reqs.len();
+    while left > 0 {
+        match t.recv()? {
+            Some((tag, d)) => {
+                let Some(i) = tags.iter().position(|(t, _)| *t == tag) else {
+                    continue; // a late answer to an abandoned call
+                };
+                let reply = match Response::decode(&d, tags[i].1) {
+                    Ok((_, Response::Page(p))) => p,
+                    Ok((_, Response::Err(e))) => return Err(e),
+                    _ => PageReply::Refused,
+                };
+                if out[i].replace(reply).is_none() {
+                    left -= 1;
+                }
+            }
+            None => {
+                if !t.wait() {
+                    return Err(Errno::Unavailable);
+                }
+            }
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.unwrap_or(PageReply::Refused))
+        .collect())
+}
+
+/// Invalidate up to `n` of our oldest owned pages (one BATCH_INV).
+pub fn reclaim(t: &mut dyn Transport, n: usize) -> Result<usize, Errno> {
+    let victims = with(|c| c.cache.pick_victims(n)).unwrap_or_default();
+    if victims.is_empty() {
+        return Ok(0);
+    }
+    // Our own mappings of these frames go first.
+    with(|c| {
+        for (k, _) in &victims {
+            if let Some(va) = c.mapped.remove(k) {
+                paging::unmap_4k(va);
+            }
+        }
+    });
+    let reqs: Vec<PageReq> = victims
+        .iter()
+        .map(|(key, dirty)| PageReq::Inv {
+            key: *key,
+            dirty: *dirty,
+        })
+        .collect();
+    let replies = page_calls(t, &reqs)?;
+    with(|c| {
+        for ((key, _), r) in victims.iter().zip(&replies) {
+            match r {
+                PageReply::Done { .. } => c.cache.reclaimed(key),
+                _ => c.cache.reclaim_failed(key),
+            }
+        }
+    });
+    Ok(victims.len())
+}
+
+/// Make `keys` resident or mapped here (one batch per [`BATCH`] pages).
+/// `full_write`: the caller will overwrite whole pages (strong mode asks
+/// LOOKUP_LOCK instead of READ). Returns the pages left in E (reserved),
+/// which the caller must write and UNLOCK.
+pub fn resolve(
+    t: &mut dyn Transport,
+    keys: &[PageKey],
+    full_write: bool,
+) -> Result<Vec<(PageKey, u64)>, Errno> {
+    let mut reserved = Vec::new();
+    let mut todo: Vec<PageKey> = keys.to_vec();
+    let mut rounds = 0u32;
+    while !todo.is_empty() {
+        rounds += 1;
+        if rounds > MAX_RETRIES {
+            return Err(Errno::Io);
+        }
+        let mut batch = Vec::new();
+        let mut rest = Vec::new();
+        for key in todo.drain(..) {
+            if batch.len() >= BATCH {
+                rest.push(key);
+                continue;
+            }
+            let hit = with(|c| c.cache.slot(&key).is_some()).unwrap_or(false);
+            if hit {
+                continue;
+            }
+            let req = with(|c| c.cache.start_miss(key, full_write)).ok_or(Errno::Unavailable)?;
+            match req {
+                Some(r) => batch.push((key, r)),
+                None => {
+                    // Pool empty: reclaim, then try this page again.
+                    let freed = reclaim(t, BATCH)?;
+                    if freed == 0 && batch.is_empty() {
+                        return Err(Errno::NoSpace);
+                    }
+                    rest.push(key);
+                }
+            }
+        }
+        todo = rest;
+        if batch.is_empty() {
+            continue;
+        }
+        let reqs: Vec<PageReq> = batch.iter().map(|(_, r)| *r).collect();
+        let replies = page_calls(t, &reqs)?;
+        let shm = crate::node::shm();
+        for ((key, _), reply) in batch.iter().zip(replies) {
+            let r = with(|c| {
+                let layout = c.layout;
+                c.cache
+                    .complete_miss(*key, reply, |gfn| exported(shm, &layout, gfn))
+            })
+            .ok_or(Errno::Unavailable)?;
+            match r {
+                Installed::Local(_) | Installed::Remote(_) => {}
+                Installed::Reserved(gfn) => reserved.push((*key, gfn)),
+                Installed::Retry => todo.push(*key),
+                Installed::Failed => {
+                    return Err(match reply {
+                        PageReply::IoError => Errno::Io,
+                        _ => Errno::Refused,
+                    })
+                }
+            }
+        }
+        if !todo.is_empty() && !t.wait() {
+            return Err(Errno::Unavailable);
+        }
+    }
+    Ok(reserved)
+}
+
+/// Is `gfn` exported by its owner (export bitmap in the region)?
+pub fn exported(shm: &RawShm, layout: &Layout, gfn: u64) -> bool {
+    let Some(node) = layout.gfn_owner(gfn) else {
+        return false;
+    };
+    let (first, _) = layout.pool_gfns(node);
+    let idx = (gfn - first) as usize;
+    let off = layout.bitmap_off + (node as usize - 1) * layout.bitmap_bytes + (idx / 64) * 8;
+    shm.load_u64(off) & (1 << (idx % 64)) != 0
+}
+
+fn frame_off(gfn: u64) -> usize {
+    gfn as usize * PAGE
+}
+
+/// Read `buf.len()` bytes at `pos` of `ino` (the caller clipped to EOF).
+pub fn read(t: &mut dyn Transport, ino: u64, pos: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+    let shm = crate::node::shm();
+    let first = pos / PAGE as u64;
+    let last = (pos + buf.len() as u64).div_ceil(PAGE as u64);
+    let mut done = 0usize;
+    let mut idx = first;
+    while idx < last {
+        // Resolve a batch of upcoming misses at once.
+        let end = (idx + BATCH as u64).min(last);
+        let missing: Vec<PageKey> = (idx..end)
+            .map(|i| PageKey { ino, idx: i })
+            .filter(|k| with(|c| c.cache.slot(k).is_none()).unwrap_or(true))
+            .collect();
+        if !missing.is_empty() {
+            resolve(t, &missing, false)?;
+        }
+        while idx < end {
+            let key = PageKey { ino, idx };
+            let at = pos + done as u64;
+            let in_page = (at % PAGE as u64) as usize;
+            let n = (PAGE - in_page).min(buf.len() - done);
+            let copied = with(|c| match c.cache.lookup(&key) {
+                Hit::Local(g) | Hit::Remote(g) => {
+                    shm.read(frame_off(g) + in_page, &mut buf[done..done + n]);
+                    true
+                }
+                Hit::Private => {
+                    let p = c.cache.private(&key).map(|p| &p[in_page..in_page + n]);
+                    if let Some(p) = p {
+                        buf[done..done + n].copy_from_slice(p);
+                    }
+                    p.is_some()
+                }
+                Hit::Miss => false,
+            })
+            .ok_or(Errno::Unavailable)?;
+            if !copied {
+                // Invalidated while we waited for another page: again.
+                resolve(t, &[key], false)?;
+                continue;
+            }
+            done += n;
+            idx += 1;
+        }
+    }
+    Ok(done)
+}
+
+/// Write `data` at `pos` of `ino`.
+pub fn write(t: &mut dyn Transport, ino: u64, pos: u64, data: &[u8]) -> Result<usize, Errno> {
+    let shm = crate::node::shm();
+    let mode = with(|c| c.cache.mode()).ok_or(Errno::Unavailable)?;
+    let mut done = 0usize;
+    let mut tries = 0u32;
+    while done < data.len() {
+        let at = pos + done as u64;
+        let key = PageKey {
+            ino,
+            idx: at / PAGE as u64,
+        };
+        let in_page = (at % PAGE as u64) as usize;
+        let n = (PAGE - in_page).min(data.len() - done);
+        let chunk = &data[done..done + n];
+        let hit = with(|c| c.cache.lookup(&key)).ok_or(Errno::Unavailable)?;
+        match (hit, mode) {
+            (Hit::Local(g), _) | (Hit::Remote(g), Mode::Strong) => {
+                shm.write(frame_off(g) + in_page, chunk);
+                with(|c| c.cache.mark_dirty(&key));
+            }
+            (Hit::Remote(g), _) => {
+                // Relaxed: a private copy, written back at fsync.
+                let mut p = Box::new([0u8; PAGE]);
+                shm.read(frame_off(g), &mut p[..]);
+                p[in_page..in_page + n].copy_from_slice(chunk);
+                if with(|c| c.cache.make_private(key, p)).unwrap_or(false) {
+                    page_calls(t, &[PageReq::Drop { key, dirty: false }])?;
+                }
+            }
+            (Hit::Private, _) => {
+                with(|c| {
+                    if let Some(p) = c.cache.private_mut(&key) {
+                        p[in_page..in_page + n].copy_from_slice(chunk);
+                    }
+                });
+            }
+            (Hit::Miss, _) => {
+                tries += 1;
+                if tries > MAX_RETRIES {
+                    return Err(Errno::Io);
+                }
+                let full = n == PAGE;
+                for (k, gfn) in resolve(t, &[key], full)? {
+                    // E: we install the page: write it whole, then UNLOCK.
+                    let mut page = [0u8; PAGE];
+                    page[in_page..in_page + n].copy_from_slice(chunk);
+                    shm.write(frame_off(gfn), &page);
+                    page_calls(t, &[PageReq::Unlock { key: k }])?;
+                    with(|c| c.cache.unlocked(k));
+                    done += n;
+                    tries = 0;
+                }
+                continue;
+            }
+        }
+        done += n;
+        tries = 0;
+    }
+    Ok(done)
+}
+
+/// Write back what this node dirtied of `ino` (frames through WRITEBACK,
+/// relaxed private copies through the storage server), then flush.
+pub fn fsync(
+    t: &mut dyn Transport,
+    ino: u64,
+    size: u64,
+    bulk: (usize, usize),
+) -> Result<(), Errno> {
+    let shm = crate::node::shm();
+    let dirty = with(|c| c.cache.dirty_pages(ino)).unwrap_or_default();
+    for chunk in dirty.chunks(BATCH) {
+        let reqs: Vec<PageReq> = chunk
+            .iter()
+            .map(|k| PageReq::Writeback {
+                key: *k,
+                dirty: true,
+            })
+            .collect();
+        let replies = page_calls(t, &reqs)?;
+        with(|c| {
+            for (k, r) in chunk.iter().zip(replies) {
+                if let PageReply::Done { written } = r {
+                    c.cache.cleaned(k);
+                    if written {
+                        c.cache.count_writeback();
+                    }
+                }
+            }
+        });
+    }
+    for key in with(|c| c.cache.private_pages(ino)).unwrap_or_default() {
+        let start = key.idx * PAGE as u64;
+        if start < size {
+            let n = ((size - start) as usize).min(PAGE).min(bulk.1);
+            let page = with(|c| c.cache.private(&key).map(|p| *p)).flatten();
+            if let Some(p) = page {
+                shm.write(bulk.0, &p[..n]);
+                let r = t.call(&Request::Data {
+                    op: Op::Write,
+                    slot: 2,
+                    ino,
+                    offset: start,
+                    len: n as u32,
+                })?;
+                if !matches!(r, Response::Data { .. }) {
+                    return Err(Errno::Io);
+                }
+                with(|c| c.cache.count_writeback());
+            }
+        }
+        with(|c| c.cache.drop_private(&key));
+    }
+    t.call(&Request::Fsync { ino }).map(|_| ())
+}
+
+/// Drop remote mappings above the limit (called after reads).
+pub fn trim(t: &mut dyn Transport) -> Result<(), Errno> {
+    let extra = with(|c| c.cache.over_limit()).unwrap_or_default();
+    drop_mappings(t, extra)
+}
+
+fn drop_mappings(t: &mut dyn Transport, keys: Vec<(PageKey, bool)>) -> Result<(), Errno> {
+    with(|c| {
+        for (k, _) in &keys {
+            if let Some(va) = c.mapped.remove(k) {
+                paging::unmap_4k(va);
+            }
+        }
+    });
+    for chunk in keys.chunks(BATCH) {
+        let reqs: Vec<PageReq> = chunk
+            .iter()
+            .map(|(key, dirty)| PageReq::Drop {
+                key: *key,
+                dirty: *dirty,
+            })
+            .collect();
+        page_calls(t, &reqs)?;
+    }
+    Ok(())
+}
+
+/// `cache drop`: give back every page through the protocol.
+pub fn drop_all(t: &mut dyn Transport) -> Result<(usize, usize), Errno> {
+    let remote = with(|c| c.cache.all_remote()).unwrap_or_default();
+    let nr = remote.len();
+    drop_mappings(t, remote)?;
+    let mut owned = 0;
+    loop {
+        let n = reclaim(t, BATCH)?;
+        if n == 0 {
+            break;
+        }
+        owned += n;
+    }
+    Ok((owned, nr))
+}
+
+/// Map the pages `[0, pages)` of `ino` into the mmap window (zero copy:
+/// our frame or the owner's frame in BAR2) and return the window address.
+pub fn mmap(t: &mut dyn Transport, ino: u64, pages: u64) -> Result<u64, Errno> {
+    let mut idx = 0;
+    while idx < pages {
+        let end = (idx + BATCH as u64).min(pages);
+        let keys: Vec<PageKey> = (idx..end).map(|i| PageKey { ino, idx: i }).collect();
+        resolve(t, &keys, false)?;
+        for k in &keys {
+            let va = MMAP_BASE + k.idx * PAGE as u64;
+            let gfn = with(|c| match c.cache.slot(k) {
+                Some(dirsvc::pagecache::Slot::Local { gfn, .. })
+                | Some(dirsvc::pagecache::Slot::Remote { gfn, .. }) => Some(*gfn),
+                _ => None,
+            })
+            .flatten();
+            let Some(gfn) = gfn else {
+                // Invalidated meanwhile (or a private copy): resolve again.
+                return Err(Errno::Io);
+            };
+            with(|c| {
+                let pa = c.bar_pa + gfn * PAGE as u64;
+                paging::map_4k(va, pa).map(|_| c.mapped.insert(*k, va))
+            })
+            .ok_or(Errno::Unavailable)?
+            .map_err(|_| Errno::NoSpace)?;
+        }
+        idx = end;
+    }
+    Ok(MMAP_BASE)
+}
+
+/// Leave the shared cache: forget every page, unmap the window.
+pub fn disconnect() {
+    with(|c| {
+        for va in c.mapped.values() {
+            paging::unmap_4k(*va);
+        }
+        c.mapped.clear();
+        c.cache.forget_all();
+    });
+}
+
+/// Unmap the whole mmap window.
+pub fn munmap() {
+    with(|c| {
+        for va in c.mapped.values() {
+            paging::unmap_4k(*va);
+        }
+        c.mapped.clear();
+    });
+}
+
+/// Is `key` still mapped in the window? (An invalidation unmaps it.)
+pub fn is_mapped(key: &PageKey) -> bool {
+    with(|c| c.mapped.contains_key(key)).unwrap_or(false)
+}

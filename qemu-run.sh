@@ -1,0 +1,720 @@
+#!/usr/bin/env bash
+# qemu-run.sh: build onecopy, prepare the disk and the shared region, boot a
+# cluster (1 directory instance + N node instances, one QEMU each, all on one
+# ivshmem region) and give you a shell on a node. Run with --help.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PROG="qemu-run.sh"
+
+usage() {
+    cat <<'EOF'
+usage: ./qemu-run.sh [options] [-e 'K: command' ...]
+       ./qemu-run.sh stop   [--run-dir DIR]
+       ./qemu-run.sh status [--run-dir DIR]
+       ./qemu-run.sh attach [--run-dir DIR] [--console K]
+       ./qemu-run.sh exec   [--run-dir DIR] [--cmd-timeout S] -e 'K: command' ...
+       ./qemu-run.sh --help
+
+Boots a onecopy cluster: one directory instance (role=dir, owns the disk) and
+N node instances (role=node id=K), each a QEMU with one vCPU and its own serial
+console, all sharing one memory region (/dev/shm/onecopy-*, ivshmem). Builds the
+kernel and host tools first, creates RUN/disk.img from tools/sample when no
+--disk is given, waits until the directory is ready and every node joined, then:
+
+  with -e        runs the commands in order (output prefixed [nK]), then stops
+                 the cluster (keeps it with --detach); exit 0 if every command
+                 answered ok, 1 otherwise
+  with --detach  leaves the cluster running in the background and exits
+  on a terminal  attaches to node --console's shell; Ctrl-] detaches, and the
+                 cluster stops when the session ends (`shutdown` also ends it)
+  otherwise      (piped, CI) runs a short demo through -e, then stops
+
+Options:
+  --nodes N          number of node instances, 1..16 (default 2)
+  --mode M           page cache: strong (single copy, coherent writes; the
+                     default) | relaxed (single copy for reads, private
+                     writable copies reconciled at write-back) | private
+                     (independent per-node caches through the directory)
+  --accel MODE       auto | tcg | kvm (default auto: kvm only if the CPU has
+                     vmx/svm and /dev/kvm opens, else tcg)
+  --disk IMG         disk image for the directory (default RUN/disk.img, made
+                     with mkfs from tools/sample, 64 MiB, if missing)
+  --shm-mb M         shared region size in MiB: a power of two >= 16 (default 64)
+  --mem-mb M         guest memory per instance in MiB, 32..16384 (default 128)
+  --run-dir DIR      logs, console sockets, pid files (default ./run)
+  --detach           leave the cluster running in the background
+  --console K        node whose console to attach (0 = directory; default 1)
+  --gdb K            gdb stub for instance K (0 = directory) on
+                     127.0.0.1:(1234+K); the boot is not paused
+  --no-build         do not run cargo build (binaries must exist)
+  -e 'K: command'    run a shell command on node K (repeatable, in order)
+  --boot-timeout S   seconds to wait for the cluster to come up (default 30)
+  --cmd-timeout S    seconds to wait for each -e command (default 60)
+  --append-extra S   extra key=value pairs for every kernel command line
+                     (e.g. 'mode=strong hb_ms=50')
+  --kernel ELF       kernel to boot (default the release build)
+  -h, --help         this help
+
+Subcommands:
+  stop     stop the cluster of a run dir: SIGTERM every instance (SIGKILL after
+           5 s), remove the shared region, sockets and pid files; keep logs
+  status   show which instances of a run dir are running
+  attach   attach to a running cluster's console (Ctrl-] detaches, the cluster
+           keeps running)
+  exec     run -e commands on a running cluster and leave it running
+
+Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles),
+*.pid (QEMU pids), *.exit (QEMU exit status: 1 = clean shutdown, 3 = kernel
+panic), *.stderr (QEMU's own messages), cluster.env (what was launched).
+Environment: ONECOPY_CTL overrides the path of the onecopy-ctl helper.
+EOF
+}
+
+die_usage() {
+    echo "$PROG: error: $* (see ./qemu-run.sh --help)" >&2
+    exit 2
+}
+die() {
+    echo "$PROG: error: $*" >&2
+    exit 1
+}
+info() { echo "$*" 2>/dev/null; } # a closed stdout ends us through the PIPE trap
+
+# ------------------------------------------------------------------ arguments
+SUB=run
+if [[ $# -gt 0 ]]; then
+    case "$1" in
+        stop | status | attach | exec)
+            SUB=$1
+            shift
+            ;;
+    esac
+fi
+
+NODES=2
+ACCEL_REQ=auto
+DISK=
+SHM_MB=64
+MEM_MB=128
+RUN_DIR_ARG="$ROOT/run"
+DETACH=0
+CONSOLE=1
+CONSOLE_SET=0
+GDB=
+BUILD=1
+BOOT_TIMEOUT=30
+CMD_TIMEOUT=60
+APPEND_EXTRA=
+MODE=strong
+KERNEL=
+EXECS=()
+SEEN=" "
+
+# flags each subcommand accepts
+case "$SUB" in
+    run) ALLOWED="--nodes --mode --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    stop | status) ALLOWED="--run-dir" ;;
+    attach) ALLOWED="--run-dir --console" ;;
+    exec) ALLOWED="--run-dir -e --cmd-timeout" ;;
+esac
+
+is_uint() { [[ $1 =~ ^[0-9]{1,9}$ ]]; }
+
+# int_in VAR NAME VALUE MIN MAX: set VAR to VALUE as a decimal integer or fail.
+int_in() {
+    local var=$1 name=$2 v=$3 min=$4 max=$5
+    is_uint "$v" || die_usage "$name needs an integer in $min..$max, got '$v'"
+    v=$((10#$v))
+    ((v >= min && v <= max)) || die_usage "$name must be in $min..$max, got $v"
+    printf -v "$var" '%s' "$v"
+}
+
+while [[ $# -gt 0 ]]; do
+    arg=$1
+    shift
+    val=
+    has_inline=0
+    case "$arg" in
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        --*=*)
+            val=${arg#*=}
+            arg=${arg%%=*}
+            has_inline=1
+            ;;
+        -e?*)
+            val=${arg#-e}
+            arg=-e
+            has_inline=1
+            ;;
+    esac
+    case "$arg" in
+        --nodes | --mode | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
+            --boot-timeout | --cmd-timeout | --append-extra | --kernel)
+            if [[ $has_inline == 0 ]]; then
+                [[ $# -gt 0 ]] || die_usage "$arg needs a value"
+                val=$1
+                shift
+            fi
+            if [[ $arg != -e && $arg != --append-extra && ($val == --* || -z $val) ]]; then
+                die_usage "$arg needs a value, got '${val}'"
+            fi
+            ;;
+        --detach | --no-build)
+            [[ $has_inline == 0 ]] || die_usage "$arg takes no value"
+            ;;
+        -*)
+            die_usage "unknown option '$arg'"
+            ;;
+        *)
+            if [[ $SUB == exec ]]; then
+                EXECS+=("$arg")
+                continue
+            fi
+            die_usage "unexpected argument '$arg'"
+            ;;
+    esac
+    [[ " $ALLOWED " == *" $arg "* ]] || die_usage "option $arg does not apply to '$SUB'"
+    if [[ $arg != -e && $SEEN == *" $arg "* ]]; then
+        die_usage "$arg given twice"
+    fi
+    SEEN+="$arg "
+    case "$arg" in
+        --nodes) int_in NODES --nodes "$val" 1 16 ;;
+        --accel)
+            case "$val" in
+                auto | tcg | kvm) ACCEL_REQ=$val ;;
+                *) die_usage "--accel must be auto, tcg or kvm, got '$val'" ;;
+            esac
+            ;;
+        --mode)
+            case "$val" in
+                strong | relaxed | private) MODE=$val ;;
+                *) die_usage "--mode must be strong, relaxed or private, got '$val'" ;;
+            esac
+            ;;
+        --disk) DISK=$val ;;
+        --shm-mb) int_in SHM_MB --shm-mb "$val" 16 65536 ;;
+        --mem-mb) int_in MEM_MB --mem-mb "$val" 32 16384 ;;
+        --run-dir) RUN_DIR_ARG=$val ;;
+        --detach) DETACH=1 ;;
+        --console)
+            CONSOLE=$val
+            CONSOLE_SET=1
+            ;;
+        --gdb) GDB=$val ;;
+        --no-build) BUILD=0 ;;
+        -e) EXECS+=("$val") ;;
+        --boot-timeout) int_in BOOT_TIMEOUT --boot-timeout "$val" 1 3600 ;;
+        --cmd-timeout) int_in CMD_TIMEOUT --cmd-timeout "$val" 1 3600 ;;
+        --append-extra) APPEND_EXTRA=$val ;;
+        --kernel) KERNEL=$val ;;
+    esac
+done
+
+# Cross-checks that need every flag.
+(((SHM_MB & (SHM_MB - 1)) == 0)) || die_usage "--shm-mb must be a power of two (QEMU's ivshmem BAR), got $SHM_MB"
+[[ -n $RUN_DIR_ARG ]] || die_usage "--run-dir needs a value"
+RUN_DIR=$(realpath -m -- "$RUN_DIR_ARG")
+[[ ! -e $RUN_DIR || -d $RUN_DIR ]] || die_usage "--run-dir $RUN_DIR exists and is not a directory"
+[[ $RUN_DIR != *[,\'\"]* ]] || die_usage "--run-dir may not contain a comma or quote (QEMU option syntax): $RUN_DIR"
+# A unix socket path must fit in sun_path (108 bytes with the NUL).
+((${#RUN_DIR} + 12 <= 107)) ||
+    die_usage "--run-dir path is too long for unix sockets (${#RUN_DIR} chars; keep it under 95): $RUN_DIR"
+
+if [[ $SUB == run || $SUB == attach ]]; then
+    if [[ $SUB == attach ]]; then
+        # The cluster's size is only known from its cluster.env.
+        max=16
+        if [[ -f $RUN_DIR/cluster.env ]]; then
+            max=$(sed -n "s/^NODES='\{0,1\}\([0-9]*\)'\{0,1\}$/\1/p" "$RUN_DIR/cluster.env" | head -n 1)
+            max=${max:-16}
+        fi
+        int_in CONSOLE --console "$CONSOLE" 0 "$max"
+    else
+        int_in CONSOLE --console "$CONSOLE" 0 "$NODES"
+    fi
+fi
+if [[ -n $GDB ]]; then
+    int_in GDB --gdb "$GDB" 0 "$NODES"
+fi
+if [[ -n $DISK ]]; then
+    [[ -f $DISK ]] || die_usage "--disk $DISK is not an existing file"
+    [[ -r $DISK && -w $DISK ]] || die_usage "--disk $DISK must be readable and writable"
+    DISK=$(realpath -- "$DISK")
+    [[ $DISK != *[,\'\"]* ]] || die_usage "--disk path may not contain a comma or quote (QEMU option syntax): $DISK"
+fi
+if [[ -n $KERNEL ]]; then
+    [[ -f $KERNEL ]] || die_usage "--kernel $KERNEL is not an existing file"
+    KERNEL=$(realpath -- "$KERNEL")
+    [[ $KERNEL != *[,\'\"]* ]] || die_usage "--kernel path may not contain a comma or quote: $KERNEL"
+fi
+if [[ -n $APPEND_EXTRA ]]; then
+    [[ $APPEND_EXTRA =~ ^[A-Za-z0-9_.,:/=+\ -]+$ ]] ||
+        die_usage "--append-extra takes space-separated key=value pairs (letters, digits, _ . , : / = + -), got '$APPEND_EXTRA'"
+fi
+# exec specs: "K: command" with K in 1..N (N from cluster.env for `exec`).
+SPEC_NODES=$NODES
+if [[ $SUB == exec ]]; then
+    SPEC_NODES=16
+    if [[ -f $RUN_DIR/cluster.env ]]; then
+        SPEC_NODES=$(sed -n "s/^NODES='\{0,1\}\([0-9]*\)'\{0,1\}$/\1/p" "$RUN_DIR/cluster.env" | head -n 1)
+        SPEC_NODES=${SPEC_NODES:-16}
+    fi
+    [[ ${#EXECS[@]} -gt 0 ]] || die_usage "exec needs at least one -e 'K: command'"
+fi
+for spec in ${EXECS[@]+"${EXECS[@]}"}; do
+    if [[ ! $spec =~ ^[[:space:]]*([0-9]{1,3})[[:space:]]*:[[:space:]]*([^[:space:]].*)$ ]]; then
+        die_usage "-e expects 'K: command' (e.g. -e '1: ls /'), got '$spec'"
+    fi
+    k=$((10#${BASH_REMATCH[1]}))
+    ((k >= 1 && k <= SPEC_NODES)) || die_usage "-e '$spec': node $k is not in 1..$SPEC_NODES"
+done
+
+# ------------------------------------------------------------------ helpers
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+[[ $TARGET_DIR == /* ]] || TARGET_DIR="$ROOT/$TARGET_DIR"
+MKFS="$TARGET_DIR/release/mkfs"
+[[ -n $KERNEL ]] || KERNEL="$TARGET_DIR/x86_64-unknown-none/release/onecopy-kernel"
+
+find_ctl() {
+    if [[ -n ${ONECOPY_CTL:-} ]]; then
+        [[ -x $ONECOPY_CTL ]] || die "ONECOPY_CTL=$ONECOPY_CTL is not executable"
+        CTL=$ONECOPY_CTL
+        return
+    fi
+    if [[ $BUILD == 1 && -x $TARGET_DIR/release/onecopy-ctl ]]; then
+        CTL=$TARGET_DIR/release/onecopy-ctl # just built
+        return
+    fi
+    local c best=
+    for c in "$TARGET_DIR/release/onecopy-ctl" "$TARGET_DIR/debug/onecopy-ctl"; do
+        if [[ -x $c && (-z $best || $c -nt $best) ]]; then best=$c; fi
+    done
+    [[ -n $best ]] || die "onecopy-ctl not built; run: cargo build --release -p onecopy-tests --bin onecopy-ctl (or drop --no-build)"
+    CTL=$best
+}
+
+now_ms() { date +%s%3N; }
+
+# pid_alive PID: the process exists and is not a zombie.
+pid_alive() {
+    local stat
+    [[ $1 =~ ^[0-9]+$ ]] || return 1
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat:0:1} != Z && ${stat:0:1} != X ]]
+}
+
+# pid_ours PID: the process belongs to this run dir (guards against pid reuse).
+pid_ours() {
+    pid_alive "$1" || return 1
+    tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$RUN_DIR/"
+}
+
+# read_pid FILE: the number in FILE, or nothing (never fails).
+read_pid() {
+    { tr -dc '0-9' <"$1"; } 2>/dev/null || true
+}
+
+# Pids (QEMU and wrappers) of this run dir that are still running.
+running_pids() {
+    local f p
+    for f in "$RUN_DIR"/*.pid "$RUN_DIR"/*.pgid; do
+        [[ -f $f ]] || continue
+        p=$(read_pid "$f")
+        if [[ -n $p ]] && pid_ours "$p"; then echo "$p"; fi
+    done
+}
+
+env_get() { # env_get KEY: value from RUN/cluster.env
+    [[ -f $RUN_DIR/cluster.env ]] || return 0
+    sed -n "s/^$1='\{0,1\}\([^']*\)'\{0,1\}$/\1/p" "$RUN_DIR/cluster.env" | head -n 1
+}
+
+# Stop every instance of RUN_DIR; remove the shared region (if we created it),
+# sockets and pid files. Logs stay.
+stop_cluster() {
+    local quiet=${1:-0} pids p f g i shm
+    pids=$(running_pids | sort -u)
+    if [[ -n $pids ]]; then
+        [[ $quiet == 1 ]] || info "stopping cluster in $RUN_DIR"
+        # QEMU first (its wrapper then records the exit status), then whole
+        # process groups if anything is left after 5 s.
+        for f in "$RUN_DIR"/*.pid; do
+            [[ -f $f ]] || continue
+            p=$(read_pid "$f")
+            if [[ -n $p ]] && pid_ours "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
+        done
+        for ((i = 0; i < 50; i++)); do
+            [[ -n $(running_pids) ]] || break
+            sleep 0.1
+        done
+        if [[ -n $(running_pids) ]]; then
+            [[ $quiet == 1 ]] || info "some instances did not stop within 5 s: SIGKILL"
+            for f in "$RUN_DIR"/*.pgid; do
+                [[ -f $f ]] || continue
+                g=$(read_pid "$f")
+                if [[ -n $g ]] && pid_ours "$g"; then kill -KILL -- "-$g" 2>/dev/null || true; fi
+            done
+            for p in $(running_pids); do kill -KILL "$p" 2>/dev/null || true; done
+            for ((i = 0; i < 50; i++)); do
+                [[ -n $(running_pids) ]] || break
+                sleep 0.1
+            done
+        fi
+        if [[ -n $(running_pids) ]]; then
+            echo "$PROG: warning: could not stop pids: $(running_pids | tr '\n' ' ')" >&2
+        fi
+    elif [[ $quiet != 1 ]]; then
+        info "no cluster running in $RUN_DIR"
+    fi
+    shm=$(env_get SHM_PATH)
+    if [[ -n $shm && $(env_get SHM_OWNED) == 1 && -e $shm ]]; then
+        rm -f -- "$shm"
+        [[ $quiet == 1 ]] || info "removed shared region $shm"
+    fi
+    rm -f -- "$RUN_DIR"/*.sock "$RUN_DIR"/*.pid "$RUN_DIR"/*.pgid "$RUN_DIR"/*.pid.tmp
+    if [[ -f $RUN_DIR/cluster.env ]]; then
+        sed -i -e "s/^STATE=.*/STATE='stopped'/" -e "s/^SHM_OWNED=.*/SHM_OWNED='0'/" "$RUN_DIR/cluster.env" 2>/dev/null || true
+    fi
+}
+
+# Prints the tail of every log of the run dir.
+print_log_tails() {
+    local f
+    for f in "$RUN_DIR"/dir.log "$RUN_DIR"/node*.log "$RUN_DIR"/*.stderr; do
+        [[ -f $f ]] || continue
+        [[ $f != *.stderr || -s $f ]] || continue
+        echo "----- tail of $f -----" >&2
+        tail -n 20 "$f" | tr -d '\r' >&2
+        echo >&2
+    done
+}
+
+# ------------------------------------------------------------------ subcommands
+case "$SUB" in
+    stop)
+        [[ -d $RUN_DIR ]] || {
+            info "no cluster running in $RUN_DIR (no such directory)"
+            exit 0
+        }
+        stop_cluster 0
+        exit 0
+        ;;
+    status)
+        if [[ ! -f $RUN_DIR/cluster.env ]]; then
+            info "no cluster in $RUN_DIR"
+            exit 1
+        fi
+        n=$(env_get NODES)
+        running=0
+        for name in dir $(seq -f 'node%g' 1 "${n:-0}"); do
+            p=$(read_pid "$RUN_DIR/$name.pid")
+            if [[ -n $p ]] && pid_ours "$p"; then
+                info "$name: running (pid $p)"
+                running=$((running + 1))
+            elif [[ -f $RUN_DIR/$name.exit ]]; then
+                info "$name: exited with status $(cat "$RUN_DIR/$name.exit")"
+            else
+                info "$name: not running"
+            fi
+        done
+        info "state $(env_get STATE), accel $(env_get ACCEL), shared region $(env_get SHM_PATH) ($(env_get SHM_MB) MiB), disk $(env_get DISK)"
+        if ((running > 0)); then exit 0; else exit 1; fi
+        ;;
+    attach | exec)
+        find_ctl
+        [[ -n $(running_pids) ]] || die "no cluster running in $RUN_DIR (start one with ./qemu-run.sh --detach --run-dir $RUN_DIR)"
+        if [[ $SUB == exec ]]; then
+            exec "$CTL" exec --run-dir "$RUN_DIR" --timeout-ms "$((CMD_TIMEOUT * 1000))" "${EXECS[@]}"
+        fi
+        [[ -t 0 ]] || die "attach needs a terminal on stdin"
+        saved=$(stty -g)
+        trap 'stty "$saved" 2>/dev/null || stty sane' EXIT
+        stty raw -echo
+        "$CTL" attach --run-dir "$RUN_DIR" --node "$CONSOLE" || true
+        exit 0
+        ;;
+esac
+
+# ------------------------------------------------------------------ run
+# From here on nothing is left half-started: the EXIT trap stops whatever was
+# launched unless the cluster is meant to stay (--detach).
+LAUNCHED=0
+KEEP=0
+STTY_SAVED=
+CHILD=
+# Long-running helpers run in the background and are waited for, so that a
+# signal sent to this script (not only a terminal's Ctrl-C) runs the trap at
+# once instead of after the helper finishes.
+run_bg() {
+    local rc=0
+    "$@" &
+    CHILD=$!
+    wait "$CHILD" || rc=$?
+    CHILD=
+    return "$rc"
+}
+# shellcheck disable=SC2317 # invoked by trap
+on_exit() {
+    local rc=$?
+    trap '' INT TERM HUP PIPE
+    trap - EXIT
+    if [[ -n $CHILD ]]; then
+        kill -TERM "$CHILD" 2>/dev/null || true
+        wait "$CHILD" 2>/dev/null || true
+    fi
+    if [[ -n $STTY_SAVED ]]; then stty "$STTY_SAVED" 2>/dev/null || stty sane 2>/dev/null || true; fi
+    if [[ $LAUNCHED == 1 && $KEEP == 0 ]]; then
+        stop_cluster 1
+        info "cluster stopped (logs in $RUN_DIR)"
+    fi
+    exit "$rc"
+}
+# shellcheck disable=SC2317 # invoked by trap
+on_signal() {
+    trap '' PIPE
+    { echo && echo "$PROG: interrupted by SIG$1"; } >&2 2>/dev/null || true
+    KEEP=0
+    exit 130
+}
+trap on_exit EXIT
+for sig in INT TERM HUP PIPE; do
+    # shellcheck disable=SC2064 # expand sig now
+    trap "on_signal $sig" "$sig"
+done
+
+# 1. dependencies
+if [[ $BUILD == 1 ]]; then
+    "$ROOT/tools/setup.sh" --quiet || die "setup failed (see above)"
+else
+    "$ROOT/tools/setup.sh" --quiet --qemu-only || die "setup failed (see above)"
+fi
+
+# 2. an already running cluster in this run dir?
+if [[ -d $RUN_DIR && -n $(running_pids) ]]; then
+    die "a cluster is already running in $RUN_DIR (pids $(running_pids | sort -u | tr '\n' ' ' | sed 's/ $//')); stop it with: ./qemu-run.sh stop --run-dir $RUN_DIR"
+fi
+
+# 3. build
+if [[ $BUILD == 1 ]]; then
+    info "build: kernel (x86_64-unknown-none) + host tools, release..."
+    (
+        cd "$ROOT"
+        cargo build --quiet --release -p onecopy-kernel --target x86_64-unknown-none &&
+            cargo build --quiet --release -p dirsvc --bins &&
+            cargo build --quiet --release -p onecopy-tests --bin onecopy-ctl
+    ) || die "build failed (see above)"
+fi
+[[ -f $KERNEL ]] || die "kernel not found: $KERNEL (build it with: cargo build --release -p onecopy-kernel --target x86_64-unknown-none, or drop --no-build)"
+find_ctl
+
+# 4. run dir, disk
+mkdir -p -- "$RUN_DIR"
+# Leftovers of an earlier cluster: its shared region (if it was ours) and state.
+stop_cluster 1
+rm -f -- "$RUN_DIR"/*.log "$RUN_DIR"/*.exit "$RUN_DIR"/*.stderr "$RUN_DIR/cluster.env" "$RUN_DIR/ready.out"
+
+if [[ -z $DISK ]]; then
+    DISK="$RUN_DIR/disk.img"
+    if [[ -f $DISK ]]; then
+        info "disk: using existing $DISK"
+    else
+        [[ -x $MKFS ]] || die "mkfs not found: $MKFS (build it with: cargo build --release -p dirsvc --bins, or drop --no-build)"
+        if [[ -d $ROOT/tools/sample ]]; then
+            "$MKFS" --size-mb 64 --from "$ROOT/tools/sample" "$DISK.tmp" >/dev/null ||
+                die "mkfs failed for $DISK"
+            info "disk: created $DISK (64 MiB) from tools/sample"
+        else
+            "$MKFS" --size-mb 64 "$DISK.tmp" >/dev/null || die "mkfs failed for $DISK"
+            info "disk: created empty $DISK (64 MiB; tools/sample not found)"
+        fi
+        mv -f -- "$DISK.tmp" "$DISK"
+    fi
+fi
+
+# 5. accelerator
+ACCEL=tcg
+case "$ACCEL_REQ" in
+    tcg) ACCEL_WHY="requested" ;;
+    kvm)
+        (exec 3<>/dev/kvm) 2>/dev/null || die "--accel kvm: /dev/kvm cannot be opened"
+        ACCEL=kvm
+        if grep -qwE 'vmx|svm' /proc/cpuinfo; then
+            ACCEL_WHY="requested"
+        else
+            ACCEL_WHY="requested; warning: no vmx/svm in /proc/cpuinfo, this KVM may be a slow software hypervisor"
+        fi
+        ;;
+    auto)
+        if ! grep -qwE 'vmx|svm' /proc/cpuinfo; then
+            ACCEL_WHY="no vmx/svm in /proc/cpuinfo"
+        elif ! (exec 3<>/dev/kvm) 2>/dev/null; then
+            ACCEL_WHY="/dev/kvm cannot be opened"
+        else
+            ACCEL=kvm
+            ACCEL_WHY="vmx/svm in /proc/cpuinfo and /dev/kvm opens"
+        fi
+        ;;
+esac
+
+# 6. shared region
+[[ -d /dev/shm ]] || die "/dev/shm does not exist"
+avail_kb=$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')
+if [[ $avail_kb =~ ^[0-9]+$ ]] && ((avail_kb < SHM_MB * 1024)); then
+    die "not enough space in /dev/shm for a $SHM_MB MiB shared region ($((avail_kb / 1024)) MiB free)"
+fi
+SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
+LAUNCHED=1 # from here on the EXIT trap cleans up
+truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
+
+write_env() {
+    local state=$1 pids=${2:-} start=${3:-}
+    cat >"$RUN_DIR/cluster.env.tmp" <<EOF
+# onecopy cluster launched by qemu-run.sh
+STATE='$state'
+NODES='$NODES'
+ACCEL='$ACCEL'
+SHM_PATH='$SHM_PATH'
+SHM_MB='$SHM_MB'
+SHM_OWNED='1'
+MEM_MB='$MEM_MB'
+DISK='$DISK'
+KERNEL='$KERNEL'
+APPEND_EXTRA='$APPEND_EXTRA'
+PIDS='$pids'
+START_MS='$start'
+START_TIME='$(date -u +%Y-%m-%dT%H:%M:%SZ)'
+LAUNCHER_PID='$$'
+EOF
+    mv -f -- "$RUN_DIR/cluster.env.tmp" "$RUN_DIR/cluster.env"
+}
+write_env starting
+
+# 7. launch
+info "accel: $ACCEL ($ACCEL_WHY)"
+# launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
+# session under a small wrapper that records QEMU's pid and exit status.
+launch() {
+    local name=$1 cmdline=$2 i
+    shift 2
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    local qemu=(qemu-system-x86_64 -name "onecopy-$name"
+        -machine pc -cpu max -smp 1 -m "${MEM_MB}M" -accel "$ACCEL"
+        -display none -no-reboot -monitor none -nodefaults
+        -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
+        -serial chardev:ser0
+        -object "memory-backend-file,id=shm,share=on,mem-path=$SHM_PATH,size=${SHM_MB}M"
+        -device ivshmem-plain,memdev=shm
+        -device isa-debug-exit,iobase=0xf4,iosize=0x04
+        -kernel "$KERNEL" -append "$cmdline" "$@")
+    # shellcheck disable=SC2016 # expanded by the wrapper, not here
+    setsid bash -c '
+        base=$0
+        echo "$$" >"$base.pgid"
+        "$@" </dev/null >"$base.stderr" 2>&1 &
+        q=$!
+        echo "$q" >"$base.pid.tmp" && mv -f "$base.pid.tmp" "$base.pid"
+        wait "$q"
+        echo "$?" >"$base.exit"
+    ' "$RUN_DIR/$name" "${qemu[@]}" </dev/null >/dev/null 2>&1 &
+    for ((i = 0; i < 500; i++)); do
+        [[ -f $RUN_DIR/$name.pid ]] && return 0
+        sleep 0.01
+    done
+    die "$name did not start (no $RUN_DIR/$name.pid after 5 s)"
+}
+
+extra=" mode=$MODE${APPEND_EXTRA:+ $APPEND_EXTRA}"
+gdb_args() { # gdb_args K
+    if [[ -n $GDB && $GDB == "$1" ]]; then
+        echo "-gdb tcp:127.0.0.1:$((1234 + $1))"
+    fi
+}
+START_MS=$(now_ms)
+# shellcheck disable=SC2046 # gdb_args yields zero or two words
+launch dir "role=dir nodes=$NODES$extra" \
+    -drive "file=$DISK,if=none,id=disk0,format=raw" -device virtio-blk-pci,drive=disk0 \
+    $(gdb_args 0)
+for ((k = 1; k <= NODES; k++)); do
+    # shellcheck disable=SC2046
+    launch "node$k" "role=node id=$k nodes=$NODES$extra" $(gdb_args "$k")
+done
+PIDS=$(for n in dir $(seq -f 'node%g' 1 "$NODES"); do cat "$RUN_DIR/$n.pid"; done | tr '\n' ' ' | sed 's/ $//')
+write_env running "$PIDS" "$START_MS"
+if [[ -n $GDB ]]; then
+    if [[ $GDB == 0 ]]; then gname=directory; else gname="node $GDB"; fi
+    info "gdb: $gname listens on 127.0.0.1:$((1234 + GDB)) (gdb -ex 'target remote 127.0.0.1:$((1234 + GDB))' $KERNEL)"
+fi
+
+# 8. wait until up
+if run_bg "$CTL" wait-ready --run-dir "$RUN_DIR" --nodes "$NODES" \
+    --timeout-ms "$((BOOT_TIMEOUT * 1000))" --since-ms "$START_MS" >"$RUN_DIR/ready.out"; then
+    ready_ms=$(tr -dc '0-9' <"$RUN_DIR/ready.out")
+    plural=s
+    ((NODES > 1)) || plural=
+    info "cluster up: 1 directory + $NODES node$plural joined in $ready_ms ms (mode $MODE)"
+else
+    echo "$PROG: error: the cluster did not come up (see the reason above); logs in $RUN_DIR" >&2
+    print_log_tails
+    if [[ $DETACH == 1 ]]; then
+        KEEP=1
+        echo "$PROG: the cluster was left running (--detach); stop it with: ./qemu-run.sh stop --run-dir $RUN_DIR" >&2
+    fi
+    exit 1
+fi
+
+# 9. what next
+run_execs() {
+    local rc=0
+    run_bg "$CTL" exec --run-dir "$RUN_DIR" --timeout-ms "$((CMD_TIMEOUT * 1000))" "$@" || rc=$?
+    return "$rc"
+}
+
+if [[ ${#EXECS[@]} -gt 0 ]]; then
+    rc=0
+    run_execs "${EXECS[@]}" || rc=$?
+    if [[ $DETACH == 1 ]]; then
+        KEEP=1
+        info "cluster left running in $RUN_DIR (stop: ./qemu-run.sh stop --run-dir $RUN_DIR)"
+    fi
+    exit "$rc"
+fi
+
+if [[ $DETACH == 1 ]]; then
+    KEEP=1
+    rd=$RUN_DIR
+    [[ $rd != "$ROOT/run" ]] || rd=
+    info "cluster running in the background; logs in $RUN_DIR (dir.log, node1.log, ...)"
+    info "  attach a console: ./qemu-run.sh attach${rd:+ --run-dir $rd} --console K   (Ctrl-] detaches)"
+    info "  run commands:     ./qemu-run.sh exec${rd:+ --run-dir $rd} -e '1: ls /'"
+    info "  stop:             ./qemu-run.sh stop${rd:+ --run-dir $rd}"
+    exit 0
+fi
+
+if [[ -t 0 && -t 1 ]]; then
+    if [[ $CONSOLE == 0 ]]; then cname="the directory"; else cname="node $CONSOLE"; fi
+    info "attaching to the console of $cname (Ctrl-] detaches and stops the cluster)"
+    STTY_SAVED=$(stty -g)
+    stty raw -echo
+    # An explicit stdin redirection keeps the terminal for the background job.
+    "$CTL" attach --run-dir "$RUN_DIR" --node "$CONSOLE" <&0 &
+    CHILD=$!
+    wait "$CHILD" || true
+    CHILD=
+    stty "$STTY_SAVED" 2>/dev/null || stty sane
+    STTY_SAVED=
+    exit 0
+fi
+
+# Not on a terminal: a short demo.
+[[ $CONSOLE_SET == 0 ]] || info "(not on a terminal: --console ignored)"
+other=$((NODES >= 2 ? 2 : 1))
+info "not on a terminal: running a short demo (use --detach to keep the cluster, -e to script it)"
+rc=0
+run_execs "1: write /demo.txt hello from node 1" "$other: cat /demo.txt" "1: nodes" "1: bench ring 1000" || rc=$?
+exit "$rc"

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317 # functions run indirectly (trap, step)
+# tests/run.sh: the project's test command (CI runs it through .ci/run).
+#
+#   tests/run.sh                 everything: checks, host tests, integration tests
+#   tests/run.sh --unit          host-only: setup, fmt, clippy, unit tests (no QEMU)
+#   tests/run.sh --integration   setup, release build, QEMU integration tests
+#
+# Steps: tools/setup.sh; cargo fmt --check; host unit tests (every workspace
+# crate but the kernel's, without the QEMU tests); clippy -D warnings for the
+# host crates and for the kernel (x86_64-unknown-none); shellcheck of the
+# scripts (when installed); release build of the kernel and host tools; the
+# integration tests (cargo test -p onecopy-tests --test cluster, one at a
+# time). A failed step does not stop the independent ones; the exit status is
+# non-zero if any step failed. No QEMU process and no /dev/shm/onecopy-* file
+# is left behind, whatever happens.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+MODE=all
+for arg in "$@"; do
+    case "$arg" in
+        --unit) MODE=unit ;;
+        --integration) MODE=integration ;;
+        -h | --help)
+            sed -n '3,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        *)
+            echo "tests/run.sh: error: unknown argument '$arg' (use --unit, --integration or nothing)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+[[ $TARGET_DIR == /* ]] || TARGET_DIR="$ROOT/$TARGET_DIR"
+TEST_RUNS="$TARGET_DIR/test-runs"
+# where the harness puts run dirs when TEST_RUNS is too deep for unix sockets
+TEST_RUNS_TMP="${TMPDIR:-/tmp}/onecopy-test-runs"
+HOST_EXCLUDES=(--exclude onecopy-kernel --exclude onecopy-boot)
+
+# ------------------------------------------------------------------ cleanup
+shm_list() { find /dev/shm -maxdepth 1 -name 'onecopy-*' 2>/dev/null | sort; }
+SHM_BEFORE=$(shm_list)
+
+cleanup() {
+    local rc=$? d f
+    trap '' INT TERM HUP
+    trap - EXIT
+    # Clusters of test runs that were not stopped (a killed test binary).
+    for d in "$TEST_RUNS"/*/ "$TEST_RUNS_TMP"/*/; do
+        [[ -d $d ]] || continue
+        if compgen -G "${d}*.pid" >/dev/null; then
+            echo "tests/run.sh: stopping a leftover cluster in $d" >&2
+            "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
+        fi
+    done
+    # Shared regions created during this run and used by no process.
+    for f in $(comm -13 <(echo "$SHM_BEFORE") <(shm_list)); do
+        if ! grep -qsF -- "$f" /proc/[0-9]*/cmdline; then
+            echo "tests/run.sh: removing leftover $f" >&2
+            rm -f -- "$f"
+        fi
+    done
+    exit "$rc"
+}
+on_signal() {
+    echo "tests/run.sh: interrupted" >&2
+    exit 130
+}
+trap cleanup EXIT
+trap on_signal INT TERM HUP
+
+# ------------------------------------------------------------------ steps
+RESULTS=()
+FAILED=()
+step() { # step NAME COMMAND...
+    local name=$1 start rc=0
+    shift
+    echo
+    echo "==> [$name] $*"
+    start=$(date +%s)
+    "$@" || rc=$?
+    local secs=$(($(date +%s) - start))
+    if [[ $rc == 0 ]]; then
+        RESULTS+=("ok      $name (${secs}s)")
+    else
+        RESULTS+=("FAILED  $name (exit $rc, ${secs}s)")
+        FAILED+=("$name")
+    fi
+    return "$rc"
+}
+skip() { # skip NAME REASON
+    RESULTS+=("skipped $1 ($2)")
+}
+
+host_unit_tests() {
+    cargo test --workspace "${HOST_EXCLUDES[@]}" --exclude onecopy-tests &&
+        cargo test -p onecopy-tests --lib --bins &&
+        cargo test -p onecopy-tests --doc
+}
+host_clippy() {
+    cargo clippy --workspace "${HOST_EXCLUDES[@]}" --all-targets -- -D warnings
+}
+kernel_clippy() {
+    cargo clippy -p onecopy-kernel -p onecopy-boot --target x86_64-unknown-none -- -D warnings
+}
+shell_check() {
+    local scripts=(qemu-run.sh tests/run.sh .ci/run)
+    local s
+    for s in tools/*.sh; do [[ -f $s ]] && scripts+=("$s"); done
+    shellcheck "${scripts[@]}"
+}
+release_build() {
+    cargo build --release -p onecopy-kernel --target x86_64-unknown-none &&
+        cargo build --release -p dirsvc --bins
+}
+integration_tests() {
+    # Run dirs kept by earlier failed runs (logs, disk copies): stop, remove.
+    local d
+    for d in "$TEST_RUNS"/*/ "$TEST_RUNS_TMP"/*/; do
+        [[ -d $d ]] || continue
+        "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
+        rm -rf -- "$d"
+    done
+    cargo test -p onecopy-tests --test cluster -- --test-threads=1
+}
+
+if ! step setup tools/setup.sh; then
+    echo "tests/run.sh: setup failed; nothing else can run" >&2
+else
+    if [[ $MODE != integration ]]; then
+        step fmt cargo fmt --all -- --check || true
+        step clippy-host host_clippy || true
+        step clippy-kernel kernel_clippy || true
+        if command -v shellcheck >/dev/null 2>&1; then
+            step shellcheck shell_check || true
+        else
+            skip shellcheck "not installed: apt-get install -y shellcheck"
+        fi
+        step unit-tests host_unit_tests || true
+    fi
+    if [[ $MODE != unit ]]; then
+        if step release-build release_build; then
+            step integration-tests integration_tests || true
+        else
+            skip integration-tests "the release build failed"
+        fi
+    fi
+fi
+
+echo
+echo "==== tests/run.sh ($MODE) ===="
+for r in "${RESULTS[@]}"; do echo "  $r"; done
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+    echo "tests/run.sh: FAILED steps: ${FAILED[*]}"
+    exit 1
+fi
+echo "tests/run.sh: every step succeeded"
+exit 0
