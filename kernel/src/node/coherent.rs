@@ -428,7 +428,7 @@ pub fn fsync(
         let start = key.idx * PAGE as u64;
         if start < size {
             let n = ((size - start) as usize).min(PAGE).min(bulk.1);
-            let page = with(|c| c.cache.private(&key).map(|p| *p)).flatten();
+            let page = with(|c| c.cache.private(&key).copied()).flatten();
             if let Some(p) = page {
                 shm.write(bulk.0, &p[..n]);
                 let r = t.call(&Request::Data {
