@@ -7,7 +7,7 @@
 //! clock; host tests run the directory inside it.
 
 use crate::layout::{Header, Layout, NodeState};
-use crate::proto::{Errno, Op, Raw, Request, Response};
+use crate::proto::{Errno, Raw, Request, Response};
 use crate::ring::{Consumer, Producer, RingError};
 use crate::shm::SharedMem;
 
@@ -135,7 +135,7 @@ impl Client {
         let tag = self.next_tag;
         self.next_tag = self.next_tag.wrapping_add(1).max(1);
         let d = req.encode(tag);
-        let op = Op::from_u16(Raw::decode(&d).op).ok_or(Errno::Invalid)?;
+        let op = crate::proto::op_of(req);
         loop {
             match self.req.push(mem, &d) {
                 Ok(()) => break,

@@ -382,9 +382,11 @@ impl<D: BlockDevice> Directory<D> {
         Ok(())
     }
 
-    fn respond(&mut self, node: u32, d: Desc) {
+    /// Queue (or, when nothing is queued before it, publish at once) a
+    /// response to `node`.
+    fn respond(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: Desc) {
         if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
-            if p.member {
+            if p.member && !(p.backlog.is_empty() && p.resp.push(mem, &d).is_ok()) {
                 p.backlog.push_back(d);
             }
         }
@@ -424,7 +426,7 @@ impl<D: BlockDevice> Directory<D> {
                 Action::Reply { node, tag, reply } => {
                     let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
                     let d = Response::Page(reply).encode(op, tag);
-                    self.respond(node as u32, d);
+                    self.respond(mem, node as u32, d);
                 }
                 Action::Fill { key, gfn } => {
                     let foff = self.frame_off(gfn);
@@ -516,7 +518,7 @@ impl<D: BlockDevice> Directory<D> {
                     tag: raw.tag,
                     args: [0; 7],
                 };
-                self.respond(node, r.encode());
+                self.respond(mem, node, r.encode());
                 return;
             }
         };
@@ -524,7 +526,7 @@ impl<D: BlockDevice> Directory<D> {
         self.ops[(op as usize).min(31)] += 1;
         if let Request::Page(p) = req {
             if self.fs.is_none() {
-                self.respond(node, Response::Err(Errno::Unavailable).encode(op, tag));
+                self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));
                 return;
             }
             self.page_ops.insert((node as u8, tag), op);
@@ -533,7 +535,7 @@ impl<D: BlockDevice> Directory<D> {
             return;
         }
         let resp = self.execute(mem, node, req).unwrap_or_else(Response::Err);
-        self.respond(node, resp.encode(op, tag));
+        self.respond(mem, node, resp.encode(op, tag));
     }
 
     fn execute(

@@ -271,6 +271,9 @@ pub struct ClusterOpts {
     pub mem_mb: Option<u32>,
     /// Extra `key=value` pairs for every kernel command line.
     pub append_extra: Option<String>,
+    /// Page-cache mode (qemu-run.sh `--mode`: `strong`, `relaxed` or
+    /// `private`; default: qemu-run.sh's `strong`).
+    pub mode: Option<String>,
     /// Require "directory ready" and every node joined (default). When
     /// false, a cluster that boots but is not ready (e.g. a bad disk image)
     /// is kept running for the test to examine.
@@ -294,6 +297,7 @@ impl Default for ClusterOpts {
             shm_mb: None,
             mem_mb: None,
             append_extra: None,
+            mode: None,
             expect_ready: true,
             boot_timeout: Duration::from_secs(60),
             cmd_timeout: Duration::from_secs(60),
@@ -333,6 +337,11 @@ impl ClusterOpts {
     /// Sets extra kernel command-line pairs.
     pub fn append_extra(mut self, s: &str) -> Self {
         self.append_extra = Some(s.into());
+        self
+    }
+    /// Sets the page-cache mode (`strong`, `relaxed` or `private`).
+    pub fn mode(mut self, m: &str) -> Self {
+        self.mode = Some(m.into());
         self
     }
     /// Sets whether readiness is required.
@@ -437,6 +446,7 @@ impl Cluster {
         push("--shm-mb", opts.shm_mb.map(|v| v.to_string()));
         push("--mem-mb", opts.mem_mb.map(|v| v.to_string()));
         push("--append-extra", opts.append_extra.clone());
+        push("--mode", opts.mode.clone());
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = qemu_run(&argv, &ctl, opts.boot_timeout + Duration::from_secs(120))?;
         cluster.launch_output = out.text();
