@@ -30,6 +30,9 @@ pub struct BootConfig {
     pub rpc_timeout_ms: u64,
     /// Page-cache mode (`mode=private|strong|relaxed`, default strong).
     pub mode: crate::pagecache::Mode,
+    /// Timer tick rate (Hz): how often a halted kernel wakes to look at
+    /// its rings (an idle node answers invalidations within one tick).
+    pub tick_hz: u32,
     /// Most remote mappings a node keeps before dropping old ones.
     pub remote_limit: u64,
     /// Keys that were not understood (reported in the log).
@@ -59,6 +62,7 @@ impl BootConfig {
             rpc_timeout_ms: 10_000,
             mode: crate::pagecache::Mode::Strong,
             remote_limit: 8192,
+            tick_hz: 1000,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -71,6 +75,7 @@ impl BootConfig {
                 "dir_spin_us" => c.dir_spin_us = num(k, v, 0, 10_000_000)?,
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
+                "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
                 "mode" => {
                     c.mode = crate::pagecache::Mode::parse(v).ok_or_else(|| {
                         alloc::format!("mode={v}: expected private, strong or relaxed")

@@ -9,7 +9,7 @@
 //! through one method, so the kernel and the simulation cannot drift apart.
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
 use crate::pagedir::{PageKey, PageReply, PageReq};
@@ -138,6 +138,10 @@ pub struct NodeCache {
     slots: BTreeMap<PageKey, Slot>,
     /// Frames handed to the directory with a READ / LOOKUP_LOCK, by page.
     inflight: BTreeMap<PageKey, u64>,
+    /// Pages in `inflight` that got a DIR_INV: acked once answered.
+    deferred: BTreeSet<PageKey>,
+    /// Deferred acks now due (see [`NodeCache::take_acks`]).
+    acks: Vec<(PageKey, bool)>,
     free: Vec<u64>,
     pool: (u64, u64),
     /// Owned pages in install order: reclaim victims (FIFO).
@@ -169,6 +173,8 @@ impl NodeCache {
             mode,
             slots: BTreeMap::new(),
             inflight: BTreeMap::new(),
+            deferred: BTreeSet::new(),
+            acks: Vec::new(),
             free: (pool.0..pool.1).rev().collect(),
             pool,
             owned: VecDeque::new(),
@@ -287,6 +293,14 @@ impl NodeCache {
     /// Apply the directory's answer to a miss started with
     /// [`NodeCache::start_miss`]. `exported(gfn)` reads the owner's export
     /// bit: a peer's frame is only mapped while it is exported.
+    ///
+    /// If a DIR_INV for the page came in while the miss was in flight
+    /// ([`NodeCache::dir_inv`] returned `None`), it was about the copy this
+    /// answer grants (the directory cannot finish that invalidation, nor
+    /// hand out a newer copy, before our ack): a mapping is not installed,
+    /// a fill is torn down again (file eviction), the answer becomes
+    /// [`Installed::Retry`], and the ack becomes due in
+    /// [`NodeCache::take_acks`].
     pub fn complete_miss(
         &mut self,
         key: PageKey,
@@ -296,6 +310,38 @@ impl NodeCache {
         let Some(frame) = self.inflight.remove(&key) else {
             return Installed::Failed;
         };
+        if !self.deferred.remove(&key) {
+            return self.apply_answer(key, frame, reply, exported);
+        }
+        let (got, dirty) = match reply {
+            PageReply::Shared { .. } => {
+                self.free.push(frame);
+                self.stats.retries += 1;
+                (Installed::Retry, false)
+            }
+            // E cannot have been invalidated (only owned pages are); the
+            // notice was about an older copy.
+            PageReply::Exclusive { .. } => (self.apply_answer(key, frame, reply, exported), false),
+            _ => {
+                let got = self.apply_answer(key, frame, reply, exported);
+                let dirty = self.teardown(&key);
+                match got {
+                    Installed::Local(_) => (Installed::Retry, dirty),
+                    got => (got, dirty),
+                }
+            }
+        };
+        self.acks.push((key, dirty));
+        got
+    }
+
+    fn apply_answer(
+        &mut self,
+        key: PageKey,
+        frame: u64,
+        reply: PageReply,
+        exported: impl Fn(u64) -> bool,
+    ) -> Installed {
         match reply {
             PageReply::Owner { gfn } if gfn == frame => {
                 self.install(key, Slot::Local { gfn, dirty: false });
@@ -303,7 +349,7 @@ impl NodeCache {
                 Installed::Local(gfn)
             }
             PageReply::Exclusive { gfn } if gfn == frame => {
-                self.slots.insert(key, Slot::Reserved { gfn });
+                self.replace(key, Slot::Reserved { gfn });
                 Installed::Reserved(gfn)
             }
             PageReply::Shared { gfn, .. } if self.is_ours(gfn) => {
@@ -318,7 +364,7 @@ impl NodeCache {
                     self.stats.refused_maps += 1;
                     return Installed::Failed;
                 }
-                self.slots.insert(
+                self.replace(
                     key,
                     Slot::Remote {
                         owner,
@@ -343,10 +389,15 @@ impl NodeCache {
     }
 
     fn install(&mut self, key: PageKey, slot: Slot) {
+        self.replace(key, slot);
+        self.owned.push_back(key);
+    }
+
+    /// Set a slot, releasing what the old one held.
+    fn replace(&mut self, key: PageKey, slot: Slot) {
         if let Some(old) = self.slots.insert(key, slot) {
             self.forget_slot(old);
         }
-        self.owned.push_back(key);
     }
 
     fn forget_slot(&mut self, old: Slot) {
@@ -448,19 +499,52 @@ impl NodeCache {
         }
     }
 
-    /// DIR_INV for `key`: tear the page down here and say whether we had
-    /// dirtied it. The caller unmaps it from page tables (and flushes the
-    /// TLB) before sending the ack.
+    /// DIR_INV for `key` from the notify ring: `Some(dirty)`: the page is
+    /// torn down here (the caller unmaps it from page tables and flushes
+    /// the TLB), ack now with `dirty`. `None`: our READ / LOOKUP_LOCK of
+    /// the page is unanswered and the notice may be about the copy it
+    /// grants, so the ack waits for the answer ([`NodeCache::complete_miss`]
+    /// then queues it for [`NodeCache::take_acks`]). Acking at once would
+    /// let the directory finish the invalidation before the answer is
+    /// applied: we would then map a frame nobody tracks, or keep a fill the
+    /// directory already forgot.
+    pub fn dir_inv(&mut self, key: &PageKey) -> Option<bool> {
+        if self.inflight.contains_key(key) {
+            self.stats.invs_received += 1;
+            self.deferred.insert(*key);
+            return None;
+        }
+        Some(self.invalidate(key))
+    }
+
+    /// Acks of deferred DIR_INVs that became due: send each on the ack
+    /// ring (after unmapping the page, as for [`NodeCache::dir_inv`]).
+    pub fn take_acks(&mut self) -> Vec<(PageKey, bool)> {
+        core::mem::take(&mut self.acks)
+    }
+
+    /// Tear `key` down here and say whether we had dirtied it (the DIR_INV
+    /// handler without the in-flight check: prefer [`NodeCache::dir_inv`]).
+    /// The caller unmaps it from page tables (and flushes the TLB) before
+    /// sending the ack.
     pub fn invalidate(&mut self, key: &PageKey) -> bool {
         self.stats.invs_received += 1;
+        self.teardown(key)
+    }
+
+    fn teardown(&mut self, key: &PageKey) -> bool {
         match self.slots.get(key).cloned() {
             Some(Slot::Remote { dirty, .. }) => {
                 self.slots.remove(key);
                 self.remote -= 1;
                 dirty
             }
-            // File eviction (truncate / unlink): our own copy goes too.
-            Some(Slot::Local { gfn, .. }) | Some(Slot::Reclaiming { gfn }) => {
+            // File eviction (truncate / unlink): our own copy goes too. The
+            // directory only evicts committed pages, so a `Reserved` slot
+            // here is one whose UNLOCK was served and answered already.
+            Some(Slot::Local { gfn, .. })
+            | Some(Slot::Reclaiming { gfn })
+            | Some(Slot::Reserved { gfn }) => {
                 self.slots.remove(key);
                 self.owned.retain(|k| k != key);
                 self.free.push(gfn);
@@ -487,6 +571,47 @@ impl NodeCache {
             }
         }
         out
+    }
+
+    /// The file shrank (truncate / unlink) from page `from_idx` on: retire
+    /// our slots there at once, before the directory's DIR_INVs arrive, so
+    /// no later write lands in a page that is being torn down. Our frames
+    /// stay held (`Reclaiming`) until the DIR_INV for them comes: a sharer
+    /// may still map them until then.
+    pub fn evict_local(&mut self, ino: u64, from_idx: u64) {
+        let keys: Vec<PageKey> = self
+            .slots
+            .range(PageKey { ino, idx: from_idx }..=PageKey { ino, idx: u64::MAX })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            match self.slots.get(&key).cloned() {
+                Some(Slot::Local { gfn, .. }) | Some(Slot::Reserved { gfn }) => {
+                    self.slots.insert(key, Slot::Reclaiming { gfn });
+                    self.owned.retain(|k| *k != key);
+                }
+                Some(Slot::Remote { .. }) => {
+                    self.slots.remove(&key);
+                    self.remote -= 1;
+                }
+                Some(Slot::Private(_)) => {
+                    self.slots.remove(&key);
+                }
+                Some(Slot::Reclaiming { .. }) | None => {}
+            }
+        }
+    }
+
+    /// Make one specific owned page a victim (`bench inv`): its dirty bit,
+    /// or `None` if we do not own it.
+    pub fn take_victim(&mut self, key: &PageKey) -> Option<bool> {
+        let Some(Slot::Local { gfn, dirty }) = self.slots.get(key).cloned() else {
+            return None;
+        };
+        self.slots.insert(*key, Slot::Reclaiming { gfn });
+        self.owned.retain(|k| k != key);
+        self.stats.invs_sent += 1;
+        Some(dirty)
     }
 
     /// Every owned page (for `cache drop`), as victims.
@@ -545,6 +670,8 @@ impl NodeCache {
     pub fn forget_all(&mut self) {
         self.slots.clear();
         self.inflight.clear();
+        self.deferred.clear();
+        self.acks.clear();
         self.owned.clear();
         self.remote = 0;
         self.free = (self.pool.0..self.pool.1).rev().collect();

@@ -25,7 +25,16 @@
 //! current owner's frame (sharers are recorded only on owned entries, and
 //! the frame is exported while it has sharers); no sharer keeps a mapping
 //! after the entry leaves (TBI completes only when every sharer acked or
-//! failed).
+//! failed); no two entries use the same frame.
+//!
+//! Every DIR_INV sent to a node is answered by exactly one INV_ACK from it
+//! (or by its failure), and the entry stays in TBI until then: a node's
+//! DROP racing the DIR_INV does not stand in for the ack. DIR_INV carries
+//! only the page, so a DIR_INV that could still be on its way while the
+//! same node got a newer copy of the page would tear that copy down. For
+//! the same reason a node that gets a DIR_INV while its own READ /
+//! LOOKUP_LOCK of the page is unanswered defers the ack until the answer
+//! is in ([`crate::pagecache::NodeCache::dir_inv`]).
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -280,6 +289,9 @@ impl FrameOwner for crate::layout::Layout {
 #[derive(Debug, Default)]
 pub struct PageDir {
     entries: BTreeMap<PageKey, Entry>,
+    /// Entries torn down by [`PageDir::evict_file`]; `true` once the
+    /// sharers are gone, the frame unexported and the owner told.
+    evicting: BTreeMap<PageKey, bool>,
     stats: PageStats,
 }
 
@@ -323,6 +335,9 @@ impl PageDir {
         let Some(e) = self.entries.get(key) else {
             return PageState::I;
         };
+        if node == 0 || node > 64 {
+            return PageState::I;
+        }
         if e.owner == node {
             return match e.phase {
                 Phase::Exclusive { .. } => PageState::E,
@@ -443,9 +458,7 @@ impl PageDir {
                                 out.push(Action::Invalidate { node: n, key });
                             }
                         }
-                        if pending == 0 {
-                            self.complete(key, &mut out);
-                        }
+                        self.settle(key, &mut out);
                     }
                     _ => {
                         self.stats.refused += 1;
@@ -458,17 +471,15 @@ impl PageDir {
                 match self.entries.get_mut(&key) {
                     Some(e) if e.owner != node && e.sharers & bit(node) != 0 => {
                         e.dirty |= dirty;
-                        match &mut e.phase {
-                            // A drop racing an invalidation counts as the ack.
-                            Phase::Invalidating { pending, .. } => {
-                                e.sharers &= !bit(node);
-                                *pending &= !bit(node);
-                                if *pending == 0 {
-                                    reply(&mut out, PageReply::Done { written: false });
-                                    self.complete(key, &mut out);
-                                    return out;
-                                }
-                            }
+                        match e.phase {
+                            // A drop racing an invalidation: the dirty bit
+                            // counts, but the DIR_INV already sent to this
+                            // node is still on its way and its ack (which
+                            // always follows) is what releases the entry.
+                            // Were the drop taken as the ack, the entry
+                            // could go, the node get a new copy of the page,
+                            // and the late DIR_INV tear that copy down.
+                            Phase::Invalidating { .. } => {}
                             _ => {
                                 e.sharers &= !bit(node);
                                 if e.sharers == 0 {
@@ -544,30 +555,64 @@ impl PageDir {
                     *pending &= !bit(node);
                     e.sharers &= !bit(node);
                     e.dirty |= dirty;
-                    if *pending == 0 {
-                        self.complete(key, &mut out);
-                    }
+                    self.settle(key, &mut out);
                 }
             }
         }
         out
     }
 
-    /// Every sharer acked: write back if dirty, unexport, answer the owner
-    /// and forget the page (all nodes back to I).
+    /// An invalidation may have received its last ack: move on. A file
+    /// eviction whose sharers are all gone unexports the frame and only
+    /// then tells the owner to free it (the owner's ack completes it); any
+    /// other invalidation completes.
+    fn settle(&mut self, key: PageKey, out: &mut Vec<Action>) {
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        let Phase::Invalidating { pending: 0, tag } = e.phase else {
+            return;
+        };
+        if e.sharers & bit(e.owner) != 0 {
+            if let Some(told) = self.evicting.get_mut(&key) {
+                *told = true;
+                e.phase = Phase::Invalidating {
+                    pending: bit(e.owner),
+                    tag,
+                };
+                self.stats.dir_invs += 1;
+                out.push(Action::Export {
+                    gfn: e.gfn,
+                    on: false,
+                });
+                out.push(Action::Invalidate { node: e.owner, key });
+                return;
+            }
+        }
+        self.complete(key, out);
+    }
+
+    /// Every sharer acked: write back if dirty (unless the file's data is
+    /// gone), unexport, answer the owner and forget the page (all nodes
+    /// back to I).
     fn complete(&mut self, key: PageKey, out: &mut Vec<Action>) {
         let Some(e) = self.entries.remove(&key) else {
             return;
         };
-        let written = e.dirty;
+        let evicted = self.evicting.remove(&key);
+        let written = e.dirty && evicted.is_none();
         if written {
             self.stats.writebacks += 1;
             out.push(Action::WriteBack { key, gfn: e.gfn });
         }
-        out.push(Action::Export {
-            gfn: e.gfn,
-            on: false,
-        });
+        // An evicted page's owner was told after the frame was unexported
+        // and may have reused the frame since: leave its bit alone.
+        if evicted != Some(true) {
+            out.push(Action::Export {
+                gfn: e.gfn,
+                on: false,
+            });
+        }
         if let Phase::Invalidating { tag, .. } = e.phase {
             if tag != 0 {
                 out.push(Action::Reply {
@@ -607,28 +652,26 @@ impl PageDir {
                                 out.push(Action::Invalidate { node: n, key });
                             }
                         }
-                        if pending == 0 {
-                            self.complete(key, &mut out);
-                        }
+                        self.settle(key, &mut out);
                     }
                     Phase::Invalidating { pending, .. } => {
-                        // The owner's own ack (file eviction) will not come.
+                        // The owner's own ack (file eviction) will not come,
+                        // nor will anybody wait for the answer.
                         let pending = pending & !bit(node);
                         e.sharers &= !bit(node);
                         e.phase = Phase::Invalidating { pending, tag: 0 };
-                        if pending == 0 {
-                            self.complete(key, &mut out);
-                        }
+                        self.settle(key, &mut out);
                     }
                 }
             } else if e.sharers & bit(node) != 0 {
                 e.sharers &= !bit(node);
+                // The sharer may have written the frame (strong mode) and
+                // its dirty bit died with it: write the page back to be safe.
+                e.dirty = true;
                 match &mut e.phase {
                     Phase::Invalidating { pending, .. } => {
                         *pending &= !bit(node);
-                        if *pending == 0 {
-                            self.complete(key, &mut out);
-                        }
+                        self.settle(key, &mut out);
                     }
                     _ => {
                         if e.sharers == 0 {
@@ -645,10 +688,13 @@ impl PageDir {
     }
 
     /// The file shrank or went away: tear down every cached page of `ino`
-    /// from page `from_idx` on. Owner and sharers are all told to drop the
-    /// page (no write-back: the data is gone); the entry leaves when all
-    /// acked. Pages in E are left alone (their installer will find the
-    /// file's size when it commits) but count as `busy`.
+    /// from page `from_idx` on (no write-back: the data is gone). The
+    /// sharers are told to drop the page first; once they all acked, the
+    /// frame is unexported and the owner told to free it (never earlier: a
+    /// sharer could still be using the frame); the entry leaves with the
+    /// owner's ack. Pages in E or already in TBI are left alone (their
+    /// installer will find the file's size when it commits; an owner's
+    /// invalidation completes with its write-back as usual).
     pub fn evict_file(&mut self, ino: u64, from_idx: u64) -> Vec<Action> {
         let mut out = Vec::new();
         let lo = PageKey { ino, idx: from_idx };
@@ -662,15 +708,18 @@ impl PageDir {
                 continue;
             }
             e.dirty = false;
-            let pending = e.sharers | bit(e.owner);
-            e.sharers = pending;
+            let pending = e.sharers;
+            // The owner's bit marks "still to be told" (see `settle`).
+            e.sharers |= bit(e.owner);
             e.phase = Phase::Invalidating { pending, tag: 0 };
+            self.evicting.insert(key, false);
             for n in 1..=64u8 {
                 if pending & bit(n) != 0 {
                     self.stats.dir_invs += 1;
                     out.push(Action::Invalidate { node: n, key });
                 }
             }
+            self.settle(key, &mut out);
         }
         out
     }
@@ -684,12 +733,18 @@ impl PageDir {
     /// Check the entry-level invariants; `Err` names the first violation.
     pub fn check(&self) -> Result<(), alloc::string::String> {
         use alloc::format;
+        // Frame -> page, for frames still in use: an evicted page's owner
+        // may reuse its frame once told (it is then the only one left).
+        let mut frames: BTreeMap<u64, PageKey> = BTreeMap::new();
         for (k, e) in &self.entries {
             if e.owner == 0 || e.owner > 64 {
                 return Err(format!("{k:?}: owner {} out of range", e.owner));
             }
-            let evicting = matches!(e.phase, Phase::Invalidating { tag: 0, .. });
-            if e.sharers & bit(e.owner) != 0 && !evicting {
+            let evicting = self.evicting.get(k).copied();
+            if evicting.is_some() && !matches!(e.phase, Phase::Invalidating { tag: 0, .. }) {
+                return Err(format!("{k:?}: evicted but {:?}", e.phase));
+            }
+            if e.sharers & bit(e.owner) != 0 && evicting.is_none() {
                 return Err(format!("{k:?}: owner {} is also a sharer", e.owner));
             }
             match e.phase {
@@ -699,8 +754,21 @@ impl PageDir {
                 Phase::Invalidating { pending, .. } if pending & !e.sharers != 0 => {
                     return Err(format!("{k:?}: waiting for acks of non-sharers"));
                 }
+                Phase::Invalidating { pending, .. }
+                    if evicting == Some(true) && pending != bit(e.owner) =>
+                {
+                    return Err(format!("{k:?}: owner told before the sharers acked"));
+                }
                 _ => {}
             }
+            if evicting != Some(true) {
+                if let Some(other) = frames.insert(e.gfn, *k) {
+                    return Err(format!("{k:?}: frame {} also holds {other:?}", e.gfn));
+                }
+            }
+        }
+        if let Some(k) = self.evicting.keys().find(|k| !self.entries.contains_key(k)) {
+            return Err(format!("{k:?}: evicted but not cached"));
         }
         Ok(())
     }

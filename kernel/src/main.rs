@@ -66,7 +66,7 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
                     None
                 }
             };
-            arch::interrupts::init_timer(|| {});
+            arch::interrupts::init_timer(|| {}, cfg.tick_hz);
             x86_64::instructions::interrupts::enable();
             dir::run(&cfg, shm, disk)
         }

@@ -103,6 +103,18 @@ pub trait Os {
         Err(Errno::NotSupported)
     }
 
+    /// Time a 4 KiB read of every page of `path` once, in order: one
+    /// sample per page, in nanoseconds (`bench read`).
+    fn bench_read(&mut self, _path: &str) -> Result<RingSamples, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Time a synchronous invalidation of every page of `path` this node
+    /// owns, one page at a time (`bench inv`).
+    fn bench_inv(&mut self, _path: &str) -> Result<RingSamples, Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// Directory counters as `(name, value)` lines (`dir stats`).
     fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
         Err(Errno::NotSupported)

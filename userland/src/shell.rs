@@ -228,6 +228,22 @@ static COMMANDS: &[Command] = &[
         run: cmd_bench_ring,
     },
     Command {
+        name: "bench read",
+        usage: "bench read PATH",
+        help: "time a 4 KiB read of every page of PATH once (CM, CM-R, CH-R or local hit, by residency)",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_bench_read,
+    },
+    Command {
+        name: "bench inv",
+        usage: "bench inv PATH",
+        help: "time a synchronous invalidation of every page of PATH this node owns, one at a time",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_bench_inv,
+    },
+    Command {
         name: "cache stats",
         usage: "cache stats",
         help: "page-cache mode and counters of this node",
@@ -810,6 +826,28 @@ fn format_uptime(ns: u64) -> String {
         ns / 1_000_000_000,
         (ns % 1_000_000_000) / 1000
     )
+}
+
+/// Print `LABEL: n=.. median=.. ns p99=.. ns min=.. ns max=.. ns`.
+fn print_summary(ctx: &mut Ctx<'_>, label: &str, samples: &mut [u64]) -> Result<(), Error> {
+    let s = Summary::from_samples(samples).ok_or_else(|| Error::Msg(String::from("no samples")))?;
+    ctx.println(&format!(
+        "{label}: n={} median={} ns p99={} ns min={} ns max={} ns mean={} ns",
+        s.count, s.median, s.p99, s.min, s.max, s.mean
+    ));
+    Ok(())
+}
+
+fn cmd_bench_read(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let path = args.path(0)?;
+    let mut samples = ctx.os.bench_read(&path).map_err(at(&path))?;
+    print_summary(ctx, "read 4k", &mut samples)
+}
+
+fn cmd_bench_inv(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let path = args.path(0)?;
+    let mut samples = ctx.os.bench_inv(&path).map_err(at(&path))?;
+    print_summary(ctx, "invalidate 1 page", &mut samples)
 }
 
 fn cmd_bench_ring(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {

@@ -15,10 +15,8 @@ use super::outb;
 
 /// Vector of the PIT tick (IRQ 0 after remapping).
 pub const TIMER_VECTOR: u8 = 32;
-/// Tick rate of the PIT (Hz).
-pub const TICK_HZ: u32 = 1000;
-
 static TICKS: AtomicU64 = AtomicU64::new(0);
+static TICK_HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1000);
 static TICK_HOOK: Once<fn()> = Once::new();
 
 core::arch::global_asm!(
@@ -248,10 +246,11 @@ pub fn init_idt() {
 }
 
 /// Remap the 8259 PICs to vectors 32..48 and unmask only IRQ 0, then
-/// program the PIT for [`TICK_HZ`] periodic ticks. `hook` runs on every
-/// tick (interrupts off; keep it tiny).
-pub fn init_timer(hook: fn()) {
+/// program the PIT for `hz` periodic ticks. `hook` runs on every tick
+/// (interrupts off; keep it tiny).
+pub fn init_timer(hook: fn(), hz: u32) {
     TICK_HOOK.call_once(|| hook);
+    TICK_HZ.store(hz, Ordering::Relaxed);
     // ICW1..ICW4, cascade on IRQ 2, 8086 mode.
     outb(0x20, 0x11);
     outb(0xA0, 0x11);
@@ -263,10 +262,15 @@ pub fn init_timer(hook: fn()) {
     outb(0xA1, 0x01);
     outb(0x21, 0xFE); // only IRQ 0
     outb(0xA1, 0xFF);
-    let divisor = (super::time::PIT_HZ / TICK_HZ as u64) as u16;
+    let divisor = (super::time::PIT_HZ / hz.max(19) as u64).min(0xFFFF) as u16;
     outb(0x43, 0x34); // channel 0, lo/hi, rate generator
     outb(0x40, divisor as u8);
     outb(0x40, (divisor >> 8) as u8);
+}
+
+/// The tick rate.
+pub fn tick_hz() -> u32 {
+    TICK_HZ.load(Ordering::Relaxed)
 }
 
 /// Timer ticks since the PIT was started.

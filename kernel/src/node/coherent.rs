@@ -194,6 +194,25 @@ pub fn reclaim(t: &mut dyn Transport, n: usize) -> Result<usize, Errno> {
     Ok(victims.len())
 }
 
+/// Invalidate one page we own, synchronously (`bench inv`). Returns
+/// false if we do not own it.
+pub fn invalidate_one(t: &mut dyn Transport, key: PageKey) -> Result<bool, Errno> {
+    let Some(dirty) = with(|c| c.cache.take_victim(&key)).flatten() else {
+        return Ok(false);
+    };
+    with(|c| {
+        if let Some(va) = c.mapped.remove(&key) {
+            paging::unmap_4k(va);
+        }
+    });
+    let r = page_calls(t, &[PageReq::Inv { key, dirty }])?;
+    with(|c| match r.first() {
+        Some(PageReply::Done { .. }) => c.cache.reclaimed(&key),
+        _ => c.cache.reclaim_failed(&key),
+    });
+    Ok(true)
+}
+
 /// Make `keys` resident or mapped here (one batch per [`BATCH`] pages).
 /// `full_write`: the caller will overwrite whole pages (strong mode asks
 /// LOOKUP_LOCK instead of READ). Returns the pages left in E (reserved),
@@ -522,6 +541,25 @@ pub fn mmap(t: &mut dyn Transport, ino: u64, pages: u64) -> Result<u64, Errno> {
         idx = end;
     }
     Ok(MMAP_BASE)
+}
+
+/// The file shrank to `size` (or was removed, `size` 0): retire our pages
+/// from the one holding the new end on (see `NodeCache::evict_local`).
+pub fn evict_local(ino: u64, size: u64) {
+    with(|c| {
+        let from = size / PAGE as u64;
+        let gone: Vec<PageKey> = c
+            .mapped
+            .range(PageKey { ino, idx: from }..=PageKey { ino, idx: u64::MAX })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in gone {
+            if let Some(va) = c.mapped.remove(&k) {
+                paging::unmap_4k(va);
+            }
+        }
+        c.cache.evict_local(ino, from);
+    });
 }
 
 /// Leave the shared cache: forget every page, unmap the window.

@@ -45,7 +45,8 @@ pub fn shm() -> &'static RawShm {
 
 /// Timer hook: bump this node's heartbeat every 10 ms.
 fn tick() {
-    if !crate::arch::interrupts::ticks().is_multiple_of(10) {
+    let every = (crate::arch::interrupts::tick_hz() / 100).max(1) as u64;
+    if !crate::arch::interrupts::ticks().is_multiple_of(every) {
         return;
     }
     if let (Some(shm), Some((layout, id))) = (SHM.get(), HB.get()) {
@@ -494,6 +495,38 @@ impl Os for NodeOs {
         Ok(v)
     }
 
+    fn bench_read(&mut self, path: &str) -> Result<RingSamples, Errno> {
+        let fd = self.vfs.open(&mut self.conn, path, OpenFlags::default())?;
+        let mut out = Vec::new();
+        let mut page = [0u8; 4096];
+        let r = loop {
+            let t0 = cpu::rdtsc();
+            match self.vfs.read(&mut self.conn, fd, &mut page) {
+                Ok(0) => break Ok(()),
+                Ok(_) => out.push(time::cycles_to_ns(cpu::rdtsc() - t0)),
+                Err(e) => break Err(e),
+            }
+        };
+        let _ = self.vfs.close(&mut self.conn, fd);
+        r.map(|_| out)
+    }
+
+    fn bench_inv(&mut self, path: &str) -> Result<RingSamples, Errno> {
+        if !self.vfs.mode().single_copy() {
+            return Err(Errno::NotSupported);
+        }
+        let a = self.vfs.stat(&mut self.conn, path)?;
+        let mut out = Vec::new();
+        for idx in 0..a.size.div_ceil(4096) {
+            let key = dirsvc::pagedir::PageKey { ino: a.ino, idx };
+            let t0 = cpu::rdtsc();
+            if coherent::invalidate_one(&mut self.conn, key)? {
+                out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+            }
+        }
+        Ok(out)
+    }
+
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
         // Warm up (wakes a halted directory), then time each round trip.
         use coherent::Transport;
@@ -554,7 +587,7 @@ impl NodeOs {
 /// Run the node: join, then the shell until `shutdown`.
 pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let shm: &'static RawShm = SHM.call_once(|| shm);
-    crate::arch::interrupts::init_timer(tick);
+    crate::arch::interrupts::init_timer(tick, cfg.tick_hz);
     x86_64::instructions::interrupts::enable();
     let mut os = NodeOs {
         conn: Conn {

@@ -414,7 +414,17 @@ impl Vfs {
     /// Set the size of an open file.
     pub fn truncate(&mut self, rpc: &mut dyn Rpc, fd: Fd, size: u64) -> Result<(), Errno> {
         let ino = self.file(fd)?.ino;
+        // The directory tears pages down only when the file shrinks; learn
+        // the current size so this node retires exactly the same pages.
+        let old = if self.mode.single_copy() {
+            self.refresh(rpc, ino)?
+        } else {
+            0
+        };
         let a = Self::attr_of(self.call(rpc, &Request::Setattr { ino, size })?)?;
+        if self.mode.single_copy() && size < old {
+            coherent::evict_local(ino, size);
+        }
         if let Some(c) = self.cache.get_mut(&ino) {
             self.cached_pages -= c.pages.len();
             c.pages.clear();
@@ -512,6 +522,9 @@ impl Vfs {
     pub fn unlink(&mut self, rpc: &mut dyn Rpc, path: &str) -> Result<(), Errno> {
         let a = self.stat(rpc, path)?;
         self.path_op(rpc, Op::Unlink, path, false)?;
+        if self.mode.single_copy() {
+            coherent::evict_local(a.ino, 0);
+        }
         if let Some(c) = self.cache.remove(&a.ino) {
             self.cached_pages -= c.pages.len();
         }

@@ -1,0 +1,573 @@
+//! Integration tests of the single-copy page cache: one copy of each file
+//! page cluster-wide (owner frames mapped by the other nodes), coherent
+//! writes, eviction with sharers, invalidation, and failures of an owner
+//! node or of the directory.
+//!
+//! Needs the release kernel and host tools (`tests/run.sh` builds them):
+//!
+//! ```text
+//! cargo build --release -p onecopy-kernel --target x86_64-unknown-none
+//! cargo build --release -p dirsvc --bins
+//! cargo test -p onecopy-tests --test pagecache -- --test-threads=1
+//! ```
+//!
+//! Every test boots its own cluster; the harness stops it whatever happens
+//! and prints every instance's log when a test fails. Tests assert on
+//! behaviour (outputs and counters), never on timing; every wait has a
+//! limit.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use onecopy_tests::shell::{crc32, parse_sum, pattern_crc32};
+use onecopy_tests::{Cluster, ClusterOpts, Error, Instance, Result};
+use regex::Regex;
+
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+/// Default limit for one shell command (TCG is slow, but no command of
+/// these tests should come near it).
+const CMD_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn opts(name: &str) -> ClusterOpts {
+    ClusterOpts::new(name)
+        .ctl(CTL)
+        .cmd_timeout(CMD_TIMEOUT)
+        .boot_timeout(Duration::from_secs(60))
+}
+
+/// Runs `f` on a fresh cluster; on an error, fails (the harness prints the
+/// logs when the cluster is dropped during the panic).
+fn with_cluster(o: ClusterOpts, f: impl FnOnce(&mut Cluster) -> Result<()>) {
+    let mut c = match Cluster::start(o) {
+        Ok(c) => c,
+        Err(e) => panic!("cluster did not start: {e}"),
+    };
+    if let Err(e) = f(&mut c) {
+        panic!("{e}");
+    }
+}
+
+/// A failed expectation as a harness error (keeps `?` usable in closures).
+fn fail(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+// ------------------------------------------------------------- helpers
+
+/// Output of `cache stats` / `dir stats` on one node: `KEY  VALUE` lines,
+/// the key left-aligned and padded (keys contain single spaces, so the
+/// separator is two or more spaces).
+#[derive(Debug, Clone)]
+struct Stats {
+    node: u8,
+    cmd: String,
+    map: BTreeMap<String, String>,
+    text: String,
+}
+
+impl Stats {
+    fn parse(node: u8, cmd: &str, text: &str) -> Stats {
+        static RE: OnceLock<Regex> = OnceLock::new();
+        let re = RE.get_or_init(|| Regex::new(r"^(\S.*?)\s{2,}(\S.*?)\s*$").expect("regex"));
+        let map = text
+            .lines()
+            .filter_map(|l| re.captures(l))
+            .map(|c| (c[1].to_string(), c[2].to_string()))
+            .collect();
+        Stats {
+            node,
+            cmd: cmd.to_string(),
+            map,
+            text: text.to_string(),
+        }
+    }
+
+    /// The value of `key` as text; panics (with the whole output) if absent.
+    fn get(&self, key: &str) -> &str {
+        self.map.get(key).map(String::as_str).unwrap_or_else(|| {
+            panic!(
+                "n{}: no {key:?} in `{}` output:\n{}",
+                self.node, self.cmd, self.text
+            )
+        })
+    }
+
+    /// The value of `key` as a number; panics if absent or not a number.
+    fn num(&self, key: &str) -> u64 {
+        let v = self.get(key);
+        v.parse().unwrap_or_else(|_| {
+            panic!(
+                "n{}: {key:?} is not a number ({v:?}) in `{}` output:\n{}",
+                self.node, self.cmd, self.text
+            )
+        })
+    }
+}
+
+fn cache_stats(c: &mut Cluster, node: u8) -> Result<Stats> {
+    let out = c.exec_ok(node, "cache stats")?;
+    Ok(Stats::parse(node, "cache stats", &out.text()))
+}
+
+fn dir_stats(c: &mut Cluster, node: u8) -> Result<Stats> {
+    let out = c.exec_ok(node, "dir stats")?;
+    Ok(Stats::parse(node, "dir stats", &out.text()))
+}
+
+/// `sum PATH` (or `mmap-read PATH`) on `node`: `(crc, size)`.
+fn crc_cmd(c: &mut Cluster, node: u8, cmd: &str, path: &str) -> Result<(u32, u64)> {
+    let out = c.exec_ok(node, &format!("{cmd} {path}"))?;
+    parse_sum(&out.text())
+        .ok_or_else(|| fail(format!("n{node}: `{cmd} {path}` printed no crc: {out:?}")))
+}
+
+fn sum(c: &mut Cluster, node: u8, path: &str) -> Result<(u32, u64)> {
+    crc_cmd(c, node, "sum", path)
+}
+
+fn mmap_read(c: &mut Cluster, node: u8, path: &str) -> Result<(u32, u64)> {
+    crc_cmd(c, node, "mmap-read", path)
+}
+
+/// What `sum` prints for `len` bytes of the fill pattern.
+fn pattern(len: u64) -> (u32, u64) {
+    (pattern_crc32(len), len)
+}
+
+fn show(x: (u32, u64)) -> String {
+    format!("crc32={:08x} size={}", x.0, x.1)
+}
+
+/// Asserts `sum PATH` on `node` gives `want`.
+fn check_sum(c: &mut Cluster, node: u8, path: &str, want: (u32, u64)) -> Result<()> {
+    let got = sum(c, node, path)?;
+    assert_eq!(
+        got,
+        want,
+        "n{node}: sum {path}: got {}, want {}",
+        show(got),
+        show(want)
+    );
+    Ok(())
+}
+
+/// Parses `invalidated N owned pages, dropped M remote mappings`.
+fn parse_cache_drop(text: &str) -> Option<(u64, u64)> {
+    let re =
+        Regex::new(r"invalidated (\d+) owned pages, dropped (\d+) remote mappings").expect("regex");
+    let c = re.captures(text)?;
+    Some((c[1].parse().ok()?, c[2].parse().ok()?))
+}
+
+/// SIGKILLs the directory instance's QEMU (`Cluster::kill_node` only takes
+/// nodes 1..=N) and waits until it is gone.
+fn kill_directory(c: &mut Cluster) -> Result<()> {
+    let pid = c
+        .run()
+        .pid(Instance::Dir)
+        .ok_or_else(|| fail("no pid recorded for the directory"))?;
+    let status = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| Error::io("run kill", e))?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while onecopy_tests::run::pid_alive(pid) {
+        if Instant::now() >= deadline {
+            return Err(fail(format!(
+                "the directory (pid {pid}) is still alive after SIGKILL (kill: {status})"
+            )));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+const KIB: u64 = 1024;
+const PAGE: u64 = 4096;
+
+// ------------------------------------------------- 1. single copy proof
+
+/// Node 1 writes and reads a 256 KiB file; node 2 reads it through remote
+/// mappings of node 1's frames: no disk read, one copy cluster-wide.
+fn single_copy_proof(mode: &str) {
+    with_cluster(opts(&format!("1copy-{mode}")).mode(mode), |c| {
+        let size = 256 * KIB;
+        let pages = size / PAGE;
+        c.exec_ok(1, "fill /f 256k")?;
+        check_sum(c, 1, "/f", pattern(size))?;
+        check_sum(c, 2, "/f", pattern(size))?;
+
+        let s2 = cache_stats(c, 2)?;
+        assert_eq!(s2.get("mode"), mode, "n2 mode:\n{}", s2.text);
+        assert_eq!(
+            s2.num("disk reads caused (fills)"),
+            0,
+            "n2 read the disk instead of mapping node 1's frames:\n{}",
+            s2.text
+        );
+        assert_eq!(s2.num("remote mappings"), pages, "n2:\n{}", s2.text);
+        assert_eq!(s2.num("remote maps (CM-R)"), pages, "n2:\n{}", s2.text);
+        assert_eq!(s2.num("resident owned pages"), 0, "n2:\n{}", s2.text);
+
+        let s1 = cache_stats(c, 1)?;
+        assert_eq!(s1.get("mode"), mode, "n1 mode:\n{}", s1.text);
+        assert_eq!(s1.num("resident owned pages"), pages, "n1:\n{}", s1.text);
+        assert_eq!(s1.num("remote mappings"), 0, "n1:\n{}", s1.text);
+
+        let d = dir_stats(c, 1)?;
+        assert_eq!(
+            d.num("page entries"),
+            pages,
+            "the directory tracks more than one copy:\n{}",
+            d.text
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn single_copy_proof_strong() {
+    single_copy_proof("strong");
+}
+
+#[test]
+fn single_copy_proof_relaxed() {
+    single_copy_proof("relaxed");
+}
+
+/// The baseline: every node keeps its own copy (2 copies in total), and
+/// there is nothing to map.
+#[test]
+fn private_mode_keeps_one_copy_per_node() {
+    with_cluster(opts("1copy-private").mode("private"), |c| {
+        let size = 256 * KIB;
+        let pages = size / PAGE;
+        c.exec_ok(1, "fill /f 256k")?;
+        check_sum(c, 1, "/f", pattern(size))?;
+        check_sum(c, 2, "/f", pattern(size))?;
+        for k in 1..=2 {
+            let s = cache_stats(c, k)?;
+            assert_eq!(s.get("mode"), "private", "n{k}:\n{}", s.text);
+            assert_eq!(
+                s.num("resident pages (private copies)"),
+                pages,
+                "n{k}:\n{}",
+                s.text
+            );
+            assert_eq!(s.num("remote mappings"), 0, "n{k}:\n{}", s.text);
+        }
+        let out = c.exec(2, "mmap-read /f")?;
+        let msg = out
+            .error_message()
+            .unwrap_or_else(|| panic!("mmap-read succeeded in private mode: {out:?}"));
+        assert!(msg.contains("not supported"), "mmap-read error: {msg:?}");
+        c.exec_ok(2, "uptime")?;
+        Ok(())
+    });
+}
+
+// ------------------------------------------------------ 2. mmap-read
+
+fn mmap_read_matches_sum(mode: &str) {
+    with_cluster(opts(&format!("mmap-{mode}")).mode(mode), |c| {
+        let size = 256 * KIB;
+        c.exec_ok(1, "fill /f 256k")?;
+        // A file that is not a whole number of pages, and a one-liner.
+        c.exec_ok(1, "fill /odd 10000")?;
+        c.exec_ok(1, "write /t mapped text")?;
+        let want = [
+            ("/f", pattern(size)),
+            ("/odd", pattern(10_000)),
+            ("/t", (crc32(b"mapped text\n"), 12)),
+        ];
+        // Node 1 first (its own frames), then node 2 (node 1's frames).
+        for k in [1u8, 2] {
+            for (path, w) in want {
+                let s = sum(c, k, path)?;
+                let m = mmap_read(c, k, path)?;
+                assert_eq!(
+                    m,
+                    s,
+                    "n{k}: mmap-read {path} ({}) differs from sum ({})",
+                    show(m),
+                    show(s)
+                );
+                assert_eq!(s, w, "n{k}: sum {path} ({}) != {}", show(s), show(w));
+            }
+        }
+        // Node 2 again, starting with mmap-read: no prior read brought the
+        // pages in through the read path.
+        c.exec_ok(1, "fill /g 64k")?;
+        let m = mmap_read(c, 2, "/g")?;
+        assert_eq!(m, pattern(64 * KIB), "n2: mmap-read /g first: {}", show(m));
+        check_sum(c, 2, "/g", pattern(64 * KIB))?;
+        Ok(())
+    });
+}
+
+#[test]
+fn mmap_read_matches_cat() {
+    mmap_read_matches_sum("strong");
+}
+
+#[test]
+fn mmap_read_matches_cat_relaxed() {
+    mmap_read_matches_sum("relaxed");
+}
+
+// ----------------------------------------- 3. strong: writes seen at once
+
+#[test]
+fn strong_write_seen_at_once() {
+    with_cluster(opts("strong-write").mode("strong"), |c| {
+        // One page: node 2 maps node 1's frame, node 1 overwrites it.
+        c.exec_ok(1, "write /f OLD")?;
+        assert_eq!(c.exec_ok(2, "cat /f")?.lines, vec!["OLD".to_string()]);
+        assert_eq!(cache_stats(c, 2)?.num("remote mappings"), 1);
+        c.exec_ok(1, "write /f NEW")?;
+        assert_eq!(
+            c.exec_ok(2, "cat /f")?.lines,
+            vec!["NEW".to_string()],
+            "node 2 does not see node 1's write (no sync in between)"
+        );
+        c.exec_ok(1, "append /f MORE")?;
+        assert_eq!(
+            c.exec_ok(2, "cat /f")?.lines,
+            vec!["NEW".to_string(), "MORE".to_string()]
+        );
+
+        // Many pages: node 2 maps all 16, node 1 shrinks, regrows with
+        // zeros, and rewrites the file while they are mapped.
+        let size = 64 * KIB;
+        c.exec_ok(1, "fill /g 64k")?;
+        check_sum(c, 2, "/g", pattern(size))?;
+        assert!(cache_stats(c, 2)?.num("remote mappings") >= size / PAGE);
+        c.exec_ok(1, "write /g x")?;
+        assert_eq!(c.exec_ok(2, "cat /g")?.lines, vec!["x".to_string()]);
+        check_sum(c, 2, "/g", (crc32(b"x\n"), 2))?;
+        c.exec_ok(1, "truncate /g 65536")?;
+        let mut grown = b"x\n".to_vec();
+        grown.resize(size as usize, 0);
+        // The old pattern must not show through the regrown range.
+        check_sum(c, 2, "/g", (crc32(&grown), size))?;
+        c.exec_ok(1, "fill /g 64k")?;
+        check_sum(c, 2, "/g", pattern(size))?;
+        let m = mmap_read(c, 2, "/g")?;
+        assert_eq!(m, pattern(size), "n2: mmap-read /g: {}", show(m));
+        check_sum(c, 1, "/g", pattern(size))?;
+        let s2 = cache_stats(c, 2)?;
+        assert!(
+            s2.num("invalidations received") > 0,
+            "node 2 kept its mappings across node 1's rewrites:\n{}",
+            s2.text
+        );
+        Ok(())
+    });
+}
+
+// ----------------------------------------------- 4. eviction with sharers
+
+#[test]
+fn eviction_with_sharers() {
+    let mut o = opts("evict").mode("strong");
+    o.shm_mb = Some(16);
+    with_cluster(o, |c| {
+        let small = 64 * KIB;
+        let big = 12 * KIB * KIB;
+        c.exec_ok(1, "fill /a 64k")?;
+        c.exec_ok(1, "sync")?;
+        check_sum(c, 2, "/a", pattern(small))?;
+        let s2 = cache_stats(c, 2)?;
+        assert_eq!(s2.num("remote mappings"), small / PAGE, "n2:\n{}", s2.text);
+
+        let s1 = cache_stats(c, 1)?;
+        let pool: u64 = s1
+            .get("pool frames free/total")
+            .split('/')
+            .nth(1)
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("n1: bad pool frames:\n{}", s1.text));
+        assert!(
+            pool < big / PAGE,
+            "the pool ({pool} frames) holds /big: nothing would be reclaimed"
+        );
+
+        // 12 MiB through a ~7.5 MiB pool: reclaim, /a's shared pages among
+        // others.
+        c.exec_ok(1, "fill /big 12m")?;
+        let s1 = cache_stats(c, 1)?;
+        assert!(
+            s1.num("invalidations sent") > 0,
+            "node 1 reclaimed nothing:\n{}",
+            s1.text
+        );
+        let s2 = cache_stats(c, 2)?;
+        assert!(
+            s2.num("invalidations received") > 0,
+            "node 2 was not told its mappings went away:\n{}",
+            s2.text
+        );
+        check_sum(c, 2, "/a", pattern(small))?;
+        check_sum(c, 1, "/big", pattern(big))?;
+        check_sum(c, 2, "/big", pattern(big))?;
+        check_sum(c, 1, "/a", pattern(small))?;
+        Ok(())
+    });
+}
+
+// ------------------------------------ 5. killed owner, survivor continues
+
+#[test]
+fn killed_owner_survivor_continues() {
+    with_cluster(
+        opts("killowner")
+            .mode("strong")
+            .append_extra("hb_timeout_ms=600"),
+        |c| {
+            let size = 128 * KIB;
+            let pages = size / PAGE;
+            c.exec_ok(1, "fill /k 128k")?;
+            c.exec_ok(1, "sync")?;
+            check_sum(c, 2, "/k", pattern(size))?;
+            let before = cache_stats(c, 2)?;
+            assert_eq!(before.num("remote mappings"), pages, "{}", before.text);
+
+            c.kill_node(1)?;
+            c.wait_log("dir", r"node 1 failed", Duration::from_secs(30))?;
+
+            // Node 1's frames are gone: the pages come back from the disk.
+            check_sum(c, 2, "/k", pattern(size))?;
+            let after = cache_stats(c, 2)?;
+            assert!(
+                after.num("invalidations received") >= pages,
+                "node 2 was not told to drop its {pages} mappings of node 1's frames:\n{}",
+                after.text
+            );
+            let fills =
+                after.num("disk reads caused (fills)") - before.num("disk reads caused (fills)");
+            assert!(
+                fills >= pages,
+                "node 2 re-read {fills} pages from disk, want {pages}:\n{}",
+                after.text
+            );
+            assert_eq!(
+                after.num("resident owned pages"),
+                pages,
+                "node 2 should own /k now:\n{}",
+                after.text
+            );
+            let m = mmap_read(c, 2, "/k")?;
+            assert_eq!(m, pattern(size), "n2: mmap-read /k: {}", show(m));
+            c.exec_ok(2, "write /after alive")?;
+            assert_eq!(c.exec_ok(2, "cat /after")?.lines, vec!["alive".to_string()]);
+            Ok(())
+        },
+    );
+}
+
+// ------------------------------------------------- 6. directory killed
+
+#[test]
+fn directory_killed() {
+    with_cluster(opts("killdir").mode("strong"), |c| {
+        c.exec_ok(1, "ls /")?;
+        kill_directory(c)?;
+        let out = c.exec_timeout(1, b"ls /", Duration::from_secs(30))?;
+        let msg = out
+            .error_message()
+            .unwrap_or_else(|| panic!("ls / succeeded without a directory: {out:?}"));
+        assert!(
+            msg.contains("directory unavailable"),
+            "unexpected error for ls /: {msg:?}"
+        );
+        c.wait_log("node1", "directory unavailable", Duration::from_secs(10))?;
+        // The shell is still there.
+        c.exec_timeout(1, b"uptime", Duration::from_secs(30))?
+            .into_result()?;
+        let out = c.exec_timeout(2, b"cat /hello.txt", Duration::from_secs(30))?;
+        assert!(!out.is_ok(), "cat on node 2 succeeded: {out:?}");
+        c.exec_timeout(2, b"uptime", Duration::from_secs(30))?
+            .into_result()?;
+        Ok(())
+    });
+}
+
+// ------------------------------------ 7. invalidation with two sharers
+
+#[test]
+fn invalidation_with_two_sharers() {
+    with_cluster(opts("2sharers").mode("strong").nodes(3), |c| {
+        let size = 128 * KIB;
+        let pages = size / PAGE;
+        c.exec_ok(1, "fill /s 128k")?;
+        for k in [2u8, 3] {
+            check_sum(c, k, "/s", pattern(size))?;
+            let s = cache_stats(c, k)?;
+            assert_eq!(s.num("remote mappings"), pages, "n{k}:\n{}", s.text);
+        }
+        let owned = cache_stats(c, 1)?.num("resident owned pages");
+        assert_eq!(owned, pages, "node 1 owns more or less than /s");
+        let base: Vec<u64> = [2u8, 3]
+            .iter()
+            .map(|&k| cache_stats(c, k).map(|s| s.num("invalidations received")))
+            .collect::<Result<_>>()?;
+
+        let out = c.exec_ok(1, "cache drop")?;
+        let (n, _) = parse_cache_drop(&out.text())
+            .unwrap_or_else(|| panic!("n1: cache drop output: {:?}", out.lines));
+        assert_eq!(n, owned, "cache drop: {:?}", out.lines);
+        assert_eq!(cache_stats(c, 1)?.num("resident owned pages"), 0);
+
+        for (i, k) in [2u8, 3].into_iter().enumerate() {
+            let s = cache_stats(c, k)?;
+            assert_eq!(
+                s.num("invalidations received") - base[i],
+                n,
+                "n{k} after node 1 dropped {n} shared pages:\n{}",
+                s.text
+            );
+            assert_eq!(s.num("remote mappings"), 0, "n{k}:\n{}", s.text);
+        }
+        for k in [2u8, 3] {
+            check_sum(c, k, "/s", pattern(size))?;
+        }
+        // Still one copy among the survivors' caches.
+        let owned2 = cache_stats(c, 2)?.num("resident owned pages");
+        let owned3 = cache_stats(c, 3)?.num("resident owned pages");
+        assert_eq!(
+            owned2 + owned3,
+            pages,
+            "after the re-read nodes 2 and 3 own {owned2} + {owned3} pages of a {pages}-page file"
+        );
+        check_sum(c, 1, "/s", pattern(size))?;
+        Ok(())
+    });
+}
+
+// ------------------------------------------------------- parser checks
+
+#[test]
+fn stats_parser() {
+    let s = Stats::parse(
+        1,
+        "cache stats",
+        "mode                       strong\n\
+         resident owned pages       64\n\
+         pool frames free/total     8057/8121\n\
+         disk reads caused (fills)  0\n",
+    );
+    assert_eq!(s.get("mode"), "strong");
+    assert_eq!(s.num("resident owned pages"), 64);
+    assert_eq!(s.get("pool frames free/total"), "8057/8121");
+    assert_eq!(s.num("disk reads caused (fills)"), 0);
+    assert_eq!(
+        parse_cache_drop("invalidated 32 owned pages, dropped 0 remote mappings"),
+        Some((32, 0))
+    );
+    assert_eq!(parse_cache_drop("dropped the private cache"), None);
+}
