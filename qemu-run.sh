@@ -36,6 +36,9 @@ Options:
                      default) | relaxed (single copy for reads, private
                      writable copies reconciled at write-back) | private
                      (independent per-node caches through the directory)
+  --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
+                     runs on CPU 0, its dedicated core, and the nodes on the
+                     others, so a node never waits for the directory's core)
   --accel MODE       auto | tcg | kvm (default auto: kvm only if the CPU has
                      vmx/svm and /dev/kvm opens, else tcg)
   --disk IMG         disk image for the directory (default RUN/disk.img, made
@@ -107,13 +110,14 @@ BOOT_TIMEOUT=30
 CMD_TIMEOUT=60
 APPEND_EXTRA=
 MODE=strong
+PIN=auto
 KERNEL=
 EXECS=()
 SEEN=" "
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--nodes --mode --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--nodes --mode --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--run-dir" ;;
     attach) ALLOWED="--run-dir --console" ;;
     exec) ALLOWED="--run-dir -e --cmd-timeout" ;;
@@ -152,7 +156,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --pin | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -194,6 +198,12 @@ while [[ $# -gt 0 ]]; do
             case "$val" in
                 strong | relaxed | private) MODE=$val ;;
                 *) die_usage "--mode must be strong, relaxed or private, got '$val'" ;;
+            esac
+            ;;
+        --pin)
+            case "$val" in
+                auto | off) PIN=$val ;;
+                *) die_usage "--pin must be auto or off, got '$val'" ;;
             esac
             ;;
         --disk) DISK=$val ;;
@@ -597,13 +607,28 @@ write_env starting
 
 # 7. launch
 info "accel: $ACCEL ($ACCEL_WHY)"
+# CPU placement: the directory's vCPU gets CPU 0 to itself (its dedicated
+# core); nodes share the rest.
+HOST_CPUS=$(nproc 2>/dev/null || echo 1)
+pin_for() { # pin_for NAME -> "taskset -c LIST" or nothing
+    if [[ $PIN == auto && $HOST_CPUS -ge 2 ]] && command -v taskset >/dev/null; then
+        if [[ $1 == dir ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((HOST_CPUS - 1))"; fi
+    fi
+}
+if [[ -n $(pin_for dir) ]]; then
+    info "cpus: directory pinned to CPU 0 (dedicated), nodes to CPUs 1-$((HOST_CPUS - 1))"
+else
+    info "cpus: not pinned (--pin $PIN, $HOST_CPUS host CPUs)"
+fi
+
 # launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
 # session under a small wrapper that records QEMU's pid and exit status.
 launch() {
-    local name=$1 cmdline=$2 i
+    local name=$1 cmdline=$2 i pin
     shift 2
+    read -r -a pin <<<"$(pin_for "$name")"
     # shellcheck disable=SC2054 # commas are QEMU option syntax
-    local qemu=(qemu-system-x86_64 -name "onecopy-$name"
+    local qemu=("${pin[@]}" qemu-system-x86_64 -name "onecopy-$name"
         -machine pc -cpu max -smp 1 -m "${MEM_MB}M" -accel "$ACCEL"
         -display none -no-reboot -monitor none -nodefaults
         -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"

@@ -40,12 +40,13 @@ out=$(./qemu-run.sh --nodes 3 --mode "$MODE" --run-dir "$RUN" --append-extra "ti
     -e "1: bench inv $F" \
     -e "1: bench read $F" -e "2: bench read $F" -e "1: bench inv $F" \
     -e "1: bench read $F" -e "1: bench inv $F" \
+    -e "1: bench read $F" -e "2: bench dir $F 5" \
     -e "2: dir stats")
 echo "$out" | grep -E "accel:|cluster up"
 mapfile -t med < <(echo "$out" | grep -E '(read 4k|invalidate 1 page):' | sed -E 's/.*median=([0-9]+) ns.*mean=([0-9]+) ns.*/\1 \2/')
 label=("CM (cold, node 1)" "local hit (node 1)" "CM-R (node 2)" "CH-R (node 2)" "CM-R (node 3)"
     "invalidate, 2 idle sharers" "CM (node 1 again)" "CM-R (node 2 again)" "invalidate, 1 idle sharer"
-    "CM (node 1, third)" "invalidate, 0 sharers")
+    "CM (node 1, third)" "invalidate, 0 sharers" "CM (node 1, fourth)")
 printf '%-28s %12s %12s\n' scenario "median ns" "mean ns"
 for i in "${!med[@]}"; do
     read -r m a <<<"${med[$i]}"
@@ -56,5 +57,6 @@ m() { echo "${med[$1]}" | cut -d' ' -f1; }
 a() { echo "${med[$1]}" | cut -d' ' -f2; }
 echo "CH-R / local hit (median):          $(ratio "$(m 3)" "$(m 1)")x   (goal <= 1.2x)"
 echo "CM / CM-R (median, first touch):    $(ratio "$(m 0)" "$(m 2)")x   (DPC 2.6x, goal >= 10x)"
-echo "CM-R batched page ops per second:   $(awk -v a="$(a 2)" 'BEGIN { printf "%.0f", 1e9 / a }') (1 / mean CM-R read, 32 pages per batch)"
+echo "$out" | grep -o 'directory page ops: .*' | sed 's/^/batched (32 per round trip) /'
+echo "$out" | grep -E 'largest batch' | sed 's/^\[n2\] */directory: /' 
 echo "busy instances: the directory + one node at a time; tick_hz=$TICK; mode $MODE"

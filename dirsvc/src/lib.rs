@@ -26,3 +26,5 @@ pub mod proto;
 pub mod ring;
 pub mod server;
 pub mod shm;
+#[cfg(test)]
+mod sim;

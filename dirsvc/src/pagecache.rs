@@ -142,6 +142,10 @@ pub struct NodeCache {
     deferred: BTreeSet<PageKey>,
     /// Deferred acks now due (see [`NodeCache::take_acks`]).
     acks: Vec<(PageKey, bool)>,
+    /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
+    /// racing the DROP must report the dirty bit too (see
+    /// [`NodeCache::drop_done`]).
+    dropped_dirty: BTreeSet<PageKey>,
     free: Vec<u64>,
     pool: (u64, u64),
     /// Owned pages in install order: reclaim victims (FIFO).
@@ -175,6 +179,7 @@ impl NodeCache {
             inflight: BTreeMap::new(),
             deferred: BTreeSet::new(),
             acks: Vec::new(),
+            dropped_dirty: BTreeSet::new(),
             free: (pool.0..pool.1).rev().collect(),
             pool,
             owned: VecDeque::new(),
@@ -310,6 +315,9 @@ impl NodeCache {
         let Some(frame) = self.inflight.remove(&key) else {
             return Installed::Failed;
         };
+        // A DROP of the page went out before this miss: its answer came
+        // first on the response ring.
+        let dropped_dirty = self.dropped_dirty.remove(&key);
         if !self.deferred.remove(&key) {
             return self.apply_answer(key, frame, reply, exported);
         }
@@ -331,7 +339,7 @@ impl NodeCache {
                 }
             }
         };
-        self.acks.push((key, dirty));
+        self.acks.push((key, dirty || dropped_dirty));
         got
     }
 
@@ -529,7 +537,15 @@ impl NodeCache {
     /// sending the ack.
     pub fn invalidate(&mut self, key: &PageKey) -> bool {
         self.stats.invs_received += 1;
-        self.teardown(key)
+        // A DROP racing the DIR_INV may reach the directory after the ack
+        // (and be refused): the ack carries its dirty bit.
+        let dropped = self.dropped_dirty.remove(key);
+        self.teardown(key) || dropped
+    }
+
+    /// The DROP of `key` was answered: the directory has its dirty bit.
+    pub fn drop_done(&mut self, key: &PageKey) {
+        self.dropped_dirty.remove(key);
     }
 
     fn teardown(&mut self, key: &PageKey) -> bool {
@@ -642,6 +658,17 @@ impl NodeCache {
         self.take_remote(excess)
     }
 
+    /// Forget these remote mappings (the caller DROPs them).
+    pub fn forget_remote(&mut self, keys: &[(PageKey, bool)]) {
+        for (k, _) in keys {
+            if matches!(self.slots.get(k), Some(Slot::Remote { .. })) {
+                self.slots.remove(k);
+                self.remote -= 1;
+                self.stats.drops += 1;
+            }
+        }
+    }
+
     /// Every remote mapping (for `cache drop`), to DROP.
     pub fn all_remote(&mut self) -> Vec<(PageKey, bool)> {
         self.take_remote(usize::MAX)
@@ -657,10 +684,13 @@ impl NodeCache {
             })
             .take(n)
             .collect();
-        for (k, _) in &keys {
+        for (k, dirty) in &keys {
             self.slots.remove(k);
             self.remote -= 1;
             self.stats.drops += 1;
+            if *dirty {
+                self.dropped_dirty.insert(*k);
+            }
         }
         keys
     }
@@ -672,8 +702,25 @@ impl NodeCache {
         self.inflight.clear();
         self.deferred.clear();
         self.acks.clear();
+        self.dropped_dirty.clear();
         self.owned.clear();
         self.remote = 0;
         self.free = (self.pool.0..self.pool.1).rev().collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl NodeCache {
+        /// Free frames and frames in flight (for the checks of the tests
+        /// and of the simulation).
+        pub(crate) fn frames_debug(&self) -> (Vec<u64>, Vec<(PageKey, u64)>) {
+            (
+                self.free.clone(),
+                self.inflight.iter().map(|(k, g)| (*k, *g)).collect(),
+            )
+        }
     }
 }

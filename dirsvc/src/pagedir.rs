@@ -708,7 +708,7 @@ impl PageDir {
                 continue;
             }
             e.dirty = false;
-            let pending = e.sharers;
+            let pending = e.sharers | bit(e.owner);
             // The owner's bit marks "still to be told" (see `settle`).
             e.sharers |= bit(e.owner);
             e.phase = Phase::Invalidating { pending, tag: 0 };

@@ -115,6 +115,13 @@ pub trait Os {
         Err(Errno::NotSupported)
     }
 
+    /// Directory throughput: map and drop every page of `path` (owned by
+    /// another node) `rounds` times in batches; returns (page operations,
+    /// elapsed nanoseconds) (`bench dir`).
+    fn bench_dir(&mut self, _path: &str, _rounds: u32) -> Result<(u64, u64), Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// Directory counters as `(name, value)` lines (`dir stats`).
     fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
         Err(Errno::NotSupported)

@@ -244,6 +244,14 @@ static COMMANDS: &[Command] = &[
         run: cmd_bench_inv,
     },
     Command {
+        name: "bench dir",
+        usage: "bench dir PATH [ROUNDS]",
+        help: "directory throughput: map and drop every page of PATH (owned by another node), batched",
+        min_args: 1,
+        max_args: 2,
+        run: cmd_bench_dir,
+    },
+    Command {
         name: "cache stats",
         usage: "cache stats",
         help: "page-cache mode and counters of this node",
@@ -848,6 +856,29 @@ fn cmd_bench_inv(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     let path = args.path(0)?;
     let mut samples = ctx.os.bench_inv(&path).map_err(at(&path))?;
     print_summary(ctx, "invalidate 1 page", &mut samples)
+}
+
+fn cmd_bench_dir(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let path = args.path(0)?;
+    let rounds = match args.get(1) {
+        None => 10,
+        Some(s) => parse::u64_dec(s)
+            .ok()
+            .filter(|r| (1..=100_000).contains(r))
+            .ok_or_else(|| Error::Msg(format!("bad rounds '{}' (1 to 100000)", quoted(s))))?
+            as u32,
+    };
+    let (ops, ns) = ctx.os.bench_dir(&path, rounds).map_err(at(&path))?;
+    let per_sec = if ns == 0 {
+        0
+    } else {
+        ops.saturating_mul(1_000_000_000) / ns
+    };
+    ctx.println(&format!(
+        "directory page ops: n={ops} in {} us = {per_sec} ops/s",
+        ns / 1000
+    ));
+    Ok(())
 }
 
 fn cmd_bench_ring(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {

@@ -213,6 +213,48 @@ pub fn invalidate_one(t: &mut dyn Transport, key: PageKey) -> Result<bool, Errno
     Ok(true)
 }
 
+/// Directory throughput: map and drop the pages `[0, pages)` of `ino`
+/// (owned by another node) `rounds` times, [`BATCH`] page requests per
+/// round trip. Returns (page operations, elapsed cycles).
+pub fn bench_dir(
+    t: &mut dyn Transport,
+    ino: u64,
+    pages: u64,
+    rounds: u32,
+) -> Result<(u64, u64), Errno> {
+    let keys: Vec<PageKey> = (0..pages).map(|idx| PageKey { ino, idx }).collect();
+    let t0 = crate::arch::cpu::rdtsc();
+    let mut ops = 0u64;
+    for _ in 0..rounds {
+        for chunk in keys.chunks(BATCH) {
+            let missing = with(|c| chunk.iter().filter(|k| c.cache.slot(k).is_none()).count())
+                .unwrap_or(0) as u64;
+            resolve(t, chunk, false)?;
+            ops += missing;
+            let remote: Vec<(PageKey, bool)> = with(|c| {
+                chunk
+                    .iter()
+                    .filter(|k| {
+                        matches!(
+                            c.cache.slot(k),
+                            Some(dirsvc::pagecache::Slot::Remote { .. })
+                        )
+                    })
+                    .map(|k| (*k, false))
+                    .collect()
+            })
+            .unwrap_or_default();
+            if remote.len() != chunk.len() {
+                return Err(Errno::Invalid); // we own some: use a file owned elsewhere
+            }
+            with(|c| c.cache.forget_remote(&remote));
+            ops += remote.len() as u64;
+            drop_mappings(t, remote)?;
+        }
+    }
+    Ok((ops, crate::arch::cpu::rdtsc() - t0))
+}
+
 /// Make `keys` resident or mapped here (one batch per [`BATCH`] pages).
 /// `full_write`: the caller will overwrite whole pages (strong mode asks
 /// LOOKUP_LOCK instead of READ). Returns the pages left in E (reserved),

@@ -527,6 +527,16 @@ impl Os for NodeOs {
         Ok(out)
     }
 
+    fn bench_dir(&mut self, path: &str, rounds: u32) -> Result<(u64, u64), Errno> {
+        if !self.vfs.mode().single_copy() {
+            return Err(Errno::NotSupported);
+        }
+        let a = self.vfs.stat(&mut self.conn, path)?;
+        let (ops, cycles) =
+            coherent::bench_dir(&mut self.conn, a.ino, a.size.div_ceil(4096), rounds)?;
+        Ok((ops, time::cycles_to_ns(cycles)))
+    }
+
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
         // Warm up (wakes a halted directory), then time each round trip.
         use coherent::Transport;
