@@ -33,6 +33,8 @@ pub struct BootConfig {
     /// Timer tick rate (Hz): how often a halted kernel wakes to look at
     /// its rings (an idle node answers invalidations within one tick).
     pub tick_hz: u32,
+    /// Log level (`log=error|warn|info|debug|trace`, default info).
+    pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
     pub remote_limit: u64,
     /// Keys that were not understood (reported in the log).
@@ -63,6 +65,7 @@ impl BootConfig {
             mode: crate::pagecache::Mode::Strong,
             remote_limit: 8192,
             tick_hz: 1000,
+            log: log::LevelFilter::Info,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -76,6 +79,20 @@ impl BootConfig {
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
+                "log" => {
+                    c.log = match v {
+                        "error" => log::LevelFilter::Error,
+                        "warn" => log::LevelFilter::Warn,
+                        "info" => log::LevelFilter::Info,
+                        "debug" => log::LevelFilter::Debug,
+                        "trace" => log::LevelFilter::Trace,
+                        _ => {
+                            return Err(alloc::format!(
+                                "log={v}: expected error, warn, info, debug or trace"
+                            ))
+                        }
+                    }
+                }
                 "mode" => {
                     c.mode = crate::pagecache::Mode::parse(v).ok_or_else(|| {
                         alloc::format!("mode={v}: expected private, strong or relaxed")

@@ -327,6 +327,7 @@ impl<D: BlockDevice> Directory<D> {
             acks += 1;
             match Notice::decode(&d) {
                 Ok(Notice::InvAck { key, dirty }) => {
+                    log::debug!("node {node}: ack {key:?} dirty={dirty}");
                     let a = self.pages.ack(node as u8, key, dirty);
                     self.run(mem, a);
                 }
@@ -422,6 +423,7 @@ impl<D: BlockDevice> Directory<D> {
         let mut queue: VecDeque<Action> = actions.into();
         let mut page = vec![0u8; crate::layout::FRAME];
         while let Some(a) = queue.pop_front() {
+            log::debug!("page action {a:?}");
             match a {
                 Action::Reply { node, tag, reply } => {
                     let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
@@ -530,6 +532,7 @@ impl<D: BlockDevice> Directory<D> {
                 return;
             }
             self.page_ops.insert((node as u8, tag), op);
+            log::debug!("node {node} tag {tag}: {p:?}");
             let a = self.pages.handle(&self.layout, node as u8, tag, p);
             self.run(mem, a);
             return;
@@ -605,6 +608,20 @@ impl<D: BlockDevice> Directory<D> {
             Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
             Request::Setattr { ino, size } => {
                 let old = fs.getattr(ino)?;
+                let f = crate::layout::FRAME as u64;
+                if size < old.size && !size.is_multiple_of(f) {
+                    // The page holding the new end of file survives in
+                    // part: its head may be dirty in the owner's frame
+                    // (strong mode), so write it back before cutting.
+                    let key = PageKey { ino, idx: size / f };
+                    if let Some(e) = self.pages.entry(&key) {
+                        if e.phase == crate::pagedir::Phase::Owned {
+                            let gfn = e.gfn;
+                            self.run(mem, vec![Action::WriteBack { key, gfn }]);
+                        }
+                    }
+                }
+                let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
                 let a = fs.set_size(ino, size)?;
                 if size < old.size {
                     // Cached pages from the one holding the new end of file

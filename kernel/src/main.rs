@@ -35,6 +35,7 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
         Ok(c) => c,
         Err(e) => klog::fatal(format_args!("bad command line '{cmdline}': {e}")),
     };
+    log::set_max_level(cfg.log);
     klog::set_who(match cfg.role {
         Role::Dir => "dir",
         Role::Node(id) => alloc::boxed::Box::leak(alloc::format!("n{id}").into_boxed_str()),

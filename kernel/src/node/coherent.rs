@@ -94,6 +94,7 @@ pub fn service(shm: &RawShm) -> usize {
             }
         };
         let dirty = c.cache.invalidate(&key);
+        log::debug!("DIR_INV {key:?}: acked, dirty={dirty}");
         if let Some(va) = c.mapped.remove(&key) {
             paging::unmap_4k(va); // includes the TLB flush, before the ack
         }
@@ -279,9 +280,21 @@ pub fn resolve(
                 rest.push(key);
                 continue;
             }
-            let hit = with(|c| c.cache.slot(&key).is_some()).unwrap_or(false);
-            if hit {
-                continue;
+            let slot = with(|c| {
+                c.cache
+                    .slot(&key)
+                    .map(|s| matches!(s, dirsvc::pagecache::Slot::Reclaiming { .. }))
+            })
+            .ok_or(Errno::Unavailable)?;
+            match slot {
+                // Usable already (ours, mapped, private or reserved).
+                Some(false) => continue,
+                // Being torn down: wait for the directory's DIR_INV.
+                Some(true) => {
+                    rest.push(key);
+                    continue;
+                }
+                None => {}
             }
             let req = with(|c| c.cache.start_miss(key, full_write)).ok_or(Errno::Unavailable)?;
             match req {
@@ -298,10 +311,15 @@ pub fn resolve(
         }
         todo = rest;
         if batch.is_empty() {
+            // Only pages being torn down are left: let the invalidations in.
+            if !todo.is_empty() && !t.wait() {
+                return Err(Errno::Unavailable);
+            }
             continue;
         }
         let reqs: Vec<PageReq> = batch.iter().map(|(_, r)| *r).collect();
         let replies = page_calls(t, &reqs)?;
+        log::debug!("resolve: {reqs:?} -> {replies:?}");
         let shm = crate::node::shm();
         for ((key, _), reply) in batch.iter().zip(replies) {
             let r = with(|c| {
@@ -409,6 +427,7 @@ pub fn write(t: &mut dyn Transport, ino: u64, pos: u64, data: &[u8]) -> Result<u
         let n = (PAGE - in_page).min(data.len() - done);
         let chunk = &data[done..done + n];
         let hit = with(|c| c.cache.lookup(&key)).ok_or(Errno::Unavailable)?;
+        log::trace!("write {key:?} +{in_page} len {n}: {hit:?}");
         match (hit, mode) {
             (Hit::Local(g), _) | (Hit::Remote(g), Mode::Strong) => {
                 shm.write(frame_off(g) + in_page, chunk);

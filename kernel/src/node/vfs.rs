@@ -200,6 +200,9 @@ impl Vfs {
                     size: 0,
                 },
             )?)?;
+            if self.mode.single_copy() {
+                coherent::evict_local(a.ino, 0);
+            }
         }
         self.revalidate(&a);
         self.files[slot] = Some(OpenFile {
