@@ -36,6 +36,13 @@ Options:
                      default) | relaxed (single copy for reads, private
                      writable copies reconciled at write-back) | private
                      (independent per-node caches through the directory)
+  --storage P        throttle the directory's disk (QEMU throttling.*) to a
+                     profile: none (default) | nvme (3400 MB/s, 500k IOPS) |
+                     sata-ssd (145 MB/s, 20k IOPS) | sas-raid (4000 MB/s,
+                     400k IOPS: RAID-0 of four 1 GB/s SAS SSDs, DPC's testbed)
+  --cxl-latency-ns N extra latency added to every copy from a peer's frame
+                     (emulated CXL access; 0..100000, default 0); mmap loads
+                     run at host-memory speed
   --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
                      runs on CPU 0, its dedicated core, and the nodes on the
                      others, so a node never waits for the directory's core)
@@ -111,13 +118,15 @@ CMD_TIMEOUT=60
 APPEND_EXTRA=
 MODE=strong
 PIN=auto
+STORAGE=none
+CXL_NS=0
 KERNEL=
 EXECS=()
 SEEN=" "
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--nodes --mode --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--nodes --mode --storage --cxl-latency-ns --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--run-dir" ;;
     attach) ALLOWED="--run-dir --console" ;;
     exec) ALLOWED="--run-dir -e --cmd-timeout" ;;
@@ -156,7 +165,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --pin | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -200,6 +209,13 @@ while [[ $# -gt 0 ]]; do
                 *) die_usage "--mode must be strong, relaxed or private, got '$val'" ;;
             esac
             ;;
+        --storage)
+            case "$val" in
+                none | nvme | sata-ssd | sas-raid) STORAGE=$val ;;
+                *) die_usage "--storage must be none, nvme, sata-ssd or sas-raid, got '$val'" ;;
+            esac
+            ;;
+        --cxl-latency-ns) int_in CXL_NS --cxl-latency-ns "$val" 0 100000 ;;
         --pin)
             case "$val" in
                 auto | off) PIN=$val ;;
@@ -594,6 +610,9 @@ SHM_MB='$SHM_MB'
 SHM_OWNED='1'
 MEM_MB='$MEM_MB'
 DISK='$DISK'
+MODE='$MODE'
+STORAGE='$STORAGE'
+CXL_NS='$CXL_NS'
 KERNEL='$KERNEL'
 APPEND_EXTRA='$APPEND_EXTRA'
 PIDS='$pids'
@@ -654,7 +673,15 @@ launch() {
     die "$name did not start (no $RUN_DIR/$name.pid after 5 s)"
 }
 
-extra=" mode=$MODE${APPEND_EXTRA:+ $APPEND_EXTRA}"
+# Storage profiles (bytes/s, IOPS), recorded in cluster.env and every result.
+case "$STORAGE" in
+    none) THROTTLE= ;;
+    nvme) THROTTLE=",throttling.bps-total=3400000000,throttling.iops-total=500000" ;;
+    sata-ssd) THROTTLE=",throttling.bps-total=145000000,throttling.iops-total=20000" ;;
+    sas-raid) THROTTLE=",throttling.bps-total=4000000000,throttling.iops-total=400000" ;;
+esac
+info "storage: $STORAGE${THROTTLE:+ ($THROTTLE)}; cxl latency: $CXL_NS ns"
+extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
 gdb_args() { # gdb_args K
     if [[ -n $GDB && $GDB == "$1" ]]; then
         echo "-gdb tcp:127.0.0.1:$((1234 + $1))"
@@ -663,7 +690,7 @@ gdb_args() { # gdb_args K
 START_MS=$(now_ms)
 # shellcheck disable=SC2046 # gdb_args yields zero or two words
 launch dir "role=dir nodes=$NODES$extra" \
-    -drive "file=$DISK,if=none,id=disk0,format=raw" -device virtio-blk-pci,drive=disk0 \
+    -drive "file=$DISK,if=none,id=disk0,format=raw$THROTTLE" -device virtio-blk-pci,drive=disk0 \
     $(gdb_args 0)
 for ((k = 1; k <= NODES; k++)); do
     # shellcheck disable=SC2046

@@ -33,6 +33,10 @@ pub struct BootConfig {
     /// Timer tick rate (Hz): how often a halted kernel wakes to look at
     /// its rings (an idle node answers invalidations within one tick).
     pub tick_hz: u32,
+    /// Emulated CXL latency added to every copy from a peer's frame (ns).
+    pub cxl_ns: u64,
+    /// Storage profile name given by the launcher (recorded in results).
+    pub storage: String,
     /// Log level (`log=error|warn|info|debug|trace`, default info).
     pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
@@ -65,6 +69,8 @@ impl BootConfig {
             mode: crate::pagecache::Mode::Strong,
             remote_limit: 8192,
             tick_hz: 1000,
+            cxl_ns: 0,
+            storage: "none".to_string(),
             log: log::LevelFilter::Info,
             unknown: Vec::new(),
         };
@@ -79,6 +85,11 @@ impl BootConfig {
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
+                "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
+                "storage" => match v {
+                    "none" | "nvme" | "sata-ssd" | "sas-raid" => c.storage = v.to_string(),
+                    _ => return Err(alloc::format!("storage={v}: unknown profile")),
+                },
                 "log" => {
                     c.log = match v {
                         "error" => log::LevelFilter::Error,

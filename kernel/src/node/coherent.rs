@@ -54,6 +54,22 @@ pub struct Coherence {
 }
 
 static COH: Mutex<Option<Coherence>> = Mutex::new(None);
+/// Emulated CXL access latency added to every copy from a peer's frame.
+static CXL_NS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Set the emulated CXL latency (boot option `cxl_ns`).
+pub fn set_cxl_latency(ns: u64) {
+    CXL_NS.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Spin for the emulated CXL latency (no-op at 0).
+fn cxl_delay() {
+    let ns = CXL_NS.load(core::sync::atomic::Ordering::Relaxed);
+    if ns > 0 {
+        let t0 = crate::arch::time::now_ns();
+        while crate::arch::time::now_ns() - t0 < ns {}
+    }
+}
 
 /// (Re)initialise after a join: fresh notify/ack endpoints, an empty cache
 /// over our pool, nothing mapped.
@@ -385,7 +401,12 @@ pub fn read(t: &mut dyn Transport, ino: u64, pos: u64, buf: &mut [u8]) -> Result
             let in_page = (at % PAGE as u64) as usize;
             let n = (PAGE - in_page).min(buf.len() - done);
             let copied = with(|c| match c.cache.lookup(&key) {
-                Hit::Local(g) | Hit::Remote(g) => {
+                Hit::Local(g) => {
+                    shm.read(frame_off(g) + in_page, &mut buf[done..done + n]);
+                    true
+                }
+                Hit::Remote(g) => {
+                    cxl_delay();
                     shm.read(frame_off(g) + in_page, &mut buf[done..done + n]);
                     true
                 }

@@ -307,6 +307,8 @@ impl Rpc for Conn {
 struct NodeOs {
     conn: Conn,
     vfs: Vfs,
+    storage: String,
+    cxl_ns: u64,
 }
 
 impl Os for NodeOs {
@@ -400,6 +402,8 @@ impl Os for NodeOs {
         let mut v: Vec<(String, String)> = Vec::new();
         let mut put = |k: &str, x: String| v.push((k.to_string(), x));
         put("mode", mode.as_str().to_string());
+        put("storage profile", self.storage.clone());
+        put("cxl latency (ns)", format!("{}", self.cxl_ns));
         if !mode.single_copy() {
             let (hits, fetched, cached) = self.vfs.private_stats();
             put("resident pages (private copies)", format!("{cached}"));
@@ -598,6 +602,7 @@ impl NodeOs {
 pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let shm: &'static RawShm = SHM.call_once(|| shm);
     crate::arch::interrupts::init_timer(tick, cfg.tick_hz);
+    coherent::set_cxl_latency(cfg.cxl_ns);
     x86_64::instructions::interrupts::enable();
     let mut os = NodeOs {
         conn: Conn {
@@ -613,6 +618,8 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
             dir_hb: (0, 0),
         },
         vfs: Vfs::new(shm, cfg.mode),
+        storage: cfg.storage.clone(),
+        cxl_ns: cfg.cxl_ns,
     };
     if os.conn.join(BOOT_WAIT_NS).is_err() {
         log::warn!("starting the shell without the directory (directory unavailable)");
