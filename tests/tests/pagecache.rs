@@ -340,9 +340,18 @@ fn strong_write_seen_at_once() {
             c.exec_ok(2, "cat /f")?.lines,
             vec!["NEW".to_string(), "MORE".to_string()]
         );
+        // Again, a few times (node 2 maps the page before every rewrite).
+        for i in 1..=5 {
+            c.exec_ok(1, &format!("write /f v{i}"))?;
+            assert_eq!(
+                c.exec_ok(2, "cat /f")?.lines,
+                vec![format!("v{i}")],
+                "node 2 after node 1's rewrite number {i}"
+            );
+        }
 
-        // Many pages: node 2 maps all 16, node 1 shrinks, regrows with
-        // zeros, and rewrites the file while they are mapped.
+        // Many pages: node 2 maps all 16, node 1 rewrites the file to one
+        // line, regrows it with zeros and refills it while they are mapped.
         let size = 64 * KIB;
         c.exec_ok(1, "fill /g 64k")?;
         check_sum(c, 2, "/g", pattern(size))?;
@@ -368,6 +377,56 @@ fn strong_write_seen_at_once() {
         );
         Ok(())
     });
+}
+
+/// A shrinking `truncate` keeps the bytes below the new size, on the
+/// truncating node and on a node that maps its frames, in memory and on
+/// disk. (Before 6b8c38c the kept bytes of the boundary page read as zeros
+/// in strong and relaxed modes.)
+fn truncate_keeps_bytes_below_new_size(mode: &str) {
+    with_cluster(opts(&format!("trunc-{mode}")).mode(mode), |c| {
+        // One node, no sharer.
+        c.exec_ok(1, "write /m hello")?;
+        c.exec_ok(1, "truncate /m 2")?;
+        check_sum(c, 1, "/m", (crc32(b"he"), 2))?;
+        c.exec_ok(1, "cache drop")?;
+        check_sum(c, 1, "/m", (crc32(b"he"), 2))?;
+
+        // A one-page file mapped by node 2.
+        c.exec_ok(1, "write /f v1")?;
+        assert_eq!(c.exec_ok(2, "cat /f")?.lines, vec!["v1".to_string()]);
+        c.exec_ok(1, "truncate /f 1")?;
+        check_sum(c, 2, "/f", (crc32(b"v"), 1))?;
+        check_sum(c, 1, "/f", (crc32(b"v"), 1))?;
+
+        // 16 pages mapped by node 2, cut inside page 2.
+        c.exec_ok(1, "fill /g 64k")?;
+        check_sum(c, 2, "/g", pattern(64 * KIB))?;
+        c.exec_ok(1, "truncate /g 10000")?;
+        check_sum(c, 2, "/g", pattern(10_000))?;
+        check_sum(c, 1, "/g", pattern(10_000))?;
+        let m = mmap_read(c, 2, "/g")?;
+        assert_eq!(m, pattern(10_000), "n2: mmap-read /g: {}", show(m));
+
+        // What reached the disk.
+        c.exec_ok(1, "sync")?;
+        c.exec_ok(1, "cache drop")?;
+        c.exec_ok(2, "cache drop")?;
+        check_sum(c, 2, "/g", pattern(10_000))?;
+        check_sum(c, 2, "/f", (crc32(b"v"), 1))?;
+        check_sum(c, 2, "/m", (crc32(b"he"), 2))?;
+        Ok(())
+    });
+}
+
+#[test]
+fn strong_truncate_keeps_bytes_below_new_size() {
+    truncate_keeps_bytes_below_new_size("strong");
+}
+
+#[test]
+fn relaxed_truncate_keeps_bytes_below_new_size() {
+    truncate_keeps_bytes_below_new_size("relaxed");
 }
 
 // ----------------------------------------------- 4. eviction with sharers
