@@ -10,8 +10,8 @@
 # crate but the kernel's, without the QEMU tests); clippy -D warnings for the
 # host crates and for the kernel (x86_64-unknown-none); shellcheck of the
 # scripts (when installed); release build of the kernel and host tools; the
-# integration tests (cargo test -p onecopy-tests --test cluster, one at a
-# time). A failed step does not stop the independent ones; the exit status is
+# integration tests (cargo test -p onecopy-tests --test cluster --test
+# pagecache, one at a time). A failed step does not stop the independent ones; the exit status is
 # non-zero if any step failed. No QEMU process and no /dev/shm/onecopy-* file
 # is left behind, whatever happens.
 set -euo pipefail
@@ -126,7 +126,7 @@ integration_tests() {
         "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
         rm -rf -- "$d"
     done
-    cargo test -p onecopy-tests --test cluster -- --test-threads=1
+    cargo test -p onecopy-tests --test cluster --test pagecache -- --test-threads=1
 }
 
 if ! step setup tools/setup.sh; then
