@@ -17,6 +17,7 @@
 
 extern crate alloc;
 
+pub mod fio;
 pub mod line;
 pub mod os;
 pub mod parse;

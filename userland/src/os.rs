@@ -126,4 +126,44 @@ pub trait Os {
     fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
         Err(Errno::NotSupported)
     }
+
+    /// Move the descriptor's position to `pos` (an absolute offset, like
+    /// `lseek(fd, pos, SEEK_SET)`; past the end is allowed). `fio` uses it
+    /// for positioned (pread/pwrite-like) I/O.
+    fn seek(&mut self, _fd: Fd, _pos: u64) -> Result<(), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// One memory-mapped I/O (`fio --ioengine=mmap`): map `path` (or reuse
+    /// a mapping), then copy `len` bytes at `offset` through the mapping
+    /// into `buf` (`write == false`) or from `buf` into the file
+    /// (`write == true`); `buf` is at least `len` bytes. The range lies
+    /// within the file. `len == 0` is a probe: return `Ok(())` if the
+    /// mode supports it at all.
+    fn mmap_io(
+        &mut self,
+        _path: &str,
+        _offset: u64,
+        _len: usize,
+        _write: bool,
+        _buf: &mut [u8],
+    ) -> Result<(), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Where a benchmark runs, for its report: `(node id, cache mode name,
+    /// instances kept busy by a run here)`. The default takes the node id
+    /// from [`Os::cluster`], the mode from the `mode` line of
+    /// [`Os::cache_stats`] (`"unknown"` without it), and counts this node
+    /// plus the directory if the directory is up.
+    fn run_env(&mut self) -> (u16, String, u32) {
+        let info = self.cluster();
+        let dir_up = info.nodes.iter().any(|n| n.id == 0 && n.state == "up");
+        let mode = self
+            .cache_stats()
+            .ok()
+            .and_then(|v| v.into_iter().find(|(k, _)| k == "mode").map(|(_, m)| m))
+            .unwrap_or_else(|| String::from("unknown"));
+        (info.self_id, mode, 1 + u32::from(dir_up))
+    }
 }

@@ -284,6 +284,14 @@ static COMMANDS: &[Command] = &[
         run: cmd_dir_stats,
     },
     Command {
+        name: "fio",
+        usage: "fio --OPT=VALUE ...",
+        help: "fio subset (--size required; name rw bs filename directory numjobs iodepth runtime time_based ioengine invalidate fsync ramp_time randseed): summary + RESULT {json}",
+        min_args: 1,
+        max_args: MANY,
+        run: cmd_fio,
+    },
+    Command {
         name: "shutdown",
         usage: "shutdown",
         help: "shut this node down",
@@ -869,11 +877,10 @@ fn cmd_bench_dir(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
             as u32,
     };
     let (ops, ns) = ctx.os.bench_dir(&path, rounds).map_err(at(&path))?;
-    let per_sec = if ns == 0 {
-        0
-    } else {
-        ops.saturating_mul(1_000_000_000) / ns
-    };
+    let per_sec = ops
+        .saturating_mul(1_000_000_000)
+        .checked_div(ns)
+        .unwrap_or(0);
     ctx.println(&format!(
         "directory page ops: n={ops} in {} us = {per_sec} ops/s",
         ns / 1000
@@ -906,6 +913,14 @@ fn cmd_bench_ring(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
         "ring round trip: n={} median={} ns p99={} ns min={} ns max={} ns",
         s.count, s.median, s.p99, s.min, s.max
     ));
+    Ok(())
+}
+
+fn cmd_fio(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let argv: Vec<&str> = args.words.iter().map(|w| w.text.as_str()).collect();
+    let out = crate::fio::command(&mut *ctx.os, &argv)
+        .map_err(|e| Error::Msg(String::from(e.message())))?;
+    ctx.print(&out);
     Ok(())
 }
 

@@ -120,7 +120,10 @@ fn argument_counts_print_usage() {
         ("shutdown now", "shutdown"),
         ("bench ring 1 2", "bench ring [COUNT]"),
         ("help a b", "help [COMMAND]"),
-        ("bench", "bench ring [COUNT]"),
+        (
+            "bench",
+            "bench ring [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS]",
+        ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");
     }

@@ -1,0 +1,115 @@
+//! `fio`: a compatible subset of the fio benchmark, over [`Os`].
+//!
+//! ```text
+//! fio --name=lat --rw=randread --bs=4k --size=64m --filename=/data/f \
+//!     --numjobs=1 --iodepth=1 --runtime=10 --time_based --ioengine=psync
+//! ```
+//!
+//! * [`parse`] takes fio's own option syntax (`--opt=value`, `--flag`,
+//!   sizes like `4k` / `1g` in powers of 1024, times like `10`, `500ms`).
+//!   An unknown option or a bad value is an error before anything runs:
+//!   `fio: unrecognized option '--foo'`, `fio: bad value 'x' for option
+//!   'bs' (...)`.
+//! * [`run`] lays the files out (not timed; reads need data, so files are
+//!   extended with the [`pattern`](crate::pattern) bytes), drops this
+//!   node's cache if `--invalidate=1` (the default), then runs all
+//!   `numjobs` jobs interleaved round-robin, one I/O per job per turn,
+//!   timing every I/O with [`Os::uptime_ns`]. A job does `size / bs`
+//!   measured I/Os, or with `--time_based` keeps going (wrapping around)
+//!   until `--runtime` has passed; `--runtime` also stops a size-limited
+//!   run early. I/Os started during `--ramp_time` are not measured and do
+//!   not count towards the size.
+//! * Offsets: see [`offsets`]. Sequential jobs walk from 0; random jobs
+//!   visit every block once per pass in a seeded order (fio's random map);
+//!   job `j` is seeded with `randseed + j`.
+//! * `--ioengine=psync` uses `read`/`write` at the descriptor position,
+//!   moved with [`Os::seek`] (random and mixed patterns need it; a
+//!   sequential job that wraps around reopens its file if the OS cannot
+//!   seek). `--ioengine=mmap` calls [`Os::mmap_io`] for every I/O.
+//! * [`Report`]: IOPS, bandwidth and completion latency (min, mean, p50,
+//!   p99, p99.9, max) per direction, rendered as a fio-like summary and one
+//!   `RESULT {json}` line with the same figures and the parameters.
+//!
+//! # Depth
+//!
+//! [`Os`] calls are synchronous, so however large `--iodepth` is, one
+//! request per node is in flight at a time; the report says so
+//! (`effective_iodepth`). Jobs still overlap in the sense that their I/Os
+//! interleave, one from each job per turn.
+
+use alloc::string::String;
+use core::fmt;
+
+use crate::os::Os;
+
+pub mod json;
+pub mod offsets;
+pub mod options;
+pub mod report;
+pub mod runner;
+
+pub use options::{parse, Engine, JobSpec, Rw};
+pub use report::{DirStats, Invalidated, Latency, Report};
+pub use runner::run;
+
+#[cfg(test)]
+mod tests;
+
+/// Why `fio` did not run or did not finish. Displayed as `fio: <message>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FioError {
+    msg: String,
+}
+
+impl FioError {
+    /// An error with `msg` (without the `fio: ` prefix).
+    pub fn new(msg: String) -> FioError {
+        FioError { msg }
+    }
+
+    /// The message without the `fio: ` prefix.
+    pub fn message(&self) -> &str {
+        &self.msg
+    }
+}
+
+impl fmt::Display for FioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "fio: {}", self.msg)
+    }
+}
+
+/// Where a run happens, as the caller knows it (shown in the report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnv {
+    /// This node's id.
+    pub node: u16,
+    /// The cache mode (`private`, `onecopy`, ...).
+    pub mode: String,
+    /// Instances kept busy by the run (this node, the directory, ...).
+    pub busy_instances: u32,
+    /// vCPUs of each busy instance.
+    pub vcpus_per_instance: u32,
+}
+
+impl RunEnv {
+    /// The environment as `os` reports it ([`Os::run_env`]); every
+    /// instance has one vCPU.
+    pub fn from_os(os: &mut dyn Os) -> RunEnv {
+        let (node, mode, busy_instances) = os.run_env();
+        RunEnv {
+            node,
+            mode,
+            busy_instances,
+            vcpus_per_instance: 1,
+        }
+    }
+}
+
+/// Parse `args` and run them on `os`: the whole `fio` command. Returns
+/// the text to print (summary and `RESULT` line).
+pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, FioError> {
+    let spec = parse(args)?;
+    let env = RunEnv::from_os(os);
+    Ok(run(os, &spec, &env)?.render())
+}

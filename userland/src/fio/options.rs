@@ -1,0 +1,407 @@
+//! fio's command-line syntax: `--opt=value` and `--flag`.
+//!
+//! Only the subset in [`parse()`]'s table is accepted; anything else is
+//! refused with a fio-style message before anything runs.
+
+use alloc::format;
+use alloc::string::String;
+
+use super::FioError;
+use crate::parse;
+
+/// Smallest block size (and the granularity of every block size).
+pub const MIN_BS: u64 = 512;
+/// Largest block size.
+pub const MAX_BS: u64 = 16 << 20;
+/// Largest `--size` accepted (per job).
+pub const MAX_SIZE: u64 = 1 << 40;
+/// Largest `--numjobs`.
+pub const MAX_JOBS: u32 = 64;
+/// Largest `--iodepth`.
+pub const MAX_IODEPTH: u32 = 256;
+/// Longest `--name` (it becomes part of file names).
+pub const MAX_NAME_LEN: usize = 48;
+/// fio's default `--randseed`.
+pub const DEFAULT_RANDSEED: u64 = 0x89;
+/// Longest user text quoted back in an error.
+const MAX_QUOTED: usize = 48;
+
+/// The I/O pattern (`--rw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rw {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    RandRead,
+    /// Random writes.
+    RandWrite,
+    /// Sequential mixed reads and writes (`rw` or `readwrite`).
+    ReadWrite,
+    /// Random mixed reads and writes.
+    RandRw,
+}
+
+impl Rw {
+    /// fio's name for the pattern (`readwrite` is shown as `rw`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+            Rw::ReadWrite => "rw",
+            Rw::RandRw => "randrw",
+        }
+    }
+
+    fn from_str(s: &str) -> Option<Rw> {
+        Some(match s {
+            "read" => Rw::Read,
+            "write" => Rw::Write,
+            "randread" => Rw::RandRead,
+            "randwrite" => Rw::RandWrite,
+            "rw" | "readwrite" => Rw::ReadWrite,
+            "randrw" => Rw::RandRw,
+            _ => return None,
+        })
+    }
+
+    /// Random offsets (otherwise sequential).
+    pub fn is_random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+    }
+
+    /// Reads and writes are mixed (`rwmixread` applies).
+    pub fn is_mixed(self) -> bool {
+        matches!(self, Rw::ReadWrite | Rw::RandRw)
+    }
+
+    /// The pattern issues reads.
+    pub fn reads(self) -> bool {
+        !matches!(self, Rw::Write | Rw::RandWrite)
+    }
+
+    /// The pattern issues writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, Rw::Read | Rw::RandRead)
+    }
+}
+
+/// The I/O engine (`--ioengine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Positioned read/write calls (`psync`; `sync` is accepted as an
+    /// alias, the difference does not exist here).
+    Psync,
+    /// Copies through a mapping of the file ([`crate::os::Os::mmap_io`]).
+    Mmap,
+}
+
+impl Engine {
+    /// fio's name for the engine.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Psync => "psync",
+            Engine::Mmap => "mmap",
+        }
+    }
+}
+
+/// One parsed fio job (run `numjobs` times in parallel).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    /// `--name` (default `job`).
+    pub name: String,
+    /// `--rw` (default `read`, like fio).
+    pub rw: Rw,
+    /// Percentage of reads in a mixed pattern (`--rwmixread`, or
+    /// 100 - `--rwmixwrite`; default 50).
+    pub rwmixread: u8,
+    /// `--bs` in bytes (default 4 KiB).
+    pub bs: u64,
+    /// `--size` in bytes, per job (required).
+    pub size: u64,
+    /// `--filename`, if given (not normalised; see [`JobSpec::file_for`]).
+    pub filename: Option<String>,
+    /// `--directory`, if given (normalised absolute path).
+    pub directory: Option<String>,
+    /// `--numjobs` (default 1).
+    pub numjobs: u32,
+    /// `--iodepth` as requested (default 1).
+    pub iodepth: u32,
+    /// `--runtime` in nanoseconds; 0 means no limit.
+    pub runtime_ns: u64,
+    /// `--time_based`: keep going (wrapping around the file) until
+    /// `runtime` has passed.
+    pub time_based: bool,
+    /// `--ioengine` (default psync).
+    pub ioengine: Engine,
+    /// `--invalidate` (default true): drop this node's cache before the
+    /// run.
+    pub invalidate: bool,
+    /// `--fsync=N`: fsync after every N writes of a job (0 = never).
+    pub fsync: u32,
+    /// `--ramp_time` in nanoseconds: run this long before measuring.
+    pub ramp_ns: u64,
+    /// `--randseed` (default 0x89, like fio); job `j` uses `randseed + j`.
+    pub randseed: u64,
+}
+
+impl JobSpec {
+    /// The file job `job` works on: `--filename` (relative to
+    /// `--directory`, or `/`), shared by all jobs, or else fio's per-job
+    /// name `DIR/NAME.JOB.0`.
+    pub fn file_for(&self, job: u32) -> String {
+        let dir = self.directory.as_deref().unwrap_or("/");
+        match &self.filename {
+            Some(f) => parse::path(&format!("{dir}/{f}")),
+            None => parse::path(&format!("{dir}/{}.{job}.0", self.name)),
+        }
+    }
+
+    /// Number of I/Os each job does when not time based.
+    pub fn ios_per_job(&self) -> u64 {
+        self.size.checked_div(self.bs).unwrap_or(0)
+    }
+}
+
+/// Every option [`parse`] knows. `true`: takes a value (`--opt=value`);
+/// `false`: a flag (`--flag`, or `--flag=0|1`).
+const OPTIONS: &[(&str, bool)] = &[
+    ("name", true),
+    ("rw", true),
+    ("readwrite", true),
+    ("rwmixread", true),
+    ("rwmixwrite", true),
+    ("bs", true),
+    ("blocksize", true),
+    ("size", true),
+    ("filename", true),
+    ("directory", true),
+    ("numjobs", true),
+    ("iodepth", true),
+    ("runtime", true),
+    ("time_based", false),
+    ("ioengine", true),
+    ("invalidate", true),
+    ("fsync", true),
+    ("ramp_time", true),
+    ("randseed", true),
+    // Accepted for script compatibility; the report is always grouped.
+    ("group_reporting", false),
+];
+
+/// A user-supplied word, shortened and kept on one line for an error
+/// message.
+fn quoted(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(MAX_QUOTED)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if s.chars().count() > MAX_QUOTED {
+        out.push_str("...");
+    }
+    out
+}
+
+fn bad(value: &str, opt: &str, hint: &str) -> FioError {
+    FioError::new(format!(
+        "bad value '{}' for option '{}' ({})",
+        quoted(value),
+        opt,
+        hint
+    ))
+}
+
+/// An integer in decimal, or hex with `0x`.
+fn int(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) if !h.is_empty() && h.len() <= 16 => u64::from_str_radix(h, 16).ok(),
+        Some(_) => None,
+        None => parse::u64_dec(s).ok(),
+    }
+}
+
+/// fio's time syntax: an integer, seconds by default, or with a unit
+/// `us`, `ms`, `s`, `m` (minutes), `h`, `d`. Returns nanoseconds.
+pub fn time_ns(s: &str) -> Option<u64> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (num, unit) = s.split_at(digits);
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "s" | "sec" => 1_000_000_000,
+        "ms" | "msec" => 1_000_000,
+        "us" | "usec" => 1_000,
+        "m" | "min" => 60_000_000_000,
+        "h" | "hour" => 3_600_000_000_000,
+        "d" | "day" => 86_400_000_000_000,
+        _ => return None,
+    };
+    parse::u64_dec(num).ok()?.checked_mul(mult)
+}
+
+fn flag(value: Option<&str>, opt: &str) -> Result<bool, FioError> {
+    match value {
+        None | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(v) => Err(bad(v, opt, "0 or 1, or no value")),
+    }
+}
+
+fn ranged(v: &str, opt: &str, lo: u64, hi: u64) -> Result<u64, FioError> {
+    int(v)
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| bad(v, opt, &format!("{lo} to {hi}")))
+}
+
+/// Parse fio options (the words after `fio`).
+///
+/// Every argument must be `--opt=value` or `--flag`; a later occurrence of
+/// an option overrides an earlier one (except `--name`: one job section
+/// only). `--size` is required. Nothing is touched on the OS.
+pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
+    let mut spec = JobSpec {
+        name: String::from("job"),
+        rw: Rw::Read,
+        rwmixread: 50,
+        bs: 4096,
+        size: 0,
+        filename: None,
+        directory: None,
+        numjobs: 1,
+        iodepth: 1,
+        runtime_ns: 0,
+        time_based: false,
+        ioengine: Engine::Psync,
+        invalidate: true,
+        fsync: 0,
+        ramp_ns: 0,
+        randseed: DEFAULT_RANDSEED,
+    };
+    let mut have_size = false;
+    let mut have_name = false;
+    for &arg in args {
+        let Some(body) = arg.strip_prefix("--") else {
+            return Err(FioError::new(format!(
+                "unrecognized option '{}' (job files are not supported; use --opt=value)",
+                quoted(arg)
+            )));
+        };
+        let (key, value) = match body.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (body, None),
+        };
+        let Some(&(key, takes_value)) = OPTIONS.iter().find(|(k, _)| *k == key) else {
+            return Err(FioError::new(format!(
+                "unrecognized option '--{}'",
+                quoted(key)
+            )));
+        };
+        if !takes_value {
+            let on = flag(value, key)?;
+            if key == "time_based" {
+                spec.time_based = on;
+            }
+            continue;
+        }
+        let Some(v) = value else {
+            return Err(FioError::new(format!(
+                "option '--{key}' requires a value (--{key}=VALUE)"
+            )));
+        };
+        match key {
+            "name" => {
+                if have_name {
+                    return Err(FioError::new(String::from(
+                        "only one job section is supported (--name given twice)",
+                    )));
+                }
+                let ok = !v.is_empty()
+                    && v.chars().count() <= MAX_NAME_LEN
+                    && !v.starts_with('.')
+                    && v.chars().all(|c| c != '/' && !c.is_control());
+                if !ok {
+                    return Err(bad(
+                        v,
+                        key,
+                        "1 to 48 characters, no '/', not starting with '.'",
+                    ));
+                }
+                spec.name = String::from(v);
+                have_name = true;
+            }
+            "rw" | "readwrite" => {
+                spec.rw = Rw::from_str(v)
+                    .ok_or_else(|| bad(v, key, "read, write, randread, randwrite, rw, randrw"))?;
+            }
+            "rwmixread" => spec.rwmixread = ranged(v, key, 0, 100)? as u8,
+            "rwmixwrite" => spec.rwmixread = 100 - ranged(v, key, 0, 100)? as u8,
+            "bs" | "blocksize" => {
+                spec.bs = parse::size(v)
+                    .ok()
+                    .filter(|b| (MIN_BS..=MAX_BS).contains(b) && b % MIN_BS == 0)
+                    .ok_or_else(|| bad(v, "bs", "a multiple of 512 from 512 to 16m"))?;
+            }
+            "size" => {
+                spec.size = parse::size(v)
+                    .ok()
+                    .filter(|s| (1..=MAX_SIZE).contains(s))
+                    .ok_or_else(|| bad(v, key, "1 to 1t, e.g. 64m"))?;
+                have_size = true;
+            }
+            "filename" => {
+                if v.is_empty() || v.chars().any(char::is_control) || parse::path(v) == "/" {
+                    return Err(bad(v, key, "a file path"));
+                }
+                spec.filename = Some(String::from(v));
+            }
+            "directory" => {
+                if v.is_empty() || v.chars().any(char::is_control) {
+                    return Err(bad(v, key, "a directory path"));
+                }
+                spec.directory = Some(parse::path(v));
+            }
+            "numjobs" => spec.numjobs = ranged(v, key, 1, u64::from(MAX_JOBS))? as u32,
+            "iodepth" => spec.iodepth = ranged(v, key, 1, u64::from(MAX_IODEPTH))? as u32,
+            "runtime" => {
+                spec.runtime_ns =
+                    time_ns(v).ok_or_else(|| bad(v, key, "seconds, or with us/ms/s/m/h"))?;
+            }
+            "ramp_time" => {
+                spec.ramp_ns =
+                    time_ns(v).ok_or_else(|| bad(v, key, "seconds, or with us/ms/s/m/h"))?;
+            }
+            "ioengine" => {
+                spec.ioengine = match v {
+                    "psync" | "sync" => Engine::Psync,
+                    "mmap" => Engine::Mmap,
+                    _ => return Err(bad(v, key, "psync, sync or mmap")),
+                };
+            }
+            "invalidate" => spec.invalidate = flag(Some(v), key)?,
+            "fsync" => spec.fsync = ranged(v, key, 0, u64::from(u32::MAX))? as u32,
+            "randseed" => spec.randseed = int(v).ok_or_else(|| bad(v, key, "an integer"))?,
+            // Every value option is handled above.
+            _ => return Err(FioError::new(format!("unrecognized option '--{key}'"))),
+        }
+    }
+    if !have_size {
+        return Err(FioError::new(String::from(
+            "option '--size' is required (e.g. --size=64m)",
+        )));
+    }
+    if spec.size < spec.bs {
+        return Err(FioError::new(format!(
+            "size {} is smaller than bs {}",
+            spec.size, spec.bs
+        )));
+    }
+    if spec.time_based && spec.runtime_ns == 0 {
+        return Err(FioError::new(String::from(
+            "time_based needs a runtime (e.g. --runtime=10)",
+        )));
+    }
+    Ok(spec)
+}
