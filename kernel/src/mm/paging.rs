@@ -53,8 +53,9 @@ pub fn identity_map(pa: u64, len: u64, uncached: bool) -> Result<*mut u8, &'stat
     Ok(pa as *mut u8)
 }
 
-/// Map the 4 KiB page at virtual `va` to physical `pa` (read-only: the
-/// mmap window is for loads). Replaces an existing mapping.
+/// Map the 4 KiB page at virtual `va` to physical `pa` (writable; the
+/// protocol, not the page table, decides who may write a frame). Replaces
+/// an existing mapping.
 pub fn map_4k(va: u64, pa: u64) -> Result<(), &'static str> {
     let mut m = mapper();
     let page = Page::<Size4KiB>::containing_address(VirtAddr::new(va));
@@ -62,7 +63,7 @@ pub fn map_4k(va: u64, pa: u64) -> Result<(), &'static str> {
         flush.flush();
     }
     let frame = PhysFrame::<Size4KiB>::containing_address(PhysAddr::new(pa));
-    let flags = PageTableFlags::PRESENT | PageTableFlags::NO_EXECUTE;
+    let flags = PageTableFlags::PRESENT | PageTableFlags::WRITABLE | PageTableFlags::NO_EXECUTE;
     // SAFETY: `va` lies in the kernel's private mmap window, which no Rust
     // reference points into; `pa` is a frame of the shared region, which
     // stays mapped (BAR2) for the kernel's lifetime.

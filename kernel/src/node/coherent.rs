@@ -38,8 +38,14 @@ use crate::mm::paging;
 pub const BATCH: usize = 32;
 /// Rounds of `Retry` before a page operation gives up.
 const MAX_RETRIES: u32 = 20_000;
-/// Base of the mmap window (lower half, canonical, far from RAM).
+/// Base of the mmap windows (lower half, canonical, far from RAM). Each
+/// inode gets a 4 GiB window: `MMAP_BASE + (ino mod 2^12) * 4 GiB`.
 pub const MMAP_BASE: u64 = 0x0000_1000_0000_0000;
+
+/// Virtual address of page `key` in its inode's mmap window.
+pub fn window_va(key: &PageKey) -> u64 {
+    MMAP_BASE + ((key.ino & 0xFFF) << 32) + (key.idx & 0xF_FFFF) * PAGE as u64
+}
 
 /// The node's coherence state, reachable from the wait loop.
 pub struct Coherence {
@@ -602,7 +608,7 @@ pub fn mmap(t: &mut dyn Transport, ino: u64, pages: u64) -> Result<u64, Errno> {
         let keys: Vec<PageKey> = (idx..end).map(|i| PageKey { ino, idx: i }).collect();
         resolve(t, &keys, false)?;
         for k in &keys {
-            let va = MMAP_BASE + k.idx * PAGE as u64;
+            let va = window_va(k);
             let gfn = with(|c| match c.cache.slot(k) {
                 Some(dirsvc::pagecache::Slot::Local { gfn, .. })
                 | Some(dirsvc::pagecache::Slot::Remote { gfn, .. }) => Some(*gfn),
@@ -622,7 +628,55 @@ pub fn mmap(t: &mut dyn Transport, ino: u64, pages: u64) -> Result<u64, Errno> {
         }
         idx = end;
     }
-    Ok(MMAP_BASE)
+    Ok(window_va(&PageKey { ino, idx: 0 }))
+}
+
+/// Make one page mapped in its window (resolving it if needed) and return
+/// its address and whether it is a peer's frame. Private copies (relaxed
+/// writes) cannot be mapped: `NotSupported`.
+pub fn map_page(t: &mut dyn Transport, key: PageKey) -> Result<(u64, bool), Errno> {
+    for _ in 0..MAX_RETRIES {
+        if let Some(va) = with(|c| c.mapped.get(&key).copied()).flatten() {
+            let remote = with(|c| {
+                matches!(
+                    c.cache.slot(&key),
+                    Some(dirsvc::pagecache::Slot::Remote { .. })
+                )
+            })
+            .unwrap_or(false);
+            return Ok((va, remote));
+        }
+        let target = with(|c| match c.cache.slot(&key) {
+            Some(dirsvc::pagecache::Slot::Local { gfn, .. }) => Some(Ok((*gfn, false))),
+            Some(dirsvc::pagecache::Slot::Remote { gfn, .. }) => Some(Ok((*gfn, true))),
+            Some(dirsvc::pagecache::Slot::Private(_)) => Some(Err(Errno::NotSupported)),
+            _ => None,
+        })
+        .ok_or(Errno::Unavailable)?;
+        match target {
+            Some(Ok((gfn, remote))) => {
+                let va = window_va(&key);
+                with(|c| {
+                    let pa = c.bar_pa + gfn * PAGE as u64;
+                    paging::map_4k(va, pa).map(|_| c.mapped.insert(key, va))
+                })
+                .ok_or(Errno::Unavailable)?
+                .map_err(|_| Errno::NoSpace)?;
+                return Ok((va, remote));
+            }
+            Some(Err(e)) => return Err(e),
+            None => {
+                resolve(t, &[key], false)?;
+            }
+        }
+    }
+    Err(Errno::Io)
+}
+
+/// Record a store through the mapping of `key` (strong mode: into the
+/// one frame; the page is written back like any dirty page).
+pub fn mapped_write(key: &PageKey) {
+    with(|c| c.cache.mark_dirty(key));
 }
 
 /// The file shrank to `size` (or was removed, `size` 0): retire our pages

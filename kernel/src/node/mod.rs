@@ -309,6 +309,8 @@ struct NodeOs {
     vfs: Vfs,
     storage: String,
     cxl_ns: u64,
+    /// The file `mmap_io` works on: path, inode, size.
+    mmap_file: Option<(String, u64, u64)>,
 }
 
 impl Os for NodeOs {
@@ -319,6 +321,7 @@ impl Os for NodeOs {
         time::now_ns()
     }
     fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        self.mmap_file = None; // sizes may change: look the file up again
         self.vfs.open(&mut self.conn, path, flags)
     }
     fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
@@ -531,6 +534,79 @@ impl Os for NodeOs {
         Ok(out)
     }
 
+    fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        self.vfs.seek(fd, pos)
+    }
+
+    fn run_env(&mut self) -> (u16, String, u32) {
+        // This node and the directory's core are the busy instances.
+        (self.conn.id as u16, self.vfs.mode().as_str().to_string(), 2)
+    }
+
+    fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+    ) -> Result<(), Errno> {
+        let mode = self.vfs.mode();
+        if !mode.single_copy() {
+            return Err(Errno::NotSupported);
+        }
+        if len == 0 {
+            return Ok(()); // probe: supported in this mode
+        }
+        // One lookup per file, not per I/O.
+        let ino = match &self.mmap_file {
+            Some((p, ino, _)) if p == path => *ino,
+            _ => {
+                let a = self.vfs.stat(&mut self.conn, path)?;
+                self.mmap_file = Some((path.to_string(), a.ino, a.size));
+                a.ino
+            }
+        };
+        let size = self.mmap_file.as_ref().map(|f| f.2).unwrap_or(0);
+        let end = offset.checked_add(len as u64).ok_or(Errno::Invalid)?;
+        if end > size || buf.len() < len {
+            return Err(Errno::Invalid);
+        }
+        let mut done = 0usize;
+        while done < len {
+            let at = offset + done as u64;
+            let key = dirsvc::pagedir::PageKey {
+                ino,
+                idx: at / 4096,
+            };
+            let in_page = (at % 4096) as usize;
+            let n = (4096 - in_page).min(len - done);
+            let (va, remote) = coherent::map_page(&mut self.conn, key)?;
+            if write && remote && mode == dirsvc::pagecache::Mode::Relaxed {
+                return Err(Errno::NotSupported); // relaxed writes need a private copy
+            }
+            let p = (va + in_page as u64) as *mut u8;
+            for (i, b) in buf[done..done + n].iter_mut().enumerate() {
+                // SAFETY: `p..p+n` lies in a page `map_page` just mapped to a
+                // frame of the shared region (ours or the owner's); no wait
+                // (hence no invalidation) happens before these accesses, and
+                // volatile accesses never create references into it.
+                unsafe {
+                    if write {
+                        core::ptr::write_volatile(p.add(i), *b);
+                    } else {
+                        *b = core::ptr::read_volatile(p.add(i));
+                    }
+                }
+            }
+            if write {
+                coherent::mapped_write(&key);
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
     fn bench_dir(&mut self, path: &str, rounds: u32) -> Result<(u64, u64), Errno> {
         if !self.vfs.mode().single_copy() {
             return Err(Errno::NotSupported);
@@ -620,6 +696,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         vfs: Vfs::new(shm, cfg.mode),
         storage: cfg.storage.clone(),
         cxl_ns: cfg.cxl_ns,
+        mmap_file: None,
     };
     if os.conn.join(BOOT_WAIT_NS).is_err() {
         log::warn!("starting the shell without the directory (directory unavailable)");

@@ -465,6 +465,12 @@ impl Vfs {
         self.call(rpc, &Request::Fsync { ino: 0 }).map(|_| ())
     }
 
+    /// Set the position of an open file (positioned I/O for fio).
+    pub fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        self.file(fd)?.pos = pos;
+        Ok(())
+    }
+
     /// The inode and size of an open file.
     pub fn fd_info(&self, fd: Fd) -> Result<(u64, u64), Errno> {
         let f = self
