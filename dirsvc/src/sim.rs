@@ -51,7 +51,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::layout::Layout;
 use crate::pagecache::{Hit, Installed, Mode, NodeCache, Slot};
-use crate::pagedir::{Action, PageDir, PageKey, PageReply, PageReq, PageState, Phase};
+use crate::pagedir::{Action, Entry, PageDir, PageKey, PageReply, PageReq, PageState, Phase};
 
 /// splitmix64.
 struct Rng(u64);
@@ -175,7 +175,7 @@ enum Call {
     Unlock { key: PageKey, item: usize },
     Inv { key: PageKey },
     Drop { key: PageKey },
-    Writeback { key: PageKey, item: Option<usize> },
+    Writeback { key: PageKey, item: usize },
 }
 
 struct Node {
@@ -246,10 +246,40 @@ struct Sim {
     trace: VecDeque<(u64, Ev)>,
     /// Events kept for the failure message (more when replaying a seed).
     trace_len: usize,
-    reads_checked: u64,
+    seen: Seen,
 }
 
 type Res = Result<(), String>;
+
+/// How often the interesting paths ran (printed per test).
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    steps: u64,
+    reads_checked: u64,
+    writes: u64,
+    deferred_invs: u64,
+    refused_drops: u64,
+    retries: u64,
+    crashes: u64,
+    evictions: u64,
+    lost: u64,
+    dup_acks: u64,
+}
+
+impl Seen {
+    fn add(&mut self, o: &Seen) {
+        self.steps += o.steps;
+        self.reads_checked += o.reads_checked;
+        self.writes += o.writes;
+        self.deferred_invs += o.deferred_invs;
+        self.refused_drops += o.refused_drops;
+        self.retries += o.retries;
+        self.crashes += o.crashes;
+        self.evictions += o.evictions;
+        self.lost += o.lost;
+        self.dup_acks += o.dup_acks;
+    }
+}
 
 fn initial(key: &PageKey) -> u64 {
     (key.ino << 32) | key.idx | 0x5EED_0000_0000_0000
@@ -306,7 +336,7 @@ impl Sim {
             } else {
                 40
             },
-            reads_checked: 0,
+            seen: Seen::default(),
         }
     }
 
@@ -352,6 +382,7 @@ impl Sim {
     fn send_ack(&mut self, n: u8, key: PageKey, dirty: bool) {
         if self.issuing && self.rng.chance(self.p.loss_pm) {
             // Lost: the directory waits, then times the node out.
+            self.seen.lost += 1;
             self.node(n).doomed = true;
             return;
         }
@@ -373,7 +404,7 @@ impl Sim {
                 "node {n} read {key:?} = {got:#x}, the last completed write was {want:#x}"
             )),
             Val::Known(_) => {
-                self.reads_checked += 1;
+                self.seen.reads_checked += 1;
                 Ok(())
             }
             Val::Unknown => Ok(()),
@@ -381,6 +412,7 @@ impl Sim {
     }
 
     fn wrote(&mut self, key: PageKey, value: u64) {
+        self.seen.writes += 1;
         self.model.insert(key, Val::Known(value));
     }
 
@@ -407,7 +439,7 @@ impl Sim {
         } else if r < 92 {
             (OpKind::Write, self.rng.range(1, 2))
         } else {
-            (OpKind::Fsync, 0)
+            return self.new_fsync(n);
         };
         let mut items: Vec<Item> = Vec::new();
         for _ in 0..count {
@@ -425,21 +457,6 @@ impl Sim {
                 value,
                 st: St::Todo,
             });
-        }
-        if kind == OpKind::Fsync {
-            let cache = &self.node(n).cache;
-            let mut keys = Vec::new();
-            for ino in cache.dirty_inodes() {
-                keys.extend(cache.dirty_pages(ino));
-            }
-            items = keys
-                .into_iter()
-                .map(|key| Item {
-                    key,
-                    value: 0,
-                    st: St::Todo,
-                })
-                .collect();
         }
         Op { kind, items }
     }
@@ -472,7 +489,7 @@ impl Sim {
                     self.send(
                         n,
                         PageReq::Writeback { key, dirty: true },
-                        Call::Writeback { key, item: Some(i) },
+                        Call::Writeback { key, item: i },
                     );
                     self.set_item(n, i, St::Wait);
                 } else {
@@ -605,7 +622,10 @@ impl Sim {
                         let t = self.send(n, PageReq::Unlock { key }, Call::Unlock { key, item });
                         self.unlocks.insert((n, t), it.value);
                     }
-                    Installed::Retry | Installed::Failed => self.set_item(n, item, St::Todo),
+                    Installed::Retry | Installed::Failed => {
+                        self.seen.retries += 1;
+                        self.set_item(n, item, St::Todo);
+                    }
                 }
             }
             Call::Unlock { key, item } => {
@@ -630,6 +650,9 @@ impl Sim {
                 ) {
                     return Err(format!("node {n}: DROP answered {reply:?}"));
                 }
+                if reply == PageReply::Refused {
+                    self.seen.refused_drops += 1;
+                }
                 self.node(n).cache.drop_done(&key);
             }
             Call::Writeback { key, item } => {
@@ -637,9 +660,7 @@ impl Sim {
                     self.node(n).cache.cleaned(&key);
                     self.node(n).cache.count_writeback();
                 }
-                if let Some(i) = item {
-                    self.set_item(n, i, St::Done);
-                }
+                self.set_item(n, item, St::Done);
             }
         }
         self.finish_op(n);
@@ -647,8 +668,9 @@ impl Sim {
     }
 
     fn on_notice(&mut self, n: u8, key: PageKey) {
-        if let Some(dirty) = self.node(n).cache.dir_inv(&key) {
-            self.send_ack(n, key, dirty);
+        match self.node(n).cache.dir_inv(&key) {
+            Some(dirty) => self.send_ack(n, key, dirty),
+            None => self.seen.deferred_invs += 1,
         }
     }
 
@@ -684,6 +706,7 @@ impl Sim {
                         return Err(format!("DIR_INV of {key:?} to failed node {node}"));
                     }
                     if self.issuing && self.rng.chance(self.p.loss_pm) {
+                        self.seen.lost += 1;
                         self.node(node).doomed = true;
                     } else {
                         self.node(node).notify.push_back(key);
@@ -722,6 +745,7 @@ impl Sim {
         self.run(actions)?;
         if self.sc.lossy && self.rng.chance(self.p.loss_pm) {
             // A duplicate right behind it: must change nothing.
+            self.seen.dup_acks += 1;
             let before: Vec<_> = self.dir.entries().map(|(k, e)| (*k, *e)).collect();
             let again = self.dir.ack(n, key, dirty);
             let after: Vec<_> = self.dir.entries().map(|(k, e)| (*k, *e)).collect();
@@ -749,7 +773,7 @@ impl Sim {
                 || self
                     .nodes
                     .iter()
-                    .any(|m| m.id != n && m.alive && m.reports_dirty(k));
+                    .any(|m| m.id != n && m.alive && m.reports_dirty(k, e));
             if !owed {
                 lost.push(*k);
             }
@@ -760,6 +784,7 @@ impl Sim {
                 self.tainted.insert(k);
             }
         }
+        self.seen.crashes += 1;
         let node = self.node(n);
         node.alive = false;
         node.doomed = false;
@@ -831,6 +856,7 @@ impl Sim {
         if self.issuing && self.rng.chance(self.p.evict_pm) {
             let from = self.rng.below(SCRATCH_PAGES);
             self.log(Ev::Evict(from));
+            self.seen.evictions += 1;
             let actions = self.dir.evict_file(SCRATCH, from);
             return self.run(actions);
         }
@@ -971,12 +997,15 @@ impl Sim {
             }
             // The owner still holds the frame for this page, unless it was
             // told to free it (file eviction) or died.
-            let owner_told = matches!(e.phase, Phase::Invalidating { pending, .. } if pending & bit(e.owner) != 0);
+            let owner_told = match e.phase {
+                Phase::Invalidating { pending, .. } => pending & bit(e.owner) != 0,
+                _ => false,
+            };
             if self.nodes[usize::from(e.owner) - 1].alive && !owner_told {
                 let h = self.holder(e.owner, e.gfn);
                 if h != Some(*k) {
                     return Err(format!(
-                        "{k:?}: directory says node {} frame {} ({:?}), the node holds it for {h:?}",
+                        "{k:?}: directory says node {} frame {} ({:?}), it holds it for {h:?}",
                         e.owner, e.gfn, e.phase
                     ));
                 }
@@ -1078,10 +1107,10 @@ impl Sim {
                             return Err(format!("node {n}: maps unexported frame {gfn} for {k:?}"));
                         }
                         let o = &self.nodes[usize::from(*owner) - 1];
-                        if o.alive && self.holder(*owner, *gfn) != Some(*k) {
+                        let h = self.holder(*owner, *gfn);
+                        if o.alive && h != Some(*k) {
                             return Err(format!(
-                                "node {n}: maps frame {gfn} for {k:?}, node {owner} holds it for {:?}",
-                                self.holder(*owner, *gfn)
+                                "node {n}: maps {gfn} for {k:?}, owner {owner} holds it for {h:?}"
                             ));
                         }
                     }
@@ -1195,7 +1224,7 @@ impl Sim {
         }
     }
 
-    fn run_seed(sc: Scenario, seed: u64, steps: u64) -> Result<(u64, u64), String> {
+    fn run_seed(sc: Scenario, seed: u64, steps: u64) -> Result<Seen, String> {
         let mut sim = Sim::new(sc, seed);
         let r = (|| {
             for _ in 0..steps {
@@ -1204,21 +1233,35 @@ impl Sim {
             sim.quiesce()
         })();
         match r {
-            Ok(()) => Ok((sim.step, sim.reads_checked)),
+            Ok(()) => Ok(Seen {
+                steps: sim.step,
+                ..sim.seen
+            }),
             Err(e) => Err(sim.fail(seed, &e)),
         }
     }
 }
 
 impl Node {
-    /// Will this (live) node report `key` dirty to the directory: a dirty
-    /// mapping, or a DROP / WRITEBACK / ack saying so on its way?
-    fn reports_dirty(&self, key: &PageKey) -> bool {
-        matches!(self.cache.slot(key), Some(Slot::Remote { dirty: true, .. }))
-            || self.req.iter().any(|(_, r)| {
-                matches!(r, PageReq::Drop { key: k, dirty: true } | PageReq::Writeback { key: k, dirty: true } if k == key)
-            })
-            || self.ack.iter().any(|(k, d)| *d && k == key)
+    /// Will this (live) node's dirty bit for `key` reach the directory
+    /// entry `e`: its dirty mapping (unless a WRITEBACK already served will
+    /// clean it) or a DROP on its way while it is a sharer of `e`, or an
+    /// ack on its way while `e` waits for it? (A DROP or ack of an older
+    /// copy of the page does not count: it is refused or ignored.)
+    fn reports_dirty(&self, key: &PageKey, e: &Entry) -> bool {
+        let b = bit(self.id);
+        let cleaning = self.calls.iter().any(|(tag, c)| {
+            matches!(c, Call::Writeback { key: k, .. } if k == key)
+                && !self.req.iter().any(|(t, _)| t == tag)
+        });
+        let slot = matches!(self.cache.slot(key), Some(Slot::Remote { dirty: true, .. }));
+        let dropping = self
+            .req
+            .iter()
+            .any(|(_, r)| matches!(r, PageReq::Drop { key: k, dirty: true } if k == key));
+        let acking = self.ack.iter().any(|(k, d)| *d && k == key);
+        let pending = matches!(e.phase, Phase::Invalidating { pending, .. } if pending & b != 0);
+        (e.sharers & b != 0 && ((slot && !cleaning) || dropping)) || (pending && acking)
     }
 }
 
@@ -1235,7 +1278,8 @@ fn env_u64(name: &str) -> Option<u64> {
 /// `ONECOPY_SIM_SEED`); panic with the seed and step on a violation.
 fn run(sc: Scenario, salt: u64, seeds: u64, steps: u64) {
     let steps = env_u64("ONECOPY_SIM_STEPS").unwrap_or(steps);
-    let list: Vec<u64> = match env_u64("ONECOPY_SIM_SEED") {
+    let replay = env_u64("ONECOPY_SIM_SEED");
+    let list: Vec<u64> = match replay {
         Some(s) => vec![s],
         None => {
             let seeds = if cfg!(debug_assertions) {
@@ -1247,18 +1291,23 @@ fn run(sc: Scenario, salt: u64, seeds: u64, steps: u64) {
             (0..seeds).map(|_| r.next()).collect()
         }
     };
-    let (mut total, mut reads) = (0, 0);
+    let seeds = list.len();
+    let mut seen = Seen::default();
     for seed in list {
         match Sim::run_seed(sc, seed, steps) {
-            Ok((s, r)) => {
-                total += s;
-                reads += r;
-            }
+            Ok(s) => seen.add(&s),
             Err(e) => panic!("{e}"),
         }
     }
-    assert!(reads > 0, "no read was checked");
-    println!("sim {}: {total} steps, {reads} reads checked", sc.name);
+    println!("sim {}: {seeds} seeds, {seen:?}", sc.name);
+    if replay.is_none() {
+        // The interesting paths did run.
+        assert!(seen.reads_checked > 0 && seen.writes > 0 && seen.retries > 0);
+        assert!(seen.deferred_invs > 0 && seen.refused_drops > 0);
+        assert_eq!(seen.crashes > 0, sc.crashes || sc.lossy);
+        assert_eq!(seen.evictions > 0, sc.evict);
+        assert_eq!(seen.lost > 0 && seen.dup_acks > 0, sc.lossy);
+    }
 }
 
 #[test]
@@ -1269,7 +1318,7 @@ fn sim_reorder() {
         evict: false,
         lossy: false,
     };
-    run(sc, 0x0C0F_FEE0, 100, 3000);
+    run(sc, 0x0C0F_FEE0, 300, 4000);
 }
 
 #[test]
@@ -1280,7 +1329,7 @@ fn sim_crash() {
         evict: false,
         lossy: false,
     };
-    run(sc, 0xC4A5_4000, 100, 3000);
+    run(sc, 0xC4A5_4000, 300, 4000);
 }
 
 #[test]
@@ -1291,7 +1340,7 @@ fn sim_evict() {
         evict: true,
         lossy: false,
     };
-    run(sc, 0xE71C_7000, 60, 3000);
+    run(sc, 0xE71C_7000, 200, 4000);
 }
 
 #[test]
@@ -1302,5 +1351,5 @@ fn sim_lossy() {
         evict: false,
         lossy: true,
     };
-    run(sc, 0x1055_0000, 60, 3000);
+    run(sc, 0x1055_0000, 200, 4000);
 }

@@ -101,7 +101,11 @@ pub fn with<R>(f: impl FnOnce(&mut Coherence) -> R) -> Option<R> {
 }
 
 /// Service pending invalidations: forget, unmap + flush, acknowledge.
-/// Returns how many were handled. Called from every wait and the idle loop.
+/// An invalidation of a page whose READ / LOOKUP_LOCK is still unanswered
+/// is acknowledged only once the answer is applied (`NodeCache::dir_inv`):
+/// acking earlier would let the directory finish before we install what the
+/// answer grants. Returns how many notices were handled. Called from every
+/// wait and the idle loop.
 pub fn service(shm: &RawShm) -> usize {
     let mut g = COH.lock();
     let Some(c) = g.as_mut() else { return 0 };
@@ -115,13 +119,28 @@ pub fn service(shm: &RawShm) -> usize {
                 continue;
             }
         };
-        let dirty = c.cache.invalidate(&key);
-        log::debug!("DIR_INV {key:?}: acked, dirty={dirty}");
-        if let Some(va) = c.mapped.remove(&key) {
+        n += 1;
+        match c.cache.dir_inv(&key) {
+            Some(dirty) => {
+                log::debug!("DIR_INV {key:?}: acked, dirty={dirty}");
+                c.ack(shm, key, dirty);
+            }
+            None => log::debug!("DIR_INV {key:?}: our miss is in flight, ack deferred"),
+        }
+    }
+    c.send_due_acks(shm);
+    n
+}
+
+impl Coherence {
+    /// Unmap `key` from the window (flushing the TLB), then acknowledge.
+    fn ack(&mut self, shm: &RawShm, key: PageKey, dirty: bool) {
+        if let Some(va) = self.mapped.remove(&key) {
             paging::unmap_4k(va); // includes the TLB flush, before the ack
         }
         let mut spins = 0u32;
-        if c.notifier
+        if self
+            .notifier
             .ack(shm, key, dirty, &mut || {
                 spins += 1;
                 spins < 10_000_000
@@ -130,9 +149,15 @@ pub fn service(shm: &RawShm) -> usize {
         {
             log::warn!("ack ring stuck; the directory will time this node out");
         }
-        n += 1;
     }
-    n
+
+    /// Send the acks of deferred invalidations that became due.
+    fn send_due_acks(&mut self, shm: &RawShm) {
+        for (key, dirty) in self.cache.take_acks() {
+            log::debug!("DIR_INV {key:?}: deferred ack, dirty={dirty}");
+            self.ack(shm, key, dirty);
+        }
+    }
 }
 
 /// The transport the data path needs (implemented by the node's `Conn`).
@@ -362,6 +387,8 @@ pub fn resolve(
                 }
             }
         }
+        // Invalidations that raced these misses are due now.
+        with(|c| c.send_due_acks(shm));
         if !todo.is_empty() && !t.wait() {
             return Err(Errno::Unavailable);
         }
@@ -467,6 +494,7 @@ pub fn write(t: &mut dyn Transport, ino: u64, pos: u64, data: &[u8]) -> Result<u
                 p[in_page..in_page + n].copy_from_slice(chunk);
                 if with(|c| c.cache.make_private(key, p)).unwrap_or(false) {
                     page_calls(t, &[PageReq::Drop { key, dirty: false }])?;
+                    with(|c| c.cache.drop_done(&key));
                 }
             }
             (Hit::Private, _) => {
@@ -579,6 +607,12 @@ fn drop_mappings(t: &mut dyn Transport, keys: Vec<(PageKey, bool)>) -> Result<()
             })
             .collect();
         page_calls(t, &reqs)?;
+        // The directory has the dirty bits now.
+        with(|c| {
+            for (k, _) in chunk {
+                c.cache.drop_done(k);
+            }
+        });
     }
     Ok(())
 }
