@@ -24,6 +24,7 @@ pub mod pagecache;
 pub mod pagedir;
 pub mod proto;
 pub mod ring;
+pub mod rng;
 pub mod server;
 pub mod shm;
 #[cfg(test)]

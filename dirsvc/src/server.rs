@@ -751,6 +751,21 @@ mod tests {
             c.call(&*self.mem, req, &mut w)
         }
 
+        /// Step the directory (beating the hearts of `alive`) until it
+        /// reports `node` failed; false if it did not within `steps`.
+        fn step_until_failed(&self, node: u32, alive: &[u32], steps: usize) -> bool {
+            let h = Header::new(&*self.mem, self.layout);
+            (0..steps).any(|_| {
+                for n in alive {
+                    h.beat_node(*n);
+                }
+                self.step()
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, Event::Failed { node: x, .. } if *x == node))
+            })
+        }
+
         fn path(&self, c: &mut Client, op: Op, p: &str) -> Result<Response, Errno> {
             let (off, _) = c.bulk(0).unwrap();
             self.mem.write(off, p.as_bytes());
@@ -908,19 +923,7 @@ mod tests {
         let a = rig.join(1);
         let h = Header::new(&*rig.mem, rig.layout);
         // No heartbeat for more than the 1 ms timeout.
-        let mut failed = false;
-        for _ in 0..2000 {
-            if rig
-                .step()
-                .events
-                .iter()
-                .any(|e| matches!(e, Event::Failed { node: 1, .. }))
-            {
-                failed = true;
-                break;
-            }
-        }
-        assert!(failed);
+        assert!(rig.step_until_failed(1, &[], 2000));
         assert_eq!(h.node_state(1), Some(NodeState::Failed));
         let mut a2 = rig.join(1);
         assert!(a2.epoch() > a.epoch());
@@ -1063,20 +1066,7 @@ mod tests {
             .unwrap();
         // Node 1 goes silent; node 2 keeps beating.
         let h = Header::new(&*rig.mem, rig.layout);
-        let mut failed = false;
-        for _ in 0..5000 {
-            h.beat_node(2);
-            if rig
-                .step()
-                .events
-                .iter()
-                .any(|e| matches!(e, Event::Failed { node: 1, .. }))
-            {
-                failed = true;
-                break;
-            }
-        }
-        assert!(failed);
+        assert!(rig.step_until_failed(1, &[2], 5000));
         assert_eq!(nb.poll(&*rig.mem), Ok(Some(key)), "sharer told to unmap");
         // Node 1 cannot rejoin while node 2 still maps its frame.
         h.set_node_state(1, NodeState::Joining);

@@ -53,33 +53,7 @@ use crate::layout::Layout;
 use crate::pagecache::{Hit, Installed, Mode, NodeCache, Slot};
 use crate::pagedir::{Action, Entry, PageDir, PageKey, PageReply, PageReq, PageState, Phase};
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// In `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    /// True with probability `per_mille / 1000`.
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-}
+use crate::rng::SplitMix64 as Rng;
 
 /// The inode whose values are checked.
 const DATA: u64 = 1;
@@ -291,7 +265,7 @@ fn bit(node: u8) -> u64 {
 
 impl Sim {
     fn new(sc: Scenario, seed: u64) -> Sim {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let p = Params::draw(&mut rng, &sc);
         let layout = Layout::compute(8 << 20, u32::from(p.nodes)).expect("layout");
         let nodes = (1..=p.nodes)
@@ -1287,8 +1261,8 @@ fn run(sc: Scenario, salt: u64, seeds: u64, steps: u64) {
             } else {
                 seeds * 10
             };
-            let mut r = Rng(salt);
-            (0..seeds).map(|_| r.next()).collect()
+            let mut r = Rng::new(salt);
+            (0..seeds).map(|_| r.next_u64()).collect()
         }
     };
     let seeds = list.len();

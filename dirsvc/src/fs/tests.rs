@@ -14,25 +14,20 @@ use crate::proto::{Attr, Errno, FileKind};
 
 // ----- helpers -------------------------------------------------------------
 
-/// Deterministic PRNG (splitmix64).
-struct Rng(u64);
+use crate::rng::SplitMix64 as Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+/// Test helpers on top of the shared generator.
+trait RngExt {
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T;
+    fn bytes(&mut self, n: usize) -> Vec<u8>;
+}
+
+impl RngExt for Rng {
     fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len() as u64) as usize]
     }
     fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
+        (0..n).map(|_| self.next_u64() as u8).collect()
     }
 }
 
@@ -49,7 +44,7 @@ fn remount(fs: Fs<MemDisk>) -> Fs<MemDisk> {
 }
 
 fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    Rng(seed).bytes(n)
+    Rng::new(seed).bytes(n)
 }
 
 fn read_all<D: BlockDevice>(fs: &mut Fs<D>, ino: u64) -> Vec<u8> {
@@ -1002,9 +997,9 @@ fn corrupt_images_are_refused() {
         (
             "random bytes",
             |i| {
-                let mut r = Rng(77);
+                let mut r = Rng::new(77);
                 for b in i.iter_mut() {
-                    *b = r.next() as u8;
+                    *b = r.next_u64() as u8;
                 }
             },
             |e| matches!(e, MountError::BadMagic { .. }),
@@ -1630,7 +1625,7 @@ fn messages_read_well() {
 /// A richer image for the random-damage tests.
 fn busy_image() -> Vec<u8> {
     let mut fs = fresh(96, 48);
-    let mut r = Rng(9);
+    let mut r = Rng::new(9);
     fs.mkdir("/d").unwrap();
     fs.mkdir("/d/e").unwrap();
     for i in 0..12 {
@@ -1667,7 +1662,7 @@ fn single_byte_damage_to_metadata_is_always_refused() {
         fs.geometry().data_start as usize * BLOCK_SIZE
     };
     let mut disk = MemDisk::from_bytes(img.clone());
-    let mut r = Rng(1234);
+    let mut r = Rng::new(1234);
     for _ in 0..3000 {
         let pos = r.below(meta as u64) as usize;
         let x = (r.below(255) + 1) as u8;
@@ -1692,7 +1687,7 @@ fn single_byte_damage_to_metadata_is_always_refused() {
 fn mount_never_panics_on_damaged_images() {
     let img = busy_image();
     let meta = 4 * BLOCK_SIZE; // superblock + 3 table blocks
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let mut mounted = 0;
     for round in 0..3000 {
         let mut bad = img.clone();
@@ -1700,7 +1695,7 @@ fn mount_never_panics_on_damaged_images() {
             // Blind damage: a few random bytes anywhere in the metadata.
             for _ in 0..=r.below(8) {
                 let pos = r.below(meta as u64) as usize;
-                bad[pos] = r.next() as u8;
+                bad[pos] = r.next_u64() as u8;
             }
         } else {
             // Structured damage: a plausible value in one field of one
@@ -1723,7 +1718,7 @@ fn mount_never_panics_on_damaged_images() {
                 u32::MAX as u64,
             ];
             let v = if r.below(3) == 0 {
-                r.next()
+                r.next_u64()
             } else {
                 *r.pick(&vals)
             };
@@ -1901,7 +1896,7 @@ fn kind_size_version(a: Attr) -> (FileKind, u64, u64) {
 }
 
 fn run_model(seed: u64, steps: usize, blocks: u64, inodes: u32) -> usize {
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let mut fs = fresh(blocks, inodes);
     let mut m = Model::new();
     let names = ["a", "b", "c", "d"];

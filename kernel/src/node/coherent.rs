@@ -81,10 +81,8 @@ fn cxl_delay() {
 /// over our pool, nothing mapped.
 pub fn reset(layout: Layout, node: u32, mode: Mode, remote_limit: usize, bar_pa: u64) {
     let mut g = COH.lock();
-    if let Some(old) = g.as_ref() {
-        for va in old.mapped.values() {
-            paging::unmap_4k(*va);
-        }
+    if let Some(old) = g.as_mut() {
+        old.unmap_all();
     }
     *g = Some(Coherence {
         notifier: Notifier::new(&layout, node),
@@ -133,11 +131,24 @@ pub fn service(shm: &RawShm) -> usize {
 }
 
 impl Coherence {
+    /// Remove `key`'s mapping from its window, if any (with the TLB flush).
+    fn unmap(&mut self, key: &PageKey) {
+        if let Some(va) = self.mapped.remove(key) {
+            paging::unmap_4k(va);
+        }
+    }
+
+    /// Remove every window mapping.
+    fn unmap_all(&mut self) {
+        for va in self.mapped.values() {
+            paging::unmap_4k(*va);
+        }
+        self.mapped.clear();
+    }
+
     /// Unmap `key` from the window (flushing the TLB), then acknowledge.
     fn ack(&mut self, shm: &RawShm, key: PageKey, dirty: bool) {
-        if let Some(va) = self.mapped.remove(&key) {
-            paging::unmap_4k(va); // includes the TLB flush, before the ack
-        }
+        self.unmap(&key); // the TLB flush comes before the ack
         let mut spins = 0u32;
         if self
             .notifier
@@ -218,9 +229,7 @@ pub fn reclaim(t: &mut dyn Transport, n: usize) -> Result<usize, Errno> {
     // Our own mappings of these frames go first.
     with(|c| {
         for (k, _) in &victims {
-            if let Some(va) = c.mapped.remove(k) {
-                paging::unmap_4k(va);
-            }
+            c.unmap(k);
         }
     });
     let reqs: Vec<PageReq> = victims
@@ -249,9 +258,7 @@ pub fn invalidate_one(t: &mut dyn Transport, key: PageKey) -> Result<bool, Errno
         return Ok(false);
     };
     with(|c| {
-        if let Some(va) = c.mapped.remove(&key) {
-            paging::unmap_4k(va);
-        }
+        c.unmap(&key);
     });
     let r = page_calls(t, &[PageReq::Inv { key, dirty }])?;
     with(|c| match r.first() {
@@ -593,9 +600,7 @@ pub fn trim(t: &mut dyn Transport) -> Result<(), Errno> {
 fn drop_mappings(t: &mut dyn Transport, keys: Vec<(PageKey, bool)>) -> Result<(), Errno> {
     with(|c| {
         for (k, _) in &keys {
-            if let Some(va) = c.mapped.remove(k) {
-                paging::unmap_4k(va);
-            }
+            c.unmap(k);
         }
     });
     for chunk in keys.chunks(BATCH) {
@@ -724,9 +729,7 @@ pub fn evict_local(ino: u64, size: u64) {
             .map(|(k, _)| *k)
             .collect();
         for k in gone {
-            if let Some(va) = c.mapped.remove(&k) {
-                paging::unmap_4k(va);
-            }
+            c.unmap(&k);
         }
         c.cache.evict_local(ino, from);
     });
@@ -735,10 +738,7 @@ pub fn evict_local(ino: u64, size: u64) {
 /// Leave the shared cache: forget every page, unmap the window.
 pub fn disconnect() {
     with(|c| {
-        for va in c.mapped.values() {
-            paging::unmap_4k(*va);
-        }
-        c.mapped.clear();
+        c.unmap_all();
         c.cache.forget_all();
     });
 }
@@ -746,10 +746,7 @@ pub fn disconnect() {
 /// Unmap the whole mmap window.
 pub fn munmap() {
     with(|c| {
-        for va in c.mapped.values() {
-            paging::unmap_4k(*va);
-        }
-        c.mapped.clear();
+        c.unmap_all();
     });
 }
 
