@@ -48,6 +48,37 @@ pub struct ClusterInfo {
     pub nodes: Vec<NodeInfo>,
 }
 
+/// One positioned I/O of an [`Os::io_batch`] call (like an `iocb`).
+#[derive(Debug)]
+pub struct BatchIo<'a> {
+    /// The descriptor (its position is not used, and may be left anywhere).
+    pub fd: Fd,
+    /// Absolute byte offset in the file.
+    pub offset: u64,
+    /// Copy `buf` into the file (otherwise read the file into `buf`).
+    pub write: bool,
+    /// The data: `buf.len()` bytes are transferred (may be empty).
+    pub buf: &'a mut [u8],
+    /// Filled by [`Os::io_batch`]: the bytes transferred (`buf.len()`,
+    /// fewer only for a read that reaches the end of the file), or this
+    /// I/O's error. [`BatchIo::new`] starts it as `Err(Errno::Io)`, so an
+    /// I/O the implementation never filled in counts as failed.
+    pub done: Result<usize, Errno>,
+}
+
+impl<'a> BatchIo<'a> {
+    /// An I/O of `buf.len()` bytes at `offset`, not done yet.
+    pub fn new(fd: Fd, offset: u64, write: bool, buf: &'a mut [u8]) -> BatchIo<'a> {
+        BatchIo {
+            fd,
+            offset,
+            write,
+            buf,
+            done: Err(Errno::Io),
+        }
+    }
+}
+
 /// Result of `bench ring`: round-trip times in nanoseconds, unsorted.
 pub type RingSamples = Vec<u64>;
 
@@ -132,6 +163,52 @@ pub trait Os {
     /// for positioned (pread/pwrite-like) I/O.
     fn seek(&mut self, _fd: Fd, _pos: u64) -> Result<(), Errno> {
         Err(Errno::NotSupported)
+    }
+
+    /// Perform every I/O of `ios` (all in flight at once, like
+    /// `io_submit` of the whole array followed by `io_getevents` for all of
+    /// them) and fill in each one's [`BatchIo::done`]. Returns when all are
+    /// complete. The I/Os are independent: one failing does not stop the
+    /// others, and their order of completion is not specified (the same
+    /// block twice in one batch is the caller's problem, as with aio).
+    /// `Err` means the batch as a whole was not attempted (then `done` is
+    /// meaningless); a per-I/O problem goes into its `done`. An I/O with an
+    /// empty `buf` moves nothing and should complete `Ok(0)`: `fio` sends
+    /// one (a read at offset 0) as a probe before the run, and takes
+    /// `NotSupported` (from the call or the I/O) as "no batches here".
+    ///
+    /// The default performs them one by one, in order, with
+    /// [`Os::seek`] and then [`Os::read`] / [`Os::write`] (continuing short
+    /// transfers), so every OS that can seek supports it; without `seek`
+    /// every I/O fails with `NotSupported`. The kernel overrides it to
+    /// resolve all pages of all I/Os in one batch of directory requests,
+    /// then copy.
+    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
+        for io in ios.iter_mut() {
+            io.done = match self.seek(io.fd, io.offset) {
+                Err(e) => Err(e),
+                Ok(()) => {
+                    let mut n = 0usize;
+                    loop {
+                        let rest = match io.buf.get_mut(n..) {
+                            Some(r) if !r.is_empty() => r,
+                            _ => break Ok(n),
+                        };
+                        let r = if io.write {
+                            self.write(io.fd, rest)
+                        } else {
+                            self.read(io.fd, rest)
+                        };
+                        match r {
+                            Ok(0) => break Ok(n),
+                            Ok(k) => n = n.saturating_add(k),
+                            Err(e) => break Err(e),
+                        }
+                    }
+                }
+            };
+        }
+        Ok(())
     }
 
     /// One memory-mapped I/O (`fio --ioengine=mmap`): map `path` (or reuse

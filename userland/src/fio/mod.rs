@@ -26,16 +26,32 @@
 //!   moved with [`Os::seek`] (random and mixed patterns need it; a
 //!   sequential job that wraps around reopens its file if the OS cannot
 //!   seek). `--ioengine=mmap` calls [`Os::mmap_io`] for every I/O.
+//!   `--ioengine=libaio` submits I/Os in batches with [`Os::io_batch`]
+//!   (see *Depth*).
 //! * [`Report`]: IOPS, bandwidth and completion latency (min, mean, p50,
 //!   p99, p99.9, max) per direction, rendered as a fio-like summary and one
 //!   `RESULT {json}` line with the same figures and the parameters.
 //!
 //! # Depth
 //!
-//! [`Os`] calls are synchronous, so however large `--iodepth` is, one
-//! request per node is in flight at a time; the report says so
-//! (`effective_iodepth`). Jobs still overlap in the sense that their I/Os
-//! interleave, one from each job per turn.
+//! [`Os`] calls are synchronous. With psync and mmap one request per node
+//! is in flight at a time, however large `--iodepth` is (as with fio's
+//! psync); the report says so (`effective_iodepth` 1). Jobs still overlap
+//! in the sense that their I/Os interleave, one from each job per turn.
+//!
+//! With `--ioengine=libaio` the depth is real: each turn gathers,
+//! round-robin across the jobs (one I/O per job per round, continuing with
+//! the job after the last one served), up to `iodepth` I/Os of every job
+//! into one [`Os::io_batch`] call, at most [`runner::MAX_BATCH`] (256) per
+//! call and [`runner::MAX_BATCH_BYTES`] of buffers. The batch is timed
+//! from submission to completion with [`Os::uptime_ns`], and every I/O of
+//! it gets that completion latency (fio's `io_submit` / `io_getevents` at
+//! full queue depth). Offsets, directions, sizes, ramp, runtime (checked
+//! before each batch) and `--fsync` (a job stops adding I/Os at the write
+//! that makes an fsync due; the fsync follows the batch) keep the psync
+//! semantics. `effective_iodepth` is the mean number of I/Os per batch
+//! (all jobs together, rounded). An I/O of a batch that fails or comes up
+//! short fails the run, naming its file, direction and offset.
 
 use alloc::string::String;
 use core::fmt;

@@ -97,6 +97,10 @@ pub enum Engine {
     Psync,
     /// Copies through a mapping of the file ([`crate::os::Os::mmap_io`]).
     Mmap,
+    /// Asynchronous I/O at queue depth `--iodepth` per job: the I/Os of
+    /// all jobs go to the OS together in one [`crate::os::Os::io_batch`]
+    /// call (fio's `libaio` with `io_submit` / `io_getevents`).
+    Libaio,
 }
 
 impl Engine {
@@ -105,6 +109,7 @@ impl Engine {
         match self {
             Engine::Psync => "psync",
             Engine::Mmap => "mmap",
+            Engine::Libaio => "libaio",
         }
     }
 }
@@ -129,7 +134,8 @@ pub struct JobSpec {
     pub directory: Option<String>,
     /// `--numjobs` (default 1).
     pub numjobs: u32,
-    /// `--iodepth` as requested (default 1).
+    /// `--iodepth` as requested (default 1). Only libaio keeps that many
+    /// I/Os of a job in flight; psync and mmap do one at a time.
     pub iodepth: u32,
     /// `--runtime` in nanoseconds; 0 means no limit.
     pub runtime_ns: u64,
@@ -377,7 +383,8 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
                 spec.ioengine = match v {
                     "psync" | "sync" => Engine::Psync,
                     "mmap" => Engine::Mmap,
-                    _ => return Err(bad(v, key, "psync, sync or mmap")),
+                    "libaio" => Engine::Libaio,
+                    _ => return Err(bad(v, key, "psync, sync, libaio or mmap")),
                 };
             }
             "invalidate" => spec.invalidate = flag(Some(v), key)?,

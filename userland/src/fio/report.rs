@@ -9,7 +9,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::json::{self, JsonWriter};
-use super::options::JobSpec;
+use super::options::{Engine, JobSpec};
 use super::RunEnv;
 use crate::stats;
 
@@ -210,9 +210,12 @@ pub struct Report {
     /// Measured time: from the end of the ramp (or the start) to the last
     /// measured completion, in nanoseconds.
     pub elapsed_ns: u64,
-    /// Requests really in flight per node: 1, because [`crate::os::Os`]
-    /// calls are synchronous (jobs interleave round-robin, one I/O each
-    /// per turn).
+    /// Requests really in flight per node. psync and mmap: 1, because
+    /// [`crate::os::Os`] calls are synchronous (jobs interleave
+    /// round-robin, one I/O each per turn). libaio: the mean number of
+    /// I/Os per [`crate::os::Os::io_batch`] call while measuring (all jobs
+    /// together, rounded; over all batches if none was measured, 0 if none
+    /// ran).
     pub effective_iodepth: u32,
     /// fsync calls made while measuring (`--fsync`).
     pub fsyncs: u64,
@@ -313,13 +316,20 @@ impl Report {
         if self.fsyncs > 0 {
             out.push_str(&format!("  fsync: {} calls\n", self.fsyncs));
         }
-        out.push_str(&format!(
-            "  depth: iodepth={} requested, {} in flight (synchronous calls; {} job{} interleaved round-robin)\n",
-            s.iodepth,
-            self.effective_iodepth,
-            s.numjobs,
-            plural(s.numjobs)
-        ));
+        if s.ioengine == Engine::Libaio {
+            out.push_str(&format!(
+                "  depth: iodepth={} requested, {} in flight (batched)\n",
+                s.iodepth, self.effective_iodepth
+            ));
+        } else {
+            out.push_str(&format!(
+                "  depth: iodepth={} requested, {} in flight (synchronous calls; {} job{} interleaved round-robin)\n",
+                s.iodepth,
+                self.effective_iodepth,
+                s.numjobs,
+                plural(s.numjobs)
+            ));
+        }
         let who = match self.env.busy_instances {
             0 | 1 => format!("node {}", self.env.node),
             2 => format!("node {} + directory", self.env.node),

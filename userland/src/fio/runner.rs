@@ -9,11 +9,18 @@ use super::offsets::{Ddir, Mix, OffsetGen};
 use super::options::{Engine, JobSpec};
 use super::report::{DirStats, Invalidated, Report, Samples, RESERVOIR};
 use super::{FioError, RunEnv};
-use crate::os::{Errno, Fd, FileKind, OpenFlags, Os};
+use crate::os::{BatchIo, Errno, Fd, FileKind, OpenFlags, Os};
 use crate::pattern;
 
 /// Write size of the layout phase.
 const LAYOUT_CHUNK: usize = 64 * 1024;
+
+/// Most I/Os in one [`Os::io_batch`] call (`--ioengine=libaio`).
+pub const MAX_BATCH: usize = 256;
+
+/// Most bytes of I/O buffers in flight in one batch: with a large `bs`
+/// the batch holds fewer I/Os (at least one).
+pub const MAX_BATCH_BYTES: usize = 8 << 20;
 
 /// Knobs the tests turn; [`Limits::default`] is what `fio` uses.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +54,12 @@ struct Job {
     done: u64,
     /// Writes since the last fsync.
     writes: u32,
+    /// libaio: I/Os this job may still add to the batch being formed.
+    room: u64,
+    /// libaio: the job may add more I/Os to the batch being formed.
+    open: bool,
+    /// libaio: an fsync is due once the batch completes.
+    sync_due: bool,
 }
 
 fn os_err(path: &str, what: &str, e: Errno) -> FioError {
@@ -55,6 +68,20 @@ fn os_err(path: &str, what: &str, e: Errno) -> FioError {
 
 fn mmap_unsupported() -> FioError {
     FioError::new(String::from("ioengine=mmap not supported in this mode"))
+}
+
+fn libaio_unsupported() -> FioError {
+    FioError::new(String::from(
+        "ioengine=libaio not supported in this mode (needs io_batch, or seek)",
+    ))
+}
+
+/// I/Os per batch wanted for `spec` (libaio): every job's `iodepth`,
+/// capped at [`MAX_BATCH`] and by [`MAX_BATCH_BYTES`] of buffers.
+fn batch_slots(spec: &JobSpec, bs: usize) -> usize {
+    let want =
+        usize::try_from(u64::from(spec.iodepth) * u64::from(spec.numjobs)).unwrap_or(MAX_BATCH);
+    want.min(MAX_BATCH).min(MAX_BATCH_BYTES / bs.max(1)).max(1)
 }
 
 /// Run `spec` on `os` and measure it. See the [module docs](super).
@@ -91,10 +118,23 @@ pub(crate) fn run_with(
         }
     }
     let bs = usize::try_from(spec.bs).map_err(|_| FioError::new(String::from("bs too large")))?;
+    // One buffer of bs per I/O in flight; libaio takes fewer I/Os per
+    // batch if memory is short.
+    let mut slots = if spec.ioengine == Engine::Libaio {
+        batch_slots(spec, bs)
+    } else {
+        1
+    };
     let mut buf: Vec<u8> = Vec::new();
-    buf.try_reserve_exact(bs)
-        .map_err(|_| FioError::new(format!("cannot allocate a {bs}-byte I/O buffer")))?;
-    buf.resize(bs, 0);
+    while buf.try_reserve_exact(slots.saturating_mul(bs)).is_err() {
+        if slots == 1 {
+            return Err(FioError::new(format!(
+                "cannot allocate a {bs}-byte I/O buffer"
+            )));
+        }
+        slots /= 2;
+    }
+    buf.resize(slots * bs, 0);
 
     let (laid_out_files, laid_out_bytes) = layout(os, spec, &files)?;
 
@@ -214,6 +254,9 @@ fn open_and_run(
             mix: Mix::new(spec, j),
             done: 0,
             writes: 0,
+            room: 0,
+            open: false,
+            sync_due: false,
         });
     }
     // Random and mixed patterns need to move the position; sequential
@@ -234,6 +277,9 @@ fn open_and_run(
             }
         }
     }
+    if spec.ioengine == Engine::Libaio {
+        probe_batch(os, jobs)?;
+    }
     let invalidated = if !spec.invalidate {
         Invalidated::No
     } else {
@@ -249,24 +295,143 @@ fn open_and_run(
     } else {
         spec.ios_per_job()
     };
-    let expect = budget.saturating_mul(u64::from(spec.numjobs));
-    let cap = |used: bool| if used { limits.reservoir } else { 1 };
-    let mut samples = [
-        Samples::new(cap(spec.rw.reads()), expect),
-        Samples::new(cap(spec.rw.writes()), expect),
-    ];
-    let mut fsyncs = 0u64;
-
     let start = os.uptime_ns();
-    let ramp_end = start.saturating_add(spec.ramp_ns);
-    let mut measuring = spec.ramp_ns == 0;
-    let mut measure_start = start;
-    let mut deadline = deadline_after(start, spec.runtime_ns);
-    let mut last_done = start;
-    let mut hit_runtime = false;
-    let mut last_clock = start;
-    let mut stuck = 0u64;
+    let mut meter = Meter::new(spec, limits, start, budget);
+    let effective_iodepth = match spec.ioengine {
+        Engine::Libaio => run_batched(os, spec, jobs, &mut meter, buf, budget)?,
+        Engine::Psync | Engine::Mmap => {
+            run_sync(os, spec, jobs, &mut meter, buf, budget)?;
+            1
+        }
+    };
 
+    let elapsed_ns = if meter.measuring {
+        meter.last_done.saturating_sub(meter.measure_start)
+    } else {
+        0
+    };
+    let [mut rs, mut ws] = meter.samples;
+    Ok(Report {
+        spec: spec.clone(),
+        env: env.clone(),
+        read: DirStats::new(rs.count(), spec.bs, elapsed_ns, rs.latency()),
+        write: DirStats::new(ws.count(), spec.bs, elapsed_ns, ws.latency()),
+        elapsed_ns,
+        effective_iodepth,
+        fsyncs: meter.fsyncs,
+        files: Vec::new(),
+        laid_out_files: 0,
+        laid_out_bytes: 0,
+        invalidated,
+        hit_runtime: meter.hit_runtime,
+    })
+}
+
+/// The clock side of a run: ramp, runtime, a stuck clock, and what is
+/// measured.
+struct Meter {
+    /// Latency samples: reads, writes.
+    samples: [Samples; 2],
+    /// fsync calls while measuring.
+    fsyncs: u64,
+    /// The ramp is over.
+    measuring: bool,
+    ramp_end: u64,
+    /// When measuring started.
+    measure_start: u64,
+    /// When the runtime is over (`u64::MAX`: never).
+    deadline: u64,
+    /// The last measured completion.
+    last_done: u64,
+    hit_runtime: bool,
+    last_clock: u64,
+    /// I/Os issued without the clock moving.
+    stuck: u64,
+    stuck_limit: u64,
+    runtime_ns: u64,
+    time_based: bool,
+}
+
+impl Meter {
+    fn new(spec: &JobSpec, limits: Limits, start: u64, budget: u64) -> Meter {
+        let expect = budget.saturating_mul(u64::from(spec.numjobs));
+        let cap = |used: bool| if used { limits.reservoir } else { 1 };
+        Meter {
+            samples: [
+                Samples::new(cap(spec.rw.reads()), expect),
+                Samples::new(cap(spec.rw.writes()), expect),
+            ],
+            fsyncs: 0,
+            measuring: spec.ramp_ns == 0,
+            ramp_end: start.saturating_add(spec.ramp_ns),
+            measure_start: start,
+            deadline: deadline_after(start, spec.runtime_ns),
+            last_done: start,
+            hit_runtime: false,
+            last_clock: start,
+            stuck: 0,
+            stuck_limit: limits.stuck_ios,
+            runtime_ns: spec.runtime_ns,
+            time_based: spec.time_based,
+        }
+    }
+
+    /// `ios` I/Os are about to be issued at `now`: fail if the clock has
+    /// not moved for too many of them and the end of the run depends on
+    /// it.
+    fn check_clock(&mut self, now: u64, ios: u64) -> Result<(), FioError> {
+        if now != self.last_clock {
+            self.last_clock = now;
+            self.stuck = 0;
+        } else if !self.measuring || self.time_based {
+            self.stuck = self.stuck.saturating_add(ios);
+            if self.stuck > self.stuck_limit {
+                return Err(FioError::new(String::from(
+                    "the clock does not advance (uptime_ns is stuck)",
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// At `now`, before issuing I/O: start measuring if the ramp is over;
+    /// `true` if the runtime has passed (the run ends).
+    fn expired(&mut self, now: u64) -> bool {
+        if !self.measuring && now >= self.ramp_end {
+            self.measuring = true;
+            self.measure_start = now;
+            self.last_done = now;
+            self.deadline = deadline_after(now, self.runtime_ns);
+        }
+        if self.measuring && now >= self.deadline {
+            self.hit_runtime = true;
+            return true;
+        }
+        false
+    }
+
+    /// Record one completed I/O of `dir` that took `lat` (while
+    /// measuring).
+    fn record(&mut self, dir: Ddir, lat: u64) {
+        if let Some(s) = self.samples.get_mut(dir.index()) {
+            s.push(lat);
+        }
+    }
+}
+
+/// psync and mmap: jobs take turns round-robin, one synchronous I/O each
+/// per turn.
+fn run_sync(
+    os: &mut dyn Os,
+    spec: &JobSpec,
+    jobs: &mut [Job],
+    meter: &mut Meter,
+    buf: &mut [u8],
+    budget: u64,
+) -> Result<(), FioError> {
+    let buf = buf
+        .get_mut(..usize::try_from(spec.bs).unwrap_or(usize::MAX))
+        .ok_or_else(|| FioError::new(String::from("I/O buffer too small")))?;
     'run: loop {
         let mut progressed = false;
         for job in jobs.iter_mut() {
@@ -274,77 +439,261 @@ fn open_and_run(
                 continue;
             }
             let now = os.uptime_ns();
-            if now != last_clock {
-                last_clock = now;
-                stuck = 0;
-            } else if !measuring || spec.time_based {
-                stuck += 1;
-                if stuck > limits.stuck_ios {
-                    return Err(FioError::new(String::from(
-                        "the clock does not advance (uptime_ns is stuck)",
-                    )));
-                }
-            }
-            if !measuring && now >= ramp_end {
-                measuring = true;
-                measure_start = now;
-                last_done = now;
-                deadline = deadline_after(now, spec.runtime_ns);
-            }
-            if measuring && now >= deadline {
-                hit_runtime = true;
+            meter.check_clock(now, 1)?;
+            if meter.expired(now) {
                 break 'run;
             }
             let dir = job.mix.pick();
             let off = job.offsets.next_offset(dir);
             let (lat, t1) = one_io(os, spec, job, dir, off, buf)?;
-            if measuring {
-                if let Some(s) = samples.get_mut(dir.index()) {
-                    s.push(lat);
-                }
+            if meter.measuring {
+                meter.record(dir, lat);
                 job.done += 1;
-                last_done = t1;
+                meter.last_done = t1;
             }
             if dir == Ddir::Write && spec.fsync > 0 {
                 job.writes += 1;
                 if job.writes >= spec.fsync {
                     job.writes = 0;
-                    if let Some(fd) = job.fd {
-                        os.fsync(fd).map_err(|e| os_err(&job.path, "fsync", e))?;
-                    }
-                    if measuring {
-                        fsyncs += 1;
-                        last_done = os.uptime_ns();
-                    }
+                    fsync_job(os, job, meter)?;
                 }
             }
             progressed = true;
         }
         if !progressed {
-            break;
+            return Ok(());
         }
     }
+    Ok(())
+}
 
-    let elapsed_ns = if measuring {
-        last_done.saturating_sub(measure_start)
-    } else {
-        0
+/// fsync the job's file (`--fsync`), counted and timed while measuring.
+fn fsync_job(os: &mut dyn Os, job: &Job, meter: &mut Meter) -> Result<(), FioError> {
+    if let Some(fd) = job.fd {
+        os.fsync(fd).map_err(|e| os_err(&job.path, "fsync", e))?;
+    }
+    if meter.measuring {
+        meter.fsyncs += 1;
+        meter.last_done = os.uptime_ns();
+    }
+    Ok(())
+}
+
+/// Check before the run that [`Os::io_batch`] works here: one empty read
+/// at offset 0 of the first job's file.
+fn probe_batch(os: &mut dyn Os, jobs: &[Job]) -> Result<(), FioError> {
+    let Some(job) = jobs.first() else {
+        return Ok(());
     };
-    let [mut rs, mut ws] = samples;
-    Ok(Report {
-        spec: spec.clone(),
-        env: env.clone(),
-        read: DirStats::new(rs.count(), spec.bs, elapsed_ns, rs.latency()),
-        write: DirStats::new(ws.count(), spec.bs, elapsed_ns, ws.latency()),
-        elapsed_ns,
-        effective_iodepth: 1,
-        fsyncs,
-        files: Vec::new(),
-        laid_out_files: 0,
-        laid_out_bytes: 0,
-        invalidated,
-        hit_runtime,
-    })
+    let fd = job
+        .fd
+        .ok_or_else(|| os_err(&job.path, "open", Errno::BadFd))?;
+    let mut probe = [BatchIo::new(fd, 0, false, &mut [])];
+    let r = os.io_batch(&mut probe).and_then(|()| {
+        let [p] = &probe;
+        p.done.map(|_| ())
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(Errno::NotSupported) => Err(libaio_unsupported()),
+        Err(e) => Err(os_err(&job.path, "io_batch", e)),
+    }
+}
+
+/// One I/O of a batch being formed.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    job: usize,
+    dir: Ddir,
+    off: u64,
+}
+
+/// Pick the next batch: round-robin over the jobs from `first`, one I/O
+/// per job per round, each job up to `iodepth` I/Os (and what is left of
+/// its size while measuring), at most `cap` in all. A job whose write
+/// makes an fsync due stops there (the fsync follows the batch, before
+/// any further write of the job). Returns the job after the last one
+/// served (where the next batch starts).
+fn gather(
+    spec: &JobSpec,
+    jobs: &mut [Job],
+    measuring: bool,
+    budget: u64,
+    first: usize,
+    cap: usize,
+    slots: &mut Vec<Slot>,
+) -> usize {
+    slots.clear();
+    let depth = u64::from(spec.iodepth);
+    for job in jobs.iter_mut() {
+        // The budget counts measured I/Os only (as with psync).
+        job.room = if measuring {
+            budget.saturating_sub(job.done).min(depth)
+        } else {
+            depth
+        };
+        job.open = job.room > 0;
+    }
+    let n = jobs.len();
+    let mut next = first;
+    loop {
+        let mut added = false;
+        for k in 0..n {
+            if slots.len() >= cap {
+                return next;
+            }
+            let j = (first + k) % n;
+            let Some(job) = jobs.get_mut(j) else {
+                continue;
+            };
+            if !job.open {
+                continue;
+            }
+            let dir = job.mix.pick();
+            let off = job.offsets.next_offset(dir);
+            slots.push(Slot { job: j, dir, off });
+            job.room -= 1;
+            added = true;
+            next = (j + 1) % n;
+            if job.room == 0 {
+                job.open = false;
+            }
+            if dir == Ddir::Write && spec.fsync > 0 {
+                job.writes += 1;
+                if job.writes >= spec.fsync {
+                    job.writes = 0;
+                    job.sync_due = true;
+                    job.open = false;
+                }
+            }
+        }
+        if !added {
+            return next;
+        }
+    }
+}
+
+/// libaio: every turn gathers up to `iodepth` I/Os of every job into one
+/// [`Os::io_batch`] call; each I/O's completion latency is the batch's
+/// completion minus its submission. Returns the mean number of I/Os per
+/// batch (while measuring if any batch was measured), rounded.
+fn run_batched(
+    os: &mut dyn Os,
+    spec: &JobSpec,
+    jobs: &mut [Job],
+    meter: &mut Meter,
+    bufs: &mut [u8],
+    budget: u64,
+) -> Result<u32, FioError> {
+    let bs = usize::try_from(spec.bs).unwrap_or(usize::MAX);
+    let cap = (bufs.len() / bs.max(1)).clamp(1, MAX_BATCH);
+    let mut slots: Vec<Slot> = Vec::with_capacity(cap);
+    let mut first = 0usize;
+    // (batches, I/Os): while measuring, and in all.
+    let mut measured = (0u64, 0u64);
+    let mut all = (0u64, 0u64);
+    loop {
+        let now = os.uptime_ns();
+        if meter.expired(now) {
+            break;
+        }
+        first = gather(spec, jobs, meter.measuring, budget, first, cap, &mut slots);
+        if slots.is_empty() {
+            break;
+        }
+        let n = slots.len();
+        meter.check_clock(now, n as u64)?;
+
+        let mut ios: Vec<BatchIo<'_>> = Vec::with_capacity(n);
+        for (slot, buf) in slots.iter().zip(bufs.chunks_mut(bs)) {
+            let job = jobs
+                .get(slot.job)
+                .ok_or_else(|| FioError::new(String::from("internal: bad job index")))?;
+            let fd = job
+                .fd
+                .ok_or_else(|| os_err(&job.path, "open", Errno::BadFd))?;
+            let write = slot.dir == Ddir::Write;
+            if write {
+                pattern::fill(buf, slot.off);
+            }
+            ios.push(BatchIo::new(fd, slot.off, write, buf));
+        }
+        if ios.len() != n {
+            return Err(FioError::new(String::from("internal: too few I/O buffers")));
+        }
+        let t0 = os.uptime_ns();
+        let r = os.io_batch(&mut ios);
+        let t1 = os.uptime_ns();
+        match r {
+            Ok(()) => {}
+            Err(Errno::NotSupported) => return Err(libaio_unsupported()),
+            Err(e) => return Err(FioError::new(format!("io_batch of {n} I/Os: {e}"))),
+        }
+        check_batch(spec, jobs, &slots, &ios)?;
+        drop(ios);
+
+        let lat = t1.saturating_sub(t0);
+        all = (all.0 + 1, all.1 + n as u64);
+        if meter.measuring {
+            measured = (measured.0 + 1, measured.1 + n as u64);
+            for slot in &slots {
+                meter.record(slot.dir, lat);
+                if let Some(job) = jobs.get_mut(slot.job) {
+                    job.done += 1;
+                }
+            }
+            meter.last_done = t1;
+        }
+        for job in jobs.iter_mut() {
+            if job.sync_due {
+                job.sync_due = false;
+                fsync_job(os, job, meter)?;
+            }
+        }
+    }
+    let (batches, ios) = if measured.0 > 0 { measured } else { all };
+    Ok(rounded_mean(ios, batches))
+}
+
+/// `sum / count` rounded to the nearest integer (0 if `count` is 0).
+fn rounded_mean(sum: u64, count: u64) -> u32 {
+    let mean = sum
+        .saturating_add(count / 2)
+        .checked_div(count)
+        .unwrap_or(0);
+    u32::try_from(mean).unwrap_or(u32::MAX)
+}
+
+/// The first failed I/O of a completed batch, as an error naming its
+/// file, direction and offset (and how many of the batch failed).
+fn check_batch(
+    spec: &JobSpec,
+    jobs: &[Job],
+    slots: &[Slot],
+    ios: &[BatchIo<'_>],
+) -> Result<(), FioError> {
+    let bs = usize::try_from(spec.bs).unwrap_or(usize::MAX);
+    let failed = |io: &BatchIo<'_>| io.done != Ok(bs);
+    let Some((slot, io)) = slots.iter().zip(ios).find(|(_, io)| failed(io)) else {
+        return Ok(());
+    };
+    let nfailed = ios.iter().filter(|io| failed(io)).count();
+    let path = jobs.get(slot.job).map_or("?", |j| j.path.as_str());
+    let what = if slot.dir == Ddir::Write {
+        "write"
+    } else {
+        "read"
+    };
+    let off = slot.off;
+    let why = match io.done {
+        Err(Errno::NotSupported) => return Err(libaio_unsupported()),
+        Err(e) => format!("{e}"),
+        Ok(k) => format!("short ({k} of {bs} bytes)"),
+    };
+    Err(FioError::new(format!(
+        "{path}: {what} at {off}: {why}; {nfailed} of {} I/Os of the batch failed",
+        ios.len()
+    )))
 }
 
 fn deadline_after(t: u64, runtime_ns: u64) -> u64 {
@@ -412,7 +761,9 @@ fn one_io(
                 }
             }
         }
-        Engine::Psync => {
+        // libaio goes through run_batched; one synchronous positioned
+        // I/O is its degenerate form.
+        Engine::Psync | Engine::Libaio => {
             let fd = position(os, job, off)?;
             let t0 = os.uptime_ns();
             let r = transfer(os, fd, write, buf);

@@ -1,6 +1,8 @@
 //! An in-memory [`Os`] for the fio tests: files, descriptors with
 //! positions, `seek`, `mmap_io`, a clock that I/O calls advance, a log of
-//! every data operation, and fault injection.
+//! every data operation, and fault injection. `FakeOs` keeps the default
+//! [`Os::io_batch`]; [`Batcher`] wraps it to see (and time, or fail) the
+//! batches.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
@@ -8,7 +10,7 @@ use alloc::vec::Vec;
 use core::cell::Cell;
 
 use crate::os::{
-    Attr, ClusterInfo, DirEntry, Errno, Fd, FileKind, NodeInfo, OpenFlags, Os, RingSamples,
+    Attr, BatchIo, ClusterInfo, DirEntry, Errno, Fd, FileKind, NodeInfo, OpenFlags, Os, RingSamples,
 };
 
 /// One logged operation.
@@ -28,6 +30,8 @@ pub enum Op {
     Fsync(String),
     Truncate(String, u64),
     Drop,
+    /// An `io_batch` call through [`Batcher`] of this many I/Os.
+    Batch(usize),
 }
 
 /// How long each data call takes: `(call number, write?, offset) -> ns`.
@@ -182,7 +186,9 @@ impl Os for FakeOs {
         let data = self.files.get(&path).ok_or(Errno::BadFd)?;
         let p = pos as usize;
         let n = buf.len().min(data.len().saturating_sub(p)).min(self.max_io);
-        buf[..n].copy_from_slice(&data[p..p + n]);
+        if n > 0 {
+            buf[..n].copy_from_slice(&data[p..p + n]);
+        }
         self.fds.insert(fd.0, (path.clone(), pos + n as u64));
         self.tick(false, pos);
         self.log.push(Op::Io {
@@ -362,5 +368,140 @@ impl Os for FakeOs {
             mmap: true,
         });
         Ok(())
+    }
+}
+
+/// How long a batch takes: `(batch number from 0, I/Os) -> ns`.
+pub type BatchCostFn = fn(u64, usize) -> u64;
+
+/// One I/O of a logged batch: (fd, offset, write?, len).
+pub type BatchEntry = (u32, u64, bool, usize);
+
+/// A [`FakeOs`] whose `io_batch` calls are logged (also as [`Op::Batch`]
+/// in the fake's log) before going to the fake's default `io_batch`.
+pub struct Batcher<'a> {
+    pub inner: &'a mut FakeOs,
+    /// Every call, the probe included.
+    pub batches: Vec<Vec<BatchEntry>>,
+    /// If set, a call takes exactly this long on the fake clock (instead
+    /// of the sum of its reads and writes).
+    pub cost: Option<BatchCostFn>,
+    /// `(call number, errno)`: that call fails as a whole.
+    pub fail: Option<(usize, Errno)>,
+}
+
+impl<'a> Batcher<'a> {
+    pub fn new(inner: &'a mut FakeOs) -> Batcher<'a> {
+        Batcher {
+            inner,
+            batches: Vec::new(),
+            cost: None,
+            fail: None,
+        }
+    }
+
+    /// The batches of the run (without the empty probe).
+    pub fn data_batches(&self) -> Vec<Vec<BatchEntry>> {
+        self.batches
+            .iter()
+            .filter(|b| b.iter().any(|io| io.3 > 0))
+            .cloned()
+            .collect()
+    }
+
+    /// Sizes of the batches of the run.
+    pub fn sizes(&self) -> Vec<usize> {
+        self.data_batches().iter().map(Vec::len).collect()
+    }
+}
+
+impl Os for Batcher<'_> {
+    fn print(&mut self, s: &str) {
+        self.inner.print(s)
+    }
+    fn uptime_ns(&self) -> u64 {
+        self.inner.uptime_ns()
+    }
+    fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        self.inner.open(path, flags)
+    }
+    fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
+        self.inner.read(fd, buf)
+    }
+    fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
+        self.inner.write(fd, data)
+    }
+    fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno> {
+        self.inner.truncate(fd, size)
+    }
+    fn fsync(&mut self, fd: Fd) -> Result<(), Errno> {
+        self.inner.fsync(fd)
+    }
+    fn close(&mut self, fd: Fd) -> Result<(), Errno> {
+        self.inner.close(fd)
+    }
+    fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
+        self.inner.stat(path)
+    }
+    fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>, Errno> {
+        self.inner.readdir(path)
+    }
+    fn mkdir(&mut self, path: &str) -> Result<(), Errno> {
+        self.inner.mkdir(path)
+    }
+    fn rmdir(&mut self, path: &str) -> Result<(), Errno> {
+        self.inner.rmdir(path)
+    }
+    fn unlink(&mut self, path: &str) -> Result<(), Errno> {
+        self.inner.unlink(path)
+    }
+    fn sync(&mut self) -> Result<(), Errno> {
+        self.inner.sync()
+    }
+    fn cluster(&mut self) -> ClusterInfo {
+        self.inner.cluster()
+    }
+    fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        self.inner.bench_ring(count)
+    }
+    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        self.inner.cache_stats()
+    }
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        self.inner.cache_drop()
+    }
+    fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        self.inner.seek(fd, pos)
+    }
+    fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+    ) -> Result<(), Errno> {
+        self.inner.mmap_io(path, offset, len, write, buf)
+    }
+
+    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
+        let call = self.batches.len();
+        self.batches.push(
+            ios.iter()
+                .map(|io| (io.fd.0, io.offset, io.write, io.buf.len()))
+                .collect(),
+        );
+        self.inner.log.push(Op::Batch(ios.len()));
+        if let Some((n, e)) = self.fail {
+            if n == call {
+                return Err(e);
+            }
+        }
+        let t0 = self.inner.clock.get();
+        let r = self.inner.io_batch(ios);
+        if let Some(cost) = self.cost {
+            self.inner.clock.set(t0 + cost(call as u64, ios.len()));
+        }
+        r
     }
 }

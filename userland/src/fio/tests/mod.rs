@@ -16,6 +16,7 @@ use crate::shell::{Outcome, Shell};
 
 mod fake;
 mod jsonck;
+mod libaio;
 
 use fake::{FakeOs, Op};
 
@@ -245,8 +246,8 @@ fn rejections_are_fio_style() {
         (&["--size=1m", "--iodepth=257"], "fio: bad value '257' for option 'iodepth' (1 to 256)"),
         (&["--size=1m", "--runtime=1x"], "fio: bad value '1x' for option 'runtime' (seconds, or with us/ms/s/m/h)"),
         (&["--size=1m", "--ramp_time=-5"], "fio: bad value '-5' for option 'ramp_time' (seconds, or with us/ms/s/m/h)"),
-        (&["--size=1m", "--ioengine=libaio"], "fio: bad value 'libaio' for option 'ioengine' (psync, sync or mmap)"),
-        (&["--size=1m", "--ioengine=io_uring"], "fio: bad value 'io_uring' for option 'ioengine' (psync, sync or mmap)"),
+        (&["--size=1m", "--ioengine=io_uring"], "fio: bad value 'io_uring' for option 'ioengine' (psync, sync, libaio or mmap)"),
+        (&["--size=1m", "--ioengine=posixaio"], "fio: bad value 'posixaio' for option 'ioengine' (psync, sync, libaio or mmap)"),
         (&["--size=1m", "--invalidate=2"], "fio: bad value '2' for option 'invalidate' (0 or 1, or no value)"),
         (&["--size=1m", "--invalidate="], "fio: bad value '' for option 'invalidate' (0 or 1, or no value)"),
         (&["--size=1m", "--time_based=yes"], "fio: bad value 'yes' for option 'time_based' (0 or 1, or no value)"),
