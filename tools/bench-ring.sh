@@ -6,8 +6,9 @@
 #
 # Boots 1 directory + N nodes (default 1, so exactly two instances are busy:
 # the directory's core and node 1), runs `bench ring R` K times on node 1,
-# then the host ping-pong between two threads, and prints one line per
-# measurement plus the ratio of medians.
+# and `bench pingpong R` (a bare cache-line round trip between the two
+# guests: the floor for a ring round trip under this accelerator), then the
+# host ping-pong between two threads, and prints the ratios of medians.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODES=1
@@ -28,12 +29,17 @@ cd "$ROOT"
 cargo build --release -q -p onecopy-tests --bins
 RUN=$(mktemp -d /tmp/onecopy-bench-ring.XXXXXX)
 args=()
-for ((i = 0; i < REPEAT; i++)); do args+=(-e "1: bench ring $ROUNDS"); done
+for ((i = 0; i < REPEAT; i++)); do args+=(-e "1: bench ring $ROUNDS" -e "1: bench pingpong $ROUNDS"); done
 out=$(./qemu-run.sh --nodes "$NODES" --run-dir "$RUN" "${args[@]}")
-echo "$out" | grep -E "accel:|cluster up|ring round trip"
+echo "$out" | grep -E "accel:|cluster up|ring round trip|cache-line round trip"
 pp=$("$ROOT/target/release/onecopy-pingpong" 200000)
 echo "$pp"
-ring=$(echo "$out" | grep -o 'median=[0-9]*' | cut -d= -f2 | sort -n | sed -n "$(((REPEAT + 1) / 2))p")
+med() { grep "$1" | grep -o 'median=[0-9]*' | cut -d= -f2 | sort -n | sed -n "$(((REPEAT + 1) / 2))p"; }
+ring=$(echo "$out" | med 'ring round trip')
+guest=$(echo "$out" | med 'cache-line round trip')
 host=$(echo "$pp" | grep -o 'median=[0-9]*' | cut -d= -f2)
-echo "busy instances: directory + node 1 (of $NODES nodes); median of $REPEAT runs: ring ${ring} ns vs host ${host} ns = $(awk -v a="$ring" -v b="$host" 'BEGIN { printf "%.1f", a / b }')x"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
+echo "busy instances: directory + node 1 (of $NODES nodes); medians of $REPEAT runs:"
+echo "  ring round trip ${ring} ns; bare guest-to-guest cache-line round trip ${guest} ns; host threads ${host} ns"
+echo "  ring / host = $(ratio "$ring" "$host")x; ring / guest floor = $(ratio "$ring" "$guest")x; guest floor / host = $(ratio "$guest" "$host")x"
 rm -rf "$RUN"

@@ -31,6 +31,8 @@
 //! | 40  | channel_bytes u64    | 128 | epoch u64 (dynamic)      |
 //! | 48  | bulk_off u64         | 136 | dir_state u32 (dynamic)  |
 //! | 56  | bulk_bytes u64       | 144 | dir_heartbeat u64        |
+//! |     |                      | 192 | ping u64 (`bench pingpong`) |
+//! |     |                      | 8128 | pong u64 (directory's echo) |
 //!
 //! Node table at [`NODE_TABLE`], one 64-byte record per node id `k`
 //! (1..=max_nodes) at `NODE_TABLE + (k-1)*64`: `state u32` at +0,
@@ -68,6 +70,11 @@ pub const MIN_REGION: usize = 1 << 20;
 const OFF_EPOCH: usize = 128;
 const OFF_DIR_STATE: usize = 136;
 const OFF_DIR_HEARTBEAT: usize = 144;
+/// `bench pingpong`: a node writes here (own cache line)...
+const OFF_PING: usize = 192;
+/// ...and the directory echoes the value here (another cache line, at the
+/// end of the header, after the node table).
+const OFF_PONG: usize = HEADER_BYTES - 64;
 
 /// Directory state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -543,6 +550,22 @@ impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
     /// Bump the directory heartbeat.
     pub fn beat_dir(&self) {
         self.mem.fetch_add_u64(OFF_DIR_HEARTBEAT, 1);
+    }
+    /// The ping word (`bench pingpong`).
+    pub fn ping(&self) -> u64 {
+        self.mem.load_u64(OFF_PING)
+    }
+    /// Write the ping word.
+    pub fn set_ping(&self, v: u64) {
+        self.mem.store_u64(OFF_PING, v)
+    }
+    /// The pong word (the directory's echo).
+    pub fn pong(&self) -> u64 {
+        self.mem.load_u64(OFF_PONG)
+    }
+    /// Write the pong word.
+    pub fn set_pong(&self, v: u64) {
+        self.mem.store_u64(OFF_PONG, v)
     }
     /// State of node `node` (`None` if invalid id or garbage).
     pub fn node_state(&self, node: u32) -> Option<NodeState> {

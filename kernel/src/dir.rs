@@ -80,7 +80,17 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>) -> ! {
     let mut last_work = cpu::rdtsc();
     let mut last_member = 0u64;
     let mut last_beat = 0u64;
+    let mut last_ping = h.ping();
     loop {
+        // `bench pingpong`: echo the ping word (the bare cost of one
+        // cache-line round trip between two guests, no protocol).
+        let ping = h.ping();
+        if ping != last_ping {
+            h.set_pong(ping);
+            last_ping = ping;
+            last_work = cpu::rdtsc();
+            continue;
+        }
         let now = cpu::rdtsc();
         if now - last_beat >= beat_cycles {
             h.beat_dir();

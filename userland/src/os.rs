@@ -117,6 +117,12 @@ pub trait Os {
     /// `count` empty round trips to the directory.
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno>;
 
+    /// `count` bare cache-line round trips with the directory through the
+    /// shared region (no rings, no protocol), in nanoseconds.
+    fn bench_pingpong(&mut self, _count: usize) -> Result<RingSamples, Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// Page-cache counters of this node as `(name, value)` lines
     /// (`cache stats`).
     fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {

@@ -228,6 +228,14 @@ static COMMANDS: &[Command] = &[
         run: cmd_bench_ring,
     },
     Command {
+        name: "bench pingpong",
+        usage: "bench pingpong [COUNT]",
+        help: "COUNT bare cache-line round trips with the directory (the floor for bench ring)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_pingpong,
+    },
+    Command {
         name: "bench read",
         usage: "bench read PATH",
         help: "time a 4 KiB read of every page of PATH once (CM, CM-R, CH-R or local hit, by residency)",
@@ -888,8 +896,18 @@ fn cmd_bench_dir(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-fn cmd_bench_ring(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
-    let count = match args.get(0) {
+fn cmd_bench_pingpong(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let count = bench_count(args)?;
+    let mut samples = ctx
+        .os
+        .bench_pingpong(count)
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    print_summary(ctx, "cache-line round trip", &mut samples)
+}
+
+/// The optional COUNT of `bench ring` / `bench pingpong`.
+fn bench_count(args: &Args<'_>) -> Result<usize, Error> {
+    Ok(match args.get(0) {
         None => BENCH_RING_DEFAULT,
         Some(s) => parse::u64_dec(s)
             .ok()
@@ -902,7 +920,11 @@ fn cmd_bench_ring(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
                     BENCH_RING_MAX
                 ))
             })?,
-    };
+    })
+}
+
+fn cmd_bench_ring(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let count = bench_count(args)?;
     let mut samples = ctx
         .os
         .bench_ring(count)

@@ -646,6 +646,30 @@ impl Os for NodeOs {
         Ok((ops, time::cycles_to_ns(cycles)))
     }
 
+    fn bench_pingpong(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        let layout = self.conn.layout.ok_or(Errno::Unavailable)?;
+        let h = Header::new(self.conn.shm, layout);
+        // Values unique to this node and run, so a stale echo never matches.
+        let base = (cpu::rdtsc() & !0xFFFF_FFFF) | ((self.conn.id as u64) << 24);
+        let mut out = Vec::with_capacity(count);
+        for i in 0..count as u64 + 16 {
+            let v = base + i + 1;
+            let t0 = cpu::rdtsc();
+            h.set_ping(v);
+            let mut spins = 0u64;
+            while h.pong() != v {
+                spins += 1;
+                if spins > 200_000_000 {
+                    return Err(Errno::Unavailable);
+                }
+            }
+            if i >= 16 {
+                out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+            }
+        }
+        Ok(out)
+    }
+
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
         // Warm up (wakes a halted directory), then time each round trip.
         use coherent::Transport;

@@ -122,7 +122,7 @@ fn argument_counts_print_usage() {
         ("help a b", "help [COMMAND]"),
         (
             "bench",
-            "bench ring [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS]",
+            "bench ring [COUNT] | bench pingpong [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS]",
         ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");
