@@ -81,3 +81,49 @@ pub fn unmap_4k(va: u64) {
         flush.flush();
     }
 }
+
+/// The virtual range reserved for mmap windows (see `node::coherent`).
+pub const WINDOW: core::ops::Range<u64> = 0x0000_1000_0000_0000..0x0000_2000_0000_0000;
+
+/// Check that `[va, va+len)` lies in the window and every page of it is
+/// mapped right now.
+fn window_mapped(va: u64, len: usize) -> Result<(), &'static str> {
+    let end = va.checked_add(len as u64).ok_or("window range overflows")?;
+    if va < WINDOW.start || end > WINDOW.end {
+        return Err("address outside the mmap window");
+    }
+    let m = mapper();
+    let mut p = va & !0xFFF;
+    while p < end {
+        if m.translate_addr(VirtAddr::new(p)).is_none() {
+            return Err("window page not mapped");
+        }
+        p += 4096;
+    }
+    Ok(())
+}
+
+/// Load `buf.len()` bytes through the mmap window at `va` (volatile loads).
+pub fn window_read(va: u64, buf: &mut [u8]) -> Result<(), &'static str> {
+    window_mapped(va, buf.len())?;
+    let p = va as *const u8;
+    for (i, b) in buf.iter_mut().enumerate() {
+        // SAFETY: every page of the range was just checked to be mapped in
+        // the window (to frames of the shared region, which stay mapped);
+        // the kernel is single-threaded and nothing unmaps between the
+        // check and these loads; volatile loads create no references.
+        *b = unsafe { core::ptr::read_volatile(p.add(i)) };
+    }
+    Ok(())
+}
+
+/// Store `data` through the mmap window at `va` (volatile stores).
+pub fn window_write(va: u64, data: &[u8]) -> Result<(), &'static str> {
+    window_mapped(va, data.len())?;
+    let p = va as *mut u8;
+    for (i, b) in data.iter().enumerate() {
+        // SAFETY: as in `window_read`; the window mappings are writable.
+        unsafe { core::ptr::write_volatile(p.add(i), *b) };
+    }
+    Ok(())
+}

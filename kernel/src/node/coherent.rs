@@ -40,7 +40,7 @@ pub const BATCH: usize = 32;
 const MAX_RETRIES: u32 = 20_000;
 /// Base of the mmap windows (lower half, canonical, far from RAM). Each
 /// inode gets a 4 GiB window: `MMAP_BASE + (ino mod 2^12) * 4 GiB`.
-pub const MMAP_BASE: u64 = 0x0000_1000_0000_0000;
+pub const MMAP_BASE: u64 = paging::WINDOW.start;
 
 /// Virtual address of page `key` in its inode's mmap window.
 pub fn window_va(key: &PageKey) -> u64 {

@@ -614,20 +614,13 @@ impl Os for NodeOs {
             if write && remote && mode == dirsvc::pagecache::Mode::Relaxed {
                 return Err(Errno::NotSupported); // relaxed writes need a private copy
             }
-            let p = (va + in_page as u64) as *mut u8;
-            for (i, b) in buf[done..done + n].iter_mut().enumerate() {
-                // SAFETY: `p..p+n` lies in a page `map_page` just mapped to a
-                // frame of the shared region (ours or the owner's); no wait
-                // (hence no invalidation) happens before these accesses, and
-                // volatile accesses never create references into it.
-                unsafe {
-                    if write {
-                        core::ptr::write_volatile(p.add(i), *b);
-                    } else {
-                        *b = core::ptr::read_volatile(p.add(i));
-                    }
-                }
-            }
+            let at_va = va + in_page as u64;
+            let r = if write {
+                crate::mm::paging::window_write(at_va, &buf[done..done + n])
+            } else {
+                crate::mm::paging::window_read(at_va, &mut buf[done..done + n])
+            };
+            r.map_err(|_| Errno::Io)?;
             if write {
                 coherent::mapped_write(&key);
             }
@@ -730,14 +723,8 @@ impl NodeOs {
         let mut page = [0u8; 4096];
         for idx in 0..pages {
             let n = ((size - idx * 4096) as usize).min(4096);
-            let va = (base + idx * 4096) as *const u8;
-            for (i, b) in page[..n].iter_mut().enumerate() {
-                // SAFETY: `va..va+4096` was mapped by `coherent::mmap` to a
-                // frame of the shared region and checked above; no wait
-                // (hence no invalidation) happens before the reads, and
-                // volatile loads never create references into it.
-                *b = unsafe { core::ptr::read_volatile(va.add(i)) };
-            }
+            crate::mm::paging::window_read(base + idx * 4096, &mut page[..n])
+                .map_err(|_| Errno::Io)?;
             h.update(&page[..n]);
         }
         coherent::munmap();
