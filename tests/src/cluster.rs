@@ -274,6 +274,12 @@ pub struct ClusterOpts {
     /// Page-cache mode (qemu-run.sh `--mode`: `strong`, `relaxed` or
     /// `private`; default: qemu-run.sh's `strong`).
     pub mode: Option<String>,
+    /// Storage throttling profile (qemu-run.sh `--storage`: `none`, `nvme`,
+    /// `sata-ssd` or `sas-raid`; default: qemu-run.sh's `none`).
+    pub storage: Option<String>,
+    /// Emulated CXL latency in ns added to every copy from a peer's frame
+    /// (qemu-run.sh `--cxl-latency-ns`; default: qemu-run.sh's 0).
+    pub cxl_latency_ns: Option<u32>,
     /// Require "directory ready" and every node joined (default). When
     /// false, a cluster that boots but is not ready (e.g. a bad disk image)
     /// is kept running for the test to examine.
@@ -298,6 +304,8 @@ impl Default for ClusterOpts {
             mem_mb: None,
             append_extra: None,
             mode: None,
+            storage: None,
+            cxl_latency_ns: None,
             expect_ready: true,
             boot_timeout: Duration::from_secs(60),
             cmd_timeout: Duration::from_secs(60),
@@ -342,6 +350,26 @@ impl ClusterOpts {
     /// Sets the page-cache mode (`strong`, `relaxed` or `private`).
     pub fn mode(mut self, m: &str) -> Self {
         self.mode = Some(m.into());
+        self
+    }
+    /// Sets the storage throttling profile (`none`, `nvme`, `sata-ssd`, `sas-raid`).
+    pub fn storage(mut self, p: &str) -> Self {
+        self.storage = Some(p.into());
+        self
+    }
+    /// Sets the emulated CXL latency (ns) of a copy from a peer's frame.
+    pub fn cxl_latency_ns(mut self, ns: u32) -> Self {
+        self.cxl_latency_ns = Some(ns);
+        self
+    }
+    /// Sets the shared region size in MiB (a power of two >= 16).
+    pub fn shm_mb(mut self, mb: u32) -> Self {
+        self.shm_mb = Some(mb);
+        self
+    }
+    /// Sets the memory per instance in MiB.
+    pub fn mem_mb(mut self, mb: u32) -> Self {
+        self.mem_mb = Some(mb);
         self
     }
     /// Sets whether readiness is required.
@@ -447,6 +475,11 @@ impl Cluster {
         push("--mem-mb", opts.mem_mb.map(|v| v.to_string()));
         push("--append-extra", opts.append_extra.clone());
         push("--mode", opts.mode.clone());
+        push("--storage", opts.storage.clone());
+        push(
+            "--cxl-latency-ns",
+            opts.cxl_latency_ns.map(|v| v.to_string()),
+        );
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = qemu_run(&argv, &ctl, opts.boot_timeout + Duration::from_secs(120))?;
         cluster.launch_output = out.text();

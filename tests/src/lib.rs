@@ -18,6 +18,7 @@
 //! The `onecopy-ctl` binary (`src/bin/onecopy-ctl.rs`) exposes the same
 //! machinery to `qemu-run.sh`: `wait-ready`, `exec` and `attach`.
 
+pub mod bench;
 pub mod cluster;
 pub mod console;
 pub mod error;

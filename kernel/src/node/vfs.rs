@@ -26,6 +26,9 @@ const PAGE: usize = 4096;
 pub const MAX_FILES: usize = 64;
 /// Most cached pages before the cache is emptied (private mode baseline).
 pub const MAX_CACHED_PAGES: usize = 2048;
+/// Most private copies (relaxed mode) before they are written back: each
+/// is a 4 KiB heap page.
+pub const MAX_PRIVATE_PAGES: usize = 1024;
 
 struct OpenFile {
     ino: u64,
@@ -80,7 +83,10 @@ impl Vfs {
 
     /// Forget every cached page (rejoin, or the directory restarted).
     pub fn drop_cache(&mut self) {
-        self.cache.clear();
+        // Pages only: open files keep their size and version.
+        for c in self.cache.values_mut() {
+            c.pages.clear();
+        }
         self.cached_pages = 0;
     }
 
@@ -355,6 +361,19 @@ impl Vfs {
             }
             let n = coherent::write(t(rpc), ino, pos, data)?;
             self.file(fd)?.pos = pos + n as u64;
+            if self.mode == Mode::Relaxed {
+                let private = coherent::with(|c| c.cache.counts().2).unwrap_or(0);
+                if private > MAX_PRIVATE_PAGES {
+                    // Bound the heap: write the private copies back early.
+                    let inos = coherent::with(|c| c.cache.dirty_inodes()).unwrap_or_default();
+                    for i in inos {
+                        if !self.cache.contains_key(&i) {
+                            self.refresh(rpc, i)?;
+                        }
+                        self.fsync_ino(rpc, i)?;
+                    }
+                }
+            }
             return Ok(n);
         }
         let (off, cap) = self.slot(rpc, 2)?;

@@ -1,0 +1,469 @@
+//! Command line of `onecopy-bench` and the parameters of a run.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// Usage text (`--help`).
+pub const USAGE: &str = "\
+usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private]
+                     [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
+                     [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
+                     [--keep-runs]
+
+Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
+2-sharer invalidation) in every mode and measures DPC's microbenchmarks:
+fio latency / bandwidth / IOPS, reads and writes, psync and mmap, in the
+residency scenarios CM, CM-R and CH-R (DPC Fig. 6-9); the reclaim cost
+(bench inv with 0, 1, 2 sharers; sequential read of a file larger than
+the node's pool, DPC 6.2.5); the directory microbenchmarks (bench ring,
+bench read CM-R, bench dir) next to the host ping-pong.
+
+  --quick            scaled down: 2 jobs x 1 MiB, a 1 MiB latency file, one
+                     run of each workload (about a minute); also a smoke
+                     test. Default: 8 jobs x 1 MiB, an 8 MiB latency file,
+                     5 runs of each workload (median)
+  --out DIR          results folder (default results/<YYYY-MM-DD-HHMMSS>/
+                     under the repository root, UTC)
+  --modes LIST       comma-separated modes (default strong,relaxed,private);
+                     ratios vs private need private in the list
+  --storage P        qemu-run.sh --storage profile (default none)
+  --cxl-latency-ns N qemu-run.sh --cxl-latency-ns (default 0)
+  --jobs N           jobs of the bandwidth / IOPS workloads (1..=64)
+  --job-size SIZE    file per job of the bandwidth / IOPS workloads (4k..256m)
+  --lat-size SIZE    file of the latency workloads (4k..256m)
+  --repeats N        runs of each fio workload, the figure is the median (1..=21)
+  --keep-runs        keep the clusters' run folders (logs) under target/
+
+Writes DIR/results.json, DIR/report.md and DIR/*.png. Exit status: 0 every
+expected figure is a number, 1 some figure is missing or failed (the
+report is still written, failures shown as n/a with their error), 2 wrong
+usage. Needs the release kernel, mkfs and onecopy-ctl built
+(tools/bench-report.sh builds them).";
+
+/// The page-cache modes onecopy-bench knows.
+pub const MODES: &[&str] = &["strong", "relaxed", "private"];
+
+/// Storage profiles of qemu-run.sh.
+pub const STORAGE: &[&str] = &["none", "nvme", "sata-ssd", "sas-raid"];
+
+/// Parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchOpts {
+    /// Scaled-down run.
+    pub quick: bool,
+    /// Results folder (None: the default under results/).
+    pub out: Option<PathBuf>,
+    /// Modes, in order.
+    pub modes: Vec<String>,
+    /// Storage profile.
+    pub storage: String,
+    /// Emulated CXL latency (ns).
+    pub cxl_latency_ns: u32,
+    /// Keep run folders.
+    pub keep_runs: bool,
+    /// `--jobs`.
+    pub jobs: Option<u32>,
+    /// `--job-size` (bytes).
+    pub job_size: Option<u64>,
+    /// `--lat-size` (bytes).
+    pub lat_size: Option<u64>,
+    /// `--repeats`.
+    pub repeats: Option<u32>,
+}
+
+impl Default for BenchOpts {
+    fn default() -> Self {
+        BenchOpts {
+            quick: false,
+            out: None,
+            modes: MODES.iter().map(|m| m.to_string()).collect(),
+            storage: "none".into(),
+            cxl_latency_ns: 0,
+            keep_runs: false,
+            jobs: None,
+            job_size: None,
+            lat_size: None,
+            repeats: None,
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// `--help`.
+    Help,
+    /// A run.
+    Run(BenchOpts),
+}
+
+/// Parses the arguments (without the program name).
+pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
+    let mut o = BenchOpts::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value")),
+            }
+        };
+        match flag {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "--quick" if inline.is_none() => o.quick = true,
+            "--keep-runs" if inline.is_none() => o.keep_runs = true,
+            "--out" => {
+                let v = value("--out")?;
+                if v.is_empty() {
+                    return Err("--out needs a folder".into());
+                }
+                o.out = Some(PathBuf::from(v));
+            }
+            "--modes" => {
+                let v = value("--modes")?;
+                let mut modes = Vec::new();
+                for m in v.split(',').map(str::trim) {
+                    if !MODES.contains(&m) {
+                        return Err(format!(
+                            "--modes: unknown mode '{m}' (strong, relaxed, private)"
+                        ));
+                    }
+                    if !modes.iter().any(|x| x == m) {
+                        modes.push(m.to_string());
+                    }
+                }
+                o.modes = modes;
+            }
+            "--storage" => {
+                let v = value("--storage")?;
+                if !STORAGE.contains(&v.as_str()) {
+                    return Err(format!(
+                        "--storage must be none, nvme, sata-ssd or sas-raid, got '{v}'"
+                    ));
+                }
+                o.storage = v;
+            }
+            "--cxl-latency-ns" => {
+                let v = value("--cxl-latency-ns")?;
+                o.cxl_latency_ns = match v.parse::<u32>() {
+                    Ok(n) if n <= 100_000 => n,
+                    _ => {
+                        return Err(format!(
+                            "--cxl-latency-ns must be an integer 0..=100000, got '{v}'"
+                        ))
+                    }
+                };
+            }
+            "--jobs" => o.jobs = Some(int_arg("--jobs", &value("--jobs")?, 1, 64)?),
+            "--repeats" => o.repeats = Some(int_arg("--repeats", &value("--repeats")?, 1, 21)?),
+            "--job-size" => o.job_size = Some(size_value("--job-size", &value("--job-size")?)?),
+            "--lat-size" => o.lat_size = Some(size_value("--lat-size", &value("--lat-size")?)?),
+            _ => return Err(format!("unknown argument '{a}' (see --help)")),
+        }
+    }
+    Ok(Parsed::Run(o))
+}
+
+fn int_arg(name: &str, v: &str, lo: u32, hi: u32) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("{name} must be an integer {lo}..={hi}, got '{v}'")),
+    }
+}
+
+/// Parses `4k`, `1m`, `1536k` or bytes: a multiple of 4 KiB, 4k..=256m.
+pub fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, mul) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&v[..i], MIB),
+        _ => (v, 1),
+    };
+    let n: u64 = num.parse().ok()?;
+    let b = n.checked_mul(mul)?;
+    ((4096..=256 * MIB).contains(&b) && b.is_multiple_of(4096)).then_some(b)
+}
+
+fn size_value(name: &str, v: &str) -> Result<u64, String> {
+    parse_size(v).ok_or_else(|| {
+        format!("{name} must be a size like 512k or 4m (a multiple of 4k, 4k..256m), got '{v}'")
+    })
+}
+
+/// Sizes and counts of one run: `--quick` scales everything down. Every
+/// value is recorded in results.json and report.md.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Bytes of the one file of the latency workloads (4k, 1 job).
+    pub lat_size: u64,
+    /// Jobs of the bandwidth and IOPS workloads (DPC: 8).
+    pub jobs: u32,
+    /// Bytes of each job's file in the bandwidth and IOPS workloads.
+    pub job_size: u64,
+    /// Runs of every fio workload's CM, CM-R, CH-R procedure; the figure
+    /// is the median.
+    pub repeats: u32,
+    /// iodepth passed to fio for bandwidth / IOPS (DPC: 32; effective 1).
+    pub iodepth: u32,
+    /// Shared region (MiB) of the fio clusters.
+    pub fio_shm_mb: u32,
+    /// Disk image (MiB) of every cluster.
+    pub disk_mb: u32,
+    /// File of the larger-than-pool sequential read.
+    pub big_file: u64,
+    /// Shared region (MiB) of that cluster (small pools).
+    pub big_shm_mb: u32,
+    /// File of `bench inv` / `bench read` / `bench dir`.
+    pub inv_size: u64,
+    /// `bench ring` round trips per run.
+    pub ring_rounds: u32,
+    /// `bench ring` runs (median of their medians is the figure).
+    pub ring_repeats: u32,
+    /// `bench dir` rounds.
+    pub dir_rounds: u32,
+    /// Host ping-pong rounds per run.
+    pub pingpong_rounds: u32,
+    /// Host ping-pong runs (median of medians).
+    pub pingpong_repeats: u32,
+    /// Limit of one shell command.
+    pub cmd_timeout: Duration,
+    /// Limit of a cluster's boot.
+    pub boot_timeout: Duration,
+}
+
+const MIB: u64 = 1 << 20;
+
+impl Params {
+    /// The parameters of a quick or a full run.
+    pub fn new(quick: bool) -> Params {
+        if quick {
+            Params {
+                lat_size: MIB,
+                jobs: 2,
+                job_size: MIB,
+                repeats: 1,
+                iodepth: 32,
+                fio_shm_mb: 64,
+                disk_mb: 64,
+                big_file: 12 * MIB,
+                big_shm_mb: 16,
+                inv_size: 256 << 10,
+                ring_rounds: 20_000,
+                ring_repeats: 3,
+                dir_rounds: 3,
+                pingpong_rounds: 200_000,
+                pingpong_repeats: 3,
+                cmd_timeout: Duration::from_secs(300),
+                boot_timeout: Duration::from_secs(90),
+            }
+        } else {
+            Params {
+                lat_size: 8 * MIB,
+                jobs: 8,
+                job_size: MIB,
+                repeats: 5,
+                iodepth: 32,
+                fio_shm_mb: 64,
+                disk_mb: 64,
+                big_file: 12 * MIB,
+                big_shm_mb: 16,
+                inv_size: MIB,
+                ring_rounds: 20_000,
+                ring_repeats: 3,
+                dir_rounds: 10,
+                pingpong_rounds: 200_000,
+                pingpong_repeats: 3,
+                cmd_timeout: Duration::from_secs(900),
+                boot_timeout: Duration::from_secs(120),
+            }
+        }
+    }
+
+    /// The parameters of a run with the command line's overrides; the
+    /// shared region and the disk grow with the files (each node's pool
+    /// holds twice the largest workload, the disk three times).
+    pub fn from_opts(o: &BenchOpts) -> Params {
+        let mut p = Params::new(o.quick);
+        if let Some(j) = o.jobs {
+            p.jobs = j;
+        }
+        if let Some(s) = o.job_size {
+            p.job_size = s;
+        }
+        if let Some(s) = o.lat_size {
+            p.lat_size = s;
+        }
+        if let Some(r) = o.repeats {
+            p.repeats = r;
+        }
+        let need = p.lat_size.max(u64::from(p.jobs) * p.job_size);
+        while (super::runner::pool_mib(p.fio_shm_mb, 2) * MIB as f64) < 2.0 * need as f64
+            && p.fio_shm_mb < 4096
+        {
+            p.fio_shm_mb *= 2;
+        }
+        let disk_need = (3 * need / MIB) as u32 + 32;
+        p.disk_mb = p.disk_mb.max(disk_need);
+        p
+    }
+
+    /// The parameters as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "lat_size_bytes": self.lat_size,
+            "jobs": self.jobs,
+            "job_size_bytes": self.job_size,
+            "repeats": self.repeats,
+            "iodepth": self.iodepth,
+            "fio_shm_mb": self.fio_shm_mb,
+            "disk_mb": self.disk_mb,
+            "big_file_bytes": self.big_file,
+            "big_shm_mb": self.big_shm_mb,
+            "inv_size_bytes": self.inv_size,
+            "ring_rounds": self.ring_rounds,
+            "ring_repeats": self.ring_repeats,
+            "dir_rounds": self.dir_rounds,
+            "pingpong_rounds": self.pingpong_rounds,
+            "pingpong_repeats": self.pingpong_repeats,
+            "cmd_timeout_s": self.cmd_timeout.as_secs(),
+            "boot_timeout_s": self.boot_timeout.as_secs(),
+        })
+    }
+}
+
+/// A byte count as fio and the shell take it: `4k`, `128k`, `1m`, or bytes.
+pub fn size_arg(bytes: u64) -> String {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{}m", bytes / MIB)
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{}k", bytes / 1024)
+    } else {
+        bytes.to_string()
+    }
+}
+
+/// A byte count for people: `4 KiB`, `1 MiB`, `1.5 MiB`.
+pub fn size_human(bytes: u64) -> String {
+    if bytes >= MIB {
+        let m = bytes as f64 / MIB as f64;
+        if bytes.is_multiple_of(MIB) {
+            format!("{} MiB", bytes / MIB)
+        } else {
+            format!("{m:.1} MiB")
+        }
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Parsed, String> {
+        parse_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        assert_eq!(p(&[]), Ok(Parsed::Run(BenchOpts::default())));
+        assert_eq!(p(&["--help"]), Ok(Parsed::Help));
+        let Ok(Parsed::Run(o)) = p(&[
+            "--quick",
+            "--out",
+            "/tmp/x",
+            "--modes=private,strong,private",
+            "--storage",
+            "sata-ssd",
+            "--cxl-latency-ns=300",
+            "--keep-runs",
+        ]) else {
+            panic!("should parse")
+        };
+        assert!(o.quick && o.keep_runs);
+        assert_eq!(o.out, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(o.modes, vec!["private", "strong"]);
+        assert_eq!(o.storage, "sata-ssd");
+        assert_eq!(o.cxl_latency_ns, 300);
+    }
+
+    #[test]
+    fn bad_arguments() {
+        for bad in [
+            &["--modes", "net"][..],
+            &["--modes"],
+            &["--storage", "floppy"],
+            &["--cxl-latency-ns", "-1"],
+            &["--cxl-latency-ns", "100001"],
+            &["--out", ""],
+            &["--quick=1"],
+            &["extra"],
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn overrides() {
+        let Ok(Parsed::Run(o)) = p(&[
+            "--jobs",
+            "8",
+            "--job-size=4m",
+            "--lat-size",
+            "16m",
+            "--repeats",
+            "3",
+        ]) else {
+            panic!("should parse")
+        };
+        let q = Params::from_opts(&o);
+        assert_eq!(
+            (q.jobs, q.job_size, q.lat_size, q.repeats),
+            (8, 4 << 20, 16 << 20, 3)
+        );
+        assert!(
+            super::super::runner::pool_mib(q.fio_shm_mb, 2) >= 64.0,
+            "{}",
+            q.fio_shm_mb
+        );
+        assert!(q.disk_mb >= 96 + 32);
+        let d = Params::from_opts(&BenchOpts::default());
+        assert_eq!(d, Params::new(false));
+        assert_eq!(parse_size("1536k"), Some(1536 << 10));
+        assert_eq!(parse_size("4096"), Some(4096));
+        for bad in ["0", "1000", "5k", "257m", "m", "", "-4k", "4g"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+        for bad in [
+            &["--jobs", "0"][..],
+            &["--jobs", "65"],
+            &["--repeats", "x"],
+            &["--job-size", "3k"],
+        ] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size_arg(4096), "4k");
+        assert_eq!(size_arg(128 << 10), "128k");
+        assert_eq!(size_arg(12 << 20), "12m");
+        assert_eq!(size_arg(1000), "1000");
+        assert_eq!(size_human(1 << 20), "1 MiB");
+        assert_eq!(size_human(3 << 19), "1.5 MiB");
+        assert_eq!(size_human(256 << 10), "256 KiB");
+        assert!(Params::new(true).job_size <= Params::new(false).job_size);
+    }
+}

@@ -1,0 +1,214 @@
+//! Reading what the nodes and the host tools print.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+/// The `RESULT {json}` line of a fio run.
+pub fn fio_result(lines: &[String]) -> Result<Value, String> {
+    let line = lines
+        .iter()
+        .map(|l| l.trim())
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .ok_or_else(|| "no RESULT line in fio's output".to_string())?;
+    let v: Value =
+        serde_json::from_str(line).map_err(|e| format!("RESULT line is not JSON ({e})"))?;
+    if !v.is_object() {
+        return Err("RESULT is not a JSON object".into());
+    }
+    Ok(v)
+}
+
+/// A number at a JSON pointer (`/read/lat_ns/mean`).
+pub fn json_num(v: &Value, pointer: &str) -> Result<f64, String> {
+    v.pointer(pointer)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite())
+        .ok_or_else(|| format!("RESULT has no number at {pointer}"))
+}
+
+/// The summary line of `bench read|inv|ring` and `onecopy-pingpong`:
+/// `LABEL: n=.. median=.. ns p99=.. ns min=.. ns max=.. ns [mean=.. ns]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    /// Samples.
+    pub n: u64,
+    /// Median (ns).
+    pub median: f64,
+    /// 99th percentile (ns), if printed.
+    pub p99: Option<f64>,
+    /// Mean (ns), if printed.
+    pub mean: Option<f64>,
+}
+
+fn field_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"(n|median|p99|min|max|mean)=([0-9]+(?:\.[0-9]+)?)").unwrap())
+}
+
+/// Finds the first line containing `label` and reads its fields.
+pub fn summary(lines: &[String], label: &str) -> Result<Summary, String> {
+    let line = lines
+        .iter()
+        .find(|l| l.contains(label))
+        .ok_or_else(|| format!("no '{label}' line in the output"))?;
+    let mut f = BTreeMap::new();
+    for c in field_re().captures_iter(line) {
+        if let Ok(v) = c[2].parse::<f64>() {
+            f.entry(c[1].to_string()).or_insert(v);
+        }
+    }
+    let median = *f
+        .get("median")
+        .ok_or_else(|| format!("no median in '{}'", line.trim()))?;
+    Ok(Summary {
+        n: f.get("n").copied().unwrap_or(0.0) as u64,
+        median,
+        p99: f.get("p99").copied(),
+        mean: f.get("mean").copied(),
+    })
+}
+
+/// `directory page ops: n=N in U us = R ops/s`: (ops, us, ops/s).
+pub fn dir_ops(lines: &[String]) -> Result<(u64, u64, f64), String> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"directory page ops: n=([0-9]+) in ([0-9]+) us = ([0-9]+(?:\.[0-9]+)?) ops/s")
+            .unwrap()
+    });
+    lines
+        .iter()
+        .find_map(|l| re.captures(l))
+        .and_then(|c| Some((c[1].parse().ok()?, c[2].parse().ok()?, c[3].parse().ok()?)))
+        .ok_or_else(|| "no 'directory page ops: ...' line in the output".to_string())
+}
+
+/// The accelerator qemu-run.sh chose: `tcg (no vmx/svm in /proc/cpuinfo)`.
+pub fn accel(launch_output: &str) -> Option<String> {
+    launch_output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("accel: "))
+        .map(|s| s.trim().to_string())
+}
+
+/// A line of qemu-run.sh's launch output starting with `prefix`.
+pub fn launch_line(launch_output: &str, prefix: &str) -> Option<String> {
+    launch_output
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(prefix))
+        .map(str::to_string)
+}
+
+/// The median of some values (None if empty; mean of the middle two for
+/// an even count).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+/// True if a node's error message says the operation does not exist in
+/// this mode (`not supported`).
+pub fn is_unsupported(msg: &str) -> bool {
+    msg.contains("not supported")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn results() {
+        let v = fio_result(&l(&[
+            "w: (g=0): rw=randread",
+            r#"RESULT {"read":{"iops":3341.892,"lat_ns":{"mean":295539}},"busy_instances":2}"#,
+        ]))
+        .unwrap();
+        assert_eq!(json_num(&v, "/read/lat_ns/mean"), Ok(295539.0));
+        assert_eq!(json_num(&v, "/read/iops"), Ok(3341.892));
+        assert!(json_num(&v, "/write/iops").is_err());
+        assert!(fio_result(&l(&["nothing"])).is_err());
+        assert!(fio_result(&l(&["RESULT {oops"])).is_err());
+        assert!(fio_result(&l(&["RESULT [1]"])).is_err());
+    }
+
+    #[test]
+    fn summaries() {
+        let s = summary(
+            &l(&["read 4k: n=256 median=70997 ns p99=6409446 ns min=41748 ns max=9425970 ns mean=311201 ns"]),
+            "read 4k:",
+        )
+        .unwrap();
+        assert_eq!(s.n, 256);
+        assert_eq!(s.median, 70997.0);
+        assert_eq!(s.p99, Some(6409446.0));
+        assert_eq!(s.mean, Some(311201.0));
+        let r = summary(
+            &l(&["ring round trip: n=20000 median=1890 ns p99=3000 ns min=1 ns max=9 ns"]),
+            "ring round trip:",
+        )
+        .unwrap();
+        assert_eq!((r.median, r.mean), (1890.0, None));
+        let h = summary(
+            &l(&["host ping-pong round trip: n=200000 median=95 ns p99=180 ns"]),
+            "host ping-pong",
+        )
+        .unwrap();
+        assert_eq!(h.median, 95.0);
+        assert!(summary(&l(&["read 4k: n=0"]), "read 4k:").is_err());
+        assert!(summary(&l(&[]), "read 4k:").is_err());
+    }
+
+    #[test]
+    fn directory_ops() {
+        assert_eq!(
+            dir_ops(&l(&[
+                "directory page ops: n=1536 in 2000 us = 768000 ops/s"
+            ])),
+            Ok((1536, 2000, 768000.0))
+        );
+        assert!(dir_ops(&l(&["x"])).is_err());
+    }
+
+    #[test]
+    fn launch() {
+        let out =
+            "disk: created\naccel: tcg (no vmx/svm in /proc/cpuinfo)\ncpus: directory pinned\n";
+        assert_eq!(
+            accel(out).as_deref(),
+            Some("tcg (no vmx/svm in /proc/cpuinfo)")
+        );
+        assert_eq!(
+            launch_line(out, "cpus:").as_deref(),
+            Some("cpus: directory pinned")
+        );
+        assert_eq!(accel("nothing"), None);
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[f64::NAN, 5.0]), Some(5.0));
+        assert!(is_unsupported(
+            "fio: ioengine=mmap not supported in this mode"
+        ));
+        assert!(!is_unsupported("I/O error"));
+    }
+}

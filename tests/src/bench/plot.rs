@@ -1,0 +1,486 @@
+//! Grouped bar charts (groups = scenarios, bars = modes) in PNG, in the
+//! style of DPC Fig. 6-9, drawn with plotters' bitmap backend.
+//!
+//! Text needs a TrueType font: the first of [`FONT_CANDIDATES`] that
+//! exists (or `$ONECOPY_BENCH_FONT`) is loaded at run time through
+//! plotters' pure-Rust `ab_glyph` support. Without one, the charts are
+//! drawn without any text (bars, axes, grid, legend swatches) and
+//! report.md carries the labels.
+
+use std::fs;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::{register_font, FontStyle};
+
+use super::model::{
+    figure_id, fmt_value, Figure, Kind, ENGINES, GROUP_BIG, GROUP_FIO, GROUP_INV, SCENARIOS,
+    WORKLOADS,
+};
+use super::opts::Params;
+
+/// Fonts tried, in order.
+pub const FONT_CANDIDATES: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+    "/usr/share/fonts/noto/NotoSans-Regular.ttf",
+    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+];
+
+/// Loads a font once; true if text can be drawn.
+pub fn font_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        let env = std::env::var("ONECOPY_BENCH_FONT").ok();
+        let paths = env
+            .iter()
+            .map(String::as_str)
+            .chain(FONT_CANDIDATES.iter().copied());
+        for p in paths {
+            if let Ok(bytes) = fs::read(p) {
+                let b: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if register_font("sans-serif", FontStyle::Normal, b).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
+/// Colour of a mode's bars.
+pub fn mode_color(mode: &str) -> RGBColor {
+    match mode {
+        "strong" => RGBColor(31, 119, 180),
+        "relaxed" => RGBColor(255, 127, 14),
+        "private" => RGBColor(120, 120, 120),
+        _ => RGBColor(44, 160, 44),
+    }
+}
+
+/// A grouped bar chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bars {
+    /// Title (first line).
+    pub title: String,
+    /// Second line (parameters, run).
+    pub subtitle: String,
+    /// Y axis: metric and unit.
+    pub y_label: String,
+    /// Group labels (x axis).
+    pub groups: Vec<String>,
+    /// Series (one bar per group each), with their colours.
+    pub series: Vec<(String, RGBColor)>,
+    /// `values[group][series]`; None = n/a.
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+/// Y axis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scale {
+    Linear { max: f64, step: f64 },
+    Log { lo: f64, hi: f64 },
+}
+
+fn nice_step(range: f64, ticks: f64) -> f64 {
+    let raw = range / ticks;
+    let mag = 10f64.powf(raw.log10().floor());
+    let n = raw / mag;
+    let nice = if n <= 1.0 {
+        1.0
+    } else if n <= 2.0 {
+        2.0
+    } else if n <= 2.5 {
+        2.5
+    } else if n <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+fn scale_for(values: &[f64]) -> Scale {
+    let pos: Vec<f64> = values
+        .iter()
+        .copied()
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .collect();
+    if pos.is_empty() {
+        return Scale::Linear {
+            max: 1.0,
+            step: 0.2,
+        };
+    }
+    let max = pos.iter().copied().fold(f64::MIN, f64::max);
+    let min = pos.iter().copied().fold(f64::MAX, f64::min);
+    if max / min > 30.0 {
+        Scale::Log {
+            lo: 10f64.powf(min.log10().floor()),
+            hi: 10f64.powf((max * 1.8).log10().ceil()),
+        }
+    } else {
+        let step = nice_step(max * 1.15, 5.0);
+        Scale::Linear {
+            max: (max * 1.15 / step).ceil() * step,
+            step,
+        }
+    }
+}
+
+impl Scale {
+    /// Fraction 0..1 of the axis height for a value.
+    fn frac(self, v: f64) -> f64 {
+        match self {
+            Scale::Linear { max, .. } => (v / max).clamp(0.0, 1.0),
+            Scale::Log { lo, hi } => {
+                if v <= lo {
+                    0.0
+                } else {
+                    ((v.log10() - lo.log10()) / (hi.log10() - lo.log10())).clamp(0.0, 1.0)
+                }
+            }
+        }
+    }
+    fn ticks(self) -> Vec<f64> {
+        match self {
+            Scale::Linear { max, step } => {
+                let n = (max / step).round() as usize;
+                (0..=n).map(|i| i as f64 * step).collect()
+            }
+            Scale::Log { lo, hi } => {
+                let (a, b) = (lo.log10().round() as i32, hi.log10().round() as i32);
+                (a..=b).map(|e| 10f64.powi(e)).collect()
+            }
+        }
+    }
+}
+
+fn tick_label(v: f64) -> String {
+    if v >= 1e6 && (v / 1e6).fract() == 0.0 {
+        format!("{}M", v / 1e6)
+    } else if v >= 1e3 && (v / 1e3).fract() == 0.0 {
+        format!("{}k", v / 1e3)
+    } else if v >= 1.0 || v == 0.0 {
+        format!("{v}")
+    } else {
+        format!("{v:.3}").trim_end_matches('0').to_string()
+    }
+}
+
+type DrawResult = Result<(), String>;
+
+fn err<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+/// Draws `b` into a PNG at `path`.
+pub fn draw(path: &Path, b: &Bars) -> DrawResult {
+    const W: i32 = 960;
+    const H: i32 = 540;
+    let text = font_ready();
+    let root = BitMapBackend::new(path, (W as u32, H as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (x0, x1, y0, y1) = (90, W - 20, 78, H - 80);
+    let all: Vec<f64> = b.values.iter().flatten().filter_map(|v| *v).collect();
+    let scale = scale_for(&all);
+    let ypix = |v: f64| y1 - ((y1 - y0) as f64 * scale.frac(v)).round() as i32;
+    let font = |size: i32| ("sans-serif", size).into_font();
+    let put = |s: &str, x: i32, y: i32, size: i32, h: HPos, v: VPos, c: &RGBColor| -> DrawResult {
+        if !text || s.is_empty() {
+            return Ok(());
+        }
+        let style = TextStyle::from(font(size)).color(c).pos(Pos::new(h, v));
+        root.draw(&Text::new(s.to_string(), (x, y), style))
+            .map_err(err)
+    };
+    let grey = RGBColor(220, 220, 220);
+    let dark = RGBColor(40, 40, 40);
+    // Grid and y ticks.
+    for t in scale.ticks() {
+        let y = ypix(t);
+        root.draw(&PathElement::new(vec![(x0, y), (x1, y)], grey))
+            .map_err(err)?;
+        put(
+            &tick_label(t),
+            x0 - 6,
+            y,
+            13,
+            HPos::Right,
+            VPos::Center,
+            &dark,
+        )?;
+    }
+    // Axes.
+    root.draw(&PathElement::new(vec![(x0, y0), (x0, y1), (x1, y1)], dark))
+        .map_err(err)?;
+    put(&b.title, W / 2, 8, 20, HPos::Center, VPos::Top, &BLACK)?;
+    put(&b.subtitle, W / 2, 34, 13, HPos::Center, VPos::Top, &dark)?;
+    let ylab = match scale {
+        Scale::Log { .. } => format!("{} - log scale", b.y_label),
+        Scale::Linear { .. } => b.y_label.clone(),
+    };
+    put(&ylab, x0, y0 - 8, 13, HPos::Left, VPos::Bottom, &dark)?;
+    // Bars.
+    let ng = b.groups.len().max(1) as i32;
+    let ns = b.series.len().max(1) as i32;
+    let gw = (x1 - x0) / ng;
+    let bw = (gw * 8 / 10) / ns;
+    for (gi, g) in b.groups.iter().enumerate() {
+        let gx = x0 + gi as i32 * gw + gw / 10;
+        put(
+            g,
+            x0 + gi as i32 * gw + gw / 2,
+            y1 + 8,
+            15,
+            HPos::Center,
+            VPos::Top,
+            &BLACK,
+        )?;
+        for (si, (_, color)) in b.series.iter().enumerate() {
+            let bx = gx + si as i32 * bw;
+            match b.values.get(gi).and_then(|r| r.get(si)).copied().flatten() {
+                Some(v) if v > 0.0 => {
+                    let top = ypix(v).min(y1 - 1);
+                    root.draw(&Rectangle::new(
+                        [(bx + 2, top), (bx + bw - 2, y1)],
+                        color.filled(),
+                    ))
+                    .map_err(err)?;
+                    put(
+                        &fmt_value(v),
+                        bx + bw / 2,
+                        top - 3,
+                        12,
+                        HPos::Center,
+                        VPos::Bottom,
+                        &dark,
+                    )?;
+                }
+                Some(v) => {
+                    put(
+                        &fmt_value(v),
+                        bx + bw / 2,
+                        y1 - 3,
+                        12,
+                        HPos::Center,
+                        VPos::Bottom,
+                        &dark,
+                    )?;
+                }
+                None => {
+                    // n/a: an outline only, and the word if we can write.
+                    root.draw(&Rectangle::new(
+                        [(bx + 2, y1 - 6), (bx + bw - 2, y1)],
+                        ShapeStyle::from(&grey).stroke_width(1),
+                    ))
+                    .map_err(err)?;
+                    put(
+                        "n/a",
+                        bx + bw / 2,
+                        y1 - 8,
+                        12,
+                        HPos::Center,
+                        VPos::Bottom,
+                        &RED,
+                    )?;
+                }
+            }
+        }
+    }
+    // Legend.
+    let mut lx = x0;
+    let ly = H - 30;
+    for (name, color) in &b.series {
+        root.draw(&Rectangle::new(
+            [(lx, ly), (lx + 16, ly + 16)],
+            color.filled(),
+        ))
+        .map_err(err)?;
+        put(name, lx + 22, ly + 8, 14, HPos::Left, VPos::Center, &BLACK)?;
+        lx += 140;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// File name of a fio chart.
+pub fn fio_png_name(workload: &str, engine: &str) -> String {
+    format!("fio-{workload}-{engine}.png")
+}
+
+fn find(figs: &[Figure], id: &str) -> Option<f64> {
+    figs.iter().find(|f| f.id == id).and_then(Figure::value)
+}
+
+/// Draws every chart of a run into `dir`; returns the files written and
+/// the errors (a chart that could not be drawn is not fatal).
+pub fn draw_all(
+    dir: &Path,
+    figs: &[Figure],
+    modes: &[String],
+    p: &Params,
+    run_label: &str,
+) -> (Vec<String>, Vec<String>) {
+    let series: Vec<(String, RGBColor)> =
+        modes.iter().map(|m| (m.clone(), mode_color(m))).collect();
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    let mut one = |name: String, b: Bars| match draw(&dir.join(&name), &b) {
+        Ok(()) => files.push(name),
+        Err(e) => errors.push(format!("{name}: {e}")),
+    };
+    for w in WORKLOADS {
+        for e in ENGINES {
+            let values = SCENARIOS
+                .iter()
+                .map(|sc| {
+                    modes
+                        .iter()
+                        .map(|m| find(figs, &figure_id(GROUP_FIO, m, w.key, Some(e), sc)))
+                        .collect()
+                })
+                .collect();
+            let metric = match w.kind {
+                Kind::Latency => "mean latency (us), lower is better",
+                Kind::Bandwidth => "bandwidth (MiB/s), higher is better",
+                Kind::Iops => "IOPS, higher is better",
+            };
+            one(
+                fio_png_name(w.key, e),
+                Bars {
+                    title: format!("{} - {e} ({} style)", w.title, w.dpc_figure(e)),
+                    subtitle: format!(
+                        "fio --rw={} --bs={} --iodepth={} --numjobs={}, {} per file; {run_label}",
+                        w.rw,
+                        super::opts::size_arg(w.bs),
+                        w.iodepth(p),
+                        w.jobs(p),
+                        super::opts::size_human(w.size(p)),
+                    ),
+                    y_label: metric.into(),
+                    groups: SCENARIOS.iter().map(|s| s.to_string()).collect(),
+                    series: series.clone(),
+                    values,
+                },
+            );
+        }
+    }
+    let inv = ["2 sharers", "1 sharer", "0 sharers"];
+    one(
+        "reclaim-inv.png".into(),
+        Bars {
+            title: "Synchronous invalidation of one page (DPC 6.2.5)".into(),
+            subtitle: format!(
+                "bench inv, median per page, {} file, idle sharers; {run_label}",
+                super::opts::size_human(p.inv_size)
+            ),
+            y_label: "median latency (us), lower is better".into(),
+            groups: inv.iter().map(|s| s.to_string()).collect(),
+            series: series.clone(),
+            values: inv
+                .iter()
+                .map(|sc| {
+                    modes
+                        .iter()
+                        .map(|m| find(figs, &figure_id(GROUP_INV, m, "bench inv", None, sc)))
+                        .collect()
+                })
+                .collect(),
+        },
+    );
+    let big = [
+        "pass 1: cached nowhere",
+        "pass 2: same node again",
+        "after node 1 read it",
+    ];
+    one(
+        "reclaim-bigfile.png".into(),
+        Bars {
+            title: "Sequential read of a file larger than the pool".into(),
+            subtitle: format!(
+                "{} file, {:.1} MiB pool per node, bs=128k, 1 job; {run_label}",
+                super::opts::size_human(p.big_file),
+                super::runner::pool_mib(p.big_shm_mb, 2)
+            ),
+            y_label: "bandwidth (MiB/s), higher is better".into(),
+            groups: big.iter().map(|s| s.to_string()).collect(),
+            series,
+            values: big
+                .iter()
+                .map(|sc| {
+                    modes
+                        .iter()
+                        .map(|m| {
+                            find(
+                                figs,
+                                &figure_id(GROUP_BIG, m, "seq read > pool", Some("psync"), sc),
+                            )
+                        })
+                        .collect()
+                })
+                .collect(),
+        },
+    );
+    (files, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales() {
+        match scale_for(&[1.0, 50.0]) {
+            Scale::Log { lo, hi } => {
+                assert_eq!(lo, 1.0);
+                assert_eq!(hi, 100.0);
+            }
+            s => panic!("{s:?}"),
+        }
+        match scale_for(&[10.0, 40.0]) {
+            Scale::Linear { max, step } => {
+                assert!((46.0..=60.0).contains(&max), "{max}");
+                assert_eq!(step, 10.0);
+            }
+            s => panic!("{s:?}"),
+        }
+        assert_eq!(
+            scale_for(&[]),
+            Scale::Linear {
+                max: 1.0,
+                step: 0.2
+            }
+        );
+        assert_eq!(tick_label(1000.0), "1k");
+        assert_eq!(tick_label(0.01), "0.01");
+        assert_eq!(tick_label(2.5), "2.5");
+    }
+
+    #[test]
+    fn draws_a_png_with_gaps() {
+        let dir = crate::unique_run_dir("bench-plot-unit").unwrap();
+        let path = dir.join("t.png");
+        let b = Bars {
+            title: "t".into(),
+            subtitle: "s".into(),
+            y_label: "us".into(),
+            groups: vec!["CM".into(), "CM-R".into()],
+            series: vec![
+                ("strong".into(), mode_color("strong")),
+                ("private".into(), mode_color("private")),
+            ],
+            values: vec![vec![Some(300.0), Some(310.0)], vec![Some(2.0), None]],
+        };
+        draw(&path, &b).unwrap();
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,130 @@
+//! `onecopy-bench`: DPC's microbenchmarks (§6.2, Fig. 6-9, §6.2.5) on real
+//! onecopy clusters in every mode, written to results.json, report.md and
+//! PNG charts. See `onecopy-bench --help` and `onecopy_tests::bench`.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use onecopy_tests::bench::opts::{parse_args, Parsed, USAGE};
+use onecopy_tests::bench::runner::Runner;
+use onecopy_tests::bench::{plot, report, stamp};
+use onecopy_tests::{host_tool, repo_root, target_dir};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match parse_args(&args) {
+        Ok(Parsed::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Run(o)) => o,
+        Err(e) => {
+            eprintln!("onecopy-bench: error: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let out: PathBuf = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| repo_root().join("results").join(stamp(now)));
+    // What the clusters need, before anything is started.
+    let kernel = target_dir().join("x86_64-unknown-none/release/onecopy-kernel");
+    let mut missing = Vec::new();
+    for p in [kernel, host_tool("mkfs")] {
+        if !p.is_file() {
+            missing.push(p.display().to_string());
+        }
+    }
+    let ctl = onecopy_tests::bench::runner::find_ctl();
+    if !ctl.is_file() {
+        missing.push(ctl.display().to_string());
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "onecopy-bench: error: not built: {} (tools/bench-report.sh builds everything)",
+            missing.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    if let Err(e) = fs::create_dir_all(&out) {
+        eprintln!("onecopy-bench: error: cannot create {}: {e}", out.display());
+        return ExitCode::from(2);
+    }
+    eprintln!(
+        "onecopy-bench: {} run, modes {}, storage {}, cxl latency {} ns -> {}",
+        if opts.quick { "quick" } else { "full" },
+        opts.modes.join(","),
+        opts.storage,
+        opts.cxl_latency_ns,
+        out.display()
+    );
+    let mut r = Runner::new(opts, out.clone());
+    r.run_all();
+    let machine = report::machine();
+    let run_label = format!(
+        "{} run {}",
+        if r.opts.quick { "--quick" } else { "full" },
+        onecopy_tests::bench::iso(now)
+    );
+    let (plots, plot_errors) =
+        plot::draw_all(&out, &r.figures, &r.opts.modes, &r.params, &run_label);
+    for e in &plot_errors {
+        r.notes.push(format!("chart not drawn: {e}"));
+    }
+    if !plot::font_ready() {
+        r.notes.push(
+            "no TrueType font found (DejaVu Sans, Liberation Sans, ...): the charts have no text; \
+             the labels are in this report"
+                .into(),
+        );
+    }
+    let mut problems = r.problems();
+    for e in &plot_errors {
+        problems.push(format!("chart: {e}"));
+    }
+    let json = report::results_json(&r, &machine, &plots, &problems);
+    let md = report::report_md(&r, &machine, &plots, &problems);
+    let mut write_failed = false;
+    for (name, text) in [
+        (
+            "results.json",
+            serde_json::to_string_pretty(&json)
+                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
+        ),
+        ("report.md", md),
+    ] {
+        if let Err(e) = fs::write(out.join(name), text) {
+            eprintln!("onecopy-bench: error: writing {name}: {e}");
+            write_failed = true;
+        }
+    }
+    eprintln!(
+        "onecopy-bench: {} figures, {} charts, {:.1} s; report: {}",
+        r.figures.len(),
+        plots.len(),
+        r.elapsed(),
+        out.join("report.md").display()
+    );
+    if write_failed {
+        return ExitCode::from(1);
+    }
+    // stdout: the report's path, whether the run is complete or not.
+    println!("{}", out.join("report.md").display());
+    if !problems.is_empty() {
+        eprintln!(
+            "onecopy-bench: {} expected figure(s) missing or failed:",
+            problems.len()
+        );
+        for p in &problems {
+            eprintln!("  {p}");
+        }
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,117 @@
+//! Smoke test of `onecopy-bench --quick`: every expected figure is
+//! produced and is a number (or n/a where the mode has no such operation),
+//! and results.json, report.md and the PNG charts exist. It boots nine
+//! clusters one after the other (about a minute on 2 cores with TCG), so
+//! it only runs when `ONECOPY_BENCH_SMOKE=1` is set; otherwise it returns
+//! at once, saying so on stderr:
+//!
+//! ```text
+//! cargo build --release -p onecopy-kernel --target x86_64-unknown-none
+//! cargo build --release -p dirsvc --bins
+//! ONECOPY_BENCH_SMOKE=1 cargo test -p onecopy-tests --test bench -- --nocapture
+//! ```
+//!
+//! It checks that every figure is produced, never how fast anything is.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use onecopy_tests::{run_with_timeout, unique_run_dir};
+use serde_json::Value;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_onecopy-bench");
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+fn enabled() -> bool {
+    std::env::var("ONECOPY_BENCH_SMOKE").as_deref() == Ok("1")
+}
+
+fn is_png(p: &Path) -> bool {
+    fs::read(p).is_ok_and(|b| b.len() > 100 && b.starts_with(b"\x89PNG\r\n\x1a\n"))
+}
+
+#[test]
+fn quick_bench_produces_every_figure() {
+    if !enabled() {
+        eprintln!("skipped: set ONECOPY_BENCH_SMOKE=1 to run onecopy-bench --quick");
+        return;
+    }
+    let out = unique_run_dir("bench-smoke").expect("results folder");
+    let mut cmd = Command::new(BENCH);
+    cmd.arg("--quick")
+        .arg("--out")
+        .arg(&out)
+        .env("ONECOPY_CTL", CTL);
+    let o = run_with_timeout(cmd, Duration::from_secs(15 * 60)).expect("run onecopy-bench");
+    assert!(
+        !o.timed_out,
+        "onecopy-bench --quick timed out:\n{}",
+        o.text()
+    );
+    assert_eq!(
+        o.code,
+        Some(0),
+        "onecopy-bench --quick failed (results in {}):\n{}",
+        out.display(),
+        o.stderr_text()
+    );
+
+    let json: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("results.json")).expect("results.json"))
+            .expect("results.json is JSON");
+    assert_eq!(
+        json["complete"],
+        Value::Bool(true),
+        "problems: {}",
+        json["problems"]
+    );
+    assert_eq!(json["quick"], Value::Bool(true));
+    let figures = json["figures"].as_array().expect("figures");
+    // host ping-pong + per mode: 36 fio, 4 bench read, 3 bench inv, ring,
+    // dir, 3 larger-than-pool passes.
+    assert_eq!(figures.len(), 1 + 3 * (36 + 4 + 3 + 2 + 3), "figure count");
+    for f in figures {
+        let id = f["id"].as_str().expect("id");
+        match f["status"].as_str() {
+            Some("ok") => assert!(
+                f["value"].as_f64().is_some_and(f64::is_finite),
+                "{id}: value is not a number: {}",
+                f["value"]
+            ),
+            Some("n/a") => {
+                assert!(f["value"].is_null(), "{id}: n/a with a value");
+                assert!(
+                    f["error"].as_str().is_some_and(|e| !e.is_empty()),
+                    "{id}: n/a without the reason"
+                );
+            }
+            other => panic!("{id}: status {other:?}: {}", f["error"]),
+        }
+        if f["group"] == "fio" && f["status"] == "ok" {
+            assert!(f["raw"]["read"].is_object(), "{id}: RESULT json kept");
+            assert!(
+                f["busy_instances"].as_u64().is_some(),
+                "{id}: busy instances"
+            );
+        }
+    }
+    let report = fs::read_to_string(out.join("report.md")).expect("report.md");
+    for section in [
+        "## Machine",
+        "## Headline ratios",
+        "## fio: latency, bandwidth, IOPS",
+        "## Reclaim cost",
+        "## Directory microbenchmarks",
+    ] {
+        assert!(report.contains(section), "report.md lacks {section}");
+    }
+    let plots = json["plots"].as_array().expect("plots");
+    assert_eq!(plots.len(), 14, "12 fio charts + 2 reclaim charts");
+    for p in plots {
+        let p = out.join(p.as_str().expect("plot name"));
+        assert!(is_png(&p), "{} is not a PNG", p.display());
+    }
+    let _ = fs::remove_dir_all(&out);
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# tools/bench-report.sh: build everything, run onecopy-bench, say where the
+# report is.
+#
+#   tools/bench-report.sh [--quick] [--out DIR] [--modes strong,relaxed,private]
+#                         [--storage P] [--cxl-latency-ns N] [--keep-runs]
+#
+# Every argument goes to onecopy-bench (see target/release/onecopy-bench
+# --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
+# results/<YYYY-MM-DD-HHMMSS>/, UTC). --quick takes about a minute on 2 cores
+# with TCG, the full run about ten minutes. Exit status: that of
+# onecopy-bench (0 complete, 1 some figure missing or failed, 2 usage).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+for a in "$@"; do
+    case "$a" in
+        -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    esac
+done
+cd "$ROOT"
+echo "bench-report.sh: building the kernel and the host tools" >&2
+cargo build --release -q -p onecopy-kernel --target x86_64-unknown-none
+cargo build --release -q -p dirsvc --bins
+cargo build --release -q -p onecopy-tests --bins
+start=$(date +%s)
+status=0
+report=$(ONECOPY_CTL="$ROOT/target/release/onecopy-ctl" "$ROOT/target/release/onecopy-bench" "$@") || status=$?
+end=$(date +%s)
+if [[ -n $report ]]; then
+    echo "bench-report.sh: report: $report ($((end - start)) s)"
+fi
+if [[ $status -eq 1 ]]; then
+    echo "bench-report.sh: incomplete run: some figures are missing or failed (listed above and at the end of the report)" >&2
+fi
+exit "$status"
