@@ -11,7 +11,8 @@
 # host crates and for the kernel (x86_64-unknown-none); shellcheck of the
 # scripts (when installed); release build of the kernel and host tools; the
 # integration tests (cargo test -p onecopy-tests --test cluster --test
-# pagecache, one at a time). A failed step does not stop the independent ones; the exit status is
+# pagecache, one at a time); the benchmark report's --quick smoke test
+# (ONECOPY_BENCH_SMOKE=1 cargo test -p onecopy-tests --test bench). A failed step does not stop the independent ones; the exit status is
 # non-zero if any step failed. No QEMU process and no /dev/shm/onecopy-* file
 # is left behind, whatever happens.
 set -euo pipefail
@@ -129,6 +130,12 @@ integration_tests() {
     cargo test -p onecopy-tests --test cluster --test pagecache -- --test-threads=1
 }
 
+bench_smoke() {
+    # The benchmark report in --quick mode (about a minute): checks that
+    # every figure is produced and is a number, not that it is fast.
+    ONECOPY_BENCH_SMOKE=1 cargo test -p onecopy-tests --test bench -- --test-threads=1
+}
+
 if ! step setup tools/setup.sh; then
     echo "tests/run.sh: setup failed; nothing else can run" >&2
 else
@@ -146,6 +153,7 @@ else
     if [[ $MODE != unit ]]; then
         if step release-build release_build; then
             step integration-tests integration_tests || true
+            step bench-smoke bench_smoke || true
         else
             skip integration-tests "the release build failed"
         fi
