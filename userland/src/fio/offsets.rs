@@ -34,44 +34,7 @@ impl Ddir {
     }
 }
 
-/// SplitMix64: a small, fast, well-mixed 64-bit generator.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix64(self.0)
-    }
-
-    /// A uniform value in `[0, n)` (0 if `n` is 0), without modulo bias.
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        // Reject the top partial copy of [0, n) in the 64-bit range.
-        let zone = u64::MAX - (u64::MAX - n + 1) % n;
-        loop {
-            let v = self.next_u64();
-            if v <= zone {
-                return v % n;
-            }
-        }
-    }
-}
-
-/// SplitMix64's output function: a bijective 64-bit mixer.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub use dirsvc::rng::{mix64, SplitMix64};
 
 /// A seeded pseudo-random permutation of `[0, n)` computed on the fly
 /// (no table): a 4-round Feistel network over the smallest even number
