@@ -191,28 +191,7 @@ pub trait Os {
     /// then copy.
     fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
         for io in ios.iter_mut() {
-            io.done = match self.seek(io.fd, io.offset) {
-                Err(e) => Err(e),
-                Ok(()) => {
-                    let mut n = 0usize;
-                    loop {
-                        let rest = match io.buf.get_mut(n..) {
-                            Some(r) if !r.is_empty() => r,
-                            _ => break Ok(n),
-                        };
-                        let r = if io.write {
-                            self.write(io.fd, rest)
-                        } else {
-                            self.read(io.fd, rest)
-                        };
-                        match r {
-                            Ok(0) => break Ok(n),
-                            Ok(k) => n = n.saturating_add(k),
-                            Err(e) => break Err(e),
-                        }
-                    }
-                }
-            };
+            io.done = positioned_io(self, io.fd, io.offset, io.write, io.buf);
         }
         Ok(())
     }
@@ -248,5 +227,35 @@ pub trait Os {
             .and_then(|v| v.into_iter().find(|(k, _)| k == "mode").map(|(_, m)| m))
             .unwrap_or_else(|| String::from("unknown"));
         (info.self_id, mode, 1 + u32::from(dir_up))
+    }
+}
+
+/// One positioned I/O through [`Os::seek`] and [`Os::read`] /
+/// [`Os::write`]: all of `buf`, or less when a read reaches the end of the
+/// file. The building block of [`Os::io_batch`] for implementations that
+/// move bytes one I/O at a time.
+pub fn positioned_io<O: Os + ?Sized>(
+    os: &mut O,
+    fd: Fd,
+    offset: u64,
+    write: bool,
+    buf: &mut [u8],
+) -> Result<usize, Errno> {
+    os.seek(fd, offset)?;
+    let mut n = 0usize;
+    loop {
+        let rest = match buf.get_mut(n..) {
+            Some(r) if !r.is_empty() => r,
+            _ => return Ok(n),
+        };
+        let k = if write {
+            os.write(fd, rest)?
+        } else {
+            os.read(fd, rest)?
+        };
+        if k == 0 {
+            return Ok(n);
+        }
+        n = n.saturating_add(k);
     }
 }

@@ -562,7 +562,7 @@ impl Os for NodeOs {
             coherent::resolve(&mut self.conn, &keys, false)?;
         }
         for io in ios.iter_mut() {
-            io.done = self.one_io(io.fd, io.offset, io.write, io.buf);
+            io.done = userland::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
         }
         Ok(())
     }
@@ -680,24 +680,6 @@ impl Os for NodeOs {
 }
 
 impl NodeOs {
-    /// One positioned I/O of a batch: all of `buf`, or less at end of file.
-    fn one_io(&mut self, fd: Fd, offset: u64, write: bool, buf: &mut [u8]) -> Result<usize, Errno> {
-        self.vfs.seek(fd, offset)?;
-        let mut done = 0;
-        while done < buf.len() {
-            let n = if write {
-                self.vfs.write(&mut self.conn, fd, &buf[done..])?
-            } else {
-                self.vfs.read(&mut self.conn, fd, &mut buf[done..])?
-            };
-            if n == 0 {
-                break;
-            }
-            done += n;
-        }
-        Ok(done)
-    }
-
     /// Map the file through the mmap window (zero copy: page-table entries
     /// point at our frames or the owners' frames in BAR2) and read it
     /// through the mapping. Pages invalidated while the window was being
