@@ -16,6 +16,14 @@ use super::outb;
 /// Vector of the PIT tick (IRQ 0 after remapping).
 pub const TIMER_VECTOR: u8 = 32;
 static TICKS: AtomicU64 = AtomicU64::new(0);
+static WINDOW_FAULT: Once<fn(u64) -> bool> = Once::new();
+
+/// Register the handler of page faults inside the mmap windows
+/// (`mm::paging::WINDOW`). It runs in the fault, with interrupts off, and
+/// returns true once the page is mapped (the access is then retried).
+pub fn set_window_fault_handler(f: fn(u64) -> bool) {
+    WINDOW_FAULT.call_once(|| f);
+}
 static TICK_HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1000);
 static TICK_HOOK: Once<fn()> = Once::new();
 
@@ -333,6 +341,13 @@ extern "C" fn isr_dispatch(f: &mut TrapFrame) {
         return;
     }
     let cr2 = x86_64::registers::control::Cr2::read_raw();
+    if v == 14 && crate::mm::paging::WINDOW.contains(&cr2) {
+        if let Some(h) = WINDOW_FAULT.get() {
+            if h(cr2) {
+                return; // mapped: retry the access
+            }
+        }
+    }
     let name = NAMES.get(v as usize).copied().unwrap_or("unknown");
     crate::klog::fatal(format_args!(
         "CPU exception {v} ({name}) at rip={:#x} error={:#x} cr2={cr2:#x}\n  \

@@ -117,6 +117,28 @@ pub fn window_read(va: u64, buf: &mut [u8]) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Load `buf.len()` bytes through the mmap window at `va`, letting missing
+/// pages fault in: the window's page-fault handler maps every page it is
+/// asked for (the frame, or a zero page it reports as a miss).
+pub fn window_read_faulting(va: u64, buf: &mut [u8]) -> Result<(), &'static str> {
+    let end = va
+        .checked_add(buf.len() as u64)
+        .ok_or("window range overflows")?;
+    if va < WINDOW.start || end > WINDOW.end {
+        return Err("address outside the mmap window");
+    }
+    let p = va as *const u8;
+    for (i, b) in buf.iter_mut().enumerate() {
+        // SAFETY: the range lies in the mmap window; every window page is
+        // either mapped (to a frame of the shared region or the zero page)
+        // or gets mapped by the window page-fault handler, which never
+        // refuses a window address; no Rust reference points into the
+        // window and volatile loads create none.
+        *b = unsafe { core::ptr::read_volatile(p.add(i)) };
+    }
+    Ok(())
+}
+
 /// Store `data` through the mmap window at `va` (volatile stores).
 pub fn window_write(va: u64, data: &[u8]) -> Result<(), &'static str> {
     window_mapped(va, data.len())?;

@@ -57,6 +57,15 @@ pub struct Coherence {
     mapped: BTreeMap<PageKey, u64>,
     /// Physical address of the shared region (BAR2).
     bar_pa: u64,
+    /// Lazily mapped windows: window slot -> inode (`mmap_lazy`).
+    windows: BTreeMap<u64, u64>,
+    /// Window page faults served with our or the owner's frame.
+    faults: u64,
+    /// Window page faults on a page no longer resident (served with the
+    /// zero page; the reader retries).
+    fault_misses: u64,
+    /// A zeroed frame for faults on pages that are not resident.
+    zero_pa: u64,
 }
 
 static COH: Mutex<Option<Coherence>> = Mutex::new(None);
@@ -84,13 +93,20 @@ pub fn reset(layout: Layout, node: u32, mode: Mode, remote_limit: usize, bar_pa:
     if let Some(old) = g.as_mut() {
         old.unmap_all();
     }
+    let zero_pa = crate::mm::frames::alloc().unwrap_or(0);
     *g = Some(Coherence {
         notifier: Notifier::new(&layout, node),
         cache: NodeCache::new(mode, layout.pool_gfns(node), remote_limit),
         layout,
         mapped: BTreeMap::new(),
         bar_pa,
+        windows: BTreeMap::new(),
+        faults: 0,
+        fault_misses: 0,
+        zero_pa,
     });
+    drop(g);
+    crate::arch::interrupts::set_window_fault_handler(window_fault);
 }
 
 /// Run `f` on the coherence state, if joined. Never call a wait from `f`.
@@ -144,6 +160,7 @@ impl Coherence {
             paging::unmap_4k(*va);
         }
         self.mapped.clear();
+        self.windows.clear();
     }
 
     /// Unmap `key` from the window (flushing the TLB), then acknowledge.
@@ -638,36 +655,57 @@ pub fn drop_all(t: &mut dyn Transport) -> Result<(usize, usize), Errno> {
     Ok((owned, nr))
 }
 
-/// Map the pages `[0, pages)` of `ino` into the mmap window (zero copy:
-/// our frame or the owner's frame in BAR2) and return the window address.
-pub fn mmap(t: &mut dyn Transport, ino: u64, pages: u64) -> Result<u64, Errno> {
-    let mut idx = 0;
-    while idx < pages {
-        let end = (idx + BATCH as u64).min(pages);
-        let keys: Vec<PageKey> = (idx..end).map(|i| PageKey { ino, idx: i }).collect();
-        resolve(t, &keys, false)?;
-        for k in &keys {
-            let va = window_va(k);
-            let gfn = with(|c| match c.cache.slot(k) {
-                Some(dirsvc::pagecache::Slot::Local { gfn, .. })
-                | Some(dirsvc::pagecache::Slot::Remote { gfn, .. }) => Some(*gfn),
-                _ => None,
-            })
-            .flatten();
-            let Some(gfn) = gfn else {
-                // Invalidated meanwhile (or a private copy): resolve again.
-                return Err(Errno::Io);
-            };
-            with(|c| {
-                let pa = c.bar_pa + gfn * PAGE as u64;
-                paging::map_4k(va, pa).map(|_| c.mapped.insert(*k, va))
-            })
-            .ok_or(Errno::Unavailable)?
-            .map_err(|_| Errno::NoSpace)?;
-        }
-        idx = end;
-    }
+/// Resolve the pages `[0, pages)` of `ino` through the protocol (batched)
+/// and open its window without mapping anything: the first access to each
+/// page faults, and [`window_fault`] maps our frame or the owner's frame.
+pub fn mmap_lazy(t: &mut dyn Transport, ino: u64, pages: u64) -> Result<u64, Errno> {
+    let keys: Vec<PageKey> = (0..pages).map(|idx| PageKey { ino, idx }).collect();
+    resolve(t, &keys, false)?;
+    with(|c| c.windows.insert(ino & 0xFFF, ino)).ok_or(Errno::Unavailable)?;
     Ok(window_va(&PageKey { ino, idx: 0 }))
+}
+
+/// (faults served, faults on pages no longer resident).
+pub fn fault_counts() -> (u64, u64) {
+    with(|c| (c.faults, c.fault_misses)).unwrap_or((0, 0))
+}
+
+/// The page-fault handler of the mmap windows (runs in the fault, with
+/// interrupts off; takes no lock that a window access could hold). Maps
+/// the faulting page to our frame or the owner's frame in BAR2; a page
+/// that is no longer resident (invalidated after `mmap_lazy` resolved it)
+/// gets the zero page and is counted, so the reader can retry.
+fn window_fault(va: u64) -> bool {
+    let Some(mut g) = COH.try_lock() else {
+        return false;
+    };
+    let Some(c) = g.as_mut() else { return false };
+    let off = va - MMAP_BASE;
+    let Some(ino) = c.windows.get(&(off >> 32)).copied() else {
+        return false;
+    };
+    let key = PageKey {
+        ino,
+        idx: (off & 0xFFFF_FFFF) >> 12,
+    };
+    let page_va = va & !0xFFF;
+    let pa = match c.cache.slot(&key) {
+        Some(dirsvc::pagecache::Slot::Local { gfn, .. })
+        | Some(dirsvc::pagecache::Slot::Remote { gfn, .. }) => {
+            c.faults += 1;
+            c.bar_pa + gfn * PAGE as u64
+        }
+        _ if c.zero_pa != 0 => {
+            c.fault_misses += 1;
+            c.zero_pa
+        }
+        _ => return false,
+    };
+    if paging::map_4k(page_va, pa).is_err() {
+        return false;
+    }
+    c.mapped.insert(key, page_va);
+    true
 }
 
 /// Make one page mapped in its window (resolving it if needed) and return
@@ -748,9 +786,4 @@ pub fn munmap() {
     with(|c| {
         c.unmap_all();
     });
-}
-
-/// Is `key` still mapped in the window? (An invalidation unmaps it.)
-pub fn is_mapped(key: &PageKey) -> bool {
-    with(|c| c.mapped.contains_key(key)).unwrap_or(false)
 }

@@ -442,6 +442,9 @@ impl Os for NodeOs {
         put("remote drops", format!("{}", c.drops));
         put("write-backs", format!("{}", c.writebacks));
         put("refused mappings", format!("{}", c.refused_maps));
+        let (faults, misses) = coherent::fault_counts();
+        put("mmap page faults", format!("{faults}"));
+        put("mmap faults on evicted pages", format!("{misses}"));
         Ok(v)
     }
 
@@ -687,30 +690,26 @@ impl NodeOs {
     fn mmap_read_fd(&mut self, fd: Fd) -> Result<(u32, u64), Errno> {
         let (ino, size) = self.vfs.fd_info(fd)?;
         let pages = size.div_ceil(4096);
-        let mut attempts = 0;
-        let base = loop {
-            attempts += 1;
-            let base = coherent::mmap(&mut self.conn, ino, pages)?;
-            let all =
-                (0..pages).all(|idx| coherent::is_mapped(&dirsvc::pagedir::PageKey { ino, idx }));
-            if all {
-                break base;
+        for _ in 0..100 {
+            let (_, misses0) = coherent::fault_counts();
+            // Pages are resolved now and mapped by page faults on first
+            // access, straight to our frame or the owner's frame in BAR2.
+            let base = coherent::mmap_lazy(&mut self.conn, ino, pages)?;
+            let mut h = crc32fast::Hasher::new();
+            let mut page = [0u8; 4096];
+            for idx in 0..pages {
+                let n = ((size - idx * 4096) as usize).min(4096);
+                crate::mm::paging::window_read_faulting(base + idx * 4096, &mut page[..n])
+                    .map_err(|_| Errno::Io)?;
+                h.update(&page[..n]);
             }
-            if attempts > 100 {
-                coherent::munmap();
-                return Err(Errno::Io);
+            coherent::munmap();
+            if coherent::fault_counts().1 == misses0 {
+                return Ok((h.finalize(), size));
             }
-        };
-        let mut h = crc32fast::Hasher::new();
-        let mut page = [0u8; 4096];
-        for idx in 0..pages {
-            let n = ((size - idx * 4096) as usize).min(4096);
-            crate::mm::paging::window_read(base + idx * 4096, &mut page[..n])
-                .map_err(|_| Errno::Io)?;
-            h.update(&page[..n]);
+            // A page was invalidated between resolution and access: again.
         }
-        coherent::munmap();
-        Ok((h.finalize(), size))
+        Err(Errno::Io)
     }
 }
 
