@@ -16,7 +16,7 @@ pub fn scenario_desc(s: &str) -> &'static str {
 }
 
 /// The fio engines.
-pub const ENGINES: &[&str] = &["psync", "mmap"];
+pub const ENGINES: &[&str] = &["libaio", "mmap"];
 
 /// What a workload measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub struct Workload {
     pub kind: Kind,
     /// Reads (otherwise writes).
     pub read: bool,
-    /// DPC figure it corresponds to (psync stands in for libaio).
+    /// DPC figure it corresponds to (libaio or mmap).
     pub dpc_fig: &'static str,
 }
 
@@ -160,8 +160,8 @@ impl Workload {
     }
     /// The DPC figure this is part of, for an engine.
     pub fn dpc_figure(&self, engine: &str) -> String {
-        let (psync, mmap) = self.dpc_fig.split_once('/').unwrap_or((self.dpc_fig, ""));
-        format!("Fig. {}", if engine == "mmap" { mmap } else { psync })
+        let (libaio, mmap) = self.dpc_fig.split_once('/').unwrap_or((self.dpc_fig, ""));
+        format!("Fig. {}", if engine == "mmap" { mmap } else { libaio })
     }
 }
 
@@ -427,14 +427,14 @@ mod tests {
             GROUP_FIO,
             "strong",
             "read-lat",
-            Some("psync"),
+            Some("libaio"),
             "CM-R",
             "mean latency",
             "us",
             true,
         );
-        assert_eq!(f.id, "fio/strong/read-lat/psync/CM-R");
-        assert_eq!(f.id_in_mode("private"), "fio/private/read-lat/psync/CM-R");
+        assert_eq!(f.id, "fio/strong/read-lat/libaio/CM-R");
+        assert_eq!(f.id_in_mode("private"), "fio/private/read-lat/libaio/CM-R");
         assert_eq!(f.value(), None);
         assert_eq!(f.status.word(), "failed");
         f.status = Status::Ok(f64::NAN);
@@ -453,7 +453,12 @@ mod tests {
     #[test]
     fn not_applicable() {
         assert!(na_allowed(GROUP_FIO, "private", "read-lat", Some("mmap")));
-        assert!(!na_allowed(GROUP_FIO, "private", "read-lat", Some("psync")));
+        assert!(!na_allowed(
+            GROUP_FIO,
+            "private",
+            "read-lat",
+            Some("libaio")
+        ));
         assert!(na_allowed(GROUP_FIO, "relaxed", "write-bw", Some("mmap")));
         assert!(!na_allowed(GROUP_FIO, "relaxed", "read-bw", Some("mmap")));
         assert!(!na_allowed(GROUP_FIO, "strong", "write-bw", Some("mmap")));
@@ -469,7 +474,7 @@ mod tests {
         assert_eq!(WORKLOADS.len(), 6);
         let w = Workload::by_key("write-bw").unwrap();
         assert_eq!(w.dpc_figure("mmap"), "Fig. 9b");
-        assert_eq!(w.dpc_figure("psync"), "Fig. 8b");
+        assert_eq!(w.dpc_figure("libaio"), "Fig. 8b");
         let p = crate::bench::opts::Params::new(true);
         assert_eq!(Workload::by_key("read-lat").unwrap().jobs(&p), 1);
         assert_eq!(w.jobs(&p), p.jobs);

@@ -14,7 +14,7 @@ usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private]
 
 Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
 2-sharer invalidation) in every mode and measures DPC's microbenchmarks:
-fio latency / bandwidth / IOPS, reads and writes, psync and mmap, in the
+fio latency / bandwidth / IOPS, reads and writes, libaio and mmap, in the
 residency scenarios CM, CM-R and CH-R (DPC Fig. 6-9); the reclaim cost
 (bench inv with 0, 1, 2 sharers; sequential read of a file larger than
 the node's pool, DPC 6.2.5); the directory microbenchmarks (bench ring,

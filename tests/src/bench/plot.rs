@@ -420,7 +420,7 @@ pub fn draw_all(
                         .map(|m| {
                             find(
                                 figs,
-                                &figure_id(GROUP_BIG, m, "seq read > pool", Some("psync"), sc),
+                                &figure_id(GROUP_BIG, m, "seq read > pool", Some("libaio"), sc),
                             )
                         })
                         .collect()

@@ -167,49 +167,49 @@ pub fn headlines(figs: &[Figure], modes: &[String]) -> Vec<Headline> {
         out.push(compare(
             "cmr-latency",
             m,
-            "read-lat psync CM-R mean latency: private / this",
-            v("read-lat", "psync", "CM-R"),
-            p("read-lat", "psync", "CM-R"),
+            "read-lat libaio CM-R mean latency: private / this",
+            v("read-lat", "libaio", "CM-R"),
+            p("read-lat", "libaio", "CM-R"),
             true,
         ));
         out.push(compare(
             "cmr-latency",
             m,
-            "read-lat psync mean latency in this mode: CM / CM-R",
-            v("read-lat", "psync", "CM-R"),
-            v("read-lat", "psync", "CM"),
+            "read-lat libaio mean latency in this mode: CM / CM-R",
+            v("read-lat", "libaio", "CM-R"),
+            v("read-lat", "libaio", "CM"),
             true,
         ));
         out.push(compare(
             "chr-bandwidth",
             m,
-            "read-bw psync CH-R: this / private CH-R (private: its own local copy)",
-            v("read-bw", "psync", "CH-R"),
-            p("read-bw", "psync", "CH-R"),
+            "read-bw libaio CH-R: this / private CH-R (private: its own local copy)",
+            v("read-bw", "libaio", "CH-R"),
+            p("read-bw", "libaio", "CH-R"),
             false,
         ));
         out.push(compare(
             "chr-bandwidth",
             m,
-            "read-bw psync CH-R: this / private CM-R (private reading through the storage server)",
-            v("read-bw", "psync", "CH-R"),
-            p("read-bw", "psync", "CM-R"),
+            "read-bw libaio CH-R: this / private CM-R (private reading through the storage server)",
+            v("read-bw", "libaio", "CH-R"),
+            p("read-bw", "libaio", "CM-R"),
             false,
         ));
         out.push(compare(
             "chr-iops",
             m,
-            "read-iops psync CH-R: this / private CH-R",
-            v("read-iops", "psync", "CH-R"),
-            p("read-iops", "psync", "CH-R"),
+            "read-iops libaio CH-R: this / private CH-R",
+            v("read-iops", "libaio", "CH-R"),
+            p("read-iops", "libaio", "CH-R"),
             false,
         ));
         out.push(compare(
             "chr-iops",
             m,
-            "read-iops psync CH-R: this / private CM-R",
-            v("read-iops", "psync", "CH-R"),
-            p("read-iops", "psync", "CM-R"),
+            "read-iops libaio CH-R: this / private CM-R",
+            v("read-iops", "libaio", "CH-R"),
+            p("read-iops", "libaio", "CM-R"),
             false,
         ));
         out.push(compare(
@@ -223,9 +223,9 @@ pub fn headlines(figs: &[Figure], modes: &[String]) -> Vec<Headline> {
         out.push(compare(
             "mmap-write-chr",
             m,
-            "write-lat mmap CH-R: private psync CH-R / this (private has no mmap; different engine)",
+            "write-lat mmap CH-R: private libaio CH-R / this (private has no mmap; different engine)",
             v("write-lat", "mmap", "CH-R"),
-            p("write-lat", "psync", "CH-R"),
+            p("write-lat", "libaio", "CH-R"),
             true,
         ));
         let inv = |sc: &str| {
@@ -470,7 +470,7 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
             super::opts::size_arg(w.bs),
             if w.kind == Kind::Latency { 1 } else { 32 },
             if w.kind == Kind::Latency { 1 } else { 8 },
-            w.dpc_figure("psync"),
+            w.dpc_figure("libaio"),
             w.dpc_figure("mmap")
         );
     }
@@ -485,10 +485,11 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
         s,
         "\nEvery fio run is size-based (one pass over each file, every block once; no \
          `--time_based`, so CM-R really is a first touch) with `--invalidate=0`; the caches \
-         are emptied with `cache drop`. I/O calls are synchronous: `effective_iodepth` is 1 \
-         whatever `--iodepth` says, and the jobs of one run interleave round-robin on one \
-         vCPU. `psync` stands in for DPC's libaio. Mean latency is DPC's latency metric; \
-         bandwidth is MiB/s over all jobs.\n"
+         are emptied with `cache drop`. The `libaio` engine submits each job's `--iodepth` \
+         I/Os as one batch (`effective_iodepth` in the RESULT json says how many were in \
+         flight); the jobs of one run interleave round-robin on one vCPU. Mean latency is \
+         DPC's latency metric (for a batch, its completion time); bandwidth is MiB/s over \
+         all jobs.\n"
     );
     let _ = writeln!(s, "Scenarios:\n");
     for sc in SCENARIOS {
@@ -650,7 +651,7 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
     );
     let _ = writeln!(
         s,
-        "\nSequential read (`--bs=128k`, 1 job, psync) by node 2 of a {} file, larger than a \
+        "\nSequential read (`--bs=128k`, 1 job, libaio) by node 2 of a {} file, larger than a \
          node's pool (shared region {} MiB, pool {:.1} MiB per node with 2 nodes), so reading it \
          reclaims pages all along.\n",
         size_human(p.big_file),
@@ -665,7 +666,7 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
         r,
         GROUP_BIG,
         "seq read > pool",
-        Some("psync"),
+        Some("libaio"),
         &[
             "pass 1: cached nowhere",
             "pass 2: same node again",
@@ -820,7 +821,7 @@ mod tests {
             fig(
                 "strong",
                 "read-lat",
-                "psync",
+                "libaio",
                 "CM-R",
                 Status::Ok(10.0),
                 true,
@@ -828,7 +829,7 @@ mod tests {
             fig(
                 "private",
                 "read-lat",
-                "psync",
+                "libaio",
                 "CM-R",
                 Status::Ok(30.0),
                 true,
@@ -836,7 +837,7 @@ mod tests {
             fig(
                 "strong",
                 "read-bw",
-                "psync",
+                "libaio",
                 "CH-R",
                 Status::Ok(400.0),
                 false,
@@ -844,7 +845,7 @@ mod tests {
             fig(
                 "private",
                 "read-bw",
-                "psync",
+                "libaio",
                 "CH-R",
                 Status::Ok(100.0),
                 false,
@@ -879,7 +880,7 @@ mod tests {
             .iter()
             .any(|h| h.key == "invalidation" && h.ratio.is_none()));
         assert_eq!(
-            figure_id(GROUP_FIO, "strong", "read-lat", Some("psync"), "CM-R"),
+            figure_id(GROUP_FIO, "strong", "read-lat", Some("libaio"), "CM-R"),
             figs[0].id
         );
     }

@@ -482,7 +482,7 @@ impl Runner {
             )
         };
         let cmd = spec(w.rw, w.bs, engine);
-        let warm = spec("read", 128 << 10, "psync");
+        let warm = spec("read", 128 << 10, "libaio");
         let allow_na = super::model::na_allowed(GROUP_FIO, mode, w.key, Some(engine));
         let params = json!({
             "rw": w.rw,
@@ -773,7 +773,7 @@ impl Runner {
         let mut s = self.start(&name, mode, 2, Some(p.big_shm_mb));
         let f = "/big.dat";
         let cmd = format!(
-            "fio --name=big --rw=read --bs=128k --size={} --numjobs=1 --iodepth={} --ioengine=psync --invalidate=0 --filename={f}",
+            "fio --name=big --rw=read --bs=128k --size={} --numjobs=1 --iodepth={} --ioengine=libaio --invalidate=0 --filename={f}",
             size_arg(p.big_file),
             p.iodepth
         );
@@ -797,7 +797,7 @@ impl Runner {
                 GROUP_BIG,
                 mode,
                 "seq read > pool",
-                Some("psync"),
+                Some("libaio"),
                 sc,
                 "bandwidth",
                 "MiB/s",
@@ -897,7 +897,7 @@ impl Runner {
                     GROUP_BIG,
                     m,
                     "seq read > pool",
-                    Some("psync"),
+                    Some("libaio"),
                     sc,
                 ));
             }
@@ -1054,7 +1054,7 @@ mod tests {
             GROUP_FIO,
             "strong",
             w.key,
-            Some("psync"),
+            Some("libaio"),
             "CM",
             "m",
             "us",
