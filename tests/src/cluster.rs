@@ -654,7 +654,15 @@ impl Cluster {
     pub fn kill_node(&mut self, node: u8) -> Result<()> {
         self.check_node(node)?;
         self.consoles.remove(&node);
-        let inst = Instance::Node(node);
+        self.kill_instance(Instance::Node(node))
+    }
+
+    /// SIGKILLs the directory's QEMU and waits (5 s at most) until it is gone.
+    pub fn kill_directory(&mut self) -> Result<()> {
+        self.kill_instance(Instance::Dir)
+    }
+
+    fn kill_instance(&mut self, inst: Instance) -> Result<()> {
         let pid = self
             .run
             .pid(inst)

@@ -17,13 +17,11 @@
 //! limit.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use onecopy_tests::shell::{crc32, parse_sum, pattern_crc32};
-use onecopy_tests::{Cluster, ClusterOpts, Error, Instance, Result};
+use onecopy_tests::{Cluster, ClusterOpts, Error, Result};
 use regex::Regex;
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
@@ -161,30 +159,6 @@ fn parse_cache_drop(text: &str) -> Option<(u64, u64)> {
         Regex::new(r"invalidated (\d+) owned pages, dropped (\d+) remote mappings").expect("regex");
     let c = re.captures(text)?;
     Some((c[1].parse().ok()?, c[2].parse().ok()?))
-}
-
-/// SIGKILLs the directory instance's QEMU (`Cluster::kill_node` only takes
-/// nodes 1..=N) and waits until it is gone.
-fn kill_directory(c: &mut Cluster) -> Result<()> {
-    let pid = c
-        .run()
-        .pid(Instance::Dir)
-        .ok_or_else(|| fail("no pid recorded for the directory"))?;
-    let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| Error::io("run kill", e))?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while onecopy_tests::run::pid_alive(pid) {
-        if Instant::now() >= deadline {
-            return Err(fail(format!(
-                "the directory (pid {pid}) is still alive after SIGKILL (kill: {status})"
-            )));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 const KIB: u64 = 1024;
@@ -535,7 +509,7 @@ fn killed_owner_survivor_continues() {
 fn directory_killed() {
     with_cluster(opts("killdir").mode("strong"), |c| {
         c.exec_ok(1, "ls /")?;
-        kill_directory(c)?;
+        c.kill_directory()?;
         let out = c.exec_timeout(1, b"ls /", Duration::from_secs(30))?;
         let msg = out
             .error_message()
