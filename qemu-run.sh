@@ -36,6 +36,9 @@ Options:
                      default) | relaxed (single copy for reads, private
                      writable copies reconciled at write-back) | private
                      (independent per-node caches through the directory)
+                     | net (NFS-like baseline: private caches, file data
+                     over TCP/IP, smoltcp on virtio-net, one unix-socket
+                     link per node)
   --storage P        throttle the directory's disk (QEMU throttling.*) to a
                      profile: none (default) | nvme (3400 MB/s, 500k IOPS) |
                      sata-ssd (145 MB/s, 20k IOPS) | sas-raid (4000 MB/s,
@@ -74,7 +77,8 @@ Subcommands:
            keeps running)
   exec     run -e commands on a running cluster and leave it running
 
-Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles),
+Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles;
+netK.sock: node K's network link in net mode),
 *.pid (QEMU pids), *.exit (QEMU exit status: 1 = clean shutdown, 3 = kernel
 panic), *.stderr (QEMU's own messages), cluster.env (what was launched).
 Environment: ONECOPY_CTL overrides the path of the onecopy-ctl helper.
@@ -205,8 +209,8 @@ while [[ $# -gt 0 ]]; do
             ;;
         --mode)
             case "$val" in
-                strong | relaxed | private) MODE=$val ;;
-                *) die_usage "--mode must be strong, relaxed or private, got '$val'" ;;
+                strong | relaxed | private | net) MODE=$val ;;
+                *) die_usage "--mode must be strong, relaxed, private or net, got '$val'" ;;
             esac
             ;;
         --storage)
@@ -687,14 +691,42 @@ gdb_args() { # gdb_args K
         echo "-gdb tcp:127.0.0.1:$((1234 + $1))"
     fi
 }
+# net mode: one point-to-point link per node, a QEMU stream netdev over a
+# unix socket in the run dir (never a host address). The directory listens;
+# MACs 52:54:00:0c:SS:KK tell the guests which link leads to node KK (SS: 0
+# on the directory's side, 1 on the node's). romfile= skips the iPXE ROM.
+dir_net=()
+node_net() { :; }
+if [[ $MODE == net ]]; then
+    for ((k = 1; k <= NODES; k++)); do
+        dir_net+=(-netdev "stream,id=net$k,server=on,addr.type=unix,addr.path=$RUN_DIR/net$k.sock"
+            -device "virtio-net-pci,netdev=net$k,mac=52:54:00:0c:00:$(printf %02x "$k"),romfile=")
+    done
+    node_net() { # node_net K: QEMU args of node K's NIC
+        printf '%s\n' -netdev "stream,id=net0,server=off,addr.type=unix,addr.path=$RUN_DIR/net$1.sock" \
+            -device "virtio-net-pci,netdev=net0,mac=52:54:00:0c:01:$(printf %02x "$1"),romfile="
+    }
+fi
 START_MS=$(now_ms)
 # shellcheck disable=SC2046 # gdb_args yields zero or two words
 launch dir "role=dir nodes=$NODES$extra" \
     -drive "file=$DISK,if=none,id=disk0,format=raw$THROTTLE" -device virtio-blk-pci,drive=disk0 \
-    $(gdb_args 0)
+    "${dir_net[@]}" $(gdb_args 0)
+if [[ $MODE == net ]]; then
+    # QEMU 7.2's stream client does not retry: the listening sockets must
+    # exist before the nodes start.
+    for ((k = 1; k <= NODES; k++)); do
+        for ((i = 0; i < 500; i++)); do
+            [[ -S $RUN_DIR/net$k.sock ]] && break
+            sleep 0.01
+        done
+        [[ -S $RUN_DIR/net$k.sock ]] || die "the directory did not open $RUN_DIR/net$k.sock within 5 s (see $RUN_DIR/dir.stderr)"
+    done
+fi
 for ((k = 1; k <= NODES; k++)); do
+    mapfile -t nic < <(node_net "$k")
     # shellcheck disable=SC2046
-    launch "node$k" "role=node id=$k nodes=$NODES$extra" $(gdb_args "$k")
+    launch "node$k" "role=node id=$k nodes=$NODES$extra" "${nic[@]}" $(gdb_args "$k")
 done
 PIDS=$(for n in dir $(seq -f 'node%g' 1 "$NODES"); do cat "$RUN_DIR/$n.pid"; done | tr '\n' ' ' | sed 's/ $//')
 write_env running "$PIDS" "$START_MS"

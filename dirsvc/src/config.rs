@@ -28,7 +28,7 @@ pub struct BootConfig {
     pub dir_spin_us: u64,
     /// How long a node waits for one directory answer (ms).
     pub rpc_timeout_ms: u64,
-    /// Page-cache mode (`mode=private|strong|relaxed`, default strong).
+    /// Page-cache mode (`mode=private|strong|relaxed|net`, default strong).
     pub mode: crate::pagecache::Mode,
     /// Timer tick rate (Hz): how often a halted kernel wakes to look at
     /// its rings (an idle node answers invalidations within one tick).
@@ -106,7 +106,7 @@ impl BootConfig {
                 }
                 "mode" => {
                     c.mode = crate::pagecache::Mode::parse(v).ok_or_else(|| {
-                        alloc::format!("mode={v}: expected private, strong or relaxed")
+                        alloc::format!("mode={v}: expected private, strong, relaxed or net")
                     })?
                 }
                 _ => c.unknown.push(word.to_string()),

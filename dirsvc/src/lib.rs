@@ -12,6 +12,8 @@
 //! * [`fs`]: the on-disk format of the tiny flat file system and its
 //!   operations over a [`fs::BlockDevice`].
 //! * [`server`]: the metadata and storage server that answers requests.
+//! * [`netfs`]: `net` mode, the same server reached over a byte stream
+//!   (TCP): framing, the server's entry point and the node's client.
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;
@@ -20,6 +22,7 @@ pub mod client;
 pub mod config;
 pub mod fs;
 pub mod layout;
+pub mod netfs;
 pub mod pagecache;
 pub mod pagedir;
 pub mod proto;

@@ -27,15 +27,19 @@ pub enum Mode {
     /// Single copy for reads, private writable copies reconciled at
     /// write-back (DPC).
     Relaxed,
+    /// Private per-node caches, file data over TCP (smoltcp, virtio-net)
+    /// to the directory's storage server: the NFS-like baseline.
+    Net,
 }
 
 impl Mode {
-    /// Parse `private|strong|relaxed`.
+    /// Parse `private|strong|relaxed|net`.
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
             "private" => Some(Mode::Private),
             "strong" => Some(Mode::Strong),
             "relaxed" => Some(Mode::Relaxed),
+            "net" => Some(Mode::Net),
             _ => None,
         }
     }
@@ -46,12 +50,13 @@ impl Mode {
             Mode::Private => "private",
             Mode::Strong => "strong",
             Mode::Relaxed => "relaxed",
+            Mode::Net => "net",
         }
     }
 
     /// Does this mode use the page directory?
     pub fn single_copy(self) -> bool {
-        !matches!(self, Mode::Private)
+        !matches!(self, Mode::Private | Mode::Net)
     }
 }
 

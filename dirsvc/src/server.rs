@@ -21,6 +21,68 @@ use crate::proto::{
 use crate::ring::{Consumer, Producer, RingError};
 use crate::shm::SharedMem;
 
+/// The bulk slots a request's variable-length data travels through, as
+/// [`Directory`] sees them while it executes one request.
+///
+/// On the ring path this is the requesting node's slots in the shared region
+/// ([`ShmBulk`]); in `net` mode it is a set of local buffers that the
+/// request's payload was copied into and the answer's payload is taken from
+/// ([`crate::netfs::NetBulk`]). Slot numbers and byte ranges come from
+/// untrusted requests: implementations check them and answer
+/// [`Errno::Invalid`], never panic.
+pub trait Bulk {
+    /// Capacity of `slot`, or `None` if no such slot.
+    fn cap(&self, slot: u32) -> Option<usize>;
+    /// Copy the first `buf.len()` bytes of `slot` into `buf`.
+    fn read(&self, slot: u32, buf: &mut [u8]) -> Result<(), Errno>;
+    /// Write `data` at byte `at` of `slot`.
+    fn write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno>;
+}
+
+/// The bulk slots of one node in the shared region (the ring path).
+pub struct ShmBulk<'a, M: SharedMem + ?Sized> {
+    mem: &'a M,
+    layout: Layout,
+    node: u32,
+}
+
+impl<'a, M: SharedMem + ?Sized> ShmBulk<'a, M> {
+    /// `node`'s slots in the region described by `layout`.
+    pub fn new(mem: &'a M, layout: Layout, node: u32) -> ShmBulk<'a, M> {
+        ShmBulk { mem, layout, node }
+    }
+
+    /// Region offset of `len` bytes at `at` in `slot`, if they fit.
+    fn range(&self, slot: u32, at: usize, len: usize) -> Result<usize, Errno> {
+        let (off, cap) = self
+            .layout
+            .bulk_slot(self.node, slot)
+            .ok_or(Errno::Invalid)?;
+        match at.checked_add(len) {
+            Some(end) if end <= cap => Ok(off + at),
+            _ => Err(Errno::Invalid),
+        }
+    }
+}
+
+impl<M: SharedMem + ?Sized> Bulk for ShmBulk<'_, M> {
+    fn cap(&self, slot: u32) -> Option<usize> {
+        self.layout.bulk_slot(self.node, slot).map(|(_, cap)| cap)
+    }
+
+    fn read(&self, slot: u32, buf: &mut [u8]) -> Result<(), Errno> {
+        let off = self.range(slot, 0, buf.len())?;
+        self.mem.read(off, buf);
+        Ok(())
+    }
+
+    fn write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno> {
+        let off = self.range(slot, at, data.len())?;
+        self.mem.write(off, data);
+        Ok(())
+    }
+}
+
 /// Something worth a log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -537,14 +599,30 @@ impl<D: BlockDevice> Directory<D> {
             self.run(mem, a);
             return;
         }
-        let resp = self.execute(mem, node, req).unwrap_or_else(Response::Err);
+        let mut bulk = ShmBulk::new(mem, self.layout, node);
+        let resp = self
+            .execute(mem, &mut bulk, req)
+            .unwrap_or_else(Response::Err);
         self.respond(mem, node, resp.encode(op, tag));
     }
 
-    fn execute(
+    /// Count one request with opcode `op` (`None`: undecodable) in the
+    /// per-opcode counters and the total of [`Op::Stats`]. The ring path
+    /// counts the total per sweep instead (see [`Directory::serve`]).
+    pub(crate) fn count_request(&mut self, op: Option<Op>) {
+        self.requests += 1;
+        if let Some(op) = op {
+            self.ops[(op as usize).min(31)] += 1;
+        }
+    }
+
+    /// Execute a non-page request whose variable-length data lives in
+    /// `bulk`. `mem` is only used for page-directory actions (evicting or
+    /// refreshing single-copy frames the request touched).
+    pub(crate) fn execute(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
-        node: u32,
+        bulk: &mut dyn Bulk,
         req: Request,
     ) -> Result<Response, Errno> {
         if let Request::Nop = req {
@@ -556,7 +634,6 @@ impl<D: BlockDevice> Directory<D> {
         if let Request::PageStats = req {
             return Ok(Response::PageStats(self.page_stats()));
         }
-        let layout = self.layout;
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         match req {
             Request::Nop | Request::Stats | Request::PageStats | Request::Page(_) => {
@@ -568,13 +645,13 @@ impl<D: BlockDevice> Directory<D> {
                 len,
                 exclusive,
             } => {
-                let (off, cap) = layout.bulk_slot(node, slot).ok_or(Errno::Invalid)?;
+                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
                 let len = len as usize;
                 if len > cap {
                     return Err(Errno::Invalid);
                 }
                 let mut buf = vec![0u8; len];
-                mem.read(off, &mut buf);
+                bulk.read(slot, &mut buf)?;
                 let path = core::str::from_utf8(&buf).map_err(|_| Errno::Invalid)?;
                 match op {
                     Op::Lookup => fs.lookup(path).map(Response::Attr),
@@ -592,13 +669,13 @@ impl<D: BlockDevice> Directory<D> {
                 }
             }
             Request::Readdir { slot, ino, cookie } => {
-                let (off, cap) = layout.bulk_slot(node, slot).ok_or(Errno::Invalid)?;
+                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
                 let max = cap / DIRENT_SIZE;
                 let (entries, next) = fs.readdir(ino, cookie, max)?;
                 let mut rec = [0u8; DIRENT_SIZE];
                 for (k, e) in entries.iter().take(max).enumerate() {
                     e.encode(&mut rec);
-                    mem.write(off + k * DIRENT_SIZE, &rec);
+                    bulk.write(slot, k * DIRENT_SIZE, &rec)?;
                 }
                 Ok(Response::Entries {
                     count: entries.len().min(max) as u32,
@@ -640,14 +717,14 @@ impl<D: BlockDevice> Directory<D> {
                 offset,
                 len,
             } => {
-                let (off, cap) = layout.bulk_slot(node, slot).ok_or(Errno::Invalid)?;
+                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
                 let len = len as usize;
                 if len > cap {
                     return Err(Errno::Invalid);
                 }
                 let mut buf = vec![0u8; len];
                 if op == Op::Write {
-                    mem.read(off, &mut buf);
+                    bulk.read(slot, &mut buf)?;
                     let (n, attr) = fs.write(ino, offset, &buf)?;
                     // Reconcile the single copy: refresh the owner's frame
                     // of every cached page this write touched.
@@ -673,7 +750,7 @@ impl<D: BlockDevice> Directory<D> {
                     })
                 } else {
                     let n = fs.read(ino, offset, &mut buf)?;
-                    mem.write(off, &buf[..n]);
+                    bulk.write(slot, 0, &buf[..n])?;
                     let attr = fs.getattr(ino)?;
                     Ok(Response::Data {
                         bytes: n as u32,

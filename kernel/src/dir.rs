@@ -12,11 +12,15 @@ use dirsvc::layout::{Header, Layout};
 use dirsvc::server::{Config, Directory, Event};
 use dirsvc::shm::{RawShm, SharedMem};
 
-use crate::arch::{cpu, time};
-use crate::drivers::virtio::VirtioDisk;
+use alloc::vec::Vec;
 
-/// Serve forever.
-pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>) -> ! {
+use crate::arch::{cpu, time};
+use crate::drivers::net::Nic;
+use crate::drivers::virtio::VirtioDisk;
+use crate::net::DirLink;
+
+/// Serve forever (`nics`: the `net` mode's links, one per node).
+pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Nic>) -> ! {
     let layout = match Layout::compute(shm.size(), cfg.nodes) {
         Ok(l) => l,
         Err(e) => crate::klog::fatal(format_args!("cannot lay out the shared region: {e}")),
@@ -71,6 +75,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>) -> ! {
         if storage { "storage up" } else { "NO STORAGE" },
         cfg.hb_timeout_ms
     );
+    let mut links = net_links(cfg, nics);
     let h = Header::new(&shm, layout);
     // The hot loop compares raw TSC values; nanoseconds only for logs.
     let hz = time::tsc_hz();
@@ -105,14 +110,59 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>) -> ! {
         }
         let p = dir.serve(&shm);
         log_events(&p.events);
-        if p.served > 0 || events || !p.events.is_empty() {
+        let mut net_served = 0;
+        for l in links.iter_mut() {
+            net_served += l.serve(|node, f| dir.serve_net(&shm, node, f));
+        }
+        if p.served > 0 || net_served > 0 || events || !p.events.is_empty() {
             last_work = now;
         } else if now - last_work > spin_cycles {
-            cpu::wait_for_interrupt();
+            // Idle: halt until the next tick or a NIC's interrupt (net
+            // mode: every link's wakeup is armed first).
+            x86_64::instructions::interrupts::disable();
+            let mut busy = false;
+            for l in links.iter_mut() {
+                busy |= l.arm();
+            }
+            if busy {
+                x86_64::instructions::interrupts::enable();
+            } else {
+                cpu::wait_for_interrupt();
+            }
         }
         // While spinning there is deliberately no PAUSE: under TCG it
         // leaves the translated-code loop (about a microsecond each).
     }
+}
+
+/// `net` mode: one link per node, told apart by the MAC `qemu-run.sh`
+/// assigned (`52:54:00:0c:00:<node>`).
+fn net_links(cfg: &BootConfig, nics: Vec<Nic>) -> Vec<DirLink> {
+    if cfg.mode != dirsvc::pagecache::Mode::Net {
+        return Vec::new();
+    }
+    let mut links = Vec::new();
+    for nic in nics {
+        match nic.link_id() {
+            Some((0, node)) if (1..=cfg.nodes).contains(&node) => {
+                links.push(DirLink::new(nic, node));
+            }
+            _ => {
+                let m = nic.mac();
+                log::warn!(
+                    "net mode: ignoring a NIC with unexpected MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                    m[0], m[1], m[2], m[3], m[4], m[5]
+                );
+            }
+        }
+    }
+    log::info!(
+        "net mode: file server listening on port {} on {} of {} node links",
+        dirsvc::netfs::PORT,
+        links.len(),
+        cfg.nodes
+    );
+    links
 }
 
 fn log_events(events: &[Event]) {

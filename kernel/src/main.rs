@@ -11,6 +11,7 @@ mod dir;
 mod drivers;
 mod klog;
 mod mm;
+mod net;
 mod node;
 
 use dirsvc::config::{BootConfig, Role};
@@ -67,9 +68,14 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
                     None
                 }
             };
+            let nics = if cfg.mode == dirsvc::pagecache::Mode::Net {
+                drivers::net::probe_all(&mut root)
+            } else {
+                alloc::vec::Vec::new()
+            };
             arch::interrupts::init_timer(|| {}, cfg.tick_hz);
             x86_64::instructions::interrupts::enable();
-            dir::run(&cfg, shm, disk)
+            dir::run(&cfg, shm, disk, nics)
         }
         Role::Node(id) => node::run(&cfg, id, shm),
     }

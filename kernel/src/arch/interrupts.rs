@@ -5,13 +5,13 @@
 //! CPU exceptions print a report (vector, RIP, CR2, error code, registers)
 //! and the panic sentinel, then leave QEMU with the failure status.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
 use spin::Once;
 use x86_64::structures::idt::InterruptDescriptorTable;
 use x86_64::VirtAddr;
 
-use super::outb;
+use super::{inb, outb};
 
 /// Vector of the PIT tick (IRQ 0 after remapping).
 pub const TIMER_VECTOR: u8 = 32;
@@ -24,6 +24,19 @@ static WINDOW_FAULT: Once<fn(u64) -> bool> = Once::new();
 pub fn set_window_fault_handler(f: fn(u64) -> bool) {
     WINDOW_FAULT.call_once(|| f);
 }
+/// Device IRQ lines (bit per 8259 line) whose interrupts only wake a
+/// halted CPU: the handler masks the line and records it; the driver
+/// acknowledges the device and calls [`rearm_irq`] before halting again.
+static DEVICE_IRQS: AtomicU16 = AtomicU16::new(0);
+/// Device interrupts taken (all claimed lines).
+static DEVICE_IRQ_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// Device interrupts taken since boot.
+pub fn device_irqs() -> u64 {
+    DEVICE_IRQ_COUNT.load(Ordering::Relaxed)
+}
+/// Device lines that fired since they were last re-armed.
+static IRQ_FIRED: AtomicU16 = AtomicU16::new(0);
 static TICK_HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1000);
 static TICK_HOOK: Once<fn()> = Once::new();
 
@@ -276,6 +289,41 @@ pub fn init_timer(hook: fn(), hz: u32) {
     outb(0x40, (divisor >> 8) as u8);
 }
 
+fn set_pic_mask(line: u8, masked: bool) {
+    let port = if line < 8 { 0x21 } else { 0xA1 };
+    let bit = 1u8 << (line % 8);
+    let m = inb(port);
+    outb(port, if masked { m | bit } else { m & !bit });
+}
+
+/// Route a level-triggered device line (8259 line 1..15, e.g. a PCI INTx
+/// line as SeaBIOS programmed it) to "wake the CPU": the line fires at most
+/// once per [`rearm_irq`]. Lines 0 (the tick) and 2 (cascade) are refused.
+pub fn claim_irq(line: u8) -> bool {
+    if line == 0 || line == 2 || line > 15 {
+        return false;
+    }
+    super::cpu::without_interrupts(|| {
+        DEVICE_IRQS.fetch_or(1 << line, Ordering::Relaxed);
+        if line >= 8 {
+            set_pic_mask(2, false);
+        }
+    });
+    true
+}
+
+/// Unmask a claimed line again (after the device was acknowledged, so a
+/// still-asserted line means new work).
+pub fn rearm_irq(line: u8) {
+    if line > 15 || DEVICE_IRQS.load(Ordering::Relaxed) & (1 << line) == 0 {
+        return;
+    }
+    super::cpu::without_interrupts(|| {
+        IRQ_FIRED.fetch_and(!(1 << line), Ordering::Relaxed);
+        set_pic_mask(line, false);
+    });
+}
+
 /// The tick rate.
 pub fn tick_hz() -> u32 {
     TICK_HZ.load(Ordering::Relaxed)
@@ -328,6 +376,19 @@ extern "C" fn isr_dispatch(f: &mut TrapFrame) {
         TICKS.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = TICK_HOOK.get() {
             h();
+        }
+        outb(0x20, 0x20);
+        return;
+    }
+    if (33..48).contains(&v) && DEVICE_IRQS.load(Ordering::Relaxed) & (1 << (v - 32)) != 0 {
+        // A claimed device line: mask it until the driver re-arms it (it
+        // stays asserted until the device is acknowledged).
+        let line = (v - 32) as u8;
+        set_pic_mask(line, true);
+        IRQ_FIRED.fetch_or(1 << line, Ordering::Relaxed);
+        DEVICE_IRQ_COUNT.fetch_add(1, Ordering::Relaxed);
+        if v >= 40 {
+            outb(0xA0, 0x20);
         }
         outb(0x20, 0x20);
         return;

@@ -1,6 +1,7 @@
-//! Device drivers: PCI configuration access, the ivshmem shared region and
-//! virtio-blk (through `virtio-drivers`).
+//! Device drivers: PCI configuration access, the ivshmem shared region,
+//! virtio-blk and virtio-net (through `virtio-drivers`).
 
 pub mod ivshmem;
+pub mod net;
 pub mod pci;
 pub mod virtio;

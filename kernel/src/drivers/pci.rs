@@ -53,3 +53,9 @@ pub fn enable(root: &mut PciRoot<PortCam>, df: DeviceFunction) {
         cmd | Command::MEMORY_SPACE | Command::IO_SPACE | Command::BUS_MASTER,
     );
 }
+
+/// The INTx line the firmware (SeaBIOS) routed a device to, from the
+/// Interrupt Line register (0xFF: none).
+pub fn interrupt_line(df: DeviceFunction) -> u8 {
+    (PortCam.read_word(df, 0x3C) & 0xFF) as u8
+}

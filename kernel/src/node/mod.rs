@@ -18,7 +18,7 @@ use dirsvc::config::BootConfig;
 use dirsvc::layout::{DirState, Header, Layout, LayoutError, NodeState};
 use dirsvc::pagecache::Mode;
 use dirsvc::proto::{Errno, Request, Response};
-use dirsvc::shm::RawShm;
+use dirsvc::shm::{RawShm, SharedMem};
 use spin::Once;
 use userland::line::LineEditor;
 use userland::os::{Attr, ClusterInfo, DirEntry, Fd, NodeInfo, OpenFlags, Os, RingSamples};
@@ -69,6 +69,8 @@ struct Conn {
     wait: Option<WaitState>,
     /// Last directory heartbeat seen and when it changed.
     dir_hb: (u64, u64),
+    /// `net` mode: the TCP connection file requests travel on.
+    net: Option<crate::net::NetConn>,
 }
 
 /// Progress tracking for [`coherent::Transport::wait`].
@@ -297,9 +299,58 @@ impl coherent::Transport for Conn {
     }
 }
 
+impl Conn {
+    fn shm_slot(&self, slot: u32) -> Result<(usize, usize), Errno> {
+        self.client
+            .as_ref()
+            .and_then(|c| c.bulk(slot))
+            .ok_or(Errno::Unavailable)
+    }
+}
+
 impl Rpc for Conn {
     fn client(&self) -> Option<&Client> {
         self.client.as_ref()
+    }
+
+    fn fs_call(&mut self, req: &Request) -> Result<Response, Errno> {
+        match self.net.as_mut() {
+            Some(n) => n.call(req),
+            // `net` mode without its NIC: never fall back to the rings.
+            None if self.mode == Mode::Net => Err(Errno::Unavailable),
+            None => coherent::Transport::call(self, req),
+        }
+    }
+
+    fn bulk_cap(&self, slot: u32) -> Result<usize, Errno> {
+        match self.net.as_ref() {
+            Some(n) => n.bulk_cap(slot),
+            None => self.shm_slot(slot).map(|(_, cap)| cap),
+        }
+    }
+
+    fn bulk_write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno> {
+        if let Some(n) = self.net.as_mut() {
+            return n.bulk_write(slot, at, data);
+        }
+        let (off, cap) = self.shm_slot(slot)?;
+        if at.checked_add(data.len()).is_none_or(|end| end > cap) {
+            return Err(Errno::Invalid);
+        }
+        self.shm.write(off + at, data);
+        Ok(())
+    }
+
+    fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno> {
+        if let Some(n) = self.net.as_mut() {
+            return n.bulk_read(slot, buf);
+        }
+        let (off, cap) = self.shm_slot(slot)?;
+        if buf.len() > cap {
+            return Err(Errno::Invalid);
+        }
+        self.shm.read(off, buf);
+        Ok(())
     }
 }
 
@@ -415,6 +466,20 @@ impl Os for NodeOs {
             put("hits remote", "0".to_string());
             put("misses", format!("{fetched}"));
             put("disk reads caused (pages)", format!("{fetched}"));
+            if let Some(n) = self.conn.net.as_mut() {
+                let (rx, tx) = n.frames();
+                put("net connection", n.state().to_string());
+                put("net rpcs", format!("{}", n.calls));
+                put(
+                    "net bytes sent/received",
+                    format!("{}/{}", n.bytes_out, n.bytes_in),
+                );
+                put("net frames sent/received", format!("{tx}/{rx}"));
+                put(
+                    "net wakeup interrupts",
+                    format!("{}", crate::arch::interrupts::device_irqs()),
+                );
+            }
             return Ok(v);
         }
         let (c, (owned, remote, private), free, pool) = coherent::with(|c| {
@@ -719,6 +784,11 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     crate::arch::interrupts::init_timer(tick, cfg.tick_hz);
     coherent::set_cxl_latency(cfg.cxl_ns);
     x86_64::instructions::interrupts::enable();
+    let net = if cfg.mode == Mode::Net {
+        net_link(id, cfg.rpc_timeout_ms * 1_000_000)
+    } else {
+        None
+    };
     let mut os = NodeOs {
         conn: Conn {
             shm,
@@ -731,8 +801,9 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
             remote_limit: cfg.remote_limit as usize,
             wait: None,
             dir_hb: (0, 0),
+            net,
         },
-        vfs: Vfs::new(shm, cfg.mode),
+        vfs: Vfs::new(cfg.mode),
         storage: cfg.storage.clone(),
         cxl_ns: cfg.cxl_ns,
         mmap_file: None,
@@ -763,6 +834,27 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
             }
         }
     }
+}
+
+/// `net` mode: bring up this node's NIC (the one `qemu-run.sh` gave the
+/// MAC `52:54:00:0c:01:<id>`).
+fn net_link(id: u32, timeout_ns: u64) -> Option<crate::net::NetConn> {
+    let mut root = crate::drivers::pci::root();
+    let nics = crate::drivers::net::probe_all(&mut root);
+    let found = nics.len();
+    let Some(nic) = nics.into_iter().find(|n| n.link_id() == Some((1, id))) else {
+        log::error!(
+            "net mode: no virtio-net NIC for node {id} ({found} NICs found); file requests will fail with 'directory unavailable' (start the cluster with ./qemu-run.sh --mode net)"
+        );
+        return None;
+    };
+    log::info!(
+        "net mode: link up as {} -> file server {}:{}",
+        crate::net::addr(id, 2),
+        crate::net::addr(id, 1),
+        dirsvc::netfs::PORT
+    );
+    Some(crate::net::NetConn::new(nic, id, timeout_ns))
 }
 
 fn shutdown(os: &mut NodeOs) -> ! {

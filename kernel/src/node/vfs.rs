@@ -18,7 +18,6 @@ use dirsvc::pagecache::Mode;
 
 use super::coherent::{self, Transport};
 use dirsvc::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
-use dirsvc::shm::{RawShm, SharedMem};
 use userland::os::{Fd, OpenFlags};
 
 const PAGE: usize = 4096;
@@ -44,7 +43,6 @@ struct CachedFile {
 
 /// The VFS of one node.
 pub struct Vfs {
-    shm: &'static RawShm,
     mode: Mode,
     /// Private mode: page reads served from the cache / fetched.
     hits: u64,
@@ -54,11 +52,22 @@ pub struct Vfs {
     cached_pages: usize,
 }
 
-/// How the VFS reaches the directory: the transport plus the joined
-/// client (for bulk slot geometry).
+/// How the VFS reaches the directory's file server: the transport, the
+/// joined client (single-copy write-back uses its bulk slots in the shared
+/// region) and the file server's four bulk slots, which are the per-node
+/// slots of the shared region, or local staging buffers shipped with each
+/// request and answer in `net` mode.
 pub trait Rpc: Transport {
     /// The client, if joined.
     fn client(&self) -> Option<&Client>;
+    /// One file-server request (metadata or data).
+    fn fs_call(&mut self, req: &Request) -> Result<Response, Errno>;
+    /// Capacity of bulk slot `slot`.
+    fn bulk_cap(&self, slot: u32) -> Result<usize, Errno>;
+    /// Put `data` at byte `at` of bulk slot `slot`.
+    fn bulk_write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno>;
+    /// Copy the head of bulk slot `slot` into `buf`.
+    fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno>;
 }
 
 fn t(rpc: &mut dyn Rpc) -> &mut dyn Transport {
@@ -66,12 +75,11 @@ fn t(rpc: &mut dyn Rpc) -> &mut dyn Transport {
 }
 
 impl Vfs {
-    /// An empty VFS over the shared region.
-    pub fn new(shm: &'static RawShm, mode: Mode) -> Vfs {
+    /// An empty VFS.
+    pub fn new(mode: Mode) -> Vfs {
         let mut files = Vec::new();
         files.resize_with(MAX_FILES, || None);
         Vfs {
-            shm,
             mode,
             hits: 0,
             misses: 0,
@@ -90,6 +98,7 @@ impl Vfs {
         self.cached_pages = 0;
     }
 
+    /// A bulk slot in the shared region (single-copy write-back).
     fn slot(&self, rpc: &dyn Rpc, slot: u32) -> Result<(usize, usize), Errno> {
         rpc.client()
             .and_then(|c| c.bulk(slot))
@@ -97,7 +106,7 @@ impl Vfs {
     }
 
     fn call(&mut self, rpc: &mut dyn Rpc, req: &Request) -> Result<Response, Errno> {
-        t(rpc).call(req)
+        rpc.fs_call(req)
     }
 
     /// The mode.
@@ -139,11 +148,11 @@ impl Vfs {
         path: &str,
         exclusive: bool,
     ) -> Result<Response, Errno> {
-        let (off, cap) = self.slot(rpc, 0)?;
+        let cap = rpc.bulk_cap(0)?;
         if path.len() > cap || path.len() > dirsvc::proto::MAX_PATH {
             return Err(Errno::NameTooLong);
         }
-        self.shm.write(off, path.as_bytes());
+        rpc.bulk_write(0, 0, path.as_bytes())?;
         self.call(
             rpc,
             &Request::Path {
@@ -244,7 +253,7 @@ impl Vfs {
     /// Fetch pages `[first, first+n)` of `ino` from the directory into the
     /// cache (one round trip for up to a bulk slot's worth).
     fn fetch(&mut self, rpc: &mut dyn Rpc, ino: u64, first: u64, n: usize) -> Result<(), Errno> {
-        let (off, cap) = self.slot(rpc, 1)?;
+        let cap = rpc.bulk_cap(1)?;
         let n = n.min(cap / PAGE).max(1);
         let r = self.call(
             rpc,
@@ -266,7 +275,7 @@ impl Vfs {
             self.revalidate(&attr);
         }
         let mut tmp = alloc::vec![0u8; n * PAGE];
-        self.shm.read(off, &mut tmp[..bytes]);
+        rpc.bulk_read(1, &mut tmp[..bytes])?;
         let entry = self.cache.get_mut(&ino).ok_or(Errno::Io)?;
         for i in 0..n {
             let lo = i * PAGE;
@@ -376,11 +385,11 @@ impl Vfs {
             }
             return Ok(n);
         }
-        let (off, cap) = self.slot(rpc, 2)?;
+        let cap = rpc.bulk_cap(2)?;
         let mut done = 0;
         while done < data.len() {
             let n = (data.len() - done).min(cap);
-            self.shm.write(off, &data[done..done + n]);
+            rpc.bulk_write(2, 0, &data[done..done + n])?;
             let at = pos + done as u64;
             let r = self.call(
                 rpc,
@@ -506,7 +515,7 @@ impl Vfs {
         if a.kind != FileKind::Dir {
             return Err(Errno::NotDir);
         }
-        let (off, cap) = self.slot(rpc, 3)?;
+        let cap = rpc.bulk_cap(3)?;
         let mut out = Vec::new();
         let mut cookie = 0;
         loop {
@@ -522,10 +531,11 @@ impl Vfs {
                 return Err(Errno::Io);
             };
             let count = (count as usize).min(cap / DIRENT_SIZE);
-            let mut rec = [0u8; DIRENT_SIZE];
-            for k in 0..count {
-                self.shm.read(off + k * DIRENT_SIZE, &mut rec);
-                out.push(DirEntry::decode(&rec).ok_or(Errno::Io)?);
+            let mut recs = alloc::vec![0u8; count * DIRENT_SIZE];
+            rpc.bulk_read(3, &mut recs)?;
+            for rec in recs.chunks_exact(DIRENT_SIZE) {
+                let rec: &[u8; DIRENT_SIZE] = rec.try_into().map_err(|_| Errno::Io)?;
+                out.push(DirEntry::decode(rec).ok_or(Errno::Io)?);
             }
             if next_cookie == 0 || count == 0 || out.len() > 1_000_000 {
                 break;

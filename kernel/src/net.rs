@@ -1,0 +1,415 @@
+//! The `net` mode's TCP/IP: `smoltcp` over the virtio-net NICs.
+//!
+//! Topology: one point-to-point link per node (a QEMU `-netdev stream`
+//! over a unix socket, set up by `qemu-run.sh`). On link K the directory is
+//! `10.0.K.1` and node K is `10.0.K.2`; the addresses exist only inside the
+//! two guests. The directory listens on [`dirsvc::netfs::PORT`] on every
+//! link and serves the same file server as the rings
+//! ([`dirsvc::server::Directory::serve_net`]); a node keeps one connection
+//! and sends one request frame at a time (NFS-like, synchronous RPC).
+//!
+//! smoltcp pitfalls handled here: delayed ACK and Nagle are off (a request
+//! or response that ends mid-segment would otherwise wait for a timer), and
+//! the polling loops call `Interface::poll` whenever a frame is waiting or
+//! `poll_at` says a timer (retransmit, ARP) is due, never less.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use dirsvc::netfs::{self, FrameReader, NetClient};
+use dirsvc::proto::{Errno, Request, Response};
+use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
+use smoltcp::socket::tcp;
+use smoltcp::time::Instant;
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+
+use crate::arch::{cpu, time};
+use crate::drivers::net::Nic;
+
+/// Spin this long for an answer before halting until the NIC interrupts.
+const SPIN_NS: u64 = 200_000;
+/// TCP send and receive buffer size (room for several 64 KiB frames; the
+/// window scale option lets the peer use all of it).
+const SOCK_BUF: usize = 256 * 1024;
+
+/// smoltcp's clock.
+fn now() -> Instant {
+    Instant::from_micros((time::now_ns() / 1000) as i64)
+}
+
+/// Address of one end of link `k`: `side` 1 is the directory, 2 the node.
+pub fn addr(k: u32, side: u8) -> Ipv4Address {
+    Ipv4Address::new(10, 0, k.min(255) as u8, side)
+}
+
+/// One interface with one TCP socket.
+pub struct Stack {
+    nic: Nic,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    tcp: SocketHandle,
+}
+
+fn new_socket() -> tcp::Socket<'static> {
+    let mut s = tcp::Socket::new(
+        tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
+        tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
+    );
+    s.set_nagle_enabled(false);
+    s.set_ack_delay(None);
+    s
+}
+
+impl Stack {
+    /// Bring up `nic` as `ip`/24 with one TCP socket.
+    pub fn new(mut nic: Nic, ip: Ipv4Address) -> Stack {
+        let cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
+        let mut iface = Interface::new(cfg, &mut nic, now());
+        iface.update_ip_addrs(|a| {
+            // A fresh interface has room for its one address.
+            let _ = a.push(IpCidr::new(IpAddress::Ipv4(ip), 24));
+        });
+        let mut sockets = SocketSet::new(Vec::new());
+        let tcp = sockets.add(new_socket());
+        Stack {
+            nic,
+            iface,
+            sockets,
+            tcp,
+        }
+    }
+
+    /// Run the stack once: receive what is waiting, send what is due.
+    /// True if a socket changed state or a frame was processed.
+    pub fn poll(&mut self) -> bool {
+        self.iface.poll(now(), &mut self.nic, &mut self.sockets) != PollResult::None
+    }
+
+    /// Does the stack need a poll now (a frame waits or a timer is due)?
+    pub fn due(&mut self) -> bool {
+        if self.nic.rx_pending() {
+            return true;
+        }
+        let t = now();
+        self.iface
+            .poll_at(t, &self.sockets)
+            .is_some_and(|at| at <= t)
+    }
+
+    /// Nothing to do: halt until a frame arrives or the next timer tick
+    /// (the NIC's interrupt wakes us; without one, just pause). The halt
+    /// frees the host core for QEMU's own threads, which carry the frames.
+    pub fn idle(&mut self) {
+        if !self.nic.arm_wakeup() {
+            cpu::pause();
+            return;
+        }
+        x86_64::instructions::interrupts::disable();
+        if self.due() {
+            x86_64::instructions::interrupts::enable();
+            return;
+        }
+        cpu::wait_for_interrupt();
+    }
+
+    /// Arm the wakeup and report whether work is waiting (for loops that
+    /// serve several links and halt once for all of them).
+    pub fn arm(&mut self) -> bool {
+        self.nic.arm_wakeup();
+        self.due()
+    }
+
+    /// The TCP socket.
+    pub fn socket(&mut self) -> &mut tcp::Socket<'static> {
+        self.sockets.get_mut::<tcp::Socket>(self.tcp)
+    }
+
+    /// Frames received and sent by the NIC.
+    pub fn frames(&self) -> (u64, u64) {
+        (self.nic.rx_frames, self.nic.tx_frames)
+    }
+}
+
+// ---------------------------------------------------------------------
+// Node side
+
+/// A node's connection to the directory's file server.
+pub struct NetConn {
+    stack: Stack,
+    client: NetClient,
+    remote: (Ipv4Address, u16),
+    next_port: u16,
+    timeout_ns: u64,
+    /// Requests answered, bytes sent and received (frames).
+    pub calls: u64,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+}
+
+impl NetConn {
+    /// Set up node `id`'s end of its link; connects on first use.
+    pub fn new(nic: Nic, id: u32, timeout_ns: u64) -> NetConn {
+        NetConn {
+            stack: Stack::new(nic, addr(id, 2)),
+            client: NetClient::new(),
+            remote: (addr(id, 1), netfs::PORT),
+            next_port: 49152,
+            timeout_ns,
+            calls: 0,
+            bytes_out: 0,
+            bytes_in: 0,
+        }
+    }
+
+    /// Capacity of staging slot `slot` (the network's bulk slots).
+    pub fn bulk_cap(&self, slot: u32) -> Result<usize, Errno> {
+        self.client.bulk_cap(slot).ok_or(Errno::Invalid)
+    }
+
+    /// Stage request payload in `slot`.
+    pub fn bulk_write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno> {
+        self.client.bulk_write(slot, at, data)
+    }
+
+    /// Read answer payload from `slot`.
+    pub fn bulk_read(&self, slot: u32, buf: &mut [u8]) -> Result<(), Errno> {
+        self.client.bulk_read(slot, buf)
+    }
+
+    /// Frames received and sent by the NIC.
+    pub fn frames(&self) -> (u64, u64) {
+        self.stack.frames()
+    }
+
+    /// The TCP connection's state (for `cache stats`).
+    pub fn state(&mut self) -> tcp::State {
+        self.stack.socket().state()
+    }
+
+    fn drop_connection(&mut self, why: &str) -> Errno {
+        log::warn!("net: connection to the file server dropped: {why}");
+        self.stack.socket().abort();
+        self.stack.poll();
+        self.client.reset();
+        Errno::Unavailable
+    }
+
+    /// Make sure the connection is up (connecting if needed), by `deadline`.
+    fn connect(&mut self, deadline: u64) -> Result<(), Errno> {
+        loop {
+            self.stack.poll();
+            let state = self.stack.socket().state();
+            match state {
+                tcp::State::Established => return Ok(()),
+                tcp::State::Closed => {
+                    let port = self.next_port;
+                    self.next_port = if port == u16::MAX { 49152 } else { port + 1 };
+                    let remote = self.remote;
+                    let Stack {
+                        iface,
+                        sockets,
+                        tcp: h,
+                        ..
+                    } = &mut self.stack;
+                    let s = sockets.get_mut::<tcp::Socket>(*h);
+                    if let Err(e) = s.connect(iface.context(), remote, port) {
+                        log::warn!("net: connect: {e}");
+                        return Err(Errno::Unavailable);
+                    }
+                    self.client.reset();
+                }
+                tcp::State::SynSent | tcp::State::SynReceived => {}
+                _ => {
+                    // Half-closed or closing: start over.
+                    self.stack.socket().abort();
+                }
+            }
+            if time::now_ns() > deadline {
+                self.stack.socket().abort();
+                self.stack.poll();
+                log::warn!(
+                    "net: no connection to the file server {}:{} (state {state})",
+                    self.remote.0,
+                    self.remote.1
+                );
+                return Err(Errno::Unavailable);
+            }
+            cpu::pause();
+        }
+    }
+
+    /// One request/response exchange with the file server.
+    pub fn call(&mut self, req: &Request) -> Result<Response, Errno> {
+        let deadline = time::now_ns() + self.timeout_ns;
+        self.connect(deadline)?;
+        let frame = self.client.request(req);
+        let spin_from = time::now_ns();
+        let mut off = 0;
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            if off < frame.len() {
+                let s = self.stack.socket();
+                if !s.may_send() {
+                    return Err(self.drop_connection("peer closed while sending"));
+                }
+                match s.send_slice(&frame[off..]) {
+                    Ok(n) => off += n,
+                    Err(_) => return Err(self.drop_connection("send failed")),
+                }
+            }
+            self.stack.poll();
+            loop {
+                let s = self.stack.socket();
+                if !s.can_recv() {
+                    break;
+                }
+                let n = match s.recv_slice(&mut buf) {
+                    Ok(n) => n,
+                    Err(_) => return Err(self.drop_connection("receive failed")),
+                };
+                self.bytes_in += n as u64;
+                match self.client.feed(&buf[..n]) {
+                    Ok(Some(resp)) => {
+                        self.calls += 1;
+                        self.bytes_out += frame.len() as u64;
+                        return match resp {
+                            Response::Err(e) => Err(e),
+                            r => Ok(r),
+                        };
+                    }
+                    Ok(None) => {}
+                    Err(_) => return Err(self.drop_connection("malformed answer")),
+                }
+            }
+            if !self.stack.socket().may_recv() && off >= frame.len() {
+                return Err(self.drop_connection("peer closed before answering"));
+            }
+            if time::now_ns() > deadline {
+                return Err(self.drop_connection("no answer before the RPC timeout"));
+            }
+            if !self.stack.due() {
+                if time::now_ns() - spin_from < SPIN_NS {
+                    cpu::pause();
+                } else {
+                    self.stack.idle();
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// Directory side
+
+/// The directory's end of one link.
+pub struct DirLink {
+    stack: Stack,
+    node: u32,
+    reader: FrameReader,
+    out: Vec<u8>,
+    out_off: usize,
+}
+
+impl DirLink {
+    /// Bring up the directory's end of `node`'s link and listen.
+    pub fn new(nic: Nic, node: u32) -> DirLink {
+        let mut l = DirLink {
+            stack: Stack::new(nic, addr(node, 1)),
+            node,
+            reader: FrameReader::new(),
+            out: Vec::new(),
+            out_off: 0,
+        };
+        l.relisten();
+        l
+    }
+
+    fn relisten(&mut self) {
+        self.reader = FrameReader::new();
+        self.out.clear();
+        self.out_off = 0;
+        let s = self.stack.socket();
+        s.abort();
+        if let Err(e) = s.listen(netfs::PORT) {
+            log::error!("net: link to node {}: listen: {e}", self.node);
+        }
+    }
+
+    /// Arm this link's wakeup; true if work is already waiting.
+    pub fn arm(&mut self) -> bool {
+        self.out_off < self.out.len() || self.stack.arm()
+    }
+
+    /// Serve what arrived on this link: `handle` answers one request frame.
+    /// Returns the number of frames served.
+    pub fn serve(&mut self, mut handle: impl FnMut(u32, &netfs::Frame) -> netfs::Frame) -> usize {
+        let pending_out = self.out_off < self.out.len();
+        if !pending_out && !self.stack.due() {
+            return 0;
+        }
+        self.stack.poll();
+        let mut served = 0;
+        let state = self.stack.socket().state();
+        match state {
+            tcp::State::Listen
+            | tcp::State::SynSent
+            | tcp::State::SynReceived
+            | tcp::State::Established
+            | tcp::State::FinWait1
+            | tcp::State::FinWait2
+            | tcp::State::LastAck => {}
+            tcp::State::CloseWait => {
+                // The node closed its end: finish ours, then listen again.
+                self.stack.socket().close();
+            }
+            tcp::State::Closed | tcp::State::TimeWait | tcp::State::Closing => {
+                log::info!("net: link to node {}: connection closed", self.node);
+                self.relisten();
+                return 0;
+            }
+        }
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let s = self.stack.socket();
+            if !s.can_recv() {
+                break;
+            }
+            match s.recv_slice(&mut buf) {
+                Ok(n) => self.reader.push(&buf[..n]),
+                Err(_) => break,
+            }
+            loop {
+                match self.reader.next_frame() {
+                    Ok(Some(f)) => {
+                        let r = handle(self.node, &f);
+                        if self.out_off == self.out.len() {
+                            self.out.clear();
+                            self.out_off = 0;
+                        }
+                        netfs::encode_frame(&r.desc, &r.payload, &mut self.out);
+                        served += 1;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        log::warn!(
+                            "net: link to node {}: malformed frame ({e:?}); dropping the connection",
+                            self.node
+                        );
+                        self.relisten();
+                        return served;
+                    }
+                }
+            }
+        }
+        if self.out_off < self.out.len() {
+            let s = self.stack.socket();
+            if s.may_send() {
+                if let Ok(n) = s.send_slice(&self.out[self.out_off..]) {
+                    self.out_off += n;
+                }
+            }
+            self.stack.poll();
+        }
+        served
+    }
+}
