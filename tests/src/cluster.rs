@@ -347,7 +347,7 @@ impl ClusterOpts {
         self.append_extra = Some(s.into());
         self
     }
-    /// Sets the page-cache mode (`strong`, `relaxed` or `private`).
+    /// Sets the page-cache mode (`strong`, `relaxed`, `private` or `net`).
     pub fn mode(mut self, m: &str) -> Self {
         self.mode = Some(m.into());
         self

@@ -530,4 +530,10 @@ impl Os for MockOs {
             .take(count)
             .collect())
     }
+
+    fn bench_rpc(&mut self, count: usize) -> Result<(&'static str, RingSamples), Errno> {
+        self.check("bench_rpc")?;
+        let samples = self.ring_samples.iter().copied().cycle().take(count);
+        Ok(("ring", samples.collect()))
+    }
 }

@@ -123,6 +123,13 @@ pub trait Os {
         Err(Errno::NotSupported)
     }
 
+    /// `count` empty requests to the file server over this mode's file
+    /// transport: the transport's name (`ring` or `tcp`) and the round
+    /// trips in nanoseconds.
+    fn bench_rpc(&mut self, _count: usize) -> Result<(&'static str, RingSamples), Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// Page-cache counters of this node as `(name, value)` lines
     /// (`cache stats`).
     fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {

@@ -228,6 +228,14 @@ static COMMANDS: &[Command] = &[
         run: cmd_bench_ring,
     },
     Command {
+        name: "bench rpc",
+        usage: "bench rpc [COUNT]",
+        help: "time COUNT empty file-server requests over this mode's file transport (the rings, or TCP in net mode)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_rpc,
+    },
+    Command {
         name: "bench pingpong",
         usage: "bench pingpong [COUNT]",
         help: "COUNT bare cache-line round trips with the directory (the floor for bench ring)",
@@ -933,6 +941,21 @@ fn cmd_bench_ring(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
         .ok_or_else(|| Error::Msg(String::from("no samples")))?;
     ctx.println(&format!(
         "ring round trip: n={} median={} ns p99={} ns min={} ns max={} ns",
+        s.count, s.median, s.p99, s.min, s.max
+    ));
+    Ok(())
+}
+
+fn cmd_bench_rpc(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let count = bench_count(args)?;
+    let (transport, mut samples) = ctx
+        .os
+        .bench_rpc(count)
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    let s = Summary::from_samples(&mut samples)
+        .ok_or_else(|| Error::Msg(String::from("no samples")))?;
+    ctx.println(&format!(
+        "rpc round trip over {transport}: n={} median={} ns p99={} ns min={} ns max={} ns",
         s.count, s.median, s.p99, s.min, s.max
     ));
     Ok(())

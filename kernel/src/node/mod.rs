@@ -731,6 +731,24 @@ impl Os for NodeOs {
         Ok(out)
     }
 
+    fn bench_rpc(&mut self, count: usize) -> Result<(&'static str, RingSamples), Errno> {
+        let transport = if self.conn.net.is_some() {
+            "tcp"
+        } else {
+            "ring"
+        };
+        for _ in 0..16 {
+            self.conn.fs_call(&Request::Nop)?;
+        }
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let t0 = cpu::rdtsc();
+            self.conn.fs_call(&Request::Nop)?;
+            out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+        }
+        Ok((transport, out))
+    }
+
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
         // Warm up (wakes a halted directory), then time each round trip.
         use coherent::Transport;

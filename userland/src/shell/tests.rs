@@ -122,7 +122,7 @@ fn argument_counts_print_usage() {
         ("help a b", "help [COMMAND]"),
         (
             "bench",
-            "bench ring [COUNT] | bench pingpong [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS]",
+            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS]",
         ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");
@@ -522,6 +522,25 @@ fn bench_ring_reports_percentiles() {
     let out = ok(&mut os, "bench ring");
     assert!(out.starts_with("ring round trip: n=10000 "), "{out}");
     ok(&mut os, "bench ring 1000000");
+}
+
+#[test]
+fn bench_rpc_names_its_transport() {
+    let mut os = MockOs::new();
+    os.ring_samples = (1..=100).collect();
+    assert_eq!(
+        ok(&mut os, "bench rpc 100"),
+        "rpc round trip over ring: n=100 median=50 ns p99=99 ns min=1 ns max=100 ns\n"
+    );
+    assert_eq!(
+        err(&mut os, "bench rpc 0"),
+        "bench rpc: bad count '0' (1 to 1000000)"
+    );
+    os.fail("bench_rpc", 0, Errno::Unavailable);
+    assert_eq!(
+        err(&mut os, "bench rpc 5"),
+        "bench rpc: directory unavailable"
+    );
 }
 
 #[test]

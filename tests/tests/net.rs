@@ -1,0 +1,184 @@
+//! Integration tests of the `net` mode: the NFS-like baseline where nodes
+//! keep private caches and reach the directory's file server over TCP/IP
+//! (smoltcp on virtio-net, one unix-socket link per node).
+//!
+//! Needs the release kernel and host tools (`tests/run.sh` builds them):
+//!
+//! ```text
+//! cargo test -p onecopy-tests --test net -- --test-threads=1
+//! ```
+//!
+//! Tests assert on behaviour (contents, counters, errors), never on timing.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use onecopy_tests::shell::{parse_sum, pattern_crc32};
+use onecopy_tests::{Cluster, ClusterOpts, Result};
+
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+fn opts(name: &str) -> ClusterOpts {
+    ClusterOpts::new(name)
+        .ctl(CTL)
+        .mode("net")
+        .cmd_timeout(Duration::from_secs(60))
+        .boot_timeout(Duration::from_secs(60))
+}
+
+fn with_cluster(o: ClusterOpts, f: impl FnOnce(&mut Cluster) -> Result<()>) {
+    let mut c = match Cluster::start(o) {
+        Ok(c) => c,
+        Err(e) => panic!("cluster did not start: {e}"),
+    };
+    if let Err(e) = f(&mut c) {
+        panic!("{e}");
+    }
+}
+
+/// `cache stats` as a map (`KEY  VALUE` lines, two or more spaces apart).
+fn cache_stats(c: &mut Cluster, node: u8) -> Result<BTreeMap<String, String>> {
+    let text = c.exec_ok(node, "cache stats")?.text();
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once("  ")?;
+            Some((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect())
+}
+
+fn num(s: &BTreeMap<String, String>, key: &str) -> u64 {
+    let v = s
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key:?} in cache stats: {s:?}"));
+    v.parse()
+        .unwrap_or_else(|_| panic!("{key:?} = {v:?} is not a number: {s:?}"))
+}
+
+fn sum(c: &mut Cluster, node: u8, path: &str) -> Result<(u32, u64)> {
+    let out = c.exec_ok(node, &format!("sum {path}"))?;
+    Ok(parse_sum(&out.text()).unwrap_or_else(|| panic!("n{node}: sum printed no crc: {out:?}")))
+}
+
+/// Data written on one node is read on another through TCP; each node
+/// keeps its own copy (no mapping, no mmap path), and the traffic really
+/// went over the network.
+#[test]
+fn net_mode_serves_files_over_tcp_with_private_copies() {
+    with_cluster(opts("net-basic"), |c| {
+        let size = 256 * 1024u64;
+        let pages = size / 4096;
+        c.exec_ok(1, "fill /f 256k")?;
+        let want = (pattern_crc32(size), size);
+        assert_eq!(sum(c, 1, "/f")?, want, "n1 sum /f");
+        assert_eq!(sum(c, 2, "/f")?, want, "n2 sum /f");
+        for k in 1..=2 {
+            let s = cache_stats(c, k)?;
+            assert_eq!(
+                s.get("mode").map(String::as_str),
+                Some("net"),
+                "n{k}: {s:?}"
+            );
+            assert_eq!(
+                s.get("net connection").map(String::as_str),
+                Some("ESTABLISHED"),
+                "n{k}: {s:?}"
+            );
+            assert_eq!(
+                num(&s, "resident pages (private copies)"),
+                pages,
+                "n{k}: {s:?}"
+            );
+            assert_eq!(num(&s, "remote mappings"), 0, "n{k}: {s:?}");
+            assert!(num(&s, "net rpcs") > 0, "n{k}: no RPC went over TCP: {s:?}");
+        }
+        // Node 2 read 256 KiB of file data over its link.
+        let s2 = cache_stats(c, 2)?;
+        let rx: u64 = s2["net bytes sent/received"]
+            .split('/')
+            .nth(1)
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("bad byte counts: {s2:?}"));
+        assert!(
+            rx >= size,
+            "n2 received {rx} bytes for a {size}-byte file: {s2:?}"
+        );
+
+        // Metadata over TCP too.
+        c.exec_ok(1, "mkdir /d")?;
+        c.exec_ok(1, "write /d/x hello")?;
+        let ls = c.exec_ok(2, "ls /d")?.text();
+        assert!(ls.contains('x'), "ls /d on n2: {ls:?}");
+        c.exec_ok(2, "rm /d/x")?;
+        c.exec_ok(2, "rmdir /d")?;
+        let out = c.exec(1, "cat /d/x")?;
+        assert!(!out.is_ok(), "cat of a removed file succeeded: {out:?}");
+
+        // No mmap path in the network baseline.
+        let out = c.exec(2, "mmap-read /f")?;
+        let msg = out
+            .error_message()
+            .unwrap_or_else(|| panic!("mmap-read succeeded in net mode: {out:?}"));
+        assert!(msg.contains("not supported"), "mmap-read error: {msg:?}");
+
+        let rpc = c.exec_ok(2, "bench rpc 50")?.text();
+        assert!(rpc.contains("over tcp: n=50 "), "bench rpc: {rpc:?}");
+        Ok(())
+    });
+}
+
+/// Close-to-open: a reader that opens after the writer closed sees the new
+/// bytes, even though it cached the old ones.
+#[test]
+fn net_mode_close_to_open() {
+    with_cluster(opts("net-cto"), |c| {
+        c.exec_ok(1, "write /c old-contents")?;
+        assert_eq!(
+            c.exec_ok(2, "cat /c")?.lines,
+            vec!["old-contents".to_string()]
+        );
+        c.exec_ok(1, "write /c new-contents")?;
+        assert_eq!(
+            c.exec_ok(2, "cat /c")?.lines,
+            vec!["new-contents".to_string()]
+        );
+        // fio over TCP: a small write job, then the file reads back.
+        let out = c
+            .exec_ok(
+                1,
+                "fio --name=w --rw=write --bs=64k --size=512k --filename=/j --ioengine=psync",
+            )?
+            .text();
+        assert!(
+            out.contains("RESULT {"),
+            "fio printed no RESULT line: {out}"
+        );
+        let (_, size) = sum(c, 2, "/j")?;
+        assert_eq!(size, 512 * 1024, "n2 sees the size fio wrote on n1");
+        Ok(())
+    });
+}
+
+/// A dead directory is a clear error after the RPC timeout, not a hang.
+#[test]
+fn net_mode_directory_killed() {
+    with_cluster(
+        opts("net-killdir").append_extra("rpc_timeout_ms=3000"),
+        |c| {
+            c.exec_ok(1, "ls /")?;
+            c.kill_directory()?;
+            let out = c.exec_timeout(1, b"cat /hello.txt", Duration::from_secs(40))?;
+            let msg = out
+                .error_message()
+                .unwrap_or_else(|| panic!("cat succeeded without a directory: {out:?}"));
+            assert!(
+                msg.contains("directory unavailable"),
+                "unexpected error: {msg:?}"
+            );
+            c.exec_timeout(1, b"uptime", Duration::from_secs(30))?
+                .into_result()?;
+            Ok(())
+        },
+    );
+}
