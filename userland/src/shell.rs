@@ -254,7 +254,7 @@ static COMMANDS: &[Command] = &[
     Command {
         name: "bench inv",
         usage: "bench inv PATH",
-        help: "time a synchronous invalidation of every page of PATH this node owns, one at a time",
+        help: "time a synchronous invalidation of every page of PATH this node owns, one at a time (private/net: drop each page of our own copy)",
         min_args: 1,
         max_args: 1,
         run: cmd_bench_inv,

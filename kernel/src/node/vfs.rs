@@ -114,6 +114,20 @@ impl Vfs {
         self.mode
     }
 
+    /// Drop page `idx` of `ino` from the private cache (private and net
+    /// modes); true if it was cached.
+    pub fn invalidate_page(&mut self, ino: u64, idx: u64) -> bool {
+        let gone = self
+            .cache
+            .get_mut(&ino)
+            .and_then(|c| c.pages.remove(&idx))
+            .is_some();
+        if gone {
+            self.cached_pages -= 1;
+        }
+        gone
+    }
+
     /// Private-mode counters: (page hits, pages fetched, pages cached).
     pub fn private_stats(&self) -> (u64, u64, usize) {
         (self.hits, self.misses, self.cached_pages)
