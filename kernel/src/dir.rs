@@ -116,9 +116,12 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() {
             last_work = now;
-        } else if now - last_work > spin_cycles {
-            // Idle: halt until the next tick or a NIC's interrupt (net
-            // mode: every link's wakeup is armed first).
+        } else if now - last_work > spin_cycles || !links.is_empty() {
+            // Idle: halt until the next tick or a NIC's interrupt. In net
+            // mode at once, with every link's wakeup armed first: a network
+            // server sleeps on its NICs, and spinning would keep this
+            // instance's QEMU I/O thread, which carries the frames, off
+            // the core.
             x86_64::instructions::interrupts::disable();
             let mut busy = false;
             for l in links.iter_mut() {

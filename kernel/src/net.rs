@@ -26,8 +26,6 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Add
 use crate::arch::{cpu, time};
 use crate::drivers::net::Nic;
 
-/// Spin this long for an answer before halting until the NIC interrupts.
-const SPIN_NS: u64 = 200_000;
 /// TCP send and receive buffer size (room for several 64 KiB frames; the
 /// window scale option lets the peer use all of it).
 const SOCK_BUF: usize = 256 * 1024;
@@ -243,7 +241,6 @@ impl NetConn {
         let deadline = time::now_ns() + self.timeout_ns;
         self.connect(deadline)?;
         let frame = self.client.request(req);
-        let spin_from = time::now_ns();
         let mut off = 0;
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -288,11 +285,9 @@ impl NetConn {
                 return Err(self.drop_connection("no answer before the RPC timeout"));
             }
             if !self.stack.due() {
-                if time::now_ns() - spin_from < SPIN_NS {
-                    cpu::pause();
-                } else {
-                    self.stack.idle();
-                }
+                // Halt at once: spinning here would keep this instance's
+                // QEMU I/O thread, which carries the answer, off the core.
+                self.stack.idle();
             }
         }
     }

@@ -281,7 +281,7 @@ pub fn init_timer(hook: fn(), hz: u32) {
     outb(0xA1, 2);
     outb(0x21, 0x01);
     outb(0xA1, 0x01);
-    outb(0x21, 0xFE); // only IRQ 0
+    outb(0x21, 0xFE); // only IRQ 0 (claimed device lines unmask when re-armed)
     outb(0xA1, 0xFF);
     let divisor = (super::time::PIT_HZ / hz.max(19) as u64).min(0xFFFF) as u16;
     outb(0x43, 0x34); // channel 0, lo/hi, rate generator
@@ -321,6 +321,10 @@ pub fn rearm_irq(line: u8) {
     super::cpu::without_interrupts(|| {
         IRQ_FIRED.fetch_and(!(1 << line), Ordering::Relaxed);
         set_pic_mask(line, false);
+        if line >= 8 {
+            // The cascade, in case the PIC was reprogrammed since the claim.
+            set_pic_mask(2, false);
+        }
     });
 }
 

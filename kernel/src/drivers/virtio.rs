@@ -63,9 +63,18 @@ pub fn probe_blk(root: &mut PciRoot<PortCam>) -> Result<Option<VirtioDisk>, &'st
     };
     pci::enable(root, df);
     let t = PciTransport::new::<KernelHal, _>(root, df).map_err(|_| "virtio-blk transport")?;
-    let blk = VirtIOBlk::<KernelHal, _>::new(t).map_err(|_| "virtio-blk init")?;
+    let mut blk = VirtIOBlk::<KernelHal, _>::new(t).map_err(|_| "virtio-blk init")?;
+    // The driver polls for completions. Without this, every completion
+    // would leave the (level-triggered, possibly shared) INTx line
+    // asserted, and a NIC on the same line could no longer wake us.
+    blk.disable_interrupts();
+    blk.ack_interrupt();
     let sectors = blk.capacity();
-    log::info!("virtio-blk at {df}: {} MiB", sectors / 2048);
+    log::info!(
+        "virtio-blk at {df} (irq {}): {} MiB",
+        pci::interrupt_line(df),
+        sectors / 2048
+    );
     Ok(Some(VirtioDisk {
         blk,
         blocks: sectors / (BLOCK_SIZE as u64 / 512),
