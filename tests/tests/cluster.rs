@@ -376,6 +376,8 @@ fn launcher_rejects_bad_flags() {
         vec!["-e", "nonsense"],
         vec!["-e", "3: ls"],
         vec!["--accel", "foo"],
+        vec!["--mode", "nfs"],
+        vec!["--storage", "floppy"],
         vec!["--shm-mb", "24"],
         vec!["--mem-mb", "abc"],
         vec!["--console", "9"],
