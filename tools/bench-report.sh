@@ -2,19 +2,21 @@
 # tools/bench-report.sh: build everything, run onecopy-bench, say where the
 # report is.
 #
-#   tools/bench-report.sh [--quick] [--out DIR] [--modes strong,relaxed,private]
+#   tools/bench-report.sh [--quick] [--out DIR] [--modes strong,relaxed,private,net]
 #                         [--storage P] [--cxl-latency-ns N] [--keep-runs]
 #
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
 # --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
-# results/<YYYY-MM-DD-HHMMSS>/, UTC). --quick takes about a minute on 2 cores
-# with TCG, the full run about ten minutes. Exit status: that of
-# onecopy-bench (0 complete, 1 some figure missing or failed, 2 usage).
+# results/<YYYY-MM-DD-HHMMSS>/, UTC). Modes by default: strong, relaxed,
+# private and net (the TCP/IP baseline). --quick takes about 80 s on 2
+# cores with TCG; the full run took about ten minutes with three modes, net
+# adds a fourth. Exit status: that of onecopy-bench (0 complete, 1 some
+# figure missing or failed, 2 usage).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 for a in "$@"; do
     case "$a" in
-        -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
 done
 cd "$ROOT"

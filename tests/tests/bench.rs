@@ -1,7 +1,8 @@
 //! Smoke test of `onecopy-bench --quick`: every expected figure is
 //! produced and is a number (or n/a where the mode has no such operation),
-//! and results.json, report.md and the PNG charts exist. It boots nine
-//! clusters one after the other (about a minute on 2 cores with TCG), so
+//! and results.json, report.md and the PNG charts exist. It boots twelve
+//! clusters one after the other, three per mode (strong, relaxed, private,
+//! net; about 80 s on 2 cores with TCG), so
 //! it only runs when `ONECOPY_BENCH_SMOKE=1` is set; otherwise it returns
 //! at once, saying so on stderr:
 //!
@@ -69,9 +70,14 @@ fn quick_bench_produces_every_figure() {
     );
     assert_eq!(json["quick"], Value::Bool(true));
     let figures = json["figures"].as_array().expect("figures");
+    assert_eq!(
+        json["modes"],
+        serde_json::json!(["strong", "relaxed", "private", "net"]),
+        "default modes"
+    );
     // host ping-pong + per mode: 36 fio, 4 bench read, 3 bench inv, ring,
-    // dir, 3 larger-than-pool passes.
-    assert_eq!(figures.len(), 1 + 3 * (36 + 4 + 3 + 2 + 3), "figure count");
+    // rpc, dir, 3 larger-than-pool passes.
+    assert_eq!(figures.len(), 1 + 4 * (36 + 4 + 3 + 3 + 3), "figure count");
     for f in figures {
         let id = f["id"].as_str().expect("id");
         match f["status"].as_str() {
@@ -88,6 +94,16 @@ fn quick_bench_produces_every_figure() {
                 );
             }
             other => panic!("{id}: status {other:?}: {}", f["error"]),
+        }
+        if f["mode"] == "net" && f["status"] == "ok" {
+            assert!(
+                f["ratio_vs_private"].as_f64().is_some_and(f64::is_finite),
+                "{id}: no ratio vs private"
+            );
+        }
+        if f["workload"] == "bench rpc" {
+            let want = if f["mode"] == "net" { "tcp" } else { "ring" };
+            assert_eq!(f["params"]["transport"], want, "{id}: transport");
         }
         if f["group"] == "fio" && f["status"] == "ok" {
             assert!(f["raw"]["read"].is_object(), "{id}: RESULT json kept");
@@ -107,8 +123,32 @@ fn quick_bench_produces_every_figure() {
     ] {
         assert!(report.contains(section), "report.md lacks {section}");
     }
+    // net beside the others in the headline table and the tables.
+    for needle in [
+        "strong vs net",
+        "net vs private",
+        "| bench rpc | empty request round trip over tcp | net |",
+        "| bench rpc | empty request round trip over ring | private |",
+        "over TCP (net)",
+    ] {
+        assert!(report.contains(needle), "report.md lacks '{needle}'");
+    }
+    let heads = json["headlines"].as_array().expect("headlines");
+    for (mode, base) in [("strong", "net"), ("strong", "private"), ("net", "private")] {
+        assert!(
+            heads.iter().any(|h| h["mode"] == mode
+                && h["baseline"] == base
+                && h["key"] == "chr-bandwidth"
+                && h["ratio"].as_f64().is_some()),
+            "no CH-R bandwidth headline {mode} vs {base}"
+        );
+    }
     let plots = json["plots"].as_array().expect("plots");
-    assert_eq!(plots.len(), 14, "12 fio charts + 2 reclaim charts");
+    assert_eq!(
+        plots.len(),
+        15,
+        "12 fio charts + 2 reclaim charts + round trips"
+    );
     for p in plots {
         let p = out.join(p.as_str().expect("plot name"));
         assert!(is_png(&p), "{} is not a PNG", p.display());

@@ -178,14 +178,15 @@ pub const GROUP_HOST: &str = "host";
 
 /// True where a mode has no such operation by design, so that the node's
 /// `not supported` answer is recorded as n/a rather than a failure:
-/// private mode has no mmap path, no page invalidation and no page
-/// directory; relaxed mode cannot write a peer's frame through a mapping
-/// (its writes need a private copy).
+/// private and net modes (independent per-node caches) have no mmap path
+/// and no page directory; relaxed mode cannot write a peer's frame through
+/// a mapping (its writes need a private copy). `bench inv` exists in every
+/// mode: in private and net it drops one page of the node's own copy (the
+/// baseline's invalidation, DPC's 11 us), so it must be a number there too.
 pub fn na_allowed(group: &str, mode: &str, workload: &str, engine: Option<&str>) -> bool {
     match mode {
-        "private" => {
+        "private" | "net" => {
             (group == GROUP_FIO && engine == Some("mmap"))
-                || group == GROUP_INV
                 || (group == GROUP_DIR && workload == "bench dir")
         }
         "relaxed" => group == GROUP_FIO && engine == Some("mmap") && workload.starts_with("write-"),
@@ -197,8 +198,13 @@ pub fn na_allowed(group: &str, mode: &str, workload: &str, engine: Option<&str>)
 pub fn na_reason(group: &str, mode: &str) -> &'static str {
     match (mode, group) {
         ("private", GROUP_FIO) => "private mode has no mmap path",
-        ("private", GROUP_INV) => "private mode has no page invalidation (its caches are independent)",
         ("private", GROUP_DIR) => "private mode has no page directory",
+        ("net", GROUP_FIO) => {
+            "net mode has no mmap path (like private mode; its file data comes only through TCP requests to the file server)"
+        }
+        ("net", GROUP_DIR) => {
+            "net mode has no page directory (the directory serves files over TCP/IP only)"
+        }
         ("relaxed", GROUP_FIO) => {
             "relaxed mode: a store through a mapping cannot go to a peer's frame (relaxed writes need a private copy)"
         }
@@ -406,14 +412,18 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
-/// Formats a ratio: `2.61x`.
+/// Formats a ratio: `2.61x`; below 0.1 with two significant digits
+/// (`0.0072x`), so that a small ratio never shows as `0.00x`.
 pub fn fmt_ratio(r: f64) -> String {
     if r >= 100.0 {
         format!("{r:.0}x")
     } else if r >= 10.0 {
         format!("{r:.1}x")
-    } else {
+    } else if r >= 0.1 || r <= 0.0 || !r.is_finite() {
         format!("{r:.2}x")
+    } else {
+        let decimals = ((-r.log10().floor()) as usize + 1).min(12);
+        format!("{r:.decimals$}x")
     }
 }
 
@@ -462,11 +472,31 @@ mod tests {
         assert!(na_allowed(GROUP_FIO, "relaxed", "write-bw", Some("mmap")));
         assert!(!na_allowed(GROUP_FIO, "relaxed", "read-bw", Some("mmap")));
         assert!(!na_allowed(GROUP_FIO, "strong", "write-bw", Some("mmap")));
-        assert!(na_allowed(GROUP_INV, "private", "bench inv", None));
+        assert!(!na_allowed(GROUP_INV, "private", "bench inv", None));
         assert!(!na_allowed(GROUP_INV, "strong", "bench inv", None));
         assert!(na_allowed(GROUP_DIR, "private", "bench dir", None));
         assert!(!na_allowed(GROUP_DIR, "private", "bench ring", None));
         assert!(!na_reason(GROUP_FIO, "relaxed").is_empty());
+        // net: like private.
+        assert!(na_allowed(GROUP_FIO, "net", "read-lat", Some("mmap")));
+        assert!(na_allowed(GROUP_FIO, "net", "write-bw", Some("mmap")));
+        assert!(!na_allowed(GROUP_FIO, "net", "read-lat", Some("libaio")));
+        assert!(!na_allowed(GROUP_INV, "net", "bench inv", None));
+        assert!(na_allowed(GROUP_DIR, "net", "bench dir", None));
+        assert!(!na_allowed(GROUP_DIR, "net", "bench ring", None));
+        assert!(!na_allowed(GROUP_DIR, "net", "bench rpc", None));
+        assert!(!na_allowed(GROUP_DIR, "net", "bench read", None));
+        assert!(!na_allowed(
+            GROUP_BIG,
+            "net",
+            "seq read > pool",
+            Some("libaio")
+        ));
+        for g in [GROUP_FIO, GROUP_DIR] {
+            assert!(na_reason(g, "net").starts_with("net mode has no"), "{g}");
+        }
+        assert_eq!(na_reason(GROUP_INV, "net"), "");
+        assert_eq!(na_reason(GROUP_BIG, "net"), "");
     }
 
     #[test]
@@ -489,5 +519,9 @@ mod tests {
         assert_eq!(fmt_ratio(2.6), "2.60x");
         assert_eq!(fmt_ratio(72.8), "72.8x");
         assert_eq!(fmt_ratio(123.4), "123x");
+        assert_eq!(fmt_ratio(0.1), "0.10x");
+        assert_eq!(fmt_ratio(0.0072), "0.0072x");
+        assert_eq!(fmt_ratio(0.000_672), "0.00067x");
+        assert_eq!(fmt_ratio(0.05), "0.050x");
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 /// Usage text (`--help`).
 pub const USAGE: &str = "\
-usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private]
+usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
                      [--keep-runs]
@@ -18,16 +18,20 @@ fio latency / bandwidth / IOPS, reads and writes, libaio and mmap, in the
 residency scenarios CM, CM-R and CH-R (DPC Fig. 6-9); the reclaim cost
 (bench inv with 0, 1, 2 sharers; sequential read of a file larger than
 the node's pool, DPC 6.2.5); the directory microbenchmarks (bench ring,
-bench read CM-R, bench dir) next to the host ping-pong.
+bench rpc: an empty file-server request over the mode's transport, the
+rings or TCP; bench read CM-R, bench dir) next to the host ping-pong.
+Baselines: private (independent per-node caches filled through the
+directory's file server over the shared-memory rings, virtiofs-like) and
+net (the same over TCP/IP on virtio-net, NFS-like).
 
   --quick            scaled down: 2 jobs x 1 MiB, a 1 MiB latency file, one
-                     run of each workload (about a minute); also a smoke
+                     run of each workload (about 80 s); also a smoke
                      test. Default: 8 jobs x 1 MiB, an 8 MiB latency file,
                      5 runs of each workload (median)
   --out DIR          results folder (default results/<YYYY-MM-DD-HHMMSS>/
                      under the repository root, UTC)
-  --modes LIST       comma-separated modes (default strong,relaxed,private);
-                     ratios vs private need private in the list
+  --modes LIST       comma-separated modes (default strong,relaxed,private,net);
+                     ratios vs private / vs net need that mode in the list
   --storage P        qemu-run.sh --storage profile (default none)
   --cxl-latency-ns N qemu-run.sh --cxl-latency-ns (default 0)
   --jobs N           jobs of the bandwidth / IOPS workloads (1..=64)
@@ -43,7 +47,11 @@ usage. Needs the release kernel, mkfs and onecopy-ctl built
 (tools/bench-report.sh builds them).";
 
 /// The page-cache modes onecopy-bench knows.
-pub const MODES: &[&str] = &["strong", "relaxed", "private"];
+pub const MODES: &[&str] = &["strong", "relaxed", "private", "net"];
+
+/// The baselines (independent per-node caches, no single copy): ratios
+/// are given against them, in this order.
+pub const BASELINES: &[&str] = &["private", "net"];
 
 /// Storage profiles of qemu-run.sh.
 pub const STORAGE: &[&str] = &["none", "nvme", "sata-ssd", "sas-raid"];
@@ -134,7 +142,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 for m in v.split(',').map(str::trim) {
                     if !MODES.contains(&m) {
                         return Err(format!(
-                            "--modes: unknown mode '{m}' (strong, relaxed, private)"
+                            "--modes: unknown mode '{m}' ({})",
+                            MODES.join(", ")
                         ));
                     }
                     if !modes.iter().any(|x| x == m) {
@@ -228,6 +237,11 @@ pub struct Params {
     pub ring_rounds: u32,
     /// `bench ring` runs (median of their medians is the figure).
     pub ring_repeats: u32,
+    /// `bench rpc` round trips per run (an empty file-server request over
+    /// the mode's transport: far slower over TCP than through the rings).
+    pub rpc_rounds: u32,
+    /// `bench rpc` runs (median of their medians is the figure).
+    pub rpc_repeats: u32,
     /// `bench dir` rounds.
     pub dir_rounds: u32,
     /// Host ping-pong rounds per run.
@@ -259,6 +273,8 @@ impl Params {
                 inv_size: 256 << 10,
                 ring_rounds: 20_000,
                 ring_repeats: 3,
+                rpc_rounds: 1000,
+                rpc_repeats: 3,
                 dir_rounds: 3,
                 pingpong_rounds: 200_000,
                 pingpong_repeats: 3,
@@ -279,6 +295,8 @@ impl Params {
                 inv_size: MIB,
                 ring_rounds: 20_000,
                 ring_repeats: 3,
+                rpc_rounds: 2000,
+                rpc_repeats: 3,
                 dir_rounds: 10,
                 pingpong_rounds: 200_000,
                 pingpong_repeats: 3,
@@ -331,6 +349,8 @@ impl Params {
             "inv_size_bytes": self.inv_size,
             "ring_rounds": self.ring_rounds,
             "ring_repeats": self.ring_repeats,
+            "rpc_rounds": self.rpc_rounds,
+            "rpc_repeats": self.rpc_repeats,
             "dir_rounds": self.dir_rounds,
             "pingpong_rounds": self.pingpong_rounds,
             "pingpong_repeats": self.pingpong_repeats,
@@ -399,9 +419,26 @@ mod tests {
     }
 
     #[test]
+    fn modes() {
+        assert_eq!(
+            BenchOpts::default().modes,
+            vec!["strong", "relaxed", "private", "net"]
+        );
+        let Ok(Parsed::Run(o)) = p(&["--modes", "net, strong,net"]) else {
+            panic!("should parse")
+        };
+        assert_eq!(o.modes, vec!["net", "strong"]);
+        let e = p(&["--modes", "nfs"]).unwrap_err();
+        assert!(e.contains("strong, relaxed, private, net"), "{e}");
+        assert!(USAGE.contains("strong,relaxed,private,net"));
+        assert!(BASELINES.iter().all(|b| MODES.contains(b)));
+    }
+
+    #[test]
     fn bad_arguments() {
         for bad in [
-            &["--modes", "net"][..],
+            &["--modes", "nfs"][..],
+            &["--modes", "strong,"],
             &["--modes"],
             &["--storage", "floppy"],
             &["--cxl-latency-ns", "-1"],

@@ -71,6 +71,33 @@ pub fn summary(lines: &[String], label: &str) -> Result<Summary, String> {
     })
 }
 
+/// `bench rpc`'s line, `rpc round trip over TRANSPORT: n=.. median=.. ns
+/// p99=.. ns min=.. ns max=.. ns`: the transport (`ring` or `tcp`) and the
+/// summary.
+pub fn rpc_summary(lines: &[String]) -> Result<(String, Summary), String> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| Regex::new(r"rpc round trip over ([A-Za-z0-9_-]+):").unwrap());
+    let (line, transport) = lines
+        .iter()
+        .find_map(|l| re.captures(l).map(|c| (l, c[1].to_string())))
+        .ok_or_else(|| "no 'rpc round trip over ...:' line in the output".to_string())?;
+    let s = summary(std::slice::from_ref(line), "rpc round trip over")?;
+    if s.n == 0 {
+        return Err(format!("no samples in '{}'", line.trim()));
+    }
+    Ok((transport, s))
+}
+
+/// The file transport `bench rpc` must report in a mode: TCP in net mode,
+/// the shared-memory rings in the others.
+pub fn rpc_transport(mode: &str) -> &'static str {
+    if mode == "net" {
+        "tcp"
+    } else {
+        "ring"
+    }
+}
+
 /// `directory page ops: n=N in U us = R ops/s`: (ops, us, ops/s).
 pub fn dir_ops(lines: &[String]) -> Result<(u64, u64, f64), String> {
     static RE: OnceLock<Regex> = OnceLock::new();
@@ -172,6 +199,34 @@ mod tests {
         assert_eq!(h.median, 95.0);
         assert!(summary(&l(&["read 4k: n=0"]), "read 4k:").is_err());
         assert!(summary(&l(&[]), "read 4k:").is_err());
+    }
+
+    #[test]
+    fn rpc_lines() {
+        let (t, s) = rpc_summary(&l(&[
+            "n1> bench rpc 1000",
+            "rpc round trip over tcp: n=1000 median=740395 ns p99=8809094 ns min=218328 ns max=12271112 ns",
+        ]))
+        .unwrap();
+        assert_eq!(t, "tcp");
+        assert_eq!((s.n, s.median, s.p99), (1000, 740395.0, Some(8809094.0)));
+        let (t, s) = rpc_summary(&l(&[
+            "rpc round trip over ring: n=20 median=2150 ns p99=2800 ns min=1980 ns max=5085 ns",
+        ]))
+        .unwrap();
+        assert_eq!((t.as_str(), s.median, s.mean), ("ring", 2150.0, None));
+        // bench ring's line is not bench rpc's.
+        assert!(rpc_summary(&l(&[
+            "ring round trip: n=2000 median=2150 ns p99=28026 ns min=1980 ns max=5085674 ns"
+        ]))
+        .is_err());
+        assert!(rpc_summary(&l(&["rpc round trip over tcp: n=0"])).is_err());
+        assert!(rpc_summary(&l(&["rpc round trip over tcp: n=0 median=5 ns"])).is_err());
+        assert!(rpc_summary(&l(&[])).is_err());
+        assert_eq!(rpc_transport("net"), "tcp");
+        for m in ["strong", "relaxed", "private"] {
+            assert_eq!(rpc_transport(m), "ring");
+        }
     }
 
     #[test]

@@ -16,10 +16,15 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
 use super::model::{
-    figure_id, fmt_value, Figure, Kind, ENGINES, GROUP_BIG, GROUP_FIO, GROUP_INV, SCENARIOS,
-    WORKLOADS,
+    figure_id, fmt_value, Figure, Kind, ENGINES, GROUP_BIG, GROUP_DIR, GROUP_FIO, GROUP_INV,
+    SCENARIOS, WORKLOADS,
 };
 use super::opts::Params;
+use super::runner::RPC_SCENARIO;
+
+/// File name of the round-trip chart (bench ring, bench rpc, bench read
+/// CM-R per mode).
+pub const ROUND_TRIPS_PNG: &str = "round-trips.png";
 
 /// Fonts tried, in order.
 pub const FONT_CANDIDATES: &[&str] = &[
@@ -60,6 +65,7 @@ pub fn mode_color(mode: &str) -> RGBColor {
         "strong" => RGBColor(31, 119, 180),
         "relaxed" => RGBColor(255, 127, 14),
         "private" => RGBColor(120, 120, 120),
+        "net" => RGBColor(148, 103, 189),
         _ => RGBColor(44, 160, 44),
     }
 }
@@ -411,7 +417,7 @@ pub fn draw_all(
             ),
             y_label: "bandwidth (MiB/s), higher is better".into(),
             groups: big.iter().map(|s| s.to_string()).collect(),
-            series,
+            series: series.clone(),
             values: big
                 .iter()
                 .map(|sc| {
@@ -423,6 +429,34 @@ pub fn draw_all(
                                 &figure_id(GROUP_BIG, m, "seq read > pool", Some("libaio"), sc),
                             )
                         })
+                        .collect()
+                })
+                .collect(),
+        },
+    );
+    // Round trips to the directory: the control rings, the file transport
+    // (rings, or TCP in net mode), a one-page CM-R read; all in us.
+    let trips: [(&str, &str, &str, f64); 3] = [
+        ("ring (bench ring)", "bench ring", "empty round trip", 1e-3),
+        ("file request (bench rpc)", "bench rpc", RPC_SCENARIO, 1e-3),
+        ("4 KiB read CM-R (bench read)", "bench read", "CM-R", 1.0),
+    ];
+    one(
+        ROUND_TRIPS_PNG.into(),
+        Bars {
+            title: "Round trips to the directory: rings vs TCP".into(),
+            subtitle: format!(
+                "medians; bench rpc over the rings, over TCP/IP in net mode; {run_label}"
+            ),
+            y_label: "median (us), lower is better".into(),
+            groups: trips.iter().map(|t| t.0.to_string()).collect(),
+            series,
+            values: trips
+                .iter()
+                .map(|(_, b, sc, mul)| {
+                    modes
+                        .iter()
+                        .map(|m| find(figs, &figure_id(GROUP_DIR, m, b, None, sc)).map(|v| v * mul))
                         .collect()
                 })
                 .collect(),
@@ -461,6 +495,13 @@ mod tests {
         assert_eq!(tick_label(1000.0), "1k");
         assert_eq!(tick_label(0.01), "0.01");
         assert_eq!(tick_label(2.5), "2.5");
+        let colours: Vec<RGBColor> = crate::bench::opts::MODES
+            .iter()
+            .map(|m| mode_color(m))
+            .collect();
+        for (i, c) in colours.iter().enumerate() {
+            assert!(!colours[i + 1..].contains(c), "two modes share a colour");
+        }
     }
 
     #[test]
@@ -481,6 +522,40 @@ mod tests {
         draw(&path, &b).unwrap();
         let bytes = fs::read(&path).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_chart_has_every_mode() {
+        let dir = crate::unique_run_dir("bench-plot-all").unwrap();
+        let modes: Vec<String> = crate::bench::opts::MODES
+            .iter()
+            .map(|m| m.to_string())
+            .collect();
+        let mut figs = Vec::new();
+        for m in &modes {
+            let mut f = Figure::new(
+                GROUP_DIR,
+                m,
+                "bench rpc",
+                None,
+                RPC_SCENARIO,
+                "m",
+                "ns",
+                true,
+            );
+            f.status = crate::bench::model::Status::Ok(if m == "net" { 7e5 } else { 2e3 });
+            figs.push(f);
+        }
+        let p = Params::new(true);
+        let (files, errors) = draw_all(&dir, &figs, &modes, &p, "unit test");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(files.len(), 15, "12 fio + 2 reclaim + round trips");
+        assert!(files.iter().any(|f| f == ROUND_TRIPS_PNG));
+        for f in &files {
+            let bytes = fs::read(dir.join(f)).unwrap();
+            assert_eq!(&bytes[1..4], b"PNG", "{f}");
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -23,6 +23,9 @@ use crate::{
 
 const MIB: f64 = 1_048_576.0;
 
+/// Scenario of the `bench rpc` figure.
+pub const RPC_SCENARIO: &str = "empty request round trip";
+
 /// Everything one run measured.
 #[derive(Debug)]
 pub struct Runner {
@@ -676,6 +679,11 @@ impl Runner {
             fig.params = file_params.clone();
             fig.params["sharers_idle"] = json!(true);
             fig.params["tick_hz"] = json!(1000);
+            fig.params["operation"] = json!(if super::opts::BASELINES.contains(&mode) {
+                "drop one page of node 1's own cached copy (the baseline's invalidation, no protocol; the other nodes' copies are independent)"
+            } else {
+                "synchronous invalidation through the directory (sharers unmap first)"
+            });
             fig.command = format!("n1: bench inv {f}");
             fig.busy_instances = Some(2);
             fig.status = match &setup_err {
@@ -728,6 +736,7 @@ impl Runner {
             (None, None) => Status::Failed("no bench ring result".into()),
         };
         self.push(fig);
+        self.bench_rpc(&mut s, mode);
         // bench dir: batched page requests for a file node 1 owns.
         let mut fig = Figure::new(
             GROUP_DIR,
@@ -763,6 +772,71 @@ impl Runner {
         self.push(fig);
         let stats = self.stats(&mut s, &[(1, "dir stats"), (1, "cache stats")]);
         self.finish(s, stats);
+    }
+
+    /// `bench rpc`: an empty request to the file server over the mode's
+    /// file transport (the rings, or TCP in net mode); median of the runs'
+    /// medians. A transport other than the mode's fails the figure.
+    fn bench_rpc(&mut self, s: &mut Session, mode: &str) {
+        let p = self.params.clone();
+        let want = parse::rpc_transport(mode);
+        let mut fig = Figure::new(
+            GROUP_DIR,
+            mode,
+            "bench rpc",
+            None,
+            RPC_SCENARIO,
+            "median round trip (median of runs)",
+            "ns",
+            true,
+        );
+        fig.context = s.ctx.clone();
+        fig.params = json!({
+            "rounds": p.rpc_rounds,
+            "repeats": p.rpc_repeats,
+            "expected_transport": want,
+        });
+        fig.command = format!("n1: bench rpc {} (x{})", p.rpc_rounds, p.rpc_repeats);
+        fig.busy_instances = Some(2);
+        let mut medians = Vec::new();
+        let mut p99s = Vec::new();
+        let mut lines = Vec::new();
+        let mut transports = Vec::new();
+        let mut err = None;
+        for _ in 0..p.rpc_repeats {
+            match s.run(1, &format!("bench rpc {}", p.rpc_rounds)) {
+                Ok(o) => {
+                    match parse::rpc_summary(&o.lines) {
+                        Ok((t, x)) => {
+                            if t != want {
+                                err = Some(format!(
+                                    "bench rpc went over '{t}', expected '{want}' in {mode} mode"
+                                ));
+                            }
+                            transports.push(t);
+                            medians.push(x.median);
+                            p99s.extend(x.p99);
+                        }
+                        Err(e) => err = Some(e),
+                    }
+                    lines.extend(o.lines);
+                }
+                Err(e) => err = Some(e),
+            }
+        }
+        transports.dedup();
+        fig.params["transport"] = json!(transports.join(","));
+        fig.params["medians_ns"] = json!(medians);
+        if let Some(m) = parse::median(&p99s) {
+            fig.params["p99_ns_median_of_runs"] = json!(m);
+        }
+        fig.raw = json!(lines);
+        fig.status = match (parse::median(&medians), err) {
+            (Some(m), None) => Status::Ok(m),
+            (_, Some(e)) => Status::Failed(e),
+            (None, None) => Status::Failed("no bench rpc result".into()),
+        };
+        self.push(fig);
     }
 
     // ------------------------------------------------------ larger than pool
@@ -881,6 +955,7 @@ impl Runner {
                 None,
                 "empty round trip",
             ));
+            ids.push(figure_id(GROUP_DIR, m, "bench rpc", None, RPC_SCENARIO));
             ids.push(figure_id(
                 GROUP_DIR,
                 m,
@@ -907,7 +982,8 @@ impl Runner {
 
     /// Problems that make the run incomplete: expected figures that are
     /// missing, failed or not a number (n/a is accepted only where the
-    /// mode has no such operation: private mode).
+    /// mode has no such operation: mmap and `bench dir` in private and net
+    /// modes, relaxed mmap writes).
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         for id in self.expected_ids() {
@@ -1101,7 +1177,7 @@ mod tests {
         };
         let mut r = Runner::new(o, PathBuf::from("/nonexistent"));
         let ids = r.expected_ids();
-        assert_eq!(ids.len(), 1 + 2 * (36 + 4 + 3 + 2 + 3));
+        assert_eq!(ids.len(), 1 + 2 * (36 + 4 + 3 + 3 + 3));
         assert_eq!(r.problems().len(), ids.len());
         for id in &ids {
             let parts: Vec<&str> = id.split('/').collect();
@@ -1121,5 +1197,60 @@ mod tests {
         r.figures[1].status = Status::Failed("boom".into());
         r.figures[2].status = Status::NotApplicable("x".into());
         assert_eq!(r.problems().len(), 2);
+    }
+
+    #[test]
+    fn net_mode_expected_and_not_applicable() {
+        let mut r = Runner::new(BenchOpts::default(), PathBuf::from("/nonexistent"));
+        let ids = r.expected_ids();
+        assert_eq!(ids.len(), 1 + 4 * (36 + 4 + 3 + 3 + 3));
+        for m in ["strong", "relaxed", "private", "net"] {
+            assert!(
+                ids.contains(&figure_id(GROUP_DIR, m, "bench rpc", None, RPC_SCENARIO)),
+                "{m}"
+            );
+        }
+        // What net mode does not have is n/a by design; the rest must be
+        // a number.
+        let na = |id: &str| {
+            let parts: Vec<&str> = id.split('/').collect();
+            (parts[1] == "private" || parts[1] == "net")
+                && (parts[3] == "mmap" || parts[2] == "bench dir")
+                || (parts[1] == "relaxed" && parts[3] == "mmap" && parts[2].starts_with("write-"))
+        };
+        for id in &ids {
+            let parts: Vec<&str> = id.split('/').collect();
+            let engine = (parts[3] != "-").then_some(parts[3]);
+            let mut f = Figure::new(
+                parts[0], parts[1], parts[2], engine, parts[4], "m", "u", true,
+            );
+            f.status = if na(id) {
+                Status::NotApplicable("not supported".into())
+            } else {
+                Status::Ok(1.0)
+            };
+            r.figures.push(f);
+        }
+        assert_eq!(r.problems(), Vec::<String>::new());
+        for bad in [
+            figure_id(GROUP_DIR, "net", "bench rpc", None, RPC_SCENARIO),
+            figure_id(GROUP_DIR, "net", "bench read", None, "CM-R"),
+            figure_id(GROUP_INV, "net", "bench inv", None, "1 sharer"),
+            figure_id(GROUP_INV, "private", "bench inv", None, "0 sharers"),
+            figure_id(GROUP_FIO, "net", "read-bw", Some("libaio"), "CH-R"),
+            figure_id(
+                GROUP_BIG,
+                "net",
+                "seq read > pool",
+                Some("libaio"),
+                "after node 1 read it",
+            ),
+        ] {
+            let i = r.figures.iter().position(|f| f.id == bad).unwrap();
+            let saved = r.figures[i].status.clone();
+            r.figures[i].status = Status::NotApplicable("not supported".into());
+            assert_eq!(r.problems().len(), 1, "{bad}");
+            r.figures[i].status = saved;
+        }
     }
 }
