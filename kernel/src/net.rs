@@ -26,9 +26,9 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Add
 use crate::arch::{cpu, time};
 use crate::drivers::net::Nic;
 
-/// TCP send and receive buffer size (room for several 64 KiB frames; the
+/// TCP send and receive buffer size (room for a 64 KiB frame and more; the
 /// window scale option lets the peer use all of it).
-const SOCK_BUF: usize = 256 * 1024;
+const SOCK_BUF: usize = 128 * 1024;
 
 /// smoltcp's clock.
 fn now() -> Instant {
