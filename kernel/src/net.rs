@@ -30,6 +30,10 @@ use crate::drivers::net::Nic;
 /// window scale option lets the peer use all of it).
 const SOCK_BUF: usize = 128 * 1024;
 
+/// Answers the directory queues for one link before it stops reading
+/// that link's requests.
+const OUT_MAX: usize = 1 << 20;
+
 /// smoltcp's clock.
 fn now() -> Instant {
     Instant::from_micros((time::now_ns() / 1000) as i64)
@@ -332,14 +336,14 @@ impl DirLink {
 
     /// Arm this link's wakeup; true if work is already waiting.
     pub fn arm(&mut self) -> bool {
-        self.out_off < self.out.len() || self.stack.arm()
+        self.out_off < self.out.len() || self.stack.arm() || self.stack.socket().can_recv()
     }
 
     /// Serve what arrived on this link: `handle` answers one request frame.
     /// Returns the number of frames served.
     pub fn serve(&mut self, mut handle: impl FnMut(u32, &netfs::Frame) -> netfs::Frame) -> usize {
         let pending_out = self.out_off < self.out.len();
-        if !pending_out && !self.stack.due() {
+        if !pending_out && !self.stack.due() && !self.stack.socket().can_recv() {
             return 0;
         }
         self.stack.poll();
@@ -365,6 +369,11 @@ impl DirLink {
         }
         let mut buf = [0u8; 16 * 1024];
         loop {
+            // Backpressure: a peer that sends requests without reading the
+            // answers stops being read (TCP then throttles it).
+            if self.out.len() - self.out_off > OUT_MAX {
+                break;
+            }
             let s = self.stack.socket();
             if !s.can_recv() {
                 break;

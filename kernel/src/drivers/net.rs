@@ -85,6 +85,8 @@ impl Nic {
                 }
                 _ => {
                     log::error!("virtio-net: receive token {t} already in use");
+                    // The device may still write into it: never free it.
+                    core::mem::forget(buf);
                     false
                 }
             },
@@ -136,7 +138,11 @@ impl Nic {
                     *slot = Some(buf);
                     self.tx_frames += 1;
                 }
-                _ => log::error!("virtio-net: send token {t} already in use"),
+                _ => {
+                    log::error!("virtio-net: send token {t} already in use");
+                    // The device may still read it: never free it.
+                    core::mem::forget(buf);
+                }
             },
             Err(e) => log::warn!("virtio-net: send failed: {e:?}"),
         }
