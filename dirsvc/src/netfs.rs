@@ -30,6 +30,7 @@
 //! length read from the stream makes anything allocate more than
 //! [`MAX_PAYLOAD`] bytes.
 
+use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
@@ -437,7 +438,13 @@ pub struct NetClient {
     reader: FrameReader,
     next_tag: u32,
     pending: Option<Pending>,
+    /// Pipelined requests waiting for their answers, in the order sent
+    /// (the server answers a connection's frames in order).
+    batch: VecDeque<Pending>,
 }
+
+/// Most requests [`NetClient::request_batch`] puts in flight at once.
+pub const MAX_BATCH: usize = 64;
 
 impl NetClient {
     /// A client with empty slots.
@@ -474,8 +481,7 @@ impl NetClient {
     /// a request naming a bad slot or length goes out without payload and
     /// the server answers `Invalid`. Replaces any request still waiting.
     pub fn request(&mut self, req: &Request) -> Vec<u8> {
-        let tag = self.next_tag;
-        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        let tag = self.fresh_tag();
         let payload = request_payload(req)
             .and_then(|(slot, len)| self.bulk.bytes(slot, len as usize).ok())
             .unwrap_or_default();
@@ -526,11 +532,80 @@ impl NetClient {
         Ok(Some(resp))
     }
 
-    /// Drop the connection state (partial frames, the pending request) for
-    /// a reconnect. Staged slot contents and the tag counter are kept.
+    fn fresh_tag(&mut self) -> u32 {
+        let tag = self.next_tag;
+        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        tag
+    }
+
+    /// Start several requests at once (pipelining): the bytes of their
+    /// frames, to send together. Only requests that carry no payload
+    /// (reads, getattr, readdir, ...) can be pipelined, since the staging
+    /// slots hold one payload; at most [`MAX_BATCH`], and not while a
+    /// single request ([`NetClient::request`]) or another batch waits.
+    pub fn request_batch(&mut self, reqs: &[Request]) -> Result<Vec<u8>, Errno> {
+        if reqs.len() > MAX_BATCH || self.pending.is_some() || !self.batch.is_empty() {
+            return Err(Errno::Invalid);
+        }
+        if reqs.iter().any(|r| request_payload(r).is_some()) {
+            return Err(Errno::Invalid);
+        }
+        let mut out = Vec::new();
+        for req in reqs {
+            let tag = self.fresh_tag();
+            self.batch.push_back(Pending {
+                tag,
+                op: op_of(req),
+                slot: answer_slot(req),
+            });
+            encode_frame(&req.encode(tag), &[], &mut out);
+        }
+        Ok(out)
+    }
+
+    /// Requests of the current batch still waiting for their answers.
+    pub fn batch_pending(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// Take received bytes for a batch: appends every answer completed by
+    /// them to `done`, in request order, each with its payload (read data,
+    /// directory records). Errors as in [`NetClient::feed`].
+    pub fn feed_batch(
+        &mut self,
+        bytes: &[u8],
+        done: &mut Vec<(Response, Vec<u8>)>,
+    ) -> Result<(), Errno> {
+        self.reader.push(bytes);
+        loop {
+            let frame = match self.reader.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    log::warn!("net: {e}");
+                    return Err(Errno::Io);
+                }
+            };
+            let p = self.batch.pop_front().ok_or(Errno::Io)?;
+            let (tag, resp) = Response::decode(&frame.desc, p.op).map_err(|_| Errno::Io)?;
+            if tag != p.tag || frame.payload.len() != answer_len(p.op, &resp) {
+                return Err(Errno::Io);
+            }
+            let max = p.slot.map_or(0, |(_, max)| max);
+            if frame.payload.len() > max {
+                return Err(Errno::Io);
+            }
+            done.push((resp, frame.payload));
+        }
+    }
+
+    /// Drop the connection state (partial frames, the pending request or
+    /// batch) for a reconnect. Staged slot contents and the tag counter are
+    /// kept.
     pub fn reset(&mut self) {
         self.reader.reset();
         self.pending = None;
+        self.batch.clear();
     }
 }
 
@@ -704,6 +779,65 @@ mod tests {
 
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
         (0..n).map(|i| (i % 251) as u8 ^ seed).collect()
+    }
+
+    #[test]
+    fn pipelined_reads_come_back_in_order_with_their_data() {
+        let mut rig = Rig::new(41);
+        let ino = rig.create("/p");
+        let data = pattern(10 * 4096, 9);
+        rig.write(ino, 0, &data).unwrap();
+        let reqs: Vec<Request> = (0..12u64)
+            .map(|i| Request::Data {
+                op: Op::Read,
+                slot: 1,
+                ino,
+                offset: i * 4096,
+                len: 4096,
+            })
+            .chain([Request::Getattr { ino }])
+            .collect();
+        let bytes = rig.client.request_batch(&reqs).unwrap();
+        assert_eq!(rig.client.batch_pending(), reqs.len());
+        // While a batch waits, nothing else can start one.
+        assert_eq!(rig.client.request_batch(&reqs[..1]), Err(Errno::Invalid));
+        let frames = rig.deliver_to_server(&bytes).unwrap();
+        assert_eq!(frames.len(), reqs.len());
+        let answers: Vec<u8> = frames.iter().flat_map(|f| rig.serve(f)).collect();
+        let mut done = Vec::new();
+        for c in rig.chunks(&answers) {
+            rig.client.feed_batch(&c, &mut done).unwrap();
+        }
+        assert_eq!(rig.client.batch_pending(), 0);
+        assert_eq!(done.len(), reqs.len());
+        for (i, (resp, payload)) in done.iter().take(12).enumerate() {
+            let want = data.get(i * 4096..(i + 1) * 4096).unwrap_or(&[]);
+            assert!(matches!(resp, Response::Data { bytes, .. } if *bytes as usize == want.len()));
+            assert_eq!(payload.as_slice(), want, "page {i}");
+        }
+        assert!(
+            matches!(&done[12], (Response::Attr(a), p) if a.size == data.len() as u64 && p.is_empty())
+        );
+        // Requests with a payload cannot be pipelined; neither can too many.
+        let w = Request::Data {
+            op: Op::Write,
+            slot: 2,
+            ino,
+            offset: 0,
+            len: 1,
+        };
+        assert_eq!(rig.client.request_batch(&[w]), Err(Errno::Invalid));
+        let many = vec![Request::Getattr { ino }; MAX_BATCH + 1];
+        assert_eq!(rig.client.request_batch(&many), Err(Errno::Invalid));
+        // An answer out of order (wrong tag) is a broken connection.
+        let bytes = rig.client.request_batch(&reqs[..2]).unwrap();
+        let frames = rig.deliver_to_server(&bytes).unwrap();
+        let second = rig.serve(&frames[1]);
+        assert_eq!(rig.client.feed_batch(&second, &mut done), Err(Errno::Io));
+        rig.client.reset();
+        assert_eq!(rig.client.batch_pending(), 0);
+        // The single-request path still works after a reset.
+        assert_eq!(rig.read(ino, 0, 4).unwrap(), data[..4].to_vec());
     }
 
     #[test]

@@ -245,15 +245,55 @@ impl NetConn {
         let deadline = time::now_ns() + self.timeout_ns;
         self.connect(deadline)?;
         let frame = self.client.request(req);
+        let mut got = None;
+        self.exchange(&frame, deadline, |c, bytes| {
+            got = c.feed(bytes)?;
+            Ok(got.is_some())
+        })?;
+        self.calls += 1;
+        match got {
+            Some(Response::Err(e)) => Err(e),
+            Some(r) => Ok(r),
+            None => Err(Errno::Io),
+        }
+    }
+
+    /// Several requests without payload (reads) in flight at once: their
+    /// frames go out together and the answers come back in order, each
+    /// with its data.
+    pub fn call_batch(&mut self, reqs: &[Request]) -> Result<Vec<(Response, Vec<u8>)>, Errno> {
+        let mut out = Vec::with_capacity(reqs.len());
+        for chunk in reqs.chunks(netfs::MAX_BATCH) {
+            let deadline = time::now_ns() + self.timeout_ns;
+            self.connect(deadline)?;
+            let frames = self.client.request_batch(chunk)?;
+            self.exchange(&frames, deadline, |c, bytes| {
+                c.feed_batch(bytes, &mut out)?;
+                Ok(c.batch_pending() == 0)
+            })?;
+            self.calls += chunk.len() as u64;
+        }
+        Ok(out)
+    }
+
+    /// Send `frames`, then hand every received byte to `take` until it says
+    /// the exchange is complete; halts on the NIC while waiting. Any error
+    /// or the deadline drops the connection (the next call reconnects).
+    fn exchange(
+        &mut self,
+        frames: &[u8],
+        deadline: u64,
+        mut take: impl FnMut(&mut NetClient, &[u8]) -> Result<bool, Errno>,
+    ) -> Result<(), Errno> {
         let mut off = 0;
         let mut buf = [0u8; 16 * 1024];
         loop {
-            if off < frame.len() {
+            if off < frames.len() {
                 let s = self.stack.socket();
                 if !s.may_send() {
                     return Err(self.drop_connection("peer closed while sending"));
                 }
-                match s.send_slice(&frame[off..]) {
+                match s.send_slice(&frames[off..]) {
                     Ok(n) => off += n,
                     Err(_) => return Err(self.drop_connection("send failed")),
                 }
@@ -269,20 +309,16 @@ impl NetConn {
                     Err(_) => return Err(self.drop_connection("receive failed")),
                 };
                 self.bytes_in += n as u64;
-                match self.client.feed(&buf[..n]) {
-                    Ok(Some(resp)) => {
-                        self.calls += 1;
-                        self.bytes_out += frame.len() as u64;
-                        return match resp {
-                            Response::Err(e) => Err(e),
-                            r => Ok(r),
-                        };
+                match take(&mut self.client, &buf[..n]) {
+                    Ok(true) => {
+                        self.bytes_out += frames.len() as u64;
+                        return Ok(());
                     }
-                    Ok(None) => {}
+                    Ok(false) => {}
                     Err(_) => return Err(self.drop_connection("malformed answer")),
                 }
             }
-            if !self.stack.socket().may_recv() && off >= frame.len() {
+            if !self.stack.socket().may_recv() && off >= frames.len() {
                 return Err(self.drop_connection("peer closed before answering"));
             }
             if time::now_ns() > deadline {

@@ -52,6 +52,20 @@ pub struct Vfs {
     cached_pages: usize,
 }
 
+/// Reads [`Vfs::prefetch`] puts in flight together.
+const PREFETCH_BATCH: usize = 32;
+
+/// A read of pages `[first, first+n)` of `ino` into bulk slot 1.
+fn read_req(ino: u64, first: u64, n: usize) -> Request {
+    Request::Data {
+        op: Op::Read,
+        slot: 1,
+        ino,
+        offset: first * PAGE as u64,
+        len: (n * PAGE) as u32,
+    }
+}
+
 /// How the VFS reaches the directory's file server: the transport, the
 /// joined client (single-copy write-back uses its bulk slots in the shared
 /// region) and the file server's four bulk slots, which are the per-node
@@ -68,6 +82,34 @@ pub trait Rpc: Transport {
     fn bulk_write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno>;
     /// Copy the head of bulk slot `slot` into `buf`.
     fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno>;
+
+    /// Several read requests (`Request::Data` reads into slot 1), each
+    /// answer with its data; a transport that can pipeline puts them in
+    /// flight together ([`read_one_by_one`] otherwise). A request the
+    /// server refused is answered `Response::Err` in place.
+    fn fs_read_batch(&mut self, reqs: &[Request]) -> Result<Vec<(Response, Vec<u8>)>, Errno>;
+}
+
+/// [`Rpc::fs_read_batch`] for a transport without pipelining: one request
+/// after the other.
+pub fn read_one_by_one<R: Rpc + ?Sized>(
+    rpc: &mut R,
+    reqs: &[Request],
+) -> Result<Vec<(Response, Vec<u8>)>, Errno> {
+    let mut out = Vec::with_capacity(reqs.len());
+    for req in reqs {
+        match rpc.fs_call(req) {
+            Ok(Response::Data { bytes, attr }) => {
+                let mut data = alloc::vec![0u8; bytes as usize];
+                rpc.bulk_read(1, &mut data)?;
+                out.push((Response::Data { bytes, attr }, data));
+            }
+            Ok(r) => out.push((r, Vec::new())),
+            Err(Errno::Unavailable) => return Err(Errno::Unavailable),
+            Err(e) => out.push((Response::Err(e), Vec::new())),
+        }
+    }
+    Ok(out)
 }
 
 fn t(rpc: &mut dyn Rpc) -> &mut dyn Transport {
@@ -269,27 +311,31 @@ impl Vfs {
     fn fetch(&mut self, rpc: &mut dyn Rpc, ino: u64, first: u64, n: usize) -> Result<(), Errno> {
         let cap = rpc.bulk_cap(1)?;
         let n = n.min(cap / PAGE).max(1);
-        let r = self.call(
-            rpc,
-            &Request::Data {
-                op: Op::Read,
-                slot: 1,
-                ino,
-                offset: first * PAGE as u64,
-                len: (n * PAGE) as u32,
-            },
-        )?;
+        let r = self.call(rpc, &read_req(ino, first, n))?;
         let Response::Data { bytes, attr } = r else {
             return Err(Errno::Io);
         };
         let bytes = (bytes as usize).min(n * PAGE);
-        self.revalidate(&attr);
+        let mut data = alloc::vec![0u8; bytes];
+        rpc.bulk_read(1, &mut data)?;
+        self.install(ino, first, n, &data, &attr)
+    }
+
+    /// Put the answer of a read of pages `[first, first+n)` into the cache.
+    fn install(
+        &mut self,
+        ino: u64,
+        first: u64,
+        n: usize,
+        data: &[u8],
+        attr: &Attr,
+    ) -> Result<(), Errno> {
+        let bytes = data.len().min(n * PAGE);
+        self.revalidate(attr);
         if self.cached_pages + n > MAX_CACHED_PAGES {
             self.drop_cache();
-            self.revalidate(&attr);
+            self.revalidate(attr);
         }
-        let mut tmp = alloc::vec![0u8; n * PAGE];
-        rpc.bulk_read(1, &mut tmp[..bytes])?;
         let entry = self.cache.get_mut(&ino).ok_or(Errno::Io)?;
         for i in 0..n {
             let lo = i * PAGE;
@@ -299,13 +345,52 @@ impl Vfs {
             let mut page = Box::new([0u8; PAGE]);
             let hi = bytes.min(lo + PAGE);
             if hi > lo {
-                page[..hi - lo].copy_from_slice(&tmp[lo..hi]);
+                page[..hi - lo].copy_from_slice(&data[lo..hi]);
             }
             if entry.pages.insert(first + i as u64, page).is_none() {
                 self.cached_pages += 1;
             }
         }
         self.misses += n as u64;
+        Ok(())
+    }
+
+    /// Private and net modes: bring every page of `pages` (inode, index)
+    /// that is not cached into the cache, with the reads in flight together
+    /// where the transport can pipeline them (`net`: up to 32 requests per
+    /// batch; the rings: one at a time). Contiguous pages of a file go in
+    /// one read of up to a bulk slot.
+    pub fn prefetch(&mut self, rpc: &mut dyn Rpc, pages: &[(u64, u64)]) -> Result<(), Errno> {
+        let max_run = (rpc.bulk_cap(1)? / PAGE).max(1);
+        let mut runs: Vec<(u64, u64, usize)> = Vec::new();
+        for &(ino, idx) in pages {
+            let Some(c) = self.cache.get(&ino) else {
+                continue; // not open here: nothing to fill
+            };
+            if c.pages.contains_key(&idx) || idx * PAGE as u64 >= c.size {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((i, first, n)) if *i == ino && *first + *n as u64 == idx && *n < max_run => {
+                    *n += 1
+                }
+                _ => runs.push((ino, idx, 1)),
+            }
+        }
+        for chunk in runs.chunks(PREFETCH_BATCH) {
+            let reqs: Vec<Request> = chunk
+                .iter()
+                .map(|&(ino, first, n)| read_req(ino, first, n))
+                .collect();
+            let answers = rpc.fs_read_batch(&reqs)?;
+            for (&(ino, first, n), (resp, data)) in chunk.iter().zip(answers) {
+                match resp {
+                    Response::Data { attr, .. } => self.install(ino, first, n, &data, &attr)?,
+                    Response::Err(e) => return Err(e),
+                    _ => return Err(Errno::Io),
+                }
+            }
+        }
         Ok(())
     }
 
