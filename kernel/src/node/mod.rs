@@ -626,48 +626,37 @@ impl Os for NodeOs {
     }
 
     fn io_batch(&mut self, ios: &mut [userland::os::BatchIo<'_>]) -> Result<(), Errno> {
-        // Single-copy modes: resolve the pages of every read in the batch
-        // together (up to 32 page requests per directory round trip), so
-        // the batch's misses are really in flight at once; then move the
-        // bytes (hits now).
-        if self.vfs.mode().single_copy() {
-            let mut keys = Vec::new();
-            for io in ios.iter() {
-                if io.write || io.buf.is_empty() {
-                    continue;
-                }
-                let (ino, size) = self.vfs.fd_info(io.fd)?;
-                let end = (io.offset + io.buf.len() as u64).min(size);
-                let mut idx = io.offset / 4096;
-                while idx * 4096 < end {
-                    keys.push(dirsvc::pagedir::PageKey { ino, idx });
-                    idx += 1;
-                }
+        // Every page the batch's reads touch, as (inode, index), sorted.
+        let mut pages = Vec::new();
+        for io in ios.iter() {
+            if io.write || io.buf.is_empty() {
+                continue;
             }
-            keys.sort_unstable();
-            keys.dedup();
+            let (ino, size) = self.vfs.fd_info(io.fd)?;
+            let end = (io.offset + io.buf.len() as u64).min(size);
+            let mut idx = io.offset / 4096;
+            while idx * 4096 < end {
+                pages.push((ino, idx));
+                idx += 1;
+            }
+        }
+        pages.sort_unstable();
+        pages.dedup();
+        if self.vfs.mode().single_copy() {
+            // Resolve them together (up to 32 page requests per directory
+            // round trip), so the batch's misses are really in flight at
+            // once.
+            let keys: Vec<_> = pages
+                .iter()
+                .map(|&(ino, idx)| dirsvc::pagedir::PageKey { ino, idx })
+                .collect();
             coherent::resolve(&mut self.conn, &keys, false)?;
         } else {
-            // Private and net modes: fetch the batch's missing pages with
-            // the reads in flight together (pipelined over TCP in net
-            // mode), then the reads below are hits.
-            let mut pages = Vec::new();
-            for io in ios.iter() {
-                if io.write || io.buf.is_empty() {
-                    continue;
-                }
-                let (ino, size) = self.vfs.fd_info(io.fd)?;
-                let end = (io.offset + io.buf.len() as u64).min(size);
-                let mut idx = io.offset / 4096;
-                while idx * 4096 < end {
-                    pages.push((ino, idx));
-                    idx += 1;
-                }
-            }
-            pages.sort_unstable();
-            pages.dedup();
+            // Private and net modes: fetch the missing ones with the reads
+            // in flight together (pipelined over TCP in net mode).
             self.vfs.prefetch(&mut self.conn, &pages)?;
         }
+        // Move the bytes (the reads are hits now).
         for io in ios.iter_mut() {
             io.done = userland::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
         }
