@@ -236,7 +236,9 @@ impl NetConn {
                 );
                 return Err(Errno::Unavailable);
             }
-            cpu::pause();
+            if !self.stack.due() {
+                self.stack.idle(); // the SYN-ACK wakes us
+            }
         }
     }
 
