@@ -79,6 +79,12 @@ impl<'a> BatchIo<'a> {
     }
 }
 
+/// Largest batch of page requests `bench dir` publishes at once (a ring
+/// holds 64 descriptors).
+pub const MAX_DIR_BATCH: usize = 64;
+/// `bench dir`'s default batch (what the data path uses).
+pub const DEFAULT_DIR_BATCH: usize = 32;
+
 /// Result of `bench ring`: round-trip times in nanoseconds, unsorted.
 pub type RingSamples = Vec<u64>;
 
@@ -160,9 +166,10 @@ pub trait Os {
     }
 
     /// Directory throughput: map and drop every page of `path` (owned by
-    /// another node) `rounds` times in batches; returns (page operations,
-    /// elapsed nanoseconds) (`bench dir`).
-    fn bench_dir(&mut self, _path: &str, _rounds: u32) -> Result<(u64, u64), Errno> {
+    /// another node) `rounds` times, `batch` page requests published
+    /// together (1..=[`MAX_DIR_BATCH`]); returns (page operations, elapsed
+    /// nanoseconds) (`bench dir`).
+    fn bench_dir(&mut self, _path: &str, _rounds: u32, _batch: usize) -> Result<(u64, u64), Errno> {
         Err(Errno::NotSupported)
     }
 

@@ -261,10 +261,10 @@ static COMMANDS: &[Command] = &[
     },
     Command {
         name: "bench dir",
-        usage: "bench dir PATH [ROUNDS]",
-        help: "directory throughput: map and drop every page of PATH (owned by another node), batched",
+        usage: "bench dir PATH [ROUNDS] [BATCH]",
+        help: "directory throughput: map and drop every page of PATH (owned by another node), BATCH page requests at a time (1..64, default 32)",
         min_args: 1,
-        max_args: 2,
+        max_args: 3,
         run: cmd_bench_dir,
     },
     Command {
@@ -892,13 +892,22 @@ fn cmd_bench_dir(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
             .ok_or_else(|| Error::Msg(format!("bad rounds '{}' (1 to 100000)", quoted(s))))?
             as u32,
     };
-    let (ops, ns) = ctx.os.bench_dir(&path, rounds).map_err(at(&path))?;
+    let max = crate::os::MAX_DIR_BATCH;
+    let batch = match args.get(2) {
+        None => crate::os::DEFAULT_DIR_BATCH,
+        Some(s) => parse::u64_dec(s)
+            .ok()
+            .filter(|b| (1..=max as u64).contains(b))
+            .ok_or_else(|| Error::Msg(format!("bad batch '{}' (1 to {max})", quoted(s))))?
+            as usize,
+    };
+    let (ops, ns) = ctx.os.bench_dir(&path, rounds, batch).map_err(at(&path))?;
     let per_sec = ops
         .saturating_mul(1_000_000_000)
         .checked_div(ns)
         .unwrap_or(0);
     ctx.println(&format!(
-        "directory page ops: n={ops} in {} us = {per_sec} ops/s",
+        "directory page ops: n={ops} in {} us = {per_sec} ops/s (batch {batch})",
         ns / 1000
     ));
     Ok(())

@@ -286,22 +286,24 @@ pub fn invalidate_one(t: &mut dyn Transport, key: PageKey) -> Result<bool, Errno
 }
 
 /// Directory throughput: map and drop the pages `[0, pages)` of `ino`
-/// (owned by another node) `rounds` times, [`BATCH`] page requests per
+/// (owned by another node) `rounds` times, `batch` page requests published together per
 /// round trip. Returns (page operations, elapsed cycles).
 pub fn bench_dir(
     t: &mut dyn Transport,
     ino: u64,
     pages: u64,
     rounds: u32,
+    batch: usize,
 ) -> Result<(u64, u64), Errno> {
+    let batch = batch.clamp(1, userland::os::MAX_DIR_BATCH);
     let keys: Vec<PageKey> = (0..pages).map(|idx| PageKey { ino, idx }).collect();
     let t0 = crate::arch::cpu::rdtsc();
     let mut ops = 0u64;
     for _ in 0..rounds {
-        for chunk in keys.chunks(BATCH) {
+        for chunk in keys.chunks(batch) {
             let missing = with(|c| chunk.iter().filter(|k| c.cache.slot(k).is_none()).count())
                 .unwrap_or(0) as u64;
-            resolve(t, chunk, false)?;
+            resolve_in(t, chunk, false, batch)?;
             ops += missing;
             let remote: Vec<(PageKey, bool)> = with(|c| {
                 chunk
@@ -321,7 +323,7 @@ pub fn bench_dir(
             }
             with(|c| c.cache.forget_remote(&remote));
             ops += remote.len() as u64;
-            drop_mappings(t, remote)?;
+            drop_mappings_in(t, remote, batch)?;
         }
     }
     Ok((ops, crate::arch::cpu::rdtsc() - t0))
@@ -336,6 +338,16 @@ pub fn resolve(
     keys: &[PageKey],
     full_write: bool,
 ) -> Result<Vec<(PageKey, u64)>, Errno> {
+    resolve_in(t, keys, full_write, BATCH)
+}
+
+/// [`resolve`] with up to `max_batch` page requests published together.
+fn resolve_in(
+    t: &mut dyn Transport,
+    keys: &[PageKey],
+    full_write: bool,
+    max_batch: usize,
+) -> Result<Vec<(PageKey, u64)>, Errno> {
     let mut reserved = Vec::new();
     let mut todo: Vec<PageKey> = keys.to_vec();
     let mut rounds = 0u32;
@@ -347,7 +359,7 @@ pub fn resolve(
         let mut batch = Vec::new();
         let mut rest = Vec::new();
         for key in todo.drain(..) {
-            if batch.len() >= BATCH {
+            if batch.len() >= max_batch {
                 rest.push(key);
                 continue;
             }
@@ -615,12 +627,21 @@ pub fn trim(t: &mut dyn Transport) -> Result<(), Errno> {
 }
 
 fn drop_mappings(t: &mut dyn Transport, keys: Vec<(PageKey, bool)>) -> Result<(), Errno> {
+    drop_mappings_in(t, keys, BATCH)
+}
+
+/// [`drop_mappings`], `batch` DROPs published together.
+fn drop_mappings_in(
+    t: &mut dyn Transport,
+    keys: Vec<(PageKey, bool)>,
+    batch: usize,
+) -> Result<(), Errno> {
     with(|c| {
         for (k, _) in &keys {
             c.unmap(k);
         }
     });
-    for chunk in keys.chunks(BATCH) {
+    for chunk in keys.chunks(batch.max(1)) {
         let reqs: Vec<PageReq> = chunk
             .iter()
             .map(|(key, dirty)| PageReq::Drop {

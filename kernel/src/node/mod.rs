@@ -725,13 +725,13 @@ impl Os for NodeOs {
         Ok(())
     }
 
-    fn bench_dir(&mut self, path: &str, rounds: u32) -> Result<(u64, u64), Errno> {
+    fn bench_dir(&mut self, path: &str, rounds: u32, batch: usize) -> Result<(u64, u64), Errno> {
         if !self.vfs.mode().single_copy() {
             return Err(Errno::NotSupported);
         }
         let a = self.vfs.stat(&mut self.conn, path)?;
         let (ops, cycles) =
-            coherent::bench_dir(&mut self.conn, a.ino, a.size.div_ceil(4096), rounds)?;
+            coherent::bench_dir(&mut self.conn, a.ino, a.size.div_ceil(4096), rounds, batch)?;
         Ok((ops, time::cycles_to_ns(cycles)))
     }
 

@@ -122,7 +122,7 @@ fn argument_counts_print_usage() {
         ("help a b", "help [COMMAND]"),
         (
             "bench",
-            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS]",
+            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
         ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");
@@ -541,6 +541,19 @@ fn bench_rpc_names_its_transport() {
         err(&mut os, "bench rpc 5"),
         "bench rpc: directory unavailable"
     );
+}
+
+#[test]
+fn bench_dir_checks_its_batch() {
+    let mut os = MockOs::new();
+    for bad in ["0", "65", "x", "-1"] {
+        assert_eq!(
+            err(&mut os, &format!("bench dir /f 1 {bad}")),
+            format!("bench dir: bad batch '{bad}' (1 to 64)")
+        );
+    }
+    // A good batch reaches the OS (the mock has no page directory).
+    assert!(err(&mut os, "bench dir /f 1 64").contains("not supported"));
 }
 
 #[test]
