@@ -76,8 +76,12 @@ fn quick_bench_produces_every_figure() {
         "default modes"
     );
     // host ping-pong + per mode: 36 fio, 4 bench read, 3 bench inv, ring,
-    // rpc, dir, 3 larger-than-pool passes.
-    assert_eq!(figures.len(), 1 + 4 * (36 + 4 + 3 + 3 + 3), "figure count");
+    // rpc, 7 bench dir batch sizes, 3 larger-than-pool passes.
+    assert_eq!(
+        figures.len(),
+        1 + 4 * (36 + 4 + 3 + 2 + 7 + 3),
+        "figure count"
+    );
     for f in figures {
         let id = f["id"].as_str().expect("id");
         match f["status"].as_str() {

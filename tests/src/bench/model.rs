@@ -172,6 +172,14 @@ pub const GROUP_INV: &str = "reclaim-inv";
 /// Sequential read of a file larger than the pool.
 pub const GROUP_BIG: &str = "reclaim-bigfile";
 /// Directory microbenchmarks.
+/// Batch sizes of `bench dir` (page requests published together).
+pub const DIR_BATCHES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// Scenario of the `bench dir` figure for batch size `b`.
+pub fn dir_batch_scenario(b: usize) -> String {
+    format!("batch of {b}")
+}
+
 pub const GROUP_DIR: &str = "directory";
 /// Host baseline.
 pub const GROUP_HOST: &str = "host";

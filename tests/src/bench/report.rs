@@ -978,16 +978,21 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
         ratio_heads(&bases),
         " --- |".repeat(bases.len())
     );
-    let rows: [(&str, &str); 7] = [
-        ("bench ring", "empty round trip"),
-        ("bench rpc", RPC_SCENARIO),
-        ("bench read", "CM-R"),
-        ("bench read", "CH-R"),
-        ("bench read", "local hit"),
-        ("bench read", "CM"),
-        ("bench dir", "batched (32 per request)"),
+    let mut rows: Vec<(&str, String)> = vec![
+        ("bench ring", "empty round trip".to_string()),
+        ("bench rpc", RPC_SCENARIO.to_string()),
+        ("bench read", "CM-R".to_string()),
+        ("bench read", "CH-R".to_string()),
+        ("bench read", "local hit".to_string()),
+        ("bench read", "CM".to_string()),
     ];
+    rows.extend(
+        super::model::DIR_BATCHES
+            .iter()
+            .map(|&b| ("bench dir", super::model::dir_batch_scenario(b))),
+    );
     for (b, sc) in rows {
+        let sc = sc.as_str();
         for mode in &r.opts.modes {
             let f = find(figs, &super::model::figure_id(GROUP_DIR, mode, b, None, sc));
             let vs_host = match (f.and_then(Figure::value), host, b) {
@@ -1020,7 +1025,8 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
          (smoltcp on virtio-net, a unix-socket link between the two QEMUs) in net. \
          `bench read` CM-R is the one-page lookup (one directory round trip, then a mapping; in \
          private and net a fetch of the page from the file server); \
-         `bench dir` maps and drops every page of a file another node owns in batches of 32, {} rounds. \
+         `bench dir` maps and drops every page of a file another node owns, {} rounds, with the \
+         page requests published in batches of 1 to 64 (the data path uses 32). \
          `bench ring` runs the same code in every mode, so its \"ratio vs private\" shows the \
          run-to-run noise of this machine.",
         p.ring_rounds, p.ring_repeats, p.rpc_rounds, p.rpc_repeats, p.dir_rounds

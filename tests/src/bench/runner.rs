@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::model::{
-    figure_id, Context, Figure, Kind, Status, Workload, ENGINES, GROUP_BIG, GROUP_DIR, GROUP_FIO,
-    GROUP_HOST, GROUP_INV, SCENARIOS, WORKLOADS,
+    dir_batch_scenario, figure_id, Context, Figure, Kind, Status, Workload, DIR_BATCHES, ENGINES,
+    GROUP_BIG, GROUP_DIR, GROUP_FIO, GROUP_HOST, GROUP_INV, SCENARIOS, WORKLOADS,
 };
 use super::opts::{size_arg, size_human, BenchOpts, Params};
 use super::parse;
@@ -737,26 +737,34 @@ impl Runner {
         };
         self.push(fig);
         self.bench_rpc(&mut s, mode);
-        // bench dir: batched page requests for a file node 1 owns.
-        let mut fig = Figure::new(
-            GROUP_DIR,
-            mode,
-            "bench dir",
-            None,
-            "batched (32 per request)",
-            "directory page operations per second",
-            "ops/s",
-            false,
-        );
-        fig.context = s.ctx.clone();
-        fig.params = json!({"file": f, "size": size, "rounds": p.dir_rounds, "owner": 1});
-        fig.command = format!("n1: bench read {f}; n2: bench dir {f} {}", p.dir_rounds);
-        fig.busy_instances = Some(2);
-        fig.status = match &setup_err {
-            Some(e) => Status::Failed(e.clone()),
-            None => match s.run(1, &format!("bench read {f}")) {
-                Err(e) => Status::Failed(format!("node 1 taking the pages: {e}")),
-                Ok(_) => match s.run(2, &format!("bench dir {f} {}", p.dir_rounds)) {
+        // bench dir: page requests for a file node 1 owns, published in
+        // batches of 1 to 64 (DPC: batched lookups).
+        let owner = match &setup_err {
+            Some(e) => Err(e.clone()),
+            None => s
+                .run(1, &format!("bench read {f}"))
+                .map(|_| ())
+                .map_err(|e| format!("node 1 taking the pages: {e}")),
+        };
+        for b in DIR_BATCHES {
+            let mut fig = Figure::new(
+                GROUP_DIR,
+                mode,
+                "bench dir",
+                None,
+                &dir_batch_scenario(b),
+                "directory page operations per second",
+                "ops/s",
+                false,
+            );
+            fig.context = s.ctx.clone();
+            fig.params =
+                json!({"file": f, "size": size, "rounds": p.dir_rounds, "owner": 1, "batch": b});
+            fig.command = format!("n1: bench read {f}; n2: bench dir {f} {} {b}", p.dir_rounds);
+            fig.busy_instances = Some(2);
+            fig.status = match &owner {
+                Err(e) => Status::Failed(e.clone()),
+                Ok(()) => match s.run(2, &format!("bench dir {f} {} {b}", p.dir_rounds)) {
                     Ok(o) => match parse::dir_ops(&o.lines) {
                         Ok((ops, us, rate)) => {
                             fig.raw = json!({"ops": ops, "us": us, "line": o.lines});
@@ -767,9 +775,9 @@ impl Runner {
                     Err(e) if dir_na && parse::is_unsupported(&e) => Status::NotApplicable(e),
                     Err(e) => Status::Failed(e),
                 },
-            },
-        };
-        self.push(fig);
+            };
+            self.push(fig);
+        }
         let stats = self.stats(&mut s, &[(1, "dir stats"), (1, "cache stats")]);
         self.finish(s, stats);
     }
@@ -956,13 +964,15 @@ impl Runner {
                 "empty round trip",
             ));
             ids.push(figure_id(GROUP_DIR, m, "bench rpc", None, RPC_SCENARIO));
-            ids.push(figure_id(
-                GROUP_DIR,
-                m,
-                "bench dir",
-                None,
-                "batched (32 per request)",
-            ));
+            for b in DIR_BATCHES {
+                ids.push(figure_id(
+                    GROUP_DIR,
+                    m,
+                    "bench dir",
+                    None,
+                    &dir_batch_scenario(b),
+                ));
+            }
             for sc in [
                 "pass 1: cached nowhere",
                 "pass 2: same node again",
@@ -1177,7 +1187,7 @@ mod tests {
         };
         let mut r = Runner::new(o, PathBuf::from("/nonexistent"));
         let ids = r.expected_ids();
-        assert_eq!(ids.len(), 1 + 2 * (36 + 4 + 3 + 3 + 3));
+        assert_eq!(ids.len(), 1 + 2 * (36 + 4 + 3 + 2 + 7 + 3));
         assert_eq!(r.problems().len(), ids.len());
         for id in &ids {
             let parts: Vec<&str> = id.split('/').collect();
@@ -1203,7 +1213,7 @@ mod tests {
     fn net_mode_expected_and_not_applicable() {
         let mut r = Runner::new(BenchOpts::default(), PathBuf::from("/nonexistent"));
         let ids = r.expected_ids();
-        assert_eq!(ids.len(), 1 + 4 * (36 + 4 + 3 + 3 + 3));
+        assert_eq!(ids.len(), 1 + 4 * (36 + 4 + 3 + 2 + 7 + 3));
         for m in ["strong", "relaxed", "private", "net"] {
             assert!(
                 ids.contains(&figure_id(GROUP_DIR, m, "bench rpc", None, RPC_SCENARIO)),
