@@ -420,6 +420,19 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
+/// Runs `f` on a fresh cluster started from `o`, for integration tests:
+/// panics if the cluster does not start or `f` fails (the cluster, dropped
+/// during the panic, prints every instance's log and stops).
+pub fn with_cluster(o: ClusterOpts, f: impl FnOnce(&mut Cluster) -> Result<()>) {
+    let mut c = match Cluster::start(o) {
+        Ok(c) => c,
+        Err(e) => panic!("cluster did not start: {e}"),
+    };
+    if let Err(e) = f(&mut c) {
+        panic!("{e}");
+    }
+}
+
 impl Cluster {
     /// Boots a cluster with `qemu-run.sh --detach --no-build` (the kernel and
     /// host tools must already be built) and waits until it is up.
@@ -578,6 +591,13 @@ impl Cluster {
     /// Runs `cmd` and requires the `ok` status.
     pub fn exec_ok(&mut self, node: u8, cmd: &str) -> Result<CmdOutput> {
         self.exec(node, cmd)?.into_result()
+    }
+
+    /// Runs a command that prints a `KEY  VALUE` table (`cache stats`,
+    /// `dir stats`) and parses it.
+    pub fn stats(&mut self, node: u8, cmd: &str) -> Result<crate::shell::Stats> {
+        let out = self.exec_ok(node, cmd)?;
+        Ok(crate::shell::Stats::parse(node, cmd, &out.text()))
     }
 
     /// Runs raw bytes (no `\r`/`\n` inside) as a command line.

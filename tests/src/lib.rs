@@ -28,7 +28,7 @@ pub mod shell;
 
 pub use cluster::{
     default_ctl, host_tool, inspect, mkfs, qemu_run, repo_root, run_with_timeout, serial_guard,
-    target_dir, unique_run_dir, Cluster, ClusterOpts, HostOutput,
+    target_dir, unique_run_dir, with_cluster, Cluster, ClusterOpts, HostOutput,
 };
 pub use console::{CmdOutput, Console, Status};
 pub use error::{Error, Result};

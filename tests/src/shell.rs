@@ -1,7 +1,9 @@
 //! Host-side knowledge of the in-guest shell: the `fill` pattern and parsers
-//! for the output of `sum`, `stat` and `bench ring`.
+//! for the output of `sum`, `stat`, `bench ring` and the `KEY  VALUE`
+//! tables of `cache stats` / `dir stats`.
 
 use regex::Regex;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// Byte at offset `o` of what `fill PATH SIZE` writes (the same formula as
@@ -81,9 +83,76 @@ pub fn parse_ring_bench(text: &str) -> Option<(u64, u64)> {
     Some((c[1].parse().ok()?, c[2].parse().ok()?))
 }
 
+/// Output of `cache stats` / `dir stats` on one node: `KEY  VALUE` lines,
+/// the key left-aligned and padded (keys contain single spaces, so the
+/// separator is two or more spaces).
+#[derive(Debug, Clone)]
+pub struct Stats {
+    node: u8,
+    cmd: String,
+    map: BTreeMap<String, String>,
+    /// The whole output.
+    pub text: String,
+}
+
+impl Stats {
+    /// Parse `text`, the output of `cmd` on `node` (kept for messages).
+    pub fn parse(node: u8, cmd: &str, text: &str) -> Stats {
+        static RE: OnceLock<Regex> = OnceLock::new();
+        let map = text
+            .lines()
+            .filter_map(|l| re(&RE, r"^(\S.*?)\s{2,}(\S.*?)\s*$").captures(l))
+            .map(|c| (c[1].to_string(), c[2].to_string()))
+            .collect();
+        Stats {
+            node,
+            cmd: cmd.to_string(),
+            map,
+            text: text.to_string(),
+        }
+    }
+
+    /// The value of `key` as text; panics (with the whole output) if absent.
+    pub fn get(&self, key: &str) -> &str {
+        self.map.get(key).map(String::as_str).unwrap_or_else(|| {
+            panic!(
+                "n{}: no {key:?} in `{}` output:\n{}",
+                self.node, self.cmd, self.text
+            )
+        })
+    }
+
+    /// The value of `key` as a number; panics if absent or not a number.
+    pub fn num(&self, key: &str) -> u64 {
+        let v = self.get(key);
+        v.parse().unwrap_or_else(|_| {
+            panic!(
+                "n{}: {key:?} is not a number ({v:?}) in `{}` output:\n{}",
+                self.node, self.cmd, self.text
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stats_parser() {
+        let s = Stats::parse(
+            1,
+            "cache stats",
+            "mode                       strong\n\
+             resident owned pages       64\n\
+             pool frames free/total     8057/8121\n\
+             disk reads caused (fills)  0\n",
+        );
+        assert_eq!(s.get("mode"), "strong");
+        assert_eq!(s.num("resident owned pages"), 64);
+        assert_eq!(s.get("pool frames free/total"), "8057/8121");
+        assert_eq!(s.num("disk reads caused (fills)"), 0);
+    }
 
     #[test]
     fn pattern() {

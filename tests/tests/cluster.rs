@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use onecopy_tests::shell::{crc32, parse_stat, parse_sum, pattern_bytes, pattern_crc32};
 use onecopy_tests::{
-    inspect, mkfs, qemu_run, repo_root, run_with_timeout, serial_guard, unique_run_dir, Cluster,
-    ClusterOpts, Error, Instance, Result, RunDir,
+    inspect, mkfs, qemu_run, repo_root, run_with_timeout, serial_guard, unique_run_dir,
+    with_cluster, ClusterOpts, Error, Instance, Result, RunDir,
 };
 use regex::Regex;
 
@@ -31,17 +31,6 @@ const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
 
 fn opts(name: &str) -> ClusterOpts {
     ClusterOpts::new(name).ctl(CTL)
-}
-
-/// Runs `f` on a fresh cluster; on an error, prints the logs and fails.
-fn with_cluster(o: ClusterOpts, f: impl FnOnce(&mut Cluster) -> Result<()>) {
-    let mut c = match Cluster::start(o) {
-        Ok(c) => c,
-        Err(e) => panic!("cluster did not start: {e}"),
-    };
-    if let Err(e) = f(&mut c) {
-        panic!("{e}");
-    }
 }
 
 fn sample_dir() -> PathBuf {

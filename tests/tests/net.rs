@@ -10,11 +10,10 @@
 //!
 //! Tests assert on behaviour (contents, counters, errors), never on timing.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use onecopy_tests::shell::{parse_sum, pattern_crc32};
-use onecopy_tests::{Cluster, ClusterOpts, Result};
+use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Result};
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
 
@@ -24,36 +23,6 @@ fn opts(name: &str) -> ClusterOpts {
         .mode("net")
         .cmd_timeout(Duration::from_secs(60))
         .boot_timeout(Duration::from_secs(60))
-}
-
-fn with_cluster(o: ClusterOpts, f: impl FnOnce(&mut Cluster) -> Result<()>) {
-    let mut c = match Cluster::start(o) {
-        Ok(c) => c,
-        Err(e) => panic!("cluster did not start: {e}"),
-    };
-    if let Err(e) = f(&mut c) {
-        panic!("{e}");
-    }
-}
-
-/// `cache stats` as a map (`KEY  VALUE` lines, two or more spaces apart).
-fn cache_stats(c: &mut Cluster, node: u8) -> Result<BTreeMap<String, String>> {
-    let text = c.exec_ok(node, "cache stats")?.text();
-    Ok(text
-        .lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once("  ")?;
-            Some((k.trim().to_string(), v.trim().to_string()))
-        })
-        .collect())
-}
-
-fn num(s: &BTreeMap<String, String>, key: &str) -> u64 {
-    let v = s
-        .get(key)
-        .unwrap_or_else(|| panic!("no {key:?} in cache stats: {s:?}"));
-    v.parse()
-        .unwrap_or_else(|_| panic!("{key:?} = {v:?} is not a number: {s:?}"))
 }
 
 fn sum(c: &mut Cluster, node: u8, path: &str) -> Result<(u32, u64)> {
@@ -74,35 +43,26 @@ fn net_mode_serves_files_over_tcp_with_private_copies() {
         assert_eq!(sum(c, 1, "/f")?, want, "n1 sum /f");
         assert_eq!(sum(c, 2, "/f")?, want, "n2 sum /f");
         for k in 1..=2 {
-            let s = cache_stats(c, k)?;
-            assert_eq!(
-                s.get("mode").map(String::as_str),
-                Some("net"),
-                "n{k}: {s:?}"
-            );
-            assert_eq!(
-                s.get("net connection").map(String::as_str),
-                Some("ESTABLISHED"),
-                "n{k}: {s:?}"
-            );
-            assert_eq!(
-                num(&s, "resident pages (private copies)"),
-                pages,
-                "n{k}: {s:?}"
-            );
-            assert_eq!(num(&s, "remote mappings"), 0, "n{k}: {s:?}");
-            assert!(num(&s, "net rpcs") > 0, "n{k}: no RPC went over TCP: {s:?}");
+            let s = c.stats(k, "cache stats")?;
+            let t = &s.text;
+            assert_eq!(s.get("mode"), "net", "n{k}: {t}");
+            assert_eq!(s.get("net connection"), "ESTABLISHED", "n{k}: {t}");
+            assert_eq!(s.num("resident pages (private copies)"), pages, "n{k}: {t}");
+            assert_eq!(s.num("remote mappings"), 0, "n{k}: {t}");
+            assert!(s.num("net rpcs") > 0, "n{k}: no RPC went over TCP: {t}");
         }
         // Node 2 read 256 KiB of file data over its link.
-        let s2 = cache_stats(c, 2)?;
-        let rx: u64 = s2["net bytes sent/received"]
+        let s2 = c.stats(2, "cache stats")?;
+        let rx: u64 = s2
+            .get("net bytes sent/received")
             .split('/')
             .nth(1)
             .and_then(|x| x.parse().ok())
-            .unwrap_or_else(|| panic!("bad byte counts: {s2:?}"));
+            .unwrap_or_else(|| panic!("bad byte counts: {}", s2.text));
         assert!(
             rx >= size,
-            "n2 received {rx} bytes for a {size}-byte file: {s2:?}"
+            "n2 received {rx} bytes for a {size}-byte file: {}",
+            s2.text
         );
 
         // Metadata over TCP too.

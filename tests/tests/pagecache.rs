@@ -16,12 +16,10 @@
 //! behaviour (outputs and counters), never on timing; every wait has a
 //! limit.
 
-use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use onecopy_tests::shell::{crc32, parse_sum, pattern_crc32};
-use onecopy_tests::{Cluster, ClusterOpts, Error, Result};
+use onecopy_tests::shell::{crc32, parse_sum, pattern_crc32, Stats};
+use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Result};
 use regex::Regex;
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
@@ -37,18 +35,6 @@ fn opts(name: &str) -> ClusterOpts {
         .boot_timeout(Duration::from_secs(60))
 }
 
-/// Runs `f` on a fresh cluster; on an error, fails (the harness prints the
-/// logs when the cluster is dropped during the panic).
-fn with_cluster(o: ClusterOpts, f: impl FnOnce(&mut Cluster) -> Result<()>) {
-    let mut c = match Cluster::start(o) {
-        Ok(c) => c,
-        Err(e) => panic!("cluster did not start: {e}"),
-    };
-    if let Err(e) = f(&mut c) {
-        panic!("{e}");
-    }
-}
-
 /// A failed expectation as a harness error (keeps `?` usable in closures).
 fn fail(msg: impl Into<String>) -> Error {
     Error::Usage(msg.into())
@@ -56,64 +42,12 @@ fn fail(msg: impl Into<String>) -> Error {
 
 // ------------------------------------------------------------- helpers
 
-/// Output of `cache stats` / `dir stats` on one node: `KEY  VALUE` lines,
-/// the key left-aligned and padded (keys contain single spaces, so the
-/// separator is two or more spaces).
-#[derive(Debug, Clone)]
-struct Stats {
-    node: u8,
-    cmd: String,
-    map: BTreeMap<String, String>,
-    text: String,
-}
-
-impl Stats {
-    fn parse(node: u8, cmd: &str, text: &str) -> Stats {
-        static RE: OnceLock<Regex> = OnceLock::new();
-        let re = RE.get_or_init(|| Regex::new(r"^(\S.*?)\s{2,}(\S.*?)\s*$").expect("regex"));
-        let map = text
-            .lines()
-            .filter_map(|l| re.captures(l))
-            .map(|c| (c[1].to_string(), c[2].to_string()))
-            .collect();
-        Stats {
-            node,
-            cmd: cmd.to_string(),
-            map,
-            text: text.to_string(),
-        }
-    }
-
-    /// The value of `key` as text; panics (with the whole output) if absent.
-    fn get(&self, key: &str) -> &str {
-        self.map.get(key).map(String::as_str).unwrap_or_else(|| {
-            panic!(
-                "n{}: no {key:?} in `{}` output:\n{}",
-                self.node, self.cmd, self.text
-            )
-        })
-    }
-
-    /// The value of `key` as a number; panics if absent or not a number.
-    fn num(&self, key: &str) -> u64 {
-        let v = self.get(key);
-        v.parse().unwrap_or_else(|_| {
-            panic!(
-                "n{}: {key:?} is not a number ({v:?}) in `{}` output:\n{}",
-                self.node, self.cmd, self.text
-            )
-        })
-    }
-}
-
 fn cache_stats(c: &mut Cluster, node: u8) -> Result<Stats> {
-    let out = c.exec_ok(node, "cache stats")?;
-    Ok(Stats::parse(node, "cache stats", &out.text()))
+    c.stats(node, "cache stats")
 }
 
 fn dir_stats(c: &mut Cluster, node: u8) -> Result<Stats> {
-    let out = c.exec_ok(node, "dir stats")?;
-    Ok(Stats::parse(node, "dir stats", &out.text()))
+    c.stats(node, "dir stats")
 }
 
 /// `sum PATH` (or `mmap-read PATH`) on `node`: `(crc, size)`.
@@ -585,19 +519,7 @@ fn invalidation_with_two_sharers() {
 // ------------------------------------------------------- parser checks
 
 #[test]
-fn stats_parser() {
-    let s = Stats::parse(
-        1,
-        "cache stats",
-        "mode                       strong\n\
-         resident owned pages       64\n\
-         pool frames free/total     8057/8121\n\
-         disk reads caused (fills)  0\n",
-    );
-    assert_eq!(s.get("mode"), "strong");
-    assert_eq!(s.num("resident owned pages"), 64);
-    assert_eq!(s.get("pool frames free/total"), "8057/8121");
-    assert_eq!(s.num("disk reads caused (fills)"), 0);
+fn cache_drop_parser() {
     assert_eq!(
         parse_cache_drop("invalidated 32 owned pages, dropped 0 remote mappings"),
         Some((32, 0))
