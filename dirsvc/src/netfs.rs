@@ -416,6 +416,18 @@ impl<D: BlockDevice> Directory<D> {
     }
 }
 
+/// Check that `frame` answers `p`: its tag, and a payload of exactly the
+/// length the response announces that fits what was asked for (only
+/// answers with a slot carry one). Anything else is `Io`.
+fn answer(p: Pending, frame: Frame) -> Result<(Response, Vec<u8>), Errno> {
+    let (tag, resp) = Response::decode(&frame.desc, p.op).map_err(|_| Errno::Io)?;
+    let max = p.slot.map_or(0, |(_, max)| max);
+    if tag != p.tag || frame.payload.len() != answer_len(p.op, &resp) || frame.payload.len() > max {
+        return Err(Errno::Io);
+    }
+    Ok((resp, frame.payload))
+}
+
 /// What a [`NetClient`] waits for.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -503,33 +515,24 @@ impl NetClient {
     /// connection is unusable, [`NetClient::reset`] and reconnect.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Option<Response>, Errno> {
         self.reader.push(bytes);
-        let frame = match self.reader.next_frame() {
-            Ok(Some(f)) => f,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                log::warn!("net: {e}");
-                return Err(Errno::Io);
-            }
+        let Some(frame) = self.next_frame()? else {
+            return Ok(None);
         };
         let p = self.pending.take().ok_or(Errno::Io)?;
-        let (tag, resp) = Response::decode(&frame.desc, p.op).map_err(|_| Errno::Io)?;
-        if tag != p.tag || frame.payload.len() != answer_len(p.op, &resp) {
-            return Err(Errno::Io);
-        }
-        if !frame.payload.is_empty() {
-            // Only answers with a slot have a payload (answer_len is 0
-            // otherwise); it must fit what was asked for.
-            match p.slot {
-                Some((slot, max)) if frame.payload.len() <= max => {
-                    self.bulk
-                        .write(slot, 0, &frame.payload)
-                        .map_err(|_| Errno::Io)?;
-                    self.bulk.clear_written();
-                }
-                _ => return Err(Errno::Io),
-            }
+        let (resp, payload) = answer(p, frame)?;
+        if let Some((slot, _)) = p.slot.filter(|_| !payload.is_empty()) {
+            self.bulk.write(slot, 0, &payload).map_err(|_| Errno::Io)?;
+            self.bulk.clear_written();
         }
         Ok(Some(resp))
+    }
+
+    /// The next complete frame received, if any; a framing error is `Io`.
+    fn next_frame(&mut self) -> Result<Option<Frame>, Errno> {
+        self.reader.next_frame().map_err(|e| {
+            log::warn!("net: {e}");
+            Errno::Io
+        })
     }
 
     fn fresh_tag(&mut self) -> u32 {
@@ -577,26 +580,11 @@ impl NetClient {
         done: &mut Vec<(Response, Vec<u8>)>,
     ) -> Result<(), Errno> {
         self.reader.push(bytes);
-        loop {
-            let frame = match self.reader.next_frame() {
-                Ok(Some(f)) => f,
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    log::warn!("net: {e}");
-                    return Err(Errno::Io);
-                }
-            };
+        while let Some(frame) = self.next_frame()? {
             let p = self.batch.pop_front().ok_or(Errno::Io)?;
-            let (tag, resp) = Response::decode(&frame.desc, p.op).map_err(|_| Errno::Io)?;
-            if tag != p.tag || frame.payload.len() != answer_len(p.op, &resp) {
-                return Err(Errno::Io);
-            }
-            let max = p.slot.map_or(0, |(_, max)| max);
-            if frame.payload.len() > max {
-                return Err(Errno::Io);
-            }
-            done.push((resp, frame.payload));
+            done.push(answer(p, frame)?);
         }
+        Ok(())
     }
 
     /// Drop the connection state (partial frames, the pending request or

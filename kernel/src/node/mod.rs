@@ -18,7 +18,8 @@ use dirsvc::config::BootConfig;
 use dirsvc::layout::{DirState, Header, Layout, LayoutError, NodeState};
 use dirsvc::pagecache::Mode;
 use dirsvc::proto::{Errno, Request, Response};
-use dirsvc::shm::{RawShm, SharedMem};
+use dirsvc::server::{Bulk, ShmBulk};
+use dirsvc::shm::RawShm;
 use spin::Once;
 use userland::line::LineEditor;
 use userland::os::{Attr, ClusterInfo, DirEntry, Fd, NodeInfo, OpenFlags, Os, RingSamples};
@@ -300,11 +301,13 @@ impl coherent::Transport for Conn {
 }
 
 impl Conn {
-    fn shm_slot(&self, slot: u32) -> Result<(usize, usize), Errno> {
-        self.client
-            .as_ref()
-            .and_then(|c| c.bulk(slot))
-            .ok_or(Errno::Unavailable)
+    /// This node's bulk slots in the shared region (joined nodes only),
+    /// with the directory's own bounds checks.
+    fn shm_bulk(&self) -> Result<ShmBulk<'static, RawShm>, Errno> {
+        match (&self.client, self.layout) {
+            (Some(_), Some(layout)) => Ok(ShmBulk::new(self.shm, layout, self.id)),
+            _ => Err(Errno::Unavailable),
+        }
     }
 }
 
@@ -325,7 +328,7 @@ impl Rpc for Conn {
     fn bulk_cap(&self, slot: u32) -> Result<usize, Errno> {
         match self.net.as_ref() {
             Some(n) => n.bulk_cap(slot),
-            None => self.shm_slot(slot).map(|(_, cap)| cap),
+            None => self.shm_bulk()?.cap(slot).ok_or(Errno::Invalid),
         }
     }
 
@@ -333,12 +336,7 @@ impl Rpc for Conn {
         if let Some(n) = self.net.as_mut() {
             return n.bulk_write(slot, at, data);
         }
-        let (off, cap) = self.shm_slot(slot)?;
-        if at.checked_add(data.len()).is_none_or(|end| end > cap) {
-            return Err(Errno::Invalid);
-        }
-        self.shm.write(off + at, data);
-        Ok(())
+        self.shm_bulk()?.write(slot, at, data)
     }
 
     fn fs_read_batch(&mut self, reqs: &[Request]) -> Result<Vec<(Response, Vec<u8>)>, Errno> {
@@ -354,12 +352,7 @@ impl Rpc for Conn {
         if let Some(n) = self.net.as_mut() {
             return n.bulk_read(slot, buf);
         }
-        let (off, cap) = self.shm_slot(slot)?;
-        if buf.len() > cap {
-            return Err(Errno::Invalid);
-        }
-        self.shm.read(off, buf);
-        Ok(())
+        self.shm_bulk()?.read(slot, buf)
     }
 }
 
@@ -765,31 +758,13 @@ impl Os for NodeOs {
         } else {
             "ring"
         };
-        for _ in 0..16 {
-            self.conn.fs_call(&Request::Nop)?;
-        }
-        let mut out = Vec::with_capacity(count);
-        for _ in 0..count {
-            let t0 = cpu::rdtsc();
-            self.conn.fs_call(&Request::Nop)?;
-            out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
-        }
+        let out = time_round_trips(count, || self.conn.fs_call(&Request::Nop))?;
         Ok((transport, out))
     }
 
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
-        // Warm up (wakes a halted directory), then time each round trip.
         use coherent::Transport;
-        for _ in 0..16 {
-            self.conn.call(&Request::Nop)?;
-        }
-        let mut out = Vec::with_capacity(count);
-        for _ in 0..count {
-            let t0 = cpu::rdtsc();
-            self.conn.call(&Request::Nop)?;
-            out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
-        }
-        Ok(out)
+        time_round_trips(count, || self.conn.call(&Request::Nop))
     }
 }
 
@@ -880,6 +855,24 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
             }
         }
     }
+}
+
+/// Warm up with 16 calls (they wake a halted directory), then time
+/// `count` calls of `call`, in nanoseconds.
+fn time_round_trips(
+    count: usize,
+    mut call: impl FnMut() -> Result<Response, Errno>,
+) -> Result<RingSamples, Errno> {
+    for _ in 0..16 {
+        call()?;
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t0 = cpu::rdtsc();
+        call()?;
+        out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+    }
+    Ok(out)
 }
 
 /// `net` mode: bring up this node's NIC (the one `qemu-run.sh` gave the
