@@ -536,7 +536,7 @@ if [[ $BUILD == 1 ]]; then
     (
         cd "$ROOT"
         cargo build --quiet --release -p onecopy-kernel --target x86_64-unknown-none &&
-            cargo build --quiet --release -p dirsvc --bins &&
+            cargo build --quiet --release -p flatfs --bins &&
             cargo build --quiet --release -p onecopy-tests --bin onecopy-ctl
     ) || die "build failed (see above)"
 fi
@@ -554,7 +554,7 @@ if [[ -z $DISK ]]; then
     if [[ -f $DISK ]]; then
         info "disk: using existing $DISK"
     else
-        [[ -x $MKFS ]] || die "mkfs not found: $MKFS (build it with: cargo build --release -p dirsvc --bins, or drop --no-build)"
+        [[ -x $MKFS ]] || die "mkfs not found: $MKFS (build it with: cargo build --release -p flatfs --bins, or drop --no-build)"
         if [[ -d $ROOT/tools/sample ]]; then
             "$MKFS" --size-mb 64 --from "$ROOT/tools/sample" "$DISK.tmp" >/dev/null ||
                 die "mkfs failed for $DISK"

@@ -117,7 +117,7 @@ shell_check() {
 }
 release_build() {
     cargo build --release -p onecopy-kernel --target x86_64-unknown-none &&
-        cargo build --release -p dirsvc --bins
+        cargo build --release -p flatfs --bins
 }
 integration_tests() {
     # Run dirs kept by earlier failed runs (logs, disk copies): stop, remove.

@@ -39,14 +39,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-/// A page of a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PageKey {
-    /// Inode.
-    pub ino: u64,
-    /// Page index in the file.
-    pub idx: u64,
-}
+use fabric::proto::{PageKey, PageReply, PageReq};
 
 /// Per-node view of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,101 +96,6 @@ pub struct Entry {
 
 /// Bytes of directory state per cached page (key + entry), for `dir stats`.
 pub const BYTES_PER_ENTRY: usize = core::mem::size_of::<PageKey>() + core::mem::size_of::<Entry>();
-
-/// Page requests a node sends (each one 64-byte descriptor).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageReq {
-    /// Read miss; `frame` is the requester's pre-allocated frame.
-    Read {
-        /// Page.
-        key: PageKey,
-        /// Pre-allocated frame of the requester.
-        frame: u64,
-    },
-    /// Strong-mode write preparation (full-page write): E if nobody owns
-    /// the page, S if someone does.
-    LookupLock {
-        /// Page.
-        key: PageKey,
-        /// Pre-allocated frame of the requester.
-        frame: u64,
-    },
-    /// Commit E -> O after the full-page write.
-    Unlock {
-        /// Page.
-        key: PageKey,
-    },
-    /// The owner reclaims the page (one element of a BATCH_INV).
-    Inv {
-        /// Page.
-        key: PageKey,
-        /// The owner wrote it since the last write-back.
-        dirty: bool,
-    },
-    /// A sharer lets go (S -> I).
-    Drop {
-        /// Page.
-        key: PageKey,
-        /// The sharer wrote it (strong mode) since the last write-back.
-        dirty: bool,
-    },
-    /// Write the page back to disk if it is dirty (fsync).
-    Writeback {
-        /// Page.
-        key: PageKey,
-        /// The requester wrote it since the last write-back.
-        dirty: bool,
-    },
-}
-
-impl PageReq {
-    /// The page concerned.
-    pub fn key(&self) -> PageKey {
-        match *self {
-            PageReq::Read { key, .. }
-            | PageReq::LookupLock { key, .. }
-            | PageReq::Unlock { key }
-            | PageReq::Inv { key, .. }
-            | PageReq::Drop { key, .. }
-            | PageReq::Writeback { key, .. } => key,
-        }
-    }
-}
-
-/// Answers to page requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageReply {
-    /// You own the page in your frame `gfn` (filled, or yours already).
-    Owner {
-        /// Frame.
-        gfn: u64,
-    },
-    /// You hold E on your frame `gfn`: write the full page, then UNLOCK.
-    Exclusive {
-        /// Frame.
-        gfn: u64,
-    },
-    /// Map the owner's frame `gfn` (owned by node `owner`).
-    Shared {
-        /// Owner node.
-        owner: u8,
-        /// Owner's frame.
-        gfn: u64,
-    },
-    /// The page is in a transient state (E or TBI elsewhere): retry.
-    Retry,
-    /// Done (UNLOCK, DROP, WRITEBACK, or INV completed; `written` says a
-    /// write-back to disk happened).
-    Done {
-        /// A write-back happened.
-        written: bool,
-    },
-    /// Refused: the request does not fit the page's state or the frame is
-    /// not the requester's.
-    Refused,
-    /// The disk transfer failed.
-    IoError,
-}
 
 /// What the directory must do after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +177,7 @@ pub trait FrameOwner {
     fn owner_of(&self, gfn: u64) -> Option<u8>;
 }
 
-impl FrameOwner for crate::layout::Layout {
+impl FrameOwner for fabric::layout::Layout {
     fn owner_of(&self, gfn: u64) -> Option<u8> {
         self.gfn_owner(gfn).map(|n| n as u8)
     }
@@ -777,8 +675,8 @@ impl PageDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::Layout;
     use alloc::vec;
+    use fabric::layout::Layout;
 
     const K: PageKey = PageKey { ino: 7, idx: 3 };
 

@@ -12,76 +12,16 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::fs::{BlockDevice, Fs};
-use crate::layout::{DirState, Header, Layout, NodeState};
-use crate::pagedir::{Action, PageDir, PageKey};
-use crate::proto::{
+use crate::pagedir::{Action, PageDir};
+use fabric::bulk::{Bulk, ShmBulk};
+use fabric::layout::{DirState, Header, Layout, NodeState};
+use fabric::proto::PageKey;
+use fabric::proto::{
     op_of, DecodeError, Desc, DirStats, Errno, Notice, Op, Raw, Request, Response, DIRENT_SIZE,
 };
-use crate::ring::{Consumer, Producer, RingError};
-use crate::shm::SharedMem;
-
-/// The bulk slots a request's variable-length data travels through, as
-/// [`Directory`] sees them while it executes one request.
-///
-/// On the ring path this is the requesting node's slots in the shared region
-/// ([`ShmBulk`]); in `net` mode it is a set of local buffers that the
-/// request's payload was copied into and the answer's payload is taken from
-/// ([`crate::netfs::NetBulk`]). Slot numbers and byte ranges come from
-/// untrusted requests: implementations check them and answer
-/// [`Errno::Invalid`], never panic.
-pub trait Bulk {
-    /// Capacity of `slot`, or `None` if no such slot.
-    fn cap(&self, slot: u32) -> Option<usize>;
-    /// Copy the first `buf.len()` bytes of `slot` into `buf`.
-    fn read(&self, slot: u32, buf: &mut [u8]) -> Result<(), Errno>;
-    /// Write `data` at byte `at` of `slot`.
-    fn write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno>;
-}
-
-/// The bulk slots of one node in the shared region (the ring path).
-pub struct ShmBulk<'a, M: SharedMem + ?Sized> {
-    mem: &'a M,
-    layout: Layout,
-    node: u32,
-}
-
-impl<'a, M: SharedMem + ?Sized> ShmBulk<'a, M> {
-    /// `node`'s slots in the region described by `layout`.
-    pub fn new(mem: &'a M, layout: Layout, node: u32) -> ShmBulk<'a, M> {
-        ShmBulk { mem, layout, node }
-    }
-
-    /// Region offset of `len` bytes at `at` in `slot`, if they fit.
-    fn range(&self, slot: u32, at: usize, len: usize) -> Result<usize, Errno> {
-        let (off, cap) = self
-            .layout
-            .bulk_slot(self.node, slot)
-            .ok_or(Errno::Invalid)?;
-        match at.checked_add(len) {
-            Some(end) if end <= cap => Ok(off + at),
-            _ => Err(Errno::Invalid),
-        }
-    }
-}
-
-impl<M: SharedMem + ?Sized> Bulk for ShmBulk<'_, M> {
-    fn cap(&self, slot: u32) -> Option<usize> {
-        self.layout.bulk_slot(self.node, slot).map(|(_, cap)| cap)
-    }
-
-    fn read(&self, slot: u32, buf: &mut [u8]) -> Result<(), Errno> {
-        let off = self.range(slot, 0, buf.len())?;
-        self.mem.read(off, buf);
-        Ok(())
-    }
-
-    fn write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno> {
-        let off = self.range(slot, at, data.len())?;
-        self.mem.write(off, data);
-        Ok(())
-    }
-}
+use fabric::ring::{Consumer, Producer, RingError};
+use fabric::shm::SharedMem;
+use flatfs::{BlockDevice, Fs};
 
 /// Something worth a log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -466,7 +406,9 @@ impl<D: BlockDevice> Directory<D> {
     /// Offset of global frame `gfn` in the region, if it is a pool frame.
     fn frame_off(&self, gfn: u64) -> Option<usize> {
         self.layout.gfn_owner(gfn)?;
-        usize::try_from(gfn).ok()?.checked_mul(crate::layout::FRAME)
+        usize::try_from(gfn)
+            .ok()?
+            .checked_mul(fabric::layout::FRAME)
     }
 
     /// Word offset and bit of `gfn`'s export bit.
@@ -483,7 +425,7 @@ impl<D: BlockDevice> Directory<D> {
     /// Execute page-directory actions (which may produce more).
     fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
         let mut queue: VecDeque<Action> = actions.into();
-        let mut page = vec![0u8; crate::layout::FRAME];
+        let mut page = vec![0u8; fabric::layout::FRAME];
         while let Some(a) = queue.pop_front() {
             log::debug!("page action {a:?}");
             match a {
@@ -498,7 +440,7 @@ impl<D: BlockDevice> Directory<D> {
                         (Some(fs), Some(off)) => {
                             page.fill(0);
                             let r =
-                                fs.read(key.ino, key.idx * crate::layout::FRAME as u64, &mut page);
+                                fs.read(key.ino, key.idx * fabric::layout::FRAME as u64, &mut page);
                             if r.is_ok() {
                                 mem.write(off, &page);
                             }
@@ -511,10 +453,10 @@ impl<D: BlockDevice> Directory<D> {
                 Action::WriteBack { key, gfn } => {
                     let foff = self.frame_off(gfn);
                     if let (Some(fs), Some(off)) = (self.fs.as_mut(), foff) {
-                        let start = key.idx * crate::layout::FRAME as u64;
+                        let start = key.idx * fabric::layout::FRAME as u64;
                         if let Ok(attr) = fs.getattr(key.ino) {
                             if start < attr.size {
-                                let n = ((attr.size - start) as usize).min(crate::layout::FRAME);
+                                let n = ((attr.size - start) as usize).min(fabric::layout::FRAME);
                                 mem.read(off, &mut page[..n]);
                                 let _ = fs.write(key.ino, start, &page[..n]);
                             }
@@ -685,7 +627,7 @@ impl<D: BlockDevice> Directory<D> {
             Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
             Request::Setattr { ino, size } => {
                 let old = fs.getattr(ino)?;
-                let f = crate::layout::FRAME as u64;
+                let f = fabric::layout::FRAME as u64;
                 if size < old.size && !size.is_multiple_of(f) {
                     // The page holding the new end of file survives in
                     // part: its head may be dirty in the owner's frame
@@ -705,7 +647,7 @@ impl<D: BlockDevice> Directory<D> {
                     // on are stale: tear them down cluster-wide.
                     let acts = self
                         .pages
-                        .evict_file(ino, size / crate::layout::FRAME as u64);
+                        .evict_file(ino, size / fabric::layout::FRAME as u64);
                     self.run(mem, acts);
                 }
                 Ok(Response::Attr(a))
@@ -728,7 +670,7 @@ impl<D: BlockDevice> Directory<D> {
                     let (n, attr) = fs.write(ino, offset, &buf)?;
                     // Reconcile the single copy: refresh the owner's frame
                     // of every cached page this write touched.
-                    let f = crate::layout::FRAME as u64;
+                    let f = fabric::layout::FRAME as u64;
                     if n > 0 {
                         for idx in offset / f..=(offset + n as u64 - 1) / f {
                             let key = PageKey { ino, idx };
@@ -737,7 +679,7 @@ impl<D: BlockDevice> Directory<D> {
                                 _ => continue,
                             };
                             if let Some(foff) = self.frame_off(gfn) {
-                                let mut page = vec![0u8; crate::layout::FRAME];
+                                let mut page = vec![0u8; fabric::layout::FRAME];
                                 let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
                                 fs.read(ino, idx * f, &mut page)?;
                                 mem.write(foff, &page);
@@ -766,11 +708,11 @@ impl<D: BlockDevice> Directory<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::Client;
-    use crate::fs::MemDisk;
-    use crate::proto::{DirEntry, FileKind};
-    use crate::shm::HeapShm;
     use core::cell::{Cell, RefCell};
+    use fabric::proto::{DirEntry, FileKind};
+    use fabric::shm::HeapShm;
+    use flatfs::MemDisk;
+    use nodepath::client::Client;
 
     const REGION: usize = 4 << 20;
 
@@ -965,7 +907,7 @@ mod tests {
         let ch = rig.layout.channel(1);
         // The client used request indices 0..3: publish a zeroed
         // descriptor (opcode 0) at index 3 by hand.
-        let slot3 = ch.request.off + crate::ring::RING_HEADER + 3 * 64;
+        let slot3 = ch.request.off + fabric::ring::RING_HEADER + 3 * 64;
         rig.mem.write(slot3, &[0u8; 64]);
         rig.mem.store_u32(ch.request.off, 4);
         let polls: Vec<Poll> = (0..3).map(|_| rig.step()).collect();
@@ -1050,8 +992,8 @@ mod tests {
 
     #[test]
     fn single_copy_read_invalidate_with_a_sharer() {
-        use crate::client::Notifier;
-        use crate::pagedir::{PageKey, PageReply, PageReq};
+        use fabric::proto::{PageKey, PageReply, PageReq};
+        use nodepath::client::Notifier;
         let rig = Rig::new(2, true);
         let mut a = rig.join(1);
         let mut b = rig.join(2);
@@ -1125,8 +1067,8 @@ mod tests {
 
     #[test]
     fn failed_owner_tears_down_its_pages() {
-        use crate::client::Notifier;
-        use crate::pagedir::{PageKey, PageReq};
+        use fabric::proto::{PageKey, PageReq};
+        use nodepath::client::Notifier;
         let rig = Rig::new(2, true);
         let mut a = rig.join(1);
         let mut b = rig.join(2);

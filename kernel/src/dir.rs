@@ -6,11 +6,11 @@
 //! `dir_spin_us` after the last one, then halts between timer ticks (1 ms)
 //! so an idle directory does not burn a host core.
 
-use dirsvc::config::BootConfig;
-use dirsvc::fs::Fs;
-use dirsvc::layout::{Header, Layout};
 use dirsvc::server::{Config, Directory, Event};
-use dirsvc::shm::{RawShm, SharedMem};
+use fabric::config::BootConfig;
+use fabric::layout::{Header, Layout};
+use fabric::shm::{RawShm, SharedMem};
+use flatfs::Fs;
 
 use alloc::vec::Vec;
 
@@ -141,7 +141,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
 /// `net` mode: one link per node, told apart by the MAC `qemu-run.sh`
 /// assigned (`52:54:00:0c:00:<node>`).
 fn net_links(cfg: &BootConfig, nics: Vec<Nic>) -> Vec<DirLink> {
-    if cfg.mode != dirsvc::pagecache::Mode::Net {
+    if cfg.mode != fabric::config::Mode::Net {
         return Vec::new();
     }
     let mut links = Vec::new();
@@ -161,7 +161,7 @@ fn net_links(cfg: &BootConfig, nics: Vec<Nic>) -> Vec<DirLink> {
     }
     log::info!(
         "net mode: file server listening on port {} on {} of {} node links",
-        dirsvc::netfs::PORT,
+        fabric::netwire::PORT,
         links.len(),
         cfg.nodes
     );

@@ -14,7 +14,7 @@ mod mm;
 mod net;
 mod node;
 
-use dirsvc::config::{BootConfig, Role};
+use fabric::config::{BootConfig, Role};
 
 /// Called by the PVH trampoline (`boot/`) in 64-bit mode on the boot stack.
 #[unsafe(no_mangle)]
@@ -68,7 +68,7 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
                     None
                 }
             };
-            let nics = if cfg.mode == dirsvc::pagecache::Mode::Net {
+            let nics = if cfg.mode == fabric::config::Mode::Net {
                 drivers::net::probe_all(&mut root)
             } else {
                 alloc::vec::Vec::new()

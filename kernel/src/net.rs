@@ -3,7 +3,7 @@
 //! Topology: one point-to-point link per node (a QEMU `-netdev stream`
 //! over a unix socket, set up by `qemu-run.sh`). On link K the directory is
 //! `10.0.K.1` and node K is `10.0.K.2`; the addresses exist only inside the
-//! two guests. The directory listens on [`dirsvc::netfs::PORT`] on every
+//! two guests. The directory listens on [`fabric::netwire::PORT`] on every
 //! link and serves the same file server as the rings
 //! ([`dirsvc::server::Directory::serve_net`]); a node keeps one connection
 //! and sends one request frame at a time (NFS-like, synchronous RPC).
@@ -16,8 +16,9 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use dirsvc::netfs::{self, FrameReader, NetClient};
-use dirsvc::proto::{Errno, Request, Response};
+use fabric::netwire::{self, FrameReader};
+use fabric::proto::{Errno, Request, Response};
+use nodepath::netclient::NetClient;
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
@@ -154,7 +155,7 @@ impl NetConn {
         NetConn {
             stack: Stack::new(nic, addr(id, 2)),
             client: NetClient::new(),
-            remote: (addr(id, 1), netfs::PORT),
+            remote: (addr(id, 1), netwire::PORT),
             next_port: 49152,
             timeout_ns,
             calls: 0,
@@ -265,7 +266,7 @@ impl NetConn {
     /// with its data.
     pub fn call_batch(&mut self, reqs: &[Request]) -> Result<Vec<(Response, Vec<u8>)>, Errno> {
         let mut out = Vec::with_capacity(reqs.len());
-        for chunk in reqs.chunks(netfs::MAX_BATCH) {
+        for chunk in reqs.chunks(nodepath::netclient::MAX_BATCH) {
             let deadline = time::now_ns() + self.timeout_ns;
             self.connect(deadline)?;
             let frames = self.client.request_batch(chunk)?;
@@ -367,7 +368,7 @@ impl DirLink {
         self.out_off = 0;
         let s = self.stack.socket();
         s.abort();
-        if let Err(e) = s.listen(netfs::PORT) {
+        if let Err(e) = s.listen(netwire::PORT) {
             log::error!("net: link to node {}: listen: {e}", self.node);
         }
     }
@@ -379,7 +380,10 @@ impl DirLink {
 
     /// Serve what arrived on this link: `handle` answers one request frame.
     /// Returns the number of frames served.
-    pub fn serve(&mut self, mut handle: impl FnMut(u32, &netfs::Frame) -> netfs::Frame) -> usize {
+    pub fn serve(
+        &mut self,
+        mut handle: impl FnMut(u32, &netwire::Frame) -> netwire::Frame,
+    ) -> usize {
         let pending_out = self.out_off < self.out.len();
         if !pending_out && !self.stack.due() && !self.stack.socket().can_recv() {
             return 0;
@@ -428,7 +432,7 @@ impl DirLink {
                             self.out.clear();
                             self.out_off = 0;
                         }
-                        netfs::encode_frame(&r.desc, &r.payload, &mut self.out);
+                        netwire::encode_frame(&r.desc, &r.payload, &mut self.out);
                         served += 1;
                     }
                     Ok(None) => break,

@@ -41,7 +41,7 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// A release host tool (`mkfs`, `inspect`) built by `cargo build --release -p dirsvc --bins`.
+/// A release host tool (`mkfs`, `inspect`) built by `cargo build --release -p flatfs --bins`.
 pub fn host_tool(name: &str) -> PathBuf {
     target_dir().join("release").join(name)
 }

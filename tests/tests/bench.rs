@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! cargo build --release -p onecopy-kernel --target x86_64-unknown-none
-//! cargo build --release -p dirsvc --bins
+//! cargo build --release -p flatfs --bins
 //! ONECOPY_BENCH_SMOKE=1 cargo test -p onecopy-tests --test bench -- --nocapture
 //! ```
 //!

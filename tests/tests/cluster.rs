@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release -p onecopy-kernel --target x86_64-unknown-none
-//! cargo build --release -p dirsvc --bins
+//! cargo build --release -p flatfs --bins
 //! cargo test -p onecopy-tests --test cluster -- --test-threads=1
 //! ```
 //!
@@ -593,7 +593,7 @@ fn host_tools_exist() {
         let p = onecopy_tests::host_tool(tool);
         assert!(
             p.is_file(),
-            "{} missing: run cargo build --release -p dirsvc --bins",
+            "{} missing: run cargo build --release -p flatfs --bins",
             p.display()
         );
     }

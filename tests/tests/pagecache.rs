@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! cargo build --release -p onecopy-kernel --target x86_64-unknown-none
-//! cargo build --release -p dirsvc --bins
+//! cargo build --release -p flatfs --bins
 //! cargo test -p onecopy-tests --test pagecache -- --test-threads=1
 //! ```
 //!

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use crate::os::{
     Attr, ClusterInfo, DirEntry, Errno, Fd, FileKind, NodeInfo, OpenFlags, Os, RingSamples,
 };
-use dirsvc::proto::MAX_NAME;
+use fabric::proto::MAX_NAME;
 
 #[derive(Debug, Clone)]
 struct Node {

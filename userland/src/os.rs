@@ -5,7 +5,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-pub use dirsvc::proto::{Attr, DirEntry, Errno, FileKind};
+pub use fabric::proto::{Attr, DirEntry, Errno, FileKind};
 
 /// A file descriptor handed out by [`Os::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

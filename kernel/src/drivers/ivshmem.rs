@@ -1,6 +1,6 @@
 //! The ivshmem-plain device (1af4:1110): BAR2 is the shared region.
 
-use dirsvc::shm::RawShm;
+use fabric::shm::RawShm;
 use virtio_drivers::transport::pci::bus::PciRoot;
 
 use super::pci::{self, PortCam};

@@ -1,9 +1,9 @@
 //! virtio-blk through `virtio-drivers`: the directory's backing disk, as a
-//! [`dirsvc::fs::BlockDevice`].
+//! [`flatfs::BlockDevice`].
 
 use core::ptr::NonNull;
 
-use dirsvc::fs::{BlockDevice, IoError, BLOCK_SIZE};
+use flatfs::{BlockDevice, IoError, BLOCK_SIZE};
 use virtio_drivers::device::blk::VirtIOBlk;
 use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::{virtio_device_type, PciTransport};

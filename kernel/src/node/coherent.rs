@@ -1,5 +1,5 @@
 //! The single-copy data path (modes `strong` and `relaxed`): the node side
-//! of the DPC protocol over the rings, with [`dirsvc::pagecache::NodeCache`]
+//! of the DPC protocol over the rings, with [`nodepath::pagecache::NodeCache`]
 //! doing the bookkeeping.
 //!
 //! * Reads: local hit (our frame) or remote hit (CH-R: the owner's frame)
@@ -24,12 +24,12 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use dirsvc::client::Notifier;
-use dirsvc::layout::Layout;
-use dirsvc::pagecache::{Hit, Installed, Mode, NodeCache, PAGE};
-use dirsvc::pagedir::{PageKey, PageReply, PageReq};
-use dirsvc::proto::{op_of, Errno, Op, Request, Response};
-use dirsvc::shm::{RawShm, SharedMem};
+use fabric::layout::Layout;
+use fabric::proto::{op_of, Errno, Op, Request, Response};
+use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::shm::{RawShm, SharedMem};
+use nodepath::client::Notifier;
+use nodepath::pagecache::{Hit, Installed, Mode, NodeCache, PAGE};
 use spin::Mutex;
 
 use crate::mm::paging;
@@ -193,7 +193,7 @@ pub trait Transport {
     /// Publish a request; returns its tag.
     fn send(&mut self, req: &Request) -> Result<u32, Errno>;
     /// A response, if one is waiting.
-    fn recv(&mut self) -> Result<Option<(u32, dirsvc::proto::Desc)>, Errno>;
+    fn recv(&mut self) -> Result<Option<(u32, fabric::proto::Desc)>, Errno>;
     /// One wait step (services invalidations); false: give up.
     fn wait(&mut self) -> bool;
     /// One synchronous call.
@@ -311,7 +311,7 @@ pub fn bench_dir(
                     .filter(|k| {
                         matches!(
                             c.cache.slot(k),
-                            Some(dirsvc::pagecache::Slot::Remote { .. })
+                            Some(nodepath::pagecache::Slot::Remote { .. })
                         )
                     })
                     .map(|k| (*k, false))
@@ -366,7 +366,7 @@ fn resolve_in(
             let slot = with(|c| {
                 c.cache
                     .slot(&key)
-                    .map(|s| matches!(s, dirsvc::pagecache::Slot::Reclaiming { .. }))
+                    .map(|s| matches!(s, nodepath::pagecache::Slot::Reclaiming { .. }))
             })
             .ok_or(Errno::Unavailable)?;
             match slot {
@@ -711,8 +711,8 @@ fn window_fault(va: u64) -> bool {
     };
     let page_va = va & !0xFFF;
     let pa = match c.cache.slot(&key) {
-        Some(dirsvc::pagecache::Slot::Local { gfn, .. })
-        | Some(dirsvc::pagecache::Slot::Remote { gfn, .. }) => {
+        Some(nodepath::pagecache::Slot::Local { gfn, .. })
+        | Some(nodepath::pagecache::Slot::Remote { gfn, .. }) => {
             c.faults += 1;
             c.bar_pa + gfn * PAGE as u64
         }
@@ -738,16 +738,16 @@ pub fn map_page(t: &mut dyn Transport, key: PageKey) -> Result<(u64, bool), Errn
             let remote = with(|c| {
                 matches!(
                     c.cache.slot(&key),
-                    Some(dirsvc::pagecache::Slot::Remote { .. })
+                    Some(nodepath::pagecache::Slot::Remote { .. })
                 )
             })
             .unwrap_or(false);
             return Ok((va, remote));
         }
         let target = with(|c| match c.cache.slot(&key) {
-            Some(dirsvc::pagecache::Slot::Local { gfn, .. }) => Some(Ok((*gfn, false))),
-            Some(dirsvc::pagecache::Slot::Remote { gfn, .. }) => Some(Ok((*gfn, true))),
-            Some(dirsvc::pagecache::Slot::Private(_)) => Some(Err(Errno::NotSupported)),
+            Some(nodepath::pagecache::Slot::Local { gfn, .. }) => Some(Ok((*gfn, false))),
+            Some(nodepath::pagecache::Slot::Remote { gfn, .. }) => Some(Ok((*gfn, true))),
+            Some(nodepath::pagecache::Slot::Private(_)) => Some(Err(Errno::NotSupported)),
             _ => None,
         })
         .ok_or(Errno::Unavailable)?;

@@ -13,13 +13,13 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use dirsvc::client::Client;
-use dirsvc::config::BootConfig;
-use dirsvc::layout::{DirState, Header, Layout, LayoutError, NodeState};
-use dirsvc::pagecache::Mode;
-use dirsvc::proto::{Errno, Request, Response};
-use dirsvc::server::{Bulk, ShmBulk};
-use dirsvc::shm::RawShm;
+use fabric::bulk::{Bulk, ShmBulk};
+use fabric::config::BootConfig;
+use fabric::config::Mode;
+use fabric::layout::{DirState, Header, Layout, LayoutError, NodeState};
+use fabric::proto::{Errno, Request, Response};
+use fabric::shm::RawShm;
+use nodepath::client::Client;
 use spin::Once;
 use userland::line::LineEditor;
 use userland::os::{Attr, ClusterInfo, DirEntry, Fd, NodeInfo, OpenFlags, Os, RingSamples};
@@ -258,7 +258,7 @@ impl coherent::Transport for Conn {
         client.send(shm, req, &mut w)
     }
 
-    fn recv(&mut self) -> Result<Option<(u32, dirsvc::proto::Desc)>, Errno> {
+    fn recv(&mut self) -> Result<Option<(u32, fabric::proto::Desc)>, Errno> {
         let shm = self.shm;
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
         let r = client.recv(shm)?;
@@ -605,7 +605,7 @@ impl Os for NodeOs {
         }
         let mut out = Vec::new();
         for idx in 0..a.size.div_ceil(4096) {
-            let key = dirsvc::pagedir::PageKey { ino: a.ino, idx };
+            let key = fabric::proto::PageKey { ino: a.ino, idx };
             let t0 = cpu::rdtsc();
             if coherent::invalidate_one(&mut self.conn, key)? {
                 out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
@@ -641,7 +641,7 @@ impl Os for NodeOs {
             // once.
             let keys: Vec<_> = pages
                 .iter()
-                .map(|&(ino, idx)| dirsvc::pagedir::PageKey { ino, idx })
+                .map(|&(ino, idx)| fabric::proto::PageKey { ino, idx })
                 .collect();
             coherent::resolve(&mut self.conn, &keys, false)?;
         } else {
@@ -693,14 +693,14 @@ impl Os for NodeOs {
         let mut done = 0usize;
         while done < len {
             let at = offset + done as u64;
-            let key = dirsvc::pagedir::PageKey {
+            let key = fabric::proto::PageKey {
                 ino,
                 idx: at / 4096,
             };
             let in_page = (at % 4096) as usize;
             let n = (4096 - in_page).min(len - done);
             let (va, remote) = coherent::map_page(&mut self.conn, key)?;
-            if write && remote && mode == dirsvc::pagecache::Mode::Relaxed {
+            if write && remote && mode == fabric::config::Mode::Relaxed {
                 return Err(Errno::NotSupported); // relaxed writes need a private copy
             }
             let at_va = va + in_page as u64;
@@ -891,7 +891,7 @@ fn net_link(id: u32, timeout_ns: u64) -> Option<crate::net::NetConn> {
         "net mode: link up as {} -> file server {}:{}",
         crate::net::addr(id, 2),
         crate::net::addr(id, 1),
-        dirsvc::netfs::PORT
+        fabric::netwire::PORT
     );
     Some(crate::net::NetConn::new(nic, id, timeout_ns))
 }

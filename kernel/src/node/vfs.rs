@@ -13,11 +13,11 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use dirsvc::client::Client;
-use dirsvc::pagecache::Mode;
+use fabric::config::Mode;
+use nodepath::client::Client;
 
 use super::coherent::{self, Transport};
-use dirsvc::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
+use fabric::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
 use userland::os::{Fd, OpenFlags};
 
 const PAGE: usize = 4096;
@@ -205,7 +205,7 @@ impl Vfs {
         exclusive: bool,
     ) -> Result<Response, Errno> {
         let cap = rpc.bulk_cap(0)?;
-        if path.len() > cap || path.len() > dirsvc::proto::MAX_PATH {
+        if path.len() > cap || path.len() > fabric::proto::MAX_PATH {
             return Err(Errno::NameTooLong);
         }
         rpc.bulk_write(0, 0, path.as_bytes())?;

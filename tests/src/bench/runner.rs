@@ -76,7 +76,7 @@ pub fn find_pingpong() -> PathBuf {
 
 /// Pool per node (MiB) for a region of `shm_mb` shared by `nodes` nodes.
 pub fn pool_mib(shm_mb: u32, nodes: u8) -> f64 {
-    dirsvc::layout::Layout::compute((shm_mb as usize) << 20, u32::from(nodes))
+    fabric::layout::Layout::compute((shm_mb as usize) << 20, u32::from(nodes))
         .map(|l| l.pool_frames as f64 * 4096.0 / MIB)
         .unwrap_or(f64::NAN)
 }

@@ -34,7 +34,7 @@ impl Ddir {
     }
 }
 
-pub use dirsvc::rng::{mix64, SplitMix64};
+pub use fabric::rng::{mix64, SplitMix64};
 
 /// A seeded pseudo-random permutation of `[0, n)` computed on the fly
 /// (no table): a 4-round Feistel network over the smallest even number

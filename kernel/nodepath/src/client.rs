@@ -6,10 +6,10 @@
 //! directory gone). The kernel's closure halts or spins and checks the
 //! clock; host tests run the directory inside it.
 
-use crate::layout::{Header, Layout, NodeState};
-use crate::proto::{Errno, Raw, Request, Response};
-use crate::ring::{Consumer, Producer, RingError};
-use crate::shm::SharedMem;
+use fabric::layout::{Header, Layout, NodeState};
+use fabric::proto::{Errno, Raw, Request, Response};
+use fabric::ring::{Consumer, Producer, RingError};
+use fabric::shm::SharedMem;
 
 /// Ring polls before the first call of the wait hook.
 const SPIN_POLLS: u32 = 4096;
@@ -116,7 +116,7 @@ impl Client {
     pub fn recv(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
-    ) -> Result<Option<(u32, crate::proto::Desc)>, Errno> {
+    ) -> Result<Option<(u32, fabric::proto::Desc)>, Errno> {
         Ok(self
             .resp
             .pop(mem)
@@ -135,7 +135,7 @@ impl Client {
         let tag = self.next_tag;
         self.next_tag = self.next_tag.wrapping_add(1).max(1);
         let d = req.encode(tag);
-        let op = crate::proto::op_of(req);
+        let op = fabric::proto::op_of(req);
         loop {
             match self.req.push(mem, &d) {
                 Ok(()) => break,
@@ -200,11 +200,11 @@ impl Notifier {
     pub fn poll(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
-    ) -> Result<Option<crate::pagedir::PageKey>, Errno> {
+    ) -> Result<Option<fabric::proto::PageKey>, Errno> {
         match self.notify.pop(mem).map_err(ring_err)? {
             None => Ok(None),
-            Some(d) => match crate::proto::Notice::decode(&d) {
-                Ok(crate::proto::Notice::DirInv(k)) => Ok(Some(k)),
+            Some(d) => match fabric::proto::Notice::decode(&d) {
+                Ok(fabric::proto::Notice::DirInv(k)) => Ok(Some(k)),
                 _ => Err(Errno::Invalid),
             },
         }
@@ -215,11 +215,11 @@ impl Notifier {
     pub fn ack(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
-        key: crate::pagedir::PageKey,
+        key: fabric::proto::PageKey,
         dirty: bool,
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<(), Errno> {
-        let d = crate::proto::Notice::InvAck { key, dirty }.encode();
+        let d = fabric::proto::Notice::InvAck { key, dirty }.encode();
         loop {
             match self.ack.push(mem, &d) {
                 Ok(()) => return Ok(()),

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use common::FileDisk;
-use dirsvc::fs::{Fs, BLOCK_SIZE, ROOT_INO, VERSION};
-use dirsvc::proto::{Attr, FileKind};
+use fabric::proto::{Attr, FileKind};
+use flatfs::{Fs, BLOCK_SIZE, ROOT_INO, VERSION};
 
 const USAGE: &str = "\
 usage: inspect IMAGE [--check | --cat PATH]

@@ -11,7 +11,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::{MountError, BLOCK_SIZE};
-use crate::proto::{FileKind, MAX_NAME};
+use fabric::proto::{FileKind, MAX_NAME};
 
 /// Magic at byte 0 of block 0.
 pub const MAGIC: [u8; 8] = *b"ONECOPFS";

@@ -29,7 +29,7 @@ pub struct BootConfig {
     /// How long a node waits for one directory answer (ms).
     pub rpc_timeout_ms: u64,
     /// Page-cache mode (`mode=private|strong|relaxed|net`, default strong).
-    pub mode: crate::pagecache::Mode,
+    pub mode: Mode,
     /// Timer tick rate (Hz): how often a halted kernel wakes to look at
     /// its rings (an idle node answers invalidations within one tick).
     pub tick_hz: u32,
@@ -66,7 +66,7 @@ impl BootConfig {
             hb_timeout_ms: 3000,
             dir_spin_us: 5000,
             rpc_timeout_ms: 10_000,
-            mode: crate::pagecache::Mode::Strong,
+            mode: Mode::Strong,
             remote_limit: 8192,
             tick_hz: 1000,
             cxl_ns: 0,
@@ -105,7 +105,7 @@ impl BootConfig {
                     }
                 }
                 "mode" => {
-                    c.mode = crate::pagecache::Mode::parse(v).ok_or_else(|| {
+                    c.mode = Mode::parse(v).ok_or_else(|| {
                         alloc::format!("mode={v}: expected private, strong, relaxed or net")
                     })?
                 }
@@ -128,6 +128,49 @@ impl BootConfig {
     }
 }
 
+/// Cache mode, chosen at boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Independent per-node caches through the storage server (baseline).
+    Private,
+    /// Single copy, coherent writes (DPC_SC).
+    Strong,
+    /// Single copy for reads, private writable copies reconciled at
+    /// write-back (DPC).
+    Relaxed,
+    /// Private per-node caches, file data over TCP (smoltcp, virtio-net)
+    /// to the directory's storage server: the NFS-like baseline.
+    Net,
+}
+
+impl Mode {
+    /// Parse `private|strong|relaxed|net`.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "private" => Some(Mode::Private),
+            "strong" => Some(Mode::Strong),
+            "relaxed" => Some(Mode::Relaxed),
+            "net" => Some(Mode::Net),
+            _ => None,
+        }
+    }
+
+    /// Name for `cache stats`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Private => "private",
+            Mode::Strong => "strong",
+            Mode::Relaxed => "relaxed",
+            Mode::Net => "net",
+        }
+    }
+
+    /// Does this mode use the page directory?
+    pub fn single_copy(self) -> bool {
+        !matches!(self, Mode::Private | Mode::Net)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,10 +179,10 @@ mod tests {
     fn parses_roles_and_options() {
         let c = BootConfig::parse("role=dir nodes=4").unwrap();
         assert_eq!((c.role, c.nodes), (Role::Dir, 4));
-        assert_eq!(c.mode, crate::pagecache::Mode::Strong);
+        assert_eq!(c.mode, Mode::Strong);
         let c = BootConfig::parse("role=node id=2 nodes=2 hb_timeout_ms=500 mode=relaxed foo=bar")
             .unwrap();
-        assert_eq!(c.mode, crate::pagecache::Mode::Relaxed);
+        assert_eq!(c.mode, Mode::Relaxed);
         assert_eq!(c.role, Role::Node(2));
         assert_eq!(c.hb_timeout_ms, 500);
         assert_eq!(c.unknown, ["foo=bar"]);

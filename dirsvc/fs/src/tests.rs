@@ -10,11 +10,11 @@ use alloc::vec::Vec;
 
 use super::disk::{EXT_SIZE, REC_CRC_OFF, REC_EXT_OFF, REC_NAME_OFF, SB_SEQ_FLOOR_OFF};
 use super::*;
-use crate::proto::{Attr, Errno, FileKind};
+use fabric::proto::{Attr, Errno, FileKind};
 
 // ----- helpers -------------------------------------------------------------
 
-use crate::rng::SplitMix64 as Rng;
+use fabric::rng::SplitMix64 as Rng;
 
 /// Test helpers on top of the shared generator.
 trait RngExt {

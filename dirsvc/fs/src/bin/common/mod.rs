@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use dirsvc::fs::{BlockDevice, IoError, BLOCK_SIZE};
+use flatfs::{BlockDevice, IoError, BLOCK_SIZE};
 
 /// An image file seen as a block device. A trailing partial block is not
 /// addressable. Opened read-only, every write fails.

@@ -49,11 +49,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::layout::Layout;
 use crate::pagecache::{Hit, Installed, Mode, NodeCache, Slot};
-use crate::pagedir::{Action, Entry, PageDir, PageKey, PageReply, PageReq, PageState, Phase};
+use dirsvc::pagedir::{Action, Entry, PageDir, PageState, Phase};
+use fabric::layout::Layout;
+use fabric::proto::{PageKey, PageReply, PageReq};
 
-use crate::rng::SplitMix64 as Rng;
+use fabric::rng::SplitMix64 as Rng;
 
 /// The inode whose values are checked.
 const DATA: u64 = 1;
@@ -1106,7 +1107,7 @@ impl Sim {
             s.push_str(&format!("\n  {step}: {ev:?}"));
         }
         s.push_str(&format!(
-            "\nreplay: ONECOPY_SIM_SEED={seed:#x} cargo test -p dirsvc sim::"
+            "\nreplay: ONECOPY_SIM_SEED={seed:#x} cargo test -p nodepath sim::"
         ));
         s
     }

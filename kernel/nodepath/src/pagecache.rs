@@ -12,53 +12,11 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
-use crate::pagedir::{PageKey, PageReply, PageReq};
+pub use fabric::config::Mode;
+use fabric::proto::{PageKey, PageReply, PageReq};
 
 /// Page size.
 pub const PAGE: usize = 4096;
-
-/// Cache mode, chosen at boot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Independent per-node caches through the storage server (baseline).
-    Private,
-    /// Single copy, coherent writes (DPC_SC).
-    Strong,
-    /// Single copy for reads, private writable copies reconciled at
-    /// write-back (DPC).
-    Relaxed,
-    /// Private per-node caches, file data over TCP (smoltcp, virtio-net)
-    /// to the directory's storage server: the NFS-like baseline.
-    Net,
-}
-
-impl Mode {
-    /// Parse `private|strong|relaxed|net`.
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "private" => Some(Mode::Private),
-            "strong" => Some(Mode::Strong),
-            "relaxed" => Some(Mode::Relaxed),
-            "net" => Some(Mode::Net),
-            _ => None,
-        }
-    }
-
-    /// Name for `cache stats`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Private => "private",
-            Mode::Strong => "strong",
-            Mode::Relaxed => "relaxed",
-            Mode::Net => "net",
-        }
-    }
-
-    /// Does this mode use the page directory?
-    pub fn single_copy(self) -> bool {
-        !matches!(self, Mode::Private | Mode::Net)
-    }
-}
 
 /// Where a page's bytes are, as far as this node knows.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -77,6 +77,9 @@
 //! written before its parent's version bump, a removed one is zeroed before;
 //! a raised sequence floor is written and flushed before the record that
 //! uses the new number.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
 
 mod disk;
 mod error;
@@ -96,8 +99,8 @@ pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VE
 pub use error::{MountError, ParentProblem};
 pub use memdisk::MemDisk;
 
-use crate::proto::{Attr, DirEntry, Errno, FileKind, MAX_NAME, MAX_PATH};
 use disk::{Extent, Inode, Superblock, TABLE_START};
+use fabric::proto::{Attr, DirEntry, Errno, FileKind, MAX_NAME, MAX_PATH};
 use freemap::FreeMap;
 use mount::{Derived, DirIndex};
 

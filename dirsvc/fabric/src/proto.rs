@@ -19,8 +19,6 @@
 
 use core::fmt;
 
-use crate::pagedir::{PageKey, PageReply, PageReq};
-
 /// Size of one descriptor on every ring.
 pub const DESC_SIZE: usize = 64;
 /// One raw descriptor.
@@ -795,6 +793,112 @@ pub fn op_of(r: &Request) -> Op {
             PageReq::Writeback { .. } => Op::PageWriteback,
         },
     }
+}
+
+// ---------------------------------------------------------------- pages
+
+/// A page of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PageKey {
+    /// Inode.
+    pub ino: u64,
+    /// Page index in the file.
+    pub idx: u64,
+}
+
+/// Page requests a node sends (each one 64-byte descriptor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageReq {
+    /// Read miss; `frame` is the requester's pre-allocated frame.
+    Read {
+        /// Page.
+        key: PageKey,
+        /// Pre-allocated frame of the requester.
+        frame: u64,
+    },
+    /// Strong-mode write preparation (full-page write): E if nobody owns
+    /// the page, S if someone does.
+    LookupLock {
+        /// Page.
+        key: PageKey,
+        /// Pre-allocated frame of the requester.
+        frame: u64,
+    },
+    /// Commit E -> O after the full-page write.
+    Unlock {
+        /// Page.
+        key: PageKey,
+    },
+    /// The owner reclaims the page (one element of a BATCH_INV).
+    Inv {
+        /// Page.
+        key: PageKey,
+        /// The owner wrote it since the last write-back.
+        dirty: bool,
+    },
+    /// A sharer lets go (S -> I).
+    Drop {
+        /// Page.
+        key: PageKey,
+        /// The sharer wrote it (strong mode) since the last write-back.
+        dirty: bool,
+    },
+    /// Write the page back to disk if it is dirty (fsync).
+    Writeback {
+        /// Page.
+        key: PageKey,
+        /// The requester wrote it since the last write-back.
+        dirty: bool,
+    },
+}
+
+impl PageReq {
+    /// The page concerned.
+    pub fn key(&self) -> PageKey {
+        match *self {
+            PageReq::Read { key, .. }
+            | PageReq::LookupLock { key, .. }
+            | PageReq::Unlock { key }
+            | PageReq::Inv { key, .. }
+            | PageReq::Drop { key, .. }
+            | PageReq::Writeback { key, .. } => key,
+        }
+    }
+}
+
+/// Answers to page requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageReply {
+    /// You own the page in your frame `gfn` (filled, or yours already).
+    Owner {
+        /// Frame.
+        gfn: u64,
+    },
+    /// You hold E on your frame `gfn`: write the full page, then UNLOCK.
+    Exclusive {
+        /// Frame.
+        gfn: u64,
+    },
+    /// Map the owner's frame `gfn` (owned by node `owner`).
+    Shared {
+        /// Owner node.
+        owner: u8,
+        /// Owner's frame.
+        gfn: u64,
+    },
+    /// The page is in a transient state (E or TBI elsewhere): retry.
+    Retry,
+    /// Done (UNLOCK, DROP, WRITEBACK, or INV completed; `written` says a
+    /// write-back to disk happened).
+    Done {
+        /// A write-back happened.
+        written: bool,
+    },
+    /// Refused: the request does not fit the page's state or the frame is
+    /// not the requester's.
+    Refused,
+    /// The disk transfer failed.
+    IoError,
 }
 
 #[cfg(test)]

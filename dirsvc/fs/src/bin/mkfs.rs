@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use common::FileDisk;
-use dirsvc::fs::{Fs, BLOCK_SIZE};
-use dirsvc::proto::{Errno, MAX_NAME};
+use fabric::proto::{Errno, MAX_NAME};
+use flatfs::{Fs, BLOCK_SIZE};
 
 const USAGE: &str = "\
 usage: mkfs [--size-mb N] [--inodes N] [--from DIR] IMAGE

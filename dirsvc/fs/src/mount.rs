@@ -11,7 +11,7 @@ use super::disk::{Inode, Superblock};
 use super::error::{MountError, ParentProblem};
 use super::freemap::FreeMap;
 use super::ROOT_INO;
-use crate::proto::FileKind;
+use fabric::proto::FileKind;
 
 /// The entries of one directory, indexed both ways.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,0 +1,28 @@
+//! The fabric every onecopy instance shares: what lives in the shared
+//! region and what travels between the directory and the nodes, defined
+//! once for both sides.
+//!
+//! * [`shm`]: access to the shared region (no references into it; a heap
+//!   fake for host tests).
+//! * [`layout`]: the versioned header of the region and where every area
+//!   lives in it.
+//! * [`ring`]: single-producer/single-consumer rings of 64-byte descriptors
+//!   (DPC's Notification Manager channels), every index read from the
+//!   region checked.
+//! * [`bulk`]: bulk slots, where a request's variable-length data travels.
+//! * [`proto`]: the messages (requests, responses, page requests, notices).
+//! * [`netwire`]: `net` mode's framing of the same messages over a stream.
+//! * [`config`]: boot options (the kernel command line).
+//! * [`rng`]: the deterministic generator of the simulation, tests and fio.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
+
+pub mod bulk;
+pub mod config;
+pub mod layout;
+pub mod netwire;
+pub mod proto;
+pub mod ring;
+pub mod rng;
+pub mod shm;
