@@ -11,12 +11,18 @@
 //! The linker script is `boot/linker.ld` (the kernel's build script passes
 //! it to the linker).
 #![no_std]
+// The crate is arch code: its one unsafe item is the trampoline's
+// `global_asm!`, allowed where it stands.
+#![deny(unsafe_code)]
 
 /// Size of the boot stack the kernel runs on.
 pub const BOOT_STACK_BYTES: usize = 512 * 1024;
 
-core::arch::global_asm!(
-    r#"
+/// The PVH note and the 32-to-64-bit trampoline.
+#[allow(unsafe_code)]
+mod trampoline {
+    core::arch::global_asm!(
+        r#"
     .pushsection .note.Xen, "a", @note
     .balign 4
     .long 4
@@ -135,7 +141,8 @@ boot_stack_bottom:
 boot_stack_top:
     .popsection
     "#
-);
+    );
+}
 
 extern "C" {
     fn pvh_start32();

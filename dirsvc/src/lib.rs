@@ -7,6 +7,7 @@
 //!   server over [`flatfs`].
 //! * [`netserve`]: `net` mode, the same server reached over a byte stream.
 #![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 

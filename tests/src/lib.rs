@@ -17,6 +17,7 @@
 //!
 //! The `onecopy-ctl` binary (`src/bin/onecopy-ctl.rs`) exposes the same
 //! machinery to `qemu-run.sh`: `wait-ready`, `exec` and `attach`.
+#![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod cluster;

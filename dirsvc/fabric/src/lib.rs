@@ -15,6 +15,8 @@
 //! * [`config`]: boot options (the kernel command line).
 //! * [`rng`]: the deterministic generator of the simulation, tests and fio.
 #![cfg_attr(not(test), no_std)]
+// Unsafe code lives in `shm` only (raw access to the mapped region).
+#![deny(unsafe_code)]
 
 extern crate alloc;
 
@@ -25,4 +27,5 @@ pub mod netwire;
 pub mod proto;
 pub mod ring;
 pub mod rng;
+#[allow(unsafe_code)]
 pub mod shm;

@@ -78,6 +78,7 @@
 //! a raised sequence floor is written and flushed before the record that
 //! uses the new number.
 #![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 

@@ -116,6 +116,14 @@ pub unsafe fn free(pa: u64, pages: usize) {
     }
 }
 
+/// Does `[start, end)` overlap RAM that this allocator manages (or the
+/// memory below it: low memory and the kernel image)?
+pub fn overlaps_ram(start: u64, end: u64) -> bool {
+    let s = STATE.lock();
+    let top = s.regions[..s.n].iter().map(|r| r.end).max().unwrap_or(0);
+    start < top && end > 0
+}
+
 /// (used, total) frames.
 pub fn usage() -> (u64, u64) {
     let s = STATE.lock();

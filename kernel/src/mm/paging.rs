@@ -1,7 +1,15 @@
 //! Page tables through the `x86_64` crate. The boot trampoline identity
 //! maps the first 4 GiB with 2 MiB pages; device memory above that (a
 //! 64-bit BAR such as the shared region) is identity mapped here on demand.
+//!
+//! Every mapping this module makes is checked, so its functions are safe to
+//! call: [`identity_map`] maps only device memory (never RAM that the frame
+//! allocator manages, which Rust references may point into), and
+//! [`map_4k`] maps only a page of the mmap window ([`WINDOW`], which no
+//! Rust reference points into) to a frame of a device range mapped by
+//! [`identity_map`] or to the window's zero page.
 
+use spin::{Mutex, Once};
 use x86_64::registers::control::Cr3;
 use x86_64::structures::paging::{
     FrameAllocator, Mapper, OffsetPageTable, Page, PageTable, PageTableFlags, PhysFrame, Size2MiB,
@@ -18,21 +26,78 @@ unsafe impl FrameAllocator<Size4KiB> for Frames {
     }
 }
 
+/// Device ranges mapped by [`identity_map`] (start, end), the targets
+/// [`map_4k`] accepts.
+static DEVICE: Mutex<[(u64, u64); 8]> = Mutex::new([(0, 0); 8]);
+/// The zeroed frame window faults on non-resident pages map (0: none yet).
+static ZERO_PAGE: Once<u64> = Once::new();
+
+/// A view of the active page tables, to be dropped before anything else
+/// can edit them.
+///
+/// The tables are edited from two contexts: the kernel's own thread and the
+/// mmap window's page-fault handler (interrupt context, see
+/// `arch::interrupts`), which calls [`map_4k`]. Each caller builds its own
+/// short-lived mapper and drops it before returning, and the fault handler
+/// runs only on a fault in the window, which the thread's page-table code
+/// never touches; so two `&mut PageTable` to the PML4 are never used at the
+/// same time.
 fn mapper() -> OffsetPageTable<'static> {
     let (frame, _) = Cr3::read();
     let pml4 = frame.start_address().as_u64() as *mut PageTable;
-    // SAFETY: physical memory holding the page tables is identity mapped
-    // (offset 0); the kernel is single-threaded per instance and only this
-    // module edits the tables, with interrupts never touching them.
+    // SAFETY: the PML4 is RAM, identity mapped (offset 0), owned by the
+    // paging code only; no other reference to it is live while the returned
+    // mapper is used (see above: mappers are short-lived and never
+    // interleaved between the thread and the window fault handler).
     unsafe { OffsetPageTable::new(&mut *pml4, VirtAddr::new(0)) }
 }
 
-/// Make sure `[pa, pa+len)` is identity mapped (2 MiB pages, writable,
-/// uncached when `uncached`). Returns the virtual address (= `pa`).
+/// The zeroed frame [`map_4k`] accepts as a stand-in for a page that is no
+/// longer resident (taken once from the frame allocator, never written).
+pub fn zero_page() -> Option<u64> {
+    if let Some(pa) = ZERO_PAGE.get() {
+        return Some(*pa);
+    }
+    let pa = super::frames::alloc()?;
+    Some(*ZERO_PAGE.call_once(|| pa))
+}
+
+/// Is `[pa, pa+4096)` inside a device range mapped by [`identity_map`] or
+/// the zero page?
+fn window_target(pa: u64) -> bool {
+    if !pa.is_multiple_of(4096) {
+        return false;
+    }
+    if ZERO_PAGE.get() == Some(&pa) {
+        return true;
+    }
+    DEVICE
+        .lock()
+        .iter()
+        .any(|&(s, e)| s < e && pa >= s && pa + 4096 <= e)
+}
+
+/// Make sure the device memory `[pa, pa+len)` is identity mapped (2 MiB
+/// pages, writable, uncached when `uncached`). Returns the virtual address
+/// (= `pa`). Refuses ranges that touch RAM (which the trampoline mapped
+/// and Rust code uses): only device memory gets new mappings here.
 pub fn identity_map(pa: u64, len: u64, uncached: bool) -> Result<*mut u8, &'static str> {
-    let mut m = mapper();
     let start = pa & !((2 << 20) - 1);
     let end = pa.checked_add(len).ok_or("mapping overflows")?;
+    if len == 0 || super::frames::overlaps_ram(start, end.next_multiple_of(2 << 20)) {
+        return Err("refusing to map RAM as device memory");
+    }
+    {
+        let mut d = DEVICE.lock();
+        if !d.iter().any(|&(s, e)| s <= pa && end <= e) {
+            let free = d
+                .iter_mut()
+                .find(|r| r.0 == r.1)
+                .ok_or("too many device ranges")?;
+            *free = (pa, end);
+        }
+    }
+    let mut m = mapper();
     let mut flags = PageTableFlags::PRESENT | PageTableFlags::WRITABLE | PageTableFlags::NO_EXECUTE;
     if uncached {
         flags |= PageTableFlags::NO_CACHE | PageTableFlags::WRITE_THROUGH;
@@ -42,8 +107,9 @@ pub fn identity_map(pa: u64, len: u64, uncached: bool) -> Result<*mut u8, &'stat
         if m.translate_addr(VirtAddr::new(a)).is_none() {
             let page = Page::<Size2MiB>::containing_address(VirtAddr::new(a));
             let frame = PhysFrame::<Size2MiB>::containing_address(PhysAddr::new(a));
-            // SAFETY: identity mapping of device memory that nothing else
-            // maps; the frame is the device's, not RAM handed to anyone.
+            // SAFETY: identity mapping of device memory (checked above not
+            // to touch RAM) at a virtual address nothing maps yet
+            // (`translate_addr` is None); no Rust reference can point there.
             unsafe { m.map_to(page, frame, flags, &mut Frames) }
                 .map_err(|_| "cannot map device memory")?
                 .flush();
@@ -55,8 +121,16 @@ pub fn identity_map(pa: u64, len: u64, uncached: bool) -> Result<*mut u8, &'stat
 
 /// Map the 4 KiB page at virtual `va` to physical `pa` (writable; the
 /// protocol, not the page table, decides who may write a frame). Replaces
-/// an existing mapping.
+/// an existing mapping. `va` must be a page of [`WINDOW`], and `pa` a page
+/// of device memory mapped by [`identity_map`] (a frame of the shared
+/// region) or the [`zero_page`].
 pub fn map_4k(va: u64, pa: u64) -> Result<(), &'static str> {
+    if !va.is_multiple_of(4096) || !WINDOW.contains(&va) {
+        return Err("map_4k outside the mmap window");
+    }
+    if !window_target(pa) {
+        return Err("map_4k target is not shared-region memory");
+    }
     let mut m = mapper();
     let page = Page::<Size4KiB>::containing_address(VirtAddr::new(va));
     if let Ok((_, flush)) = m.unmap(page) {
@@ -64,17 +138,23 @@ pub fn map_4k(va: u64, pa: u64) -> Result<(), &'static str> {
     }
     let frame = PhysFrame::<Size4KiB>::containing_address(PhysAddr::new(pa));
     let flags = PageTableFlags::PRESENT | PageTableFlags::WRITABLE | PageTableFlags::NO_EXECUTE;
-    // SAFETY: `va` lies in the kernel's private mmap window, which no Rust
-    // reference points into; `pa` is a frame of the shared region, which
-    // stays mapped (BAR2) for the kernel's lifetime.
+    // SAFETY: `va` was checked to lie in the mmap window, which no Rust
+    // reference points into (it is only accessed with volatile loads and
+    // stores through `window_*`); `pa` was checked to be device memory of
+    // the shared region (mapped for the kernel's lifetime) or the zero
+    // page, never RAM that Rust code uses.
     unsafe { m.map_to(page, frame, flags, &mut Frames) }
         .map_err(|_| "cannot map page")?
         .flush();
     Ok(())
 }
 
-/// Remove the mapping at `va` (if any) and flush it from the TLB.
+/// Remove the mapping at `va` (if any) and flush it from the TLB. Only
+/// pages of [`WINDOW`] are ever unmapped; other addresses are ignored.
 pub fn unmap_4k(va: u64) {
+    if !WINDOW.contains(&va) {
+        return;
+    }
     let mut m = mapper();
     let page = Page::<Size4KiB>::containing_address(VirtAddr::new(va));
     if let Ok((_, flush)) = m.unmap(page) {

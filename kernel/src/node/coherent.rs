@@ -93,7 +93,7 @@ pub fn reset(layout: Layout, node: u32, mode: Mode, remote_limit: usize, bar_pa:
     if let Some(old) = g.as_mut() {
         old.unmap_all();
     }
-    let zero_pa = crate::mm::frames::alloc().unwrap_or(0);
+    let zero_pa = paging::zero_page().unwrap_or(0);
     *g = Some(Coherence {
         notifier: Notifier::new(&layout, node),
         cache: NodeCache::new(mode, layout.pool_gfns(node), remote_limit),

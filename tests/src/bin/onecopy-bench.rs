@@ -1,6 +1,7 @@
 //! `onecopy-bench`: DPC's microbenchmarks (§6.2, Fig. 6-9, §6.2.5) on real
 //! onecopy clusters in every mode, written to results.json, report.md and
 //! PNG charts. See `onecopy-bench --help` and `onecopy_tests::bench`.
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::path::PathBuf;

@@ -8,6 +8,7 @@
 //!
 //! Exit status: 0 success, 1 failure (not ready, a command answered
 //! `error:` or timed out), 2 wrong usage.
+#![forbid(unsafe_code)]
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;

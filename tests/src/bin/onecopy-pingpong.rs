@@ -5,6 +5,7 @@
 //! measured in the same run.
 //!
 //! usage: onecopy-pingpong [ROUNDS]   (default 200000)
+#![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
