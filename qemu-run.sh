@@ -53,7 +53,8 @@ Options:
                      vmx/svm and /dev/kvm opens, else tcg)
   --disk IMG         disk image for the directory (default RUN/disk.img, made
                      with mkfs from tools/sample, 64 MiB, if missing)
-  --shm-mb M         shared region size in MiB: a power of two >= 16 (default 64)
+  --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
+                     nodes' fixed kernel heap limits it; default 64)
   --mem-mb M         guest memory per instance in MiB, 32..16384 (default 128)
   --run-dir DIR      logs, console sockets, pid files (default ./run)
   --detach           leave the cluster running in the background
@@ -110,6 +111,14 @@ NODES=2
 ACCEL_REQ=auto
 DISK=
 SHM_MB=64
+# The largest shared region a node can use. A node keeps one 8-byte entry per
+# frame of its pool on its kernel heap (the free list of dirsvc's NodeCache),
+# and that heap is fixed: HEAP_BYTES = 24 MiB in kernel/src/mm/mod.rs. With
+# --nodes 1 the node's pool is the whole region: 8192 MiB is 2M frames, 16 MiB
+# of list, and boots and works (measured: fill, sum, mmap-read of 16 MiB, fio,
+# every mode); 16384 MiB needs 32 MiB and the node panics at boot ("memory
+# allocation of 33552840 bytes failed"). Raise it with HEAP_BYTES.
+SHM_MB_MAX=8192
 MEM_MB=128
 RUN_DIR_ARG="$ROOT/run"
 DETACH=0
@@ -227,7 +236,10 @@ while [[ $# -gt 0 ]]; do
             esac
             ;;
         --disk) DISK=$val ;;
-        --shm-mb) int_in SHM_MB --shm-mb "$val" 16 65536 ;;
+        --shm-mb)
+            is_uint "$val" || die_usage "--shm-mb needs a power of two in 16..$SHM_MB_MAX, got '$val'"
+            SHM_MB=$((10#$val))
+            ;;
         --mem-mb) int_in MEM_MB --mem-mb "$val" 32 16384 ;;
         --run-dir) RUN_DIR_ARG=$val ;;
         --detach) DETACH=1 ;;
@@ -246,7 +258,10 @@ while [[ $# -gt 0 ]]; do
 done
 
 # Cross-checks that need every flag.
+((SHM_MB >= 16)) || die_usage "--shm-mb must be at least 16, got $SHM_MB"
 (((SHM_MB & (SHM_MB - 1)) == 0)) || die_usage "--shm-mb must be a power of two (QEMU's ivshmem BAR), got $SHM_MB"
+((SHM_MB <= SHM_MB_MAX)) ||
+    die_usage "--shm-mb $SHM_MB is too large: the maximum is $SHM_MB_MAX, because a node keeps 8 bytes per frame of its pool (with --nodes 1 the whole region) on its fixed 24 MiB kernel heap (HEAP_BYTES in kernel/src/mm/mod.rs): $SHM_MB MiB would take $((SHM_MB / 512)) MiB of it"
 [[ -n $RUN_DIR_ARG ]] || die_usage "--run-dir needs a value"
 RUN_DIR=$(realpath -m -- "$RUN_DIR_ARG")
 [[ ! -e $RUN_DIR || -d $RUN_DIR ]] || die_usage "--run-dir $RUN_DIR exists and is not a directory"

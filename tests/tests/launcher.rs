@@ -1,0 +1,195 @@
+//! Integration tests of the launcher's guard rails, one section per item of
+//! the launcher hardening issue: each section's first test fails on a
+//! `qemu-run.sh` without the item's fix (the `--shm-mb` section also checks
+//! that the maximum it accepts boots and works).
+//!
+//! Needs the release kernel and host tools (`tests/run.sh` builds them):
+//!
+//! ```text
+//! cargo build --release -p onecopy-kernel --target x86_64-unknown-none
+//! cargo build --release -p dirsvc --bins
+//! cargo test -p onecopy-tests --test launcher -- --test-threads=1
+//! ```
+//!
+//! Tests that call `qemu-run.sh` themselves hold [`serial_guard`] (one
+//! cluster at a time) and a [`Cleanup`], which stops and kills whatever the
+//! launcher left in their run directory, even when the launcher under test
+//! fails to.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use onecopy_tests::shell::{parse_sum, pattern_crc32};
+use onecopy_tests::{
+    qemu_run, serial_guard, unique_run_dir, with_cluster, ClusterOpts, HostOutput, RunDir,
+};
+
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+/// The largest `--shm-mb` qemu-run.sh accepts (`SHM_MB_MAX`): measured to
+/// boot and work with one node, whose pool is then the whole region.
+const SHM_MB_MAX: u32 = 8192;
+
+fn opts(name: &str) -> ClusterOpts {
+    ClusterOpts::new(name).ctl(CTL)
+}
+
+fn run(args: &[&str]) -> HostOutput {
+    qemu_run(args, Path::new(CTL), Duration::from_secs(300)).expect("run qemu-run.sh")
+}
+
+/// A fresh run directory path that does not exist (yet).
+fn absent_run_dir(name: &str) -> PathBuf {
+    let d = unique_run_dir(name).expect("run dir");
+    fs::remove_dir(&d).expect("remove the empty run dir");
+    d
+}
+
+/// Asserts that `out` is a refusal: exit status 2, nothing on stdout, one
+/// `qemu-run.sh: error: ` line on stderr containing every needle. Returns
+/// that line.
+fn assert_refused(out: &HostOutput, what: &str, needles: &[&str]) -> String {
+    let err = out.stderr_text();
+    assert_eq!(
+        out.code,
+        Some(2),
+        "{what}: exit status; output:\n{}",
+        out.text()
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{what}: stdout {:?}",
+        out.stdout_text()
+    );
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{what}: one line: {err:?}"
+    );
+    let line = err.trim_end().to_string();
+    assert!(
+        line.starts_with("qemu-run.sh: error: "),
+        "{what}: stderr {line:?}"
+    );
+    for n in needles {
+        assert!(line.contains(n), "{what}: no {n:?} in {line:?}");
+    }
+    line
+}
+
+/// Stops the cluster of a run directory when dropped, then SIGKILLs every
+/// process still mentioning the run directory and removes every shared
+/// region its processes or `cluster.env` named ([`Cleanup::note`] records
+/// them while they exist). The run directory is removed unless the test
+/// failed.
+struct Cleanup {
+    run: RunDir,
+    shm: BTreeSet<PathBuf>,
+}
+
+impl Cleanup {
+    fn new(dir: &Path) -> Cleanup {
+        Cleanup {
+            run: RunDir::new(dir),
+            shm: BTreeSet::new(),
+        }
+    }
+
+    /// Records the shared regions of the run directory's processes now.
+    fn note(&mut self) {
+        self.shm.extend(self.run.shm_paths());
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        self.note();
+        let dir = self.run.path().to_string_lossy().into_owned();
+        if self.run.path().is_dir() {
+            let _ = qemu_run(
+                &["stop", "--run-dir", &dir],
+                Path::new(CTL),
+                Duration::from_secs(60),
+            );
+        }
+        for pid in self.run.processes() {
+            eprintln!("cleanup: SIGKILL leftover pid {pid} of {dir}");
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.run.processes().is_empty() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+        }
+        for p in &self.shm {
+            if p.exists() {
+                eprintln!("cleanup: removing leftover {}", p.display());
+                let _ = fs::remove_file(p);
+            }
+        }
+        if !thread::panicking() {
+            let _ = fs::remove_dir_all(self.run.path());
+        }
+    }
+}
+
+// ------------------------------------------------- 1. --shm-mb maximum
+
+#[test]
+fn shm_mb_beyond_the_kernel_heap_is_refused() {
+    let _serial = serial_guard();
+    let run_dir = absent_run_dir("shm-max");
+    let rd = run_dir.to_string_lossy().into_owned();
+    let mut clean = Cleanup::new(&run_dir);
+    let max = SHM_MB_MAX.to_string();
+    for mb in ["16384", "32768", "65536"] {
+        let out = run(&[
+            "--no-build",
+            "--run-dir",
+            &rd,
+            "--nodes",
+            "1",
+            "--shm-mb",
+            mb,
+            "-e",
+            "1: ls /",
+        ]);
+        clean.note();
+        assert_refused(
+            &out,
+            &format!("--shm-mb {mb}"),
+            &["--shm-mb", mb, &max, "HEAP_BYTES"],
+        );
+        assert!(!run_dir.exists(), "--shm-mb {mb}: created the run dir");
+    }
+}
+
+#[test]
+fn largest_shm_mb_boots_and_works() {
+    // One node: its pool is the whole region, the worst case for the
+    // node's per-frame bookkeeping on its kernel heap.
+    with_cluster(opts("shm-max-ok").nodes(1).shm_mb(SHM_MB_MAX), |c| {
+        c.exec_ok(1, "fill /f 64k")?;
+        let sum = parse_sum(&c.exec_ok(1, "sum /f")?.text()).expect("sum output");
+        assert_eq!(sum, (pattern_crc32(65536), 65536), "sum /f");
+        let stats = c.stats(1, "cache stats")?;
+        let pool = stats.get("pool frames free/total");
+        let total: u64 = pool
+            .split('/')
+            .nth(1)
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("pool frames free/total: {pool:?}"));
+        assert!(
+            total * 4096 > u64::from(SHM_MB_MAX - 16) << 20,
+            "node 1's pool ({total} frames) is not the whole region"
+        );
+        // The directory serves the region too.
+        c.stats(1, "dir stats")?;
+        Ok(())
+    });
+}
