@@ -62,7 +62,8 @@ Options:
   --gdb K            gdb stub for instance K (0 = directory) on
                      127.0.0.1:(1234+K); the boot is not paused
   --no-build         do not run cargo build (binaries must exist)
-  -e 'K: command'    run a shell command on node K (repeatable, in order)
+  -e 'K: command'    run a shell command on node K (repeatable, in order); one
+                     line, no control characters
   --boot-timeout S   seconds to wait for the cluster to come up (default 30)
   --cmd-timeout S    seconds to wait for each -e command (default 60)
   --append-extra S   extra key=value pairs for every kernel command line
@@ -86,12 +87,17 @@ Environment: ONECOPY_CTL overrides the path of the onecopy-ctl helper.
 EOF
 }
 
+# Error messages are one line, whatever a value quoted in them holds.
+one_line() {
+    local m=$*
+    printf '%s' "${m//[[:cntrl:]]/?}"
+}
 die_usage() {
-    echo "$PROG: error: $* (see ./qemu-run.sh --help)" >&2
+    echo "$PROG: error: $(one_line "$*") (see ./qemu-run.sh --help)" >&2
     exit 2
 }
 die() {
-    echo "$PROG: error: $*" >&2
+    echo "$PROG: error: $(one_line "$*")" >&2
     exit 1
 }
 info() { echo "$*" 2>/dev/null; } # a closed stdout ends us through the PIPE trap
@@ -312,6 +318,11 @@ if [[ $SUB == exec ]]; then
     [[ ${#EXECS[@]} -gt 0 ]] || die_usage "exec needs at least one -e 'K: command'"
 fi
 for spec in ${EXECS[@]+"${EXECS[@]}"}; do
+    # A command is one shell line: a newline would start another command (and
+    # onecopy-ctl refuses it), other control characters are line editing.
+    if [[ $spec == *[[:cntrl:]]* ]]; then
+        die_usage "-e 'K: command' is one line without control characters (newline, CR, tab, ESC, DEL...), got ${spec@Q}"
+    fi
     if [[ ! $spec =~ ^[[:space:]]*([0-9]{1,3})[[:space:]]*:[[:space:]]*([^[:space:]].*)$ ]]; then
         die_usage "-e expects 'K: command' (e.g. -e '1: ls /'), got '$spec'"
     fi

@@ -193,3 +193,42 @@ fn largest_shm_mb_boots_and_works() {
         Ok(())
     });
 }
+
+// ------------------------------------------------ 4. -e validation
+
+const BAD_SPECS: [&str; 5] = [
+    "1: ls /\nx",
+    "1: ls /\r",
+    "1: ls\t/",
+    "1: ls /\x1b[A",
+    "1: ls /\x7f",
+];
+
+#[test]
+fn exec_values_with_control_characters_are_refused() {
+    {
+        let _serial = serial_guard();
+        let run_dir = absent_run_dir("bad-e");
+        let rd = run_dir.to_string_lossy().into_owned();
+        let mut clean = Cleanup::new(&run_dir);
+        for bad in BAD_SPECS {
+            let out = run(&["--no-build", "--run-dir", &rd, "--nodes", "1", "-e", bad]);
+            clean.note();
+            assert_refused(&out, &format!("launch -e {bad:?}"), &["-e"]);
+            assert!(!run_dir.exists(), "-e {bad:?}: created the run dir");
+        }
+    }
+    with_cluster(opts("bad-e-exec").nodes(1), |c| {
+        let rd = c.run_dir().to_string_lossy().into_owned();
+        for bad in BAD_SPECS {
+            let out = run(&["exec", "--run-dir", &rd, "-e", bad]);
+            assert_refused(&out, &format!("exec -e {bad:?}"), &["-e"]);
+            let out = run(&["exec", "--run-dir", &rd, bad]);
+            assert_refused(&out, &format!("exec {bad:?}"), &[]);
+        }
+        let out = run(&["exec", "--run-dir", &rd, "-e", "1: ls /"]);
+        assert_eq!(out.code, Some(0), "exec -e '1: ls /': {}", out.text());
+        assert!(out.stdout_text().lines().any(|l| l == "[n1] ok"));
+        Ok(())
+    });
+}
