@@ -60,7 +60,8 @@ Options:
   --detach           leave the cluster running in the background
   --console K        node whose console to attach (0 = directory; default 1)
   --gdb K            gdb stub for instance K (0 = directory) on
-                     127.0.0.1:(1234+K); the boot is not paused
+                     127.0.0.1:(1234+K), refused if that port is in use; the
+                     boot is not paused
   --no-build         do not run cargo build (binaries must exist)
   -e 'K: command'    run a shell command on node K (repeatable, in order); one
                      line, no control characters
@@ -94,6 +95,11 @@ one_line() {
 }
 die_usage() {
     echo "$PROG: error: $(one_line "$*") (see ./qemu-run.sh --help)" >&2
+    exit 2
+}
+# refuse MESSAGE: a launch that cannot work as asked (exit 2, nothing started).
+refuse() {
+    echo "$PROG: error: $(one_line "$*")" >&2
     exit 2
 }
 die() {
@@ -386,6 +392,56 @@ running_pids() {
     done
 }
 
+# fd_holders LINK...: pids (sorted) of the processes with an open file
+# descriptor whose /proc link reads exactly one of LINK (a path, or
+# socket:[INODE]). Never fails.
+fd_holders() {
+    find /proc/[0-9]*/fd -maxdepth 1 -type l -printf '%h\t%l\n' 2>/dev/null |
+        awk -F '\t' 'BEGIN { for (i = 1; i < ARGC; i++) want[ARGV[i]] = 1; ARGC = 1 }
+            ($2 in want) { split($1, p, "/"); print p[3] }' "$@" | sort -un || true
+}
+
+# describe_pids PID...: "pid 12 (qemu-system-x86), pid 34 (bash)".
+describe_pids() {
+    local p out=
+    for p in "$@"; do
+        out+="${out:+, }pid $p ($(cat "/proc/$p/comm" 2>/dev/null || echo gone))"
+    done
+    printf '%s' "$out"
+}
+
+# port_users PORT: the processes holding a TCP socket on 127.0.0.1:PORT or on
+# a wildcard address (what QEMU's `-gdb tcp:127.0.0.1:PORT` cannot bind
+# beside), as describe_pids text, "an unknown process" if the socket's owner
+# is not visible, nothing if the port is free. Reads /proc/net/tcp{,6}: it
+# never connects (a connection to another QEMU's gdb stub pauses that VM).
+port_users() {
+    local hex inodes pids=() i
+    printf -v hex '%04X' "$1"
+    inodes=$(awk -v hex="$hex" 'FNR > 1 {
+            n = split($2, a, ":")
+            if (a[n] != hex || $4 == "06") next  # another port, or TIME_WAIT
+            if (a[1] == "0100007F" || a[1] == "00000000" ||
+                a[1] == "00000000000000000000000000000000" ||
+                a[1] == "0000000000000000FFFF00000100007F" ||
+                a[1] == "0000000000000000FFFF000000000000") print $10
+        }' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u) || true
+    [[ -n $inodes ]] || return 0
+    for i in $inodes; do pids+=("socket:[$i]"); done
+    mapfile -t pids < <(fd_holders "${pids[@]}")
+    if [[ ${#pids[@]} -gt 0 ]]; then describe_pids "${pids[@]}"; else printf 'an unknown process'; fi
+}
+
+# check_gdb_port: refuse --gdb K when 127.0.0.1:1234+K is taken (QEMU would
+# fail to start after the launcher said the stub listens there).
+check_gdb_port() {
+    [[ -n $GDB ]] || return 0
+    local port=$((1234 + GDB)) users
+    users=$(port_users "$port")
+    [[ -z $users ]] ||
+        refuse "--gdb $GDB: 127.0.0.1:$port (the gdb stub's port, 1234+K) is already in use by $users; stop it or debug another instance"
+}
+
 env_get() { # env_get KEY: value from RUN/cluster.env
     [[ -f $RUN_DIR/cluster.env ]] || return 0
     sed -n "s/^$1='\{0,1\}\([^']*\)'\{0,1\}$/\1/p" "$RUN_DIR/cluster.env" | head -n 1
@@ -543,6 +599,9 @@ for sig in INT TERM HUP PIPE; do
     # shellcheck disable=SC2064 # expand sig now
     trap "on_signal $sig" "$sig"
 done
+
+# 0. what can be checked before anything is built or started
+check_gdb_port
 
 # 1. dependencies
 if [[ $BUILD == 1 ]]; then
@@ -733,6 +792,7 @@ if [[ $MODE == net ]]; then
             -device "virtio-net-pci,netdev=net0,mac=52:54:00:0c:01:$(printf %02x "$1"),romfile="
     }
 fi
+check_gdb_port # again: the build may have taken minutes
 START_MS=$(now_ms)
 # shellcheck disable=SC2046 # gdb_args yields zero or two words
 launch dir "role=dir nodes=$NODES$extra" \

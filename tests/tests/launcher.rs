@@ -18,6 +18,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
@@ -138,6 +139,25 @@ impl Drop for Cleanup {
     }
 }
 
+/// Asserts that no process mentions `run`'s directory and none of `shm`
+/// exists.
+fn assert_nothing_left(run: &RunDir, shm: &BTreeSet<PathBuf>) {
+    // `stop` has returned: its processes are gone, give the kernel a moment
+    // to reap them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !run.processes().is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        run.processes(),
+        Vec::<u32>::new(),
+        "processes left behind for {}",
+        run.path().display()
+    );
+    let left: Vec<_> = shm.iter().filter(|p| p.exists()).collect();
+    assert!(left.is_empty(), "shared regions left behind: {left:?}");
+}
+
 // ------------------------------------------------- 1. --shm-mb maximum
 
 #[test]
@@ -231,4 +251,56 @@ fn exec_values_with_control_characters_are_refused() {
         assert!(out.stdout_text().lines().any(|l| l == "[n1] ok"));
         Ok(())
     });
+}
+
+// --------------------------------------------- 5. --gdb port in use
+
+#[test]
+fn gdb_port_in_use_is_refused_before_booting() {
+    let _serial = serial_guard();
+    let run_dir = absent_run_dir("gdb-port");
+    let rd = run_dir.to_string_lossy().into_owned();
+    let mut clean = Cleanup::new(&run_dir);
+    let port = 1234 + 1;
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "--no-build",
+        "--run-dir",
+        &rd,
+        "--nodes",
+        "1",
+        "--gdb",
+        "1",
+        "-e",
+        "1: uptime",
+    ];
+    // Hold the port (if something else already does, it is in use anyway).
+    let holder = match TcpListener::bind(&addr) {
+        Ok(l) => Some(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => None,
+        Err(e) => panic!("bind {addr}: {e}"),
+    };
+    let out = run(&args);
+    clean.note();
+    assert_refused(&out, "--gdb 1 on a busy port", &[&addr, "in use"]);
+    assert!(!out.text().contains("listens on"), "{}", out.text());
+    assert!(!run_dir.exists(), "created the run dir");
+    drop(holder);
+
+    // A free port is accepted.
+    if TcpListener::bind(&addr).is_err() {
+        eprintln!("{addr} is used by another process: skipping the free-port check");
+        return;
+    }
+    let out = run(&args);
+    clean.note();
+    assert_eq!(out.code, Some(0), "--gdb 1 on a free port: {}", out.text());
+    assert!(
+        out.stdout_text()
+            .contains(&format!("gdb: node 1 listens on {addr}")),
+        "{}",
+        out.text()
+    );
+    let shm = clean.shm.clone();
+    assert_nothing_left(&clean.run, &shm);
 }
