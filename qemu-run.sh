@@ -56,7 +56,8 @@ Options:
   --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
                      nodes' fixed kernel heap limits it; default 64)
   --mem-mb M         guest memory per instance in MiB, 32..16384 (default 128)
-  --run-dir DIR      logs, console sockets, pid files (default ./run)
+  --run-dir DIR      logs, console sockets, pid files (default ./run); one
+                     cluster per run dir: a second launch there is refused
   --detach           leave the cluster running in the background
   --console K        node whose console to attach (0 = directory; default 1)
   --gdb K            gdb stub for instance K (0 = directory) on
@@ -73,8 +74,10 @@ Options:
   -h, --help         this help
 
 Subcommands:
-  stop     stop the cluster of a run dir: SIGTERM every instance (SIGKILL after
-           5 s), remove the shared region, sockets and pid files; keep logs
+  stop     stop the cluster of a run dir: SIGTERM every process of it (its
+           QEMUs, and a launcher still running; found through the pid files
+           and the lock RUN/cluster.lock), SIGKILL after 5 s; remove its
+           shared region, sockets and pid files; keep logs
   status   show which instances of a run dir are running
   attach   attach to a running cluster's console (Ctrl-] detaches, the cluster
            keeps running)
@@ -83,7 +86,8 @@ Subcommands:
 Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles;
 netK.sock: node K's network link in net mode),
 *.pid (QEMU pids), *.exit (QEMU exit status: 1 = clean shutdown, 3 = kernel
-panic), *.stderr (QEMU's own messages), cluster.env (what was launched).
+panic), *.stderr (QEMU's own messages), cluster.env (what was launched),
+cluster.lock (held while the cluster lives).
 Environment: ONECOPY_CTL overrides the path of the onecopy-ctl helper.
 EOF
 }
@@ -447,49 +451,83 @@ env_get() { # env_get KEY: value from RUN/cluster.env
     sed -n "s/^$1='\{0,1\}\([^']*\)'\{0,1\}$/\1/p" "$RUN_DIR/cluster.env" | head -n 1
 }
 
-# Stop every instance of RUN_DIR; remove the shared region (if we created it),
-# sockets and pid files. Logs stay.
+# The launcher's hold on RUN/cluster.lock (a file descriptor number), once it
+# has it; see step 1 of a launch.
+LOCK_FD=
+
+# cluster_pids: every live process of the cluster of RUN_DIR, sorted: those
+# of its pid files and, unless this script holds the lock itself (a
+# launcher cleaning up after itself), every process holding RUN/cluster.lock:
+# a launcher still running, every instance's wrapper and QEMU.
+cluster_pids() {
+    {
+        running_pids
+        if [[ -z $LOCK_FD && -e $RUN_DIR/cluster.lock ]]; then fd_holders "$RUN_DIR/cluster.lock"; fi
+    } | sort -un
+}
+
+# shm_of PID...: the shared regions (/dev/shm/onecopy-*) these processes'
+# command lines name.
+shm_of() {
+    local p
+    for p in "$@"; do
+        tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null |
+            sed -n 's|^memory-backend-file,.*mem-path=\(/dev/shm/onecopy-[^,]*\).*$|\1|p'
+    done | sort -u || true
+}
+
+# Stop every process of the cluster of RUN_DIR; remove its shared regions
+# (the one cluster.env names, if not removed yet, and any one its processes
+# map), sockets, pid files and half-written files. Logs stay.
 stop_cluster() {
-    local quiet=${1:-0} pids p f g i shm
-    pids=$(running_pids | sort -u)
+    local quiet=${1:-0} pids p f g i shm wrappers=" " regions=()
+    pids=$(cluster_pids)
     if [[ -n $pids ]]; then
         [[ $quiet == 1 ]] || info "stopping cluster in $RUN_DIR"
-        # QEMU first (its wrapper then records the exit status), then whole
-        # process groups if anything is left after 5 s.
-        for f in "$RUN_DIR"/*.pid; do
-            [[ -f $f ]] || continue
-            p=$(read_pid "$f")
-            if [[ -n $p ]] && pid_ours "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
+        # shellcheck disable=SC2086 # one pid per word
+        mapfile -t regions < <(shm_of $pids)
+        # SIGTERM to all but the wrappers: QEMU quits (its wrapper then
+        # records the exit status), a launcher still running stops its part.
+        # Whole process groups and whatever is left get SIGKILL after 5 s.
+        for f in "$RUN_DIR"/*.pgid; do
+            [[ -f $f ]] && wrappers+="$(read_pid "$f") "
+        done
+        for p in $pids; do
+            [[ $wrappers == *" $p "* ]] || kill -TERM "$p" 2>/dev/null || true
         done
         for ((i = 0; i < 50; i++)); do
-            [[ -n $(running_pids) ]] || break
+            [[ -n $(cluster_pids) ]] || break
             sleep 0.1
         done
-        if [[ -n $(running_pids) ]]; then
-            [[ $quiet == 1 ]] || info "some instances did not stop within 5 s: SIGKILL"
+        if [[ -n $(cluster_pids) ]]; then
+            [[ $quiet == 1 ]] || info "some processes did not stop within 5 s: SIGKILL"
             for f in "$RUN_DIR"/*.pgid; do
                 [[ -f $f ]] || continue
                 g=$(read_pid "$f")
                 if [[ -n $g ]] && pid_ours "$g"; then kill -KILL -- "-$g" 2>/dev/null || true; fi
             done
-            for p in $(running_pids); do kill -KILL "$p" 2>/dev/null || true; done
+            for p in $(cluster_pids); do kill -KILL "$p" 2>/dev/null || true; done
             for ((i = 0; i < 50; i++)); do
-                [[ -n $(running_pids) ]] || break
+                [[ -n $(cluster_pids) ]] || break
                 sleep 0.1
             done
         fi
-        if [[ -n $(running_pids) ]]; then
-            echo "$PROG: warning: could not stop pids: $(running_pids | tr '\n' ' ')" >&2
+        if [[ -n $(cluster_pids) ]]; then
+            echo "$PROG: warning: could not stop pids: $(cluster_pids | tr '\n' ' ')" >&2
         fi
     elif [[ $quiet != 1 ]]; then
         info "no cluster running in $RUN_DIR"
     fi
     shm=$(env_get SHM_PATH)
-    if [[ -n $shm && $(env_get SHM_OWNED) == 1 && -e $shm ]]; then
-        rm -f -- "$shm"
-        [[ $quiet == 1 ]] || info "removed shared region $shm"
-    fi
-    rm -f -- "$RUN_DIR"/*.sock "$RUN_DIR"/*.pid "$RUN_DIR"/*.pgid "$RUN_DIR"/*.pid.tmp
+    [[ -n $shm && $(env_get SHM_OWNED) == 1 ]] || shm=
+    for shm in $shm ${regions[@]+"${regions[@]}"}; do
+        if [[ -e $shm ]]; then
+            rm -f -- "$shm"
+            [[ $quiet == 1 ]] || info "removed shared region $shm"
+        fi
+    done
+    rm -f -- "$RUN_DIR"/*.sock "$RUN_DIR"/*.pid "$RUN_DIR"/*.pgid "$RUN_DIR"/*.pid.tmp \
+        "$RUN_DIR/cluster.env.tmp" "$RUN_DIR/disk.img.tmp"
     if [[ -f $RUN_DIR/cluster.env ]]; then
         sed -i -e "s/^STATE=.*/STATE='stopped'/" -e "s/^SHM_OWNED=.*/SHM_OWNED='0'/" "$RUN_DIR/cluster.env" 2>/dev/null || true
     fi
@@ -565,7 +603,7 @@ CHILD=
 # once instead of after the helper finishes.
 run_bg() {
     local rc=0
-    "$@" &
+    "$@" {LOCK_FD}>&- &
     CHILD=$!
     wait "$CHILD" || rc=$?
     CHILD=
@@ -583,6 +621,7 @@ on_exit() {
     if [[ -n $STTY_SAVED ]]; then stty "$STTY_SAVED" 2>/dev/null || stty sane 2>/dev/null || true; fi
     if [[ $LAUNCHED == 1 && $KEEP == 0 ]]; then
         stop_cluster 1
+        [[ -z ${SHM_PATH:-} ]] || rm -f -- "$SHM_PATH" # even if cluster.env never named it
         info "cluster stopped (logs in $RUN_DIR)"
     fi
     exit "$rc"
@@ -603,16 +642,39 @@ done
 # 0. what can be checked before anything is built or started
 check_gdb_port
 
-# 1. dependencies
-if [[ $BUILD == 1 ]]; then
-    "$ROOT/tools/setup.sh" --quiet || die "setup failed (see above)"
-else
-    "$ROOT/tools/setup.sh" --quiet --qemu-only || die "setup failed (see above)"
+# 1. one cluster per run dir. This launcher takes flock(1) on RUN/cluster.lock
+# and every instance's wrapper and QEMU inherit the lock, so it is held for
+# the cluster's whole lifetime (also after --detach) and the kernel releases
+# it when the last of them exits. `stop` finds every process of the cluster
+# through it. The helpers (setup, cargo, mkfs, onecopy-ctl) run without it.
+command -v flock >/dev/null || die "flock not found (util-linux)"
+mkdir -p -- "$RUN_DIR" || die "cannot create the run dir $RUN_DIR"
+exec {LOCK_FD}>>"$RUN_DIR/cluster.lock" || die "cannot open $RUN_DIR/cluster.lock"
+lock_rc=0
+flock -n -E 99 "$LOCK_FD" || lock_rc=$? # 99: held by another process
+if ((lock_rc != 0 && lock_rc != 99)); then
+    die "cannot lock $RUN_DIR/cluster.lock (flock exit status $lock_rc; see above)"
+fi
+if ((lock_rc == 99)); then
+    exec {LOCK_FD}>&-
+    LOCK_FD=
+    qemus=$(running_pids | sort -un | tr '\n' ' ')
+    if [[ -n $qemus ]]; then
+        refuse "a cluster is already running in $RUN_DIR (pids ${qemus% }): one cluster per run dir; stop it with ./qemu-run.sh stop --run-dir $RUN_DIR, or use another --run-dir"
+    fi
+    # shellcheck disable=SC2046 # one pid per word
+    refuse "a cluster is already being launched in $RUN_DIR by $(describe_pids $(cluster_pids)): one cluster per run dir; stop it with ./qemu-run.sh stop --run-dir $RUN_DIR, or use another --run-dir"
+fi
+# A cluster of an earlier qemu-run.sh that took no lock.
+if [[ -n $(running_pids) ]]; then
+    refuse "a cluster is already running in $RUN_DIR (pids $(running_pids | sort -un | tr '\n' ' ' | sed 's/ $//')): one cluster per run dir; stop it with ./qemu-run.sh stop --run-dir $RUN_DIR, or use another --run-dir"
 fi
 
-# 2. an already running cluster in this run dir?
-if [[ -d $RUN_DIR && -n $(running_pids) ]]; then
-    die "a cluster is already running in $RUN_DIR (pids $(running_pids | sort -u | tr '\n' ' ' | sed 's/ $//')); stop it with: ./qemu-run.sh stop --run-dir $RUN_DIR"
+# 2. dependencies
+if [[ $BUILD == 1 ]]; then
+    "$ROOT/tools/setup.sh" --quiet {LOCK_FD}>&- || die "setup failed (see above)"
+else
+    "$ROOT/tools/setup.sh" --quiet --qemu-only {LOCK_FD}>&- || die "setup failed (see above)"
 fi
 
 # 3. build
@@ -623,13 +685,12 @@ if [[ $BUILD == 1 ]]; then
         cargo build --quiet --release -p onecopy-kernel --target x86_64-unknown-none &&
             cargo build --quiet --release -p dirsvc --bins &&
             cargo build --quiet --release -p onecopy-tests --bin onecopy-ctl
-    ) || die "build failed (see above)"
+    ) {LOCK_FD}>&- || die "build failed (see above)"
 fi
 [[ -f $KERNEL ]] || die "kernel not found: $KERNEL (build it with: cargo build --release -p onecopy-kernel --target x86_64-unknown-none, or drop --no-build)"
 find_ctl
 
 # 4. run dir, disk
-mkdir -p -- "$RUN_DIR"
 # Leftovers of an earlier cluster: its shared region (if it was ours) and state.
 stop_cluster 1
 rm -f -- "$RUN_DIR"/*.log "$RUN_DIR"/*.exit "$RUN_DIR"/*.stderr "$RUN_DIR/cluster.env" "$RUN_DIR/ready.out"
@@ -641,11 +702,11 @@ if [[ -z $DISK ]]; then
     else
         [[ -x $MKFS ]] || die "mkfs not found: $MKFS (build it with: cargo build --release -p dirsvc --bins, or drop --no-build)"
         if [[ -d $ROOT/tools/sample ]]; then
-            "$MKFS" --size-mb 64 --from "$ROOT/tools/sample" "$DISK.tmp" >/dev/null ||
+            "$MKFS" --size-mb 64 --from "$ROOT/tools/sample" "$DISK.tmp" >/dev/null {LOCK_FD}>&- ||
                 die "mkfs failed for $DISK"
             info "disk: created $DISK (64 MiB) from tools/sample"
         else
-            "$MKFS" --size-mb 64 "$DISK.tmp" >/dev/null || die "mkfs failed for $DISK"
+            "$MKFS" --size-mb 64 "$DISK.tmp" >/dev/null {LOCK_FD}>&- || die "mkfs failed for $DISK"
             info "disk: created empty $DISK (64 MiB; tools/sample not found)"
         fi
         mv -f -- "$DISK.tmp" "$DISK"
@@ -683,10 +744,6 @@ avail_kb=$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')
 if [[ $avail_kb =~ ^[0-9]+$ ]] && ((avail_kb < SHM_MB * 1024)); then
     die "not enough space in /dev/shm for a $SHM_MB MiB shared region ($((avail_kb / 1024)) MiB free)"
 fi
-SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
-LAUNCHED=1 # from here on the EXIT trap cleans up
-truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
-
 write_env() {
     local state=$1 pids=${2:-} start=${3:-}
     cat >"$RUN_DIR/cluster.env.tmp" <<EOF
@@ -711,7 +768,11 @@ LAUNCHER_PID='$$'
 EOF
     mv -f -- "$RUN_DIR/cluster.env.tmp" "$RUN_DIR/cluster.env"
 }
-write_env starting
+SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
+LAUNCHED=1 # from here on the EXIT trap cleans up
+write_env starting # names the region at once: `stop` removes it from now on
+truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
+
 
 # 7. launch
 info "accel: $ACCEL ($ACCEL_WHY)"
@@ -872,7 +933,7 @@ if [[ -t 0 && -t 1 ]]; then
     STTY_SAVED=$(stty -g)
     stty raw -echo
     # An explicit stdin redirection keeps the terminal for the background job.
-    "$CTL" attach --run-dir "$RUN_DIR" --node "$CONSOLE" <&0 &
+    "$CTL" attach --run-dir "$RUN_DIR" --node "$CONSOLE" <&0 {LOCK_FD}>&- &
     CHILD=$!
     wait "$CHILD" || true
     CHILD=

@@ -9,6 +9,7 @@
 //! | `NAME.pgid` | process group (session) of its wrapper, which also holds QEMU |
 //! | `NAME.exit` | QEMU's exit status once it exited (1 = clean shutdown, 3 = panic) |
 //! | `NAME.stderr` | QEMU's own messages (errors) |
+//! | `cluster.lock` | held (flock) by the launcher, every wrapper and QEMU while the cluster lives |
 //!
 //! NAME is `dir` for the directory and `nodeK` for node K.
 

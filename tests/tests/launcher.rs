@@ -214,6 +214,59 @@ fn largest_shm_mb_boots_and_works() {
     });
 }
 
+// ------------------------------------------- 2. one cluster per run dir
+
+#[test]
+fn one_cluster_per_run_dir_and_stop_finds_everything() {
+    let _serial = serial_guard();
+    let run_dir = unique_run_dir("one-per-dir").expect("run dir");
+    let rd = run_dir.to_string_lossy().into_owned();
+    let mut clean = Cleanup::new(&run_dir);
+    let launch_args = ["--no-build", "--run-dir", &rd, "--detach", "--nodes", "1"];
+    // Two launches at once: whichever takes the run dir first boots, the
+    // other is refused, whatever the interleaving.
+    let (a, b) = thread::scope(|s| {
+        let a = s.spawn(|| run(&launch_args));
+        let b = s.spawn(|| run(&launch_args));
+        (a.join().expect("launch a"), b.join().expect("launch b"))
+    });
+    clean.note();
+    let both = format!("--- a ---\n{}\n--- b ---\n{}", a.text(), b.text());
+    for out in [&a, &b] {
+        let t = out.text();
+        assert!(
+            !t.contains("cannot stat") && !t.contains("mv:"),
+            "raw error messages:\n{both}"
+        );
+    }
+    let refused = match (a.code, b.code) {
+        (Some(0), _) => &b,
+        (_, Some(0)) => &a,
+        _ => panic!("no launch succeeded:\n{both}"),
+    };
+    assert_refused(refused, "the concurrent launch", &["already", &rd]);
+
+    // While the detached cluster runs, a later launch is refused too.
+    let out = run(&launch_args);
+    clean.note();
+    assert_refused(&out, "a launch on a running cluster", &["already", &rd]);
+
+    // The cluster that won works.
+    let out = run(&["exec", "--run-dir", &rd, "-e", "1: uptime"]);
+    assert_eq!(out.code, Some(0), "exec on the cluster: {}", out.text());
+    clean.note();
+    let shm = clean.shm.clone();
+    assert_eq!(shm.len(), 1, "one cluster, one shared region: {shm:?}");
+    assert!(
+        !clean.run.processes().is_empty(),
+        "no cluster process found"
+    );
+
+    let out = run(&["stop", "--run-dir", &rd]);
+    assert_eq!(out.code, Some(0), "stop: {}", out.text());
+    assert_nothing_left(&clean.run, &shm);
+}
+
 // ------------------------------------------------ 4. -e validation
 
 const BAD_SPECS: [&str; 5] = [
