@@ -78,7 +78,9 @@ Subcommands:
            QEMUs, and a launcher still running; found through the pid files
            and the lock RUN/cluster.lock), SIGKILL after 5 s; remove its
            shared region, sockets and pid files; keep logs
-  status   show which instances of a run dir are running
+  status   show each instance's state (running, or exited with its code and
+           what it means) and whether the shared region still has its size;
+           exit 0 only if every instance runs
   attach   attach to a running cluster's console (Ctrl-] detaches, the cluster
            keeps running)
   exec     run -e commands on a running cluster and leave it running
@@ -86,8 +88,9 @@ Subcommands:
 Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles;
 netK.sock: node K's network link in net mode),
 *.pid (QEMU pids), *.exit (QEMU exit status: 1 = clean shutdown, 3 = kernel
-panic), *.stderr (QEMU's own messages), cluster.env (what was launched),
-cluster.lock (held while the cluster lives).
+panic, 135 = SIGBUS: the shared region shrank or vanished, 128+N = killed by
+signal N, 0 = stopped), *.stderr (QEMU's own messages), cluster.env (what was
+launched), cluster.lock (held while the cluster lives).
 Environment: ONECOPY_CTL overrides the path of the onecopy-ctl helper.
 EOF
 }
@@ -446,6 +449,25 @@ check_gdb_port() {
         refuse "--gdb $GDB: 127.0.0.1:$port (the gdb stub's port, 1234+K) is already in use by $users; stop it or debug another instance"
 }
 
+# exit_meaning CODE: what a QEMU exit status (RUN/NAME.exit) means.
+exit_meaning() {
+    local c=$1 sig
+    case "$c" in
+        0) echo "QEMU quit: SIGTERM from stop, or a QEMU quit" ;;
+        1) echo "clean shutdown, or a QEMU error: see its .stderr" ;;
+        3) echo "kernel panic or CPU exception: see its .log" ;;
+        135) echo "SIGBUS: the shared region shrank or vanished" ;;
+        *)
+            if ((c > 128 && c < 192)); then
+                sig=$(kill -l $((c - 128)) 2>/dev/null) || sig=
+                echo "killed by ${sig:+SIG$sig, }signal $((c - 128))"
+            else
+                echo "QEMU error: see its .stderr"
+            fi
+            ;;
+    esac
+}
+
 env_get() { # env_get KEY: value from RUN/cluster.env
     [[ -f $RUN_DIR/cluster.env ]] || return 0
     sed -n "s/^$1='\{0,1\}\([^']*\)'\{0,1\}$/\1/p" "$RUN_DIR/cluster.env" | head -n 1
@@ -562,19 +584,51 @@ case "$SUB" in
         fi
         n=$(env_get NODES)
         running=0
+        total=0
         for name in dir $(seq -f 'node%g' 1 "${n:-0}"); do
+            total=$((total + 1))
             p=$(read_pid "$RUN_DIR/$name.pid")
+            code=$(read_pid "$RUN_DIR/$name.exit")
             if [[ -n $p ]] && pid_ours "$p"; then
                 info "$name: running (pid $p)"
                 running=$((running + 1))
-            elif [[ -f $RUN_DIR/$name.exit ]]; then
-                info "$name: exited with status $(cat "$RUN_DIR/$name.exit")"
+            elif [[ -n $code ]]; then
+                info "$name: exited with code $code ($(exit_meaning "$code"))"
+            elif [[ -n $p ]]; then
+                info "$name: gone (pid $p ended and no exit code was recorded)"
             else
                 info "$name: not running"
             fi
         done
-        info "state $(env_get STATE), accel $(env_get ACCEL), shared region $(env_get SHM_PATH) ($(env_get SHM_MB) MiB), disk $(env_get DISK)"
-        if ((running > 0)); then exit 0; else exit 1; fi
+        state=$(env_get STATE)
+        shm=$(env_get SHM_PATH)
+        shm_mb=$(env_get SHM_MB)
+        shm_ok=1
+        # Instances die of SIGBUS only when they touch the missing part: the
+        # region itself tells at once.
+        if [[ $state != stopped && -n $shm ]]; then
+            if [[ ! -e $shm ]]; then
+                shm_ok=0
+                info "shared region $shm: missing (removed under the cluster; an instance dies of SIGBUS on its next access)"
+            else
+                size=$(stat -c %s -- "$shm" 2>/dev/null) || size=0
+                if [[ $shm_mb =~ ^[0-9]+$ ]] && ((size < shm_mb * 1048576)); then
+                    shm_ok=0
+                    info "shared region $shm: $size bytes instead of $((shm_mb * 1048576)) ($shm_mb MiB): it shrank under the cluster; an instance dies of SIGBUS on its next access beyond the end"
+                fi
+            fi
+        fi
+        if ((running == total && shm_ok == 1)); then
+            what=running
+        elif ((running > 0)); then
+            what="degraded ($running of $total instances running)"
+        elif [[ $state == stopped ]]; then
+            what=stopped
+        else
+            what="down (no instance running)"
+        fi
+        info "state $what, accel $(env_get ACCEL), shared region $shm ($shm_mb MiB), disk $(env_get DISK)"
+        if [[ $what == running ]]; then exit 0; else exit 1; fi
         ;;
     attach | exec)
         find_ctl
@@ -814,7 +868,14 @@ launch() {
         q=$!
         echo "$q" >"$base.pid.tmp" && mv -f "$base.pid.tmp" "$base.pid"
         wait "$q"
-        echo "$?" >"$base.exit"
+        rc=$?
+        echo "$rc" >"$base.exit"
+        # A signal leaves no word of QEMU: say it where its messages go.
+        if [ "$rc" -eq 135 ]; then
+            echo "qemu-run.sh: QEMU died of SIGBUS (exit status 135): the shared region shrank or vanished under it" >>"$base.stderr"
+        elif [ "$rc" -gt 128 ]; then
+            echo "qemu-run.sh: QEMU was killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)))) (exit status $rc)" >>"$base.stderr"
+        fi
     ' "$RUN_DIR/$name" "${qemu[@]}" </dev/null >/dev/null 2>&1 &
     for ((i = 0; i < 500; i++)); do
         [[ -f $RUN_DIR/$name.pid ]] && return 0

@@ -7,8 +7,8 @@
 //! | `NAME.sock` | the serial console (QEMU unix-socket chardev, one client at a time) |
 //! | `NAME.pid` | pid of the instance's QEMU process |
 //! | `NAME.pgid` | process group (session) of its wrapper, which also holds QEMU |
-//! | `NAME.exit` | QEMU's exit status once it exited (1 = clean shutdown, 3 = panic) |
-//! | `NAME.stderr` | QEMU's own messages (errors) |
+//! | `NAME.exit` | QEMU's exit status once it exited (1 = clean shutdown, 3 = panic, 135 = SIGBUS: the shared region shrank, 128+N = signal N) |
+//! | `NAME.stderr` | QEMU's own messages (errors), and the wrapper's note when a signal killed QEMU |
 //! | `cluster.lock` | held (flock) by the launcher, every wrapper and QEMU while the cluster lives |
 //!
 //! NAME is `dir` for the directory and `nodeK` for node K.
@@ -88,7 +88,9 @@ pub fn describe_exit(status: i32) -> &'static str {
         0 => "QEMU stopped (signal or quit)",
         1 => "clean shutdown, or a QEMU error",
         3 => "kernel panic or CPU exception",
-        _ => "QEMU error or killed",
+        135 => "SIGBUS: the shared region shrank or vanished",
+        129..=191 => "killed by a signal: status 128 + its number",
+        _ => "QEMU error",
     }
 }
 

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use onecopy_tests::shell::{parse_sum, pattern_crc32};
 use onecopy_tests::{
-    qemu_run, serial_guard, unique_run_dir, with_cluster, ClusterOpts, HostOutput, RunDir,
+    qemu_run, serial_guard, unique_run_dir, with_cluster, ClusterOpts, HostOutput, Instance, RunDir,
 };
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
@@ -265,6 +265,93 @@ fn one_cluster_per_run_dir_and_stop_finds_everything() {
     let out = run(&["stop", "--run-dir", &rd]);
     assert_eq!(out.code, Some(0), "stop: {}", out.text());
     assert_nothing_left(&clean.run, &shm);
+}
+
+// ----------------------------------------- 3. status tells the truth
+
+fn status(rd: &str) -> (Option<i32>, String) {
+    let out = run(&["status", "--run-dir", rd]);
+    assert!(
+        out.stderr.is_empty(),
+        "status stderr: {}",
+        out.stderr_text()
+    );
+    (out.code, out.stdout_text())
+}
+
+/// The line of `status` output about instance `name`.
+fn status_line<'a>(text: &'a str, name: &str) -> &'a str {
+    let prefix = format!("{name}: ");
+    text.lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in status:\n{text}"))
+}
+
+#[test]
+fn status_reports_each_instance_real_state() {
+    with_cluster(opts("status").nodes(2), |c| {
+        let rd = c.run_dir().to_string_lossy().into_owned();
+        let (code, text) = status(&rd);
+        assert_eq!(code, Some(0), "status of a healthy cluster:\n{text}");
+        for name in ["dir", "node1", "node2"] {
+            assert!(
+                status_line(&text, name).starts_with(&format!("{name}: running")),
+                "{text}"
+            );
+        }
+
+        // One instance gone: status says which and why, and fails.
+        c.kill_node(2)?;
+        assert_eq!(c.wait_exit("node2", Duration::from_secs(10))?, Some(137));
+        let (code, text) = status(&rd);
+        assert_ne!(code, Some(0), "status with node 2 dead:\n{text}");
+        let l = status_line(&text, "node2");
+        assert!(
+            l.contains("exited with code 137") && l.contains("SIGKILL"),
+            "{text}"
+        );
+        assert!(status_line(&text, "node1").starts_with("node1: running"));
+        assert!(
+            !text.lines().any(|l| l.starts_with("state running")),
+            "status claims the cluster runs:\n{text}"
+        );
+
+        // The shared region shrinks under the running instances: each dies
+        // of SIGBUS on its next access to it.
+        let shm = c.run().env().get("SHM_PATH").cloned().expect("SHM_PATH");
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&shm)
+            .and_then(|f| f.set_len(0))
+            .expect("truncate the shared region");
+        for name in ["dir", "node1"] {
+            assert_eq!(
+                c.wait_exit(name, Duration::from_secs(60))?,
+                Some(135),
+                "{name}'s exit status"
+            );
+        }
+        let (code, text) = status(&rd);
+        assert_ne!(code, Some(0), "status with every instance dead:\n{text}");
+        for name in ["dir", "node1"] {
+            let l = status_line(&text, name);
+            assert!(
+                l.contains("exited with code 135")
+                    && l.contains("SIGBUS")
+                    && l.contains("shared region shrank or vanished"),
+                "{text}"
+            );
+        }
+        assert!(
+            text.lines()
+                .any(|l| l.contains(shm.as_str()) && l.contains("0 bytes")),
+            "status does not show the shrunken region:\n{text}"
+        );
+        // QEMU's own message file says it too.
+        let err = c.run().stderr(Instance::Dir);
+        assert!(err.contains("SIGBUS"), "dir.stderr: {err:?}");
+        Ok(())
+    });
 }
 
 // ------------------------------------------------ 4. -e validation
