@@ -53,15 +53,19 @@ Options:
                      vmx/svm and /dev/kvm opens, else tcg)
   --disk IMG         disk image for the directory (default RUN/disk.img, made
                      with mkfs from tools/sample, 64 MiB, if missing)
-  --shm-mb M         shared region size in MiB: a power of two >= 16 (default 64)
+  --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
+                     nodes' fixed kernel heap limits it; default 64)
   --mem-mb M         guest memory per instance in MiB, 32..16384 (default 128)
-  --run-dir DIR      logs, console sockets, pid files (default ./run)
+  --run-dir DIR      logs, console sockets, pid files (default ./run); one
+                     cluster per run dir: a second launch there is refused
   --detach           leave the cluster running in the background
   --console K        node whose console to attach (0 = directory; default 1)
   --gdb K            gdb stub for instance K (0 = directory) on
-                     127.0.0.1:(1234+K); the boot is not paused
+                     127.0.0.1:(1234+K), refused if that port is in use; the
+                     boot is not paused
   --no-build         do not run cargo build (binaries must exist)
-  -e 'K: command'    run a shell command on node K (repeatable, in order)
+  -e 'K: command'    run a shell command on node K (repeatable, in order); one
+                     line, no control characters
   --boot-timeout S   seconds to wait for the cluster to come up (default 30)
   --cmd-timeout S    seconds to wait for each -e command (default 60)
   --append-extra S   extra key=value pairs for every kernel command line
@@ -70,9 +74,13 @@ Options:
   -h, --help         this help
 
 Subcommands:
-  stop     stop the cluster of a run dir: SIGTERM every instance (SIGKILL after
-           5 s), remove the shared region, sockets and pid files; keep logs
-  status   show which instances of a run dir are running
+  stop     stop the cluster of a run dir: SIGTERM every process of it (its
+           QEMUs, and a launcher still running; found through the pid files
+           and the lock RUN/cluster.lock), SIGKILL after 5 s; remove its
+           shared region, sockets and pid files; keep logs
+  status   show each instance's state (running, or exited with its code and
+           what it means) and whether the shared region still has its size;
+           exit 0 only if every instance runs
   attach   attach to a running cluster's console (Ctrl-] detaches, the cluster
            keeps running)
   exec     run -e commands on a running cluster and leave it running
@@ -80,17 +88,29 @@ Subcommands:
 Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles;
 netK.sock: node K's network link in net mode),
 *.pid (QEMU pids), *.exit (QEMU exit status: 1 = clean shutdown, 3 = kernel
-panic), *.stderr (QEMU's own messages), cluster.env (what was launched).
+panic, 135 = SIGBUS: the shared region shrank or vanished, 128+N = killed by
+signal N, 0 = stopped), *.stderr (QEMU's own messages), cluster.env (what was
+launched), cluster.lock (held while the cluster lives).
 Environment: ONECOPY_CTL overrides the path of the onecopy-ctl helper.
 EOF
 }
 
+# Error messages are one line, whatever a value quoted in them holds.
+one_line() {
+    local m=$*
+    printf '%s' "${m//[[:cntrl:]]/?}"
+}
 die_usage() {
-    echo "$PROG: error: $* (see ./qemu-run.sh --help)" >&2
+    echo "$PROG: error: $(one_line "$*") (see ./qemu-run.sh --help)" >&2
+    exit 2
+}
+# refuse MESSAGE: a launch that cannot work as asked (exit 2, nothing started).
+refuse() {
+    echo "$PROG: error: $(one_line "$*")" >&2
     exit 2
 }
 die() {
-    echo "$PROG: error: $*" >&2
+    echo "$PROG: error: $(one_line "$*")" >&2
     exit 1
 }
 info() { echo "$*" 2>/dev/null; } # a closed stdout ends us through the PIPE trap
@@ -110,6 +130,14 @@ NODES=2
 ACCEL_REQ=auto
 DISK=
 SHM_MB=64
+# The largest shared region a node can use. A node keeps one 8-byte entry per
+# frame of its pool on its kernel heap (the free list of dirsvc's NodeCache),
+# and that heap is fixed: HEAP_BYTES = 24 MiB in kernel/src/mm/mod.rs. With
+# --nodes 1 the node's pool is the whole region: 8192 MiB is 2M frames, 16 MiB
+# of list, and boots and works (measured: fill, sum, mmap-read of 16 MiB, fio,
+# every mode); 16384 MiB needs 32 MiB and the node panics at boot ("memory
+# allocation of 33552840 bytes failed"). Raise it with HEAP_BYTES.
+SHM_MB_MAX=8192
 MEM_MB=128
 RUN_DIR_ARG="$ROOT/run"
 DETACH=0
@@ -227,7 +255,10 @@ while [[ $# -gt 0 ]]; do
             esac
             ;;
         --disk) DISK=$val ;;
-        --shm-mb) int_in SHM_MB --shm-mb "$val" 16 65536 ;;
+        --shm-mb)
+            is_uint "$val" || die_usage "--shm-mb needs a power of two in 16..$SHM_MB_MAX, got '$val'"
+            SHM_MB=$((10#$val))
+            ;;
         --mem-mb) int_in MEM_MB --mem-mb "$val" 32 16384 ;;
         --run-dir) RUN_DIR_ARG=$val ;;
         --detach) DETACH=1 ;;
@@ -246,7 +277,10 @@ while [[ $# -gt 0 ]]; do
 done
 
 # Cross-checks that need every flag.
+((SHM_MB >= 16)) || die_usage "--shm-mb must be at least 16, got $SHM_MB"
 (((SHM_MB & (SHM_MB - 1)) == 0)) || die_usage "--shm-mb must be a power of two (QEMU's ivshmem BAR), got $SHM_MB"
+((SHM_MB <= SHM_MB_MAX)) ||
+    die_usage "--shm-mb $SHM_MB is too large: the maximum is $SHM_MB_MAX, because a node keeps 8 bytes per frame of its pool (with --nodes 1 the whole region) on its fixed 24 MiB kernel heap (HEAP_BYTES in kernel/src/mm/mod.rs): $SHM_MB MiB would take $((SHM_MB / 512)) MiB of it"
 [[ -n $RUN_DIR_ARG ]] || die_usage "--run-dir needs a value"
 RUN_DIR=$(realpath -m -- "$RUN_DIR_ARG")
 [[ ! -e $RUN_DIR || -d $RUN_DIR ]] || die_usage "--run-dir $RUN_DIR exists and is not a directory"
@@ -297,6 +331,11 @@ if [[ $SUB == exec ]]; then
     [[ ${#EXECS[@]} -gt 0 ]] || die_usage "exec needs at least one -e 'K: command'"
 fi
 for spec in ${EXECS[@]+"${EXECS[@]}"}; do
+    # A command is one shell line: a newline would start another command (and
+    # onecopy-ctl refuses it), other control characters are line editing.
+    if [[ $spec == *[[:cntrl:]]* ]]; then
+        die_usage "-e 'K: command' is one line without control characters (newline, CR, tab, ESC, DEL...), got ${spec@Q}"
+    fi
     if [[ ! $spec =~ ^[[:space:]]*([0-9]{1,3})[[:space:]]*:[[:space:]]*([^[:space:]].*)$ ]]; then
         die_usage "-e expects 'K: command' (e.g. -e '1: ls /'), got '$spec'"
     fi
@@ -360,54 +399,157 @@ running_pids() {
     done
 }
 
+# fd_holders LINK...: pids (sorted) of the processes with an open file
+# descriptor whose /proc link reads exactly one of LINK (a path, or
+# socket:[INODE]). Never fails.
+fd_holders() {
+    find /proc/[0-9]*/fd -maxdepth 1 -type l -printf '%h\t%l\n' 2>/dev/null |
+        awk -F '\t' 'BEGIN { for (i = 1; i < ARGC; i++) want[ARGV[i]] = 1; ARGC = 1 }
+            ($2 in want) { split($1, p, "/"); print p[3] }' "$@" | sort -un || true
+}
+
+# describe_pids PID...: "pid 12 (qemu-system-x86), pid 34 (bash)".
+describe_pids() {
+    local p out=
+    for p in "$@"; do
+        out+="${out:+, }pid $p ($(cat "/proc/$p/comm" 2>/dev/null || echo gone))"
+    done
+    printf '%s' "$out"
+}
+
+# port_users PORT: the processes holding a TCP socket on 127.0.0.1:PORT or on
+# a wildcard address (what QEMU's `-gdb tcp:127.0.0.1:PORT` cannot bind
+# beside), as describe_pids text, "an unknown process" if the socket's owner
+# is not visible, nothing if the port is free. Reads /proc/net/tcp{,6}: it
+# never connects (a connection to another QEMU's gdb stub pauses that VM).
+port_users() {
+    local hex inodes pids=() i
+    printf -v hex '%04X' "$1"
+    inodes=$(awk -v hex="$hex" 'FNR > 1 {
+            n = split($2, a, ":")
+            if (a[n] != hex || $4 == "06") next  # another port, or TIME_WAIT
+            if (a[1] == "0100007F" || a[1] == "00000000" ||
+                a[1] == "00000000000000000000000000000000" ||
+                a[1] == "0000000000000000FFFF00000100007F" ||
+                a[1] == "0000000000000000FFFF000000000000") print $10
+        }' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u) || true
+    [[ -n $inodes ]] || return 0
+    for i in $inodes; do pids+=("socket:[$i]"); done
+    mapfile -t pids < <(fd_holders "${pids[@]}")
+    if [[ ${#pids[@]} -gt 0 ]]; then describe_pids "${pids[@]}"; else printf 'an unknown process'; fi
+}
+
+# check_gdb_port: refuse --gdb K when 127.0.0.1:1234+K is taken (QEMU would
+# fail to start after the launcher said the stub listens there).
+check_gdb_port() {
+    [[ -n $GDB ]] || return 0
+    local port=$((1234 + GDB)) users
+    users=$(port_users "$port")
+    [[ -z $users ]] ||
+        refuse "--gdb $GDB: 127.0.0.1:$port (the gdb stub's port, 1234+K) is already in use by $users; stop it or debug another instance"
+}
+
+# exit_meaning CODE: what a QEMU exit status (RUN/NAME.exit) means.
+exit_meaning() {
+    local c=$1 sig
+    case "$c" in
+        0) echo "QEMU quit: SIGTERM from stop, or a QEMU quit" ;;
+        1) echo "clean shutdown, or a QEMU error: see its .stderr" ;;
+        3) echo "kernel panic or CPU exception: see its .log" ;;
+        135) echo "SIGBUS: the shared region shrank or vanished" ;;
+        *)
+            if ((c > 128 && c < 192)); then
+                sig=$(kill -l $((c - 128)) 2>/dev/null) || sig=
+                echo "killed by ${sig:+SIG$sig, }signal $((c - 128))"
+            else
+                echo "QEMU error: see its .stderr"
+            fi
+            ;;
+    esac
+}
+
 env_get() { # env_get KEY: value from RUN/cluster.env
     [[ -f $RUN_DIR/cluster.env ]] || return 0
     sed -n "s/^$1='\{0,1\}\([^']*\)'\{0,1\}$/\1/p" "$RUN_DIR/cluster.env" | head -n 1
 }
 
-# Stop every instance of RUN_DIR; remove the shared region (if we created it),
-# sockets and pid files. Logs stay.
+# The launcher's hold on RUN/cluster.lock (a file descriptor number), once it
+# has it; see step 1 of a launch.
+LOCK_FD=
+
+# cluster_pids: every live process of the cluster of RUN_DIR, sorted: those
+# of its pid files and, unless this script holds the lock itself (a
+# launcher cleaning up after itself), every process holding RUN/cluster.lock:
+# a launcher still running, every instance's wrapper and QEMU.
+cluster_pids() {
+    {
+        running_pids
+        if [[ -z $LOCK_FD && -e $RUN_DIR/cluster.lock ]]; then fd_holders "$RUN_DIR/cluster.lock"; fi
+    } | sort -un
+}
+
+# shm_of PID...: the shared regions (/dev/shm/onecopy-*) these processes'
+# command lines name.
+shm_of() {
+    local p
+    for p in "$@"; do
+        tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null |
+            sed -n 's|^memory-backend-file,.*mem-path=\(/dev/shm/onecopy-[^,]*\).*$|\1|p'
+    done | sort -u || true
+}
+
+# Stop every process of the cluster of RUN_DIR; remove its shared regions
+# (the one cluster.env names, if not removed yet, and any one its processes
+# map), sockets, pid files and half-written files. Logs stay.
 stop_cluster() {
-    local quiet=${1:-0} pids p f g i shm
-    pids=$(running_pids | sort -u)
+    local quiet=${1:-0} pids p f g i shm wrappers=" " regions=()
+    pids=$(cluster_pids)
     if [[ -n $pids ]]; then
         [[ $quiet == 1 ]] || info "stopping cluster in $RUN_DIR"
-        # QEMU first (its wrapper then records the exit status), then whole
-        # process groups if anything is left after 5 s.
-        for f in "$RUN_DIR"/*.pid; do
-            [[ -f $f ]] || continue
-            p=$(read_pid "$f")
-            if [[ -n $p ]] && pid_ours "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
+        # shellcheck disable=SC2086 # one pid per word
+        mapfile -t regions < <(shm_of $pids)
+        # SIGTERM to all but the wrappers: QEMU quits (its wrapper then
+        # records the exit status), a launcher still running stops its part.
+        # Whole process groups and whatever is left get SIGKILL after 5 s.
+        for f in "$RUN_DIR"/*.pgid; do
+            [[ -f $f ]] && wrappers+="$(read_pid "$f") "
+        done
+        for p in $pids; do
+            [[ $wrappers == *" $p "* ]] || kill -TERM "$p" 2>/dev/null || true
         done
         for ((i = 0; i < 50; i++)); do
-            [[ -n $(running_pids) ]] || break
+            [[ -n $(cluster_pids) ]] || break
             sleep 0.1
         done
-        if [[ -n $(running_pids) ]]; then
-            [[ $quiet == 1 ]] || info "some instances did not stop within 5 s: SIGKILL"
+        if [[ -n $(cluster_pids) ]]; then
+            [[ $quiet == 1 ]] || info "some processes did not stop within 5 s: SIGKILL"
             for f in "$RUN_DIR"/*.pgid; do
                 [[ -f $f ]] || continue
                 g=$(read_pid "$f")
                 if [[ -n $g ]] && pid_ours "$g"; then kill -KILL -- "-$g" 2>/dev/null || true; fi
             done
-            for p in $(running_pids); do kill -KILL "$p" 2>/dev/null || true; done
+            for p in $(cluster_pids); do kill -KILL "$p" 2>/dev/null || true; done
             for ((i = 0; i < 50; i++)); do
-                [[ -n $(running_pids) ]] || break
+                [[ -n $(cluster_pids) ]] || break
                 sleep 0.1
             done
         fi
-        if [[ -n $(running_pids) ]]; then
-            echo "$PROG: warning: could not stop pids: $(running_pids | tr '\n' ' ')" >&2
+        if [[ -n $(cluster_pids) ]]; then
+            echo "$PROG: warning: could not stop pids: $(cluster_pids | tr '\n' ' ')" >&2
         fi
     elif [[ $quiet != 1 ]]; then
         info "no cluster running in $RUN_DIR"
     fi
     shm=$(env_get SHM_PATH)
-    if [[ -n $shm && $(env_get SHM_OWNED) == 1 && -e $shm ]]; then
-        rm -f -- "$shm"
-        [[ $quiet == 1 ]] || info "removed shared region $shm"
-    fi
-    rm -f -- "$RUN_DIR"/*.sock "$RUN_DIR"/*.pid "$RUN_DIR"/*.pgid "$RUN_DIR"/*.pid.tmp
+    [[ -n $shm && $(env_get SHM_OWNED) == 1 ]] || shm=
+    for shm in $shm ${regions[@]+"${regions[@]}"}; do
+        if [[ -e $shm ]]; then
+            rm -f -- "$shm"
+            [[ $quiet == 1 ]] || info "removed shared region $shm"
+        fi
+    done
+    rm -f -- "$RUN_DIR"/*.sock "$RUN_DIR"/*.pid "$RUN_DIR"/*.pgid "$RUN_DIR"/*.pid.tmp \
+        "$RUN_DIR/cluster.env.tmp" "$RUN_DIR/disk.img.tmp"
     if [[ -f $RUN_DIR/cluster.env ]]; then
         sed -i -e "s/^STATE=.*/STATE='stopped'/" -e "s/^SHM_OWNED=.*/SHM_OWNED='0'/" "$RUN_DIR/cluster.env" 2>/dev/null || true
     fi
@@ -442,19 +584,51 @@ case "$SUB" in
         fi
         n=$(env_get NODES)
         running=0
+        total=0
         for name in dir $(seq -f 'node%g' 1 "${n:-0}"); do
+            total=$((total + 1))
             p=$(read_pid "$RUN_DIR/$name.pid")
+            code=$(read_pid "$RUN_DIR/$name.exit")
             if [[ -n $p ]] && pid_ours "$p"; then
                 info "$name: running (pid $p)"
                 running=$((running + 1))
-            elif [[ -f $RUN_DIR/$name.exit ]]; then
-                info "$name: exited with status $(cat "$RUN_DIR/$name.exit")"
+            elif [[ -n $code ]]; then
+                info "$name: exited with code $code ($(exit_meaning "$code"))"
+            elif [[ -n $p ]]; then
+                info "$name: gone (pid $p ended and no exit code was recorded)"
             else
                 info "$name: not running"
             fi
         done
-        info "state $(env_get STATE), accel $(env_get ACCEL), shared region $(env_get SHM_PATH) ($(env_get SHM_MB) MiB), disk $(env_get DISK)"
-        if ((running > 0)); then exit 0; else exit 1; fi
+        state=$(env_get STATE)
+        shm=$(env_get SHM_PATH)
+        shm_mb=$(env_get SHM_MB)
+        shm_ok=1
+        # Instances die of SIGBUS only when they touch the missing part: the
+        # region itself tells at once.
+        if [[ $state != stopped && -n $shm ]]; then
+            if [[ ! -e $shm ]]; then
+                shm_ok=0
+                info "shared region $shm: missing (removed under the cluster; an instance dies of SIGBUS on its next access)"
+            else
+                size=$(stat -c %s -- "$shm" 2>/dev/null) || size=0
+                if [[ $shm_mb =~ ^[0-9]+$ ]] && ((size < shm_mb * 1048576)); then
+                    shm_ok=0
+                    info "shared region $shm: $size bytes instead of $((shm_mb * 1048576)) ($shm_mb MiB): it shrank under the cluster; an instance dies of SIGBUS on its next access beyond the end"
+                fi
+            fi
+        fi
+        if ((running == total && shm_ok == 1)); then
+            what=running
+        elif ((running > 0)); then
+            what="degraded ($running of $total instances running)"
+        elif [[ $state == stopped ]]; then
+            what=stopped
+        else
+            what="down (no instance running)"
+        fi
+        info "state $what, accel $(env_get ACCEL), shared region $shm ($shm_mb MiB), disk $(env_get DISK)"
+        if [[ $what == running ]]; then exit 0; else exit 1; fi
         ;;
     attach | exec)
         find_ctl
@@ -483,7 +657,7 @@ CHILD=
 # once instead of after the helper finishes.
 run_bg() {
     local rc=0
-    "$@" &
+    "$@" {LOCK_FD}>&- &
     CHILD=$!
     wait "$CHILD" || rc=$?
     CHILD=
@@ -501,6 +675,7 @@ on_exit() {
     if [[ -n $STTY_SAVED ]]; then stty "$STTY_SAVED" 2>/dev/null || stty sane 2>/dev/null || true; fi
     if [[ $LAUNCHED == 1 && $KEEP == 0 ]]; then
         stop_cluster 1
+        [[ -z ${SHM_PATH:-} ]] || rm -f -- "$SHM_PATH" # even if cluster.env never named it
         info "cluster stopped (logs in $RUN_DIR)"
     fi
     exit "$rc"
@@ -518,16 +693,42 @@ for sig in INT TERM HUP PIPE; do
     trap "on_signal $sig" "$sig"
 done
 
-# 1. dependencies
-if [[ $BUILD == 1 ]]; then
-    "$ROOT/tools/setup.sh" --quiet || die "setup failed (see above)"
-else
-    "$ROOT/tools/setup.sh" --quiet --qemu-only || die "setup failed (see above)"
+# 0. what can be checked before anything is built or started
+check_gdb_port
+
+# 1. one cluster per run dir. This launcher takes flock(1) on RUN/cluster.lock
+# and every instance's wrapper and QEMU inherit the lock, so it is held for
+# the cluster's whole lifetime (also after --detach) and the kernel releases
+# it when the last of them exits. `stop` finds every process of the cluster
+# through it. The helpers (setup, cargo, mkfs, onecopy-ctl) run without it.
+command -v flock >/dev/null || die "flock not found (util-linux)"
+mkdir -p -- "$RUN_DIR" || die "cannot create the run dir $RUN_DIR"
+exec {LOCK_FD}>>"$RUN_DIR/cluster.lock" || die "cannot open $RUN_DIR/cluster.lock"
+lock_rc=0
+flock -n -E 99 "$LOCK_FD" || lock_rc=$? # 99: held by another process
+if ((lock_rc != 0 && lock_rc != 99)); then
+    die "cannot lock $RUN_DIR/cluster.lock (flock exit status $lock_rc; see above)"
+fi
+if ((lock_rc == 99)); then
+    exec {LOCK_FD}>&-
+    LOCK_FD=
+    qemus=$(running_pids | sort -un | tr '\n' ' ')
+    if [[ -n $qemus ]]; then
+        refuse "a cluster is already running in $RUN_DIR (pids ${qemus% }): one cluster per run dir; stop it with ./qemu-run.sh stop --run-dir $RUN_DIR, or use another --run-dir"
+    fi
+    # shellcheck disable=SC2046 # one pid per word
+    refuse "a cluster is already being launched in $RUN_DIR by $(describe_pids $(cluster_pids)): one cluster per run dir; stop it with ./qemu-run.sh stop --run-dir $RUN_DIR, or use another --run-dir"
+fi
+# A cluster of an earlier qemu-run.sh that took no lock.
+if [[ -n $(running_pids) ]]; then
+    refuse "a cluster is already running in $RUN_DIR (pids $(running_pids | sort -un | tr '\n' ' ' | sed 's/ $//')): one cluster per run dir; stop it with ./qemu-run.sh stop --run-dir $RUN_DIR, or use another --run-dir"
 fi
 
-# 2. an already running cluster in this run dir?
-if [[ -d $RUN_DIR && -n $(running_pids) ]]; then
-    die "a cluster is already running in $RUN_DIR (pids $(running_pids | sort -u | tr '\n' ' ' | sed 's/ $//')); stop it with: ./qemu-run.sh stop --run-dir $RUN_DIR"
+# 2. dependencies
+if [[ $BUILD == 1 ]]; then
+    "$ROOT/tools/setup.sh" --quiet {LOCK_FD}>&- || die "setup failed (see above)"
+else
+    "$ROOT/tools/setup.sh" --quiet --qemu-only {LOCK_FD}>&- || die "setup failed (see above)"
 fi
 
 # 3. build
@@ -538,13 +739,12 @@ if [[ $BUILD == 1 ]]; then
         cargo build --quiet --release -p onecopy-kernel --target x86_64-unknown-none &&
             cargo build --quiet --release -p flatfs --bins &&
             cargo build --quiet --release -p onecopy-tests --bin onecopy-ctl
-    ) || die "build failed (see above)"
+    ) {LOCK_FD}>&- || die "build failed (see above)"
 fi
 [[ -f $KERNEL ]] || die "kernel not found: $KERNEL (build it with: cargo build --release -p onecopy-kernel --target x86_64-unknown-none, or drop --no-build)"
 find_ctl
 
 # 4. run dir, disk
-mkdir -p -- "$RUN_DIR"
 # Leftovers of an earlier cluster: its shared region (if it was ours) and state.
 stop_cluster 1
 rm -f -- "$RUN_DIR"/*.log "$RUN_DIR"/*.exit "$RUN_DIR"/*.stderr "$RUN_DIR/cluster.env" "$RUN_DIR/ready.out"
@@ -556,11 +756,11 @@ if [[ -z $DISK ]]; then
     else
         [[ -x $MKFS ]] || die "mkfs not found: $MKFS (build it with: cargo build --release -p flatfs --bins, or drop --no-build)"
         if [[ -d $ROOT/tools/sample ]]; then
-            "$MKFS" --size-mb 64 --from "$ROOT/tools/sample" "$DISK.tmp" >/dev/null ||
+            "$MKFS" --size-mb 64 --from "$ROOT/tools/sample" "$DISK.tmp" >/dev/null {LOCK_FD}>&- ||
                 die "mkfs failed for $DISK"
             info "disk: created $DISK (64 MiB) from tools/sample"
         else
-            "$MKFS" --size-mb 64 "$DISK.tmp" >/dev/null || die "mkfs failed for $DISK"
+            "$MKFS" --size-mb 64 "$DISK.tmp" >/dev/null {LOCK_FD}>&- || die "mkfs failed for $DISK"
             info "disk: created empty $DISK (64 MiB; tools/sample not found)"
         fi
         mv -f -- "$DISK.tmp" "$DISK"
@@ -598,10 +798,6 @@ avail_kb=$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')
 if [[ $avail_kb =~ ^[0-9]+$ ]] && ((avail_kb < SHM_MB * 1024)); then
     die "not enough space in /dev/shm for a $SHM_MB MiB shared region ($((avail_kb / 1024)) MiB free)"
 fi
-SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
-LAUNCHED=1 # from here on the EXIT trap cleans up
-truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
-
 write_env() {
     local state=$1 pids=${2:-} start=${3:-}
     cat >"$RUN_DIR/cluster.env.tmp" <<EOF
@@ -626,7 +822,11 @@ LAUNCHER_PID='$$'
 EOF
     mv -f -- "$RUN_DIR/cluster.env.tmp" "$RUN_DIR/cluster.env"
 }
-write_env starting
+SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
+LAUNCHED=1 # from here on the EXIT trap cleans up
+write_env starting # names the region at once: `stop` removes it from now on
+truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
+
 
 # 7. launch
 info "accel: $ACCEL ($ACCEL_WHY)"
@@ -668,7 +868,14 @@ launch() {
         q=$!
         echo "$q" >"$base.pid.tmp" && mv -f "$base.pid.tmp" "$base.pid"
         wait "$q"
-        echo "$?" >"$base.exit"
+        rc=$?
+        echo "$rc" >"$base.exit"
+        # A signal leaves no word of QEMU: say it where its messages go.
+        if [ "$rc" -eq 135 ]; then
+            echo "qemu-run.sh: QEMU died of SIGBUS (exit status 135): the shared region shrank or vanished under it" >>"$base.stderr"
+        elif [ "$rc" -gt 128 ]; then
+            echo "qemu-run.sh: QEMU was killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)))) (exit status $rc)" >>"$base.stderr"
+        fi
     ' "$RUN_DIR/$name" "${qemu[@]}" </dev/null >/dev/null 2>&1 &
     for ((i = 0; i < 500; i++)); do
         [[ -f $RUN_DIR/$name.pid ]] && return 0
@@ -707,6 +914,7 @@ if [[ $MODE == net ]]; then
             -device "virtio-net-pci,netdev=net0,mac=52:54:00:0c:01:$(printf %02x "$1"),romfile="
     }
 fi
+check_gdb_port # again: the build may have taken minutes
 START_MS=$(now_ms)
 # shellcheck disable=SC2046 # gdb_args yields zero or two words
 launch dir "role=dir nodes=$NODES$extra" \
@@ -786,7 +994,7 @@ if [[ -t 0 && -t 1 ]]; then
     STTY_SAVED=$(stty -g)
     stty raw -echo
     # An explicit stdin redirection keeps the terminal for the background job.
-    "$CTL" attach --run-dir "$RUN_DIR" --node "$CONSOLE" <&0 &
+    "$CTL" attach --run-dir "$RUN_DIR" --node "$CONSOLE" <&0 {LOCK_FD}>&- &
     CHILD=$!
     wait "$CHILD" || true
     CHILD=

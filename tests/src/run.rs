@@ -7,12 +7,13 @@
 //! | `NAME.sock` | the serial console (QEMU unix-socket chardev, one client at a time) |
 //! | `NAME.pid` | pid of the instance's QEMU process |
 //! | `NAME.pgid` | process group (session) of its wrapper, which also holds QEMU |
-//! | `NAME.exit` | QEMU's exit status once it exited (1 = clean shutdown, 3 = panic) |
-//! | `NAME.stderr` | QEMU's own messages (errors) |
+//! | `NAME.exit` | QEMU's exit status once it exited (1 = clean shutdown, 3 = panic, 135 = SIGBUS: the shared region shrank, 128+N = signal N) |
+//! | `NAME.stderr` | QEMU's own messages (errors), and the wrapper's note when a signal killed QEMU |
+//! | `cluster.lock` | held (flock) by the launcher, every wrapper and QEMU while the cluster lives |
 //!
 //! NAME is `dir` for the directory and `nodeK` for node K.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -87,7 +88,9 @@ pub fn describe_exit(status: i32) -> &'static str {
         0 => "QEMU stopped (signal or quit)",
         1 => "clean shutdown, or a QEMU error",
         3 => "kernel panic or CPU exception",
-        _ => "QEMU error or killed",
+        135 => "SIGBUS: the shared region shrank or vanished",
+        129..=191 => "killed by a signal: status 128 + its number",
+        _ => "QEMU error",
     }
 }
 
@@ -205,6 +208,52 @@ impl RunDir {
     /// True if the instance's QEMU is running.
     pub fn alive(&self, inst: Instance) -> bool {
         self.pid(inst).is_some_and(pid_alive)
+    }
+
+    /// Live processes (QEMU, the wrappers, a launcher or helper still
+    /// running) whose command line mentions this run directory.
+    pub fn processes(&self) -> Vec<u32> {
+        let needle = format!("{}/", self.path.display());
+        let me = std::process::id();
+        let Ok(rd) = fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let mut pids: Vec<u32> = rd
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != me && pid_alive(pid))
+            .filter(|pid| {
+                fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+            })
+            .collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// Shared regions of this run directory's cluster: `SHM_PATH` of
+    /// `cluster.env` and every `mem-path=` in the command line of one of
+    /// [`RunDir::processes`] (all of them, even if cluster.env lost track).
+    pub fn shm_paths(&self) -> BTreeSet<PathBuf> {
+        let mut paths: BTreeSet<PathBuf> = self
+            .env()
+            .get("SHM_PATH")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .into_iter()
+            .collect();
+        for pid in self.processes() {
+            let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            for arg in String::from_utf8_lossy(&cmdline).split('\0') {
+                for opt in arg.split(',') {
+                    if let Some(p) = opt.strip_prefix("mem-path=") {
+                        paths.insert(PathBuf::from(p));
+                    }
+                }
+            }
+        }
+        paths
     }
 
     /// A one-line description of why an instance is not running, or `None`
