@@ -143,6 +143,11 @@ else
         step fmt cargo fmt --all -- --check || true
         step clippy-host host_clippy || true
         step clippy-kernel kernel_clippy || true
+        if ! command -v shellcheck >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+            echo "tests/run.sh: installing shellcheck (Debian package) for the script checks..."
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null 2>&1 ||
+                { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null 2>&1; } || true
+        fi
         if command -v shellcheck >/dev/null 2>&1; then
             step shellcheck shell_check || true
         else
