@@ -17,7 +17,8 @@ use fabric::bulk::{Bulk, ShmBulk};
 use fabric::layout::{DirState, Header, Layout, NodeState};
 use fabric::proto::PageKey;
 use fabric::proto::{
-    op_of, DecodeError, Desc, DirStats, Errno, Notice, Op, Raw, Request, Response, DIRENT_SIZE,
+    op_of, DecodeError, Desc, DirStats, Errno, Notice, Op, PageDirStats, Raw, Request, Response,
+    DIRENT_SIZE,
 };
 use fabric::ring::{Consumer, Producer, RingError};
 use fabric::shm::SharedMem;
@@ -484,21 +485,19 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
-    /// Page-directory counters, for `dir stats`: entries, page requests,
-    /// fills from disk, remote mappings granted, DIR_INVs sent,
-    /// write-backs, largest batch served in one sweep.
-    pub fn page_stats(&self) -> [u64; 7] {
+    /// Page-directory counters, for `dir stats` and [`Op::PageStats`].
+    pub fn page_stats(&self) -> PageDirStats {
         let s = self.pages.stats();
         let max_batch = (1..=64).rev().find(|&b| self.batches[b] > 0).unwrap_or(0);
-        [
-            self.pages.len() as u64,
-            s.reads + s.lookup_locks + s.unlocks + s.invs + s.drops,
-            s.fills,
-            s.remote_maps,
-            s.dir_invs,
-            s.writebacks,
-            max_batch as u64,
-        ]
+        PageDirStats {
+            entries: self.pages.len() as u64,
+            page_requests: s.reads + s.lookup_locks + s.unlocks + s.invs + s.drops,
+            fills: s.fills,
+            remote_maps: s.remote_maps,
+            dir_invs: s.dir_invs,
+            writebacks: s.writebacks,
+            max_batch: max_batch as u64,
+        }
     }
 
     /// The page directory (for tests and `dir stats`).
@@ -517,14 +516,7 @@ impl<D: BlockDevice> Directory<D> {
             Ok(x) => x,
             Err(error) => {
                 self.last_bad = Some(Event::BadRequest { node, error });
-                let raw = Raw::decode(d);
-                let r = Raw {
-                    op: raw.op,
-                    status: Errno::Invalid as u16,
-                    tag: raw.tag,
-                    args: [0; 7],
-                };
-                self.respond(mem, node, r.encode());
+                self.respond(mem, node, Raw::invalid_answer(d));
                 return;
             }
         };
