@@ -404,25 +404,6 @@ impl<D: BlockDevice> Directory<D> {
         self.page_ops.retain(|(n, _), _| *n as u32 != node);
     }
 
-    /// Offset of global frame `gfn` in the region, if it is a pool frame.
-    fn frame_off(&self, gfn: u64) -> Option<usize> {
-        self.layout.gfn_owner(gfn)?;
-        usize::try_from(gfn)
-            .ok()?
-            .checked_mul(fabric::layout::FRAME)
-    }
-
-    /// Word offset and bit of `gfn`'s export bit.
-    fn export_bit(&self, gfn: u64) -> Option<(usize, u64)> {
-        let node = self.layout.gfn_owner(gfn)?;
-        let (first, _) = self.layout.pool_gfns(node);
-        let idx = (gfn - first) as usize;
-        let off = self.layout.bitmap_off
-            + (node as usize - 1) * self.layout.bitmap_bytes
-            + (idx / 64) * 8;
-        Some((off, 1u64 << (idx % 64)))
-    }
-
     /// Execute page-directory actions (which may produce more).
     fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
         let mut queue: VecDeque<Action> = actions.into();
@@ -436,7 +417,7 @@ impl<D: BlockDevice> Directory<D> {
                     self.respond(mem, node as u32, d);
                 }
                 Action::Fill { key, gfn } => {
-                    let foff = self.frame_off(gfn);
+                    let foff = self.layout.frame_off(gfn);
                     let ok = match (self.fs.as_mut(), foff) {
                         (Some(fs), Some(off)) => {
                             page.fill(0);
@@ -452,7 +433,7 @@ impl<D: BlockDevice> Directory<D> {
                     queue.extend(self.pages.filled(key, ok));
                 }
                 Action::WriteBack { key, gfn } => {
-                    let foff = self.frame_off(gfn);
+                    let foff = self.layout.frame_off(gfn);
                     if let (Some(fs), Some(off)) = (self.fs.as_mut(), foff) {
                         let start = key.idx * fabric::layout::FRAME as u64;
                         if let Ok(attr) = fs.getattr(key.ino) {
@@ -470,10 +451,7 @@ impl<D: BlockDevice> Directory<D> {
                     }
                 }
                 Action::Export { gfn, on } => {
-                    if let Some((off, bit)) = self.export_bit(gfn) {
-                        let w = mem.load_u64(off);
-                        mem.store_u64(off, if on { w | bit } else { w & !bit });
-                    }
+                    Header::new(mem, self.layout).set_exported(gfn, on);
                 }
             }
         }
@@ -670,7 +648,7 @@ impl<D: BlockDevice> Directory<D> {
                                 Some(e) if e.phase == crate::pagedir::Phase::Owned => e.gfn,
                                 _ => continue,
                             };
-                            if let Some(foff) = self.frame_off(gfn) {
+                            if let Some(foff) = self.layout.frame_off(gfn) {
                                 let mut page = vec![0u8; fabric::layout::FRAME];
                                 let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
                                 fs.read(ino, idx * f, &mut page)?;
