@@ -29,15 +29,8 @@ impl<D: BlockDevice> Directory<D> {
             Err(error) => {
                 log::warn!("node {node}: bad network request: {error}");
                 self.count_request(None);
-                let raw = Raw::decode(&req.desc);
-                let r = Raw {
-                    op: raw.op,
-                    status: Errno::Invalid as u16,
-                    tag: raw.tag,
-                    args: [0; 7],
-                };
                 return Frame {
-                    desc: r.encode(),
+                    desc: Raw::invalid_answer(&req.desc),
                     payload: Vec::new(),
                 };
             }

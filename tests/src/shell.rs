@@ -138,6 +138,34 @@ impl Stats {
 mod tests {
     use super::*;
 
+    use userland::stats::keys::{cache, dir};
+
+    #[test]
+    fn stats_parser_reads_every_key() {
+        // A table as the shell prints it (keys padded to one column), with
+        // every key the kernel prints: each one comes back whole.
+        let width = cache::ALL
+            .iter()
+            .chain(&dir::ALL)
+            .map(|k| k.len())
+            .max()
+            .unwrap_or(0);
+        for (cmd, keys) in [
+            ("cache stats", &cache::ALL[..]),
+            ("dir stats", &dir::ALL[..]),
+        ] {
+            let text: String = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| format!("{k:<w$}  {i}/7\n", w = width))
+                .collect();
+            let s = Stats::parse(2, cmd, &text);
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(s.get(k), format!("{i}/7"), "{cmd}: {k:?}");
+            }
+        }
+    }
+
     #[test]
     fn stats_parser() {
         let s = Stats::parse(
@@ -148,10 +176,10 @@ mod tests {
              pool frames free/total     8057/8121\n\
              disk reads caused (fills)  0\n",
         );
-        assert_eq!(s.get("mode"), "strong");
-        assert_eq!(s.num("resident owned pages"), 64);
-        assert_eq!(s.get("pool frames free/total"), "8057/8121");
-        assert_eq!(s.num("disk reads caused (fills)"), 0);
+        assert_eq!(s.get(cache::MODE), "strong");
+        assert_eq!(s.num(cache::RESIDENT_OWNED), 64);
+        assert_eq!(s.get(cache::POOL_FRAMES), "8057/8121");
+        assert_eq!(s.num(cache::DISK_READS_FILLS), 0);
     }
 
     #[test]

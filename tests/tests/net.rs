@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use onecopy_tests::shell::{parse_sum, pattern_crc32};
 use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Result};
+use userland::stats::keys::cache;
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
 
@@ -45,16 +46,19 @@ fn net_mode_serves_files_over_tcp_with_private_copies() {
         for k in 1..=2 {
             let s = c.stats(k, "cache stats")?;
             let t = &s.text;
-            assert_eq!(s.get("mode"), "net", "n{k}: {t}");
-            assert_eq!(s.get("net connection"), "ESTABLISHED", "n{k}: {t}");
-            assert_eq!(s.num("resident pages (private copies)"), pages, "n{k}: {t}");
-            assert_eq!(s.num("remote mappings"), 0, "n{k}: {t}");
-            assert!(s.num("net rpcs") > 0, "n{k}: no RPC went over TCP: {t}");
+            assert_eq!(s.get(cache::MODE), "net", "n{k}: {t}");
+            assert_eq!(s.get(cache::NET_CONNECTION), "ESTABLISHED", "n{k}: {t}");
+            assert_eq!(s.num(cache::RESIDENT_PRIVATE), pages, "n{k}: {t}");
+            assert_eq!(s.num(cache::REMOTE_MAPPINGS), 0, "n{k}: {t}");
+            assert!(
+                s.num(cache::NET_RPCS) > 0,
+                "n{k}: no RPC went over TCP: {t}"
+            );
         }
         // Node 2 read 256 KiB of file data over its link.
         let s2 = c.stats(2, "cache stats")?;
         let rx: u64 = s2
-            .get("net bytes sent/received")
+            .get(cache::NET_BYTES)
             .split('/')
             .nth(1)
             .and_then(|x| x.parse().ok())

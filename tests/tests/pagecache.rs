@@ -21,6 +21,7 @@ use std::time::Duration;
 use onecopy_tests::shell::{crc32, parse_sum, pattern_crc32, Stats};
 use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Result};
 use regex::Regex;
+use userland::stats::keys::{cache, dir};
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
 
@@ -111,25 +112,25 @@ fn single_copy_proof(mode: &str) {
         check_sum(c, 2, "/f", pattern(size))?;
 
         let s2 = cache_stats(c, 2)?;
-        assert_eq!(s2.get("mode"), mode, "n2 mode:\n{}", s2.text);
+        assert_eq!(s2.get(cache::MODE), mode, "n2 mode:\n{}", s2.text);
         assert_eq!(
-            s2.num("disk reads caused (fills)"),
+            s2.num(cache::DISK_READS_FILLS),
             0,
             "n2 read the disk instead of mapping node 1's frames:\n{}",
             s2.text
         );
-        assert_eq!(s2.num("remote mappings"), pages, "n2:\n{}", s2.text);
-        assert_eq!(s2.num("remote maps (CM-R)"), pages, "n2:\n{}", s2.text);
-        assert_eq!(s2.num("resident owned pages"), 0, "n2:\n{}", s2.text);
+        assert_eq!(s2.num(cache::REMOTE_MAPPINGS), pages, "n2:\n{}", s2.text);
+        assert_eq!(s2.num(cache::REMOTE_MAPS), pages, "n2:\n{}", s2.text);
+        assert_eq!(s2.num(cache::RESIDENT_OWNED), 0, "n2:\n{}", s2.text);
 
         let s1 = cache_stats(c, 1)?;
-        assert_eq!(s1.get("mode"), mode, "n1 mode:\n{}", s1.text);
-        assert_eq!(s1.num("resident owned pages"), pages, "n1:\n{}", s1.text);
-        assert_eq!(s1.num("remote mappings"), 0, "n1:\n{}", s1.text);
+        assert_eq!(s1.get(cache::MODE), mode, "n1 mode:\n{}", s1.text);
+        assert_eq!(s1.num(cache::RESIDENT_OWNED), pages, "n1:\n{}", s1.text);
+        assert_eq!(s1.num(cache::REMOTE_MAPPINGS), 0, "n1:\n{}", s1.text);
 
         let d = dir_stats(c, 1)?;
         assert_eq!(
-            d.num("page entries"),
+            d.num(dir::PAGE_ENTRIES),
             pages,
             "the directory tracks more than one copy:\n{}",
             d.text
@@ -160,14 +161,9 @@ fn private_mode_keeps_one_copy_per_node() {
         check_sum(c, 2, "/f", pattern(size))?;
         for k in 1..=2 {
             let s = cache_stats(c, k)?;
-            assert_eq!(s.get("mode"), "private", "n{k}:\n{}", s.text);
-            assert_eq!(
-                s.num("resident pages (private copies)"),
-                pages,
-                "n{k}:\n{}",
-                s.text
-            );
-            assert_eq!(s.num("remote mappings"), 0, "n{k}:\n{}", s.text);
+            assert_eq!(s.get(cache::MODE), "private", "n{k}:\n{}", s.text);
+            assert_eq!(s.num(cache::RESIDENT_PRIVATE), pages, "n{k}:\n{}", s.text);
+            assert_eq!(s.num(cache::REMOTE_MAPPINGS), 0, "n{k}:\n{}", s.text);
         }
         let out = c.exec(2, "mmap-read /f")?;
         let msg = out
@@ -236,7 +232,7 @@ fn strong_write_seen_at_once() {
         // One page: node 2 maps node 1's frame, node 1 overwrites it.
         c.exec_ok(1, "write /f OLD")?;
         assert_eq!(c.exec_ok(2, "cat /f")?.lines, vec!["OLD".to_string()]);
-        assert_eq!(cache_stats(c, 2)?.num("remote mappings"), 1);
+        assert_eq!(cache_stats(c, 2)?.num(cache::REMOTE_MAPPINGS), 1);
         c.exec_ok(1, "write /f NEW")?;
         assert_eq!(
             c.exec_ok(2, "cat /f")?.lines,
@@ -263,7 +259,7 @@ fn strong_write_seen_at_once() {
         let size = 64 * KIB;
         c.exec_ok(1, "fill /g 64k")?;
         check_sum(c, 2, "/g", pattern(size))?;
-        assert!(cache_stats(c, 2)?.num("remote mappings") >= size / PAGE);
+        assert!(cache_stats(c, 2)?.num(cache::REMOTE_MAPPINGS) >= size / PAGE);
         c.exec_ok(1, "write /g x")?;
         assert_eq!(c.exec_ok(2, "cat /g")?.lines, vec!["x".to_string()]);
         check_sum(c, 2, "/g", (crc32(b"x\n"), 2))?;
@@ -279,7 +275,7 @@ fn strong_write_seen_at_once() {
         check_sum(c, 1, "/g", pattern(size))?;
         let s2 = cache_stats(c, 2)?;
         assert!(
-            s2.num("invalidations received") > 0,
+            s2.num(cache::INVALIDATIONS_RECEIVED) > 0,
             "node 2 kept its mappings across node 1's rewrites:\n{}",
             s2.text
         );
@@ -350,11 +346,16 @@ fn eviction_with_sharers() {
         c.exec_ok(1, "sync")?;
         check_sum(c, 2, "/a", pattern(small))?;
         let s2 = cache_stats(c, 2)?;
-        assert_eq!(s2.num("remote mappings"), small / PAGE, "n2:\n{}", s2.text);
+        assert_eq!(
+            s2.num(cache::REMOTE_MAPPINGS),
+            small / PAGE,
+            "n2:\n{}",
+            s2.text
+        );
 
         let s1 = cache_stats(c, 1)?;
         let pool: u64 = s1
-            .get("pool frames free/total")
+            .get(cache::POOL_FRAMES)
             .split('/')
             .nth(1)
             .and_then(|t| t.trim().parse().ok())
@@ -369,13 +370,13 @@ fn eviction_with_sharers() {
         c.exec_ok(1, "fill /big 12m")?;
         let s1 = cache_stats(c, 1)?;
         assert!(
-            s1.num("invalidations sent") > 0,
+            s1.num(cache::INVALIDATIONS_SENT) > 0,
             "node 1 reclaimed nothing:\n{}",
             s1.text
         );
         let s2 = cache_stats(c, 2)?;
         assert!(
-            s2.num("invalidations received") > 0,
+            s2.num(cache::INVALIDATIONS_RECEIVED) > 0,
             "node 2 was not told its mappings went away:\n{}",
             s2.text
         );
@@ -402,7 +403,7 @@ fn killed_owner_survivor_continues() {
             c.exec_ok(1, "sync")?;
             check_sum(c, 2, "/k", pattern(size))?;
             let before = cache_stats(c, 2)?;
-            assert_eq!(before.num("remote mappings"), pages, "{}", before.text);
+            assert_eq!(before.num(cache::REMOTE_MAPPINGS), pages, "{}", before.text);
 
             c.kill_node(1)?;
             c.wait_log("dir", r"node 1 failed", Duration::from_secs(30))?;
@@ -411,19 +412,18 @@ fn killed_owner_survivor_continues() {
             check_sum(c, 2, "/k", pattern(size))?;
             let after = cache_stats(c, 2)?;
             assert!(
-                after.num("invalidations received") >= pages,
+                after.num(cache::INVALIDATIONS_RECEIVED) >= pages,
                 "node 2 was not told to drop its {pages} mappings of node 1's frames:\n{}",
                 after.text
             );
-            let fills =
-                after.num("disk reads caused (fills)") - before.num("disk reads caused (fills)");
+            let fills = after.num(cache::DISK_READS_FILLS) - before.num(cache::DISK_READS_FILLS);
             assert!(
                 fills >= pages,
                 "node 2 re-read {fills} pages from disk, want {pages}:\n{}",
                 after.text
             );
             assert_eq!(
-                after.num("resident owned pages"),
+                after.num(cache::RESIDENT_OWNED),
                 pages,
                 "node 2 should own /k now:\n{}",
                 after.text
@@ -475,37 +475,37 @@ fn invalidation_with_two_sharers() {
         for k in [2u8, 3] {
             check_sum(c, k, "/s", pattern(size))?;
             let s = cache_stats(c, k)?;
-            assert_eq!(s.num("remote mappings"), pages, "n{k}:\n{}", s.text);
+            assert_eq!(s.num(cache::REMOTE_MAPPINGS), pages, "n{k}:\n{}", s.text);
         }
-        let owned = cache_stats(c, 1)?.num("resident owned pages");
+        let owned = cache_stats(c, 1)?.num(cache::RESIDENT_OWNED);
         assert_eq!(owned, pages, "node 1 owns more or less than /s");
         let base: Vec<u64> = [2u8, 3]
             .iter()
-            .map(|&k| cache_stats(c, k).map(|s| s.num("invalidations received")))
+            .map(|&k| cache_stats(c, k).map(|s| s.num(cache::INVALIDATIONS_RECEIVED)))
             .collect::<Result<_>>()?;
 
         let out = c.exec_ok(1, "cache drop")?;
         let (n, _) = parse_cache_drop(&out.text())
             .unwrap_or_else(|| panic!("n1: cache drop output: {:?}", out.lines));
         assert_eq!(n, owned, "cache drop: {:?}", out.lines);
-        assert_eq!(cache_stats(c, 1)?.num("resident owned pages"), 0);
+        assert_eq!(cache_stats(c, 1)?.num(cache::RESIDENT_OWNED), 0);
 
         for (i, k) in [2u8, 3].into_iter().enumerate() {
             let s = cache_stats(c, k)?;
             assert_eq!(
-                s.num("invalidations received") - base[i],
+                s.num(cache::INVALIDATIONS_RECEIVED) - base[i],
                 n,
                 "n{k} after node 1 dropped {n} shared pages:\n{}",
                 s.text
             );
-            assert_eq!(s.num("remote mappings"), 0, "n{k}:\n{}", s.text);
+            assert_eq!(s.num(cache::REMOTE_MAPPINGS), 0, "n{k}:\n{}", s.text);
         }
         for k in [2u8, 3] {
             check_sum(c, k, "/s", pattern(size))?;
         }
         // Still one copy among the survivors' caches.
-        let owned2 = cache_stats(c, 2)?.num("resident owned pages");
-        let owned3 = cache_stats(c, 3)?.num("resident owned pages");
+        let owned2 = cache_stats(c, 2)?.num(cache::RESIDENT_OWNED);
+        let owned3 = cache_stats(c, 3)?.num(cache::RESIDENT_OWNED);
         assert_eq!(
             owned2 + owned3,
             pages,

@@ -238,7 +238,11 @@ pub trait Os {
         let mode = self
             .cache_stats()
             .ok()
-            .and_then(|v| v.into_iter().find(|(k, _)| k == "mode").map(|(_, m)| m))
+            .and_then(|v| {
+                v.into_iter()
+                    .find(|(k, _)| k == crate::stats::keys::cache::MODE)
+                    .map(|(_, m)| m)
+            })
             .unwrap_or_else(|| String::from("unknown"));
         (info.self_id, mode, 1 + u32::from(dir_up))
     }

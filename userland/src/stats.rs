@@ -1,5 +1,8 @@
 //! Percentiles and latency summaries (integer-only, so they work the same
-//! in the kernel and on the host).
+//! in the kernel and on the host), and the [`keys`] of the `cache stats`
+//! and `dir stats` tables.
+
+pub mod keys;
 
 /// The `per_mille`-th percentile of `sorted` (ascending) by the
 /// nearest-rank method: the smallest sample such that at least

@@ -44,6 +44,8 @@ use crate::proto::DESC_SIZE;
 use crate::ring::RingLoc;
 use crate::shm::SharedMem;
 
+mod frames;
+
 /// "ONECOPY1" as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ONECOPY1");
 /// Layout version this code reads and writes.

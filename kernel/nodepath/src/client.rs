@@ -7,7 +7,7 @@
 //! clock; host tests run the directory inside it.
 
 use fabric::layout::{Header, Layout, NodeState};
-use fabric::proto::{Errno, Raw, Request, Response};
+use fabric::proto::{Desc, Errno, Raw, Request, Response};
 use fabric::ring::{Consumer, Producer, RingError};
 use fabric::shm::SharedMem;
 
@@ -29,6 +29,27 @@ fn ring_err(e: RingError) -> Errno {
     match e {
         RingError::Full => Errno::Unavailable,
         RingError::Corrupt { .. } => Errno::Io,
+    }
+}
+
+/// Publish `d` on `ring`, calling `wait` while the ring is full; `false`
+/// from `wait` gives up with `Unavailable`.
+fn push_waiting(
+    ring: &mut Producer,
+    mem: &(impl SharedMem + ?Sized),
+    d: &Desc,
+    wait: &mut dyn FnMut() -> bool,
+) -> Result<(), Errno> {
+    loop {
+        match ring.push(mem, d) {
+            Ok(()) => return Ok(()),
+            Err(RingError::Full) => {
+                if !wait() {
+                    return Err(Errno::Unavailable);
+                }
+            }
+            Err(e) => return Err(ring_err(e)),
+        }
     }
 }
 
@@ -97,26 +118,13 @@ impl Client {
     ) -> Result<u32, Errno> {
         let tag = self.next_tag;
         self.next_tag = self.next_tag.wrapping_add(1).max(1);
-        let d = req.encode(tag);
-        loop {
-            match self.req.push(mem, &d) {
-                Ok(()) => return Ok(tag),
-                Err(RingError::Full) => {
-                    if !wait() {
-                        return Err(Errno::Unavailable);
-                    }
-                }
-                Err(e) => return Err(ring_err(e)),
-            }
-        }
+        push_waiting(&mut self.req, mem, &req.encode(tag), wait)?;
+        Ok(tag)
     }
 
     /// The next response, if one is waiting: its tag and raw descriptor
     /// (decode it with [`Response::decode`] and the opcode sent).
-    pub fn recv(
-        &mut self,
-        mem: &(impl SharedMem + ?Sized),
-    ) -> Result<Option<(u32, fabric::proto::Desc)>, Errno> {
+    pub fn recv(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<Option<(u32, Desc)>, Errno> {
         Ok(self
             .resp
             .pop(mem)
@@ -132,21 +140,8 @@ impl Client {
         req: &Request,
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<Response, Errno> {
-        let tag = self.next_tag;
-        self.next_tag = self.next_tag.wrapping_add(1).max(1);
-        let d = req.encode(tag);
+        let tag = self.send(mem, req, wait)?;
         let op = fabric::proto::op_of(req);
-        loop {
-            match self.req.push(mem, &d) {
-                Ok(()) => break,
-                Err(RingError::Full) => {
-                    if !wait() {
-                        return Err(Errno::Unavailable);
-                    }
-                }
-                Err(e) => return Err(ring_err(e)),
-            }
-        }
         let mut spins = 0u32;
         loop {
             if let Some(r) = self.resp.pop(mem).map_err(ring_err)? {
@@ -220,16 +215,80 @@ impl Notifier {
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<(), Errno> {
         let d = fabric::proto::Notice::InvAck { key, dirty }.encode();
-        loop {
-            match self.ack.push(mem, &d) {
-                Ok(()) => return Ok(()),
-                Err(RingError::Full) => {
-                    if !wait() {
-                        return Err(Errno::Unavailable);
-                    }
-                }
-                Err(e) => return Err(ring_err(e)),
-            }
+        push_waiting(&mut self.ack, mem, &d, wait)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric::proto::{Notice, PageKey};
+    use fabric::shm::HeapShm;
+
+    const REGION: usize = 2 << 20;
+
+    /// A client of node 1 on a fresh region (the wait hook plays the
+    /// directory admitting it).
+    fn joined() -> (HeapShm, Layout, Client) {
+        let mem = HeapShm::new(REGION);
+        let layout = Layout::compute(REGION, 1).unwrap();
+        layout.format(&*mem, 0);
+        let h = Header::new(&*mem, layout);
+        let mut admit = || {
+            h.set_node_state(1, NodeState::Up);
+            true
+        };
+        let c = Client::join(&*mem, layout, 1, 7, &mut admit).unwrap();
+        (mem, layout, c)
+    }
+
+    #[test]
+    fn a_full_request_ring_waits_then_gives_up_or_goes_on() {
+        let (mem, layout, mut c) = joined();
+        let slots = layout.channel(1).request.slots;
+        let mut never = || -> bool { panic!("the ring is not full yet") };
+        for _ in 0..slots {
+            c.send(&*mem, &Request::Nop, &mut never).unwrap();
         }
+        // Full: `send` and `call` ask the hook, and give up when it says so.
+        let mut waits = 0;
+        let mut give_up = || {
+            waits += 1;
+            false
+        };
+        assert_eq!(
+            c.send(&*mem, &Request::Nop, &mut give_up),
+            Err(Errno::Unavailable)
+        );
+        assert_eq!(
+            c.call(&*mem, &Request::Nop, &mut give_up),
+            Err(Errno::Unavailable)
+        );
+        assert_eq!(waits, 2);
+        // The hook frees a slot (the directory takes one request): the
+        // push goes through on the next try, with the next tag.
+        let mut dir = Consumer::new(layout.channel(1).request);
+        let mut drain = || dir.pop(&*mem).unwrap().is_some();
+        let tag = c.send(&*mem, &Request::Nop, &mut drain).unwrap();
+        assert!(tag > slots, "a fresh tag, not one already in the ring");
+    }
+
+    #[test]
+    fn a_full_ack_ring_waits_then_gives_up() {
+        let (mem, layout, _c) = joined();
+        let mut n = Notifier::new(&layout, 1);
+        let key = PageKey { ino: 2, idx: 3 };
+        let slots = layout.channel(1).ack.slots;
+        for _ in 0..slots {
+            n.ack(&*mem, key, true, &mut || false).unwrap();
+        }
+        assert_eq!(
+            n.ack(&*mem, key, true, &mut || false),
+            Err(Errno::Unavailable)
+        );
+        let mut dir = Consumer::new(layout.channel(1).ack);
+        let d = dir.pop(&*mem).unwrap().unwrap();
+        assert_eq!(Notice::decode(&d), Ok(Notice::InvAck { key, dirty: true }));
+        n.ack(&*mem, key, false, &mut || false).unwrap();
     }
 }

@@ -434,17 +434,13 @@ fn resolve_in(
 
 /// Is `gfn` exported by its owner (export bitmap in the region)?
 pub fn exported(shm: &RawShm, layout: &Layout, gfn: u64) -> bool {
-    let Some(node) = layout.gfn_owner(gfn) else {
-        return false;
-    };
-    let (first, _) = layout.pool_gfns(node);
-    let idx = (gfn - first) as usize;
-    let off = layout.bitmap_off + (node as usize - 1) * layout.bitmap_bytes + (idx / 64) * 8;
-    shm.load_u64(off) & (1 << (idx % 64)) != 0
+    fabric::layout::Header::new(shm, *layout).exported(gfn)
 }
 
+/// Offset of frame `gfn` in the region (an impossible one is refused by
+/// the region's bounds check).
 fn frame_off(gfn: u64) -> usize {
-    gfn as usize * PAGE
+    Layout::gfn_offset(gfn).unwrap_or(usize::MAX)
 }
 
 /// Read `buf.len()` bytes at `pos` of `ino` (the caller clipped to EOF).

@@ -306,7 +306,10 @@ impl Os for FakeOs {
 
     fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
         match &self.mode {
-            Some(m) => Ok(alloc::vec![("mode".to_string(), m.clone())]),
+            Some(m) => Ok(alloc::vec![(
+                crate::stats::keys::cache::MODE.to_string(),
+                m.clone()
+            )]),
             None => Err(Errno::NotSupported),
         }
     }

@@ -1,0 +1,357 @@
+//! The single-copy protocol's messages: page requests, their answers and
+//! the page directory's counters, with their wire encoding (each mapping
+//! written once: [`PageReq::op`] for request -> opcode, [`PageReply::code`]
+//! for answer -> kind code, [`PageDirStats::to_args`] for the counters'
+//! order; decoding looks the other way up in the same function).
+
+use super::{DecodeError, Desc, Op, Raw};
+
+/// A page of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PageKey {
+    /// Inode.
+    pub ino: u64,
+    /// Page index in the file.
+    pub idx: u64,
+}
+
+/// Page requests a node sends (each one 64-byte descriptor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageReq {
+    /// Read miss; `frame` is the requester's pre-allocated frame.
+    Read {
+        /// Page.
+        key: PageKey,
+        /// Pre-allocated frame of the requester.
+        frame: u64,
+    },
+    /// Strong-mode write preparation (full-page write): E if nobody owns
+    /// the page, S if someone does.
+    LookupLock {
+        /// Page.
+        key: PageKey,
+        /// Pre-allocated frame of the requester.
+        frame: u64,
+    },
+    /// Commit E -> O after the full-page write.
+    Unlock {
+        /// Page.
+        key: PageKey,
+    },
+    /// The owner reclaims the page (one element of a BATCH_INV).
+    Inv {
+        /// Page.
+        key: PageKey,
+        /// The owner wrote it since the last write-back.
+        dirty: bool,
+    },
+    /// A sharer lets go (S -> I).
+    Drop {
+        /// Page.
+        key: PageKey,
+        /// The sharer wrote it (strong mode) since the last write-back.
+        dirty: bool,
+    },
+    /// Write the page back to disk if it is dirty (fsync).
+    Writeback {
+        /// Page.
+        key: PageKey,
+        /// The requester wrote it since the last write-back.
+        dirty: bool,
+    },
+}
+
+/// A page-request flag argument on the wire: 0 or 1, anything else is an
+/// error.
+fn flag(v: u64) -> Result<bool, DecodeError> {
+    match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError::BadArgument),
+    }
+}
+
+impl PageReq {
+    /// One request of each kind (fields zero): how decoding finds the kind
+    /// an opcode stands for through [`PageReq::op`].
+    const KINDS: [PageReq; 6] = {
+        let key = PageKey { ino: 0, idx: 0 };
+        [
+            PageReq::Read { key, frame: 0 },
+            PageReq::LookupLock { key, frame: 0 },
+            PageReq::Unlock { key },
+            PageReq::Inv { key, dirty: false },
+            PageReq::Drop { key, dirty: false },
+            PageReq::Writeback { key, dirty: false },
+        ]
+    };
+
+    /// The page concerned.
+    pub fn key(&self) -> PageKey {
+        match *self {
+            PageReq::Read { key, .. }
+            | PageReq::LookupLock { key, .. }
+            | PageReq::Unlock { key }
+            | PageReq::Inv { key, .. }
+            | PageReq::Drop { key, .. }
+            | PageReq::Writeback { key, .. } => key,
+        }
+    }
+
+    /// The opcode this request travels with: the one table from page
+    /// request to opcode (encoding, decoding and [`super::op_of`] use it).
+    pub fn op(&self) -> Op {
+        match self {
+            PageReq::Read { .. } => Op::PageRead,
+            PageReq::LookupLock { .. } => Op::PageLookupLock,
+            PageReq::Unlock { .. } => Op::PageUnlock,
+            PageReq::Inv { .. } => Op::PageInv,
+            PageReq::Drop { .. } => Op::PageDrop,
+            PageReq::Writeback { .. } => Op::PageWriteback,
+        }
+    }
+
+    /// Wire arguments `[ino, idx, frame or dirty flag]` (the opcode is
+    /// [`PageReq::op`]).
+    pub(super) fn to_args(self) -> [u64; 3] {
+        let k = self.key();
+        let third = match self {
+            PageReq::Read { frame, .. } | PageReq::LookupLock { frame, .. } => frame,
+            PageReq::Unlock { .. } => 0,
+            PageReq::Inv { dirty, .. }
+            | PageReq::Drop { dirty, .. }
+            | PageReq::Writeback { dirty, .. } => dirty as u64,
+        };
+        [k.ino, k.idx, third]
+    }
+
+    /// Decode a page request of opcode `op` from its arguments; `None` if
+    /// `op` is not a page request.
+    pub(super) fn from_args(op: Op, a: [u64; 3]) -> Option<Result<PageReq, DecodeError>> {
+        let kind = PageReq::KINDS.into_iter().find(|k| k.op() == op)?;
+        let key = PageKey {
+            ino: a[0],
+            idx: a[1],
+        };
+        Some(match kind {
+            PageReq::Read { .. } => Ok(PageReq::Read { key, frame: a[2] }),
+            PageReq::LookupLock { .. } => Ok(PageReq::LookupLock { key, frame: a[2] }),
+            PageReq::Unlock { .. } => Ok(PageReq::Unlock { key }),
+            PageReq::Inv { .. } => flag(a[2]).map(|dirty| PageReq::Inv { key, dirty }),
+            PageReq::Drop { .. } => flag(a[2]).map(|dirty| PageReq::Drop { key, dirty }),
+            PageReq::Writeback { .. } => flag(a[2]).map(|dirty| PageReq::Writeback { key, dirty }),
+        })
+    }
+}
+
+/// Answers to page requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageReply {
+    /// You own the page in your frame `gfn` (filled, or yours already).
+    Owner {
+        /// Frame.
+        gfn: u64,
+    },
+    /// You hold E on your frame `gfn`: write the full page, then UNLOCK.
+    Exclusive {
+        /// Frame.
+        gfn: u64,
+    },
+    /// Map the owner's frame `gfn` (owned by node `owner`).
+    Shared {
+        /// Owner node.
+        owner: u8,
+        /// Owner's frame.
+        gfn: u64,
+    },
+    /// The page is in a transient state (E or TBI elsewhere): retry.
+    Retry,
+    /// Done (UNLOCK, DROP, WRITEBACK, or INV completed; `written` says a
+    /// write-back to disk happened).
+    Done {
+        /// A write-back happened.
+        written: bool,
+    },
+    /// Refused: the request does not fit the page's state or the frame is
+    /// not the requester's.
+    Refused,
+    /// The disk transfer failed.
+    IoError,
+}
+
+/// Kind codes of [`PageReply`] on the wire (argument 0 of the answer).
+pub mod reply_code {
+    /// [`super::PageReply::Owner`].
+    pub const OWNER: u64 = 1;
+    /// [`super::PageReply::Exclusive`].
+    pub const EXCLUSIVE: u64 = 2;
+    /// [`super::PageReply::Shared`].
+    pub const SHARED: u64 = 3;
+    /// [`super::PageReply::Retry`].
+    pub const RETRY: u64 = 4;
+    /// [`super::PageReply::Done`].
+    pub const DONE: u64 = 5;
+    /// [`super::PageReply::Refused`].
+    pub const REFUSED: u64 = 6;
+    /// [`super::PageReply::IoError`].
+    pub const IO_ERROR: u64 = 7;
+}
+
+impl PageReply {
+    /// One answer of each kind (fields zero or the lowest valid value): how
+    /// decoding finds the kind a code stands for through [`PageReply::code`].
+    const KINDS: [PageReply; 7] = [
+        PageReply::Owner { gfn: 0 },
+        PageReply::Exclusive { gfn: 0 },
+        PageReply::Shared { owner: 1, gfn: 0 },
+        PageReply::Retry,
+        PageReply::Done { written: false },
+        PageReply::Refused,
+        PageReply::IoError,
+    ];
+
+    /// The kind code this answer travels with: the one table from answer
+    /// to code (encoding and decoding use it).
+    pub fn code(&self) -> u64 {
+        match self {
+            PageReply::Owner { .. } => reply_code::OWNER,
+            PageReply::Exclusive { .. } => reply_code::EXCLUSIVE,
+            PageReply::Shared { .. } => reply_code::SHARED,
+            PageReply::Retry => reply_code::RETRY,
+            PageReply::Done { .. } => reply_code::DONE,
+            PageReply::Refused => reply_code::REFUSED,
+            PageReply::IoError => reply_code::IO_ERROR,
+        }
+    }
+
+    /// Wire arguments `[code, gfn, owner or written]`.
+    pub(super) fn to_args(self) -> [u64; 3] {
+        let (gfn, extra) = match self {
+            PageReply::Owner { gfn } | PageReply::Exclusive { gfn } => (gfn, 0),
+            PageReply::Shared { owner, gfn } => (gfn, owner as u64),
+            PageReply::Done { written } => (0, written as u64),
+            PageReply::Retry | PageReply::Refused | PageReply::IoError => (0, 0),
+        };
+        [self.code(), gfn, extra]
+    }
+
+    /// Decode from the wire arguments; an unknown code or an owner outside
+    /// 1..=64 is an error.
+    pub(super) fn from_args(a: [u64; 3]) -> Result<PageReply, DecodeError> {
+        let kind = PageReply::KINDS
+            .into_iter()
+            .find(|k| k.code() == a[0])
+            .ok_or(DecodeError::BadArgument)?;
+        Ok(match kind {
+            PageReply::Owner { .. } => PageReply::Owner { gfn: a[1] },
+            PageReply::Exclusive { .. } => PageReply::Exclusive { gfn: a[1] },
+            PageReply::Shared { .. } => PageReply::Shared {
+                owner: u8::try_from(a[2])
+                    .ok()
+                    .filter(|o| (1..=64).contains(o))
+                    .ok_or(DecodeError::BadArgument)?,
+                gfn: a[1],
+            },
+            PageReply::Done { .. } => PageReply::Done { written: a[2] != 0 },
+            other @ (PageReply::Retry | PageReply::Refused | PageReply::IoError) => other,
+        })
+    }
+}
+
+/// Page-directory counters, the answer to [`Op::PageStats`] (`dir stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PageDirStats {
+    /// Entries in the page directory now.
+    pub entries: u64,
+    /// Page requests handled (READ, LOOKUP_LOCK, UNLOCK, INV, DROP).
+    pub page_requests: u64,
+    /// Pages filled from disk into a requester's frame.
+    pub fills: u64,
+    /// Remote mappings granted (answers `Shared`).
+    pub remote_maps: u64,
+    /// Invalidations sent to sharers (DIR_INV).
+    pub dir_invs: u64,
+    /// Pages written back to disk.
+    pub writebacks: u64,
+    /// Most requests served from one node in one sweep.
+    pub max_batch: u64,
+}
+
+impl PageDirStats {
+    /// The descriptor arguments, in wire order.
+    pub fn to_args(&self) -> [u64; 7] {
+        [
+            self.entries,
+            self.page_requests,
+            self.fills,
+            self.remote_maps,
+            self.dir_invs,
+            self.writebacks,
+            self.max_batch,
+        ]
+    }
+
+    /// From the descriptor arguments (every value is valid).
+    pub fn from_args(a: [u64; 7]) -> PageDirStats {
+        let [entries, page_requests, fills, remote_maps, dir_invs, writebacks, max_batch] = a;
+        PageDirStats {
+            entries,
+            page_requests,
+            fills,
+            remote_maps,
+            dir_invs,
+            writebacks,
+            max_batch,
+        }
+    }
+}
+
+/// A notification on the notify ring (directory -> node) or the ack ring
+/// (node -> directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// Unmap this page and acknowledge.
+    DirInv(PageKey),
+    /// Done, with the dirty bit the node saw.
+    InvAck {
+        /// Page.
+        key: PageKey,
+        /// The node had written the page.
+        dirty: bool,
+    },
+}
+
+impl Notice {
+    /// Encode.
+    pub fn encode(&self) -> Desc {
+        let (op, k, d) = match *self {
+            Notice::DirInv(k) => (Op::DirInv, k, 0),
+            Notice::InvAck { key, dirty } => (Op::InvAck, key, dirty as u64),
+        };
+        Raw {
+            op: op as u16,
+            status: 0,
+            tag: 0,
+            args: [k.ino, k.idx, d, 0, 0, 0, 0],
+        }
+        .encode()
+    }
+
+    /// Decode; anything but a well-formed notice is an error.
+    pub fn decode(d: &Desc) -> Result<Notice, DecodeError> {
+        let r = Raw::decode(d);
+        let key = PageKey {
+            ino: r.args[0],
+            idx: r.args[1],
+        };
+        match Op::from_u16(r.op) {
+            Some(Op::DirInv) => Ok(Notice::DirInv(key)),
+            Some(Op::InvAck) if r.args[2] <= 1 => Ok(Notice::InvAck {
+                key,
+                dirty: r.args[2] == 1,
+            }),
+            Some(Op::InvAck) => Err(DecodeError::BadArgument),
+            _ => Err(DecodeError::BadOpcode(r.op)),
+        }
+    }
+}

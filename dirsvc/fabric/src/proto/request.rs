@@ -1,0 +1,177 @@
+//! Requests (node -> directory) as the directory sees them, with their
+//! encoding and the opcode each travels with.
+
+use super::{small, DecodeError, Desc, Op, PageReq, Raw, MAX_PATH};
+
+/// A request as the directory sees it after decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// Empty round trip.
+    Nop,
+    /// Path operations: which one, bulk slot, path length, flag.
+    Path {
+        /// Lookup, Create, Mkdir, Unlink or Rmdir.
+        op: Op,
+        /// Bulk slot holding the path.
+        slot: u32,
+        /// Path length in bytes.
+        len: u32,
+        /// `Create`: fail with `Exists` if the file exists.
+        exclusive: bool,
+    },
+    /// List a directory.
+    Readdir {
+        /// Bulk slot for the entries.
+        slot: u32,
+        /// Directory inode.
+        ino: u64,
+        /// Where to resume (0: start).
+        cookie: u64,
+    },
+    /// Attributes.
+    Getattr {
+        /// Inode.
+        ino: u64,
+    },
+    /// Truncate or extend.
+    Setattr {
+        /// Inode.
+        ino: u64,
+        /// New size.
+        size: u64,
+    },
+    /// Data transfer through the bulk slot.
+    Data {
+        /// `Read` or `Write`.
+        op: Op,
+        /// Bulk slot.
+        slot: u32,
+        /// Inode.
+        ino: u64,
+        /// Byte offset in the file.
+        offset: u64,
+        /// Bytes to transfer.
+        len: u32,
+    },
+    /// Flush.
+    Fsync {
+        /// Inode, or 0 for everything.
+        ino: u64,
+    },
+    /// Counters.
+    Stats,
+    /// A page request of the single-copy protocol.
+    Page(PageReq),
+    /// Page-directory counters.
+    PageStats,
+}
+
+impl Request {
+    /// Encode with the given tag.
+    pub fn encode(&self, tag: u32) -> Desc {
+        let (op, args): (Op, [u64; 7]) = match *self {
+            Request::Nop => (Op::Nop, [0; 7]),
+            Request::Path {
+                op,
+                slot,
+                len,
+                exclusive,
+            } => (op, [slot as u64, len as u64, exclusive as u64, 0, 0, 0, 0]),
+            Request::Readdir { slot, ino, cookie } => {
+                (Op::Readdir, [slot as u64, ino, cookie, 0, 0, 0, 0])
+            }
+            Request::Getattr { ino } => (Op::Getattr, [ino, 0, 0, 0, 0, 0, 0]),
+            Request::Setattr { ino, size } => (Op::Setattr, [ino, size, 0, 0, 0, 0, 0]),
+            Request::Data {
+                op,
+                slot,
+                ino,
+                offset,
+                len,
+            } => (op, [slot as u64, ino, offset, len as u64, 0, 0, 0]),
+            Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
+            Request::Stats => (Op::Stats, [0; 7]),
+            Request::PageStats => (Op::PageStats, [0; 7]),
+            Request::Page(p) => {
+                let [ino, idx, third] = p.to_args();
+                (p.op(), [ino, idx, third, 0, 0, 0, 0])
+            }
+        };
+        Raw {
+            op: op as u16,
+            status: 0,
+            tag,
+            args,
+        }
+        .encode()
+    }
+
+    /// Decode a request descriptor; returns the tag too.
+    pub fn decode(d: &Desc) -> Result<(u32, Request), DecodeError> {
+        let r = Raw::decode(d);
+        let op = Op::from_u16(r.op).ok_or(DecodeError::BadOpcode(r.op))?;
+        let a = r.args;
+        let req = match op {
+            Op::Nop => Request::Nop,
+            Op::Lookup | Op::Create | Op::Mkdir | Op::Unlink | Op::Rmdir => {
+                let len = small(a[1])?;
+                if len as usize > MAX_PATH || a[2] > 1 {
+                    return Err(DecodeError::BadArgument);
+                }
+                Request::Path {
+                    op,
+                    slot: small(a[0])?,
+                    len,
+                    exclusive: a[2] == 1,
+                }
+            }
+            Op::Readdir => Request::Readdir {
+                slot: small(a[0])?,
+                ino: a[1],
+                cookie: a[2],
+            },
+            Op::Getattr => Request::Getattr { ino: a[0] },
+            Op::Setattr => Request::Setattr {
+                ino: a[0],
+                size: a[1],
+            },
+            Op::Read | Op::Write => Request::Data {
+                op,
+                slot: small(a[0])?,
+                ino: a[1],
+                offset: a[2],
+                len: small(a[3])?,
+            },
+            Op::Fsync => Request::Fsync { ino: a[0] },
+            Op::Stats => Request::Stats,
+            Op::PageStats => Request::PageStats,
+            Op::PageRead
+            | Op::PageLookupLock
+            | Op::PageUnlock
+            | Op::PageInv
+            | Op::PageDrop
+            | Op::PageWriteback => Request::Page(
+                PageReq::from_args(op, [a[0], a[1], a[2]])
+                    .ok_or(DecodeError::BadOpcode(r.op))??,
+            ),
+            // Notifications are not requests.
+            Op::DirInv | Op::InvAck => return Err(DecodeError::BadOpcode(r.op)),
+        };
+        Ok((r.tag, req))
+    }
+}
+
+/// The opcode a request travels with (for answers and statistics).
+pub fn op_of(r: &Request) -> Op {
+    match r {
+        Request::Nop => Op::Nop,
+        Request::Path { op, .. } | Request::Data { op, .. } => *op,
+        Request::Readdir { .. } => Op::Readdir,
+        Request::Getattr { .. } => Op::Getattr,
+        Request::Setattr { .. } => Op::Setattr,
+        Request::Fsync { .. } => Op::Fsync,
+        Request::Stats => Op::Stats,
+        Request::PageStats => Op::PageStats,
+        Request::Page(p) => p.op(),
+    }
+}

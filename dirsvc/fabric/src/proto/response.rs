@@ -1,0 +1,167 @@
+//! Answers (directory -> node) as the node sees them, with their encoding.
+
+use super::{small, Attr, DecodeError, Desc, Errno, FileKind, Op, PageDirStats, PageReply, Raw};
+
+/// Counters reported by [`Op::Stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DirStats {
+    /// Requests served since boot.
+    pub requests: u64,
+    /// Blocks read from the disk.
+    pub disk_reads: u64,
+    /// Blocks written to the disk.
+    pub disk_writes: u64,
+    /// Inodes in use.
+    pub inodes_used: u64,
+    /// Inode capacity.
+    pub inodes_total: u64,
+    /// Data blocks in use.
+    pub blocks_used: u64,
+    /// Data block capacity.
+    pub blocks_total: u64,
+}
+
+impl DirStats {
+    /// The descriptor arguments, in wire order.
+    pub fn to_args(&self) -> [u64; 7] {
+        [
+            self.requests,
+            self.disk_reads,
+            self.disk_writes,
+            self.inodes_used,
+            self.inodes_total,
+            self.blocks_used,
+            self.blocks_total,
+        ]
+    }
+
+    /// From the descriptor arguments (every value is valid).
+    pub fn from_args(a: [u64; 7]) -> DirStats {
+        let [requests, disk_reads, disk_writes, inodes_used, inodes_total, blocks_used, blocks_total] =
+            a;
+        DirStats {
+            requests,
+            disk_reads,
+            disk_writes,
+            inodes_used,
+            inodes_total,
+            blocks_used,
+            blocks_total,
+        }
+    }
+}
+
+/// A response as the node sees it after decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Response {
+    /// Success without payload.
+    Ok,
+    /// Success with attributes.
+    Attr(Attr),
+    /// Readdir result: entries in the slot.
+    Entries {
+        /// Entries written to the slot.
+        count: u32,
+        /// Cookie to continue from, 0 at the end.
+        next_cookie: u64,
+    },
+    /// Data transfer done.
+    Data {
+        /// Bytes transferred.
+        bytes: u32,
+        /// Attributes after the transfer.
+        attr: Attr,
+    },
+    /// Counters.
+    Stats(DirStats),
+    /// Answer to a page request.
+    Page(PageReply),
+    /// Page-directory counters.
+    PageStats(PageDirStats),
+    /// Failure.
+    Err(Errno),
+}
+
+impl Response {
+    /// Encode a response to `op` with `tag`.
+    pub fn encode(&self, op: Op, tag: u32) -> Desc {
+        let attr_args = |a: &Attr| [a.ino, a.kind as u64, a.size, a.version];
+        let mut r = Raw {
+            op: op as u16,
+            status: 0,
+            tag,
+            args: [0; 7],
+        };
+        match self {
+            Response::Ok => {}
+            Response::Attr(a) => r.args[..4].copy_from_slice(&attr_args(a)),
+            Response::Entries { count, next_cookie } => {
+                r.args[4] = *count as u64;
+                r.args[5] = *next_cookie;
+            }
+            Response::Data { bytes, attr } => {
+                r.args[..4].copy_from_slice(&attr_args(attr));
+                r.args[4] = *bytes as u64;
+            }
+            Response::Stats(s) => r.args = s.to_args(),
+            Response::Page(p) => r.args[..3].copy_from_slice(&p.to_args()),
+            Response::PageStats(s) => r.args = s.to_args(),
+            Response::Err(e) => r.status = *e as u16,
+        }
+        r.encode()
+    }
+
+    /// Decode a response; the caller says which opcode it expects (the one
+    /// it sent) and gets the tag back. A response with another opcode is an
+    /// error.
+    pub fn decode(d: &Desc, expect: Op) -> Result<(u32, Response), DecodeError> {
+        let r = Raw::decode(d);
+        if r.op != expect as u16 {
+            return Err(DecodeError::BadOpcode(r.op));
+        }
+        if r.status != 0 {
+            let e = Errno::from_u16(r.status).ok_or(DecodeError::BadStatus(r.status))?;
+            return Ok((r.tag, Response::Err(e)));
+        }
+        let a = r.args;
+        let attr = || -> Result<Attr, DecodeError> {
+            let kind = u8::try_from(a[1])
+                .ok()
+                .and_then(FileKind::from_u8)
+                .ok_or(DecodeError::BadArgument)?;
+            if a[0] == 0 {
+                return Err(DecodeError::BadArgument);
+            }
+            Ok(Attr {
+                ino: a[0],
+                kind,
+                size: a[2],
+                version: a[3],
+            })
+        };
+        let resp = match expect {
+            Op::Nop | Op::Unlink | Op::Rmdir | Op::Fsync => Response::Ok,
+            Op::Lookup | Op::Create | Op::Mkdir | Op::Getattr | Op::Setattr => {
+                Response::Attr(attr()?)
+            }
+            Op::Readdir => Response::Entries {
+                count: small(a[4])?,
+                next_cookie: a[5],
+            },
+            Op::Read | Op::Write => Response::Data {
+                bytes: small(a[4])?,
+                attr: attr()?,
+            },
+            Op::PageRead
+            | Op::PageLookupLock
+            | Op::PageUnlock
+            | Op::PageInv
+            | Op::PageDrop
+            | Op::PageWriteback => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
+            Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
+            Op::DirInv | Op::InvAck => return Err(DecodeError::BadOpcode(r.op)),
+            Op::Stats => Response::Stats(DirStats::from_args(a)),
+        };
+        Ok((r.tag, resp))
+    }
+}

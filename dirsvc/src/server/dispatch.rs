@@ -1,0 +1,157 @@
+//! Dispatch: polling every member's ack and request rings, decoding,
+//! routing (page requests to the page directory, the rest to the file
+//! server), and publishing answers and notices.
+
+use alloc::collections::VecDeque;
+
+use fabric::bulk::ShmBulk;
+use fabric::layout::{Header, NodeState};
+use fabric::proto::{op_of, DecodeError, Desc, Errno, Notice, Op, Raw, Request, Response};
+use fabric::ring::{Producer, RingError};
+use fabric::shm::SharedMem;
+use flatfs::BlockDevice;
+
+use super::{Directory, Event, Poll};
+
+impl<D: BlockDevice> Directory<D> {
+    /// Serve up to `cfg.batch` requests of every member.
+    pub fn serve(&mut self, mem: &(impl SharedMem + ?Sized)) -> Poll {
+        let mut out = Poll::default();
+        for node in 1..=self.layout.max_nodes {
+            if !self.peers[(node - 1) as usize].member {
+                continue;
+            }
+            match self.serve_node(mem, node) {
+                Ok(n) => out.served += n,
+                Err(error) => {
+                    self.peers[(node - 1) as usize].member = false;
+                    Header::new(mem, self.layout).set_node_state(node, NodeState::Failed);
+                    out.events.push(Event::Corrupt { node, error });
+                    self.lose(mem, node);
+                }
+            }
+            if let Some(e) = self.last_bad.take() {
+                out.events.push(e);
+            }
+        }
+        self.requests += out.served as u64;
+        out
+    }
+
+    fn serve_node(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+    ) -> Result<usize, RingError> {
+        let i = (node - 1) as usize;
+        // Acks first: they complete invalidations others wait for.
+        let mut acks = 0;
+        while acks < 4 * self.cfg.batch {
+            let Some(d) = self.peers[i].ack.pop(mem)? else {
+                break;
+            };
+            acks += 1;
+            match Notice::decode(&d) {
+                Ok(Notice::InvAck { key, dirty }) => {
+                    log::debug!("node {node}: ack {key:?} dirty={dirty}");
+                    let a = self.pages.ack(node as u8, key, dirty);
+                    self.run(mem, a);
+                }
+                Ok(Notice::DirInv(_)) => {
+                    self.last_bad = Some(Event::BadRequest {
+                        node,
+                        error: DecodeError::BadOpcode(Op::DirInv as u16),
+                    })
+                }
+                Err(error) => self.last_bad = Some(Event::BadRequest { node, error }),
+            }
+        }
+        self.flush(mem, node)?;
+        let mut served = 0;
+        while served < self.cfg.batch {
+            if !self.peers[i].backlog.is_empty() {
+                break; // the node is not draining its responses
+            }
+            let Some(d) = self.peers[i].req.pop(mem)? else {
+                break;
+            };
+            served += 1;
+            self.handle(mem, node, &d);
+        }
+        self.flush(mem, node)?;
+        if served > 0 {
+            self.batches[served.min(64)] += 1;
+        }
+        Ok(served + acks)
+    }
+
+    /// Answer (now or later) one request descriptor from `node`.
+    fn handle(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: &Desc) {
+        let (tag, req) = match Request::decode(d) {
+            Ok(x) => x,
+            Err(error) => {
+                self.last_bad = Some(Event::BadRequest { node, error });
+                self.respond(mem, node, Raw::invalid_answer(d));
+                return;
+            }
+        };
+        let op = op_of(&req);
+        self.ops[(op as usize).min(31)] += 1;
+        if let Request::Page(p) = req {
+            if self.fs.is_none() {
+                self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));
+                return;
+            }
+            self.page_ops.insert((node as u8, tag), op);
+            log::debug!("node {node} tag {tag}: {p:?}");
+            let a = self.pages.handle(&self.layout, node as u8, tag, p);
+            self.run(mem, a);
+            return;
+        }
+        let mut bulk = ShmBulk::new(mem, self.layout, node);
+        let resp = self
+            .execute(mem, &mut bulk, req)
+            .unwrap_or_else(Response::Err);
+        self.respond(mem, node, resp.encode(op, tag));
+    }
+
+    /// Push backlogged responses and notifications of `node`.
+    pub(super) fn flush(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+    ) -> Result<(), RingError> {
+        let p = &mut self.peers[(node - 1) as usize];
+        drain(mem, &mut p.resp, &mut p.backlog)?;
+        drain(mem, &mut p.notify, &mut p.notify_backlog)
+    }
+
+    /// Queue (or, when nothing is queued before it, publish at once) a
+    /// response to `node`.
+    pub(super) fn respond(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: Desc) {
+        if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
+            if p.member && !(p.backlog.is_empty() && p.resp.push(mem, &d).is_ok()) {
+                p.backlog.push_back(d);
+            }
+        }
+    }
+}
+
+/// Publish the front of `backlog` on `ring` until the ring is full or the
+/// backlog empty.
+fn drain(
+    mem: &(impl SharedMem + ?Sized),
+    ring: &mut Producer,
+    backlog: &mut VecDeque<Desc>,
+) -> Result<(), RingError> {
+    while let Some(d) = backlog.front() {
+        match ring.push(mem, d) {
+            Ok(()) => {
+                backlog.pop_front();
+            }
+            Err(RingError::Full) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The action executor: runs the page directory's [`Action`]s (replies,
+//! fills from disk, write-backs, DIR_INVs, export bits) against the shared
+//! region and the file system.
+
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::pagedir::Action;
+use fabric::layout::{Header, FRAME};
+use fabric::proto::{Errno, Notice, Op, PageKey, Response};
+use fabric::shm::SharedMem;
+use flatfs::BlockDevice;
+
+use super::Directory;
+
+impl<D: BlockDevice> Directory<D> {
+    /// Execute page-directory actions (which may produce more).
+    pub(super) fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
+        let mut queue: VecDeque<Action> = actions.into();
+        while let Some(a) = queue.pop_front() {
+            log::debug!("page action {a:?}");
+            match a {
+                Action::Reply { node, tag, reply } => {
+                    let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
+                    let d = Response::Page(reply).encode(op, tag);
+                    self.respond(mem, node as u32, d);
+                }
+                Action::Fill { key, gfn } => {
+                    let ok = self.load_frame(mem, key, gfn).is_ok();
+                    queue.extend(self.pages.filled(key, ok));
+                }
+                Action::WriteBack { key, gfn } => self.write_back(mem, key, gfn),
+                Action::Invalidate { node, key } => {
+                    if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
+                        p.notify_backlog.push_back(Notice::DirInv(key).encode());
+                    }
+                }
+                Action::Export { gfn, on } => {
+                    Header::new(mem, self.layout).set_exported(gfn, on);
+                }
+            }
+        }
+        // Deliver what was queued for every node right away.
+        for n in 1..=self.layout.max_nodes {
+            if self.peers[n as usize - 1].member {
+                let _ = self.flush(mem, n);
+            }
+        }
+    }
+
+    /// Fill pool frame `gfn` with page `key` from disk (zeros past the end
+    /// of the file): a miss filled by the directory, or the owner's frame
+    /// refreshed after a write through the storage server.
+    pub(super) fn load_frame(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        key: PageKey,
+        gfn: u64,
+    ) -> Result<(), Errno> {
+        let off = self.layout.frame_off(gfn).ok_or(Errno::Invalid)?;
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        let mut page = vec![0u8; FRAME];
+        fs.read(key.ino, key.idx * FRAME as u64, &mut page)?;
+        mem.write(off, &page);
+        Ok(())
+    }
+
+    /// Write the bytes of pool frame `gfn` that lie inside the file back to
+    /// page `key` on disk (best effort: a failed write leaves the disk's
+    /// older copy).
+    fn write_back(&mut self, mem: &(impl SharedMem + ?Sized), key: PageKey, gfn: u64) {
+        let (Some(fs), Some(off)) = (self.fs.as_mut(), self.layout.frame_off(gfn)) else {
+            return;
+        };
+        let start = key.idx * FRAME as u64;
+        let Ok(attr) = fs.getattr(key.ino) else {
+            return;
+        };
+        if start < attr.size {
+            let n = ((attr.size - start) as usize).min(FRAME);
+            let mut page = vec![0u8; n];
+            mem.read(off, &mut page);
+            let _ = fs.write(key.ino, start, &page);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The file server: metadata and data requests against the file system,
+//! for the rings and for `net` mode alike (the request's variable-length
+//! data lives behind a [`Bulk`]). Requests that change cached pages
+//! (unlink, truncate, writes through the storage server) also tear down or
+//! refresh their single copies.
+
+use alloc::vec;
+
+use crate::pagedir::{Action, Phase};
+use fabric::bulk::Bulk;
+use fabric::layout::FRAME;
+use fabric::proto::{Errno, Op, PageKey, Request, Response, DIRENT_SIZE};
+use fabric::shm::SharedMem;
+use flatfs::BlockDevice;
+
+use super::Directory;
+
+impl<D: BlockDevice> Directory<D> {
+    /// Execute a non-page request whose variable-length data lives in
+    /// `bulk`. `mem` is only used for page-directory actions (evicting or
+    /// refreshing single-copy frames the request touched).
+    pub(crate) fn execute(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        bulk: &mut dyn Bulk,
+        req: Request,
+    ) -> Result<Response, Errno> {
+        if let Request::Nop = req {
+            return Ok(Response::Ok);
+        }
+        if let Request::Stats = req {
+            return Ok(Response::Stats(self.stats()));
+        }
+        if let Request::PageStats = req {
+            return Ok(Response::PageStats(self.page_stats()));
+        }
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        match req {
+            Request::Nop | Request::Stats | Request::PageStats | Request::Page(_) => {
+                Ok(Response::Ok)
+            }
+            Request::Path {
+                op,
+                slot,
+                len,
+                exclusive,
+            } => {
+                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
+                let len = len as usize;
+                if len > cap {
+                    return Err(Errno::Invalid);
+                }
+                let mut buf = vec![0u8; len];
+                bulk.read(slot, &mut buf)?;
+                let path = core::str::from_utf8(&buf).map_err(|_| Errno::Invalid)?;
+                match op {
+                    Op::Lookup => fs.lookup(path).map(Response::Attr),
+                    Op::Create => fs.create(path, exclusive).map(Response::Attr),
+                    Op::Mkdir => fs.mkdir(path).map(Response::Attr),
+                    Op::Unlink => {
+                        let a = fs.lookup(path)?;
+                        fs.unlink(path)?;
+                        let acts = self.pages.evict_file(a.ino, 0);
+                        self.run(mem, acts);
+                        Ok(Response::Ok)
+                    }
+                    Op::Rmdir => fs.rmdir(path).map(|_| Response::Ok),
+                    _ => Err(Errno::Invalid),
+                }
+            }
+            Request::Readdir { slot, ino, cookie } => {
+                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
+                let max = cap / DIRENT_SIZE;
+                let (entries, next) = fs.readdir(ino, cookie, max)?;
+                let mut rec = [0u8; DIRENT_SIZE];
+                for (k, e) in entries.iter().take(max).enumerate() {
+                    e.encode(&mut rec);
+                    bulk.write(slot, k * DIRENT_SIZE, &rec)?;
+                }
+                Ok(Response::Entries {
+                    count: entries.len().min(max) as u32,
+                    next_cookie: next,
+                })
+            }
+            Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
+            Request::Setattr { ino, size } => {
+                let old = fs.getattr(ino)?;
+                let f = FRAME as u64;
+                if size < old.size && !size.is_multiple_of(f) {
+                    // The page holding the new end of file survives in
+                    // part: its head may be dirty in the owner's frame
+                    // (strong mode), so write it back before cutting.
+                    let key = PageKey { ino, idx: size / f };
+                    if let Some(gfn) = self.owned_frame(&key) {
+                        self.run(mem, vec![Action::WriteBack { key, gfn }]);
+                    }
+                }
+                let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+                let a = fs.set_size(ino, size)?;
+                if size < old.size {
+                    // Cached pages from the one holding the new end of file
+                    // on are stale: tear them down cluster-wide.
+                    let acts = self.pages.evict_file(ino, size / FRAME as u64);
+                    self.run(mem, acts);
+                }
+                Ok(Response::Attr(a))
+            }
+            Request::Data {
+                op,
+                slot,
+                ino,
+                offset,
+                len,
+            } => {
+                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
+                let len = len as usize;
+                if len > cap {
+                    return Err(Errno::Invalid);
+                }
+                let mut buf = vec![0u8; len];
+                if op == Op::Write {
+                    bulk.read(slot, &mut buf)?;
+                    let (n, attr) = fs.write(ino, offset, &buf)?;
+                    // Reconcile the single copy: refresh the owner's frame
+                    // of every cached page this write touched.
+                    let f = FRAME as u64;
+                    if n > 0 {
+                        for idx in offset / f..=(offset + n as u64 - 1) / f {
+                            let key = PageKey { ino, idx };
+                            if let Some(gfn) = self.owned_frame(&key) {
+                                self.load_frame(mem, key, gfn)?;
+                            }
+                        }
+                    }
+                    Ok(Response::Data {
+                        bytes: n as u32,
+                        attr,
+                    })
+                } else {
+                    let n = fs.read(ino, offset, &mut buf)?;
+                    bulk.write(slot, 0, &buf[..n])?;
+                    let attr = fs.getattr(ino)?;
+                    Ok(Response::Data {
+                        bytes: n as u32,
+                        attr,
+                    })
+                }
+            }
+            Request::Fsync { .. } => fs.sync().map(|_| Response::Ok),
+        }
+    }
+
+    /// The owner's frame of page `key` if the page is cached and settled
+    /// (not being filled or invalidated).
+    fn owned_frame(&self, key: &PageKey) -> Option<u64> {
+        self.pages
+            .entry(key)
+            .filter(|e| e.phase == Phase::Owned)
+            .map(|e| e.gfn)
+    }
+}

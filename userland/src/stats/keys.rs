@@ -1,0 +1,163 @@
+//! The keys of the `KEY  VALUE` tables printed by `cache stats` and
+//! `dir stats`, defined once for the kernel that prints them and the host
+//! tests that read them. A key is printed left-aligned and padded, and
+//! parsers split a line at the first run of two or more spaces, so a key
+//! never contains two spaces in a row (checked by the tests below).
+
+/// `cache stats` (one node's page cache).
+pub mod cache {
+    /// Page-cache mode (`strong`, `relaxed`, `private`, `net`).
+    pub const MODE: &str = "mode";
+    /// The launcher's storage profile.
+    pub const STORAGE_PROFILE: &str = "storage profile";
+    /// Emulated CXL latency per copy from a peer's frame.
+    pub const CXL_LATENCY_NS: &str = "cxl latency (ns)";
+
+    /// Private-cache modes: pages cached.
+    pub const RESIDENT_PRIVATE: &str = "resident pages (private copies)";
+    /// Private-cache modes: pages fetched from the directory.
+    pub const DISK_READS_PAGES: &str = "disk reads caused (pages)";
+    /// `net` mode: state of the TCP connection to the directory.
+    pub const NET_CONNECTION: &str = "net connection";
+    /// `net` mode: RPCs sent.
+    pub const NET_RPCS: &str = "net rpcs";
+    /// `net` mode: `sent/received` payload bytes.
+    pub const NET_BYTES: &str = "net bytes sent/received";
+    /// `net` mode: `sent/received` Ethernet frames.
+    pub const NET_FRAMES: &str = "net frames sent/received";
+    /// `net` mode: NIC interrupts that woke the node.
+    pub const NET_WAKEUPS: &str = "net wakeup interrupts";
+
+    /// Single-copy modes: pages owned (in our frames).
+    pub const RESIDENT_OWNED: &str = "resident owned pages";
+    /// Peer frames mapped (always 0 in the private-cache modes).
+    pub const REMOTE_MAPPINGS: &str = "remote mappings";
+    /// Single-copy modes: relaxed-mode private copies.
+    pub const PRIVATE_COPIES: &str = "private copies";
+    /// Single-copy modes: `free/total` frames of our pool.
+    pub const POOL_FRAMES: &str = "pool frames free/total";
+    /// Hits in our own frames (or private cache).
+    pub const HITS_LOCAL: &str = "hits local";
+    /// Hits in a peer's frame.
+    pub const HITS_REMOTE: &str = "hits remote";
+    /// Single-copy modes: hits in a relaxed-mode private copy.
+    pub const HITS_PRIVATE: &str = "hits private";
+    /// Misses.
+    pub const MISSES: &str = "misses";
+    /// Single-copy modes: our frames filled from disk by the directory.
+    pub const DISK_READS_FILLS: &str = "disk reads caused (fills)";
+    /// Single-copy modes: misses answered with a peer's frame.
+    pub const REMOTE_MAPS: &str = "remote maps (CM-R)";
+    /// Single-copy modes: `Retry` answers.
+    pub const RETRIES: &str = "retries";
+    /// Single-copy modes: our pages invalidated (BATCH_INV).
+    pub const INVALIDATIONS_SENT: &str = "invalidations sent";
+    /// Single-copy modes: DIR_INVs received.
+    pub const INVALIDATIONS_RECEIVED: &str = "invalidations received";
+    /// Single-copy modes: remote mappings dropped.
+    pub const REMOTE_DROPS: &str = "remote drops";
+    /// Single-copy modes: write-backs asked for.
+    pub const WRITEBACKS: &str = "write-backs";
+    /// Single-copy modes: mappings refused (frame not exported).
+    pub const REFUSED_MAPPINGS: &str = "refused mappings";
+    /// Single-copy modes: page faults in the mmap windows.
+    pub const MMAP_FAULTS: &str = "mmap page faults";
+    /// Single-copy modes: mmap faults on pages invalidated meanwhile.
+    pub const MMAP_EVICTED_FAULTS: &str = "mmap faults on evicted pages";
+
+    /// Every key, in the order the single-copy modes print them, then the
+    /// keys only the private-cache modes print.
+    pub const ALL: [&str; 28] = [
+        MODE,
+        STORAGE_PROFILE,
+        CXL_LATENCY_NS,
+        RESIDENT_OWNED,
+        REMOTE_MAPPINGS,
+        PRIVATE_COPIES,
+        POOL_FRAMES,
+        HITS_LOCAL,
+        HITS_REMOTE,
+        HITS_PRIVATE,
+        MISSES,
+        DISK_READS_FILLS,
+        REMOTE_MAPS,
+        RETRIES,
+        INVALIDATIONS_SENT,
+        INVALIDATIONS_RECEIVED,
+        REMOTE_DROPS,
+        WRITEBACKS,
+        REFUSED_MAPPINGS,
+        MMAP_FAULTS,
+        MMAP_EVICTED_FAULTS,
+        RESIDENT_PRIVATE,
+        DISK_READS_PAGES,
+        NET_CONNECTION,
+        NET_RPCS,
+        NET_BYTES,
+        NET_FRAMES,
+        NET_WAKEUPS,
+    ];
+}
+
+/// `dir stats` (the directory's counters, as a node fetches them).
+pub mod dir {
+    /// Entries in the page directory.
+    pub const PAGE_ENTRIES: &str = "page entries";
+    /// Bytes of memory per page-directory entry.
+    pub const BYTES_PER_ENTRY: &str = "bytes per entry";
+    /// Requests served since boot.
+    pub const REQUESTS_SERVED: &str = "requests served";
+    /// Page requests handled.
+    pub const PAGE_REQUESTS: &str = "page requests";
+    /// Pages filled from disk.
+    pub const FILLS: &str = "fills from disk";
+    /// Remote mappings granted.
+    pub const REMOTE_MAPPINGS_GRANTED: &str = "remote mappings granted";
+    /// DIR_INVs sent.
+    pub const INVALIDATIONS_SENT: &str = "invalidations sent (DIR_INV)";
+    /// Pages written back.
+    pub const WRITEBACKS: &str = "write-backs";
+    /// Most requests served from one node in one sweep.
+    pub const LARGEST_BATCH: &str = "largest batch (requests/sweep)";
+    /// Disk blocks read.
+    pub const DISK_BLOCKS_READ: &str = "disk blocks read";
+    /// Disk blocks written.
+    pub const DISK_BLOCKS_WRITTEN: &str = "disk blocks written";
+    /// `used/total` inodes.
+    pub const INODES: &str = "inodes used/total";
+    /// `used/total` data blocks.
+    pub const BLOCKS: &str = "blocks used/total";
+
+    /// Every key, in the order `dir stats` prints them.
+    pub const ALL: [&str; 13] = [
+        PAGE_ENTRIES,
+        BYTES_PER_ENTRY,
+        REQUESTS_SERVED,
+        PAGE_REQUESTS,
+        FILLS,
+        REMOTE_MAPPINGS_GRANTED,
+        INVALIDATIONS_SENT,
+        WRITEBACKS,
+        LARGEST_BATCH,
+        DISK_BLOCKS_READ,
+        DISK_BLOCKS_WRITTEN,
+        INODES,
+        BLOCKS,
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cache, dir};
+
+    #[test]
+    fn keys_are_unique_and_parse_as_one_column() {
+        for all in [&cache::ALL[..], &dir::ALL[..]] {
+            for (i, k) in all.iter().enumerate() {
+                assert!(!all[..i].contains(k), "{k:?} twice");
+                assert!(!k.is_empty() && k.trim() == *k, "{k:?} padded");
+                assert!(!k.contains("  ") && !k.contains('\t'), "{k:?}");
+            }
+        }
+    }
+}
