@@ -446,6 +446,14 @@ impl From<String> for Error {
     }
 }
 
+/// A user path, normalised; `.` and `..` are an "invalid argument" error.
+fn user_path(p: &str) -> Result<String, Error> {
+    parse::path(p).map_err(|e| {
+        let inv = Errno::Invalid;
+        Error::Msg(format!("{}: {inv} ({e})", one_line(&quoted(p))))
+    })
+}
+
 /// An error about `path`: `"<path>: <errno>"`.
 fn at(path: &str) -> impl FnOnce(Errno) -> Error + '_ {
     move |e| Error::Msg(format!("{path}: {e}"))
@@ -574,7 +582,7 @@ impl Args<'_> {
 
     /// Argument `i` as a normalised absolute path.
     fn path(&self, i: usize) -> Result<String, Error> {
-        self.get(i).map(parse::path).ok_or(Error::Usage)
+        user_path(self.get(i).ok_or(Error::Usage)?)
     }
 
     /// Argument `i` as a size (`64k`), for command errors.
@@ -626,7 +634,7 @@ fn cmd_help(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
 
 fn cmd_ls(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     let path = match args.get(0) {
-        Some(p) => parse::path(p),
+        Some(p) => user_path(p)?,
         None => String::from("/"),
     };
     let attr = ctx.os.stat(&path).map_err(at(&path))?;

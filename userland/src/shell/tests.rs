@@ -143,11 +143,35 @@ fn errno_is_printed_through_display() {
 fn paths_are_absolute_and_normalised() {
     let mut os = MockOs::new();
     ok(&mut os, "mkdir d");
-    ok(&mut os, "write d//./f hello");
-    ok(&mut os, "cat /x/../d/f/");
+    ok(&mut os, "write d//f hello");
+    ok(&mut os, "cat /d//f/");
     ok(&mut os, "ls d/");
     assert_eq!(os.paths, ["/d", "/d/f", "/d/f", "/d", "/d"]);
     assert_eq!(os.file("/d/f"), Some(&b"hello\n"[..]));
+}
+
+#[test]
+fn dot_and_dotdot_are_refused() {
+    // `/a` does not exist: `/a/../b` must not become `/b`.
+    let mut os = MockOs::new();
+    assert_eq!(
+        err(&mut os, "mkdir /a/../b"),
+        "mkdir: /a/../b: invalid argument ('.' and '..' are not allowed in paths)"
+    );
+    for line in [
+        "write /./x hi",
+        "cat ../x",
+        "ls /.",
+        "ls .",
+        "rm /x/..",
+        "fill /a/./f 4k",
+    ] {
+        let e = err(&mut os, line);
+        assert!(e.contains("invalid argument ('.' and '..'"), "{line}: {e}");
+    }
+    assert!(os.paths.is_empty(), "reached the OS: {:?}", os.paths);
+    assert!(os.file("/b").is_none());
+    ok(&mut os, "ls /");
 }
 
 // --- help ----------------------------------------------------------------
