@@ -718,7 +718,8 @@ fn cmd_fill(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
         truncate: true,
         ..OpenFlags::default()
     };
-    ctx.with_file(&path, flags, |ctx, fd| {
+    let mut write_failed = false;
+    let r = ctx.with_file(&path, flags, |ctx, fd| {
         let chunk = usize::try_from(size).map_or(IO_CHUNK, |s| s.min(IO_CHUNK));
         let mut buf = vec![0u8; chunk];
         let mut written = 0u64;
@@ -727,12 +728,24 @@ fn cmd_fill(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
             let part = buf.get_mut(..n).ok_or(Error::Usage)?;
             pattern::fill(part, written);
             if let Err(e) = ctx.write_all_counted(fd, part, &mut written) {
-                return Err(Error::Msg(format!("{path}: {e} (after {written} bytes)")));
+                write_failed = true;
+                return Err(Error::Msg(format!(
+                    "{path}: {e} after writing {written} of {size} bytes"
+                )));
             }
         }
         ctx.println(&format!("wrote {written} bytes"));
         Ok(())
-    })
+    });
+    match r {
+        // A partial file (e.g. 66 MB of a fill that ran out of space) only
+        // wastes the space: remove it, or say that it is still there.
+        Err(Error::Msg(m)) if write_failed => Err(Error::Msg(match ctx.os.unlink(&path) {
+            Ok(()) => format!("{m}; the partial file was removed"),
+            Err(e) => format!("{m}; the partial file remains (removing it: {e})"),
+        })),
+        r => r,
+    }
 }
 
 fn cmd_sum(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {

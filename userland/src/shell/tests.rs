@@ -409,8 +409,17 @@ fn fill_errors() {
     os.capacity = 100_000;
     assert_eq!(
         err(&mut os, "fill /p 1m"),
-        "fill: /p: no space left (after 100000 bytes)"
+        "fill: /p: no space left after writing 100000 of 1048576 bytes; the partial file was removed"
     );
+    assert_eq!(os.file("/p"), None, "the partial file is gone");
+    ok(&mut os, "fill /p 4k");
+    // If it cannot be removed, the message says it is still there.
+    os.fail("unlink", 0, Errno::Io);
+    assert_eq!(
+        err(&mut os, "fill /p 1m"),
+        "fill: /p: no space left after writing 100000 of 1048576 bytes; the partial file remains (removing it: I/O error)"
+    );
+    assert_eq!(os.file("/p").map(<[u8]>::len), Some(100_000));
     assert_eq!(err(&mut os, "fill / 1"), "fill: /: is a directory");
 }
 
