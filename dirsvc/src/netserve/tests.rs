@@ -800,5 +800,5 @@ fn only_members_are_served() {
     Header::new(&*rig.mem, layout).set_node_state(1, NodeState::Joining);
     rig.dir.membership(&*rig.mem, 2);
     assert!(rig.dir.is_member(1));
-    assert!(matches!(rig.path(Op::Create, "/b"), Ok(_)));
+    assert!(rig.path(Op::Create, "/b").is_ok());
 }
