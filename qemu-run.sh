@@ -347,6 +347,15 @@ done
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 [[ $TARGET_DIR == /* ]] || TARGET_DIR="$ROOT/$TARGET_DIR"
 MKFS="$TARGET_DIR/release/mkfs"
+INSPECT="$TARGET_DIR/release/inspect"
+
+# The mount error of an image in an on-disk format this build does not read
+# (e.g. version 1, before data checksums), or nothing. Needs inspect (built
+# with mkfs); without it the kernel's mount reports the problem at boot.
+stale_format() {
+    [[ -x $INSPECT ]] || return 0
+    "$INSPECT" "$1" 2>&1 >/dev/null | grep -o 'unsupported format version.*' || true
+}
 [[ -n $KERNEL ]] || KERNEL="$TARGET_DIR/x86_64-unknown-none/release/onecopy-kernel"
 
 find_ctl() {
@@ -749,8 +758,15 @@ find_ctl
 stop_cluster 1
 rm -f -- "$RUN_DIR"/*.log "$RUN_DIR"/*.exit "$RUN_DIR"/*.stderr "$RUN_DIR/cluster.env" "$RUN_DIR/ready.out"
 
+DISK_ARG=$DISK
 if [[ -z $DISK ]]; then
     DISK="$RUN_DIR/disk.img"
+    stale=
+    [[ -f $DISK ]] && stale=$(stale_format "$DISK")
+    if [[ -n $stale ]]; then
+        mv -f -- "$DISK" "$DISK.old"
+        info "disk: $DISK: $stale; kept it as $DISK.old, creating a new one"
+    fi
     if [[ -f $DISK ]]; then
         info "disk: using existing $DISK"
     else
@@ -765,6 +781,11 @@ if [[ -z $DISK ]]; then
         fi
         mv -f -- "$DISK.tmp" "$DISK"
     fi
+fi
+
+if [[ -n $DISK_ARG ]]; then
+    stale=$(stale_format "$DISK")
+    [[ -z $stale ]] || die "--disk $DISK: $stale (e.g. $MKFS --size-mb 64 --from DIR $DISK)"
 fi
 
 # 5. accelerator

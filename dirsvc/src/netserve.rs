@@ -22,8 +22,25 @@ impl<D: BlockDevice> Directory<D> {
     /// its own opcode and tag, like on the rings. Page requests and page
     /// statistics are refused with `Invalid` (`net` mode has private caches
     /// only). `mem` is the shared region, used only if single-copy pages
-    /// need tearing down (never in `net` mode).
+    /// need tearing down (never in `net` mode). A `node` that is not a
+    /// member (never joined, failed, left) is answered `Unavailable`
+    /// without running anything: a link is served only for a node that is
+    /// up (the kernel also resets such a node's connection).
     pub fn serve_net(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, req: &Frame) -> Frame {
+        if !self.is_member(node) {
+            log::warn!("node {node} is not up: network request refused");
+            let raw = Raw::decode(&req.desc);
+            let r = Raw {
+                op: raw.op,
+                status: Errno::Unavailable as u16,
+                tag: raw.tag,
+                args: [0; 7],
+            };
+            return Frame {
+                desc: r.encode(),
+                payload: Vec::new(),
+            };
+        }
         let (tag, request) = match Request::decode(&req.desc) {
             Ok(x) => x,
             Err(error) => {

@@ -195,6 +195,12 @@ impl<D: BlockDevice> Directory<D> {
         &self.layout
     }
 
+    /// Is `node` a member (joined, and not failed or left since)?
+    pub fn is_member(&self, node: u32) -> bool {
+        let i = (node as usize).wrapping_sub(1);
+        self.peers.get(i).is_some_and(|p| p.member)
+    }
+
     /// Does the directory have storage?
     pub fn has_storage(&self) -> bool {
         self.fs.is_some()

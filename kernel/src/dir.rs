@@ -112,6 +112,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         log_events(&p.events);
         let mut net_served = 0;
         for l in links.iter_mut() {
+            // Serve a link only while its node is up in this epoch.
+            let node = l.node();
+            l.set_member(dir.is_member(node).then(|| h.node_epoch(node)));
             net_served += l.serve(|node, f| dir.serve_net(&shm, node, f));
         }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() {

@@ -66,7 +66,10 @@ fn new_socket() -> tcp::Socket<'static> {
 impl Stack {
     /// Bring up `nic` as `ip`/24 with one TCP socket.
     pub fn new(mut nic: Nic, ip: Ipv4Address) -> Stack {
-        let cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
+        let mut cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(nic.mac())));
+        // smoltcp draws initial sequence numbers and ephemeral ports from
+        // this seed: the same seed in every run made them predictable.
+        cfg.random_seed = cpu::entropy64();
         let mut iface = Interface::new(cfg, &mut nic, now());
         iface.update_ip_addrs(|a| {
             // A fresh interface has room for its one address.
@@ -343,6 +346,9 @@ impl NetConn {
 pub struct DirLink {
     stack: Stack,
     node: u32,
+    /// The epoch of the node's membership this link serves; `None`: the
+    /// node is not up, the link is closed (a SYN gets a reset).
+    epoch: Option<u64>,
     reader: FrameReader,
     out: Vec<u8>,
     out_off: usize,
@@ -354,23 +360,73 @@ impl DirLink {
         let mut l = DirLink {
             stack: Stack::new(nic, addr(node, 1)),
             node,
+            epoch: None,
             reader: FrameReader::new(),
             out: Vec::new(),
             out_off: 0,
         };
-        l.relisten();
+        l.close();
         l
     }
 
-    fn relisten(&mut self) {
+    /// Follow the node's membership: `epoch` is its current epoch if it
+    /// is up. When it leaves or fails, its connection is aborted (a reset
+    /// goes out) and the link stops listening; when it rejoins (a new
+    /// epoch), whatever connection the old session had is aborted and the
+    /// link listens again.
+    pub fn set_member(&mut self, epoch: Option<u64>) {
+        if epoch == self.epoch {
+            return;
+        }
+        let had = !matches!(
+            self.stack.socket().state(),
+            tcp::State::Closed | tcp::State::Listen
+        );
+        self.epoch = epoch;
+        match epoch {
+            Some(e) => {
+                if had {
+                    log::info!(
+                        "net: link to node {}: node rejoined (epoch {e}): old connection reset",
+                        self.node
+                    );
+                }
+                self.relisten();
+            }
+            None => {
+                log::info!(
+                    "net: link to node {}: node is not up: {}link closed (connections refused)",
+                    self.node,
+                    if had { "connection reset, " } else { "" }
+                );
+                self.close();
+            }
+        }
+    }
+
+    /// Abort any connection (the reset goes out now) and do not listen.
+    fn close(&mut self) {
         self.reader = FrameReader::new();
         self.out.clear();
         self.out_off = 0;
+        self.stack.socket().abort();
+        self.stack.poll();
+    }
+
+    fn relisten(&mut self) {
+        self.close();
+        if self.epoch.is_none() {
+            return;
+        }
         let s = self.stack.socket();
-        s.abort();
         if let Err(e) = s.listen(netwire::PORT) {
             log::error!("net: link to node {}: listen: {e}", self.node);
         }
+    }
+
+    /// The node at the other end.
+    pub fn node(&self) -> u32 {
+        self.node
     }
 
     /// Arm this link's wakeup; true if work is already waiting.
@@ -402,6 +458,11 @@ impl DirLink {
             tcp::State::CloseWait => {
                 // The node closed its end: finish ours, then listen again.
                 self.stack.socket().close();
+            }
+            tcp::State::Closed if self.epoch.is_none() => {
+                // Not up: stay closed; frames still need polling (a SYN
+                // from the node's old life gets a reset).
+                return 0;
             }
             tcp::State::Closed | tcp::State::TimeWait | tcp::State::Closing => {
                 log::info!("net: link to node {}: connection closed", self.node);

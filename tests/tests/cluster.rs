@@ -608,3 +608,152 @@ fn host_tools_exist() {
     let out = run_with_timeout(cmd, Duration::from_secs(10)).expect("onecopy-ctl --help");
     assert_eq!(out.code, Some(0));
 }
+
+// ------------------------------------------------------- data checksums
+
+/// Flip one byte of block `block` of file `path` in `image` (through
+/// `inspect --blocks`, which says where the file's blocks are).
+fn flip_data_byte(image: &Path, path: &str, block: usize) -> u64 {
+    let out = inspect(image, &["--blocks", path]).expect("inspect --blocks");
+    assert_eq!(out.code, Some(0), "inspect --blocks: {}", out.text());
+    let text = out.stdout_text();
+    let line = text
+        .lines()
+        .nth(block)
+        .unwrap_or_else(|| panic!("{path} has no block {block}: {text}"));
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .map(|x| x.parse().expect("number"))
+        .collect();
+    let mut bytes = fs::read(image).expect("read image");
+    bytes[f[2] as usize + 100] ^= 0x01;
+    fs::write(image, &bytes).expect("write image");
+    f[1]
+}
+
+#[test]
+fn corrupted_data_block_is_an_io_error() {
+    let run_dir = unique_run_dir("baddata").expect("run dir");
+    let image = run_dir.join("test.img");
+    fresh_image(&image).expect("mkfs");
+    with_cluster(
+        opts("baddata").nodes(1).run_dir(&run_dir).disk(&image),
+        |c| {
+            c.keep_run_dir();
+            c.exec_ok(1, "fill /f 20k")?;
+            c.exec_ok(1, "write /small.txt hello")?;
+            c.exec_ok(1, "sync")?;
+            c.exec_ok(1, "shutdown")?;
+            c.wait_exit("node1", Duration::from_secs(30))?;
+            c.stop()?;
+            Ok(())
+        },
+    );
+    let out = inspect(&image, &["--check"]).expect("inspect");
+    assert_eq!(out.code, Some(0), "inspect --check before: {}", out.text());
+    let lba_f = flip_data_byte(&image, "/f", 2);
+    let lba_s = flip_data_byte(&image, "/small.txt", 0);
+    // inspect names every bad block and fails.
+    let out = inspect(&image, &["--check"]).expect("inspect");
+    let text = out.text();
+    assert_eq!(
+        out.code,
+        Some(1),
+        "inspect --check after the damage: {text}"
+    );
+    let f_line = format!("(/f) block 2 (device block {lba_f}): data checksum mismatch");
+    let s_line = format!("(/small.txt) block 0 (device block {lba_s}): data checksum mismatch");
+    assert!(text.contains(&f_line), "no {f_line:?} in: {text}");
+    assert!(text.contains(&s_line), "no {s_line:?} in: {text}");
+    assert!(text.contains("2 bad data block(s)"), "{text}");
+
+    // The cluster serves the damaged blocks as I/O errors, never as bytes.
+    with_cluster(
+        opts("baddata2").nodes(1).run_dir(&run_dir).disk(&image),
+        |c| {
+            c.keep_run_dir();
+            for cmd in ["sum /f", "cat /small.txt"] {
+                let out = c.exec(1, cmd)?;
+                let msg = out
+                    .error_message()
+                    .unwrap_or_else(|| panic!("{cmd} succeeded on damaged data: {out:?}"));
+                assert!(msg.contains("I/O error"), "{cmd}: {msg:?}");
+            }
+            c.wait_log("dir", "data checksum mismatch", Duration::from_secs(10))?;
+            let log = c.log("dir");
+            assert!(
+                log.contains(&format!(
+                    "block 2 (device block {lba_f}): data checksum mismatch"
+                )),
+                "directory log does not name /f's block: {log}"
+            );
+            // Undamaged files still read.
+            if sample_dir().join("hello.txt").is_file() {
+                c.exec_ok(1, "cat /hello.txt")?;
+            }
+            c.stop()?;
+            Ok(())
+        },
+    );
+    let _ = fs::remove_dir_all(&run_dir);
+}
+
+#[test]
+fn old_format_images_are_recreated_or_refused() {
+    let _serial = serial_guard();
+    let run_dir = unique_run_dir("oldfmt").expect("run dir");
+    let rd = run_dir.to_string_lossy().into_owned();
+    // A version 1 image (the version field is checked before anything
+    // else, so changing it is enough).
+    let old = run_dir.join("old.img");
+    fresh_image(&old).expect("mkfs");
+    let mut bytes = fs::read(&old).expect("read image");
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    fs::write(&old, &bytes).expect("write image");
+    let out = inspect(&old, &[]).expect("inspect");
+    assert_eq!(out.code, Some(1));
+    assert!(
+        out.text()
+            .contains("unsupported format version 1 (this build reads version 2): re-create the image with mkfs"),
+        "{}",
+        out.text()
+    );
+    // --disk of an old format: refused before anything starts.
+    let old_s = old.to_string_lossy().into_owned();
+    let out = qemu_run(
+        &[
+            "--no-build",
+            "--run-dir",
+            &rd,
+            "--disk",
+            &old_s,
+            "-e",
+            "1: ls /",
+        ],
+        Path::new(CTL),
+        Duration::from_secs(120),
+    )
+    .expect("qemu-run.sh");
+    let text = out.text();
+    assert_ne!(out.code, Some(0), "{text}");
+    assert!(
+        text.contains("unsupported format version 1") && text.contains("mkfs"),
+        "{text}"
+    );
+    assert_eq!(fs::read(&old).expect("read"), bytes, "old image modified");
+    // The default RUN/disk.img of an old format: kept aside, re-created.
+    fs::rename(&old, run_dir.join("disk.img")).expect("rename");
+    let out = qemu_run(
+        &["--no-build", "--run-dir", &rd, "-e", "1: ls /"],
+        Path::new(CTL),
+        Duration::from_secs(300),
+    )
+    .expect("qemu-run.sh");
+    let text = out.text();
+    assert_eq!(out.code, Some(0), "{text}");
+    assert!(text.contains("kept it as"), "{text}");
+    assert_eq!(fs::read(run_dir.join("disk.img.old")).expect("read"), bytes);
+    let out = inspect(&run_dir.join("disk.img"), &["--check"]).expect("inspect");
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    let _ = fs::remove_dir_all(&run_dir);
+}

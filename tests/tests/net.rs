@@ -146,3 +146,31 @@ fn net_mode_directory_killed() {
         },
     );
 }
+
+#[test]
+fn a_node_that_left_is_no_longer_served() {
+    with_cluster(opts("net-left"), |c| {
+        c.exec_ok(2, "write /from2 hello")?; // node 2's link is connected
+        c.exec_ok(1, "cat /from2")?;
+        let out = c.exec_ok(2, "shutdown")?;
+        assert!(out.closed, "node 2's console still open after shutdown");
+        c.wait_exit("node2", Duration::from_secs(30))?;
+        // The directory drops node 2's connection and closes the link: a
+        // program on net2.sock now gets resets, not a file server.
+        let line = c.wait_log(
+            "dir",
+            "net: link to node 2: node is not up: connection reset, link closed",
+            Duration::from_secs(30),
+        )?;
+        assert!(line.contains("connections refused"), "{line}");
+        // Node 1's link is untouched.
+        c.exec_ok(1, "write /from1 still")?;
+        c.exec_ok(1, "cat /from2")?;
+        let log = c.log("dir");
+        assert!(
+            !log.contains("net: link to node 1: node is not up"),
+            "node 1's link was closed: {log}"
+        );
+        Ok(())
+    });
+}

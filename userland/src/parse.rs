@@ -68,23 +68,35 @@ pub fn unquote(text: &str) -> &str {
     t
 }
 
+/// A path with a `.` or `..` component, which [`path`] refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DotComponent;
+
+impl fmt::Display for DotComponent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("'.' and '..' are not allowed in paths")
+    }
+}
+
 /// Turn a user path into a normalised absolute path.
 ///
 /// Relative paths are resolved against `/` (there is no working
-/// directory); empty components and `.` are dropped, `..` removes the
-/// previous component (and stays at `/` at the root). The result starts
-/// with `/` and has no trailing slash, except `/` itself.
-pub fn path(p: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for comp in p.split('/') {
-        match comp {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
+/// directory); empty components are dropped. `.` and `..` components are
+/// refused, as the file server does: resolving `..` here, without looking
+/// at the directories, made `mkdir /a/../b` succeed when `/a` does not
+/// exist. The result starts with `/` and has no trailing slash, except `/`
+/// itself.
+pub fn path(p: &str) -> Result<String, DotComponent> {
+    if p.split('/').any(|c| c == "." || c == "..") {
+        return Err(DotComponent);
     }
+    Ok(normalize(p))
+}
+
+/// [`path`] without the check: only empty components are dropped (a `.`
+/// or `..` stays, and the file server refuses it).
+pub fn normalize(p: &str) -> String {
+    let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
     if parts.is_empty() {
         return String::from("/");
     }
@@ -212,15 +224,28 @@ mod tests {
 
     #[test]
     fn paths_are_normalised() {
-        assert_eq!(path("/"), "/");
-        assert_eq!(path(""), "/");
-        assert_eq!(path("a"), "/a");
-        assert_eq!(path("a/b/"), "/a/b");
-        assert_eq!(path("//a//b"), "/a/b");
-        assert_eq!(path("/a/./b/../c"), "/a/c");
-        assert_eq!(path("../../x"), "/x");
-        assert_eq!(path("/a/.."), "/");
-        assert_eq!(path("/a/...b"), "/a/...b");
+        let ok = |p| path(p).unwrap();
+        assert_eq!(ok("/"), "/");
+        assert_eq!(ok(""), "/");
+        assert_eq!(ok("a"), "/a");
+        assert_eq!(ok("a/b/"), "/a/b");
+        assert_eq!(ok("//a//b"), "/a/b");
+        assert_eq!(ok("/a/...b"), "/a/...b");
+        assert_eq!(ok("/a/..b/.c"), "/a/..b/.c");
+        assert_eq!(normalize("//a/./b/"), "/a/./b");
+    }
+
+    #[test]
+    fn dot_components_are_refused() {
+        for p in [
+            "/a/../b", "/a/./b", "..", ".", "/..", "a/..", "/a/b/.", "../../x",
+        ] {
+            assert_eq!(path(p), Err(DotComponent), "{p}");
+        }
+        assert_eq!(
+            DotComponent.to_string(),
+            "'.' and '..' are not allowed in paths"
+        );
     }
 
     #[test]

@@ -446,6 +446,14 @@ impl From<String> for Error {
     }
 }
 
+/// A user path, normalised; `.` and `..` are an "invalid argument" error.
+fn user_path(p: &str) -> Result<String, Error> {
+    parse::path(p).map_err(|e| {
+        let inv = Errno::Invalid;
+        Error::Msg(format!("{}: {inv} ({e})", one_line(&quoted(p))))
+    })
+}
+
 /// An error about `path`: `"<path>: <errno>"`.
 fn at(path: &str) -> impl FnOnce(Errno) -> Error + '_ {
     move |e| Error::Msg(format!("{path}: {e}"))
@@ -574,7 +582,7 @@ impl Args<'_> {
 
     /// Argument `i` as a normalised absolute path.
     fn path(&self, i: usize) -> Result<String, Error> {
-        self.get(i).map(parse::path).ok_or(Error::Usage)
+        user_path(self.get(i).ok_or(Error::Usage)?)
     }
 
     /// Argument `i` as a size (`64k`), for command errors.
@@ -626,7 +634,7 @@ fn cmd_help(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
 
 fn cmd_ls(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     let path = match args.get(0) {
-        Some(p) => parse::path(p),
+        Some(p) => user_path(p)?,
         None => String::from("/"),
     };
     let attr = ctx.os.stat(&path).map_err(at(&path))?;
@@ -710,7 +718,8 @@ fn cmd_fill(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
         truncate: true,
         ..OpenFlags::default()
     };
-    ctx.with_file(&path, flags, |ctx, fd| {
+    let mut write_failed = false;
+    let r = ctx.with_file(&path, flags, |ctx, fd| {
         let chunk = usize::try_from(size).map_or(IO_CHUNK, |s| s.min(IO_CHUNK));
         let mut buf = vec![0u8; chunk];
         let mut written = 0u64;
@@ -719,12 +728,24 @@ fn cmd_fill(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
             let part = buf.get_mut(..n).ok_or(Error::Usage)?;
             pattern::fill(part, written);
             if let Err(e) = ctx.write_all_counted(fd, part, &mut written) {
-                return Err(Error::Msg(format!("{path}: {e} (after {written} bytes)")));
+                write_failed = true;
+                return Err(Error::Msg(format!(
+                    "{path}: {e} after writing {written} of {size} bytes"
+                )));
             }
         }
         ctx.println(&format!("wrote {written} bytes"));
         Ok(())
-    })
+    });
+    match r {
+        // A partial file (e.g. 66 MB of a fill that ran out of space) only
+        // wastes the space: remove it, or say that it is still there.
+        Err(Error::Msg(m)) if write_failed => Err(Error::Msg(match ctx.os.unlink(&path) {
+            Ok(()) => format!("{m}; the partial file was removed"),
+            Err(e) => format!("{m}; the partial file remains (removing it: {e})"),
+        })),
+        r => r,
+    }
 }
 
 fn cmd_sum(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {

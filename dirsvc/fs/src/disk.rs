@@ -1,5 +1,6 @@
-//! Byte layout of the on-disk format, version 1: the superblock and the
-//! fixed-size inode records. Pure encoding and decoding; the cross-record
+//! Byte layout of the on-disk format, version 2: the superblock and the
+//! fixed-size inode records (the data checksum table is in
+//! [`super::sums`]). Pure encoding and decoding; the cross-record
 //! checks live in [`super::mount`].
 //!
 //! Decoding never panics: every field is read from a fixed-size array at a
@@ -16,7 +17,9 @@ use fabric::proto::{FileKind, MAX_NAME};
 /// Magic at byte 0 of block 0.
 pub const MAGIC: [u8; 8] = *b"ONECOPFS";
 /// The only format version this code reads and writes.
-pub const VERSION: u32 = 1;
+/// Version 1 had no data checksums; it is refused with a message that
+/// says to re-create the image.
+pub const VERSION: u32 = 2;
 /// Size of one inode record.
 pub const RECORD_SIZE: usize = 256;
 /// Inode records per table block.
@@ -26,10 +29,14 @@ pub const MAX_EXTENTS: usize = 11;
 /// Block number of the first inode-table block.
 pub const TABLE_START: u64 = 1;
 
+/// Offset of the checksum table's first block in the superblock.
+pub const SB_SUMS_START_OFF: usize = 64;
+/// Offset of the checksum table's block count in the superblock.
+pub const SB_SUMS_BLOCKS_OFF: usize = 72;
 /// Bytes of the superblock covered by its checksum.
-pub const SB_CRC_OFF: usize = 64;
+pub const SB_CRC_OFF: usize = 76;
 /// End of the superblock fields; everything after must be zero.
-pub const SB_END: usize = 68;
+pub const SB_END: usize = 80;
 /// Offset of the sequence floor in the superblock.
 pub const SB_SEQ_FLOOR_OFF: usize = 56;
 
@@ -97,7 +104,12 @@ pub struct Superblock {
     pub total_blocks: u64,
     /// Number of inode records (a multiple of [`RECORDS_PER_BLOCK`]).
     pub inode_count: u32,
-    /// First block of the data area (just after the inode table).
+    /// First block of the data checksum table (just after the inode
+    /// table).
+    pub sums_start: u64,
+    /// Blocks of the data checksum table (see [`super::sums`]).
+    pub sums_blocks: u64,
+    /// First block of the data area (just after the checksum table).
     pub data_start: u64,
     /// One past the last block of the data area (= `total_blocks`).
     pub data_end: u64,
@@ -123,13 +135,20 @@ impl Superblock {
         let per = RECORDS_PER_BLOCK as u32;
         let inode_count = inodes.checked_next_multiple_of(per)?;
         let table_blocks = u64::from(inode_count / per);
-        let data_start = TABLE_START.checked_add(table_blocks)?;
+        let sums_start = TABLE_START.checked_add(table_blocks)?;
+        let sums_blocks = super::sums::table_blocks(total_blocks.checked_sub(sums_start)?);
+        if sums_blocks > u64::from(u32::MAX) {
+            return None;
+        }
+        let data_start = sums_start.checked_add(sums_blocks)?;
         if data_start >= total_blocks {
             return None;
         }
         Some(Superblock {
             total_blocks,
             inode_count,
+            sums_start,
+            sums_blocks,
             data_start,
             data_end: total_blocks,
             seq_floor: SEQ_BATCH,
@@ -149,6 +168,12 @@ impl Superblock {
         put(&mut b, 40, &self.data_start.to_le_bytes());
         put(&mut b, 48, &self.data_end.to_le_bytes());
         put(&mut b, SB_SEQ_FLOOR_OFF, &self.seq_floor.to_le_bytes());
+        put(&mut b, SB_SUMS_START_OFF, &self.sums_start.to_le_bytes());
+        put(
+            &mut b,
+            SB_SUMS_BLOCKS_OFF,
+            &(self.sums_blocks as u32).to_le_bytes(),
+        );
         let crc = crc32fast::hash(&b[..SB_CRC_OFF]);
         put(&mut b, SB_CRC_OFF, &crc.to_le_bytes());
         b
@@ -204,11 +229,25 @@ impl Superblock {
                 "inode table of {table_blocks} blocks does not hold {inode_count} inodes"
             ));
         }
-        let data_start = u64_at(b, 40);
         let table_end = TABLE_START + u64::from(table_blocks);
-        if data_start != table_end {
+        let sums_start = u64_at(b, SB_SUMS_START_OFF);
+        if sums_start != table_end {
             return geo(alloc::format!(
-                "data area starts at block {data_start}, inode table ends at {table_end}"
+                "checksum table starts at block {sums_start}, inode table ends at {table_end}"
+            ));
+        }
+        let sums_blocks = u64::from(u32_at(b, SB_SUMS_BLOCKS_OFF));
+        let want = super::sums::table_blocks(total_blocks.saturating_sub(sums_start));
+        if sums_blocks != want {
+            return geo(alloc::format!(
+                "checksum table of {sums_blocks} blocks, {total_blocks} blocks need {want}"
+            ));
+        }
+        let data_start = u64_at(b, 40);
+        let sums_end = sums_start + sums_blocks;
+        if data_start != sums_end {
+            return geo(alloc::format!(
+                "data area starts at block {data_start}, checksum table ends at {sums_end}"
             ));
         }
         let data_end = u64_at(b, 48);
@@ -228,6 +267,8 @@ impl Superblock {
         Ok(Superblock {
             total_blocks,
             inode_count,
+            sums_start,
+            sums_blocks,
             data_start,
             data_end,
             seq_floor,

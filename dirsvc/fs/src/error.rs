@@ -69,6 +69,20 @@ pub enum MountError {
     },
     /// The superblock's layout is inconsistent with itself.
     Geometry(String),
+    /// A block of the data checksum table does not match its own checksum.
+    SumTableChecksum {
+        /// Device block of the table block.
+        lba: u64,
+        /// Checksum stored on disk.
+        stored: u32,
+        /// Checksum of the block as read.
+        computed: u32,
+    },
+    /// Checksum-table entries past the end of the data area are not zero.
+    SumTablePadding {
+        /// Device block of the table block.
+        lba: u64,
+    },
     /// An inode record's checksum does not match.
     InodeChecksum {
         /// Inode number of the slot.
@@ -220,7 +234,7 @@ impl fmt::Display for MountError {
             ),
             E::UnsupportedVersion { found } => write!(
                 f,
-                "unsupported version {found} (this kernel reads version {VERSION})"
+                "unsupported format version {found} (this build reads version {VERSION}): re-create the image with mkfs"
             ),
             E::SuperblockReserved => f.write_str("superblock: reserved bytes are not zero"),
             E::BadBlockSize { found } => write!(
@@ -242,6 +256,18 @@ impl fmt::Display for MountError {
             } => write!(
                 f,
                 "inode {ino}: record checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            ),
+            E::SumTableChecksum {
+                lba,
+                stored,
+                computed,
+            } => write!(
+                f,
+                "checksum table block {lba}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            ),
+            E::SumTablePadding { lba } => write!(
+                f,
+                "checksum table block {lba}: entries past the data area are not zero"
             ),
             E::FreeInodeNotZero { ino } => write!(f, "inode {ino}: free record is not zeroed"),
             E::BadKind { ino, kind } => write!(f, "inode {ino}: bad kind {kind}"),

@@ -5,7 +5,7 @@
 //! mount, so an untrusted or damaged image is refused with a clear message
 //! before anything uses it.
 //!
-//! # On-disk format, version 1
+//! # On-disk format, version 2
 //!
 //! Little endian, 4 KiB blocks ([`BLOCK_SIZE`]).
 //!
@@ -14,17 +14,19 @@
 //! | bytes   | field                                                       |
 //! | ------- | ----------------------------------------------------------- |
 //! | 0..8    | magic `b"ONECOPFS"`                                         |
-//! | 8..12   | format version `u32` = 1                                    |
+//! | 8..12   | format version `u32` = 2 (1: no data checksums, refused)    |
 //! | 12..16  | block size `u32` = 4096                                     |
 //! | 16..24  | total blocks `u64` (the device may be larger)               |
 //! | 24..32  | inode table start block `u64` = 1                           |
 //! | 32..36  | inode count `u32` (a positive multiple of 16)               |
 //! | 36..40  | inode table blocks `u32` = inode count / 16                 |
-//! | 40..48  | data area start block `u64` = table start + table blocks    |
+//! | 40..48  | data area start block `u64` = checksum table start + blocks |
 //! | 48..56  | data area end block `u64` (exclusive) = total blocks        |
 //! | 56..64  | sequence floor `u64` (> every creation sequence number)     |
-//! | 64..68  | crc32 of bytes 0..64                                        |
-//! | 68..4096| zero                                                        |
+//! | 64..72  | checksum table start block `u64` = table start + table blocks |
+//! | 72..76  | checksum table blocks `u32` = ceil((total - its start) / 1024) |
+//! | 76..80  | crc32 of bytes 0..76                                        |
+//! | 80..4096| zero                                                        |
 //!
 //! Blocks 1.., the inode table: 16 records of 256 bytes per block. The
 //! record in slot `i` is inode `i + 1`; the root directory is inode 1
@@ -46,6 +48,14 @@
 //! | 244..252 | reserved, zero                                             |
 //! | 252..256 | crc32 of bytes 0..252                                      |
 //!
+//! Then the data checksum table: per block 1023 `u32` entries,
+//! the crc32 of data block `data_start + 1023 * i + j` in entry `j` of
+//! table block `i`, and at bytes 4092..4096 the crc32 of bytes 0..4092.
+//! Entries past the data area are zero; the entry of a free block is
+//! meaningless. Every read of a data block from the device is checked
+//! against its entry; a mismatch is `Errno::Io` (logged with the inode and
+//! the block), never the bytes. [`Fs::check_data`] scans every block.
+//!
 //! The rest of the device, from the data area start, is file data. A file's
 //! bytes are the concatenation of its extents' blocks. There is no free
 //! bitmap: the free map is rebuilt from the extents at mount. A directory's
@@ -65,15 +75,20 @@
 //! number used before it.
 //!
 //! Mount checks, in one pass and without writing: magic, version,
-//! checksum, geometry against itself and the device, every record
+//! checksum, geometry against itself and the device, every checksum-table
+//! block (its crc32, zero entries past the data area), every record
 //! (checksum, kind, number, name, canonical zero padding), that every
 //! sequence number is below the floor, the root, every
 //! parent (in use, a directory, strictly older: so no cycle can exist),
 //! unique names per directory, that extents lie in the data area and never
 //! share a block, and that no file is larger than its extents.
 //!
-//! Updates write data blocks first, then the inode record that points at
-//! them (one read-free write of the cached table block); a new entry is
+//! Updates write data blocks first, then the checksum-table blocks that
+//! cover them, then the inode record that points at them (one read-free
+//! write of the cached table block). A crash or failed write between a
+//! block overwritten in place and its checksum leaves that block reading
+//! as an I/O error (never as wrong bytes) until it is rewritten whole; a
+//! new entry is
 //! written before its parent's version bump, a removed one is zeroed before;
 //! a raised sequence floor is written and flushed before the record that
 //! uses the new number.
@@ -87,6 +102,7 @@ mod error;
 mod freemap;
 mod memdisk;
 mod mount;
+mod sums;
 #[cfg(test)]
 mod tests;
 
@@ -99,11 +115,13 @@ use alloc::vec::Vec;
 pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VERSION};
 pub use error::{MountError, ParentProblem};
 pub use memdisk::MemDisk;
+pub use sums::{BadBlock, SUMS_PER_BLOCK};
 
 use disk::{Extent, Inode, Superblock, TABLE_START};
 use fabric::proto::{Attr, DirEntry, Errno, FileKind, MAX_NAME, MAX_PATH};
 use freemap::FreeMap;
 use mount::{Derived, DirIndex};
+use sums::SumTable;
 
 /// Size of a device block and of a file-system block.
 pub const BLOCK_SIZE: usize = 4096;
@@ -172,6 +190,8 @@ pub struct Geometry {
     pub inode_count: u32,
     /// First inode-table block.
     pub table_start: u64,
+    /// First block of the data checksum table.
+    pub sums_start: u64,
     /// First data block.
     pub data_start: u64,
     /// One past the last data block.
@@ -186,6 +206,7 @@ pub struct Fs<D: BlockDevice> {
     dev: D,
     sb: Superblock,
     table: Table,
+    sums: SumTable,
     dirs: BTreeMap<u64, DirIndex>,
     free: FreeMap,
     /// Highest creation sequence number handed out (or, after a mount, the
@@ -252,7 +273,7 @@ impl<D: BlockDevice> Fs<D> {
         let derived = mount::validate(&sb, &table).map_err(|_| Errno::Invalid)?;
         // Only the root's 0 has been handed out on this image, so creations
         // start at 1 and the first `SEQ_BATCH - 1` need no superblock write.
-        let mut fs = Fs::assemble(dev, sb, table, derived);
+        let mut fs = Fs::assemble(dev, sb, table, SumTable::new(&sb), derived);
         // Invalidate any old superblock first, so an interrupted format
         // never leaves an old superblock over a new table.
         fs.write_blk(0, &[0u8; BLOCK_SIZE])?;
@@ -260,6 +281,8 @@ impl<D: BlockDevice> Fs<D> {
             let buf = fs.table_block(b);
             fs.write_blk(TABLE_START + b, &buf)?;
         }
+        let all: Vec<u64> = (0..sb.sums_blocks).collect();
+        fs.write_sums(&all)?;
         fs.write_blk(0, &sb.encode())?;
         fs.sync()?;
         Ok(fs)
@@ -275,8 +298,8 @@ impl<D: BlockDevice> Fs<D> {
     pub fn try_mount(mut dev: D) -> Result<Fs<D>, (D, MountError)> {
         let mut reads = 0;
         match Fs::load(&mut dev, &mut reads) {
-            Ok((sb, table, derived)) => {
-                let mut fs = Fs::assemble(dev, sb, table, derived);
+            Ok((sb, table, sums, derived)) => {
+                let mut fs = Fs::assemble(dev, sb, table, sums, derived);
                 // Removed inodes may have held numbers above every live
                 // one; the floor is above all of them (validation checked
                 // it is above the live ones), so continue from there.
@@ -296,7 +319,10 @@ impl<D: BlockDevice> Fs<D> {
         }
     }
 
-    fn load(dev: &mut D, reads: &mut u64) -> Result<(Superblock, Table, Derived), MountError> {
+    fn load(
+        dev: &mut D,
+        reads: &mut u64,
+    ) -> Result<(Superblock, Table, SumTable, Derived), MountError> {
         let device_blocks = dev.block_count();
         if device_blocks == 0 {
             return Err(MountError::EmptyDevice);
@@ -318,15 +344,21 @@ impl<D: BlockDevice> Fs<D> {
                 table.push(disk::decode_record(ino, &rec, sb.data_start, sb.data_end)?);
             }
         }
+        let mut sums = SumTable::new(&sb);
+        for i in 0..sums.blocks() {
+            read(dev, sums.lba(i), &mut buf)?;
+            sums.load_block(i, &buf)?;
+        }
         let derived = mount::validate(&sb, &table)?;
-        Ok((sb, table, derived))
+        Ok((sb, table, sums, derived))
     }
 
-    fn assemble(dev: D, sb: Superblock, table: Table, d: Derived) -> Fs<D> {
+    fn assemble(dev: D, sb: Superblock, table: Table, sums: SumTable, d: Derived) -> Fs<D> {
         Fs {
             dev,
             sb,
             table,
+            sums,
             dirs: d.dirs,
             free: d.free,
             max_seq: d.max_seq,
@@ -365,6 +397,7 @@ impl<D: BlockDevice> Fs<D> {
             total_blocks: self.sb.total_blocks,
             inode_count: self.sb.inode_count,
             table_start: TABLE_START,
+            sums_start: self.sb.sums_start,
             data_start: self.sb.data_start,
             data_end: self.sb.data_end,
         }
@@ -692,7 +725,7 @@ impl<D: BlockDevice> Fs<D> {
         while done < len {
             let pos = offset + done as u64;
             let lba = disk::map_block(&extents, pos / BS).ok_or(Errno::Io)?;
-            self.read_blk(lba, &mut blk)?;
+            self.read_data(ino, pos / BS, lba, &mut blk)?;
             let within = (pos % BS) as usize;
             let take = (BLOCK_SIZE - within).min(len - done);
             buf[done..done + take].copy_from_slice(&blk[within..within + take]);
@@ -714,7 +747,7 @@ impl<D: BlockDevice> Fs<D> {
         let new_size = old.size.max(end);
         let mut new = old.clone();
         self.grow(&mut new, blocks_for(new_size))?;
-        if let Err(e) = self.fill(&new, old.size, offset, data, end) {
+        if let Err(e) = self.fill(ino, &new, old.size, offset, data, end) {
             self.rebuild();
             return Err(e);
         }
@@ -736,7 +769,7 @@ impl<D: BlockDevice> Fs<D> {
         new.version = new.version.wrapping_add(1);
         if size > old.size {
             self.grow(&mut new, blocks_for(size))?;
-            if let Err(e) = self.fill(&new, old.size, old.size, &[], size) {
+            if let Err(e) = self.fill(ino, &new, old.size, old.size, &[], size) {
                 self.rebuild();
                 return Err(e);
             }
@@ -805,14 +838,33 @@ impl<D: BlockDevice> Fs<D> {
     /// Write the file range `[min(offset, old_size), end)` of `n` to disk:
     /// bytes of `data` (placed at `offset`), old bytes below `old_size`,
     /// zeros elsewhere. Blocks that keep no old byte are written without
-    /// being read.
+    /// being read. The checksum-table blocks of the written blocks are
+    /// written after them (also when a data write failed).
     fn fill(
         &mut self,
+        ino: u64,
         n: &Inode,
         old_size: u64,
         offset: u64,
         data: &[u8],
         end: u64,
+    ) -> Result<(), Errno> {
+        let mut dirty = Vec::new();
+        let r = self.fill_data(ino, n, old_size, offset, data, end, &mut dirty);
+        let s = self.write_sums(&dirty);
+        r.and(s)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fill_data(
+        &mut self,
+        ino: u64,
+        n: &Inode,
+        old_size: u64,
+        offset: u64,
+        data: &[u8],
+        end: u64,
+        dirty: &mut Vec<u64>,
     ) -> Result<(), Errno> {
         let start = offset.min(old_size);
         let data_end = offset + data.len() as u64;
@@ -824,7 +876,7 @@ impl<D: BlockDevice> Fs<D> {
             let keep_hi = be.min(old_size);
             let keeps_old = bs < keep_hi && !(offset <= bs && data_end >= keep_hi);
             if keeps_old {
-                self.read_blk(lba, &mut blk)?;
+                self.read_data(ino, b, lba, &mut blk)?;
                 if old_size < be {
                     blk[(old_size - bs) as usize..].fill(0);
                 }
@@ -838,6 +890,11 @@ impl<D: BlockDevice> Fs<D> {
                 blk[(lo - bs) as usize..(hi - bs) as usize].copy_from_slice(src);
             }
             self.write_blk(lba, &blk)?;
+            if let Some(i) = self.sums.set(lba, &blk) {
+                if !dirty.contains(&i) {
+                    dirty.push(i);
+                }
+            }
         }
         Ok(())
     }

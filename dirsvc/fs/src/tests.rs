@@ -60,14 +60,19 @@ fn read_all<D: BlockDevice>(fs: &mut Fs<D>, ino: u64) -> Vec<u8> {
 type Snapshot = Vec<(String, Attr, Option<Vec<u8>>)>;
 
 fn snapshot<D: BlockDevice>(fs: &mut Fs<D>) -> Snapshot {
+    snapshot_with(fs, true)
+}
+
+/// [`snapshot`], reading file contents only if `data`.
+fn snapshot_with<D: BlockDevice>(fs: &mut Fs<D>, data: bool) -> Snapshot {
     let mut out = Vec::new();
     let root = fs.getattr(ROOT_INO).unwrap();
     out.push((String::from("/"), root, None));
-    walk(fs, ROOT_INO, "", &mut out);
+    walk(fs, ROOT_INO, "", data, &mut out);
     out
 }
 
-fn walk<D: BlockDevice>(fs: &mut Fs<D>, dir: u64, prefix: &str, out: &mut Snapshot) {
+fn walk<D: BlockDevice>(fs: &mut Fs<D>, dir: u64, prefix: &str, data: bool, out: &mut Snapshot) {
     let mut cookie = 0;
     loop {
         let (entries, next) = fs.readdir(dir, cookie, 3).unwrap();
@@ -77,11 +82,11 @@ fn walk<D: BlockDevice>(fs: &mut Fs<D>, dir: u64, prefix: &str, out: &mut Snapsh
             match e.attr.kind {
                 FileKind::Dir => {
                     out.push((path.clone(), e.attr, None));
-                    walk(fs, e.attr.ino, &path, out);
+                    walk(fs, e.attr.ino, &path, data, out);
                 }
                 FileKind::File => {
-                    let data = read_all(fs, e.attr.ino);
-                    out.push((path, e.attr, Some(data)));
+                    let bytes = data.then(|| read_all(fs, e.attr.ino));
+                    out.push((path, e.attr, bytes));
                 }
             }
         }
@@ -105,6 +110,11 @@ fn assert_survives_remount(fs: Fs<MemDisk>) -> Fs<MemDisk> {
     let stats = fs.stats();
     let mut fs = remount(fs);
     assert_eq!(snapshot(&mut fs), before);
+    assert_eq!(
+        fs.check_data(),
+        Ok(vec![]),
+        "every data block matches its checksum"
+    );
     let after = fs.stats();
     assert_eq!(
         (after.inodes_used, after.blocks_used),
@@ -121,10 +131,17 @@ fn format_then_mount_empty() {
     let st = fs.stats();
     assert_eq!(st.inodes_total, 32, "rounded up to whole table blocks");
     assert_eq!(st.inodes_used, 1);
-    assert_eq!(st.blocks_total, 64 - 1 - 2);
+    assert_eq!(
+        st.blocks_total,
+        64 - 1 - 2 - 1,
+        "superblock, table, checksums"
+    );
     assert_eq!(st.blocks_used, 0);
     let g = fs.geometry();
-    assert_eq!((g.table_start, g.data_start, g.data_end), (1, 3, 64));
+    assert_eq!(
+        (g.table_start, g.sums_start, g.data_start, g.data_end),
+        (1, 3, 4, 64)
+    );
     let mut fs = remount(fs);
     let root = fs.lookup("/").unwrap();
     assert_eq!(
@@ -142,10 +159,11 @@ fn format_then_mount_empty() {
 #[test]
 fn format_errors() {
     assert_eq!(Fs::format(MemDisk::new(64), 0).err(), Some(Errno::Invalid));
-    // 2 table blocks + superblock leave no data block.
+    // Superblock + 2 table blocks (+ 1 checksum block) leave no data block.
     assert_eq!(Fs::format(MemDisk::new(3), 32).err(), Some(Errno::NoSpace));
+    assert_eq!(Fs::format(MemDisk::new(4), 32).err(), Some(Errno::NoSpace));
     assert_eq!(Fs::format(MemDisk::new(0), 1).err(), Some(Errno::NoSpace));
-    assert!(Fs::format(MemDisk::new(4), 32).is_ok());
+    assert!(Fs::format(MemDisk::new(5), 32).is_ok());
     assert_eq!(
         Fs::format(MemDisk::new(64), u32::MAX).err(),
         Some(Errno::NoSpace)
@@ -561,19 +579,20 @@ fn partial_block_io_counts() {
     fs.getattr(f).unwrap();
     fs.readdir(ROOT_INO, 0, 10).unwrap();
     assert_eq!(fs.stats().disk_reads, s.disk_reads);
-    // Appending a new full block: one data write + one inode write, no read.
+    // Appending a new full block: one data write + one checksum-table
+    // write + one inode write, no read.
     fs.write(f, 0, &[1; BLOCK_SIZE]).unwrap();
     let s2 = fs.stats();
     assert_eq!(
         (s2.disk_reads, s2.disk_writes),
-        (s.disk_reads, s.disk_writes + 2)
+        (s.disk_reads, s.disk_writes + 3)
     );
     // A partial overwrite of an existing block: read-modify-write.
     fs.write(f, 10, &[2; 10]).unwrap();
     let s3 = fs.stats();
     assert_eq!(
         (s3.disk_reads, s3.disk_writes),
-        (s2.disk_reads + 1, s2.disk_writes + 2)
+        (s2.disk_reads + 1, s2.disk_writes + 3)
     );
     // Reading two blocks reads two blocks.
     fs.write(f, BLOCK_SIZE as u64, &[3; 10]).unwrap();
@@ -833,13 +852,11 @@ fn io_errors_leave_memory_matching_disk() {
     }
 }
 
-/// Like [`snapshot`] but only metadata (reads of data could fail nothing,
-/// but data after a failed write is not defined).
+/// Like [`snapshot`] but only metadata: data after a failed write is not
+/// defined (a block overwritten in place whose checksum-table write failed
+/// reads as an I/O error after a remount, never as wrong bytes).
 fn snapshot_no_io(fs: &mut Fs<MemDisk>) -> Snapshot {
-    snapshot(fs)
-        .into_iter()
-        .map(|(p, a, _)| (p, a, None))
-        .collect()
+    snapshot_with(fs, false)
 }
 
 // ----- corruption --------------------------------------------------------
@@ -857,8 +874,15 @@ fn fix_rec(img: &mut [u8], ino: u64) {
 }
 
 fn fix_sb(img: &mut [u8]) {
-    let crc = crc32fast::hash(&img[..64]);
-    img[64..68].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32fast::hash(&img[..76]);
+    img[76..80].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Fix the own checksum of the checksum-table block at device block `lba`.
+fn fix_sums(img: &mut [u8], lba: usize) {
+    let o = lba * BLOCK_SIZE;
+    let crc = crc32fast::hash(&img[o..o + BLOCK_SIZE - 4]);
+    img[o + BLOCK_SIZE - 4..o + BLOCK_SIZE].copy_from_slice(&crc.to_le_bytes());
 }
 
 fn put64(img: &mut [u8], o: usize, v: u64) {
@@ -873,7 +897,8 @@ fn get64(img: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(img[o..o + 8].try_into().unwrap())
 }
 
-/// Reference image, 64 blocks, 32 inodes (2 table blocks, data 3..64):
+/// Reference image, 64 blocks, 32 inodes (2 table blocks, checksum table
+/// block 3, data 4..64):
 /// ino 2 `/a` dir, ino 3 `/a/f` file (5000 bytes), ino 4 `/g` file
 /// (1 block), ino 5 `/a/b` dir.
 fn reference() -> Vec<u8> {
@@ -920,13 +945,14 @@ fn layout_matches_the_documentation() {
     // Superblock.
     assert_eq!(&img[0..8], b"ONECOPFS");
     assert_eq!(&img[0..8], &MAGIC);
-    assert_eq!(u32::from_le_bytes(img[8..12].try_into().unwrap()), 1);
+    assert_eq!(u32::from_le_bytes(img[8..12].try_into().unwrap()), 2);
+    assert_eq!(VERSION, 2);
     assert_eq!(u32::from_le_bytes(img[12..16].try_into().unwrap()), 4096);
     assert_eq!(get64(&img, 16), 64);
     assert_eq!(get64(&img, 24), 1);
     assert_eq!(u32::from_le_bytes(img[32..36].try_into().unwrap()), 32);
     assert_eq!(u32::from_le_bytes(img[36..40].try_into().unwrap()), 2);
-    assert_eq!(get64(&img, 40), 3);
+    assert_eq!(get64(&img, 40), 4);
     assert_eq!(get64(&img, 48), 64);
     // Sequence floor: still the initial one (5 inodes need no raise), and
     // above every live inode's sequence number.
@@ -935,9 +961,12 @@ fn layout_matches_the_documentation() {
     for ino in 1..=5 {
         assert!(get64(&img, rec(ino) + 24) < get64(&img, 56), "inode {ino}");
     }
-    let crc = u32::from_le_bytes(img[64..68].try_into().unwrap());
-    assert_eq!(crc, crc32fast::hash(&img[..64]));
-    assert!(img[68..BLOCK_SIZE].iter().all(|&b| b == 0));
+    // Checksum table: starts after the inode table, one block.
+    assert_eq!(get64(&img, 64), 3);
+    assert_eq!(u32::from_le_bytes(img[72..76].try_into().unwrap()), 1);
+    let crc = u32::from_le_bytes(img[76..80].try_into().unwrap());
+    assert_eq!(crc, crc32fast::hash(&img[..76]));
+    assert!(img[80..BLOCK_SIZE].iter().all(|&b| b == 0));
     // Root record in slot 0 of block 1.
     let r = rec(1);
     assert_eq!(r, 4096);
@@ -960,12 +989,26 @@ fn layout_matches_the_documentation() {
     assert_eq!(img[r + REC_NAME_OFF], b'f');
     let start = get64(&img, r + REC_EXT_OFF);
     let len = u32::from_le_bytes(img[r + 120..r + 124].try_into().unwrap());
-    assert!(start >= 3 && len == 2);
+    assert!(start >= 4 && len == 2);
     let crc = u32::from_le_bytes(img[r + 252..r + 256].try_into().unwrap());
     assert_eq!(crc, crc32fast::hash(&img[r..r + 252]));
     // The file's bytes are its extent's blocks.
     let at = start as usize * BLOCK_SIZE;
     assert_eq!(&img[at..at + 5000], &pattern(5, 5000)[..]);
+    // Each of its blocks has its crc32 in the checksum table (block 3,
+    // entry = block - data start), and the table block its own crc32.
+    let t = 3 * BLOCK_SIZE;
+    for b in [start, start + 1] {
+        let e = t + (b as usize - 4) * 4;
+        let sum = u32::from_le_bytes(img[e..e + 4].try_into().unwrap());
+        let at = b as usize * BLOCK_SIZE;
+        assert_eq!(sum, crc32fast::hash(&img[at..at + BLOCK_SIZE]), "block {b}");
+    }
+    assert_eq!(SUMS_PER_BLOCK, 1023);
+    let crc = u32::from_le_bytes(img[t + 4092..t + 4096].try_into().unwrap());
+    assert_eq!(crc, crc32fast::hash(&img[t..t + 4092]));
+    // Entries past the data area (60 data blocks) are zero.
+    assert!(img[t + 60 * 4..t + 4092].iter().all(|&b| b == 0));
     // Free slots are zero.
     assert!(img[rec(6)..rec(33)].iter().all(|&b| b == 0));
 }
@@ -977,7 +1020,7 @@ fn reference_image_mounts() {
     let mut fs = Fs::mount(&mut d).unwrap();
     assert_eq!(fs.stats().inodes_used, 5);
     assert_eq!(fs.stats().blocks_used, 3);
-    assert_eq!(fs.stats().disk_reads, 3);
+    assert_eq!(fs.stats().disk_reads, 4);
     assert_eq!(fs.lookup("/a/b").unwrap().ino, 5);
     drop(fs);
     assert_eq!(d.writes(), 0);
@@ -1016,7 +1059,7 @@ fn corrupt_images_are_refused() {
         ),
         (
             "crc field",
-            |i| i[65] ^= 1,
+            |i| i[77] ^= 1,
             |e| matches!(e, MountError::SuperblockChecksum { .. }),
         ),
         (
@@ -1029,8 +1072,8 @@ fn corrupt_images_are_refused() {
         ),
         (
             "version without crc",
-            |i| put32(i, 8, 2),
-            |e| *e == MountError::UnsupportedVersion { found: 2 },
+            |i| put32(i, 8, 3),
+            |e| *e == MountError::UnsupportedVersion { found: 3 },
         ),
         (
             "block size",
@@ -1143,6 +1186,49 @@ fn corrupt_images_are_refused() {
                     floor: 4,
                 }
             },
+        ),
+        (
+            "checksum table block crc",
+            |i| i[3 * BLOCK_SIZE + 5] ^= 1,
+            |e| matches!(e, MountError::SumTableChecksum { lba: 3, .. }),
+        ),
+        (
+            "checksum table block crc field",
+            |i| i[4 * BLOCK_SIZE - 1] ^= 1,
+            |e| matches!(e, MountError::SumTableChecksum { lba: 3, .. }),
+        ),
+        (
+            "checksum entry past the data area",
+            |i| {
+                put32(i, 3 * BLOCK_SIZE + 60 * 4, 1);
+                fix_sums(i, 3)
+            },
+            |e| *e == MountError::SumTablePadding { lba: 3 },
+        ),
+        (
+            "checksum table start",
+            |i| {
+                put64(i, 64, 4);
+                fix_sb(i)
+            },
+            |e| matches!(e, MountError::Geometry(m) if m.contains("checksum table starts")),
+        ),
+        (
+            "checksum table blocks",
+            |i| {
+                put32(i, 72, 2);
+                put64(i, 40, 5);
+                fix_sb(i)
+            },
+            |e| matches!(e, MountError::Geometry(m) if m.contains("checksum table of 2 blocks")),
+        ),
+        (
+            "data area overlaps the checksum table",
+            |i| {
+                put64(i, 40, 3);
+                fix_sb(i)
+            },
+            |e| matches!(e, MountError::Geometry(m) if m.contains("checksum table ends at 4")),
         ),
         (
             "seq floor zero",
@@ -1340,7 +1426,7 @@ fn corrupt_images_are_refused() {
                     MountError::ExtentOutOfRange {
                         ino: 3,
                         start: 1,
-                        data_start: 3,
+                        data_start: 4,
                         ..
                     }
                 )
@@ -1550,12 +1636,12 @@ fn corrupt_images_are_refused() {
 
 #[test]
 fn read_errors_are_named() {
-    for lba in [0u64, 1, 2] {
+    for lba in [0u64, 1, 2, 3] {
         let dev = Failing(MemDisk::from_bytes(reference()), lba);
         assert_eq!(Fs::mount(dev).err(), Some(MountError::Io { lba }));
     }
     // Data blocks are not read at mount.
-    assert!(Fs::mount(Failing(MemDisk::from_bytes(reference()), 3)).is_ok());
+    assert!(Fs::mount(Failing(MemDisk::from_bytes(reference()), 4)).is_ok());
     let (dev, e) = Fs::try_mount(Failing(MemDisk::from_bytes(reference()), 0))
         .err()
         .unwrap();
@@ -1571,8 +1657,8 @@ fn messages_read_well() {
             "bad magic: not a onecopy image (found 0x0000000000000000)",
         ),
         (
-            MountError::UnsupportedVersion { found: 7 },
-            "unsupported version 7 (this kernel reads version 1)",
+            MountError::UnsupportedVersion { found: 1 },
+            "unsupported format version 1 (this build reads version 2): re-create the image with mkfs",
         ),
         (
             MountError::ExtentOutOfRange {
@@ -1639,7 +1725,7 @@ fn busy_image() -> Vec<u8> {
 
 /// Use a mounted image the way a server would, checking it stays sane.
 fn exercise<D: BlockDevice>(fs: &mut Fs<D>) {
-    let snap = snapshot(fs);
+    let snap = snapshot_with(fs, false);
     let st = fs.stats();
     assert!(st.blocks_used <= st.blocks_total);
     let _ = fs.create("/new", false);
@@ -1686,7 +1772,7 @@ fn single_byte_damage_to_metadata_is_always_refused() {
 #[test]
 fn mount_never_panics_on_damaged_images() {
     let img = busy_image();
-    let meta = 4 * BLOCK_SIZE; // superblock + 3 table blocks
+    let meta = 5 * BLOCK_SIZE; // superblock + 3 table blocks + 1 checksum block
     let mut r = Rng::new(99);
     let mut mounted = 0;
     for round in 0..3000 {
@@ -1723,8 +1809,8 @@ fn mount_never_panics_on_damaged_images() {
                 *r.pick(&vals)
             };
             if r.below(6) == 0 {
-                let field = *r.pick(&[8usize, 12, 16, 24, 32, 36, 40, 48, 56]);
-                if field == 12 || field == 32 || field == 36 || field == 8 {
+                let field = *r.pick(&[8usize, 12, 16, 24, 32, 36, 40, 48, 56, 64, 72]);
+                if field == 12 || field == 32 || field == 36 || field == 8 || field == 72 {
                     put32(&mut bad, field, v as u32);
                 } else {
                     put64(&mut bad, field, v);
@@ -1750,9 +1836,17 @@ fn mount_never_panics_on_damaged_images() {
             assert_eq!(fs.stats().disk_writes, 0);
             exercise(&mut fs);
             drop(fs);
-            // Whatever it did, the result is still a valid image.
+            // Whatever it did, the result is still a valid image. Its data
+            // need not be: an extent moved onto other blocks reads as a
+            // checksum mismatch (`Io`), never as those blocks' bytes.
             let mut fs = Fs::mount(&mut disk).unwrap();
-            snapshot(&mut fs);
+            for (_, a, _) in snapshot_with(&mut fs, false) {
+                let mut buf = vec![0u8; a.size as usize];
+                if a.kind == FileKind::File {
+                    let r = fs.read(a.ino, 0, &mut buf);
+                    assert!(matches!(r, Ok(_) | Err(Errno::Io)), "{r:?}");
+                }
+            }
         } else {
             assert_eq!(disk.writes(), 0);
         }
@@ -2114,6 +2208,7 @@ fn run_model(seed: u64, steps: usize, blocks: u64, inodes: u32) -> usize {
     }
     // Final full comparison after a remount.
     let mut fs = remount(fs);
+    assert_eq!(fs.check_data(), Ok(vec![]), "seed {seed}");
     let snap = snapshot(&mut fs);
     assert_eq!(snap.len(), m.nodes.len());
     for (p, a, data) in snap {
@@ -2138,4 +2233,129 @@ fn random_ops_match_the_model_when_tight() {
     // leave anything half done.
     let nospace: usize = (100..112).map(|seed| run_model(seed, 1000, 24, 16)).sum();
     assert!(nospace > 50, "{nospace}");
+}
+
+// ----- data checksums ------------------------------------------------------
+
+/// Device block `n` of file `ino`.
+fn data_lba(fs: &Fs<MemDisk>, ino: u64, n: usize) -> u64 {
+    fs.file_blocks(ino).unwrap()[n]
+}
+
+#[test]
+fn corrupt_data_reads_as_io_and_is_found() {
+    // /a/f (inode 3) is 5000 bytes in two blocks; damage one byte of its
+    // second block, as a bad disk would.
+    let img = reference();
+    let lba = {
+        let fs = Fs::mount(MemDisk::from_bytes(img.clone())).unwrap();
+        data_lba(&fs, 3, 1)
+    };
+    let mut bad = img.clone();
+    bad[lba as usize * BLOCK_SIZE + 17] ^= 0x40;
+    // Mount does not read data: the image mounts.
+    let mut fs = Fs::mount(MemDisk::from_bytes(bad)).unwrap();
+    let mut buf = vec![0u8; 5000];
+    // The first block is fine; anything touching the second is an I/O
+    // error, never the wrong bytes.
+    assert_eq!(fs.read(3, 0, &mut buf[..4096]), Ok(4096));
+    assert_eq!(&buf[..4096], &pattern(5, 5000)[..4096]);
+    assert_eq!(fs.read(3, 0, &mut buf), Err(Errno::Io));
+    assert_eq!(fs.read(3, 4100, &mut buf[..10]), Err(Errno::Io));
+    // Other files are unaffected.
+    assert_eq!(read_all(&mut fs, 4), b"gee");
+    // The scan names the inode and the block.
+    assert_eq!(
+        fs.check_data(),
+        Ok(vec![BadBlock {
+            ino: 3,
+            block: 1,
+            lba
+        }])
+    );
+    // A partial write into the bad block needs its old bytes: refused, and
+    // nothing changes (the checksum is not recomputed over bad data).
+    let v = fs.getattr(3).unwrap();
+    let writes = fs.stats().disk_writes;
+    assert_eq!(fs.write(3, 4200, b"x").err(), Some(Errno::Io));
+    assert_eq!(fs.getattr(3).unwrap(), v);
+    assert_eq!(fs.stats().disk_writes, writes);
+    assert_eq!(fs.check_data().unwrap().len(), 1);
+    // Rewriting the whole block replaces the damage and its checksum.
+    let fresh_bytes = pattern(6, 904);
+    fs.write(3, 4096, &fresh_bytes).unwrap();
+    assert_eq!(fs.check_data(), Ok(vec![]));
+    let mut fs = assert_survives_remount(fs);
+    let got = read_all(&mut fs, 3);
+    assert_eq!(&got[4096..], &fresh_bytes[..]);
+}
+
+#[test]
+fn every_byte_of_a_data_block_is_covered() {
+    let img = reference();
+    let (lba, g) = {
+        let fs = Fs::mount(MemDisk::from_bytes(img.clone())).unwrap();
+        (data_lba(&fs, 4, 0), fs.geometry())
+    };
+    assert!(lba >= g.data_start);
+    let mut disk = MemDisk::from_bytes(img);
+    let mut r = Rng::new(5);
+    for _ in 0..200 {
+        // Past the file's 3 bytes too: the whole block is checksummed.
+        let pos = lba as usize * BLOCK_SIZE + r.below(BLOCK_SIZE as u64) as usize;
+        let x = (r.below(255) + 1) as u8;
+        disk.blocks_mut()[pos] ^= x;
+        let mut fs = Fs::mount(&mut disk).unwrap();
+        let mut buf = [0u8; 3];
+        assert_eq!(fs.read(4, 0, &mut buf), Err(Errno::Io), "byte {pos}");
+        assert_eq!(fs.check_data().unwrap().len(), 1);
+        drop(fs);
+        disk.blocks_mut()[pos] ^= x;
+    }
+    assert_eq!(disk.writes(), 0);
+}
+
+#[test]
+fn version_1_images_are_refused_with_advice() {
+    // A version 1 superblock (no checksum table; its crc at 64..68).
+    let mut img = reference();
+    img[..BLOCK_SIZE].fill(0);
+    img[..8].copy_from_slice(b"ONECOPFS");
+    put32(&mut img, 8, 1);
+    put32(&mut img, 12, 4096);
+    put64(&mut img, 16, 64);
+    put64(&mut img, 24, 1);
+    put32(&mut img, 32, 32);
+    put32(&mut img, 36, 2);
+    put64(&mut img, 40, 3);
+    put64(&mut img, 48, 64);
+    put64(&mut img, 56, SEQ_BATCH);
+    let crc = crc32fast::hash(&img[..64]);
+    img[64..68].copy_from_slice(&crc.to_le_bytes());
+    let mut disk = MemDisk::from_bytes(img.clone());
+    let err = Fs::mount(&mut disk).err().unwrap();
+    assert_eq!(err, MountError::UnsupportedVersion { found: 1 });
+    let msg = err.to_string();
+    assert!(
+        msg.contains("version 1") && msg.contains("version 2"),
+        "{msg}"
+    );
+    assert!(msg.contains("re-create the image with mkfs"), "{msg}");
+    assert_eq!(disk.writes(), 0);
+    assert_eq!(disk.blocks(), &img[..]);
+}
+
+#[test]
+fn file_blocks_follow_the_extents() {
+    let mut fs = fresh(64, 16);
+    let a = fs.create("/a", true).unwrap().ino;
+    let b = fs.create("/b", true).unwrap().ino;
+    fs.write(a, 0, &[1; BLOCK_SIZE]).unwrap();
+    fs.write(b, 0, &[2; BLOCK_SIZE]).unwrap();
+    fs.write(a, BS, &[3; BLOCK_SIZE]).unwrap();
+    let ds = fs.geometry().data_start;
+    assert_eq!(fs.file_blocks(a), Ok(vec![ds, ds + 2]));
+    assert_eq!(fs.file_blocks(b), Ok(vec![ds + 1]));
+    assert_eq!(fs.file_blocks(ROOT_INO), Err(Errno::IsDir));
+    assert_eq!(fs.file_blocks(99), Err(Errno::NotFound));
 }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::server::Config;
 use fabric::bulk::Bulk;
-use fabric::layout::Layout;
+use fabric::layout::{Header, Layout, NodeState};
 use fabric::netwire::*;
 use fabric::proto::{Desc, Op, DESC_SIZE, DIRENT_SIZE};
 use fabric::proto::{DirEntry, FileKind};
@@ -35,7 +35,11 @@ impl Rig {
         let layout = Layout::compute(REGION, 2).unwrap();
         layout.format(&*mem, 0);
         let fs = Fs::format(MemDisk::new(2048), 64).unwrap();
-        let dir = Directory::new(&*mem, layout, Some(fs), Config::default());
+        let mut dir = Directory::new(&*mem, layout, Some(fs), Config::default());
+        // The links are served for members only: node 1 joins.
+        Header::new(&*mem, layout).set_node_state(1, NodeState::Joining);
+        dir.membership(&*mem, 0);
+        assert!(dir.is_member(1));
         Rig {
             mem,
             dir,
@@ -767,4 +771,34 @@ fn fuzz_reader_server_and_client() {
     // The server survived all of it.
     assert_eq!(rig.call(&Request::Nop), Ok(Response::Ok));
     assert!(matches!(rig.path(Op::Lookup, "/"), Ok(Response::Attr(_))));
+}
+
+#[test]
+fn only_members_are_served() {
+    let mut rig = Rig::new(3);
+    let ino = rig.create("/a");
+    let layout = *rig.dir.layout();
+    // Node 1 leaves: its requests are refused, nothing runs.
+    Header::new(&*rig.mem, layout).set_node_state(1, NodeState::Left);
+    rig.dir.membership(&*rig.mem, 1);
+    assert!(!rig.dir.is_member(1));
+    let before = rig.dir.stats();
+    assert_eq!(rig.path(Op::Create, "/b"), Err(Errno::Unavailable));
+    assert_eq!(rig.read(ino, 0, 10), Err(Errno::Unavailable));
+    assert_eq!(rig.dir.stats(), before, "nothing was served");
+    // Never-joined nodes are refused too.
+    let f = Frame {
+        desc: Request::Getattr { ino }.encode(7),
+        payload: Vec::new(),
+    };
+    let r = rig.dir.serve_net(&*rig.mem, 2, &f);
+    assert_eq!(
+        Response::decode(&r.desc, Op::Getattr).unwrap().1,
+        Response::Err(Errno::Unavailable)
+    );
+    // Rejoined (a new epoch): served again.
+    Header::new(&*rig.mem, layout).set_node_state(1, NodeState::Joining);
+    rig.dir.membership(&*rig.mem, 2);
+    assert!(rig.dir.is_member(1));
+    assert!(rig.path(Op::Create, "/b").is_ok());
 }

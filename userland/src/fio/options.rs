@@ -162,8 +162,8 @@ impl JobSpec {
     pub fn file_for(&self, job: u32) -> String {
         let dir = self.directory.as_deref().unwrap_or("/");
         match &self.filename {
-            Some(f) => parse::path(&format!("{dir}/{f}")),
-            None => parse::path(&format!("{dir}/{}.{job}.0", self.name)),
+            Some(f) => parse::normalize(&format!("{dir}/{f}")),
+            None => parse::normalize(&format!("{dir}/{}.{job}.0", self.name)),
         }
     }
 
@@ -358,8 +358,13 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
                 have_size = true;
             }
             "filename" => {
-                if v.is_empty() || v.chars().any(char::is_control) || parse::path(v) == "/" {
+                if v.is_empty() || v.chars().any(char::is_control) {
                     return Err(bad(v, key, "a file path"));
+                }
+                match parse::path(v) {
+                    Err(_) => return Err(bad(v, key, "a file path without '.' or '..'")),
+                    Ok(p) if p == "/" => return Err(bad(v, key, "a file path")),
+                    Ok(_) => {}
                 }
                 spec.filename = Some(String::from(v));
             }
@@ -367,7 +372,9 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
                 if v.is_empty() || v.chars().any(char::is_control) {
                     return Err(bad(v, key, "a directory path"));
                 }
-                spec.directory = Some(parse::path(v));
+                let dir = parse::path(v)
+                    .map_err(|_| bad(v, key, "a directory path without '.' or '..'"))?;
+                spec.directory = Some(dir);
             }
             "numjobs" => spec.numjobs = ranged(v, key, 1, u64::from(MAX_JOBS))? as u32,
             "iodepth" => spec.iodepth = ranged(v, key, 1, u64::from(MAX_IODEPTH))? as u32,

@@ -143,11 +143,35 @@ fn errno_is_printed_through_display() {
 fn paths_are_absolute_and_normalised() {
     let mut os = MockOs::new();
     ok(&mut os, "mkdir d");
-    ok(&mut os, "write d//./f hello");
-    ok(&mut os, "cat /x/../d/f/");
+    ok(&mut os, "write d//f hello");
+    ok(&mut os, "cat /d//f/");
     ok(&mut os, "ls d/");
     assert_eq!(os.paths, ["/d", "/d/f", "/d/f", "/d", "/d"]);
     assert_eq!(os.file("/d/f"), Some(&b"hello\n"[..]));
+}
+
+#[test]
+fn dot_and_dotdot_are_refused() {
+    // `/a` does not exist: `/a/../b` must not become `/b`.
+    let mut os = MockOs::new();
+    assert_eq!(
+        err(&mut os, "mkdir /a/../b"),
+        "mkdir: /a/../b: invalid argument ('.' and '..' are not allowed in paths)"
+    );
+    for line in [
+        "write /./x hi",
+        "cat ../x",
+        "ls /.",
+        "ls .",
+        "rm /x/..",
+        "fill /a/./f 4k",
+    ] {
+        let e = err(&mut os, line);
+        assert!(e.contains("invalid argument ('.' and '..'"), "{line}: {e}");
+    }
+    assert!(os.paths.is_empty(), "reached the OS: {:?}", os.paths);
+    assert!(os.file("/b").is_none());
+    ok(&mut os, "ls /");
 }
 
 // --- help ----------------------------------------------------------------
@@ -385,8 +409,17 @@ fn fill_errors() {
     os.capacity = 100_000;
     assert_eq!(
         err(&mut os, "fill /p 1m"),
-        "fill: /p: no space left (after 100000 bytes)"
+        "fill: /p: no space left after writing 100000 of 1048576 bytes; the partial file was removed"
     );
+    assert_eq!(os.file("/p"), None, "the partial file is gone");
+    ok(&mut os, "fill /p 4k");
+    // If it cannot be removed, the message says it is still there.
+    os.fail("unlink", 0, Errno::Io);
+    assert_eq!(
+        err(&mut os, "fill /p 1m"),
+        "fill: /p: no space left after writing 100000 of 1048576 bytes; the partial file remains (removing it: I/O error)"
+    );
+    assert_eq!(os.file("/p").map(<[u8]>::len), Some(100_000));
     assert_eq!(err(&mut os, "fill / 1"), "fill: /: is a directory");
 }
 

@@ -2,13 +2,14 @@
 //!
 //! ```text
 //! inspect IMAGE              summary line + tree (path, kind, size, version)
-//! inspect IMAGE --check      validate only
+//! inspect IMAGE --check      validate the metadata and every data block
 //! inspect IMAGE --cat PATH   write the file's bytes to stdout
+//! inspect IMAGE --blocks PATH  where the file's blocks are on the image
 //! ```
 //!
 //! The image is opened read-only and mounted with the same validation the
-//! directory kernel runs. Exit status: 0 ok, 1 bad image / missing path /
-//! I/O error, 2 bad arguments.
+//! directory kernel runs. Exit status: 0 ok, 1 bad image / bad data block /
+//! missing path / I/O error, 2 bad arguments.
 
 mod common;
 
@@ -21,20 +22,26 @@ use fabric::proto::{Attr, FileKind};
 use flatfs::{Fs, BLOCK_SIZE, ROOT_INO, VERSION};
 
 const USAGE: &str = "\
-usage: inspect IMAGE [--check | --cat PATH]
+usage: inspect IMAGE [--check | --cat PATH | --blocks PATH]
 
 Validate a onecopy disk image (read-only) and list its tree: one line per
 inode with path, kind, size (bytes; entries for a directory) and version.
 
 options:
-  --check       validate only: print \"IMAGE: ok (...)\" or the problem
+  --check       validate the metadata, then read every data block of every
+                file and check it against its checksum: print \"IMAGE: ok
+                (...)\", or the problem, or one line per bad data block
+                (inode, path, block, device block) and a count (exit 1)
   --cat PATH    write the bytes of file PATH to stdout
+  --blocks PATH one line per block of file PATH: block index, device
+                block, byte offset in the image
   -h, --help    print this help";
 
 enum Mode {
     List,
     Check,
     Cat(String),
+    Blocks(String),
 }
 
 fn usage_error(msg: &str) -> ExitCode {
@@ -51,7 +58,7 @@ fn parse_args(argv: &[String]) -> Result<Option<(PathBuf, Mode)>, String> {
         i += 1;
         let set = |mode: &mut Option<Mode>, m: Mode| {
             if mode.is_some() {
-                return Err(String::from("--check and --cat are exclusive"));
+                return Err(String::from("--check, --cat and --blocks are exclusive"));
             }
             *mode = Some(m);
             Ok(())
@@ -65,6 +72,12 @@ fn parse_args(argv: &[String]) -> Result<Option<(PathBuf, Mode)>, String> {
                 set(&mut mode, Mode::Cat(p.clone()))?;
             }
             a if a.starts_with("--cat=") => set(&mut mode, Mode::Cat(a[6..].to_string()))?,
+            "--blocks" => {
+                let p = argv.get(i).ok_or("--blocks needs a PATH")?;
+                i += 1;
+                set(&mut mode, Mode::Blocks(p.clone()))?;
+            }
+            a if a.starts_with("--blocks=") => set(&mut mode, Mode::Blocks(a[9..].to_string()))?,
             a if a.starts_with('-') && a.len() > 1 => {
                 return Err(format!("unknown option {a}"));
             }
@@ -167,6 +180,45 @@ fn cat(fs: &mut Fs<FileDisk>, path: &str) -> Result<(), String> {
     out.flush().map_err(|e| format!("{path}: stdout: {e}"))
 }
 
+fn blocks(fs: &mut Fs<FileDisk>, path: &str) -> Result<(), String> {
+    let a = fs.lookup(path).map_err(|e| format!("{path}: {e}"))?;
+    let lbas = fs.file_blocks(a.ino).map_err(|e| format!("{path}: {e}"))?;
+    let mut out = std::io::stdout().lock();
+    for (i, lba) in lbas.into_iter().enumerate() {
+        let off = lba * BLOCK_SIZE as u64;
+        writeln!(out, "{i} {lba} {off}").map_err(|e| format!("{path}: stdout: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `--check`: the mount has validated the metadata; read every data block.
+fn check(fs: &mut Fs<FileDisk>, image: &str) -> Result<(), String> {
+    let bad = fs
+        .check_data()
+        .map_err(|e| format!("reading data blocks: {e}"))?;
+    let st = fs.stats();
+    if bad.is_empty() {
+        println!(
+            "{image}: ok ({} inodes used, {} blocks used, every data block matches its checksum)",
+            st.inodes_used, st.blocks_used
+        );
+        return Ok(());
+    }
+    let mut paths = Vec::new();
+    walk(fs, ROOT_INO, "", &mut paths)?;
+    for b in &bad {
+        let path = paths
+            .iter()
+            .find(|(_, a)| a.ino == b.ino)
+            .map_or("?", |(p, _)| p.as_str());
+        println!(
+            "{image}: inode {} ({path}) block {} (device block {}): data checksum mismatch",
+            b.ino, b.block, b.lba
+        );
+    }
+    Err(format!("{} bad data block(s)", bad.len()))
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let (image_path, mode) = match parse_args(&argv) {
@@ -193,16 +245,10 @@ fn main() -> ExitCode {
         }
     };
     let result = match mode {
-        Mode::Check => {
-            let st = fs.stats();
-            println!(
-                "{image}: ok ({} inodes used, {} blocks used)",
-                st.inodes_used, st.blocks_used
-            );
-            Ok(())
-        }
+        Mode::Check => check(&mut fs, &image),
         Mode::List => list(&mut fs, &image),
         Mode::Cat(path) => cat(&mut fs, &path),
+        Mode::Blocks(path) => blocks(&mut fs, &path),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

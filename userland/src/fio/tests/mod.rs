@@ -182,8 +182,8 @@ fn file_names_like_fio() {
     assert_eq!(s.file_for(5), "/abs/f");
     let s = p(&["--size=1m", "--filename=rel"]);
     assert_eq!(s.file_for(0), "/rel");
-    let s = p(&["--size=1m", "--directory=d/../e"]);
-    assert_eq!(s.file_for(1), "/e/job.1.0");
+    let s = p(&["--size=1m", "--directory=d//e/"]);
+    assert_eq!(s.file_for(1), "/d/e/job.1.0");
 }
 
 #[test]
@@ -264,6 +264,14 @@ fn rejections_are_fio_style() {
         (&["--size=1m", "--filename="], "fio: bad value '' for option 'filename' (a file path)"),
         (&["--size=1m", "--filename=/"], "fio: bad value '/' for option 'filename' (a file path)"),
         (&["--size=1m", "--directory="], "fio: bad value '' for option 'directory' (a directory path)"),
+        (
+            &["--size=1m", "--directory=d/../e"],
+            "fio: bad value 'd/../e' for option 'directory' (a directory path without '.' or '..')",
+        ),
+        (
+            &["--size=1m", "--filename=/x/./f"],
+            "fio: bad value '/x/./f' for option 'filename' (a file path without '.' or '..')",
+        ),
         (&[], "fio: option '--size' is required (e.g. --size=64m)"),
         (&["--rw=read", "--bs=4k"], "fio: option '--size' is required (e.g. --size=64m)"),
         (&["--size=1k", "--bs=4k"], "fio: size 1024 is smaller than bs 4096"),

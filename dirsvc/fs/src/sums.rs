@@ -1,0 +1,217 @@
+//! Data checksums (format version 2): one crc32 per data block, kept in a
+//! table between the inode table and the data area, cached whole in memory
+//! and verified on every read of a data block from the device.
+//!
+//! A table block holds [`SUMS_PER_BLOCK`] little-endian `u32` entries
+//! (entry `j` of table block `i` belongs to data block
+//! `data_start + i * SUMS_PER_BLOCK + j`) and, in its last four bytes, the
+//! crc32 of the bytes before it: the table is metadata, so mount checks
+//! every table block like an inode record and refuses a damaged one.
+//! Entries past the end of the data area are zero. The entry of a free
+//! block means nothing (it is not cleared when the block is freed); every
+//! allocated block has been written, with its entry, before the inode that
+//! owns it points at it.
+//!
+//! The checksum is crc32 (IEEE, `crc32fast`, as for the metadata): the
+//! `crc32c` crate needs `std`, and for detecting damage to a 4 KiB block
+//! the two polynomials are equally good.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::disk::Superblock;
+use super::{BlockDevice, Errno, Fs, MountError, BLOCK_SIZE};
+
+/// Checksum entries in one table block.
+pub const SUMS_PER_BLOCK: usize = (BLOCK_SIZE - 4) / 4;
+/// Offset of a table block's own checksum (covers bytes `0..SUM_CRC_OFF`).
+pub const SUM_CRC_OFF: usize = BLOCK_SIZE - 4;
+
+const _: () = assert!(SUMS_PER_BLOCK == 1023);
+
+/// Checksum-table blocks for a device whose blocks from the table start to
+/// the end number `rest`: the fewest `c` with `c * SUMS_PER_BLOCK >= rest -
+/// c` (every block after the table has an entry).
+pub fn table_blocks(rest: u64) -> u64 {
+    rest.div_ceil(SUMS_PER_BLOCK as u64 + 1)
+}
+
+/// The checksum of one data block.
+pub fn block_sum(buf: &[u8; BLOCK_SIZE]) -> u32 {
+    crc32fast::hash(buf)
+}
+
+/// A data block whose bytes do not match their checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadBlock {
+    /// The file.
+    pub ino: u64,
+    /// Block index within the file (byte offset / 4096).
+    pub block: u64,
+    /// Device block.
+    pub lba: u64,
+}
+
+/// The cached checksum table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SumTable {
+    start: u64,
+    data_start: u64,
+    data_blocks: u64,
+    sums: Vec<u32>,
+}
+
+impl SumTable {
+    /// An all-zero table for the geometry of `sb`.
+    pub fn new(sb: &Superblock) -> SumTable {
+        let n = usize::try_from(sb.sums_blocks)
+            .unwrap_or(0)
+            .saturating_mul(SUMS_PER_BLOCK);
+        SumTable {
+            start: sb.sums_start,
+            data_start: sb.data_start,
+            data_blocks: sb.data_end - sb.data_start,
+            sums: vec![0; n],
+        }
+    }
+
+    /// Blocks of the table.
+    pub fn blocks(&self) -> u64 {
+        (self.sums.len() / SUMS_PER_BLOCK) as u64
+    }
+
+    /// Device block of table block `i`.
+    pub fn lba(&self, i: u64) -> u64 {
+        self.start + i
+    }
+
+    fn index(&self, lba: u64) -> Option<usize> {
+        let i = lba.checked_sub(self.data_start)?;
+        if i >= self.data_blocks {
+            return None;
+        }
+        usize::try_from(i).ok()
+    }
+
+    /// Check table block `i` as read from the device and load it.
+    pub fn load_block(&mut self, i: u64, buf: &[u8; BLOCK_SIZE]) -> Result<(), MountError> {
+        let lba = self.lba(i);
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&buf[SUM_CRC_OFF..]);
+        let stored = u32::from_le_bytes(crc);
+        let computed = crc32fast::hash(&buf[..SUM_CRC_OFF]);
+        if stored != computed {
+            return Err(MountError::SumTableChecksum {
+                lba,
+                stored,
+                computed,
+            });
+        }
+        let first = usize::try_from(i).unwrap_or(usize::MAX) * SUMS_PER_BLOCK;
+        for (j, b) in buf[..SUM_CRC_OFF].chunks_exact(4).enumerate() {
+            let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let k = first + j;
+            if k as u64 >= self.data_blocks {
+                if v != 0 {
+                    return Err(MountError::SumTablePadding { lba });
+                }
+            } else if let Some(slot) = self.sums.get_mut(k) {
+                *slot = v;
+            }
+        }
+        Ok(())
+    }
+
+    /// Encode table block `i` from the cache.
+    pub fn encode_block(&self, i: u64) -> [u8; BLOCK_SIZE] {
+        let mut b = [0u8; BLOCK_SIZE];
+        let first = usize::try_from(i).unwrap_or(usize::MAX) * SUMS_PER_BLOCK;
+        let entries = self.sums.iter().skip(first).take(SUMS_PER_BLOCK);
+        for (out, v) in b[..SUM_CRC_OFF].chunks_exact_mut(4).zip(entries) {
+            out.copy_from_slice(&v.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&b[..SUM_CRC_OFF]);
+        b[SUM_CRC_OFF..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Does `buf` match the entry of data block `lba`?
+    pub fn matches(&self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> bool {
+        let want = self.index(lba).and_then(|i| self.sums.get(i));
+        want.is_some_and(|&w| w == block_sum(buf))
+    }
+
+    /// Record the checksum of data block `lba`; returns the table block
+    /// that changed (`None` outside the data area).
+    pub fn set(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Option<u64> {
+        let i = self.index(lba)?;
+        *self.sums.get_mut(i)? = block_sum(buf);
+        Some((i / SUMS_PER_BLOCK) as u64)
+    }
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Read data block `block` of file `ino` (device block `lba`) and check
+    /// it against its checksum. A mismatch is logged with the inode and the
+    /// block and is an `Io` error: wrong bytes are never returned.
+    pub(crate) fn read_data(
+        &mut self,
+        ino: u64,
+        block: u64,
+        lba: u64,
+        buf: &mut [u8; BLOCK_SIZE],
+    ) -> Result<(), Errno> {
+        self.read_blk(lba, buf)?;
+        if self.sums.matches(lba, buf) {
+            return Ok(());
+        }
+        log::warn!(
+            "fs: inode {ino} block {block} (device block {lba}): data checksum mismatch, I/O error"
+        );
+        Err(Errno::Io)
+    }
+
+    /// Write the table blocks in `dirty` from the cache.
+    pub(crate) fn write_sums(&mut self, dirty: &[u64]) -> Result<(), Errno> {
+        for &i in dirty {
+            let buf = self.sums.encode_block(i);
+            self.write_blk(self.sums.lba(i), &buf)?;
+        }
+        Ok(())
+    }
+
+    /// Device blocks of file `ino`, in file order (`IsDir` for a
+    /// directory).
+    pub fn file_blocks(&self, ino: u64) -> Result<Vec<u64>, Errno> {
+        let n = self.file(ino)?;
+        let mut out = Vec::new();
+        for e in &n.extents {
+            out.extend(e.start..e.start.saturating_add(u64::from(e.len)));
+        }
+        Ok(out)
+    }
+
+    /// Read every allocated block of every file and return the ones whose
+    /// checksum does not match, in inode and block order. `Err` only for a
+    /// device read error.
+    pub fn check_data(&mut self) -> Result<Vec<BadBlock>, Errno> {
+        let mut bad = Vec::new();
+        let mut buf = [0u8; BLOCK_SIZE];
+        for ino in 1..=self.table.len() as u64 {
+            let Ok(blocks) = self.file_blocks(ino) else {
+                continue;
+            };
+            for (block, lba) in blocks.into_iter().enumerate() {
+                self.read_blk(lba, &mut buf)?;
+                if !self.sums.matches(lba, &buf) {
+                    bad.push(BadBlock {
+                        ino,
+                        block: block as u64,
+                        lba,
+                    });
+                }
+            }
+        }
+        Ok(bad)
+    }
+}
