@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::server::Config;
 use fabric::bulk::Bulk;

@@ -39,6 +39,13 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
+mod check;
+mod table;
+mod teardown;
+
+use table::Table;
+pub use table::{Unfit, Width, NARROW_RECORD, WIDE_RECORD};
+
 use fabric::proto::{PageKey, PageReply, PageReq};
 
 /// Per-node view of a page.
@@ -94,8 +101,12 @@ pub struct Entry {
     pub phase: Phase,
 }
 
-/// Bytes of directory state per cached page (key + entry), for `dir stats`.
-pub const BYTES_PER_ENTRY: usize = core::mem::size_of::<PageKey>() + core::mem::size_of::<Entry>();
+/// Bytes of directory state per cached page, for `dir stats`: the layout
+/// for clusters of up to 32 nodes with files cached whole (a 10-byte record
+/// plus the chunk index's share, an upper bound). [`PageDir::bytes_per_entry`]
+/// measures a live directory; tests check that 100k pages spread over
+/// files stay within this figure.
+pub const BYTES_PER_ENTRY: usize = table::DENSE_NARROW_BYTES;
 
 /// What the directory must do after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,23 +195,64 @@ impl FrameOwner for fabric::layout::Layout {
 }
 
 /// The page directory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PageDir {
-    entries: BTreeMap<PageKey, Entry>,
+    table: Table,
     /// Entries torn down by [`PageDir::evict_file`]; `true` once the
     /// sharers are gone, the frame unexported and the owner told.
     evicting: BTreeMap<PageKey, bool>,
     stats: PageStats,
 }
 
+impl Default for PageDir {
+    fn default() -> PageDir {
+        PageDir::new()
+    }
+}
+
 fn bit(node: u8) -> u64 {
     1u64 << (node - 1)
 }
 
+/// Send a DIR_INV to every node of `pending`.
+fn invalidate_all(stats: &mut PageStats, key: PageKey, pending: u64, out: &mut Vec<Action>) {
+    for n in 1..=64u8 {
+        if pending & bit(n) != 0 {
+            stats.dir_invs += 1;
+            out.push(Action::Invalidate { node: n, key });
+        }
+    }
+}
+
 impl PageDir {
-    /// An empty directory.
+    /// An empty directory for node ids 1..=64 (the wide layout).
     pub fn new() -> PageDir {
-        PageDir::default()
+        PageDir::for_nodes(fabric::layout::MAX_NODES)
+    }
+
+    /// An empty directory for a cluster of `max_nodes` nodes: the narrow
+    /// layout (10-byte records) up to 32 nodes, the wide one (14 bytes)
+    /// beyond. Requests from nodes above the layout's limit are refused.
+    pub fn for_nodes(max_nodes: u32) -> PageDir {
+        PageDir {
+            table: Table::new(Width::for_nodes(max_nodes)),
+            evicting: BTreeMap::new(),
+            stats: PageStats::default(),
+        }
+    }
+
+    /// The record layout in use.
+    pub fn width(&self) -> Width {
+        self.table.width()
+    }
+
+    /// Highest node id this directory serves.
+    pub fn max_nodes(&self) -> u8 {
+        self.table.width().max_nodes()
+    }
+
+    fn node_ok(&self, node: u8) -> bool {
+        node != 0 && node <= self.max_nodes()
     }
 
     /// Counters.
@@ -210,27 +262,49 @@ impl PageDir {
 
     /// Cached pages.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.table.len()
     }
 
     /// No cached pages.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.table.len() == 0
     }
 
-    /// The entry of a page, if cached.
-    pub fn entry(&self, key: &PageKey) -> Option<&Entry> {
-        self.entries.get(key)
+    /// Bytes of memory the directory's page state holds (the records
+    /// exactly, the maps by an upper bound of their nodes).
+    pub fn memory(&self) -> usize {
+        self.table.memory() + table::btree_bytes::<PageKey, bool>(self.evicting.len())
     }
 
-    /// Every entry (for checks and `dir stats`).
-    pub fn entries(&self) -> impl Iterator<Item = (&PageKey, &Entry)> {
-        self.entries.iter()
+    /// Measured bytes of directory state per cached page (0 when empty).
+    pub fn bytes_per_entry(&self) -> f64 {
+        if self.is_empty() {
+            return 0.0;
+        }
+        self.memory() as f64 / self.len() as f64
+    }
+
+    /// The entry of a page, if cached (decoded: a copy).
+    pub fn entry(&self, key: &PageKey) -> Option<Entry> {
+        self.table.get(key)
+    }
+
+    /// Every entry, in key order (for checks and `dir stats`).
+    pub fn entries(&self) -> impl Iterator<Item = (PageKey, Entry)> + '_ {
+        self.table.iter()
+    }
+
+    /// Write back a changed entry. Entries are only changed with frames
+    /// and nodes that fit the layout (checked when they enter), so this
+    /// cannot fail.
+    fn store(&mut self, key: PageKey, e: &Entry) {
+        let stored = self.table.put(key, e);
+        debug_assert_eq!(stored, Ok(()), "{key:?}: {e:?}");
     }
 
     /// The state of `key` on `node`.
     pub fn state_of(&self, key: &PageKey, node: u8) -> PageState {
-        let Some(e) = self.entries.get(key) else {
+        let Some(e) = self.table.get(key) else {
             return PageState::I;
         };
         if node == 0 || node > 64 {
@@ -260,7 +334,7 @@ impl PageDir {
         let mut out = Vec::new();
         let reply =
             |out: &mut Vec<Action>, reply: PageReply| out.push(Action::Reply { node, tag, reply });
-        if node == 0 || node > 64 {
+        if !self.node_ok(node) {
             self.stats.refused += 1;
             reply(&mut out, PageReply::Refused);
             return out;
@@ -278,19 +352,20 @@ impl PageDir {
                     reply(&mut out, PageReply::Refused);
                     return out;
                 }
-                match self.entries.get_mut(&key) {
+                match self.table.get(&key) {
                     None => {
-                        self.entries.insert(
-                            key,
-                            Entry {
-                                owner: node,
-                                gfn: frame,
-                                sharers: 0,
-                                dirty: false,
-                                phase: Phase::Exclusive { by_dir: read, tag },
-                            },
-                        );
-                        if read {
+                        let e = Entry {
+                            owner: node,
+                            gfn: frame,
+                            sharers: 0,
+                            dirty: false,
+                            phase: Phase::Exclusive { by_dir: read, tag },
+                        };
+                        if self.table.put(key, &e).is_err() {
+                            // A frame beyond 32 bits of frame number.
+                            self.stats.refused += 1;
+                            reply(&mut out, PageReply::Refused);
+                        } else if read {
                             // The reply follows in `filled`.
                             self.stats.fills += 1;
                             out.push(Action::Fill { key, gfn: frame });
@@ -298,7 +373,7 @@ impl PageDir {
                             reply(&mut out, PageReply::Exclusive { gfn: frame });
                         }
                     }
-                    Some(e) => match e.phase {
+                    Some(mut e) => match e.phase {
                         Phase::Owned if e.owner == node => {
                             reply(&mut out, PageReply::Owner { gfn: e.gfn })
                         }
@@ -309,7 +384,10 @@ impl PageDir {
                                     on: true,
                                 });
                             }
-                            e.sharers |= bit(node);
+                            if e.sharers & bit(node) == 0 {
+                                e.sharers |= bit(node);
+                                self.store(key, &e);
+                            }
                             self.stats.remote_maps += 1;
                             reply(
                                 &mut out,
@@ -328,13 +406,14 @@ impl PageDir {
             }
             PageReq::Unlock { key } => {
                 self.stats.unlocks += 1;
-                match self.entries.get_mut(&key) {
-                    Some(e)
+                match self.table.get(&key) {
+                    Some(mut e)
                         if e.owner == node
                             && matches!(e.phase, Phase::Exclusive { by_dir: false, .. }) =>
                     {
                         e.phase = Phase::Owned;
                         e.dirty = true;
+                        self.store(key, &e);
                         reply(&mut out, PageReply::Done { written: false });
                     }
                     _ => {
@@ -345,17 +424,13 @@ impl PageDir {
             }
             PageReq::Inv { key, dirty } => {
                 self.stats.invs += 1;
-                match self.entries.get_mut(&key) {
-                    Some(e) if e.owner == node && e.phase == Phase::Owned => {
+                match self.table.get(&key) {
+                    Some(mut e) if e.owner == node && e.phase == Phase::Owned => {
                         e.dirty |= dirty;
                         let pending = e.sharers;
                         e.phase = Phase::Invalidating { pending, tag };
-                        for n in 1..=64u8 {
-                            if pending & bit(n) != 0 {
-                                self.stats.dir_invs += 1;
-                                out.push(Action::Invalidate { node: n, key });
-                            }
-                        }
+                        self.store(key, &e);
+                        invalidate_all(&mut self.stats, key, pending, &mut out);
                         self.settle(key, &mut out);
                     }
                     _ => {
@@ -366,8 +441,8 @@ impl PageDir {
             }
             PageReq::Drop { key, dirty } => {
                 self.stats.drops += 1;
-                match self.entries.get_mut(&key) {
-                    Some(e) if e.owner != node && e.sharers & bit(node) != 0 => {
+                match self.table.get(&key) {
+                    Some(mut e) if e.owner != node && e.sharers & bit(node) != 0 => {
                         e.dirty |= dirty;
                         match e.phase {
                             // A drop racing an invalidation: the dirty bit
@@ -388,6 +463,7 @@ impl PageDir {
                                 }
                             }
                         }
+                        self.store(key, &e);
                         reply(&mut out, PageReply::Done { written: false });
                     }
                     _ => {
@@ -396,14 +472,17 @@ impl PageDir {
                     }
                 }
             }
-            PageReq::Writeback { key, dirty } => match self.entries.get_mut(&key) {
-                Some(e)
+            PageReq::Writeback { key, dirty } => match self.table.get(&key) {
+                Some(mut e)
                     if e.phase == Phase::Owned
                         && (e.owner == node || e.sharers & bit(node) != 0) =>
                 {
                     let written = e.dirty || dirty;
                     if written {
-                        e.dirty = false;
+                        if e.dirty {
+                            e.dirty = false;
+                            self.store(key, &e);
+                        }
                         self.stats.writebacks += 1;
                         out.push(Action::WriteBack { key, gfn: e.gfn });
                     }
@@ -422,7 +501,7 @@ impl PageDir {
     /// a disk error. Commits E -> O and answers the reader.
     pub fn filled(&mut self, key: PageKey, ok: bool) -> Vec<Action> {
         let mut out = Vec::new();
-        let Some(e) = self.entries.get_mut(&key) else {
+        let Some(mut e) = self.table.get(&key) else {
             return out; // the reader failed meanwhile
         };
         let Phase::Exclusive { by_dir: true, tag } = e.phase else {
@@ -431,9 +510,10 @@ impl PageDir {
         let node = e.owner;
         let reply = if ok {
             e.phase = Phase::Owned;
+            self.store(key, &e);
             PageReply::Owner { gfn: e.gfn }
         } else {
-            self.entries.remove(&key);
+            self.table.remove(&key);
             PageReply::IoError
         };
         out.push(Action::Reply { node, tag, reply });
@@ -443,16 +523,20 @@ impl PageDir {
     /// An INV_ACK from sharer `node` for `key`, with the dirty bit it saw.
     pub fn ack(&mut self, node: u8, key: PageKey, dirty: bool) -> Vec<Action> {
         let mut out = Vec::new();
-        if node == 0 || node > 64 {
+        if !self.node_ok(node) {
             return out;
         }
         self.stats.acks += 1;
-        if let Some(e) = self.entries.get_mut(&key) {
-            if let Phase::Invalidating { pending, .. } = &mut e.phase {
-                if *pending & bit(node) != 0 {
-                    *pending &= !bit(node);
+        if let Some(mut e) = self.table.get(&key) {
+            if let Phase::Invalidating { pending, tag } = e.phase {
+                if pending & bit(node) != 0 {
+                    e.phase = Phase::Invalidating {
+                        pending: pending & !bit(node),
+                        tag,
+                    };
                     e.sharers &= !bit(node);
                     e.dirty |= dirty;
+                    self.store(key, &e);
                     self.settle(key, &mut out);
                 }
             }
@@ -465,7 +549,7 @@ impl PageDir {
     /// then tells the owner to free it (the owner's ack completes it); any
     /// other invalidation completes.
     fn settle(&mut self, key: PageKey, out: &mut Vec<Action>) {
-        let Some(e) = self.entries.get_mut(&key) else {
+        let Some(mut e) = self.table.get(&key) else {
             return;
         };
         let Phase::Invalidating { pending: 0, tag } = e.phase else {
@@ -478,6 +562,7 @@ impl PageDir {
                     pending: bit(e.owner),
                     tag,
                 };
+                self.store(key, &e);
                 self.stats.dir_invs += 1;
                 out.push(Action::Export {
                     gfn: e.gfn,
@@ -494,7 +579,7 @@ impl PageDir {
     /// gone), unexport, answer the owner and forget the page (all nodes
     /// back to I).
     fn complete(&mut self, key: PageKey, out: &mut Vec<Action>) {
-        let Some(e) = self.entries.remove(&key) else {
+        let Some(e) = self.table.remove(&key) else {
             return;
         };
         let evicted = self.evicting.remove(&key);
@@ -521,156 +606,9 @@ impl PageDir {
             }
         }
     }
-
-    /// Node `node` failed (heartbeat timeout) or rejoined: drop it from
-    /// every sharer set (completing invalidations that waited for it) and
-    /// tear down every page it owned (its sharers are told to unmap; dirty
-    /// pages are written back from the frame first, best effort).
-    pub fn node_failed(&mut self, node: u8) -> Vec<Action> {
-        let mut out = Vec::new();
-        if node == 0 || node > 64 {
-            return out;
-        }
-        let keys: Vec<PageKey> = self.entries.keys().copied().collect();
-        for key in keys {
-            let Some(e) = self.entries.get_mut(&key) else {
-                continue;
-            };
-            if e.owner == node {
-                match e.phase {
-                    Phase::Exclusive { .. } => {
-                        self.entries.remove(&key);
-                    }
-                    Phase::Owned => {
-                        let pending = e.sharers;
-                        e.phase = Phase::Invalidating { pending, tag: 0 };
-                        for n in 1..=64u8 {
-                            if pending & bit(n) != 0 {
-                                self.stats.dir_invs += 1;
-                                out.push(Action::Invalidate { node: n, key });
-                            }
-                        }
-                        self.settle(key, &mut out);
-                    }
-                    Phase::Invalidating { pending, .. } => {
-                        // The owner's own ack (file eviction) will not come,
-                        // nor will anybody wait for the answer.
-                        let pending = pending & !bit(node);
-                        e.sharers &= !bit(node);
-                        e.phase = Phase::Invalidating { pending, tag: 0 };
-                        self.settle(key, &mut out);
-                    }
-                }
-            } else if e.sharers & bit(node) != 0 {
-                e.sharers &= !bit(node);
-                // The sharer may have written the frame (strong mode) and
-                // its dirty bit died with it: write the page back to be safe.
-                e.dirty = true;
-                match &mut e.phase {
-                    Phase::Invalidating { pending, .. } => {
-                        *pending &= !bit(node);
-                        self.settle(key, &mut out);
-                    }
-                    _ => {
-                        if e.sharers == 0 {
-                            out.push(Action::Export {
-                                gfn: e.gfn,
-                                on: false,
-                            });
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// The file shrank or went away: tear down every cached page of `ino`
-    /// from page `from_idx` on (no write-back: the data is gone). The
-    /// sharers are told to drop the page first; once they all acked, the
-    /// frame is unexported and the owner told to free it (never earlier: a
-    /// sharer could still be using the frame); the entry leaves with the
-    /// owner's ack. Pages in E or already in TBI are left alone (their
-    /// installer will find the file's size when it commits; an owner's
-    /// invalidation completes with its write-back as usual).
-    pub fn evict_file(&mut self, ino: u64, from_idx: u64) -> Vec<Action> {
-        let mut out = Vec::new();
-        let lo = PageKey { ino, idx: from_idx };
-        let hi = PageKey { ino, idx: u64::MAX };
-        let keys: Vec<PageKey> = self.entries.range(lo..=hi).map(|(k, _)| *k).collect();
-        for key in keys {
-            let Some(e) = self.entries.get_mut(&key) else {
-                continue;
-            };
-            if e.phase != Phase::Owned {
-                continue;
-            }
-            e.dirty = false;
-            let pending = e.sharers;
-            // The owner's bit marks "still to be told" (see `settle`).
-            e.sharers |= bit(e.owner);
-            e.phase = Phase::Invalidating { pending, tag: 0 };
-            self.evicting.insert(key, false);
-            for n in 1..=64u8 {
-                if pending & bit(n) != 0 {
-                    self.stats.dir_invs += 1;
-                    out.push(Action::Invalidate { node: n, key });
-                }
-            }
-            self.settle(key, &mut out);
-        }
-        out
-    }
-
-    /// Does any entry still use a frame of `node`'s pool (as owner)? A
-    /// rejoining node must not reuse its frames before this is false.
-    pub fn holds_frames_of(&self, node: u8) -> bool {
-        self.entries.values().any(|e| e.owner == node)
-    }
-
-    /// Check the entry-level invariants; `Err` names the first violation.
-    pub fn check(&self) -> Result<(), alloc::string::String> {
-        use alloc::format;
-        // Frame -> page, for frames still in use: an evicted page's owner
-        // may reuse its frame once told (it is then the only one left).
-        let mut frames: BTreeMap<u64, PageKey> = BTreeMap::new();
-        for (k, e) in &self.entries {
-            if e.owner == 0 || e.owner > 64 {
-                return Err(format!("{k:?}: owner {} out of range", e.owner));
-            }
-            let evicting = self.evicting.get(k).copied();
-            if evicting.is_some() && !matches!(e.phase, Phase::Invalidating { tag: 0, .. }) {
-                return Err(format!("{k:?}: evicted but {:?}", e.phase));
-            }
-            if e.sharers & bit(e.owner) != 0 && evicting.is_none() {
-                return Err(format!("{k:?}: owner {} is also a sharer", e.owner));
-            }
-            match e.phase {
-                Phase::Exclusive { .. } if e.sharers != 0 => {
-                    return Err(format!("{k:?}: sharers while in E"));
-                }
-                Phase::Invalidating { pending, .. } if pending & !e.sharers != 0 => {
-                    return Err(format!("{k:?}: waiting for acks of non-sharers"));
-                }
-                Phase::Invalidating { pending, .. }
-                    if evicting == Some(true) && pending != bit(e.owner) =>
-                {
-                    return Err(format!("{k:?}: owner told before the sharers acked"));
-                }
-                _ => {}
-            }
-            if evicting != Some(true) {
-                if let Some(other) = frames.insert(e.gfn, *k) {
-                    return Err(format!("{k:?}: frame {} also holds {other:?}", e.gfn));
-                }
-            }
-        }
-        if let Some(k) = self.evicting.keys().find(|k| !self.entries.contains_key(k)) {
-            return Err(format!("{k:?}: evicted but not cached"));
-        }
-        Ok(())
-    }
 }
 
+#[cfg(test)]
+mod memory_tests;
 #[cfg(test)]
 mod tests;

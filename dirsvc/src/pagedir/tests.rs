@@ -4,6 +4,11 @@ use fabric::layout::Layout;
 
 const K: PageKey = PageKey { ino: 7, idx: 3 };
 
+/// Store a hand-made entry as is.
+fn put(d: &mut PageDir, key: PageKey, e: Entry) {
+    d.table.put(key, &e).unwrap();
+}
+
 fn reply(node: u8, tag: u32, reply: PageReply) -> Action {
     Action::Reply { node, tag, reply }
 }
@@ -29,7 +34,7 @@ impl T {
     fn new() -> T {
         T {
             l: Layout::compute(8 << 20, 4).unwrap(),
-            d: PageDir::new(),
+            d: PageDir::for_nodes(4),
         }
     }
 
@@ -81,7 +86,7 @@ impl T {
     }
 
     fn entry(&self) -> Option<Entry> {
-        self.d.entry(&K).copied()
+        self.d.entry(&K)
     }
 
     fn ack(&mut self, node: u8, dirty: bool) -> Vec<Action> {
@@ -92,14 +97,14 @@ impl T {
 
     /// `req` from `node` is refused and changes nothing.
     fn refused(&mut self, node: u8, req: PageReq) {
-        let before: Vec<(PageKey, Entry)> = self.d.entries().map(|(k, e)| (*k, *e)).collect();
+        let before: Vec<(PageKey, Entry)> = self.d.entries().collect();
         let n = self.d.stats().refused;
         assert_eq!(
             self.req(node, 9, req),
             vec![reply(node, 9, PageReply::Refused)],
             "{req:?} from {node}"
         );
-        let after: Vec<(PageKey, Entry)> = self.d.entries().map(|(k, e)| (*k, *e)).collect();
+        let after: Vec<(PageKey, Entry)> = self.d.entries().collect();
         assert_eq!(before, after, "{req:?} from {node} changed the directory");
         assert_eq!(self.d.stats().refused, n + 1);
     }
@@ -291,7 +296,8 @@ fn bad_node_ids_are_refused() {
     let mut t = T::new();
     t.own(1);
     t.share(2);
-    for node in [0u8, 65, 255] {
+    // 33..: beyond the narrow layout of a 4-node cluster.
+    for node in [0u8, 33, 64, 65, 255] {
         for req in t.all_reqs(node) {
             t.refused(node, req);
         }
@@ -1032,12 +1038,12 @@ fn check_flags_hand_made_bad_entries() {
     };
     let bad = |e: Entry, want: &str| {
         let mut d = PageDir::new();
-        d.entries.insert(K, e);
+        put(&mut d, K, e);
         let err = d.check().unwrap_err();
         assert!(err.contains(want), "{err}");
     };
     let mut d = PageDir::new();
-    d.entries.insert(K, good);
+    put(&mut d, K, good);
     d.check().unwrap();
     bad(Entry { owner: 0, ..good }, "out of range");
     bad(Entry { owner: 65, ..good }, "out of range");
@@ -1082,8 +1088,9 @@ fn check_flags_hand_made_bad_entries() {
     );
     // Two pages in one frame.
     let mut d = PageDir::new();
-    d.entries.insert(K, good);
-    d.entries.insert(
+    put(&mut d, K, good);
+    put(
+        &mut d,
         PageKey { ino: 7, idx: 9 },
         Entry {
             owner: 2,
@@ -1094,14 +1101,15 @@ fn check_flags_hand_made_bad_entries() {
     assert!(d.check().unwrap_err().contains("frame 100"));
     // Eviction bookkeeping out of step with the entry.
     let mut d = PageDir::new();
-    d.entries.insert(K, good);
+    put(&mut d, K, good);
     d.evicting.insert(K, false);
     assert!(d.check().unwrap_err().contains("evicted but"));
     let mut d = PageDir::new();
     d.evicting.insert(K, false);
     assert!(d.check().unwrap_err().contains("not cached"));
     let mut d = PageDir::new();
-    d.entries.insert(
+    put(
+        &mut d,
         K,
         Entry {
             sharers: 0b11,
