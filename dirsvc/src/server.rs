@@ -184,7 +184,7 @@ impl<D: BlockDevice> Directory<D> {
             requests: 0,
             ops: [0; 32],
             last_bad: None,
-            pages: PageDir::new(),
+            pages: PageDir::for_nodes(layout.max_nodes),
             page_ops: BTreeMap::new(),
             batches: [0; 65],
         }

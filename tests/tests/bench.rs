@@ -67,11 +67,12 @@ fn quick_bench_produces_every_figure() {
         serde_json::json!(["strong", "relaxed", "private", "net"]),
         "default modes"
     );
-    // host ping-pong + per mode: 36 fio, 4 bench read, 3 bench inv, ring,
-    // rpc, 7 bench dir batch sizes, 3 larger-than-pool passes.
+    // host ping-pong, host page directory (5 operations + 7 batch sizes),
+    // per mode: 36 fio, 4 bench read, 3 bench inv, ring, rpc, 7 bench dir
+    // batch sizes, 3 larger-than-pool passes.
     assert_eq!(
         figures.len(),
-        1 + 4 * (36 + 4 + 3 + 2 + 7 + 3),
+        1 + 12 + 4 * (36 + 4 + 3 + 2 + 7 + 3),
         "figure count"
     );
     for f in figures {
@@ -116,6 +117,7 @@ fn quick_bench_produces_every_figure() {
         "## fio: latency, bandwidth, IOPS",
         "## Reclaim cost",
         "## Directory microbenchmarks",
+        "## Page directory: host vs in-guest",
     ] {
         assert!(report.contains(section), "report.md lacks {section}");
     }

@@ -293,7 +293,7 @@ impl Sim {
             p,
             rng,
             layout,
-            dir: PageDir::new(),
+            dir: PageDir::for_nodes(layout.max_nodes),
             disk: BTreeMap::new(),
             mem: BTreeMap::new(),
             export: BTreeSet::new(),
@@ -721,9 +721,9 @@ impl Sim {
         if self.sc.lossy && self.rng.chance(self.p.loss_pm) {
             // A duplicate right behind it: must change nothing.
             self.seen.dup_acks += 1;
-            let before: Vec<_> = self.dir.entries().map(|(k, e)| (*k, *e)).collect();
+            let before: Vec<_> = self.dir.entries().collect();
             let again = self.dir.ack(n, key, dirty);
-            let after: Vec<_> = self.dir.entries().map(|(k, e)| (*k, *e)).collect();
+            let after: Vec<_> = self.dir.entries().collect();
             if !again.is_empty() || before != after {
                 return Err(format!(
                     "duplicate ack of {key:?} from {n} acted: {again:?}"
@@ -741,6 +741,7 @@ impl Sim {
         // with the node (unsynced writes in its own frames).
         let mut lost = Vec::new();
         for (k, e) in self.dir.entries() {
+            let (k, e) = (&k, &e);
             if e.owner != n || matches!(e.phase, Phase::Exclusive { .. }) {
                 continue;
             }
@@ -953,6 +954,7 @@ impl Sim {
         self.dir.check()?;
         // Directory side.
         for (k, e) in self.dir.entries() {
+            let (k, e) = (&k, &e);
             if e.owner == 0 || e.owner > self.p.nodes {
                 return Err(format!("{k:?}: owner {} is no node", e.owner));
             }

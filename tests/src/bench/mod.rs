@@ -5,7 +5,8 @@
 //! * [`model`]: what is measured: workloads, figures, their status.
 //! * [`parse`]: reading the nodes' outputs (`RESULT {json}`, `bench ...`).
 //! * [`runner`]: boots one cluster at a time and drives the scenarios.
-//! * [`report`]: results.json, report.md, ratios vs private, DPC ratios.
+//! * [`report`]: results.json, ratios vs private, DPC ratios.
+//! * [`reportmd`]: report.md, one function per section.
 //! * [`plot`]: grouped bar charts (scenario x mode) in PNG.
 //!
 //! Nothing in a report is hard-coded except the DPC reference ratios
@@ -18,6 +19,7 @@ pub mod opts;
 pub mod parse;
 pub mod plot;
 pub mod report;
+pub mod reportmd;
 pub mod runner;
 
 /// Formats a duration in seconds as `1m23s` / `45.6s`.

@@ -8,10 +8,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::model::{
-    fmt_ratio, fmt_value, scenario_desc, Figure, Kind, Status, ENGINES, GROUP_BIG, GROUP_DIR,
-    GROUP_FIO, GROUP_HOST, GROUP_INV, SCENARIOS, WORKLOADS,
+    fmt_ratio, fmt_value, Figure, Status, GROUP_DIR, GROUP_FIO, GROUP_HOST, GROUP_INV,
 };
-use super::opts::{size_human, BASELINES};
+use super::opts::BASELINES;
 use super::parse;
 use super::runner::{Runner, RPC_SCENARIO};
 use crate::run_with_timeout;
@@ -67,7 +66,7 @@ pub fn machine() -> Value {
 }
 
 /// The figure with an id.
-fn find<'a>(figs: &'a [Figure], id: &str) -> Option<&'a Figure> {
+pub(super) fn find<'a>(figs: &'a [Figure], id: &str) -> Option<&'a Figure> {
     figs.iter().find(|f| f.id == id)
 }
 
@@ -185,7 +184,7 @@ fn na_text(f: &Figure) -> String {
     }
 }
 
-fn value_of(figs: &[Figure], id: &str) -> (Option<f64>, String) {
+pub(super) fn value_of(figs: &[Figure], id: &str) -> (Option<f64>, String) {
     match find(figs, id) {
         Some(f) => (
             f.value(),
@@ -433,7 +432,7 @@ pub fn headlines(figs: &[Figure], modes: &[String]) -> Vec<Headline> {
 /// The index into [`DPC_REFS`] of the ratio DPC published for a headline
 /// comparison: only a single-copy mode's row that has a DPC counterpart
 /// (DPC gives no ratio between two baselines, nor within a mode).
-fn headline_dpc(h: &Headline) -> Option<usize> {
+pub(super) fn headline_dpc(h: &Headline) -> Option<usize> {
     if BASELINES.contains(&h.mode.as_str()) {
         return None;
     }
@@ -539,7 +538,7 @@ pub fn results_json(r: &Runner, machine: &Value, plots: &[String], problems: &[S
     })
 }
 
-fn first_accel(r: &Runner) -> String {
+pub(super) fn first_accel(r: &Runner) -> String {
     r.figures
         .iter()
         .map(|f| f.context.accel.as_str())
@@ -548,7 +547,7 @@ fn first_accel(r: &Runner) -> String {
         .to_string()
 }
 
-fn cell(f: Option<&Figure>) -> String {
+pub(super) fn cell(f: Option<&Figure>) -> String {
     match f {
         None => "n/a (not measured)".into(),
         Some(f) => match &f.status {
@@ -558,7 +557,7 @@ fn cell(f: Option<&Figure>) -> String {
     }
 }
 
-fn note_cell(f: Option<&Figure>) -> String {
+pub(super) fn note_cell(f: Option<&Figure>) -> String {
     match f.and_then(|f| f.status.note()) {
         None => String::new(),
         Some(n) => md_escape(&short(&node_answer(&n), 140)),
@@ -566,13 +565,13 @@ fn note_cell(f: Option<&Figure>) -> String {
 }
 
 /// The node's answer in an error (`n2: CMD: error: MSG` -> `error: MSG`).
-fn node_answer(note: &str) -> String {
+pub(super) fn node_answer(note: &str) -> String {
     note.rsplit_once(": error: ")
         .map(|(_, m)| format!("error: {m}"))
         .unwrap_or_else(|| note.to_string())
 }
 
-fn short(s: &str, n: usize) -> String {
+pub(super) fn short(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -581,11 +580,11 @@ fn short(s: &str, n: usize) -> String {
     }
 }
 
-fn md_escape(s: &str) -> String {
+pub(super) fn md_escape(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-fn range_cell(f: Option<&Figure>) -> String {
+pub(super) fn range_cell(f: Option<&Figure>) -> String {
     let vals: Vec<f64> = f
         .and_then(|f| f.params.get("values"))
         .and_then(Value::as_array)
@@ -613,476 +612,16 @@ fn ratio_cell(figs: &[Figure], f: Option<&Figure>, base: &str) -> String {
 }
 
 /// ` ratio vs private | ratio vs net |` for the baselines of the run.
-fn ratio_heads(bases: &[&str]) -> String {
+pub(super) fn ratio_heads(bases: &[&str]) -> String {
     bases.iter().map(|b| format!(" ratio vs {b} |")).collect()
 }
 
 /// The ratio cells of a figure, one per baseline (` 2.1x | 0.9x |`).
-fn ratio_cells(figs: &[Figure], f: Option<&Figure>, bases: &[&str]) -> String {
+pub(super) fn ratio_cells(figs: &[Figure], f: Option<&Figure>, bases: &[&str]) -> String {
     bases
         .iter()
         .map(|b| format!(" {} |", ratio_cell(figs, f, b)))
         .collect()
-}
-
-/// report.md.
-pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[String]) -> String {
-    let figs = &r.figures;
-    let p = &r.params;
-    let mut s = String::new();
-    let kind = if r.opts.quick {
-        "--quick (scaled down)"
-    } else {
-        "full"
-    };
-    let _ = writeln!(s, "# onecopy benchmark report\n");
-    let _ = writeln!(
-        s,
-        "Run: {kind}, {} ({}), modes {}, storage profile `{}`, CXL latency {} ns. \
-         Every number below was measured in this run, except the DPC column of the \
-         headline table (DPC's published ratios, labelled as such). A measurement that \
-         failed or does not exist in a mode is shown as n/a with its error.\n",
-        super::iso(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
-        ),
-        super::fmt_secs(r.elapsed()),
-        r.opts.modes.join(", "),
-        r.opts.storage,
-        r.opts.cxl_latency_ns
-    );
-    if problems.is_empty() {
-        let _ = writeln!(s, "Complete: every expected figure is a number (n/a only where a mode has no such operation: private and net have no mmap and no page directory; relaxed cannot store into a peer's frame through a mapping).\n");
-    } else {
-        let _ = writeln!(
-            s,
-            "**Incomplete: {} expected figure(s) missing or failed** (listed at the end).\n",
-            problems.len()
-        );
-    }
-
-    // Machine.
-    let m = |k: &str| machine[k].as_str().unwrap_or("").to_string();
-    let _ = writeln!(s, "## Machine\n");
-    let _ = writeln!(s, "| what | value |\n| --- | --- |");
-    let _ = writeln!(s, "| `nproc` | {} |", m("nproc"));
-    let _ = writeln!(s, "| CPU | {} |", md_escape(&m("cpu")));
-    let _ = writeln!(s, "| `uname -a` | {} |", md_escape(&m("uname")));
-    let _ = writeln!(s, "| QEMU | {} |", md_escape(&m("qemu")));
-    let _ = writeln!(s, "| accelerator | {} |", md_escape(&first_accel(r)));
-    let _ = writeln!(s, "| storage profile | {} |", r.opts.storage);
-    let _ = writeln!(s, "| CXL latency | {} ns |", r.opts.cxl_latency_ns);
-    let _ = writeln!(
-        s,
-        "| instances | one cluster at a time: 1 directory + 2 nodes (fio, larger-than-pool read), 1 directory + 3 nodes (invalidation, directory microbenchmarks); one vCPU each, the directory pinned to CPU 0, the nodes to the other CPUs; busy during a measurement: the node running it and the directory |"
-    );
-    let _ = writeln!(s, "\n`free -g`:\n\n```\n{}\n```\n", m("free_g"));
-    let _ = writeln!(s, "Clusters booted:\n");
-    let _ = writeln!(
-        s,
-        "| cluster | nodes | shared region | pool per node | accel | time | failed figures |\n| --- | --- | --- | --- | --- | --- | --- |"
-    );
-    for c in &r.clusters {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} MiB | {:.1} MiB | {} | {:.1} s | {} |",
-            c["name"].as_str().unwrap_or(""),
-            c["nodes"],
-            c["shm_mb"],
-            c["pool_mib_per_node"].as_f64().unwrap_or(f64::NAN),
-            md_escape(c["accel"].as_str().unwrap_or("")),
-            c["seconds"].as_f64().unwrap_or(0.0),
-            c["failed_figures"].as_array().map(Vec::len).unwrap_or(0)
-        );
-    }
-
-    // Parameters.
-    let _ = writeln!(s, "\n## Parameters (actual, {kind})\n");
-    let _ = writeln!(
-        s,
-        "| workload | fio options | files | DPC |\n| --- | --- | --- | --- |"
-    );
-    for w in WORKLOADS {
-        let _ = writeln!(
-            s,
-            "| {} | `--rw={} --bs={} --iodepth={} --numjobs={}` | {} x {} | bs={}, qd={}, jobs={} ({} / {}) |",
-            w.key,
-            w.rw,
-            super::opts::size_arg(w.bs),
-            w.iodepth(p),
-            w.jobs(p),
-            w.jobs(p),
-            size_human(w.size(p)),
-            super::opts::size_arg(w.bs),
-            if w.kind == Kind::Latency { 1 } else { 32 },
-            if w.kind == Kind::Latency { 1 } else { 8 },
-            w.dpc_figure("libaio"),
-            w.dpc_figure("mmap")
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\nEach workload's whole procedure (below) ran {} time(s) per mode and engine; a figure is \
-         the median of its runs (every run's value is in results.json, `params.values`; the \
-         tables show the range).",
-        p.repeats
-    );
-    let _ = writeln!(
-        s,
-        "\nEvery fio run is size-based (one pass over each file, every block once; no \
-         `--time_based`, so CM-R really is a first touch) with `--invalidate=0`; the caches \
-         are emptied with `cache drop`. The `libaio` engine submits each job's `--iodepth` \
-         I/Os as one batch (`effective_iodepth` in the RESULT json says how many were in \
-         flight); the jobs of one run interleave round-robin on one vCPU. Mean latency is \
-         DPC's latency metric (for a batch, its completion time); bandwidth is MiB/s over \
-         all jobs.\n"
-    );
-    let _ = writeln!(s, "Scenarios:\n");
-    for sc in SCENARIOS {
-        let _ = writeln!(s, "- **{sc}**: {}.", scenario_desc(sc));
-    }
-    let _ = writeln!(
-        s,
-        "\nPer workload: node 1 lays the files out and reads them (`--rw=read --bs=128k`), `sync`, \
-         `cache drop` on both nodes; CM = node 2 runs the workload; then `sync`, `cache drop` on both, \
-         node 1 reads the files again; CM-R = node 2 runs it; CH-R = node 2 runs it again. The files are \
-         removed afterwards."
-    );
-
-    // Headlines.
-    let heads = headlines(figs, &r.opts.modes);
-    let bases = ratio_bases(&r.opts.modes);
-    let _ = writeln!(s, "\n## Headline ratios next to DPC's published ones\n");
-    let _ = writeln!(
-        s,
-        "Ratios are oriented so that > 1 means this mode is better (faster, more), except the \
-         invalidation rows (a cost factor, as DPC's 99.7 us / 11 us). Two baselines, both with \
-         independent per-node caches (no single copy, no mmap, no page directory; their \
-         invalidation drops a page of the node's own copy, as Linux does): `private` fills \
-         them from the directory's file server through the shared-memory rings (virtiofs-like: \
-         virtqueues), `net` from the same file server over TCP/IP (smoltcp on virtio-net, \
-         NFS-like). DPC publishes its ratios against Virtiofs (its Fig. 6-9 also show NFS). \
-         Modes in this run: {}; a column is shown for every (mode, baseline) pair measured; \
-         within-mode rows repeat in each of the mode's columns.\n",
-        r.opts.modes.join(", ")
-    );
-    if heads.is_empty() {
-        let _ = writeln!(
-            s,
-            "(No comparison: the run has no single-copy mode or no baseline.)\n"
-        );
-    } else {
-        let _ = writeln!(s, "{}", headline_table(&heads));
-    }
-    let _ = writeln!(s, "Every comparison with its two numbers:\n");
-    let _ = writeln!(
-        s,
-        "| mode | baseline | comparison | ours | measured (this vs baseline) | DPC published |\n| --- | --- | --- | --- | --- | --- |"
-    );
-    for h in &heads {
-        let dpc = match headline_dpc(h) {
-            Some(i) => format!("{} [{}]", fmt_ratio(DPC_REFS[i].2), i + 1),
-            None => "-".into(),
-        };
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | **{}** | {} | {dpc} |",
-            h.mode,
-            if h.baseline.is_empty() {
-                "(within the mode)"
-            } else {
-                h.baseline.as_str()
-            },
-            md_escape(&h.what),
-            h.ratio.map(fmt_ratio).unwrap_or_else(|| "n/a".into()),
-            md_escape(&short(&h.detail, 160)),
-        );
-    }
-    let _ = writeln!(s, "\nDPC's published figures (not measured here):\n");
-    for (i, (_, d, _)) in DPC_REFS.iter().enumerate() {
-        let _ = writeln!(s, "{}. {d}", i + 1);
-    }
-    let _ = writeln!(
-        s,
-        "\nReading them: a baseline's CH-R is a hit on its own local copy (a second copy of the \
-         page in the cluster), while strong/relaxed CH-R copies from the owner's frame, so \"CH-R \
-         vs baseline CH-R\" is the price of keeping one copy; \"vs baseline CM-R\" compares with \
-         the baseline fetching the page from the file server (private through the rings, net \
-         over TCP/IP), which is what the single copy saves. \"net vs private\" is what the \
-         network transport costs against the rings with the same caches. DPC's Virtiofs runs on \
-         Linux with a real SSD array; here the \"disk\" is QEMU's host-page-cached image \
-         (storage profile `{}`), the TCP link a unix socket between two QEMUs, and everything \
-         runs under {}.",
-        r.opts.storage,
-        first_accel(r)
-    );
-
-    // fio tables.
-    let _ = writeln!(s, "\n## fio: latency, bandwidth, IOPS (DPC Fig. 6-9)\n");
-    let _ = writeln!(
-        s,
-        "\"ratio vs {0}\" = the same metric in {0} mode, measured in this run \
-         (latency: {0} / this; bandwidth, IOPS: this / {0}; > 1 = better); one column per \
-         baseline of the run ({1}).\n",
-        bases[0],
-        bases.join(", ")
-    );
-    for w in WORKLOADS {
-        for e in ENGINES {
-            let _ = writeln!(
-                s,
-                "### {} ({e}) - {}: {} `--rw={} --bs={}`, {} job(s) x {}, iodepth {}\n",
-                w.title,
-                w.dpc_figure(e),
-                w.kind.metric(),
-                w.rw,
-                super::opts::size_arg(w.bs),
-                w.jobs(p),
-                size_human(w.size(p)),
-                w.iodepth(p)
-            );
-            let png = super::plot::fio_png_name(w.key, e);
-            if plots.iter().any(|x| x == &png) {
-                let _ = writeln!(
-                    s,
-                    "![{} {e}]({png})\n\n(groups: CM, CM-R, CH-R; bars: {} in that order)\n",
-                    w.title,
-                    r.opts.modes.join(", ")
-                );
-            }
-            let lat = w.kind == Kind::Latency;
-            let _ = writeln!(
-                s,
-                "| scenario | mode | {} ({}) |{} runs: min - max |{} busy instances | note |",
-                w.kind.metric(),
-                w.kind.unit(),
-                if lat { " p50 / p99 (us) |" } else { "" },
-                ratio_heads(&bases)
-            );
-            let _ = writeln!(
-                s,
-                "| --- | --- | --- |{} --- |{} --- | --- |",
-                if lat { " --- |" } else { "" },
-                " --- |".repeat(bases.len())
-            );
-            for sc in SCENARIOS {
-                for mode in &r.opts.modes {
-                    let id = super::model::figure_id(GROUP_FIO, mode, w.key, Some(e), sc);
-                    let f = find(figs, &id);
-                    let pct = if lat {
-                        let dir = if w.read { "read" } else { "write" };
-                        let q = |k: &str| {
-                            f.filter(|f| f.value().is_some())
-                                .and_then(|f| f.raw.pointer(&format!("/{dir}/lat_ns/{k}")))
-                                .and_then(Value::as_f64)
-                                .map(|ns| fmt_value(ns / 1000.0))
-                                .unwrap_or_else(|| "n/a".into())
-                        };
-                        format!(" {} / {} |", q("p50"), q("p99"))
-                    } else {
-                        String::new()
-                    };
-                    let _ = writeln!(
-                        s,
-                        "| {sc} | {mode} | {} |{pct} {} |{} {} | {} |",
-                        cell(f),
-                        range_cell(f),
-                        ratio_cells(figs, f, &bases),
-                        f.and_then(|f| f.busy_instances)
-                            .map(|b| b.to_string())
-                            .unwrap_or_else(|| "n/a".into()),
-                        note_cell(f)
-                    );
-                }
-            }
-            let _ = writeln!(s);
-        }
-    }
-
-    // Reclaim.
-    let _ = writeln!(s, "## Reclaim cost (DPC 6.2.5)\n");
-    let inv_size = size_human(p.inv_size);
-    let _ = writeln!(
-        s,
-        "`bench inv` on node 1 of a 1 directory + 3 nodes cluster: a synchronous invalidation of \
-         every page of a {inv_size} file node 1 owns, one page at a time, while 2, 1 or 0 other \
-         nodes map it (they idle at their prompt; an idle kernel wakes on its 1 kHz tick). \
-         Median per page. In private and net mode (independent caches) the same command drops \
-         each page of node 1's own cached copy, with no protocol: the baseline's invalidation \
-         (DPC's 11 us Virtiofs figure), the same whatever the other nodes cache; \"ratio vs \
-         private / net\" is then the single copy's invalidation against the baseline's.\n"
-    );
-    if plots.iter().any(|x| x == "reclaim-inv.png") {
-        let _ = writeln!(
-            s,
-            "![invalidation](reclaim-inv.png)\n\n(groups: 2, 1, 0 sharers; bars: modes)\n"
-        );
-    }
-    table(
-        &mut s,
-        r,
-        GROUP_INV,
-        "bench inv",
-        None,
-        &["2 sharers", "1 sharer", "0 sharers"],
-    );
-    let _ = writeln!(
-        s,
-        "\nSequential read (`--bs=128k`, 1 job, libaio) by node 2 of a {} file, larger than a \
-         node's pool (shared region {} MiB, pool {:.1} MiB per node with 2 nodes), so reading it \
-         reclaims pages all along.\n",
-        size_human(p.big_file),
-        p.big_shm_mb,
-        super::runner::pool_mib(p.big_shm_mb, 2)
-    );
-    if plots.iter().any(|x| x == "reclaim-bigfile.png") {
-        let _ = writeln!(s, "![larger than pool](reclaim-bigfile.png)\n");
-    }
-    table(
-        &mut s,
-        r,
-        GROUP_BIG,
-        "seq read > pool",
-        Some("libaio"),
-        &[
-            "pass 1: cached nowhere",
-            "pass 2: same node again",
-            "after node 1 read it",
-        ],
-    );
-
-    // Directory.
-    let _ = writeln!(s, "\n## Directory microbenchmarks\n");
-    let (host, host_s) = value_of(
-        figs,
-        &super::model::figure_id(GROUP_HOST, "host", "ping-pong", None, "median"),
-    );
-    let _ = writeln!(
-        s,
-        "Host ping-pong (two host threads bouncing a cache line, `onecopy-pingpong {}` x{}, median of medians): **{host_s}**.\n",
-        p.pingpong_rounds, p.pingpong_repeats
-    );
-    if plots.iter().any(|x| x == super::plot::ROUND_TRIPS_PNG) {
-        let _ = writeln!(
-            s,
-            "![round trips]({})\n\n(groups: bench ring, bench rpc, bench read CM-R, in us; bars: {} in that order)\n",
-            super::plot::ROUND_TRIPS_PNG,
-            r.opts.modes.join(", ")
-        );
-    }
-    let _ = writeln!(
-        s,
-        "| benchmark | scenario | mode | value | unit |{} vs host ping-pong | note |\n| --- | --- | --- | --- | --- |{} --- | --- |",
-        ratio_heads(&bases),
-        " --- |".repeat(bases.len())
-    );
-    let mut rows: Vec<(&str, String)> = vec![
-        ("bench ring", "empty round trip".to_string()),
-        ("bench rpc", RPC_SCENARIO.to_string()),
-        ("bench read", "CM-R".to_string()),
-        ("bench read", "CH-R".to_string()),
-        ("bench read", "local hit".to_string()),
-        ("bench read", "CM".to_string()),
-    ];
-    rows.extend(
-        super::model::DIR_BATCHES
-            .iter()
-            .map(|&b| ("bench dir", super::model::dir_batch_scenario(b))),
-    );
-    for (b, sc) in rows {
-        let sc = sc.as_str();
-        for mode in &r.opts.modes {
-            let f = find(figs, &super::model::figure_id(GROUP_DIR, mode, b, None, sc));
-            let vs_host = match (f.and_then(Figure::value), host, b) {
-                (Some(v), Some(h), "bench ring" | "bench rpc") if h > 0.0 => fmt_ratio(v / h),
-                _ => String::new(),
-            };
-            // bench rpc: which transport it went over.
-            let sc_text = match f
-                .and_then(|f| f.params.get("transport"))
-                .and_then(Value::as_str)
-            {
-                Some(t) if b == "bench rpc" && !t.is_empty() => format!("{sc} over {t}"),
-                _ => sc.to_string(),
-            };
-            let _ = writeln!(
-                s,
-                "| {b} | {sc_text} | {mode} | {} | {} |{} {vs_host} | {} |",
-                cell(f),
-                f.map(|f| f.unit.as_str()).unwrap_or(""),
-                ratio_cells(figs, f, &bases),
-                note_cell(f)
-            );
-        }
-    }
-    let _ = writeln!(
-        s,
-        "\n`bench ring`: {} empty requests through the control rings, x{} (median of the medians). \
-         `bench rpc`: {} empty requests to the file server over the mode's file transport, x{} \
-         (median of the medians): the shared-memory rings in strong, relaxed and private, TCP/IP \
-         (smoltcp on virtio-net, a unix-socket link between the two QEMUs) in net. \
-         `bench read` CM-R is the one-page lookup (one directory round trip, then a mapping; in \
-         private and net a fetch of the page from the file server); \
-         `bench dir` maps and drops every page of a file another node owns, {} rounds, with the \
-         page requests published in batches of 1 to 64 (the data path uses 32). \
-         `bench ring` runs the same code in every mode, so its \"ratio vs private\" shows the \
-         run-to-run noise of this machine.",
-        p.ring_rounds, p.ring_repeats, p.rpc_rounds, p.rpc_repeats, p.dir_rounds
-    );
-    let _ = writeln!(s, "\n{}", rpc_sentence(figs, &r.opts.modes));
-
-    // Timing, notes, problems.
-    let _ = writeln!(s, "\n## Time\n\n| phase | seconds |\n| --- | --- |");
-    for (n, t) in &r.phases {
-        let _ = writeln!(s, "| {n} | {t:.1} |");
-    }
-    let _ = writeln!(s, "| total | {:.1} |", r.elapsed());
-    if !r.notes.is_empty() {
-        let _ = writeln!(s, "\n## Notes\n");
-        for n in &r.notes {
-            let _ = writeln!(s, "- {}", md_escape(n));
-        }
-    }
-    let na: Vec<&Figure> = figs
-        .iter()
-        .filter(|f| matches!(f.status, Status::NotApplicable(_)))
-        .collect();
-    if !na.is_empty() {
-        let _ = writeln!(s, "\n## n/a by design\n");
-        let mut reasons: Vec<(&str, &str)> = na
-            .iter()
-            .map(|f| (f.mode.as_str(), super::model::na_reason(&f.group, &f.mode)))
-            .collect();
-        reasons.sort();
-        reasons.dedup();
-        for (m, why) in reasons {
-            let _ = writeln!(s, "- {m}: {why}.");
-        }
-        let _ = writeln!(s, "\nThe nodes' answers (full commands in results.json):\n");
-        for f in na {
-            let answer = node_answer(&f.status.note().unwrap_or_default());
-            let _ = writeln!(s, "- `{}`: {}", f.id, md_escape(&answer));
-        }
-    }
-    if !problems.is_empty() {
-        let _ = writeln!(s, "\n## Missing or failed figures\n");
-        for p in problems {
-            let _ = writeln!(s, "- {}", md_escape(p));
-        }
-        let _ = writeln!(
-            s,
-            "\nSerial logs of the clusters with failures are in `logs/`; every command and its \
-             output in `transcripts/`."
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\nEverything (every figure with its parameters, context and raw RESULT json) is in \
-         `results.json`; every command sent to the nodes with its output in `transcripts/`."
-    );
-    s
 }
 
 /// One sentence comparing the empty-request round trip over the rings
@@ -1130,7 +669,14 @@ pub fn rpc_sentence(figs: &[Figure], modes: &[String]) -> String {
     }
 }
 
-fn table(s: &mut String, r: &Runner, group: &str, bench: &str, engine: Option<&str>, scs: &[&str]) {
+pub(super) fn table(
+    s: &mut String,
+    r: &Runner,
+    group: &str,
+    bench: &str,
+    engine: Option<&str>,
+    scs: &[&str],
+) {
     let figs = &r.figures;
     let bases = ratio_bases(&r.opts.modes);
     let unit = figs

@@ -63,15 +63,46 @@ pub fn find_ctl() -> PathBuf {
 
 /// `onecopy-pingpong` next to this executable, else target/release.
 pub fn find_pingpong() -> PathBuf {
+    find_tool("onecopy-pingpong")
+}
+
+/// A host tool next to this executable, else in target/release.
+pub fn find_tool(name: &str) -> PathBuf {
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
-            let p = dir.join("onecopy-pingpong");
-            if p.is_file() {
-                return p;
+            for d in [Some(dir), dir.parent()].into_iter().flatten() {
+                let p = d.join(name);
+                if p.is_file() {
+                    return p;
+                }
             }
         }
     }
-    host_tool("onecopy-pingpong")
+    host_tool(name)
+}
+
+/// Workload name of the host page-directory figures.
+pub const HOST_DIR_BENCH: &str = "pagedir-bench";
+
+/// Scenarios of the host page-directory figures, with where each is in
+/// `pagedir-bench`'s RESULT json.
+pub fn host_dir_figures() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = [
+        ("lookup (READ hit -> Shared)", "/lookup"),
+        ("map (READ miss -> Fill, filled)", "/map"),
+        ("drop (DROP)", "/drop"),
+        ("invalidate, 0 sharers", "/inv0"),
+        ("invalidate, 1 sharer", "/inv1"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    v.extend(
+        DIR_BATCHES
+            .iter()
+            .map(|&b| (dir_batch_scenario(b), format!("/batch/{b}"))),
+    );
+    v
 }
 
 /// Pool per node (MiB) for a region of `shm_mb` shared by `nodes` nodes.
@@ -218,6 +249,10 @@ impl Runner {
         self.host_pingpong();
         self.phases
             .push(("host ping-pong".into(), t.elapsed().as_secs_f64()));
+        let t = Instant::now();
+        self.host_pagedir();
+        self.phases
+            .push(("host page directory".into(), t.elapsed().as_secs_f64()));
         for mode in self.opts.modes.clone() {
             let t = Instant::now();
             self.fio_cluster(&mode);
@@ -441,6 +476,54 @@ impl Runner {
             _ => Status::Failed("no ping-pong result".into()),
         };
         self.push(fig);
+    }
+
+    /// `pagedir-bench`: the page directory's code on the host, one figure
+    /// per operation and per `bench dir` batch size (all from one run).
+    fn host_pagedir(&mut self) {
+        let bin = find_tool("pagedir-bench");
+        let rounds = if self.opts.quick { 3 } else { 20 };
+        let mut cmd = Command::new(&bin);
+        cmd.args(["--rounds", &rounds.to_string()]);
+        let command = format!("{} --rounds {rounds}", bin.display());
+        let out = match run_with_timeout(cmd, Duration::from_secs(300)) {
+            Ok(o) if o.code == Some(0) => {
+                let text: Vec<String> = o.stdout_text().lines().map(str::to_string).collect();
+                parse::fio_result(&text).map(|v| (v, text))
+            }
+            Ok(o) => Err(format!("exit {:?}: {}", o.code, one_line(&o.text()))),
+            Err(e) => Err(format!("{}: {e}", bin.display())),
+        };
+        for (sc, pointer) in host_dir_figures() {
+            let mut fig = Figure::new(
+                GROUP_HOST,
+                "host",
+                HOST_DIR_BENCH,
+                None,
+                &sc,
+                "page directory operations per second (host, same code)",
+                "ops/s",
+                false,
+            );
+            fig.context.cluster = "host".into();
+            fig.command = command.clone();
+            fig.busy_instances = Some(0);
+            fig.status = match &out {
+                Ok((v, text)) => {
+                    fig.params = json!({
+                        "pages": v["pages"], "rounds": v["rounds"], "profile": v["profile"],
+                        "bytes_per_entry": v["bytes_per_entry"]
+                    });
+                    fig.raw = json!(text);
+                    match parse::json_num(v, &pointer) {
+                        Ok(x) => Status::Ok(x),
+                        Err(e) => Status::Failed(e),
+                    }
+                }
+                Err(e) => Status::Failed(e.clone()),
+            };
+            self.push(fig);
+        }
     }
 
     // ----------------------------------------------------------------- fio
@@ -942,6 +1025,9 @@ impl Runner {
     /// Every figure id the run must produce.
     pub fn expected_ids(&self) -> Vec<String> {
         let mut ids = vec![figure_id(GROUP_HOST, "host", "ping-pong", None, "median")];
+        for (sc, _) in host_dir_figures() {
+            ids.push(figure_id(GROUP_HOST, "host", HOST_DIR_BENCH, None, &sc));
+        }
         for m in &self.opts.modes {
             for w in WORKLOADS {
                 for e in ENGINES {
@@ -1187,7 +1273,7 @@ mod tests {
         };
         let mut r = Runner::new(o, PathBuf::from("/nonexistent"));
         let ids = r.expected_ids();
-        assert_eq!(ids.len(), 1 + 2 * (36 + 4 + 3 + 2 + 7 + 3));
+        assert_eq!(ids.len(), 1 + 12 + 2 * (36 + 4 + 3 + 2 + 7 + 3));
         assert_eq!(r.problems().len(), ids.len());
         for id in &ids {
             let parts: Vec<&str> = id.split('/').collect();
@@ -1213,7 +1299,7 @@ mod tests {
     fn net_mode_expected_and_not_applicable() {
         let mut r = Runner::new(BenchOpts::default(), PathBuf::from("/nonexistent"));
         let ids = r.expected_ids();
-        assert_eq!(ids.len(), 1 + 4 * (36 + 4 + 3 + 2 + 7 + 3));
+        assert_eq!(ids.len(), 1 + 12 + 4 * (36 + 4 + 3 + 2 + 7 + 3));
         for m in ["strong", "relaxed", "private", "net"] {
             assert!(
                 ids.contains(&figure_id(GROUP_DIR, m, "bench rpc", None, RPC_SCENARIO)),

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use onecopy_tests::bench::opts::{parse_args, Parsed, USAGE};
 use onecopy_tests::bench::runner::Runner;
-use onecopy_tests::bench::{plot, report, stamp};
+use onecopy_tests::bench::{plot, report, reportmd, stamp};
 use onecopy_tests::{host_tool, repo_root, target_dir};
 
 fn main() -> ExitCode {
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
         problems.push(format!("chart: {e}"));
     }
     let json = report::results_json(&r, &machine, &plots, &problems);
-    let md = report::report_md(&r, &machine, &plots, &problems);
+    let md = reportmd::report_md(&r, &machine, &plots, &problems);
     let mut write_failed = false;
     for (name, text) in [
         (

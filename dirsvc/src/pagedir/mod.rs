@@ -1,0 +1,614 @@
+//! The page directory: DPC's per-page state machine (DPC §3.1.1, Fig. 2).
+//!
+//! For every cached file page `(inode, page index)` the directory keeps one
+//! [`Entry`]: the owner (the only node holding the page in its frame pool),
+//! the owner's global frame number, the set of sharers (nodes mapping the
+//! owner's frame), and a transient state. Per node, the page is in one of
+//! five states, derived from the entry ([`PageDir::state_of`]):
+//!
+//! | state | meaning |
+//! | --- | --- |
+//! | I   | no copy, no mapping |
+//! | E   | reserved: this node installs the next copy (fill or full write) |
+//! | O   | owner: the copy lives in this node's frame |
+//! | S   | maps the owner's frame |
+//! | TBI | the owner reclaims the page; sharers are being invalidated |
+//!
+//! The machine is pure: [`PageDir::handle`] takes one request from one node
+//! and returns [`Action`]s (replies, invalidations to send, disk transfers
+//! to perform); [`PageDir::ack`] and [`PageDir::node_failed`] feed the other
+//! inputs. The directory's serving loop executes the actions; the host
+//! simulation executes them with arbitrary delays and checks the invariants
+//! ([`PageDir::check`]) after every step.
+//!
+//! Invariants: at most one node in O or E per page; every S maps the
+//! current owner's frame (sharers are recorded only on owned entries, and
+//! the frame is exported while it has sharers); no sharer keeps a mapping
+//! after the entry leaves (TBI completes only when every sharer acked or
+//! failed); no two entries use the same frame.
+//!
+//! Every DIR_INV sent to a node is answered by exactly one INV_ACK from it
+//! (or by its failure), and the entry stays in TBI until then: a node's
+//! DROP racing the DIR_INV does not stand in for the ack. DIR_INV carries
+//! only the page, so a DIR_INV that could still be on its way while the
+//! same node got a newer copy of the page would tear that copy down. For
+//! the same reason a node that gets a DIR_INV while its own READ /
+//! LOOKUP_LOCK of the page is unanswered defers the ack until the answer
+//! is in ([`crate::pagecache::NodeCache::dir_inv`]).
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+mod check;
+mod table;
+mod teardown;
+
+use table::Table;
+pub use table::{Unfit, Width, NARROW_RECORD, WIDE_RECORD};
+
+use fabric::proto::{PageKey, PageReply, PageReq};
+
+/// Per-node view of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageState {
+    /// Invalid.
+    I,
+    /// Transient exclusive.
+    E,
+    /// Owner.
+    O,
+    /// Shared (maps the owner's frame).
+    S,
+    /// To be invalidated (owner reclaiming).
+    Tbi,
+}
+
+/// What an entry is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// E: `owner` reserved the page; its frame is being filled (by the
+    /// directory from disk, or by the node's full-page write).
+    Exclusive {
+        /// Filled by the directory (READ miss) rather than by the node.
+        by_dir: bool,
+        /// Tag of the READ to answer when the fill completes.
+        tag: u32,
+    },
+    /// O (+ S for sharers): stable.
+    Owned,
+    /// TBI: waiting for the acks of `pending` sharers; then answer the
+    /// owner's `tag` (or nobody, when the owner failed).
+    Invalidating {
+        /// Sharers that have not acked yet.
+        pending: u64,
+        /// Tag of the owner's invalidation request (0: owner failed).
+        tag: u32,
+    },
+}
+
+/// One cached page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Owner (or reserving) node, 1..=64.
+    pub owner: u8,
+    /// The owner's frame.
+    pub gfn: u64,
+    /// Bit `n-1` set: node `n` maps the frame.
+    pub sharers: u64,
+    /// Someone wrote the page since the last write-back.
+    pub dirty: bool,
+    /// Transient state.
+    pub phase: Phase,
+}
+
+/// Bytes of directory state per cached page, for `dir stats`: the layout
+/// for clusters of up to 32 nodes with files cached whole (a 10-byte record
+/// plus the chunk index's share, an upper bound). [`PageDir::bytes_per_entry`]
+/// measures a live directory; tests check that 100k pages spread over
+/// files stay within this figure.
+pub const BYTES_PER_ENTRY: usize = table::DENSE_NARROW_BYTES;
+
+/// What the directory must do after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Answer `node`'s request `tag`.
+    Reply {
+        /// Node.
+        node: u8,
+        /// Its tag.
+        tag: u32,
+        /// Answer.
+        reply: PageReply,
+    },
+    /// Read the page from disk into frame `gfn`, then call
+    /// [`PageDir::filled`] (which replies to the requester).
+    Fill {
+        /// Page.
+        key: PageKey,
+        /// Frame to fill.
+        gfn: u64,
+    },
+    /// Write frame `gfn` to the page on disk (before the reply that
+    /// follows in the same action list).
+    WriteBack {
+        /// Page.
+        key: PageKey,
+        /// Frame to write.
+        gfn: u64,
+    },
+    /// Tell `node` to unmap `key` and ack (notify ring).
+    Invalidate {
+        /// Sharer node.
+        node: u8,
+        /// Page.
+        key: PageKey,
+    },
+    /// Set (true) or clear the export bit of frame `gfn`.
+    Export {
+        /// Frame.
+        gfn: u64,
+        /// New bit value.
+        on: bool,
+    },
+}
+
+/// Counters for `dir stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageStats {
+    /// READ requests.
+    pub reads: u64,
+    /// READ misses filled from disk.
+    pub fills: u64,
+    /// READ / LOOKUP_LOCK answered with a mapping of another node's frame.
+    pub remote_maps: u64,
+    /// LOOKUP_LOCK requests.
+    pub lookup_locks: u64,
+    /// UNLOCK requests.
+    pub unlocks: u64,
+    /// INV requests (pages).
+    pub invs: u64,
+    /// DIR_INV notifications sent.
+    pub dir_invs: u64,
+    /// INV_ACKs received.
+    pub acks: u64,
+    /// DROP requests.
+    pub drops: u64,
+    /// Write-backs to disk.
+    pub writebacks: u64,
+    /// Retry answers.
+    pub retries: u64,
+    /// Refused requests.
+    pub refused: u64,
+}
+
+/// Who owns which frames: the directory checks that a requester only
+/// offers its own frames.
+pub trait FrameOwner {
+    /// The node whose pool holds `gfn`, if any.
+    fn owner_of(&self, gfn: u64) -> Option<u8>;
+}
+
+impl FrameOwner for fabric::layout::Layout {
+    fn owner_of(&self, gfn: u64) -> Option<u8> {
+        self.gfn_owner(gfn).map(|n| n as u8)
+    }
+}
+
+/// The page directory.
+#[derive(Debug)]
+pub struct PageDir {
+    table: Table,
+    /// Entries torn down by [`PageDir::evict_file`]; `true` once the
+    /// sharers are gone, the frame unexported and the owner told.
+    evicting: BTreeMap<PageKey, bool>,
+    stats: PageStats,
+}
+
+impl Default for PageDir {
+    fn default() -> PageDir {
+        PageDir::new()
+    }
+}
+
+fn bit(node: u8) -> u64 {
+    1u64 << (node - 1)
+}
+
+/// Send a DIR_INV to every node of `pending`.
+fn invalidate_all(stats: &mut PageStats, key: PageKey, pending: u64, out: &mut Vec<Action>) {
+    for n in 1..=64u8 {
+        if pending & bit(n) != 0 {
+            stats.dir_invs += 1;
+            out.push(Action::Invalidate { node: n, key });
+        }
+    }
+}
+
+impl PageDir {
+    /// An empty directory for node ids 1..=64 (the wide layout).
+    pub fn new() -> PageDir {
+        PageDir::for_nodes(fabric::layout::MAX_NODES)
+    }
+
+    /// An empty directory for a cluster of `max_nodes` nodes: the narrow
+    /// layout (10-byte records) up to 32 nodes, the wide one (14 bytes)
+    /// beyond. Requests from nodes above the layout's limit are refused.
+    pub fn for_nodes(max_nodes: u32) -> PageDir {
+        PageDir {
+            table: Table::new(Width::for_nodes(max_nodes)),
+            evicting: BTreeMap::new(),
+            stats: PageStats::default(),
+        }
+    }
+
+    /// The record layout in use.
+    pub fn width(&self) -> Width {
+        self.table.width()
+    }
+
+    /// Highest node id this directory serves.
+    pub fn max_nodes(&self) -> u8 {
+        self.table.width().max_nodes()
+    }
+
+    fn node_ok(&self, node: u8) -> bool {
+        node != 0 && node <= self.max_nodes()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PageStats {
+        self.stats
+    }
+
+    /// Cached pages.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// No cached pages.
+    pub fn is_empty(&self) -> bool {
+        self.table.len() == 0
+    }
+
+    /// Bytes of memory the directory's page state holds (the records
+    /// exactly, the maps by an upper bound of their nodes).
+    pub fn memory(&self) -> usize {
+        self.table.memory() + table::btree_bytes::<PageKey, bool>(self.evicting.len())
+    }
+
+    /// Measured bytes of directory state per cached page (0 when empty).
+    pub fn bytes_per_entry(&self) -> f64 {
+        if self.is_empty() {
+            return 0.0;
+        }
+        self.memory() as f64 / self.len() as f64
+    }
+
+    /// The entry of a page, if cached (decoded: a copy).
+    pub fn entry(&self, key: &PageKey) -> Option<Entry> {
+        self.table.get(key)
+    }
+
+    /// Every entry, in key order (for checks and `dir stats`).
+    pub fn entries(&self) -> impl Iterator<Item = (PageKey, Entry)> + '_ {
+        self.table.iter()
+    }
+
+    /// Write back a changed entry. Entries are only changed with frames
+    /// and nodes that fit the layout (checked when they enter), so this
+    /// cannot fail.
+    fn store(&mut self, key: PageKey, e: &Entry) {
+        let stored = self.table.put(key, e);
+        debug_assert_eq!(stored, Ok(()), "{key:?}: {e:?}");
+    }
+
+    /// The state of `key` on `node`.
+    pub fn state_of(&self, key: &PageKey, node: u8) -> PageState {
+        let Some(e) = self.table.get(key) else {
+            return PageState::I;
+        };
+        if node == 0 || node > 64 {
+            return PageState::I;
+        }
+        if e.owner == node {
+            return match e.phase {
+                Phase::Exclusive { .. } => PageState::E,
+                Phase::Owned => PageState::O,
+                Phase::Invalidating { .. } => PageState::Tbi,
+            };
+        }
+        if e.sharers & bit(node) != 0 {
+            return PageState::S;
+        }
+        PageState::I
+    }
+
+    /// Handle one page request from `node` (1..=64) with `tag`.
+    pub fn handle(
+        &mut self,
+        frames: &impl FrameOwner,
+        node: u8,
+        tag: u32,
+        req: PageReq,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        let reply =
+            |out: &mut Vec<Action>, reply: PageReply| out.push(Action::Reply { node, tag, reply });
+        if !self.node_ok(node) {
+            self.stats.refused += 1;
+            reply(&mut out, PageReply::Refused);
+            return out;
+        }
+        match req {
+            PageReq::Read { key, frame } | PageReq::LookupLock { key, frame } => {
+                let read = matches!(req, PageReq::Read { .. });
+                if read {
+                    self.stats.reads += 1;
+                } else {
+                    self.stats.lookup_locks += 1;
+                }
+                if frames.owner_of(frame) != Some(node) {
+                    self.stats.refused += 1;
+                    reply(&mut out, PageReply::Refused);
+                    return out;
+                }
+                match self.table.get(&key) {
+                    None => {
+                        let e = Entry {
+                            owner: node,
+                            gfn: frame,
+                            sharers: 0,
+                            dirty: false,
+                            phase: Phase::Exclusive { by_dir: read, tag },
+                        };
+                        if self.table.put(key, &e).is_err() {
+                            // A frame beyond 32 bits of frame number.
+                            self.stats.refused += 1;
+                            reply(&mut out, PageReply::Refused);
+                        } else if read {
+                            // The reply follows in `filled`.
+                            self.stats.fills += 1;
+                            out.push(Action::Fill { key, gfn: frame });
+                        } else {
+                            reply(&mut out, PageReply::Exclusive { gfn: frame });
+                        }
+                    }
+                    Some(mut e) => match e.phase {
+                        Phase::Owned if e.owner == node => {
+                            reply(&mut out, PageReply::Owner { gfn: e.gfn })
+                        }
+                        Phase::Owned => {
+                            if e.sharers == 0 {
+                                out.push(Action::Export {
+                                    gfn: e.gfn,
+                                    on: true,
+                                });
+                            }
+                            if e.sharers & bit(node) == 0 {
+                                e.sharers |= bit(node);
+                                self.store(key, &e);
+                            }
+                            self.stats.remote_maps += 1;
+                            reply(
+                                &mut out,
+                                PageReply::Shared {
+                                    owner: e.owner,
+                                    gfn: e.gfn,
+                                },
+                            );
+                        }
+                        Phase::Exclusive { .. } | Phase::Invalidating { .. } => {
+                            self.stats.retries += 1;
+                            reply(&mut out, PageReply::Retry);
+                        }
+                    },
+                }
+            }
+            PageReq::Unlock { key } => {
+                self.stats.unlocks += 1;
+                match self.table.get(&key) {
+                    Some(mut e)
+                        if e.owner == node
+                            && matches!(e.phase, Phase::Exclusive { by_dir: false, .. }) =>
+                    {
+                        e.phase = Phase::Owned;
+                        e.dirty = true;
+                        self.store(key, &e);
+                        reply(&mut out, PageReply::Done { written: false });
+                    }
+                    _ => {
+                        self.stats.refused += 1;
+                        reply(&mut out, PageReply::Refused);
+                    }
+                }
+            }
+            PageReq::Inv { key, dirty } => {
+                self.stats.invs += 1;
+                match self.table.get(&key) {
+                    Some(mut e) if e.owner == node && e.phase == Phase::Owned => {
+                        e.dirty |= dirty;
+                        let pending = e.sharers;
+                        e.phase = Phase::Invalidating { pending, tag };
+                        self.store(key, &e);
+                        invalidate_all(&mut self.stats, key, pending, &mut out);
+                        self.settle(key, &mut out);
+                    }
+                    _ => {
+                        self.stats.refused += 1;
+                        reply(&mut out, PageReply::Refused);
+                    }
+                }
+            }
+            PageReq::Drop { key, dirty } => {
+                self.stats.drops += 1;
+                match self.table.get(&key) {
+                    Some(mut e) if e.owner != node && e.sharers & bit(node) != 0 => {
+                        e.dirty |= dirty;
+                        match e.phase {
+                            // A drop racing an invalidation: the dirty bit
+                            // counts, but the DIR_INV already sent to this
+                            // node is still on its way and its ack (which
+                            // always follows) is what releases the entry.
+                            // Were the drop taken as the ack, the entry
+                            // could go, the node get a new copy of the page,
+                            // and the late DIR_INV tear that copy down.
+                            Phase::Invalidating { .. } => {}
+                            _ => {
+                                e.sharers &= !bit(node);
+                                if e.sharers == 0 {
+                                    out.push(Action::Export {
+                                        gfn: e.gfn,
+                                        on: false,
+                                    });
+                                }
+                            }
+                        }
+                        self.store(key, &e);
+                        reply(&mut out, PageReply::Done { written: false });
+                    }
+                    _ => {
+                        self.stats.refused += 1;
+                        reply(&mut out, PageReply::Refused);
+                    }
+                }
+            }
+            PageReq::Writeback { key, dirty } => match self.table.get(&key) {
+                Some(mut e)
+                    if e.phase == Phase::Owned
+                        && (e.owner == node || e.sharers & bit(node) != 0) =>
+                {
+                    let written = e.dirty || dirty;
+                    if written {
+                        if e.dirty {
+                            e.dirty = false;
+                            self.store(key, &e);
+                        }
+                        self.stats.writebacks += 1;
+                        out.push(Action::WriteBack { key, gfn: e.gfn });
+                    }
+                    reply(&mut out, PageReply::Done { written });
+                }
+                _ => {
+                    self.stats.refused += 1;
+                    reply(&mut out, PageReply::Refused);
+                }
+            },
+        }
+        out
+    }
+
+    /// The fill of `key` (an [`Action::Fill`]) finished; `ok` is false on
+    /// a disk error. Commits E -> O and answers the reader.
+    pub fn filled(&mut self, key: PageKey, ok: bool) -> Vec<Action> {
+        let mut out = Vec::new();
+        let Some(mut e) = self.table.get(&key) else {
+            return out; // the reader failed meanwhile
+        };
+        let Phase::Exclusive { by_dir: true, tag } = e.phase else {
+            return out;
+        };
+        let node = e.owner;
+        let reply = if ok {
+            e.phase = Phase::Owned;
+            self.store(key, &e);
+            PageReply::Owner { gfn: e.gfn }
+        } else {
+            self.table.remove(&key);
+            PageReply::IoError
+        };
+        out.push(Action::Reply { node, tag, reply });
+        out
+    }
+
+    /// An INV_ACK from sharer `node` for `key`, with the dirty bit it saw.
+    pub fn ack(&mut self, node: u8, key: PageKey, dirty: bool) -> Vec<Action> {
+        let mut out = Vec::new();
+        if !self.node_ok(node) {
+            return out;
+        }
+        self.stats.acks += 1;
+        if let Some(mut e) = self.table.get(&key) {
+            if let Phase::Invalidating { pending, tag } = e.phase {
+                if pending & bit(node) != 0 {
+                    e.phase = Phase::Invalidating {
+                        pending: pending & !bit(node),
+                        tag,
+                    };
+                    e.sharers &= !bit(node);
+                    e.dirty |= dirty;
+                    self.store(key, &e);
+                    self.settle(key, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// An invalidation may have received its last ack: move on. A file
+    /// eviction whose sharers are all gone unexports the frame and only
+    /// then tells the owner to free it (the owner's ack completes it); any
+    /// other invalidation completes.
+    fn settle(&mut self, key: PageKey, out: &mut Vec<Action>) {
+        let Some(mut e) = self.table.get(&key) else {
+            return;
+        };
+        let Phase::Invalidating { pending: 0, tag } = e.phase else {
+            return;
+        };
+        if e.sharers & bit(e.owner) != 0 {
+            if let Some(told) = self.evicting.get_mut(&key) {
+                *told = true;
+                e.phase = Phase::Invalidating {
+                    pending: bit(e.owner),
+                    tag,
+                };
+                self.store(key, &e);
+                self.stats.dir_invs += 1;
+                out.push(Action::Export {
+                    gfn: e.gfn,
+                    on: false,
+                });
+                out.push(Action::Invalidate { node: e.owner, key });
+                return;
+            }
+        }
+        self.complete(key, out);
+    }
+
+    /// Every sharer acked: write back if dirty (unless the file's data is
+    /// gone), unexport, answer the owner and forget the page (all nodes
+    /// back to I).
+    fn complete(&mut self, key: PageKey, out: &mut Vec<Action>) {
+        let Some(e) = self.table.remove(&key) else {
+            return;
+        };
+        let evicted = self.evicting.remove(&key);
+        let written = e.dirty && evicted.is_none();
+        if written {
+            self.stats.writebacks += 1;
+            out.push(Action::WriteBack { key, gfn: e.gfn });
+        }
+        // An evicted page's owner was told after the frame was unexported
+        // and may have reused the frame since: leave its bit alone.
+        if evicted != Some(true) {
+            out.push(Action::Export {
+                gfn: e.gfn,
+                on: false,
+            });
+        }
+        if let Phase::Invalidating { tag, .. } = e.phase {
+            if tag != 0 {
+                out.push(Action::Reply {
+                    node: e.owner,
+                    tag,
+                    reply: PageReply::Done { written },
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod memory_tests;
+#[cfg(test)]
+mod tests;
