@@ -41,6 +41,10 @@ pub struct BootConfig {
     pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
     pub remote_limit: u64,
+    /// Use the ivshmem-doorbell device's interrupts (`doorbell=0|1`,
+    /// default 0): the launcher sets it when it started the ivshmem server
+    /// and gave every instance `-device ivshmem-doorbell`.
+    pub doorbell: bool,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -68,6 +72,7 @@ impl BootConfig {
             rpc_timeout_ms: 10_000,
             mode: Mode::Strong,
             remote_limit: 8192,
+            doorbell: false,
             tick_hz: 1000,
             cxl_ns: 0,
             storage: "none".to_string(),
@@ -86,6 +91,13 @@ impl BootConfig {
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
                 "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
+                "doorbell" => {
+                    c.doorbell = match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(alloc::format!("doorbell={v}: expected 0 or 1")),
+                    }
+                }
                 "storage" => match v {
                     "none" | "nvme" | "sata-ssd" | "sas-raid" => c.storage = v.to_string(),
                     _ => return Err(alloc::format!("storage={v}: unknown profile")),
@@ -186,6 +198,11 @@ mod tests {
         assert_eq!(c.role, Role::Node(2));
         assert_eq!(c.hb_timeout_ms, 500);
         assert_eq!(c.unknown, ["foo=bar"]);
+        assert!(!c.doorbell);
+        let c = BootConfig::parse("role=dir nodes=2 doorbell=1").unwrap();
+        assert!(c.doorbell);
+        let c = BootConfig::parse("role=dir nodes=2 doorbell=0").unwrap();
+        assert!(!c.doorbell);
     }
 
     #[test]
@@ -200,6 +217,9 @@ mod tests {
             "role=dir hb_timeout_ms=1",
             "role=node id=99999999999999999999",
             "role=dir mode=weak",
+            "role=dir doorbell=",
+            "role=dir doorbell=yes",
+            "role=dir doorbell=2",
         ] {
             assert!(BootConfig::parse(bad).is_err(), "{bad:?}");
         }
