@@ -67,6 +67,15 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
         Ok(s) => s,
         Err(e) => klog::fatal(format_args!("shared region: {e}")),
     };
+    if cfg.doorbell {
+        let instance = match cfg.role {
+            Role::Dir => fabric::doorbell::DIRECTORY,
+            Role::Node(id) => id,
+        };
+        if let Err(e) = drivers::ivshmem::init_doorbell(&mut root, instance) {
+            log::warn!("doorbell: off: {e}; polling on the timer tick");
+        }
+    }
     match cfg.role {
         Role::Dir => {
             let disk = match drivers::virtio::probe_blk(&mut root) {
