@@ -210,7 +210,7 @@ fn on_msi(index: u8) {
 
 fn on_tick() {
     if let Some(d) = DOORBELL.get() {
-        if crate::arch::interrupts::ticks() % 8 == 0 {
+        if interrupts::ticks().is_multiple_of(8) {
             d.publish();
         }
     }
