@@ -352,6 +352,63 @@ impl Doorbell {
         }
     }
 
+    /// Node, boot self-test: `rounds` doorbell round trips to the directory
+    /// (set our echo word, ring its vector 1, spin until it echoes; the
+    /// directory halts between rounds when idle). Returns the round trips in
+    /// ns, or why it could not run (every wait has a deadline).
+    pub fn echo_rounds(&self, rounds: u32) -> Result<alloc::vec::Vec<u64>, &'static str> {
+        if self.me == db::DIRECTORY {
+            return Err("the directory does not ping itself");
+        }
+        let m = self.map();
+        let start = time::now_ns();
+        let dir = loop {
+            if let Some(p) = m.peer_of(db::DIRECTORY).filter(|_| m.formatted()) {
+                break p;
+            }
+            if time::now_ns() - start > 10_000_000_000 {
+                return Err("no directory peer id in the region within 10 s");
+            }
+            cpu::pause();
+        };
+        let mut seq = m.echo_answer(self.me);
+        let mut out = alloc::vec::Vec::with_capacity(rounds as usize);
+        for _ in 0..rounds {
+            seq = seq.wrapping_add(1);
+            // Let the directory go idle (and halt) between rounds.
+            let idle = time::now_ns() + 200_000;
+            while time::now_ns() < idle {
+                cpu::pause();
+            }
+            m.set_echo_request(self.me, seq);
+            let t0 = cpu::rdtsc();
+            self.ring(dir, db::VEC_NOTIFY)?;
+            let deadline = time::now_ns() + 1_000_000_000;
+            while m.echo_answer(self.me) != seq {
+                if time::now_ns() > deadline {
+                    return Err("the directory did not echo within 1 s");
+                }
+            }
+            out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+        }
+        Ok(out)
+    }
+
+    /// Directory: answer every node's pending echo (after a vector-1
+    /// doorbell). Returns how many were answered.
+    pub fn answer_echoes(&self, nodes: u32) -> u32 {
+        let m = self.map();
+        let mut n = 0;
+        for k in 1..=nodes.min(db::ENTRIES - 1) {
+            let r = m.echo_request(k);
+            if r != m.echo_answer(k) {
+                m.set_echo_answer(k, r);
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Interrupts received on all vectors.
     pub fn received_total(&self) -> u64 {
         self.received
