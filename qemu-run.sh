@@ -46,6 +46,12 @@ Options:
   --cxl-latency-ns N extra latency added to every copy from a peer's frame
                      (emulated CXL access; 0..100000, default 0); mmap loads
                      run at host-memory speed
+  --doorbell on|off  on (default): start our ivshmem server
+                     (target/release/onecopy-ivshmem-server, RUN/ivshmem.sock,
+                     log RUN/ivshmem.log) before the instances and give each
+                     -device ivshmem-doorbell (interrupts between instances,
+                     MSI-X) on the same shared region, kernel option
+                     doorbell=1; off: ivshmem-plain, polling on the tick only
   --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
                      runs on CPU 0, its dedicated core, and the nodes on the
                      others, so a node never waits for the directory's core)
@@ -150,6 +156,7 @@ CMD_TIMEOUT=60
 APPEND_EXTRA=
 MODE=strong
 PIN=auto
+DOORBELL=on
 STORAGE=none
 CXL_NS=0
 KERNEL=
@@ -158,7 +165,7 @@ SEEN=" "
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--nodes --mode --storage --cxl-latency-ns --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--nodes --mode --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--run-dir" ;;
     attach) ALLOWED="--run-dir --console" ;;
     exec) ALLOWED="--run-dir -e --cmd-timeout" ;;
@@ -197,7 +204,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -248,6 +255,12 @@ while [[ $# -gt 0 ]]; do
             esac
             ;;
         --cxl-latency-ns) int_in CXL_NS --cxl-latency-ns "$val" 0 100000 ;;
+        --doorbell)
+            case "$val" in
+                on | off) DOORBELL=$val ;;
+                *) die_usage "--doorbell must be on or off, got '$val'" ;;
+            esac
+            ;;
         --pin)
             case "$val" in
                 auto | off) PIN=$val ;;
@@ -356,6 +369,7 @@ stale_format() {
     [[ -x $INSPECT ]] || return 0
     "$INSPECT" "$1" 2>&1 >/dev/null | grep -o 'unsupported format version.*' || true
 }
+IVSERVER="$TARGET_DIR/release/onecopy-ivshmem-server"
 [[ -n $KERNEL ]] || KERNEL="$TARGET_DIR/x86_64-unknown-none/release/onecopy-kernel"
 
 find_ctl() {
@@ -498,12 +512,17 @@ cluster_pids() {
 }
 
 # shm_of PID...: the shared regions (/dev/shm/onecopy-*) these processes'
-# command lines name.
+# command lines name (a QEMU's memory backend, the ivshmem server's
+# --shm-path).
 shm_of() {
     local p
     for p in "$@"; do
         tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null |
-            sed -n 's|^memory-backend-file,.*mem-path=\(/dev/shm/onecopy-[^,]*\).*$|\1|p'
+            awk 'prev == "--shm-path" && /^\/dev\/shm\/onecopy-/ { print }
+                match($0, /^memory-backend-file,.*mem-path=\/dev\/shm\/onecopy-[^,]*/) {
+                    v = substr($0, 1, RLENGTH); sub(/^.*mem-path=/, "", v); print v
+                }
+                { prev = $0 }'
     done | sort -u || true
 }
 
@@ -747,11 +766,15 @@ if [[ $BUILD == 1 ]]; then
         cd "$ROOT"
         cargo build --quiet --release -p onecopy-kernel --target x86_64-unknown-none &&
             cargo build --quiet --release -p flatfs --bins &&
+            cargo build --quiet --release -p onecopy-ivshmem-server &&
             cargo build --quiet --release -p onecopy-tests --bin onecopy-ctl
     ) {LOCK_FD}>&- || die "build failed (see above)"
 fi
 [[ -f $KERNEL ]] || die "kernel not found: $KERNEL (build it with: cargo build --release -p onecopy-kernel --target x86_64-unknown-none, or drop --no-build)"
 find_ctl
+if [[ $DOORBELL == on && ! -x $IVSERVER ]]; then
+    die "ivshmem server not found: $IVSERVER (build it with: cargo build --release -p onecopy-ivshmem-server, drop --no-build, or use --doorbell off)"
+fi
 
 # 4. run dir, disk
 # Leftovers of an earlier cluster: its shared region (if it was ours) and state.
@@ -832,6 +855,7 @@ SHM_OWNED='1'
 MEM_MB='$MEM_MB'
 DISK='$DISK'
 MODE='$MODE'
+DOORBELL='$DOORBELL'
 STORAGE='$STORAGE'
 CXL_NS='$CXL_NS'
 KERNEL='$KERNEL'
@@ -877,8 +901,7 @@ launch() {
         -display none -no-reboot -monitor none -nodefaults
         -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
         -serial chardev:ser0
-        -object "memory-backend-file,id=shm,share=on,mem-path=$SHM_PATH,size=${SHM_MB}M"
-        -device ivshmem-plain,memdev=shm
+        "${IVSHMEM_ARGS[@]}"
         -device isa-debug-exit,iobase=0xf4,iosize=0x04
         -kernel "$KERNEL" -append "$cmdline" "$@")
     # shellcheck disable=SC2016 # expanded by the wrapper, not here
@@ -914,6 +937,20 @@ case "$STORAGE" in
 esac
 info "storage: $STORAGE${THROTTLE:+ ($THROTTLE)}; cxl latency: $CXL_NS ns"
 extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
+# The shared region: ivshmem-plain over the memory backend, or (doorbells)
+# ivshmem-doorbell, which gets the very same /dev/shm file from our ivshmem
+# server (it passes the fd) plus one eventfd per peer and vector. QEMU reads
+# the server's setup when the device is realized: the server starts first.
+IVSHMEM_VECTORS=4
+# shellcheck disable=SC2054 # commas are QEMU option syntax
+if [[ $DOORBELL == on ]]; then
+    IVSHMEM_ARGS=(-chardev "socket,path=$RUN_DIR/ivshmem.sock,id=iv"
+        -device "ivshmem-doorbell,chardev=iv,vectors=$IVSHMEM_VECTORS")
+    extra+=" doorbell=1"
+else
+    IVSHMEM_ARGS=(-object "memory-backend-file,id=shm,share=on,mem-path=$SHM_PATH,size=${SHM_MB}M"
+        -device ivshmem-plain,memdev=shm)
+fi
 gdb_args() { # gdb_args K
     if [[ -n $GDB && $GDB == "$1" ]]; then
         echo "-gdb tcp:127.0.0.1:$((1234 + $1))"
@@ -937,6 +974,22 @@ if [[ $MODE == net ]]; then
 fi
 check_gdb_port # again: the build may have taken minutes
 START_MS=$(now_ms)
+if [[ $DOORBELL == on ]]; then
+    # In its own session like the instances; it inherits the lock, so `stop`
+    # finds it (and through RUN/ivshmem.pid); SIGTERM makes it remove its
+    # socket and pid file.
+    setsid "$IVSERVER" --socket "$RUN_DIR/ivshmem.sock" --shm-path "$SHM_PATH" \
+        --vectors "$IVSHMEM_VECTORS" --pid-file "$RUN_DIR/ivshmem.pid" \
+        </dev/null >"$RUN_DIR/ivshmem.log" 2>&1 &
+    for ((i = 0; i < 500; i++)); do
+        [[ -S $RUN_DIR/ivshmem.sock && -s $RUN_DIR/ivshmem.pid ]] && break
+        sleep 0.01
+    done
+    if [[ ! -S $RUN_DIR/ivshmem.sock || ! -s $RUN_DIR/ivshmem.pid ]]; then
+        die "the ivshmem server did not open $RUN_DIR/ivshmem.sock within 5 s: $(tail -n 3 "$RUN_DIR/ivshmem.log" 2>/dev/null | tr '\n' ' ')"
+    fi
+    info "doorbells: ivshmem server pid $(read_pid "$RUN_DIR/ivshmem.pid") on $RUN_DIR/ivshmem.sock ($IVSHMEM_VECTORS vectors; log RUN/ivshmem.log)"
+fi
 # shellcheck disable=SC2046 # gdb_args yields zero or two words
 launch dir "role=dir nodes=$NODES$extra" \
     -drive "file=$DISK,if=none,id=disk0,format=raw$THROTTLE" -device virtio-blk-pci,drive=disk0 \

@@ -23,6 +23,7 @@ cd "$ROOT"
 echo "bench-report.sh: building the kernel and the host tools" >&2
 cargo build --release -q -p onecopy-kernel --target x86_64-unknown-none
 cargo build --release -q -p flatfs --bins
+cargo build --release -q -p onecopy-ivshmem-server
 cargo build --release -q -p onecopy-tests --bins
 start=$(date +%s)
 status=0

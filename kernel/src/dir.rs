@@ -26,6 +26,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         Err(e) => crate::klog::fatal(format_args!("cannot lay out the shared region: {e}")),
     };
     layout.format(&shm, 0);
+    if let Some(d) = crate::drivers::ivshmem::doorbell() {
+        d.publish(); // formatting zeroed the doorbell table
+    }
     log::info!(
         "shared region formatted: {} MiB, {} nodes, {} frames per node pool, rings of {} slots",
         shm.size() >> 20,
@@ -86,7 +89,11 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     let mut last_member = 0u64;
     let mut last_beat = 0u64;
     let mut last_ping = h.ping();
+    let mut bell = crate::drivers::ivshmem::doorbell().map(DirBell::new);
     loop {
+        if let Some(b) = bell.as_mut() {
+            b.echo(cfg.nodes); // doorbell round trips (`doorbell_selftest`)
+        }
         // `bench pingpong`: echo the ping word (the bare cost of one
         // cache-line round trip between two guests, no protocol).
         let ping = h.ping();
@@ -119,6 +126,17 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() {
             last_work = now;
+        } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
+            // Doorbells: halt at once when every member rings us for its
+            // requests (else after `dir_spin_us`, as without doorbells);
+            // vector 0 or the tick wakes us.
+            if now - last_work > spin_cycles || b.members_ring(&h, cfg.nodes) {
+                b.sleep(|| {
+                    let p = dir.serve(&shm);
+                    log_events(&p.events);
+                    p.served > 0 || !p.events.is_empty() || h.ping() != last_ping
+                });
+            }
         } else if now - last_work > spin_cycles || !links.is_empty() {
             // Idle: halt until the next tick or a NIC's interrupt. In net
             // mode at once, with every link's wakeup armed first: a network
@@ -138,6 +156,68 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         // While spinning there is deliberately no PAUSE: under TCG it
         // leaves the translated-code loop (about a microsecond each).
+    }
+}
+
+/// The directory's use of the doorbell: sleeping and the first-delivery
+/// log lines.
+struct DirBell {
+    d: &'static crate::drivers::ivshmem::Doorbell,
+    first_received: bool,
+    first_woken: bool,
+    notify_seen: u64,
+}
+
+impl DirBell {
+    fn new(d: &'static crate::drivers::ivshmem::Doorbell) -> Self {
+        DirBell {
+            d,
+            first_received: false,
+            first_woken: false,
+            notify_seen: 0,
+        }
+    }
+
+    /// After a vector-1 doorbell: answer the nodes' echo words.
+    fn echo(&mut self, nodes: u32) {
+        let n = self.d.received(fabric::doorbell::VEC_NOTIFY);
+        if n != self.notify_seen {
+            self.notify_seen = n;
+            self.d.answer_echoes(nodes);
+        }
+    }
+
+    /// Does every member that is up ring the directory for its requests?
+    fn members_ring(&self, h: &Header<'_, RawShm>, nodes: u32) -> bool {
+        (1..=nodes).all(|k| {
+            h.node_state(k) != Some(fabric::layout::NodeState::Up) || self.d.rings_directory(k)
+        })
+    }
+
+    /// Halt until a doorbell or the tick, unless `has_work` finds work.
+    fn sleep(&mut self, has_work: impl FnOnce() -> bool) {
+        use crate::drivers::ivshmem::Wake;
+        let w = self.d.sleep_until_event(u64::MAX, has_work);
+        if !self.first_received && self.d.received_total() > 0 {
+            self.first_received = true;
+            let s = self.d.stats();
+            log::info!(
+                "doorbell: first doorbell received (per vector {:?}){}",
+                s.received,
+                if w == Wake::Doorbell {
+                    ", it woke the directory"
+                } else {
+                    ""
+                }
+            );
+        }
+        if w == Wake::Doorbell && !self.first_woken {
+            self.first_woken = true;
+            log::info!(
+                "doorbell: directory woken by a doorbell for the first time (vector 0: {})",
+                self.d.received(fabric::doorbell::VEC_REQUEST)
+            );
+        }
     }
 }
 

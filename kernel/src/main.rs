@@ -67,6 +67,19 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
         Ok(s) => s,
         Err(e) => klog::fatal(format_args!("shared region: {e}")),
     };
+    if cfg.doorbell {
+        let instance = match cfg.role {
+            Role::Dir => fabric::doorbell::DIRECTORY,
+            Role::Node(id) => id,
+        };
+        match drivers::ivshmem::init_doorbell(&mut root, instance) {
+            Ok(d) if cfg.doorbell_selftest > 0 && instance != 0 => {
+                doorbell_selftest(d, cfg.doorbell_selftest)
+            }
+            Ok(_) => {}
+            Err(e) => log::warn!("doorbell: off: {e}; polling on the timer tick"),
+        }
+    }
     match cfg.role {
         Role::Dir => {
             let disk = match drivers::virtio::probe_blk(&mut root) {
@@ -86,5 +99,25 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
             dir::run(&cfg, shm, disk, nics)
         }
         Role::Node(id) => node::run(&cfg, id, shm),
+    }
+}
+
+/// `doorbell_selftest=N`: time N doorbell round trips to the directory.
+fn doorbell_selftest(d: &drivers::ivshmem::Doorbell, rounds: u32) {
+    match d.echo_rounds(rounds) {
+        Ok(mut ns) if !ns.is_empty() => {
+            ns.sort_unstable();
+            let pct = |p: usize| ns[(ns.len() - 1) * p / 100];
+            log::info!(
+                "doorbell: {} round trips to the directory (ring vector 1, echo word): median {} ns, p99 {} ns, min {} ns, max {} ns",
+                ns.len(),
+                pct(50),
+                pct(99),
+                ns[0],
+                ns[ns.len() - 1]
+            );
+        }
+        Ok(_) => {}
+        Err(e) => log::warn!("doorbell: self-test failed: {e}"),
     }
 }

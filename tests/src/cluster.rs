@@ -280,6 +280,8 @@ pub struct ClusterOpts {
     /// Emulated CXL latency in ns added to every copy from a peer's frame
     /// (qemu-run.sh `--cxl-latency-ns`; default: qemu-run.sh's 0).
     pub cxl_latency_ns: Option<u32>,
+    /// Doorbells (qemu-run.sh `--doorbell on|off`; default: qemu-run.sh's).
+    pub doorbell: Option<String>,
     /// Require "directory ready" and every node joined (default). When
     /// false, a cluster that boots but is not ready (e.g. a bad disk image)
     /// is kept running for the test to examine.
@@ -306,6 +308,7 @@ impl Default for ClusterOpts {
             mode: None,
             storage: None,
             cxl_latency_ns: None,
+            doorbell: None,
             expect_ready: true,
             boot_timeout: Duration::from_secs(60),
             cmd_timeout: Duration::from_secs(60),
@@ -321,6 +324,11 @@ impl ClusterOpts {
             name: name.into(),
             ..Default::default()
         }
+    }
+    /// Sets `--doorbell` (`on` or `off`).
+    pub fn doorbell(mut self, on: bool) -> Self {
+        self.doorbell = Some(if on { "on" } else { "off" }.into());
+        self
     }
     /// Sets the number of nodes.
     pub fn nodes(mut self, n: u8) -> Self {
@@ -489,6 +497,7 @@ impl Cluster {
         push("--append-extra", opts.append_extra.clone());
         push("--mode", opts.mode.clone());
         push("--storage", opts.storage.clone());
+        push("--doorbell", opts.doorbell.clone());
         push(
             "--cxl-latency-ns",
             opts.cxl_latency_ns.map(|v| v.to_string()),

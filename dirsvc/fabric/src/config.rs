@@ -41,6 +41,14 @@ pub struct BootConfig {
     pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
     pub remote_limit: u64,
+    /// Use the ivshmem-doorbell device's interrupts (`doorbell=0|1`,
+    /// default 0): the launcher sets it when it started the ivshmem server
+    /// and gave every instance `-device ivshmem-doorbell`.
+    pub doorbell: bool,
+    /// Node, doorbell mode: time this many doorbell round trips to the
+    /// directory at boot (`doorbell_selftest=N`, 0..=10000, default 0): ring
+    /// its vector 1, wait for its echo word; logs median, p99, min, max.
+    pub doorbell_selftest: u32,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -68,6 +76,8 @@ impl BootConfig {
             rpc_timeout_ms: 10_000,
             mode: Mode::Strong,
             remote_limit: 8192,
+            doorbell: false,
+            doorbell_selftest: 0,
             tick_hz: 1000,
             cxl_ns: 0,
             storage: "none".to_string(),
@@ -86,6 +96,14 @@ impl BootConfig {
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
                 "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
+                "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
+                "doorbell" => {
+                    c.doorbell = match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(alloc::format!("doorbell={v}: expected 0 or 1")),
+                    }
+                }
                 "storage" => match v {
                     "none" | "nvme" | "sata-ssd" | "sas-raid" => c.storage = v.to_string(),
                     _ => return Err(alloc::format!("storage={v}: unknown profile")),
@@ -186,6 +204,14 @@ mod tests {
         assert_eq!(c.role, Role::Node(2));
         assert_eq!(c.hb_timeout_ms, 500);
         assert_eq!(c.unknown, ["foo=bar"]);
+        assert!(!c.doorbell);
+        let c = BootConfig::parse("role=dir nodes=2 doorbell=1").unwrap();
+        assert!(c.doorbell);
+        let c = BootConfig::parse("role=dir nodes=2 doorbell=0").unwrap();
+        assert!(!c.doorbell);
+        assert_eq!(c.doorbell_selftest, 0);
+        let c = BootConfig::parse("role=node id=1 nodes=1 doorbell_selftest=200").unwrap();
+        assert_eq!(c.doorbell_selftest, 200);
     }
 
     #[test]
@@ -200,6 +226,11 @@ mod tests {
             "role=dir hb_timeout_ms=1",
             "role=node id=99999999999999999999",
             "role=dir mode=weak",
+            "role=dir doorbell=",
+            "role=dir doorbell=yes",
+            "role=dir doorbell=2",
+            "role=dir doorbell_selftest=10001",
+            "role=dir doorbell_selftest=-1",
         ] {
             assert!(BootConfig::parse(bad).is_err(), "{bad:?}");
         }

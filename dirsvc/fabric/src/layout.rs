@@ -37,6 +37,10 @@
 //! Node table at [`NODE_TABLE`], one 64-byte record per node id `k`
 //! (1..=max_nodes) at `NODE_TABLE + (k-1)*64`: `state u32` at +0,
 //! `epoch u64` at +8, `heartbeat u64` at +16, `join_nonce u64` at +24.
+//!
+//! After the node table (offset 4352, version 2): the doorbell table, one
+//! 32-byte entry per instance (peer id, flags, sleeping word), see
+//! [`crate::doorbell`].
 
 use core::fmt;
 
@@ -48,8 +52,8 @@ mod frames;
 
 /// "ONECOPY1" as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ONECOPY1");
-/// Layout version this code reads and writes.
-pub const VERSION: u32 = 1;
+/// Layout version this code reads and writes (2: the doorbell table).
+pub const VERSION: u32 = 2;
 /// Bytes reserved for the header including the node table.
 pub const HEADER_BYTES: usize = 8192;
 /// Offset of the node table.
@@ -685,8 +689,11 @@ mod tests {
         assert!(matches!(Layout::read(&*mem), Err(LayoutError::BadMagic(0))));
         l.format(&*mem, 1);
         // Version.
-        mem.store_u32(8, 2);
-        assert_eq!(Layout::read(&*mem), Err(LayoutError::BadVersion(2)));
+        mem.store_u32(8, VERSION + 1);
+        assert_eq!(
+            Layout::read(&*mem),
+            Err(LayoutError::BadVersion(VERSION + 1))
+        );
         mem.store_u32(8, VERSION);
         assert_eq!(Layout::read(&*mem), Ok(l));
         // A field changed without fixing the checksum.

@@ -6,6 +6,7 @@
 //!   fake for host tests).
 //! * [`layout`]: the versioned header of the region and where every area
 //!   lives in it.
+//! * [`doorbell`]: the peer-id map and sleeping words of the doorbells.
 //! * [`ring`]: single-producer/single-consumer rings of 64-byte descriptors
 //!   (DPC's Notification Manager channels), every index read from the
 //!   region checked.
@@ -22,6 +23,7 @@ extern crate alloc;
 
 pub mod bulk;
 pub mod config;
+pub mod doorbell;
 pub mod layout;
 pub mod netwire;
 pub mod proto;

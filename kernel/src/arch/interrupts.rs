@@ -39,6 +39,26 @@ pub fn device_irqs() -> u64 {
 static IRQ_FIRED: AtomicU16 = AtomicU16::new(0);
 static TICK_HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1000);
 static TICK_HOOK: Once<fn()> = Once::new();
+/// A second tick hook for drivers (the doorbell's peer-id upkeep), so the
+/// role's own hook stays its own.
+static TICK_DRIVER_HOOK: Once<fn()> = Once::new();
+/// First vector of the APIC-delivered (MSI-X) interrupts.
+pub const MSI_BASE: u8 = 48;
+/// How many MSI-X vectors have entry stubs (`MSI_BASE..MSI_BASE+MSI_COUNT`).
+pub const MSI_COUNT: u8 = 4;
+static MSI_HANDLER: Once<fn(u8)> = Once::new();
+
+/// Register the handler of the MSI-X vectors; it gets the index
+/// `vector - MSI_BASE` and runs with interrupts off (keep it tiny). The
+/// APIC EOI is sent after it returns.
+pub fn set_msi_handler(f: fn(u8)) {
+    MSI_HANDLER.call_once(|| f);
+}
+
+/// Register a driver's tick hook (runs after the role's, interrupts off).
+pub fn set_driver_tick_hook(f: fn()) {
+    TICK_DRIVER_HOOK.call_once(|| f);
+}
 
 core::arch::global_asm!(
     r#"
@@ -81,6 +101,9 @@ isr_stub_\n:
     ISR_ERR 29
     ISR_ERR 30
     .irp n, 32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47
+    ISR_NOERR \n
+    .endr
+    .irp n, 48,49,50,51,255
     ISR_NOERR \n
     .endr
 
@@ -192,6 +215,11 @@ extern "C" {
     fn isr_stub_45();
     fn isr_stub_46();
     fn isr_stub_47();
+    fn isr_stub_48();
+    fn isr_stub_49();
+    fn isr_stub_50();
+    fn isr_stub_51();
+    fn isr_stub_255();
 }
 
 static IDT: Once<InterruptDescriptorTable> = Once::new();
@@ -260,6 +288,12 @@ pub fn init_idt() {
             for (i, f) in irqs.iter().enumerate() {
                 idt[32 + i as u8].set_handler_addr(addr(*f));
             }
+            let msis: [unsafe extern "C" fn(); MSI_COUNT as usize] =
+                [isr_stub_48, isr_stub_49, isr_stub_50, isr_stub_51];
+            for (i, f) in msis.iter().enumerate() {
+                idt[MSI_BASE + i as u8].set_handler_addr(addr(*f));
+            }
+            idt[super::apic::SPURIOUS_VECTOR].set_handler_addr(addr(isr_stub_255));
         }
         idt
     });
@@ -381,8 +415,21 @@ extern "C" fn isr_dispatch(f: &mut TrapFrame) {
         if let Some(h) = TICK_HOOK.get() {
             h();
         }
+        if let Some(h) = TICK_DRIVER_HOOK.get() {
+            h();
+        }
         outb(0x20, 0x20);
         return;
+    }
+    if (MSI_BASE as u64..(MSI_BASE + MSI_COUNT) as u64).contains(&v) {
+        if let Some(h) = MSI_HANDLER.get() {
+            h((v - MSI_BASE as u64) as u8);
+        }
+        super::apic::eoi();
+        return;
+    }
+    if v == super::apic::SPURIOUS_VECTOR as u64 {
+        return; // APIC spurious interrupt: no EOI
     }
     if (33..48).contains(&v) && DEVICE_IRQS.load(Ordering::Relaxed) & (1 << (v - 32)) != 0 {
         // A claimed device line: mask it until the driver re-arms it (it

@@ -1,6 +1,7 @@
 //! x86_64 specifics: port I/O, the serial console, GDT/TSS, interrupts,
 //! timers (PIT + TSC) and leaving QEMU.
 
+pub mod apic;
 pub mod cpu;
 pub mod gdt;
 pub mod interrupts;

@@ -28,7 +28,7 @@ unsafe impl FrameAllocator<Size4KiB> for Frames {
 
 /// Device ranges mapped by [`identity_map`] (start, end), the targets
 /// [`map_4k`] accepts.
-static DEVICE: Mutex<[(u64, u64); 8]> = Mutex::new([(0, 0); 8]);
+static DEVICE: Mutex<[(u64, u64); 32]> = Mutex::new([(0, 0); 32]);
 /// The zeroed frame window faults on non-resident pages map (0: none yet).
 static ZERO_PAGE: Once<u64> = Once::new();
 

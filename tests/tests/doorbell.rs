@@ -1,0 +1,186 @@
+//! Integration test of the doorbells (issue #10): `qemu-run.sh --doorbell
+//! on` starts our ivshmem server before the instances and gives each one
+//! `-device ivshmem-doorbell`; the kernels enable the local APIC and MSI-X,
+//! read their peer id (IVPosition) and publish it in the region's doorbell
+//! table; a node rings the directory once it has published.
+//!
+//! ```text
+//! cargo test -p onecopy-tests --test doorbell -- --test-threads=1
+//! ```
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fabric::doorbell::{ENTRY, TABLE};
+use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Result};
+use regex::Regex;
+
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+fn fail(msg: String) -> Error {
+    Error::Usage(msg)
+}
+
+/// The peer id instance `name` logged at boot (`doorbell: peer id P, vectors N, msix on`).
+fn boot_peer(c: &Cluster, name: &str) -> Result<u16> {
+    let line = c.wait_log(
+        name,
+        r"doorbell: peer id \d+, vectors \d+, msix on",
+        Duration::from_secs(20),
+    )?;
+    let re = Regex::new(r"peer id (\d+), vectors (\d+)").expect("static regex");
+    let caps = re
+        .captures(&line)
+        .ok_or_else(|| fail(format!("{name}: no peer id in {line:?}")))?;
+    let vectors: u32 = caps[2].parse().unwrap_or(0);
+    if vectors < 3 {
+        return Err(fail(format!("{name}: only {vectors} vectors: {line:?}")));
+    }
+    caps[1]
+        .parse()
+        .map_err(|_| fail(format!("{name}: bad peer id in {line:?}")))
+}
+
+/// The peer id the region's doorbell table holds for `instance`, read from
+/// the host's view of the shared region file.
+fn table_peer(shm: &Path, instance: usize) -> Option<u16> {
+    let bytes = fs::read(shm).ok()?;
+    let off = TABLE + instance * ENTRY;
+    let v = u32::from_le_bytes(bytes.get(off..off + 4)?.try_into().ok()?);
+    (v != 0 && v - 1 <= 0xFFFF).then(|| (v - 1) as u16)
+}
+
+/// Polls `f` every 50 ms until it holds or `timeout` passes.
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: what.to_string(),
+                partial: String::new(),
+            });
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+#[test]
+fn doorbells_peer_ids_removal_and_cleanup() {
+    with_cluster(
+        ClusterOpts::new("doorbell")
+            .ctl(CTL)
+            .nodes(2)
+            .doorbell(true),
+        |c| {
+            let run = c.run_dir().to_path_buf();
+            if !c.launch_output().contains("doorbells: ivshmem server pid") {
+                return Err(fail(format!(
+                    "the launcher did not start the ivshmem server:\n{}",
+                    c.launch_output()
+                )));
+            }
+            // Boot lines: one distinct peer id per instance.
+            let peers = [
+                boot_peer(c, "dir")?,
+                boot_peer(c, "node1")?,
+                boot_peer(c, "node2")?,
+            ];
+            let distinct: BTreeSet<u16> = peers.iter().copied().collect();
+            if distinct.len() != 3 {
+                return Err(fail(format!("peer ids not distinct: {peers:?}")));
+            }
+            // The region's map (index 0 = directory, K = node K) matches.
+            let shm = c
+                .run()
+                .env()
+                .get("SHM_PATH")
+                .cloned()
+                .ok_or_else(|| fail("no SHM_PATH in cluster.env".into()))?;
+            let shm = Path::new(&shm).to_path_buf();
+            wait_until(
+                "the doorbell table to hold every boot peer id",
+                Duration::from_secs(10),
+                || (0..3).all(|i| table_peer(&shm, i) == Some(peers[i])),
+            )?;
+            // The nodes' announcements reached the directory.
+            c.wait_log(
+                "dir",
+                r"doorbell: first doorbell received",
+                Duration::from_secs(10),
+            )?;
+            // The server saw every peer connect.
+            let log_path = run.join("ivshmem.log");
+            let server_log = || fs::read_to_string(&log_path).unwrap_or_default();
+            for p in peers {
+                if !server_log().contains(&format!("peer {p} connected")) {
+                    return Err(fail(format!(
+                        "ivshmem.log lacks 'peer {p} connected':\n{}",
+                        server_log()
+                    )));
+                }
+            }
+            // Kill node 2: the server announces its removal; node 1 works on.
+            c.kill_node(2)?;
+            let removed = format!("peer {} removed", peers[2]);
+            wait_until(
+                &format!("'{removed}' in {}", log_path.display()),
+                Duration::from_secs(10),
+                || server_log().contains(&removed),
+            )?;
+            c.exec_ok(1, "write /doorbell.txt rung and answered")?;
+            let out = c.exec_ok(1, "cat /doorbell.txt")?;
+            if out.lines != ["rung and answered"] {
+                return Err(fail(format!("cat after the kill: {:?}", out.lines)));
+            }
+            // Stop: nothing of the run is left (QEMUs, wrappers, server),
+            // nor its socket, pid file or shared region.
+            c.stop()?;
+            let left = c.run().processes();
+            if !left.is_empty() {
+                return Err(fail(format!("processes left after stop: {left:?}")));
+            }
+            for f in ["ivshmem.sock", "ivshmem.pid"] {
+                if run.join(f).exists() {
+                    return Err(fail(format!("{f} left after stop")));
+                }
+            }
+            if shm.exists() {
+                return Err(fail(format!("{} left after stop", shm.display())));
+            }
+            if !server_log().contains("stopped by SIGTERM") {
+                return Err(fail(format!(
+                    "the server did not stop cleanly:\n{}",
+                    server_log()
+                )));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// `--doorbell off` is today's behaviour: ivshmem-plain, no server.
+#[test]
+fn doorbell_off_uses_ivshmem_plain() {
+    with_cluster(
+        ClusterOpts::new("doorbell-off")
+            .ctl(CTL)
+            .nodes(1)
+            .doorbell(false),
+        |c| {
+            c.wait_log("dir", r"ivshmem-plain at", Duration::from_secs(10))?;
+            if c.launch_output().contains("ivshmem server") || c.log("dir").contains("doorbell:") {
+                return Err(fail("doorbell pieces active with --doorbell off".into()));
+            }
+            c.exec_ok(1, "write /plain.txt still polling")?;
+            let out = c.exec_ok(1, "cat /plain.txt")?;
+            if out.lines != ["still polling"] {
+                return Err(fail(format!("cat: {:?}", out.lines)));
+            }
+            Ok(())
+        },
+    );
+}
