@@ -220,18 +220,22 @@ impl<E: Env> Node<E> {
         dp.prefetch(&mut self.link, meta, &pages)
     }
 
-    /// `bench dir`: page operations done on `path` (owned elsewhere).
-    pub fn bench_dir(&mut self, path: &str, rounds: u32, batch: usize) -> Result<u64, Errno> {
-        if self.vfs.data_path().single_copy().is_none() {
-            return Err(Errno::NotSupported);
-        }
-        let a = self.stat(path)?;
+    /// `bench dir`: map and drop every page of `ino` (`size` bytes, owned
+    /// by another node) `rounds` times, `batch` page requests published
+    /// together; the page operations done (the caller times it).
+    pub fn bench_dir(
+        &mut self,
+        ino: u64,
+        size: u64,
+        rounds: u32,
+        batch: usize,
+    ) -> Result<u64, Errno> {
         let (st, _) = self
             .vfs
             .data_path()
             .single_copy()
             .ok_or(Errno::NotSupported)?;
-        st.bench_dir(&mut self.link, a.ino, a.size.div_ceil(4096), rounds, batch)
+        st.bench_dir(&mut self.link, ino, size.div_ceil(4096), rounds, batch)
     }
 
     /// `mmap-read`, first half: resolve every page of the open file `fd`
