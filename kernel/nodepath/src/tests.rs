@@ -4,7 +4,7 @@
 use fabric::config::Mode;
 use fabric::proto::{Errno, PageKey};
 use fabric::shm::SharedMem;
-use userland::os::OpenFlags;
+use userland::os::{BatchIo, OpenFlags};
 
 use crate::node::Node;
 use crate::pagecache::Slot;
@@ -323,4 +323,81 @@ fn mmap_io_loads_and_stores_through_the_window() {
     n.mmap_io("/m", 4090, 6, true, &mut w, &mut io).unwrap();
     drop(n);
     assert_eq!(&read_file(&mut rig.node(1), "/m")[4090..4096], b"stored");
+}
+
+#[test]
+fn invalidating_an_owned_page_unmaps_it_on_the_sharer() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/i", &pattern(2 * 4096, 5));
+    assert_eq!(read_file(&mut rig.node(2), "/i").len(), 2 * 4096);
+    let ino = rig.node(1).stat("/i").unwrap().ino;
+    // Node 2's DIR_INV is serviced by its idle loop while node 1 waits.
+    assert!(rig.node(1).invalidate_page(ino, 0).unwrap());
+    assert!(
+        !rig.node(1).invalidate_page(ino, 0).unwrap(),
+        "not ours any more"
+    );
+    assert_eq!(slot(&mut rig.node(2), PageKey { ino, idx: 0 }), None);
+    assert!(matches!(
+        slot(&mut rig.node(2), PageKey { ino, idx: 1 }),
+        Some(Slot::Remote { .. })
+    ));
+    assert_eq!(stat_value(&rig.node(2), "invalidations received"), "1");
+    // The data survived (written back by the directory).
+    assert_eq!(read_file(&mut rig.node(2), "/i"), pattern(2 * 4096, 5));
+    assert_eq!(
+        rig.node(1).cache_drop().unwrap(),
+        "invalidated 1 owned pages, dropped 0 remote mappings"
+    );
+}
+
+#[test]
+fn bench_dir_maps_and_drops_pages_owned_elsewhere() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/d", &pattern(10 * 4096, 6));
+    let a = rig.node(2).stat("/d").unwrap();
+    // 10 maps + 10 drops per round.
+    assert_eq!(rig.node(2).bench_dir(a.ino, a.size, 3, 4).unwrap(), 60);
+    assert_eq!(stat_value(&rig.node(2), "remote mappings"), "0");
+    // On the owner it is refused: it would need pages owned elsewhere.
+    assert_eq!(
+        rig.node(1).bench_dir(a.ino, a.size, 1, 4).err(),
+        Some(Errno::Invalid)
+    );
+    let p = Rig::new(RigConfig::new(1, Mode::Private));
+    assert_eq!(
+        p.node(1).bench_dir(a.ino, a.size, 1, 4).err(),
+        Some(Errno::NotSupported)
+    );
+}
+
+#[test]
+fn a_batch_resolves_its_reads_together() {
+    for mode in [Mode::Strong, Mode::Private] {
+        let rig = Rig::new(RigConfig::new(2, mode));
+        write_file(&mut rig.node(1), "/b", &pattern(8 * 4096, 7));
+        let mut n = rig.node(2);
+        let fd = n.open("/b", OpenFlags::default()).unwrap();
+        let mut b1 = vec![0u8; 4096];
+        let mut b2 = vec![0u8; 3 * 4096];
+        let mut w = vec![1u8; 10];
+        let ios = [
+            BatchIo::new(fd, 0, false, &mut b1),
+            BatchIo::new(fd, 4 * 4096 + 1, false, &mut b2),
+            BatchIo::new(fd, 0, true, &mut w),
+        ];
+        // Pages 0 and 4..=7 (the write is not prefetched; the read is
+        // clipped at the end of the file).
+        let pages: Vec<u64> = n.batch_pages(&ios).unwrap().iter().map(|p| p.1).collect();
+        assert_eq!(pages, vec![0, 4, 5, 6, 7], "{mode:?}");
+        n.prepare_batch(&ios).unwrap();
+        let misses = stat_value(&n, "misses");
+        assert_eq!(misses, "5", "{mode:?}: every read page came in");
+        // The reads are hits now.
+        n.seek(fd, 4 * 4096).unwrap();
+        let mut buf = vec![0u8; 4096];
+        n.read(fd, &mut buf).unwrap();
+        assert_eq!(stat_value(&n, "misses"), "5", "{mode:?}");
+        n.close(fd).unwrap();
+    }
 }
