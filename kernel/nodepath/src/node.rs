@@ -94,7 +94,7 @@ impl<E: Env> Node<E> {
     /// serve.
     pub fn window_fault(&mut self, va: u64) -> bool {
         match self.vfs.data_path().single_copy() {
-            Some((st, _)) => st.window_fault(&self.link.env, va),
+            Some(st) => st.window_fault(&self.link.env, va),
             None => false,
         }
     }
@@ -230,7 +230,7 @@ impl<E: Env> Node<E> {
         rounds: u32,
         batch: usize,
     ) -> Result<u64, Errno> {
-        let (st, _) = self
+        let st = self
             .vfs
             .data_path()
             .single_copy()
@@ -246,7 +246,7 @@ impl<E: Env> Node<E> {
     pub fn mmap_lazy(&mut self, fd: Fd) -> Result<(u64, u64, u64), Errno> {
         let (ino, size) = self.vfs.fd_info(fd)?;
         let pages = size.div_ceil(4096);
-        let (st, _) = self
+        let st = self
             .vfs
             .data_path()
             .single_copy()
@@ -257,7 +257,7 @@ impl<E: Env> Node<E> {
 
     /// Unmap the whole mmap window.
     pub fn munmap(&mut self) {
-        if let Some((st, _)) = self.vfs.data_path().single_copy() {
+        if let Some(st) = self.vfs.data_path().single_copy() {
             st.munmap(&self.link.env);
         }
     }
@@ -267,7 +267,7 @@ impl<E: Env> Node<E> {
         self.vfs
             .data_path()
             .single_copy()
-            .map(|(st, _)| st.fault_counts())
+            .map(|st| st.fault_counts())
             .unwrap_or((0, 0))
     }
 
@@ -317,7 +317,7 @@ impl<E: Env> Node<E> {
             };
             let in_page = (at % 4096) as usize;
             let n = (4096 - in_page).min(len - done);
-            let (st, _) = self
+            let st = self
                 .vfs
                 .data_path()
                 .single_copy()

@@ -55,7 +55,7 @@ fn read_file(n: &mut Node<HostEnv>, path: &str) -> Vec<u8> {
 
 /// The slot node `n` holds for `key` (single copy), if any.
 fn slot(n: &mut Node<HostEnv>, key: PageKey) -> Option<Slot> {
-    let (st, _) = n.vfs.data_path().single_copy().unwrap();
+    let st = n.vfs.data_path().single_copy().unwrap();
     st.coherence().unwrap().cache.slot(&key).cloned()
 }
 

@@ -160,7 +160,7 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn stats(&self) -> Result<Vec<(String, String)>, Errno>;
     /// The single-copy session, for the mmap windows and `bench dir`
     /// (`None`: the mode has neither).
-    fn single_copy(&mut self) -> Option<(&mut ScState, u64)> {
+    fn single_copy(&mut self) -> Option<&mut ScState> {
         None
     }
 }

@@ -229,7 +229,7 @@ impl<E: Env> DataPath<E> for SingleCopy {
         Ok(v)
     }
 
-    fn single_copy(&mut self) -> Option<(&mut ScState, u64)> {
-        Some((&mut self.st, self.cxl_ns))
+    fn single_copy(&mut self) -> Option<&mut ScState> {
+        Some(&mut self.st)
     }
 }
