@@ -140,7 +140,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     };
     let env = KEnv {
         shm,
-        zero_pa: crate::mm::frames::alloc().unwrap_or(0),
+        zero_pa: paging::zero_page().unwrap_or(0),
     };
     let ncfg = NodeConfig {
         id,

@@ -196,18 +196,18 @@ impl Os for NodeOs {
         };
         let mut v: Vec<(String, String)> = Vec::new();
         let mut put = |k: &str, x: String| v.push((k.to_string(), x));
-        put("page entries", format!("{}", p[0]));
+        put("page entries", format!("{}", p.entries));
         put(
             "bytes per entry",
             format!("{}", dirsvc::pagedir::BYTES_PER_ENTRY),
         );
         put("requests served", format!("{}", s.requests));
-        put("page requests", format!("{}", p[1]));
-        put("fills from disk", format!("{}", p[2]));
-        put("remote mappings granted", format!("{}", p[3]));
-        put("invalidations sent (DIR_INV)", format!("{}", p[4]));
-        put("write-backs", format!("{}", p[5]));
-        put("largest batch (requests/sweep)", format!("{}", p[6]));
+        put("page requests", format!("{}", p.page_requests));
+        put("fills from disk", format!("{}", p.fills));
+        put("remote mappings granted", format!("{}", p.remote_maps));
+        put("invalidations sent (DIR_INV)", format!("{}", p.dir_invs));
+        put("write-backs", format!("{}", p.writebacks));
+        put("largest batch (requests/sweep)", format!("{}", p.max_batch));
         put("disk blocks read", format!("{}", s.disk_reads));
         put("disk blocks written", format!("{}", s.disk_writes));
         put(

@@ -118,13 +118,7 @@ impl Coherence {
 
 /// Is `gfn` exported by its owner (export bitmap in the region)?
 pub fn exported(mem: &(impl SharedMem + ?Sized), layout: &Layout, gfn: u64) -> bool {
-    let Some(node) = layout.gfn_owner(gfn) else {
-        return false;
-    };
-    let (first, _) = layout.pool_gfns(node);
-    let idx = (gfn - first) as usize;
-    let off = layout.bitmap_off + (node as usize - 1) * layout.bitmap_bytes + (idx / 64) * 8;
-    mem.load_u64(off) & (1 << (idx % 64)) != 0
+    fabric::layout::Header::new(mem, *layout).exported(gfn)
 }
 
 impl<E: Env> Session<E> for ScState {

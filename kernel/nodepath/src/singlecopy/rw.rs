@@ -11,8 +11,10 @@ use crate::env::{Clock, Env};
 use crate::link::Link;
 use crate::pagecache::{Hit, Mode, PAGE};
 
+/// Offset of frame `gfn` in the region (an impossible one is refused by
+/// the region's bounds check).
 fn frame_off(gfn: u64) -> usize {
-    gfn as usize * PAGE
+    fabric::layout::Layout::gfn_offset(gfn).unwrap_or(usize::MAX)
 }
 
 /// Spin for the emulated CXL latency `ns` (no-op at 0).
