@@ -1,6 +1,17 @@
-//! The node side of onecopy (DPC's client), as host-testable logic linked
-//! into the kernel unchanged.
+//! The node side of onecopy (DPC's client): the whole node data path as
+//! host-testable logic, linked into the kernel unchanged. The kernel
+//! implements the small traits of [`env`] over its devices; host tests
+//! fake them ([`rig`]: a directory and nodes in one process).
 //!
+//! * [`env`]: what the data path needs from its host (clock and wait
+//!   hook, page mapper, shared region, `net` mode's transport).
+//! * [`wait`]: the one wait routine (timeouts, silent directory).
+//! * [`link`]: membership, calls on the rings, the file-server transport.
+//! * [`vfs`]: descriptors, metadata, sizes; file data through a
+//!   [`vfs::DataPath`] chosen once from the mode:
+//! * [`singlecopy`]: `strong` and `relaxed` (DPC), with the mmap windows;
+//! * [`private`]: `private` and `net` (per-node caches).
+//! * [`node`]: one node, the operations the shell reaches.
 //! * [`client`]: the node's ring endpoints (requests, notices, acks).
 //! * [`pagecache`]: the node cache's bookkeeping (frame pool, owned pages,
 //!   remote mappings, private copies, deferred acks).
@@ -11,7 +22,21 @@
 extern crate alloc;
 
 pub mod client;
+pub mod env;
+pub mod link;
 pub mod netclient;
+pub mod node;
 pub mod pagecache;
+pub mod private;
+#[cfg(test)]
+pub mod rig;
 #[cfg(test)]
 mod sim;
+pub mod singlecopy;
+#[cfg(test)]
+mod tests;
+pub mod vfs;
+pub mod wait;
+
+/// Most page requests `bench dir` publishes together.
+pub use userland::os::MAX_DIR_BATCH;

@@ -1,0 +1,97 @@
+//! What the data path needs from its host, as small traits: the kernel
+//! implements them over the real devices, host tests fake them (see
+//! [`crate::rig`]).
+//!
+//! * [`Clock`]: a monotonic clock and one "wait step" while waiting for
+//!   the directory (kernel: spin briefly, then `hlt`; host: run the
+//!   directory and advance a fake clock).
+//! * [`Mapper`]: 4 KiB page-table entries of the mmap windows (kernel:
+//!   real page tables; host: a recorded map).
+//! * [`FileServer`]: a file-server transport other than the rings (`net`
+//!   mode's TCP connection).
+//! * [`Env`]: the bundle, plus the shared region ([`SharedMem`]).
+
+use alloc::vec::Vec;
+
+use fabric::layout::Layout;
+use fabric::proto::{Errno, Request, Response};
+use fabric::shm::SharedMem;
+
+/// Time and waiting.
+pub trait Clock {
+    /// A monotonic clock in nanoseconds.
+    fn now_ns(&self) -> u64;
+    /// One step of waiting for the directory: `spinning` during the first
+    /// [`crate::wait::SPIN_NS`] of a wait (the kernel pauses), afterwards
+    /// the kernel halts until the next interrupt.
+    fn wait_step(&self, spinning: bool);
+}
+
+/// Page-table entries of the mmap windows.
+pub trait Mapper {
+    /// Map the 4 KiB page at virtual `va` to physical `pa` (replacing an
+    /// existing mapping).
+    fn map_4k(&self, va: u64, pa: u64) -> Result<(), Errno>;
+    /// Remove the mapping at `va`, if any, with its TLB flush.
+    fn unmap_4k(&self, va: u64);
+    /// Physical address of the shared region (frame `gfn` is at
+    /// `shm_pa + gfn * 4096`).
+    fn shm_pa(&self) -> u64;
+    /// A zeroed frame for window faults on pages no longer resident (0:
+    /// none, the fault is refused).
+    fn zero_pa(&self) -> u64;
+}
+
+/// A file-server transport other than the rings (`net` mode): one
+/// request at a time, pipelined reads, and four staging slots that play
+/// the part of the bulk slots.
+pub trait FileServer {
+    /// One file-server request (metadata or data).
+    fn call(&mut self, req: &Request) -> Result<Response, Errno>;
+    /// Several reads (`Request::Data` into slot 1) in flight together, each
+    /// answer with its data; a refused one is `Response::Err` in place.
+    fn call_batch(&mut self, reqs: &[Request]) -> Result<Vec<(Response, Vec<u8>)>, Errno>;
+    /// Capacity of slot `slot`.
+    fn bulk_cap(&self, slot: u32) -> Result<usize, Errno>;
+    /// Put `data` at byte `at` of slot `slot`.
+    fn bulk_write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno>;
+    /// Copy the head of slot `slot` into `buf`.
+    fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno>;
+}
+
+/// A transport that does not exist (hosts without a network).
+#[derive(Debug)]
+pub enum NoNet {}
+
+impl FileServer for NoNet {
+    fn call(&mut self, _: &Request) -> Result<Response, Errno> {
+        match *self {}
+    }
+    fn call_batch(&mut self, _: &[Request]) -> Result<Vec<(Response, Vec<u8>)>, Errno> {
+        match *self {}
+    }
+    fn bulk_cap(&self, _: u32) -> Result<usize, Errno> {
+        match *self {}
+    }
+    fn bulk_write(&mut self, _: u32, _: usize, _: &[u8]) -> Result<(), Errno> {
+        match *self {}
+    }
+    fn bulk_read(&mut self, _: u32, _: &mut [u8]) -> Result<(), Errno> {
+        match *self {}
+    }
+}
+
+/// Everything the node data path runs on.
+pub trait Env: Clock + Mapper {
+    /// The shared region.
+    type Mem: SharedMem + ?Sized;
+    /// `net` mode's file-server transport.
+    type Net: FileServer;
+    /// The shared region.
+    fn mem(&self) -> &Self::Mem;
+    /// A fresh join nonce.
+    fn nonce(&self) -> u64;
+    /// The region's layout was validated (the kernel starts beating this
+    /// node's heartbeat from its timer tick).
+    fn layout_known(&self, _layout: &Layout, _node: u32) {}
+}

@@ -1,0 +1,381 @@
+//! The node's link to the directory: membership (layout, join, rejoin,
+//! leaving the shared cache when the directory falls silent), calls on the
+//! rings with the one wait routine ([`crate::wait`]), and the file
+//! server's transport (the rings with this node's bulk slots, or `net`
+//! mode's [`FileServer`]).
+//!
+//! Every wait services the data path's session first ([`Session`]: DIR_INV
+//! notices and deferred acks), so no global state is needed.
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use fabric::bulk::{Bulk, ShmBulk};
+use fabric::config::Mode;
+use fabric::layout::{DirState, Header, Layout, LayoutError, NodeState};
+use fabric::proto::{Desc, Errno, Request, Response};
+
+use crate::client::Client;
+use crate::env::{Env, FileServer};
+use crate::wait::{Step, Waiter, DIR_SILENT_NS};
+
+/// What a data path does with its protocol session: set it up after a
+/// join, service notices while the node waits, forget it when the
+/// directory is gone. The private-cache path has no session (`()`).
+pub trait Session<E: Env> {
+    /// A join succeeded (fresh rings and epoch).
+    fn joined(&mut self, _env: &E, _layout: Layout, _node: u32) {}
+    /// Service pending notices; how many were handled.
+    fn service(&mut self, _env: &E) -> usize {
+        0
+    }
+    /// The directory is gone: forget every page, unmap everything.
+    fn disconnect(&mut self, _env: &E) {}
+}
+
+impl<E: Env> Session<E> for () {}
+
+/// How file-server requests travel.
+enum Files<N> {
+    /// The rings and this node's bulk slots in the shared region.
+    Rings,
+    /// `net` mode: `None` when its NIC is missing (never the rings).
+    Net(Option<N>),
+}
+
+/// The link to the directory.
+pub struct Link<E: Env> {
+    /// The host (devices, clock, shared region).
+    pub env: E,
+    id: u32,
+    mode: Mode,
+    layout: Option<Layout>,
+    client: Option<Client>,
+    rpc_timeout_ns: u64,
+    /// Set once "directory unavailable" was logged, cleared on success.
+    reported: bool,
+    /// Wait state of the current asynchronous exchange (reset on progress).
+    pending: Waiter,
+    /// Last directory heartbeat seen and when it changed.
+    dir_hb: (u64, u64),
+    files: Files<E::Net>,
+}
+
+/// One wait step: service the session, then step `w` against the clock
+/// and the directory's heartbeat. False: give up.
+fn wait_once<E: Env>(env: &E, layout: Layout, w: &mut Waiter, svc: &mut dyn Session<E>) -> bool {
+    svc.service(env);
+    let hb = Header::new(env.mem(), layout).dir_heartbeat();
+    match w.step(env.now_ns(), hb) {
+        Step::Spin => env.wait_step(true),
+        Step::Halt => env.wait_step(false),
+        Step::GiveUp => return false,
+    }
+    true
+}
+
+impl<E: Env> Link<E> {
+    /// A link for node `id` in `mode` that is not joined yet. `net`: `net`
+    /// mode's transport, if its device was found (file requests never fall
+    /// back to the rings in that mode; other modes ignore it).
+    pub fn new(env: E, id: u32, mode: Mode, rpc_timeout_ns: u64, net: Option<E::Net>) -> Link<E> {
+        Link {
+            env,
+            id,
+            mode,
+            layout: None,
+            client: None,
+            rpc_timeout_ns,
+            reported: false,
+            pending: Waiter::new(rpc_timeout_ns),
+            dir_hb: (0, 0),
+            files: if mode == Mode::Net {
+                Files::Net(net)
+            } else {
+                Files::Rings
+            },
+        }
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The page-cache mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The validated layout, once read.
+    pub fn layout(&self) -> Option<Layout> {
+        self.layout
+    }
+
+    /// The ring client, if joined.
+    pub fn client(&self) -> Option<&Client> {
+        self.client.as_ref()
+    }
+
+    /// `net` mode's transport, if any.
+    pub fn net(&mut self) -> Option<&mut E::Net> {
+        match &mut self.files {
+            Files::Net(n) => n.as_mut(),
+            Files::Rings => None,
+        }
+    }
+
+    fn unavailable(&mut self, why: &str, svc: &mut dyn Session<E>) -> Errno {
+        if !self.reported {
+            log::warn!("directory unavailable: {why}");
+            self.reported = true;
+        }
+        self.disconnect_if_dir_silent(svc);
+        Errno::Unavailable
+    }
+
+    /// A directory whose heartbeat stopped is gone: leave the shared cache
+    /// (no remote mapping survives) until a later join succeeds.
+    fn disconnect_if_dir_silent(&mut self, svc: &mut dyn Session<E>) {
+        let Some(layout) = self.layout else { return };
+        let hb = Header::new(self.env.mem(), layout).dir_heartbeat();
+        let now = self.env.now_ns();
+        if hb != self.dir_hb.0 {
+            self.dir_hb = (hb, now);
+        } else if now.saturating_sub(self.dir_hb.1) > DIR_SILENT_NS && self.client.is_some() {
+            log::warn!("directory silent: disconnecting from the shared cache, unmapping every remote page");
+            self.client = None;
+            svc.disconnect(&self.env);
+        }
+    }
+
+    /// Read and validate the header, waiting up to `wait_ns` for the
+    /// directory to format it.
+    fn read_layout(&mut self, wait_ns: u64, svc: &mut dyn Session<E>) -> Result<Layout, Errno> {
+        if let Some(l) = self.layout {
+            return Ok(l);
+        }
+        let start = self.env.now_ns();
+        loop {
+            match Layout::read(self.env.mem()) {
+                Ok(l) => {
+                    if !l.valid_node(self.id) {
+                        let why = format!(
+                            "node id {} outside the region's 1..={}",
+                            self.id, l.max_nodes
+                        );
+                        return Err(self.unavailable(&why, svc));
+                    }
+                    self.layout = Some(l);
+                    self.env.layout_known(&l, self.id);
+                    return Ok(l);
+                }
+                Err(LayoutError::BadMagic(_))
+                    if self.env.now_ns().saturating_sub(start) < wait_ns =>
+                {
+                    self.env.wait_step(false);
+                }
+                Err(e) => return Err(self.unavailable(&format!("{e}"), svc)),
+            }
+        }
+    }
+
+    /// Join (or rejoin) the cluster, waiting up to `wait_ns` for the
+    /// directory to format the region.
+    pub fn join(&mut self, wait_ns: u64, svc: &mut dyn Session<E>) -> Result<(), Errno> {
+        let layout = self.read_layout(wait_ns, svc)?;
+        let nonce = self.env.nonce();
+        let mut w = Waiter::new(wait_ns.max(1_000_000_000));
+        let env = &self.env;
+        let mut wait = || wait_once(env, layout, &mut w, svc);
+        match Client::join(env.mem(), layout, self.id, nonce, &mut wait) {
+            Ok(c) => {
+                log::info!(
+                    "node {} joined cluster epoch {} (mode {})",
+                    self.id,
+                    c.epoch(),
+                    self.mode.as_str()
+                );
+                svc.joined(&self.env, layout, self.id);
+                if Header::new(self.env.mem(), layout).dir_state() == Some(DirState::NoStorage) {
+                    log::warn!(
+                        "directory unavailable: the directory has no storage (see its log); \
+                         file operations will fail"
+                    );
+                }
+                self.client = Some(c);
+                self.reported = false;
+                Ok(())
+            }
+            Err(_) => Err(self.unavailable("no answer to join", svc)),
+        }
+    }
+
+    /// Check membership; rejoin if the directory declared us failed.
+    pub fn check(&mut self, svc: &mut dyn Session<E>) {
+        self.disconnect_if_dir_silent(svc);
+        let Some(layout) = self.layout else { return };
+        let h = Header::new(self.env.mem(), layout);
+        if self.client.is_some() && h.node_state(self.id) == Some(NodeState::Failed) {
+            log::warn!("the directory declared this node failed; rejoining with a new epoch");
+            self.client = None;
+            let _ = self.join(1_000_000_000, svc);
+        }
+    }
+
+    fn ensure_joined(&mut self, svc: &mut dyn Session<E>) -> Result<Layout, Errno> {
+        if self.client.is_none() {
+            // Not joined (yet): try once more, briefly.
+            self.join(500_000_000, svc)?;
+        }
+        let layout = self.layout.ok_or(Errno::Unavailable)?;
+        if Header::new(self.env.mem(), layout).node_state(self.id) == Some(NodeState::Failed) {
+            self.check(svc);
+        }
+        Ok(layout)
+    }
+
+    /// One synchronous call on the rings.
+    pub fn call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<Response, Errno> {
+        let layout = self.ensure_joined(svc)?;
+        let mut w = Waiter::new(self.rpc_timeout_ns);
+        let env = &self.env;
+        let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
+        let mut wait = || wait_once(env, layout, &mut w, svc);
+        match client.call(env.mem(), req, &mut wait) {
+            Err(Errno::Unavailable) => {
+                Err(self.unavailable("no answer (timeout or no heartbeat)", svc))
+            }
+            r => {
+                if r.is_ok() {
+                    self.reported = false;
+                }
+                r
+            }
+        }
+    }
+
+    /// Publish a request on the rings; returns its tag.
+    pub fn send(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<u32, Errno> {
+        let layout = self.ensure_joined(svc)?;
+        let mut w = Waiter::new(self.rpc_timeout_ns);
+        let env = &self.env;
+        let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
+        let mut wait = || wait_once(env, layout, &mut w, svc);
+        client.send(env.mem(), req, &mut wait)
+    }
+
+    /// A response, if one is waiting.
+    pub fn recv(&mut self) -> Result<Option<(u32, Desc)>, Errno> {
+        let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
+        let r = client.recv(self.env.mem())?;
+        if r.is_some() {
+            self.pending.reset(); // progress
+        }
+        Ok(r)
+    }
+
+    /// One wait step of an asynchronous exchange; false: give up.
+    pub fn wait(&mut self, svc: &mut dyn Session<E>) -> bool {
+        let Some(layout) = self.layout else {
+            return false;
+        };
+        if wait_once(&self.env, layout, &mut self.pending, svc) {
+            return true;
+        }
+        self.unavailable("no answer (timeout or no heartbeat)", svc);
+        false
+    }
+
+    /// This node's bulk slot `slot` in the shared region: (offset, size).
+    pub fn ring_bulk(&self, slot: u32) -> Result<(usize, usize), Errno> {
+        self.client
+            .as_ref()
+            .and_then(|c| c.bulk(slot))
+            .ok_or(Errno::Unavailable)
+    }
+
+    fn shm_bulk(&self) -> Result<ShmBulk<'_, E::Mem>, Errno> {
+        match (&self.client, self.layout) {
+            (Some(_), Some(layout)) => Ok(ShmBulk::new(self.env.mem(), layout, self.id)),
+            _ => Err(Errno::Unavailable),
+        }
+    }
+
+    /// One file-server request (metadata or data).
+    pub fn fs_call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<Response, Errno> {
+        match &mut self.files {
+            Files::Net(Some(n)) => n.call(req),
+            Files::Net(None) => Err(Errno::Unavailable),
+            Files::Rings => self.call(req, svc),
+        }
+    }
+
+    /// The file-server transport's name (`bench rpc`).
+    pub fn fs_kind(&self) -> &'static str {
+        match self.files {
+            Files::Net(Some(_)) => "tcp",
+            _ => "ring",
+        }
+    }
+
+    /// Capacity of bulk slot `slot`.
+    pub fn bulk_cap(&self, slot: u32) -> Result<usize, Errno> {
+        match &self.files {
+            Files::Net(Some(n)) => n.bulk_cap(slot),
+            _ => self.shm_bulk()?.cap(slot).ok_or(Errno::Invalid),
+        }
+    }
+
+    /// Put `data` at byte `at` of bulk slot `slot`.
+    pub fn bulk_write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno> {
+        if let Files::Net(Some(n)) = &mut self.files {
+            return n.bulk_write(slot, at, data);
+        }
+        self.shm_bulk()?.write(slot, at, data)
+    }
+
+    /// Copy the head of bulk slot `slot` into `buf`.
+    pub fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno> {
+        if let Files::Net(Some(n)) = &mut self.files {
+            return n.bulk_read(slot, buf);
+        }
+        self.shm_bulk()?.read(slot, buf)
+    }
+
+    /// Several reads (`Request::Data` into slot 1), each answer with its
+    /// data: pipelined in `net` mode, one after the other on the rings. A
+    /// request the server refused is answered `Response::Err` in place.
+    pub fn fs_read_batch(
+        &mut self,
+        reqs: &[Request],
+        svc: &mut dyn Session<E>,
+    ) -> Result<Vec<(Response, Vec<u8>)>, Errno> {
+        match &mut self.files {
+            Files::Net(Some(n)) => return n.call_batch(reqs),
+            Files::Net(None) => return Err(Errno::Unavailable),
+            Files::Rings => {}
+        }
+        let mut out = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            match self.fs_call(req, svc) {
+                Ok(Response::Data { bytes, attr }) => {
+                    let mut data = alloc::vec![0u8; bytes as usize];
+                    self.bulk_read(1, &mut data)?;
+                    out.push((Response::Data { bytes, attr }, data));
+                }
+                Ok(r) => out.push((r, Vec::new())),
+                Err(Errno::Unavailable) => return Err(Errno::Unavailable),
+                Err(e) => out.push((Response::Err(e), Vec::new())),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Leave the cluster (shutdown).
+    pub fn leave(&mut self) {
+        if let Some(layout) = self.layout {
+            Header::new(self.env.mem(), layout).set_node_state(self.id, NodeState::Left);
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! One node: the link to the directory and the VFS over the data path
+//! chosen at join, with the shell-facing operations that are logic (the
+//! kernel adds timing, window loads/stores and printing).
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use fabric::config::Mode;
+use fabric::proto::{Attr, DirEntry, Errno, PageKey, Request, Response};
+use userland::os::{BatchIo, Fd, OpenFlags};
+
+use crate::env::Env;
+use crate::link::Link;
+use crate::private::Private;
+use crate::singlecopy::SingleCopy;
+use crate::vfs::{DataPath, Vfs};
+
+/// Loads (`false`) or stores (`true`) of the bytes at a window address:
+/// the kernel's volatile window accesses, or a host test's fake.
+pub type WindowAccess<'a> = dyn FnMut(u64, &mut [u8], bool) -> Result<(), Errno> + 'a;
+
+/// How a node is set up.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeConfig {
+    /// This node's id (1..).
+    pub id: u32,
+    /// The page-cache mode.
+    pub mode: Mode,
+    /// Give up one directory call after this long.
+    pub rpc_timeout_ns: u64,
+    /// Remote mappings kept at most (single copy).
+    pub remote_limit: usize,
+    /// Emulated CXL latency of every copy from a peer's frame.
+    pub cxl_ns: u64,
+}
+
+/// The data path for `mode`: the only place the mode picks code.
+pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
+    match cfg.mode {
+        Mode::Strong | Mode::Relaxed => {
+            Box::new(SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns))
+        }
+        Mode::Private | Mode::Net => Box::new(Private::new(cfg.mode)),
+    }
+}
+
+/// A node.
+pub struct Node<E: Env> {
+    /// The link to the directory (and the host environment).
+    pub link: Link<E>,
+    /// Descriptors, sizes and the data path.
+    pub vfs: Vfs<E>,
+    /// The file `mmap_io` works on: path, inode, size.
+    mmap_file: Option<(String, u64, u64)>,
+}
+
+impl<E: Env + 'static> Node<E> {
+    /// A node that has not joined yet. `net`: `net` mode's transport.
+    pub fn new(env: E, cfg: NodeConfig, net: Option<E::Net>) -> Node<E> {
+        Node {
+            link: Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net),
+            vfs: Vfs::new(data_path(&cfg)),
+            mmap_file: None,
+        }
+    }
+}
+
+impl<E: Env> Node<E> {
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.vfs.mode()
+    }
+
+    /// Join (or rejoin), waiting up to `wait_ns` for the region.
+    pub fn join(&mut self, wait_ns: u64) -> Result<(), Errno> {
+        self.link.join(wait_ns, self.vfs.session())
+    }
+
+    /// Periodic membership check (rejoin if declared failed, leave the
+    /// shared cache if the directory fell silent).
+    pub fn check(&mut self) {
+        self.link.check(self.vfs.session());
+    }
+
+    /// Service pending notices (idle loop).
+    pub fn service(&mut self) -> usize {
+        self.vfs.session().service(&self.link.env)
+    }
+
+    /// A page fault at `va` in an mmap window: map what the page is (our
+    /// frame, the owner's, or the zero page). False: not a window page we
+    /// serve.
+    pub fn window_fault(&mut self, va: u64) -> bool {
+        match self.vfs.data_path().single_copy() {
+            Some(st) => st.window_fault(&self.link.env, va),
+            None => false,
+        }
+    }
+
+    /// One call on the rings (`bench ring`, `dir stats`).
+    pub fn ring_call(&mut self, req: &Request) -> Result<Response, Errno> {
+        self.link.call(req, self.vfs.session())
+    }
+
+    /// One file-server request over this mode's transport (`bench rpc`).
+    pub fn fs_call(&mut self, req: &Request) -> Result<Response, Errno> {
+        self.link.fs_call(req, self.vfs.session())
+    }
+
+    /// Open a file.
+    pub fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        self.mmap_file = None; // sizes may change: look the file up again
+        self.vfs.open(&mut self.link, path, flags)
+    }
+    /// Read at the descriptor's position.
+    pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
+        self.vfs.read(&mut self.link, fd, buf)
+    }
+    /// Write at the descriptor's position.
+    pub fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
+        self.vfs.write(&mut self.link, fd, data)
+    }
+    /// Set the size of an open file.
+    pub fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno> {
+        self.vfs.truncate(&mut self.link, fd, size)
+    }
+    /// Flush an open file.
+    pub fn fsync(&mut self, fd: Fd) -> Result<(), Errno> {
+        self.vfs.fsync(&mut self.link, fd)
+    }
+    /// Close a descriptor.
+    pub fn close(&mut self, fd: Fd) -> Result<(), Errno> {
+        self.vfs.close(&mut self.link, fd)
+    }
+    /// Attributes of a path.
+    pub fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
+        self.vfs.stat(&mut self.link, path)
+    }
+    /// List a directory.
+    pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>, Errno> {
+        self.vfs.readdir(&mut self.link, path)
+    }
+    /// Create a directory.
+    pub fn mkdir(&mut self, path: &str) -> Result<(), Errno> {
+        self.vfs.mkdir(&mut self.link, path)
+    }
+    /// Remove an empty directory.
+    pub fn rmdir(&mut self, path: &str) -> Result<(), Errno> {
+        self.vfs.rmdir(&mut self.link, path)
+    }
+    /// Remove a file.
+    pub fn unlink(&mut self, path: &str) -> Result<(), Errno> {
+        self.vfs.unlink(&mut self.link, path)
+    }
+    /// Write back everything, flush the disk.
+    pub fn sync(&mut self) -> Result<(), Errno> {
+        self.vfs.sync(&mut self.link)
+    }
+    /// Set the position of an open file.
+    pub fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        self.vfs.seek(fd, pos)
+    }
+    /// The inode and size of an open file.
+    pub fn fd_info(&self, fd: Fd) -> Result<(u64, u64), Errno> {
+        self.vfs.fd_info(fd)
+    }
+
+    /// `cache stats`: mode, the given storage profile and CXL latency, then
+    /// the data path's counters.
+    pub fn cache_stats(&self, storage: &str, cxl_ns: u64) -> Result<Vec<(String, String)>, Errno> {
+        let mut v: Vec<(String, String)> = alloc::vec![
+            ("mode".to_string(), self.mode().as_str().to_string()),
+            ("storage profile".to_string(), storage.to_string()),
+            ("cxl latency (ns)".to_string(), format!("{cxl_ns}")),
+        ];
+        v.extend(self.vfs.data_path_ref().stats()?);
+        Ok(v)
+    }
+
+    /// `cache drop`: give back every page; what was done.
+    pub fn cache_drop(&mut self) -> Result<String, Errno> {
+        let (dp, meta) = self.vfs.parts();
+        dp.drop_cache(&mut self.link, meta)
+    }
+
+    /// `bench inv`: invalidate page `idx` of `ino` if held here (true).
+    pub fn invalidate_page(&mut self, ino: u64, idx: u64) -> Result<bool, Errno> {
+        self.vfs
+            .data_path()
+            .invalidate_page(&mut self.link, ino, idx)
+    }
+
+    /// The pages a batch's reads touch, as (inode, index), sorted.
+    pub fn batch_pages(&self, ios: &[BatchIo<'_>]) -> Result<Vec<(u64, u64)>, Errno> {
+        let mut pages = Vec::new();
+        for io in ios {
+            if io.write || io.buf.is_empty() {
+                continue;
+            }
+            let (ino, size) = self.vfs.fd_info(io.fd)?;
+            let end = (io.offset + io.buf.len() as u64).min(size);
+            let mut idx = io.offset / 4096;
+            while idx * 4096 < end {
+                pages.push((ino, idx));
+                idx += 1;
+            }
+        }
+        pages.sort_unstable();
+        pages.dedup();
+        Ok(pages)
+    }
+
+    /// Before a batch of I/Os: bring every page its reads touch in, the
+    /// misses in flight together (the reads are hits afterwards).
+    pub fn prepare_batch(&mut self, ios: &[BatchIo<'_>]) -> Result<(), Errno> {
+        let pages = self.batch_pages(ios)?;
+        let (dp, meta) = self.vfs.parts();
+        dp.prefetch(&mut self.link, meta, &pages)
+    }
+
+    /// `bench dir`: map and drop every page of `ino` (`size` bytes, owned
+    /// by another node) `rounds` times, `batch` page requests published
+    /// together; the page operations done (the caller times it).
+    pub fn bench_dir(
+        &mut self,
+        ino: u64,
+        size: u64,
+        rounds: u32,
+        batch: usize,
+    ) -> Result<u64, Errno> {
+        let st = self
+            .vfs
+            .data_path()
+            .single_copy()
+            .ok_or(Errno::NotSupported)?;
+        st.bench_dir(&mut self.link, ino, size.div_ceil(4096), rounds, batch)
+    }
+
+    /// `mmap-read`, first half: resolve every page of the open file `fd`
+    /// and open its window; (window address, pages, size). The caller
+    /// reads through the window (faults map the pages, see
+    /// [`Node::window_fault`]) without holding the node, then calls
+    /// [`Node::munmap`].
+    pub fn mmap_lazy(&mut self, fd: Fd) -> Result<(u64, u64, u64), Errno> {
+        let (ino, size) = self.vfs.fd_info(fd)?;
+        let pages = size.div_ceil(4096);
+        let st = self
+            .vfs
+            .data_path()
+            .single_copy()
+            .ok_or(Errno::NotSupported)?;
+        let base = st.mmap_lazy(&mut self.link, ino, pages)?;
+        Ok((base, pages, size))
+    }
+
+    /// Unmap the whole mmap window.
+    pub fn munmap(&mut self) {
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            st.munmap(&self.link.env);
+        }
+    }
+
+    /// (window faults served, faults on pages no longer resident).
+    pub fn fault_counts(&mut self) -> (u64, u64) {
+        self.vfs
+            .data_path()
+            .single_copy()
+            .map(|st| st.fault_counts())
+            .unwrap_or((0, 0))
+    }
+
+    /// Does this mode have mmap windows?
+    pub fn has_windows(&mut self) -> bool {
+        self.vfs.data_path().single_copy().is_some()
+    }
+
+    /// fio's mmap engine: `len` bytes at `offset` of `path` through the
+    /// window mappings, page by page: `access(va, bytes, write)` does the
+    /// loads or stores (kernel: volatile accesses of the window).
+    pub fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+        access: &mut WindowAccess<'_>,
+    ) -> Result<(), Errno> {
+        if !self.has_windows() {
+            return Err(Errno::NotSupported);
+        }
+        if len == 0 {
+            return Ok(()); // probe: supported in this mode
+        }
+        // One lookup per file, not per I/O.
+        let ino = match &self.mmap_file {
+            Some((p, ino, _)) if p == path => *ino,
+            _ => {
+                let a = self.stat(path)?;
+                self.mmap_file = Some((path.to_string(), a.ino, a.size));
+                a.ino
+            }
+        };
+        let size = self.mmap_file.as_ref().map(|f| f.2).unwrap_or(0);
+        let end = offset.checked_add(len as u64).ok_or(Errno::Invalid)?;
+        if end > size || buf.len() < len {
+            return Err(Errno::Invalid);
+        }
+        let mut done = 0usize;
+        while done < len {
+            let at = offset + done as u64;
+            let key = PageKey {
+                ino,
+                idx: at / 4096,
+            };
+            let in_page = (at % 4096) as usize;
+            let n = (4096 - in_page).min(len - done);
+            let st = self
+                .vfs
+                .data_path()
+                .single_copy()
+                .ok_or(Errno::NotSupported)?;
+            let va = st.map_for_io(&mut self.link, key, write)?;
+            access(va + in_page as u64, &mut buf[done..done + n], write)?;
+            if write {
+                st.mapped_write(&key);
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Write back and leave the cluster.
+    pub fn shutdown(&mut self) {
+        let _ = self.sync();
+        self.link.leave();
+    }
+}

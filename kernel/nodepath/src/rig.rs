@@ -1,0 +1,306 @@
+//! A host cluster for tests: a real [`Directory`] over a [`HeapShm`] and a
+//! [`MemDisk`], and nodes running the real data path ([`Node`]) in one
+//! process, on a fake clock.
+//!
+//! Every wait step of a node ([`Clock::wait_step`]) advances the clock,
+//! beats every live node's heartbeat (and the directory's, while it is
+//! up), runs one directory pass, and lets every other node service its
+//! notices, as their idle loops would. A node that is waiting itself is
+//! borrowed and skipped (its own wait loop services it). The page tables
+//! of the mmap windows are a recorded map per node ([`HostEnv::mapped`]),
+//! and [`Rig::window_read`] reads through it, faulting like the kernel.
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::BTreeMap;
+use std::rc::{Rc, Weak};
+use std::vec::Vec;
+
+use dirsvc::server::{Config, Directory};
+use fabric::config::Mode;
+use fabric::layout::{Header, Layout};
+use fabric::proto::Errno;
+use fabric::shm::{HeapShm, SharedMem};
+use flatfs::{Fs, MemDisk};
+
+use crate::env::{Clock, Env, Mapper, NoNet};
+use crate::node::{Node, NodeConfig};
+
+/// Fake physical address of the shared region (frame `gfn` at
+/// `SHM_PA + gfn * 4096`).
+pub const SHM_PA: u64 = 0x10_0000_0000;
+/// Fake physical address of the zero page.
+pub const ZERO_PA: u64 = 0x1000;
+/// Clock advance of one spinning wait step.
+pub const SPIN_STEP_NS: u64 = 10_000;
+/// Clock advance of one halting wait step (a timer tick).
+pub const HALT_STEP_NS: u64 = 1_000_000;
+
+/// A node as the directory's step sees it (it may be gone or borrowed).
+type WeakNode = Weak<RefCell<Node<HostEnv>>>;
+
+/// What the nodes share: the region, the directory, the clock.
+pub struct Shared {
+    /// The shared region.
+    pub mem: HeapShm,
+    /// Its layout.
+    pub layout: Layout,
+    /// The directory.
+    pub dir: RefCell<Directory<MemDisk>>,
+    now: Cell<u64>,
+    /// False: the directory neither serves nor beats (it hangs).
+    dir_up: Cell<bool>,
+    /// Nodes whose heartbeat and idle loop are frozen.
+    frozen: RefCell<Vec<u32>>,
+    nodes: RefCell<Vec<(u32, WeakNode)>>,
+    /// Directory passes run.
+    pub passes: Cell<u64>,
+}
+
+impl Shared {
+    /// Advance the clock by `dt`, beat, run one directory pass, and let
+    /// every node but `me` service its notices.
+    pub fn step(&self, me: u32, dt: u64) {
+        self.now.set(self.now.get() + dt);
+        let h = Header::new(&*self.mem, self.layout);
+        let frozen = self.frozen.borrow().clone();
+        for n in 1..=self.layout.max_nodes {
+            if !frozen.contains(&n) {
+                h.beat_node(n);
+            }
+        }
+        if self.dir_up.get() {
+            h.beat_dir();
+            self.dir.borrow_mut().poll(&*self.mem, self.now.get());
+            self.passes.set(self.passes.get() + 1);
+        }
+        let nodes: Vec<_> = self.nodes.borrow().clone();
+        for (id, w) in nodes {
+            if id == me || frozen.contains(&id) {
+                continue;
+            }
+            if let Some(n) = w.upgrade() {
+                if let Ok(mut n) = n.try_borrow_mut() {
+                    n.service();
+                }
+            }
+        }
+    }
+
+    /// The fake clock.
+    pub fn now(&self) -> u64 {
+        self.now.get()
+    }
+}
+
+/// One node's host: the shared state and its recorded window mappings.
+pub struct HostEnv {
+    sh: Rc<Shared>,
+    id: u32,
+    /// Window page tables: virtual page -> physical address (shared, so a
+    /// test's load/store hook can walk it while the node is borrowed).
+    pub mapped: Rc<RefCell<BTreeMap<u64, u64>>>,
+    nonce: Cell<u64>,
+}
+
+impl Clock for HostEnv {
+    fn now_ns(&self) -> u64 {
+        self.sh.now.get()
+    }
+    fn wait_step(&self, spinning: bool) {
+        let dt = if spinning { SPIN_STEP_NS } else { HALT_STEP_NS };
+        self.sh.step(self.id, dt);
+    }
+}
+
+impl Mapper for HostEnv {
+    fn map_4k(&self, va: u64, pa: u64) -> Result<(), Errno> {
+        self.mapped.borrow_mut().insert(va & !0xFFF, pa);
+        Ok(())
+    }
+    fn unmap_4k(&self, va: u64) {
+        self.mapped.borrow_mut().remove(&(va & !0xFFF));
+    }
+    fn shm_pa(&self) -> u64 {
+        SHM_PA
+    }
+    fn zero_pa(&self) -> u64 {
+        ZERO_PA
+    }
+}
+
+impl Env for HostEnv {
+    type Mem = HeapShm;
+    type Net = NoNet;
+    fn mem(&self) -> &HeapShm {
+        &self.sh.mem
+    }
+    fn nonce(&self) -> u64 {
+        self.nonce.set(self.nonce.get() + 1);
+        (u64::from(self.id) << 32) | self.nonce.get()
+    }
+}
+
+/// How to build a [`Rig`].
+#[derive(Debug, Clone, Copy)]
+pub struct RigConfig {
+    /// Nodes (1..).
+    pub nodes: u32,
+    /// Page-cache mode of every node.
+    pub mode: Mode,
+    /// Shared region size (sets the pool frames per node).
+    pub region: usize,
+    /// Remote mappings a node keeps.
+    pub remote_limit: usize,
+    /// A node gives up a call after this long (fake clock).
+    pub rpc_timeout_ns: u64,
+}
+
+impl RigConfig {
+    /// `nodes` nodes in `mode`, a 4 MiB region.
+    pub fn new(nodes: u32, mode: Mode) -> RigConfig {
+        RigConfig {
+            nodes,
+            mode,
+            region: 4 << 20,
+            remote_limit: 8192,
+            rpc_timeout_ns: 10_000_000_000,
+        }
+    }
+}
+
+/// A directory and joined nodes.
+pub struct Rig {
+    /// What they share.
+    pub sh: Rc<Shared>,
+    nodes: Vec<Rc<RefCell<Node<HostEnv>>>>,
+}
+
+impl Rig {
+    /// Format the region and a disk, start the directory, join every node.
+    pub fn new(cfg: RigConfig) -> Rig {
+        let mem = HeapShm::new(cfg.region);
+        let layout = Layout::compute(cfg.region, cfg.nodes).expect("rig region fits");
+        layout.format(&*mem, 0);
+        let fs = Fs::format(MemDisk::new(4096), 64).expect("format the rig's disk");
+        let dir = Directory::new(&*mem, layout, Some(fs), Config::default());
+        let sh = Rc::new(Shared {
+            mem,
+            layout,
+            dir: RefCell::new(dir),
+            now: Cell::new(1),
+            dir_up: Cell::new(true),
+            frozen: RefCell::new(Vec::new()),
+            nodes: RefCell::new(Vec::new()),
+            passes: Cell::new(0),
+        });
+        let mut nodes = Vec::new();
+        for id in 1..=cfg.nodes {
+            let env = HostEnv {
+                sh: sh.clone(),
+                id,
+                mapped: Rc::new(RefCell::new(BTreeMap::new())),
+                nonce: Cell::new(0),
+            };
+            let ncfg = NodeConfig {
+                id,
+                mode: cfg.mode,
+                rpc_timeout_ns: cfg.rpc_timeout_ns,
+                remote_limit: cfg.remote_limit,
+                cxl_ns: 0,
+            };
+            let node = Rc::new(RefCell::new(Node::new(env, ncfg, None)));
+            sh.nodes.borrow_mut().push((id, Rc::downgrade(&node)));
+            node.borrow_mut().join(1_000_000_000).expect("node joins");
+            nodes.push(node);
+        }
+        Rig { sh, nodes }
+    }
+
+    /// Node `k` (1..), borrowed (its idle loop pauses meanwhile).
+    pub fn node(&self, k: u32) -> RefMut<'_, Node<HostEnv>> {
+        self.nodes[k as usize - 1].borrow_mut()
+    }
+
+    /// Run `steps` idle steps (directory passes, every node services).
+    pub fn idle(&self, steps: usize) {
+        for _ in 0..steps {
+            self.sh.step(0, SPIN_STEP_NS);
+        }
+    }
+
+    /// Run node `k`'s idle loop for `ns` of fake time, as the kernel's
+    /// shell loop does: service notices every step, check membership every
+    /// 100 ms.
+    pub fn idle_node(&self, k: u32, ns: u64) {
+        let end = self.sh.now() + ns;
+        let mut last_check = self.sh.now();
+        while self.sh.now() < end {
+            let mut n = self.node(k);
+            if self.sh.now() - last_check > 100_000_000 {
+                last_check = self.sh.now();
+                n.check();
+            }
+            n.service();
+            drop(n);
+            self.sh.step(k, HALT_STEP_NS);
+        }
+    }
+
+    /// The directory hangs (`false`: no passes, no heartbeat) or resumes.
+    pub fn set_dir_up(&self, up: bool) {
+        self.sh.dir_up.set(up);
+    }
+
+    /// Freeze node `k`'s heartbeat and idle loop (it looks dead).
+    pub fn freeze(&self, k: u32) {
+        self.sh.frozen.borrow_mut().push(k);
+    }
+
+    /// The shared region's bytes of frame `gfn`.
+    pub fn frame(&self, gfn: u64) -> Vec<u8> {
+        let mut b = vec![0u8; 4096];
+        self.sh.mem.read(gfn as usize * 4096, &mut b);
+        b
+    }
+
+    /// Read `buf.len()` bytes through node `k`'s window at `va`, faulting
+    /// in missing pages with [`Node::window_fault`] like the kernel's
+    /// page-fault handler. `Err(Io)`: a fault was refused.
+    pub fn window_read(&self, k: u32, va: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let mut done = 0;
+        while done < buf.len() {
+            let at = va + done as u64;
+            let page = at & !0xFFF;
+            let pa = {
+                let n = self.node(k);
+                let pa = n.link.env.mapped.borrow().get(&page).copied();
+                pa
+            };
+            let pa = match pa {
+                Some(pa) => pa,
+                None => {
+                    if !self.node(k).window_fault(at) {
+                        return Err(Errno::Io);
+                    }
+                    continue;
+                }
+            };
+            let n = (4096 - (at & 0xFFF) as usize).min(buf.len() - done);
+            if pa == ZERO_PA {
+                buf[done..done + n].fill(0);
+            } else {
+                let off = (pa - SHM_PA) as usize + (at & 0xFFF) as usize;
+                self.sh.mem.read(off, &mut buf[done..done + n]);
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// Node `env`'s window mapping of `va` as an offset in the shared region
+/// (`None`: not mapped, or the zero page): what a load at `va` reads.
+pub fn window_offset(env: &HostEnv, va: u64) -> Option<usize> {
+    let pa = *env.mapped.borrow().get(&(va & !0xFFF))?;
+    (pa != ZERO_PA).then(|| (pa - SHM_PA) as usize + (va & 0xFFF) as usize)
+}

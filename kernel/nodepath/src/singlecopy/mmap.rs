@@ -1,0 +1,172 @@
+//! The mmap windows: each inode gets a 4 GiB window of virtual addresses
+//! whose page-table entries point at our frames or straight at the owners'
+//! frames in the shared region (zero copy). The page tables are the
+//! [`Mapper`]'s; this file decides what to map and keeps the books.
+
+use alloc::vec::Vec;
+
+use fabric::proto::{Errno, PageKey};
+
+use super::{ScState, MAX_RETRIES};
+use crate::env::{Env, Mapper};
+use crate::link::Link;
+use crate::pagecache::{Slot, PAGE};
+
+/// Base of the mmap windows (lower half, canonical, far from RAM; the
+/// kernel reserves `MMAP_BASE..MMAP_BASE + 2^44`). Each inode gets a 4 GiB
+/// window: `MMAP_BASE + (ino mod 2^12) * 4 GiB`.
+pub const MMAP_BASE: u64 = 0x0000_1000_0000_0000;
+
+/// Virtual address of page `key` in its inode's mmap window.
+pub fn window_va(key: &PageKey) -> u64 {
+    MMAP_BASE + ((key.ino & 0xFFF) << 32) + (key.idx & 0xF_FFFF) * PAGE as u64
+}
+
+impl ScState {
+    /// Resolve the pages `[0, pages)` of `ino` through the protocol
+    /// (batched) and open its window without mapping anything: the first
+    /// access to each page faults, and [`ScState::window_fault`] maps our
+    /// frame or the owner's frame. Returns the window's address.
+    pub fn mmap_lazy<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        pages: u64,
+    ) -> Result<u64, Errno> {
+        let keys: Vec<PageKey> = (0..pages).map(|idx| PageKey { ino, idx }).collect();
+        self.resolve(link, &keys, false)?;
+        self.c()?.windows.insert(ino & 0xFFF, ino);
+        Ok(window_va(&PageKey { ino, idx: 0 }))
+    }
+
+    /// (window faults served, faults on pages no longer resident).
+    pub fn fault_counts(&self) -> (u64, u64) {
+        self.coh
+            .as_ref()
+            .map(|c| (c.faults, c.fault_misses))
+            .unwrap_or((0, 0))
+    }
+
+    /// A page fault at `va` in a window: map our frame or the owner's frame
+    /// for that page; a page that is no longer resident (invalidated after
+    /// `mmap_lazy` resolved it) gets the zero page and is counted, so the
+    /// reader can retry. False: not ours to serve.
+    pub fn window_fault(&mut self, m: &impl Mapper, va: u64) -> bool {
+        let Some(c) = self.coh.as_mut() else {
+            return false;
+        };
+        let Some(off) = va.checked_sub(MMAP_BASE) else {
+            return false;
+        };
+        let Some(ino) = c.windows.get(&(off >> 32)).copied() else {
+            return false;
+        };
+        let key = PageKey {
+            ino,
+            idx: (off & 0xFFFF_FFFF) >> 12,
+        };
+        let page_va = va & !0xFFF;
+        let zero = m.zero_pa();
+        let pa = match c.cache.slot(&key) {
+            Some(Slot::Local { gfn, .. }) | Some(Slot::Remote { gfn, .. }) => {
+                c.faults += 1;
+                m.shm_pa() + gfn * PAGE as u64
+            }
+            _ if zero != 0 => {
+                c.fault_misses += 1;
+                zero
+            }
+            _ => return false,
+        };
+        if m.map_4k(page_va, pa).is_err() {
+            return false;
+        }
+        c.mapped.insert(key, page_va);
+        true
+    }
+
+    /// Make one page mapped in its window (resolving it if needed) and
+    /// return its address and whether it is a peer's frame. Private copies
+    /// (relaxed writes) cannot be mapped: `NotSupported`.
+    pub fn map_page<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+    ) -> Result<(u64, bool), Errno> {
+        for _ in 0..MAX_RETRIES {
+            let c = self.c()?;
+            if let Some(va) = c.mapped.get(&key).copied() {
+                let remote = matches!(c.cache.slot(&key), Some(Slot::Remote { .. }));
+                return Ok((va, remote));
+            }
+            let target = match c.cache.slot(&key) {
+                Some(Slot::Local { gfn, .. }) => Some(Ok((*gfn, false))),
+                Some(Slot::Remote { gfn, .. }) => Some(Ok((*gfn, true))),
+                Some(Slot::Private(_)) => Some(Err(Errno::NotSupported)),
+                _ => None,
+            };
+            match target {
+                Some(Ok((gfn, remote))) => {
+                    let va = window_va(&key);
+                    let pa = link.env.shm_pa() + gfn * PAGE as u64;
+                    link.env.map_4k(va, pa).map_err(|_| Errno::NoSpace)?;
+                    c.mapped.insert(key, va);
+                    return Ok((va, remote));
+                }
+                Some(Err(e)) => return Err(e),
+                None => {
+                    self.resolve(link, &[key], false)?;
+                }
+            }
+        }
+        Err(Errno::Io)
+    }
+
+    /// [`ScState::map_page`] for a load (`write` false) or a store through
+    /// the mapping; a store into a peer's frame in relaxed mode would
+    /// need a private copy: `NotSupported`.
+    pub fn map_for_io<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        write: bool,
+    ) -> Result<u64, Errno> {
+        let (va, remote) = self.map_page(link, key)?;
+        if write && remote && self.mode == crate::pagecache::Mode::Relaxed {
+            return Err(Errno::NotSupported);
+        }
+        Ok(va)
+    }
+
+    /// Record a store through the mapping of `key` (into the one frame; the
+    /// page is written back like any dirty page).
+    pub fn mapped_write(&mut self, key: &PageKey) {
+        if let Some(c) = self.cache() {
+            c.mark_dirty(key);
+        }
+    }
+
+    /// The file shrank to `size` (or was removed, `size` 0): retire our
+    /// pages from the one holding the new end on (see
+    /// `NodeCache::evict_local`).
+    pub fn evict_local(&mut self, m: &impl Mapper, ino: u64, size: u64) {
+        let Some(c) = self.coh.as_mut() else { return };
+        let from = size / PAGE as u64;
+        let gone: Vec<PageKey> = c
+            .mapped
+            .range(PageKey { ino, idx: from }..=PageKey { ino, idx: u64::MAX })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in gone {
+            c.unmap(m, &k);
+        }
+        c.cache.evict_local(ino, from);
+    }
+
+    /// Unmap the whole mmap window.
+    pub fn munmap(&mut self, m: &impl Mapper) {
+        if let Some(c) = self.coh.as_mut() {
+            c.unmap_all(m);
+        }
+    }
+}

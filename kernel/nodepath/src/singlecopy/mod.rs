@@ -1,0 +1,499 @@
+//! The single-copy data path (modes `strong` and `relaxed`): the node side
+//! of the DPC protocol over the rings, with [`NodeCache`] doing the
+//! bookkeeping.
+//!
+//! * Reads: local hit (our frame) or remote hit (CH-R: the owner's frame)
+//!   copy straight from the shared region; misses go out as one batch of
+//!   page READs (up to [`BATCH`] descriptors published together) and come
+//!   back as fills into our pre-allocated frames (CM) or mappings of a
+//!   peer's frame (CM-R).
+//! * Strong writes: into our frame, or straight into the owner's frame (a
+//!   single copy, so every reader sees it at once); a full-page write miss
+//!   goes through LOOKUP_LOCK / UNLOCK.
+//! * Relaxed writes: into our frame, or into a private copy of a peer's
+//!   page, written back through the storage server at fsync/close, which
+//!   reconciles the owner's frame.
+//! * Reclaim: when our pool runs dry, the oldest owned pages are
+//!   invalidated in a batch (BATCH_INV); dirty ones are written back by the
+//!   directory before it answers.
+//! * Invalidations (DIR_INV) are serviced whenever this node waits or
+//!   idles ([`Session::service`]): the page is forgotten, unmapped from the
+//!   mmap window (with its TLB flush), then acknowledged on the ack ring.
+//!
+//! Files: this one (session, batched page calls, resolve, reclaim), `rw`
+//! (read, write, fsync), `mmap` (windows), `path` (the [`DataPath`]).
+//!
+//! [`DataPath`]: crate::vfs::DataPath
+
+mod mmap;
+mod path;
+mod rw;
+
+pub use mmap::{window_va, MMAP_BASE};
+pub use path::SingleCopy;
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use fabric::layout::Layout;
+use fabric::proto::{op_of, Errno, Request, Response};
+use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::shm::SharedMem;
+
+use crate::client::Notifier;
+use crate::env::{Env, Mapper};
+use crate::link::{Link, Session};
+use crate::pagecache::{Installed, Mode, NodeCache, Slot};
+
+/// Page requests published together.
+pub const BATCH: usize = 32;
+/// Rounds of `Retry` before a page operation gives up.
+const MAX_RETRIES: u32 = 20_000;
+
+/// One joined session's coherence state.
+pub struct Coherence {
+    notifier: Notifier,
+    /// Bookkeeping.
+    pub cache: NodeCache,
+    layout: Layout,
+    /// Pages mapped in the mmap window, by page -> virtual address.
+    mapped: BTreeMap<PageKey, u64>,
+    /// Lazily mapped windows: window slot -> inode (`mmap_lazy`).
+    windows: BTreeMap<u64, u64>,
+    /// Window page faults served with our or the owner's frame.
+    faults: u64,
+    /// Window page faults on a page no longer resident (served with the
+    /// zero page; the reader retries).
+    fault_misses: u64,
+}
+
+/// The single-copy session: none until joined.
+pub struct ScState {
+    mode: Mode,
+    remote_limit: usize,
+    coh: Option<Coherence>,
+}
+
+impl Coherence {
+    /// Remove `key`'s mapping from its window, if any (with the TLB flush).
+    fn unmap(&mut self, m: &impl Mapper, key: &PageKey) {
+        if let Some(va) = self.mapped.remove(key) {
+            m.unmap_4k(va);
+        }
+    }
+
+    /// Remove every window mapping.
+    fn unmap_all(&mut self, m: &impl Mapper) {
+        for va in self.mapped.values() {
+            m.unmap_4k(*va);
+        }
+        self.mapped.clear();
+        self.windows.clear();
+    }
+
+    /// Unmap `key` from the window (flushing the TLB), then acknowledge.
+    fn ack<E: Env>(&mut self, env: &E, key: PageKey, dirty: bool) {
+        self.unmap(env, &key); // the TLB flush comes before the ack
+        let mut spins = 0u32;
+        if self
+            .notifier
+            .ack(env.mem(), key, dirty, &mut || {
+                spins += 1;
+                spins < 10_000_000
+            })
+            .is_err()
+        {
+            log::warn!("ack ring stuck; the directory will time this node out");
+        }
+    }
+
+    /// Send the acks of deferred invalidations that became due.
+    fn send_due_acks<E: Env>(&mut self, env: &E) {
+        for (key, dirty) in self.cache.take_acks() {
+            log::debug!("DIR_INV {key:?}: deferred ack, dirty={dirty}");
+            self.ack(env, key, dirty);
+        }
+    }
+}
+
+/// Is `gfn` exported by its owner (export bitmap in the region)?
+pub fn exported(mem: &(impl SharedMem + ?Sized), layout: &Layout, gfn: u64) -> bool {
+    fabric::layout::Header::new(mem, *layout).exported(gfn)
+}
+
+impl<E: Env> Session<E> for ScState {
+    /// Fresh notify/ack endpoints, an empty cache over our pool, nothing
+    /// mapped.
+    fn joined(&mut self, env: &E, layout: Layout, node: u32) {
+        if let Some(old) = self.coh.as_mut() {
+            old.unmap_all(env);
+        }
+        self.coh = Some(Coherence {
+            notifier: Notifier::new(&layout, node),
+            cache: NodeCache::new(self.mode, layout.pool_gfns(node), self.remote_limit),
+            layout,
+            mapped: BTreeMap::new(),
+            windows: BTreeMap::new(),
+            faults: 0,
+            fault_misses: 0,
+        });
+    }
+
+    /// Service pending invalidations: forget, unmap + flush, acknowledge.
+    /// An invalidation of a page whose READ / LOOKUP_LOCK is still
+    /// unanswered is acknowledged only once the answer is applied
+    /// (`NodeCache::dir_inv`): acking earlier would let the directory
+    /// finish before we install what the answer grants.
+    fn service(&mut self, env: &E) -> usize {
+        let Some(c) = self.coh.as_mut() else { return 0 };
+        let mut n = 0;
+        loop {
+            let key = match c.notifier.poll(env.mem()) {
+                Ok(Some(k)) => k,
+                Ok(None) => break,
+                Err(e) => {
+                    log::warn!("notify ring: {e}; dropping the notice");
+                    continue;
+                }
+            };
+            n += 1;
+            match c.cache.dir_inv(&key) {
+                Some(dirty) => {
+                    log::debug!("DIR_INV {key:?}: acked, dirty={dirty}");
+                    c.ack(env, key, dirty);
+                }
+                None => log::debug!("DIR_INV {key:?}: our miss is in flight, ack deferred"),
+            }
+        }
+        c.send_due_acks(env);
+        n
+    }
+
+    /// Leave the shared cache: forget every page, unmap the window.
+    fn disconnect(&mut self, env: &E) {
+        if let Some(c) = self.coh.as_mut() {
+            c.unmap_all(env);
+            c.cache.forget_all();
+        }
+    }
+}
+
+impl ScState {
+    /// Not joined yet.
+    pub fn new(mode: Mode, remote_limit: usize) -> ScState {
+        ScState {
+            mode,
+            remote_limit,
+            coh: None,
+        }
+    }
+
+    /// The session, if joined.
+    pub fn coherence(&self) -> Option<&Coherence> {
+        self.coh.as_ref()
+    }
+
+    fn c(&mut self) -> Result<&mut Coherence, Errno> {
+        self.coh.as_mut().ok_or(Errno::Unavailable)
+    }
+
+    /// The cache, if joined.
+    fn cache(&mut self) -> Option<&mut NodeCache> {
+        self.coh.as_mut().map(|c| &mut c.cache)
+    }
+
+    /// Send `reqs` together and collect their answers in order.
+    fn page_calls<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        reqs: &[PageReq],
+    ) -> Result<Vec<PageReply>, Errno> {
+        let mut tags = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            let req = Request::Page(*r);
+            tags.push((link.send(&req, self)?, op_of(&req)));
+        }
+        let mut out: Vec<Option<PageReply>> = alloc::vec![None; reqs.len()];
+        let mut left = reqs.len();
+        while left > 0 {
+            match link.recv()? {
+                Some((tag, d)) => {
+                    let Some(i) = tags.iter().position(|(t, _)| *t == tag) else {
+                        continue; // a late answer to an abandoned call
+                    };
+                    let reply = match Response::decode(&d, tags[i].1) {
+                        Ok((_, Response::Page(p))) => p,
+                        Ok((_, Response::Err(e))) => return Err(e),
+                        _ => PageReply::Refused,
+                    };
+                    if out[i].replace(reply).is_none() {
+                        left -= 1;
+                    }
+                }
+                None => {
+                    if !link.wait(self) {
+                        return Err(Errno::Unavailable);
+                    }
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or(PageReply::Refused))
+            .collect())
+    }
+
+    /// Invalidate up to `n` of our oldest owned pages (one BATCH_INV).
+    pub fn reclaim<E: Env>(&mut self, link: &mut Link<E>, n: usize) -> Result<usize, Errno> {
+        let victims = self.cache().map(|c| c.pick_victims(n)).unwrap_or_default();
+        if victims.is_empty() {
+            return Ok(0);
+        }
+        // Our own mappings of these frames go first.
+        if let Some(c) = self.coh.as_mut() {
+            for (k, _) in &victims {
+                c.unmap(&link.env, k);
+            }
+        }
+        let reqs: Vec<PageReq> = victims
+            .iter()
+            .map(|(key, dirty)| PageReq::Inv {
+                key: *key,
+                dirty: *dirty,
+            })
+            .collect();
+        let replies = self.page_calls(link, &reqs)?;
+        if let Some(c) = self.cache() {
+            for ((key, _), r) in victims.iter().zip(&replies) {
+                match r {
+                    PageReply::Done { .. } => c.reclaimed(key),
+                    _ => c.reclaim_failed(key),
+                }
+            }
+        }
+        Ok(victims.len())
+    }
+
+    /// Invalidate one page we own, synchronously (`bench inv`). Returns
+    /// false if we do not own it.
+    pub fn invalidate_one<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+    ) -> Result<bool, Errno> {
+        let Some(dirty) = self.cache().and_then(|c| c.take_victim(&key)) else {
+            return Ok(false);
+        };
+        if let Some(c) = self.coh.as_mut() {
+            c.unmap(&link.env, &key);
+        }
+        let r = self.page_calls(link, &[PageReq::Inv { key, dirty }])?;
+        if let Some(c) = self.cache() {
+            match r.first() {
+                Some(PageReply::Done { .. }) => c.reclaimed(&key),
+                _ => c.reclaim_failed(&key),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Make `keys` resident or mapped here (one batch per [`BATCH`]
+    /// pages). `full_write`: the caller will overwrite whole pages (strong
+    /// mode asks LOOKUP_LOCK instead of READ). Returns the pages left in E
+    /// (reserved), which the caller must write and UNLOCK.
+    pub fn resolve<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        keys: &[PageKey],
+        full_write: bool,
+    ) -> Result<Vec<(PageKey, u64)>, Errno> {
+        self.resolve_in(link, keys, full_write, BATCH)
+    }
+
+    /// [`ScState::resolve`] with up to `max_batch` page requests published
+    /// together.
+    fn resolve_in<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        keys: &[PageKey],
+        full_write: bool,
+        max_batch: usize,
+    ) -> Result<Vec<(PageKey, u64)>, Errno> {
+        let mut reserved = Vec::new();
+        let mut todo: Vec<PageKey> = keys.to_vec();
+        let mut rounds = 0u32;
+        while !todo.is_empty() {
+            rounds += 1;
+            if rounds > MAX_RETRIES {
+                return Err(Errno::Io);
+            }
+            let mut batch = Vec::new();
+            let mut rest = Vec::new();
+            for key in todo.drain(..) {
+                if batch.len() >= max_batch {
+                    rest.push(key);
+                    continue;
+                }
+                let c = self.c()?;
+                match c.cache.slot(&key) {
+                    // Being torn down: wait for the directory's DIR_INV.
+                    Some(Slot::Reclaiming { .. }) => {
+                        rest.push(key);
+                        continue;
+                    }
+                    // Usable already (ours, mapped, private or reserved).
+                    Some(_) => continue,
+                    None => {}
+                }
+                match c.cache.start_miss(key, full_write) {
+                    Some(r) => batch.push((key, r)),
+                    None => {
+                        // Pool empty: reclaim, then try this page again.
+                        let freed = self.reclaim(link, BATCH)?;
+                        if freed == 0 && batch.is_empty() {
+                            return Err(Errno::NoSpace);
+                        }
+                        rest.push(key);
+                    }
+                }
+            }
+            todo = rest;
+            if batch.is_empty() {
+                // Only pages being torn down are left: let the invalidations in.
+                if !todo.is_empty() && !link.wait(self) {
+                    return Err(Errno::Unavailable);
+                }
+                continue;
+            }
+            let reqs: Vec<PageReq> = batch.iter().map(|(_, r)| *r).collect();
+            let replies = self.page_calls(link, &reqs)?;
+            log::debug!("resolve: {reqs:?} -> {replies:?}");
+            for ((key, _), reply) in batch.iter().zip(replies) {
+                let c = self.c()?;
+                let layout = c.layout;
+                let mem = link.env.mem();
+                let r = c
+                    .cache
+                    .complete_miss(*key, reply, |gfn| exported(mem, &layout, gfn));
+                match r {
+                    Installed::Local(_) | Installed::Remote(_) => {}
+                    Installed::Reserved(gfn) => reserved.push((*key, gfn)),
+                    Installed::Retry => todo.push(*key),
+                    Installed::Failed => {
+                        return Err(match reply {
+                            PageReply::IoError => Errno::Io,
+                            _ => Errno::Refused,
+                        })
+                    }
+                }
+            }
+            // Invalidations that raced these misses are due now.
+            if let Some(c) = self.coh.as_mut() {
+                c.send_due_acks(&link.env);
+            }
+            if !todo.is_empty() && !link.wait(self) {
+                return Err(Errno::Unavailable);
+            }
+        }
+        Ok(reserved)
+    }
+
+    /// Drop remote mappings above the limit (called after reads).
+    pub fn trim<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
+        let extra = self.cache().map(|c| c.over_limit()).unwrap_or_default();
+        self.drop_mappings(link, extra, BATCH)
+    }
+
+    /// Give back remote mappings, `batch` DROPs published together.
+    fn drop_mappings<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        keys: Vec<(PageKey, bool)>,
+        batch: usize,
+    ) -> Result<(), Errno> {
+        if let Some(c) = self.coh.as_mut() {
+            for (k, _) in &keys {
+                c.unmap(&link.env, k);
+            }
+        }
+        for chunk in keys.chunks(batch.max(1)) {
+            let reqs: Vec<PageReq> = chunk
+                .iter()
+                .map(|(key, dirty)| PageReq::Drop {
+                    key: *key,
+                    dirty: *dirty,
+                })
+                .collect();
+            self.page_calls(link, &reqs)?;
+            // The directory has the dirty bits now.
+            if let Some(c) = self.cache() {
+                for (k, _) in chunk {
+                    c.drop_done(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `cache drop`: give back every page through the protocol. Returns
+    /// (owned pages invalidated, remote mappings dropped).
+    pub fn drop_all<E: Env>(&mut self, link: &mut Link<E>) -> Result<(usize, usize), Errno> {
+        let remote = self.cache().map(|c| c.all_remote()).unwrap_or_default();
+        let nr = remote.len();
+        self.drop_mappings(link, remote, BATCH)?;
+        let mut owned = 0;
+        loop {
+            let n = self.reclaim(link, BATCH)?;
+            if n == 0 {
+                break;
+            }
+            owned += n;
+        }
+        Ok((owned, nr))
+    }
+
+    /// Directory throughput: map and drop the pages `[0, pages)` of `ino`
+    /// (owned by another node) `rounds` times, `batch` page requests
+    /// published together per round trip. Returns the page operations.
+    pub fn bench_dir<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        pages: u64,
+        rounds: u32,
+        batch: usize,
+    ) -> Result<u64, Errno> {
+        let batch = batch.clamp(1, crate::MAX_DIR_BATCH);
+        let keys: Vec<PageKey> = (0..pages).map(|idx| PageKey { ino, idx }).collect();
+        let mut ops = 0u64;
+        for _ in 0..rounds {
+            for chunk in keys.chunks(batch) {
+                let missing = self
+                    .cache()
+                    .map(|c| chunk.iter().filter(|k| c.slot(k).is_none()).count())
+                    .unwrap_or(0) as u64;
+                self.resolve_in(link, chunk, false, batch)?;
+                ops += missing;
+                let remote: Vec<(PageKey, bool)> = self
+                    .cache()
+                    .map(|c| {
+                        chunk
+                            .iter()
+                            .filter(|k| matches!(c.slot(k), Some(Slot::Remote { .. })))
+                            .map(|k| (*k, false))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if remote.len() != chunk.len() {
+                    return Err(Errno::Invalid); // we own some: use a file owned elsewhere
+                }
+                if let Some(c) = self.cache() {
+                    c.forget_remote(&remote);
+                }
+                ops += remote.len() as u64;
+                self.drop_mappings(link, remote, batch)?;
+            }
+        }
+        Ok(ops)
+    }
+}

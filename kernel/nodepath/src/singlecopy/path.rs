@@ -1,0 +1,235 @@
+//! The single-copy path as the VFS's [`DataPath`] (modes `strong` and
+//! `relaxed`).
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use fabric::layout::Layout;
+use fabric::proto::{Attr, Errno, PageKey, Request};
+
+use super::ScState;
+use crate::env::Env;
+use crate::link::{Link, Session};
+use crate::pagecache::Mode;
+use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta};
+
+/// Most private copies (relaxed mode) before they are written back: each
+/// is a 4 KiB heap page.
+pub const MAX_PRIVATE_PAGES: usize = 1024;
+
+/// The single-copy path: the protocol session and the emulated CXL
+/// latency of copies from a peer's frame.
+pub struct SingleCopy {
+    st: ScState,
+    cxl_ns: u64,
+}
+
+impl SingleCopy {
+    /// Not joined yet; `remote_limit` remote mappings at most.
+    pub fn new(mode: Mode, remote_limit: usize, cxl_ns: u64) -> SingleCopy {
+        SingleCopy {
+            st: ScState::new(mode, remote_limit),
+            cxl_ns,
+        }
+    }
+
+    /// Write back `ino` (its size from `meta`).
+    fn fsync_ino<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+    ) -> Result<(), Errno> {
+        let size = meta.size_of(ino);
+        self.st.fsync(link, ino, size)
+    }
+
+    /// Write back every inode with dirty pages or private copies.
+    fn fsync_dirty<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
+        let inos = self
+            .st
+            .coh
+            .as_ref()
+            .map(|c| c.cache.dirty_inodes())
+            .unwrap_or_default();
+        for ino in inos {
+            if meta.get(ino).is_none() {
+                let a = getattr(link, &mut self.st, ino)?;
+                meta.learn(&a);
+            }
+            self.fsync_ino(link, meta, ino)?;
+        }
+        Ok(())
+    }
+}
+
+impl<E: Env> Session<E> for SingleCopy {
+    fn joined(&mut self, env: &E, layout: Layout, node: u32) {
+        self.st.joined(env, layout, node);
+    }
+    fn service(&mut self, env: &E) -> usize {
+        self.st.service(env)
+    }
+    fn disconnect(&mut self, env: &E) {
+        self.st.disconnect(env);
+    }
+}
+
+impl<E: Env> DataPath<E> for SingleCopy {
+    fn mode(&self) -> Mode {
+        self.st.mode
+    }
+
+    /// Pages are kept coherent by the protocol; only the size moves.
+    fn sizes_move(&self) -> bool {
+        true
+    }
+
+    fn evict(&mut self, env: &E, ino: u64, size: u64) {
+        self.st.evict_local(env, ino, size);
+    }
+
+    fn read(
+        &mut self,
+        link: &mut Link<E>,
+        _meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, Errno> {
+        let n = self.st.read(link, ino, pos, buf, self.cxl_ns)?;
+        self.st.trim(link)?;
+        Ok(n)
+    }
+
+    fn write(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        let end = pos + data.len() as u64;
+        if end > meta.size_of(ino) {
+            // Grow the file first so that every reader sees the size.
+            let a = attr_of(link.fs_call(&Request::Setattr { ino, size: end }, self)?)?;
+            meta.set(
+                ino,
+                FileMeta {
+                    version: a.version,
+                    size: a.size,
+                },
+            );
+        }
+        let n = self.st.write(link, ino, pos, data)?;
+        let private = self.st.coh.as_ref().map(|c| c.cache.counts().2);
+        if private.unwrap_or(0) > MAX_PRIVATE_PAGES {
+            // Relaxed: bound the heap, write the private copies back early.
+            self.fsync_dirty(link, meta)?;
+        }
+        Ok(n)
+    }
+
+    /// The directory tears pages down only when the file shrinks; learn
+    /// the current size so this node retires exactly the same pages.
+    fn truncate(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        size: u64,
+    ) -> Result<Attr, Errno> {
+        let old = getattr(link, self, ino)?;
+        meta.learn(&old);
+        let a = attr_of(link.fs_call(&Request::Setattr { ino, size }, self)?)?;
+        if size < old.size {
+            self.st.evict_local(&link.env, ino, size);
+        }
+        Ok(a)
+    }
+
+    /// Relaxed mode writes back our private copies at close
+    /// (close-to-open consistency); strong mode has none.
+    fn close(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
+        let dirty = self
+            .st
+            .coh
+            .as_ref()
+            .is_some_and(|c| !c.cache.private_pages(ino).is_empty());
+        if dirty {
+            self.fsync_ino(link, meta, ino)?;
+        }
+        Ok(())
+    }
+
+    fn fsync(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
+        self.fsync_ino(link, meta, ino)
+    }
+
+    fn write_back_all(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
+        self.fsync_dirty(link, meta)
+    }
+
+    /// Resolve the pages together (up to [`super::BATCH`] page requests per
+    /// directory round trip), so a batch's misses are in flight at once.
+    fn prefetch(
+        &mut self,
+        link: &mut Link<E>,
+        _meta: &mut Meta,
+        pages: &[(u64, u64)],
+    ) -> Result<(), Errno> {
+        let keys: Vec<PageKey> = pages
+            .iter()
+            .map(|&(ino, idx)| PageKey { ino, idx })
+            .collect();
+        self.st.resolve(link, &keys, false).map(|_| ())
+    }
+
+    fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno> {
+        self.fsync_dirty(link, meta)?;
+        link.fs_call(&Request::Fsync { ino: 0 }, self)?;
+        let (owned, remote) = self.st.drop_all(link)?;
+        Ok(format!(
+            "invalidated {owned} owned pages, dropped {remote} remote mappings"
+        ))
+    }
+
+    fn invalidate_page(&mut self, link: &mut Link<E>, ino: u64, idx: u64) -> Result<bool, Errno> {
+        self.st.invalidate_one(link, PageKey { ino, idx })
+    }
+
+    fn stats(&self) -> Result<Vec<(String, String)>, Errno> {
+        let c = self.st.coh.as_ref().ok_or(Errno::Unavailable)?;
+        let s = c.cache.stats();
+        let (owned, remote, private) = c.cache.counts();
+        let (free, pool) = (c.cache.free_frames(), c.cache.pool_frames());
+        let (faults, misses) = self.st.fault_counts();
+        let mut v: Vec<(String, String)> = Vec::new();
+        let mut put = |k: &str, x: String| v.push((k.to_string(), x));
+        put("resident owned pages", format!("{owned}"));
+        put("remote mappings", format!("{remote}"));
+        put("private copies", format!("{private}"));
+        put("pool frames free/total", format!("{free}/{pool}"));
+        put("hits local", format!("{}", s.hits_local));
+        put("hits remote", format!("{}", s.hits_remote));
+        put("hits private", format!("{}", s.hits_private));
+        put("misses", format!("{}", s.misses));
+        put("disk reads caused (fills)", format!("{}", s.fills));
+        put("remote maps (CM-R)", format!("{}", s.remote_maps));
+        put("retries", format!("{}", s.retries));
+        put("invalidations sent", format!("{}", s.invs_sent));
+        put("invalidations received", format!("{}", s.invs_received));
+        put("remote drops", format!("{}", s.drops));
+        put("write-backs", format!("{}", s.writebacks));
+        put("refused mappings", format!("{}", s.refused_maps));
+        put("mmap page faults", format!("{faults}"));
+        put("mmap faults on evicted pages", format!("{misses}"));
+        Ok(v)
+    }
+
+    fn single_copy(&mut self) -> Option<&mut ScState> {
+        Some(&mut self.st)
+    }
+}

@@ -1,0 +1,229 @@
+//! Reads, writes and fsync of the single-copy path.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use fabric::proto::{Errno, Op, PageKey, PageReply, PageReq, Request, Response};
+use fabric::shm::SharedMem;
+
+use super::{ScState, BATCH, MAX_RETRIES};
+use crate::env::{Clock, Env};
+use crate::link::Link;
+use crate::pagecache::{Hit, Mode, PAGE};
+
+/// Offset of frame `gfn` in the region (an impossible one is refused by
+/// the region's bounds check).
+fn frame_off(gfn: u64) -> usize {
+    fabric::layout::Layout::gfn_offset(gfn).unwrap_or(usize::MAX)
+}
+
+/// Spin for the emulated CXL latency `ns` (no-op at 0).
+fn cxl_delay(clock: &impl Clock, ns: u64) {
+    if ns > 0 {
+        let t0 = clock.now_ns();
+        while clock.now_ns().saturating_sub(t0) < ns {}
+    }
+}
+
+impl ScState {
+    /// Read `buf.len()` bytes at `pos` of `ino` (the caller clipped to
+    /// EOF). Copies from a peer's frame cost `cxl_ns` more.
+    pub fn read<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        pos: u64,
+        buf: &mut [u8],
+        cxl_ns: u64,
+    ) -> Result<usize, Errno> {
+        let first = pos / PAGE as u64;
+        let last = (pos + buf.len() as u64).div_ceil(PAGE as u64);
+        let mut done = 0usize;
+        let mut idx = first;
+        while idx < last {
+            // Resolve a batch of upcoming misses at once.
+            let end = (idx + BATCH as u64).min(last);
+            let missing: Vec<PageKey> = (idx..end)
+                .map(|i| PageKey { ino, idx: i })
+                .filter(|k| self.cache().map(|c| c.slot(k).is_none()).unwrap_or(true))
+                .collect();
+            if !missing.is_empty() {
+                self.resolve(link, &missing, false)?;
+            }
+            while idx < end {
+                let key = PageKey { ino, idx };
+                let at = pos + done as u64;
+                let in_page = (at % PAGE as u64) as usize;
+                let n = (PAGE - in_page).min(buf.len() - done);
+                let mem = link.env.mem();
+                let c = self.c()?;
+                let copied = match c.cache.lookup(&key) {
+                    Hit::Local(g) => {
+                        mem.read(frame_off(g) + in_page, &mut buf[done..done + n]);
+                        true
+                    }
+                    Hit::Remote(g) => {
+                        cxl_delay(&link.env, cxl_ns);
+                        mem.read(frame_off(g) + in_page, &mut buf[done..done + n]);
+                        true
+                    }
+                    Hit::Private => {
+                        let p = c.cache.private(&key).map(|p| &p[in_page..in_page + n]);
+                        if let Some(p) = p {
+                            buf[done..done + n].copy_from_slice(p);
+                        }
+                        p.is_some()
+                    }
+                    Hit::Miss => false,
+                };
+                if !copied {
+                    // Invalidated while we waited for another page: again.
+                    self.resolve(link, &[key], false)?;
+                    continue;
+                }
+                done += n;
+                idx += 1;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Write `data` at `pos` of `ino`.
+    pub fn write<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        let mode = self.c()?.cache.mode();
+        let mut done = 0usize;
+        let mut tries = 0u32;
+        while done < data.len() {
+            let at = pos + done as u64;
+            let key = PageKey {
+                ino,
+                idx: at / PAGE as u64,
+            };
+            let in_page = (at % PAGE as u64) as usize;
+            let n = (PAGE - in_page).min(data.len() - done);
+            let chunk = &data[done..done + n];
+            let hit = self.c()?.cache.lookup(&key);
+            log::trace!("write {key:?} +{in_page} len {n}: {hit:?}");
+            match (hit, mode) {
+                (Hit::Local(g), _) | (Hit::Remote(g), Mode::Strong) => {
+                    link.env.mem().write(frame_off(g) + in_page, chunk);
+                    if let Some(c) = self.cache() {
+                        c.mark_dirty(&key);
+                    }
+                }
+                (Hit::Remote(g), _) => {
+                    // Relaxed: a private copy, written back at fsync.
+                    let mut p = Box::new([0u8; PAGE]);
+                    link.env.mem().read(frame_off(g), &mut p[..]);
+                    p[in_page..in_page + n].copy_from_slice(chunk);
+                    if self
+                        .cache()
+                        .map(|c| c.make_private(key, p))
+                        .unwrap_or(false)
+                    {
+                        self.page_calls(link, &[PageReq::Drop { key, dirty: false }])?;
+                        if let Some(c) = self.cache() {
+                            c.drop_done(&key);
+                        }
+                    }
+                }
+                (Hit::Private, _) => {
+                    if let Some(p) = self.cache().and_then(|c| c.private_mut(&key)) {
+                        p[in_page..in_page + n].copy_from_slice(chunk);
+                    }
+                }
+                (Hit::Miss, _) => {
+                    tries += 1;
+                    if tries > MAX_RETRIES {
+                        return Err(Errno::Io);
+                    }
+                    let full = n == PAGE;
+                    for (k, gfn) in self.resolve(link, &[key], full)? {
+                        // E: we install the page: write it whole, then UNLOCK.
+                        let mut page = [0u8; PAGE];
+                        page[in_page..in_page + n].copy_from_slice(chunk);
+                        link.env.mem().write(frame_off(gfn), &page);
+                        self.page_calls(link, &[PageReq::Unlock { key: k }])?;
+                        if let Some(c) = self.cache() {
+                            c.unlocked(k);
+                        }
+                        done += n;
+                        tries = 0;
+                    }
+                    continue;
+                }
+            }
+            done += n;
+            tries = 0;
+        }
+        Ok(done)
+    }
+
+    /// Write back what this node dirtied of `ino` (frames through
+    /// WRITEBACK, relaxed private copies through the storage server and
+    /// this node's bulk slot 2), then flush.
+    pub fn fsync<E: Env>(&mut self, link: &mut Link<E>, ino: u64, size: u64) -> Result<(), Errno> {
+        let bulk = link.ring_bulk(2)?;
+        let dirty = self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default();
+        for chunk in dirty.chunks(BATCH) {
+            let reqs: Vec<PageReq> = chunk
+                .iter()
+                .map(|k| PageReq::Writeback {
+                    key: *k,
+                    dirty: true,
+                })
+                .collect();
+            let replies = self.page_calls(link, &reqs)?;
+            if let Some(c) = self.cache() {
+                for (k, r) in chunk.iter().zip(replies) {
+                    if let PageReply::Done { written } = r {
+                        c.cleaned(k);
+                        if written {
+                            c.count_writeback();
+                        }
+                    }
+                }
+            }
+        }
+        let private = self
+            .cache()
+            .map(|c| c.private_pages(ino))
+            .unwrap_or_default();
+        for key in private {
+            let start = key.idx * PAGE as u64;
+            if start < size {
+                let n = ((size - start) as usize).min(PAGE).min(bulk.1);
+                let page = self.cache().and_then(|c| c.private(&key).copied());
+                if let Some(p) = page {
+                    link.env.mem().write(bulk.0, &p[..n]);
+                    let r = link.call(
+                        &Request::Data {
+                            op: Op::Write,
+                            slot: 2,
+                            ino,
+                            offset: start,
+                            len: n as u32,
+                        },
+                        self,
+                    )?;
+                    if !matches!(r, Response::Data { .. }) {
+                        return Err(Errno::Io);
+                    }
+                    if let Some(c) = self.cache() {
+                        c.count_writeback();
+                    }
+                }
+            }
+            if let Some(c) = self.cache() {
+                c.drop_private(&key);
+            }
+        }
+        link.call(&Request::Fsync { ino }, self).map(|_| ())
+    }
+}

@@ -1,0 +1,448 @@
+//! The node's tiny VFS: a descriptor table, metadata calls to the
+//! directory's file server, and the sizes this node knows. File data goes
+//! through the [`DataPath`] chosen once at join from the mode: the
+//! single-copy path ([`crate::singlecopy::SingleCopy`], `strong` and
+//! `relaxed`) or the private-cache path ([`crate::private::Private`],
+//! `private` and `net`, which differ only in the file-server transport).
+//! Adding a mode means adding one [`DataPath`].
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use fabric::config::Mode;
+use fabric::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
+use userland::os::{Fd, OpenFlags};
+
+use crate::env::Env;
+use crate::link::{Link, Session};
+use crate::singlecopy::ScState;
+
+/// Most open descriptors.
+pub const MAX_FILES: usize = 64;
+
+/// What this node knows of a file: the directory's last version and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMeta {
+    /// The inode's version (changes with every data, size or entry change).
+    pub version: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Sizes and versions of the files this node has seen, by inode.
+#[derive(Debug, Default)]
+pub struct Meta(BTreeMap<u64, FileMeta>);
+
+impl Meta {
+    /// Record the directory's view of `a.ino`; true if the version moved
+    /// (or the file was not known).
+    pub fn learn(&mut self, a: &Attr) -> bool {
+        let mut changed = false;
+        let e = self.0.entry(a.ino).or_insert_with(|| {
+            changed = true;
+            FileMeta {
+                version: a.version,
+                size: a.size,
+            }
+        });
+        changed |= e.version != a.version;
+        e.version = a.version;
+        e.size = a.size;
+        changed
+    }
+
+    /// What we know of `ino`.
+    pub fn get(&self, ino: u64) -> Option<FileMeta> {
+        self.0.get(&ino).copied()
+    }
+
+    /// Set what we know of `ino` (if known).
+    pub fn set(&mut self, ino: u64, m: FileMeta) {
+        if let Some(e) = self.0.get_mut(&ino) {
+            *e = m;
+        }
+    }
+
+    /// Known size of `ino` (0 if unknown).
+    pub fn size_of(&self, ino: u64) -> u64 {
+        self.0.get(&ino).map(|c| c.size).unwrap_or(0)
+    }
+
+    /// Forget `ino`.
+    pub fn remove(&mut self, ino: u64) {
+        self.0.remove(&ino);
+    }
+}
+
+/// The attributes in an answer.
+pub fn attr_of(r: Response) -> Result<Attr, Errno> {
+    match r {
+        Response::Attr(a) => Ok(a),
+        Response::Data { attr, .. } => Ok(attr),
+        _ => Err(Errno::Io),
+    }
+}
+
+/// The directory's attributes of `ino`.
+pub fn getattr<E: Env>(
+    link: &mut Link<E>,
+    svc: &mut dyn Session<E>,
+    ino: u64,
+) -> Result<Attr, Errno> {
+    attr_of(link.fs_call(&Request::Getattr { ino }, svc)?)
+}
+
+/// How file data moves: one implementation per mode family.
+pub trait DataPath<E: Env>: Session<E> + Send {
+    /// The mode.
+    fn mode(&self) -> Mode;
+    /// Can a file's size move without this node seeing a new version
+    /// (single copy: another node extends it)? Then the size is asked
+    /// again at end of file and for appends.
+    fn sizes_move(&self) -> bool;
+    /// The version of `ino` moved, or its data changed wholesale: drop any
+    /// cached copy of its pages.
+    fn forget_pages(&mut self, _ino: u64) {}
+    /// `ino` shrank to `size` (0: removed): retire pages from the one
+    /// holding the new end on.
+    fn evict(&mut self, _env: &E, _ino: u64, _size: u64) {}
+    /// Read at `pos` of `ino` (the caller clipped `buf` to EOF).
+    fn read(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, Errno>;
+    /// Write `data` at `pos` of `ino`.
+    fn write(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno>;
+    /// Set the size of `ino`; the directory's new attributes.
+    fn truncate(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        size: u64,
+    ) -> Result<Attr, Errno>;
+    /// A descriptor of `ino` was closed.
+    fn close(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _ino: u64) -> Result<(), Errno> {
+        Ok(())
+    }
+    /// Write back and flush `ino`.
+    fn fsync(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno>;
+    /// Write back everything this node dirtied (before the global flush).
+    fn write_back_all(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> Result<(), Errno> {
+        Ok(())
+    }
+    /// Bring the pages (inode, index) in, misses in flight together.
+    fn prefetch(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        pages: &[(u64, u64)],
+    ) -> Result<(), Errno>;
+    /// `cache drop`: give back every cached page; what was done.
+    fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
+    /// `bench inv`: invalidate page `idx` of `ino` if this node holds it
+    /// (true); the caller times it.
+    fn invalidate_page(&mut self, link: &mut Link<E>, ino: u64, idx: u64) -> Result<bool, Errno>;
+    /// `cache stats` lines after the mode, storage and latency lines.
+    fn stats(&self) -> Result<Vec<(String, String)>, Errno>;
+    /// The single-copy session, for the mmap windows and `bench dir`
+    /// (`None`: the mode has neither).
+    fn single_copy(&mut self) -> Option<&mut ScState> {
+        None
+    }
+}
+
+struct OpenFile {
+    ino: u64,
+    pos: u64,
+    append: bool,
+}
+
+/// The VFS of one node.
+pub struct Vfs<E: Env> {
+    files: Vec<Option<OpenFile>>,
+    meta: Meta,
+    dp: Box<dyn DataPath<E>>,
+}
+
+impl<E: Env> Vfs<E> {
+    /// An empty VFS over `dp`.
+    pub fn new(dp: Box<dyn DataPath<E>>) -> Vfs<E> {
+        let mut files = Vec::new();
+        files.resize_with(MAX_FILES, || None);
+        Vfs {
+            files,
+            meta: Meta::default(),
+            dp,
+        }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.dp.mode()
+    }
+
+    /// The data path.
+    pub fn data_path(&mut self) -> &mut dyn DataPath<E> {
+        &mut *self.dp
+    }
+
+    /// The data path (shared).
+    pub fn data_path_ref(&self) -> &dyn DataPath<E> {
+        &*self.dp
+    }
+
+    /// The data path's session (for waits outside file operations).
+    pub fn session(&mut self) -> &mut dyn Session<E> {
+        &mut *self.dp
+    }
+
+    /// The data path and the sizes together.
+    pub fn parts(&mut self) -> (&mut dyn DataPath<E>, &mut Meta) {
+        (&mut *self.dp, &mut self.meta)
+    }
+
+    fn learn(&mut self, a: &Attr) {
+        if self.meta.learn(a) {
+            self.dp.forget_pages(a.ino);
+        }
+    }
+
+    fn call(&mut self, link: &mut Link<E>, req: &Request) -> Result<Response, Errno> {
+        link.fs_call(req, &mut *self.dp)
+    }
+
+    /// Refresh the size of `ino` from the directory.
+    fn refresh(&mut self, link: &mut Link<E>, ino: u64) -> Result<u64, Errno> {
+        let a = getattr(link, &mut *self.dp, ino)?;
+        self.learn(&a);
+        Ok(a.size)
+    }
+
+    fn path_op(
+        &mut self,
+        link: &mut Link<E>,
+        op: Op,
+        path: &str,
+        exclusive: bool,
+    ) -> Result<Response, Errno> {
+        let cap = link.bulk_cap(0)?;
+        if path.len() > cap || path.len() > fabric::proto::MAX_PATH {
+            return Err(Errno::NameTooLong);
+        }
+        link.bulk_write(0, 0, path.as_bytes())?;
+        self.call(
+            link,
+            &Request::Path {
+                op,
+                slot: 0,
+                len: path.len() as u32,
+                exclusive,
+            },
+        )
+    }
+
+    /// Attributes of a path.
+    pub fn stat(&mut self, link: &mut Link<E>, path: &str) -> Result<Attr, Errno> {
+        attr_of(self.path_op(link, Op::Lookup, path, false)?)
+    }
+
+    /// Open a file.
+    pub fn open(&mut self, link: &mut Link<E>, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        let slot = self
+            .files
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Errno::TooManyFiles)?;
+        let mut a = if flags.create {
+            attr_of(self.path_op(link, Op::Create, path, flags.exclusive)?)?
+        } else {
+            attr_of(self.path_op(link, Op::Lookup, path, false)?)?
+        };
+        if a.kind == FileKind::Dir {
+            return Err(Errno::IsDir);
+        }
+        if flags.truncate && a.size != 0 {
+            a = attr_of(self.call(
+                link,
+                &Request::Setattr {
+                    ino: a.ino,
+                    size: 0,
+                },
+            )?)?;
+            self.dp.evict(&link.env, a.ino, 0);
+        }
+        self.learn(&a);
+        self.files[slot] = Some(OpenFile {
+            ino: a.ino,
+            pos: 0,
+            append: flags.append,
+        });
+        Ok(Fd(slot as u32))
+    }
+
+    fn file(&mut self, fd: Fd) -> Result<&mut OpenFile, Errno> {
+        self.files
+            .get_mut(fd.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(Errno::BadFd)
+    }
+
+    /// Close a descriptor (relaxed mode writes back our private copies:
+    /// close-to-open consistency).
+    pub fn close(&mut self, link: &mut Link<E>, fd: Fd) -> Result<(), Errno> {
+        let f = self.files.get_mut(fd.0 as usize).ok_or(Errno::BadFd)?;
+        let f = f.take().ok_or(Errno::BadFd)?;
+        self.dp.close(link, &mut self.meta, f.ino)
+    }
+
+    /// Read at the descriptor's position.
+    pub fn read(&mut self, link: &mut Link<E>, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
+        let (ino, pos) = {
+            let f = self.file(fd)?;
+            (f.ino, f.pos)
+        };
+        let mut size = self.meta.size_of(ino);
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if pos >= size && self.dp.sizes_move() {
+            // Another node may have extended the file.
+            size = self.refresh(link, ino)?;
+        }
+        if pos >= size {
+            return Ok(0);
+        }
+        let want = (buf.len() as u64).min(size - pos) as usize;
+        let n = self
+            .dp
+            .read(link, &mut self.meta, ino, pos, &mut buf[..want])?;
+        self.file(fd)?.pos = pos + n as u64;
+        Ok(n)
+    }
+
+    /// Write at the descriptor's position (end of file with append).
+    pub fn write(&mut self, link: &mut Link<E>, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
+        let (ino, append, mut pos) = {
+            let f = self.file(fd)?;
+            (f.ino, f.append, f.pos)
+        };
+        if append {
+            pos = if self.dp.sizes_move() {
+                self.refresh(link, ino)?
+            } else {
+                self.meta.size_of(ino)
+            };
+        }
+        let n = self.dp.write(link, &mut self.meta, ino, pos, data)?;
+        self.file(fd)?.pos = pos + n as u64;
+        Ok(n)
+    }
+
+    /// Set the size of an open file.
+    pub fn truncate(&mut self, link: &mut Link<E>, fd: Fd, size: u64) -> Result<(), Errno> {
+        let ino = self.file(fd)?.ino;
+        let a = self.dp.truncate(link, &mut self.meta, ino, size)?;
+        self.dp.forget_pages(ino);
+        self.learn(&a);
+        Ok(())
+    }
+
+    /// Flush an open file.
+    pub fn fsync(&mut self, link: &mut Link<E>, fd: Fd) -> Result<(), Errno> {
+        let ino = self.file(fd)?.ino;
+        self.dp.fsync(link, &mut self.meta, ino)
+    }
+
+    /// Flush everything.
+    pub fn sync(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
+        self.dp.write_back_all(link, &mut self.meta)?;
+        self.call(link, &Request::Fsync { ino: 0 }).map(|_| ())
+    }
+
+    /// Set the position of an open file (positioned I/O for fio).
+    pub fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        self.file(fd)?.pos = pos;
+        Ok(())
+    }
+
+    /// The inode and size of an open file.
+    pub fn fd_info(&self, fd: Fd) -> Result<(u64, u64), Errno> {
+        let f = self
+            .files
+            .get(fd.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or(Errno::BadFd)?;
+        Ok((f.ino, self.meta.size_of(f.ino)))
+    }
+
+    /// List a directory, sorted by name.
+    pub fn readdir(&mut self, link: &mut Link<E>, path: &str) -> Result<Vec<DirEntry>, Errno> {
+        let a = self.stat(link, path)?;
+        if a.kind != FileKind::Dir {
+            return Err(Errno::NotDir);
+        }
+        let cap = link.bulk_cap(3)?;
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let r = self.call(
+                link,
+                &Request::Readdir {
+                    slot: 3,
+                    ino: a.ino,
+                    cookie,
+                },
+            )?;
+            let Response::Entries { count, next_cookie } = r else {
+                return Err(Errno::Io);
+            };
+            let count = (count as usize).min(cap / DIRENT_SIZE);
+            let mut recs = alloc::vec![0u8; count * DIRENT_SIZE];
+            link.bulk_read(3, &mut recs)?;
+            for rec in recs.chunks_exact(DIRENT_SIZE) {
+                let rec: &[u8; DIRENT_SIZE] = rec.try_into().map_err(|_| Errno::Io)?;
+                out.push(DirEntry::decode(rec).ok_or(Errno::Io)?);
+            }
+            if next_cookie == 0 || count == 0 || out.len() > 1_000_000 {
+                break;
+            }
+            cookie = next_cookie;
+        }
+        out.sort_by(|x, y| x.name.cmp(&y.name));
+        Ok(out)
+    }
+
+    /// Create a directory.
+    pub fn mkdir(&mut self, link: &mut Link<E>, path: &str) -> Result<(), Errno> {
+        self.path_op(link, Op::Mkdir, path, false).map(|_| ())
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir(&mut self, link: &mut Link<E>, path: &str) -> Result<(), Errno> {
+        self.path_op(link, Op::Rmdir, path, false).map(|_| ())
+    }
+
+    /// Remove a file (and forget its cached pages).
+    pub fn unlink(&mut self, link: &mut Link<E>, path: &str) -> Result<(), Errno> {
+        let a = self.stat(link, path)?;
+        self.path_op(link, Op::Unlink, path, false)?;
+        self.dp.evict(&link.env, a.ino, 0);
+        self.dp.forget_pages(a.ino);
+        self.meta.remove(a.ino);
+        Ok(())
+    }
+}

@@ -1,0 +1,354 @@
+//! [`Os`] for the shell: every call goes to the node (in `nodepath`); the
+//! kernel adds the timing (rdtsc), the window loads and stores, the
+//! membership view from the header, and the `net` mode's link counters.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use fabric::layout::{DirState, Header};
+use fabric::proto::{Errno, Request, Response};
+use userland::os::{
+    Attr, BatchIo, ClusterInfo, DirEntry, Fd, NodeInfo, OpenFlags, Os, RingSamples,
+};
+
+use super::{with, SHM};
+use crate::arch::{cpu, time};
+use crate::klog;
+use crate::mm::paging;
+
+/// Everything the shell reaches through [`Os`].
+pub struct NodeOs {
+    id: u32,
+    storage: String,
+    cxl_ns: u64,
+}
+
+impl NodeOs {
+    /// The shell's view of node `id`.
+    pub fn new(id: u32, storage: String, cxl_ns: u64) -> NodeOs {
+        NodeOs {
+            id,
+            storage,
+            cxl_ns,
+        }
+    }
+
+    /// Map the file through the mmap window (zero copy: page-table entries
+    /// point at our frames or the owners' frames in BAR2) and read it
+    /// through the mapping, without holding the node: page faults map
+    /// each page on first access. Pages invalidated while the window was
+    /// being built are mapped again.
+    fn mmap_read_fd(&mut self, fd: Fd) -> Result<(u32, u64), Errno> {
+        for _ in 0..100 {
+            let misses0 = with(|n| Ok(n.fault_counts().1))?;
+            let (base, pages, size) = with(|n| n.mmap_lazy(fd))?;
+            let mut h = crc32fast::Hasher::new();
+            let mut page = [0u8; 4096];
+            for idx in 0..pages {
+                let n = ((size - idx * 4096) as usize).min(4096);
+                paging::window_read_faulting(base + idx * 4096, &mut page[..n])
+                    .map_err(|_| Errno::Io)?;
+                h.update(&page[..n]);
+            }
+            let misses = with(|n| {
+                n.munmap();
+                Ok(n.fault_counts().1)
+            })?;
+            if misses == misses0 {
+                return Ok((h.finalize(), size));
+            }
+            // A page was invalidated between resolution and access: again.
+        }
+        Err(Errno::Io)
+    }
+}
+
+impl Os for NodeOs {
+    fn print(&mut self, s: &str) {
+        klog::print_str(s);
+    }
+    fn uptime_ns(&self) -> u64 {
+        time::now_ns()
+    }
+    fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        with(|n| n.open(path, flags))
+    }
+    fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
+        with(|n| n.read(fd, buf))
+    }
+    fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
+        with(|n| n.write(fd, data))
+    }
+    fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno> {
+        with(|n| n.truncate(fd, size))
+    }
+    fn fsync(&mut self, fd: Fd) -> Result<(), Errno> {
+        with(|n| n.fsync(fd))
+    }
+    fn close(&mut self, fd: Fd) -> Result<(), Errno> {
+        with(|n| n.close(fd))
+    }
+    fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
+        with(|n| n.stat(path))
+    }
+    fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>, Errno> {
+        with(|n| n.readdir(path))
+    }
+    fn mkdir(&mut self, path: &str) -> Result<(), Errno> {
+        with(|n| n.mkdir(path))
+    }
+    fn rmdir(&mut self, path: &str) -> Result<(), Errno> {
+        with(|n| n.rmdir(path))
+    }
+    fn unlink(&mut self, path: &str) -> Result<(), Errno> {
+        with(|n| n.unlink(path))
+    }
+    fn sync(&mut self) -> Result<(), Errno> {
+        with(|n| n.sync())
+    }
+
+    fn cluster(&mut self) -> ClusterInfo {
+        let id = self.id as u16;
+        let layout = with(|n| n.link.layout().ok_or(Errno::Unavailable));
+        let (Some(shm), Ok(layout)) = (SHM.get(), layout) else {
+            return ClusterInfo {
+                epoch: 0,
+                self_id: id,
+                nodes: Vec::new(),
+            };
+        };
+        let h = Header::new(shm, layout);
+        let dir_state = match h.dir_state() {
+            Some(DirState::Booting) => "booting",
+            Some(DirState::Up) => "up",
+            Some(DirState::NoStorage) => "no-storage",
+            Some(DirState::Down) => "down",
+            None => "garbage",
+        };
+        let mut nodes = Vec::new();
+        nodes.push(NodeInfo {
+            id: 0,
+            state: dir_state.to_string(),
+            heartbeat: h.dir_heartbeat(),
+            epoch: 0,
+        });
+        for n in 1..=layout.max_nodes {
+            nodes.push(NodeInfo {
+                id: n as u16,
+                state: h
+                    .node_state(n)
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|| String::from("garbage")),
+                heartbeat: h.node_heartbeat(n),
+                epoch: h.node_epoch(n),
+            });
+        }
+        ClusterInfo {
+            epoch: h.epoch(),
+            self_id: id,
+            nodes,
+        }
+    }
+
+    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        with(|n| {
+            let mut v = n.cache_stats(&self.storage, self.cxl_ns)?;
+            if let Some(net) = n.link.net() {
+                let mut put = |k: &str, x: String| v.push((k.to_string(), x));
+                let (rx, tx) = net.frames();
+                put("net connection", net.state().to_string());
+                put("net rpcs", format!("{}", net.calls));
+                put(
+                    "net bytes sent/received",
+                    format!("{}/{}", net.bytes_out, net.bytes_in),
+                );
+                put("net frames sent/received", format!("{tx}/{rx}"));
+                put(
+                    "net wakeup interrupts",
+                    format!("{}", crate::arch::interrupts::device_irqs()),
+                );
+            }
+            Ok(v)
+        })
+    }
+
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        with(|n| n.cache_drop())
+    }
+
+    fn mmap_read(&mut self, path: &str) -> Result<(u32, u64), Errno> {
+        if !with(|n| Ok(n.has_windows()))? {
+            return Err(Errno::NotSupported);
+        }
+        let fd = self.open(path, OpenFlags::default())?;
+        let r = self.mmap_read_fd(fd);
+        let _ = self.close(fd);
+        r
+    }
+
+    fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        let Response::Stats(s) = with(|n| n.ring_call(&Request::Stats))? else {
+            return Err(Errno::Io);
+        };
+        let Response::PageStats(p) = with(|n| n.ring_call(&Request::PageStats))? else {
+            return Err(Errno::Io);
+        };
+        let mut v: Vec<(String, String)> = Vec::new();
+        let mut put = |k: &str, x: String| v.push((k.to_string(), x));
+        put("page entries", format!("{}", p.entries));
+        put(
+            "bytes per entry",
+            format!("{}", dirsvc::pagedir::BYTES_PER_ENTRY),
+        );
+        put("requests served", format!("{}", s.requests));
+        put("page requests", format!("{}", p.page_requests));
+        put("fills from disk", format!("{}", p.fills));
+        put("remote mappings granted", format!("{}", p.remote_maps));
+        put("invalidations sent (DIR_INV)", format!("{}", p.dir_invs));
+        put("write-backs", format!("{}", p.writebacks));
+        put("largest batch (requests/sweep)", format!("{}", p.max_batch));
+        put("disk blocks read", format!("{}", s.disk_reads));
+        put("disk blocks written", format!("{}", s.disk_writes));
+        put(
+            "inodes used/total",
+            format!("{}/{}", s.inodes_used, s.inodes_total),
+        );
+        put(
+            "blocks used/total",
+            format!("{}/{}", s.blocks_used, s.blocks_total),
+        );
+        Ok(v)
+    }
+
+    fn bench_read(&mut self, path: &str) -> Result<RingSamples, Errno> {
+        let fd = self.open(path, OpenFlags::default())?;
+        let mut out = Vec::new();
+        let mut page = [0u8; 4096];
+        let r = loop {
+            let t0 = cpu::rdtsc();
+            match self.read(fd, &mut page) {
+                Ok(0) => break Ok(()),
+                Ok(_) => out.push(time::cycles_to_ns(cpu::rdtsc() - t0)),
+                Err(e) => break Err(e),
+            }
+        };
+        let _ = self.close(fd);
+        r.map(|_| out)
+    }
+
+    /// One page at a time: the protocol's synchronous invalidation, or in
+    /// the private-cache modes dropping our own copy.
+    fn bench_inv(&mut self, path: &str) -> Result<RingSamples, Errno> {
+        let a = self.stat(path)?;
+        let mut out = Vec::new();
+        for idx in 0..a.size.div_ceil(4096) {
+            let t0 = cpu::rdtsc();
+            if with(|n| n.invalidate_page(a.ino, idx))? {
+                out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+            }
+        }
+        Ok(out)
+    }
+
+    fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        with(|n| n.seek(fd, pos))
+    }
+
+    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
+        // The batch's misses go out together; the reads are hits after.
+        with(|n| n.prepare_batch(ios))?;
+        for io in ios.iter_mut() {
+            io.done = userland::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
+        }
+        Ok(())
+    }
+
+    fn run_env(&mut self) -> (u16, String, u32) {
+        // This node and the directory's core are the busy instances.
+        let mode = with(|n| Ok(n.mode().as_str().to_string())).unwrap_or_default();
+        (self.id as u16, mode, 2)
+    }
+
+    fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+    ) -> Result<(), Errno> {
+        let mut access = |va: u64, bytes: &mut [u8], store: bool| {
+            if store {
+                paging::window_write(va, bytes)
+            } else {
+                paging::window_read(va, bytes)
+            }
+            .map_err(|_| Errno::Io)
+        };
+        with(|n| n.mmap_io(path, offset, len, write, buf, &mut access))
+    }
+
+    fn bench_dir(&mut self, path: &str, rounds: u32, batch: usize) -> Result<(u64, u64), Errno> {
+        if !with(|n| Ok(n.has_windows()))? {
+            return Err(Errno::NotSupported);
+        }
+        let a = self.stat(path)?;
+        let t0 = cpu::rdtsc();
+        let ops = with(|n| n.bench_dir(a.ino, a.size, rounds, batch))?;
+        Ok((ops, time::cycles_to_ns(cpu::rdtsc() - t0)))
+    }
+
+    fn bench_pingpong(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        let layout = with(|n| n.link.layout().ok_or(Errno::Unavailable))?;
+        let shm = SHM.get().ok_or(Errno::Unavailable)?;
+        let h = Header::new(shm, layout);
+        // Values unique to this node and run, so a stale echo never matches.
+        let base = (cpu::rdtsc() & !0xFFFF_FFFF) | ((self.id as u64) << 24);
+        let mut out = Vec::with_capacity(count);
+        for i in 0..count as u64 + 16 {
+            let v = base + i + 1;
+            let t0 = cpu::rdtsc();
+            h.set_ping(v);
+            let mut spins = 0u64;
+            while h.pong() != v {
+                spins += 1;
+                if spins > 200_000_000 {
+                    return Err(Errno::Unavailable);
+                }
+            }
+            if i >= 16 {
+                out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+            }
+        }
+        Ok(out)
+    }
+
+    fn bench_rpc(&mut self, count: usize) -> Result<(&'static str, RingSamples), Errno> {
+        let transport = with(|n| Ok(n.link.fs_kind()))?;
+        let out = time_round_trips(count, || with(|n| n.fs_call(&Request::Nop)))?;
+        Ok((transport, out))
+    }
+
+    fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        time_round_trips(count, || with(|n| n.ring_call(&Request::Nop)))
+    }
+}
+
+/// Warm up with 16 calls (they wake a halted directory), then time
+/// `count` calls of `call`, in nanoseconds.
+fn time_round_trips(
+    count: usize,
+    mut call: impl FnMut() -> Result<Response, Errno>,
+) -> Result<RingSamples, Errno> {
+    for _ in 0..16 {
+        call()?;
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t0 = cpu::rdtsc();
+        call()?;
+        out.push(time::cycles_to_ns(cpu::rdtsc() - t0));
+    }
+    Ok(out)
+}
