@@ -54,7 +54,7 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
         "onecopy kernel {} booting: {cmdline} (tsc {} MHz, {} MiB RAM, entry {:#x})",
         env!("CARGO_PKG_VERSION"),
         hz / 1_000_000,
-        (total * 4096) >> 20,
+        (total * mm::frames::FRAME) >> 20,
         onecopy_boot::entry_address()
     );
     let (heap_used, heap_free) = mm::heap_usage();

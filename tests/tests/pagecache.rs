@@ -97,7 +97,7 @@ fn parse_cache_drop(text: &str) -> Option<(u64, u64)> {
 }
 
 const KIB: u64 = 1024;
-const PAGE: u64 = 4096;
+const PAGE: u64 = fabric::PAGE_SIZE as u64;
 
 // ------------------------------------------------- 1. single copy proof
 

@@ -47,6 +47,7 @@ use core::fmt;
 use crate::proto::DESC_SIZE;
 use crate::ring::RingLoc;
 use crate::shm::SharedMem;
+use crate::PAGE_SIZE;
 
 mod frames;
 
@@ -62,8 +63,6 @@ pub const NODE_TABLE: usize = 256;
 pub const NODE_RECORD: usize = 64;
 /// Most nodes a region can describe (ids 1..=MAX_NODES).
 pub const MAX_NODES: u32 = 64;
-/// Page / frame size.
-pub const FRAME: usize = 4096;
 /// Slots per ring.
 pub const DEFAULT_RING_SLOTS: u32 = 64;
 /// Bulk slots per node.
@@ -265,13 +264,14 @@ impl Layout {
         }
         let n = nodes as usize;
         let ring_slots = DEFAULT_RING_SLOTS;
-        let channel_bytes = align_up(4 * RingLoc::bytes(ring_slots), FRAME).unwrap_or(usize::MAX);
+        let channel_bytes =
+            align_up(4 * RingLoc::bytes(ring_slots), PAGE_SIZE).unwrap_or(usize::MAX);
         let channels_off = HEADER_BYTES;
         let bulk_off = channels_off + n * channel_bytes;
         let bulk_bytes = (DEFAULT_BULK_SLOTS * DEFAULT_BULK_SLOT_BYTES) as usize;
         let bitmap_off = bulk_off + n * bulk_bytes;
         let fixed = bitmap_off;
-        let need = fixed + n * (FRAME + 64) + n * FRAME;
+        let need = fixed + n * (PAGE_SIZE + 64) + n * PAGE_SIZE;
         if region_size < MIN_REGION.max(need) {
             return Err(LayoutError::TooSmall {
                 have: region_size,
@@ -280,12 +280,12 @@ impl Layout {
         }
         // Frames left for pools, after reserving bitmaps (one bit per frame,
         // rounded up to 64 bytes per node) and alignment.
-        let mut frames = ((region_size - fixed) / n) / FRAME;
+        let mut frames = ((region_size - fixed) / n) / PAGE_SIZE;
         loop {
             let bitmap_bytes = align_up(frames.div_ceil(8), 64).unwrap_or(usize::MAX);
-            let pool_off = align_up(bitmap_off + n * bitmap_bytes, FRAME).unwrap_or(usize::MAX);
+            let pool_off = align_up(bitmap_off + n * bitmap_bytes, PAGE_SIZE).unwrap_or(usize::MAX);
             if pool_off
-                .checked_add(n * frames * FRAME)
+                .checked_add(n * frames * PAGE_SIZE)
                 .is_some_and(|end| end <= region_size)
             {
                 return Ok(Layout {
@@ -414,7 +414,7 @@ impl Layout {
         }
         if self.bulk_slots == 0
             || self.bulk_slot_bytes == 0
-            || !(self.bulk_slot_bytes as usize).is_multiple_of(FRAME)
+            || !(self.bulk_slot_bytes as usize).is_multiple_of(PAGE_SIZE)
             || (self.bulk_slots as usize).checked_mul(self.bulk_slot_bytes as usize)
                 != Some(self.bulk_bytes)
         {
@@ -435,7 +435,7 @@ impl Layout {
             (self.bitmap_off, n.checked_mul(self.bitmap_bytes), "bitmaps"),
             (
                 self.pool_off,
-                n.checked_mul(frames).and_then(|f| f.checked_mul(FRAME)),
+                n.checked_mul(frames).and_then(|f| f.checked_mul(PAGE_SIZE)),
                 "pools",
             ),
         ];
@@ -450,7 +450,7 @@ impl Layout {
                 return Err(Bad(what));
             }
         }
-        if !self.pool_off.is_multiple_of(FRAME) {
+        if !self.pool_off.is_multiple_of(PAGE_SIZE) {
             return Err(Bad("pool alignment"));
         }
         Ok(())
@@ -498,13 +498,13 @@ impl Layout {
 
     /// Global frame number range `[first, end)` of node `node`'s pool.
     pub fn pool_gfns(&self, node: u32) -> (u64, u64) {
-        let first = (self.pool_off / FRAME) as u64 + (node as u64 - 1) * self.pool_frames;
+        let first = (self.pool_off / PAGE_SIZE) as u64 + (node as u64 - 1) * self.pool_frames;
         (first, first + self.pool_frames)
     }
 
     /// Which node's pool holds global frame `gfn`, if any.
     pub fn gfn_owner(&self, gfn: u64) -> Option<u32> {
-        let first = (self.pool_off / FRAME) as u64;
+        let first = (self.pool_off / PAGE_SIZE) as u64;
         if gfn < first || self.pool_frames == 0 {
             return None;
         }
@@ -676,7 +676,7 @@ mod tests {
                 assert_eq!(l.gfn_owner(end1 - 1), Some(1));
             }
             let (_, last) = l.pool_gfns(nodes);
-            assert!(last as usize * FRAME <= size);
+            assert!(last as usize * PAGE_SIZE <= size);
             assert_eq!(l.gfn_owner(last), None);
         }
     }

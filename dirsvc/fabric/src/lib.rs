@@ -21,6 +21,11 @@
 
 extern crate alloc;
 
+/// The page: the unit of the page cache, of a frame in the shared region,
+/// of an mmap window mapping and of a disk block (one block per page).
+/// Every other size of a page in the tree is this constant.
+pub const PAGE_SIZE: usize = 4096;
+
 pub mod bulk;
 pub mod config;
 pub mod doorbell;

@@ -124,7 +124,7 @@ use mount::{Derived, DirIndex};
 use sums::SumTable;
 
 /// Size of a device block and of a file-system block.
-pub const BLOCK_SIZE: usize = 4096;
+pub const BLOCK_SIZE: usize = fabric::PAGE_SIZE;
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
 

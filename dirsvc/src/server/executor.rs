@@ -7,9 +7,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::pagedir::Action;
-use fabric::layout::{Header, FRAME};
+use fabric::layout::Header;
 use fabric::proto::{Errno, Notice, Op, PageKey, Response};
 use fabric::shm::SharedMem;
+use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
 
 use super::Directory;
@@ -60,8 +61,8 @@ impl<D: BlockDevice> Directory<D> {
     ) -> Result<(), Errno> {
         let off = self.layout.frame_off(gfn).ok_or(Errno::Invalid)?;
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
-        let mut page = vec![0u8; FRAME];
-        fs.read(key.ino, key.idx * FRAME as u64, &mut page)?;
+        let mut page = vec![0u8; PAGE_SIZE];
+        fs.read(key.ino, key.idx * PAGE_SIZE as u64, &mut page)?;
         mem.write(off, &page);
         Ok(())
     }
@@ -73,12 +74,12 @@ impl<D: BlockDevice> Directory<D> {
         let (Some(fs), Some(off)) = (self.fs.as_mut(), self.layout.frame_off(gfn)) else {
             return;
         };
-        let start = key.idx * FRAME as u64;
+        let start = key.idx * PAGE_SIZE as u64;
         let Ok(attr) = fs.getattr(key.ino) else {
             return;
         };
         if start < attr.size {
-            let n = ((attr.size - start) as usize).min(FRAME);
+            let n = ((attr.size - start) as usize).min(PAGE_SIZE);
             let mut page = vec![0u8; n];
             mem.read(off, &mut page);
             let _ = fs.write(key.ino, start, &page);

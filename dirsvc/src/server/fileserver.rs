@@ -8,9 +8,9 @@ use alloc::vec;
 
 use crate::pagedir::{Action, Phase};
 use fabric::bulk::Bulk;
-use fabric::layout::FRAME;
 use fabric::proto::{Errno, Op, PageKey, Request, Response, DIRENT_SIZE};
 use fabric::shm::SharedMem;
+use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
 
 use super::Directory;
@@ -85,7 +85,7 @@ impl<D: BlockDevice> Directory<D> {
             Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
             Request::Setattr { ino, size } => {
                 let old = fs.getattr(ino)?;
-                let f = FRAME as u64;
+                let f = PAGE_SIZE as u64;
                 if size < old.size && !size.is_multiple_of(f) {
                     // The page holding the new end of file survives in
                     // part: its head may be dirty in the owner's frame
@@ -100,7 +100,7 @@ impl<D: BlockDevice> Directory<D> {
                 if size < old.size {
                     // Cached pages from the one holding the new end of file
                     // on are stale: tear them down cluster-wide.
-                    let acts = self.pages.evict_file(ino, size / FRAME as u64);
+                    let acts = self.pages.evict_file(ino, size / PAGE_SIZE as u64);
                     self.run(mem, acts);
                 }
                 Ok(Response::Attr(a))
@@ -123,7 +123,7 @@ impl<D: BlockDevice> Directory<D> {
                     let (n, attr) = fs.write(ino, offset, &buf)?;
                     // Reconcile the single copy: refresh the owner's frame
                     // of every cached page this write touched.
-                    let f = FRAME as u64;
+                    let f = PAGE_SIZE as u64;
                     if n > 0 {
                         for idx in offset / f..=(offset + n as u64 - 1) / f {
                             let key = PageKey { ino, idx };

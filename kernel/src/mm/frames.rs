@@ -7,7 +7,7 @@ use spin::Mutex;
 use crate::arch::pvh::Region;
 
 /// Frame size.
-pub const FRAME: u64 = 4096;
+pub const FRAME: u64 = fabric::PAGE_SIZE as u64;
 
 struct State {
     regions: [Region; 32],
@@ -102,7 +102,7 @@ pub fn alloc_contiguous(pages: usize) -> Option<u64> {
 /// Give frames back (they join the single-frame free list).
 ///
 /// # Safety
-/// `pa..pa+pages*4096` must have come from this allocator and no longer be
+/// `pa..pa+pages*FRAME` must have come from this allocator and no longer be
 /// used by anyone.
 pub unsafe fn free(pa: u64, pages: usize) {
     let mut s = STATE.lock();

@@ -15,7 +15,7 @@ pub const HEAP_BYTES: usize = 24 << 20;
 /// Set up frames and the heap from the boot memory map.
 pub fn init(regions: &[crate::arch::pvh::Region]) -> Result<(), &'static str> {
     frames::init(regions);
-    let pages = HEAP_BYTES / 4096;
+    let pages = HEAP_BYTES / frames::FRAME as usize;
     let base = frames::alloc_contiguous(pages).ok_or("not enough memory for the kernel heap")?;
     // SAFETY: `base..base+HEAP_BYTES` is RAM that the frame allocator handed
     // out exclusively for the heap; it is identity mapped and unused.

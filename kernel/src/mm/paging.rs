@@ -10,6 +10,8 @@
 //! [`identity_map`] or to the window's zero page.
 
 use spin::{Mutex, Once};
+
+use super::frames::FRAME;
 use x86_64::registers::control::Cr3;
 use x86_64::structures::paging::{
     FrameAllocator, Mapper, OffsetPageTable, Page, PageTable, PageTableFlags, PhysFrame, Size2MiB,
@@ -62,10 +64,10 @@ pub fn zero_page() -> Option<u64> {
     Some(*ZERO_PAGE.call_once(|| pa))
 }
 
-/// Is `[pa, pa+4096)` inside a device range mapped by [`identity_map`] or
+/// Is `[pa, pa+FRAME)` inside a device range mapped by [`identity_map`] or
 /// the zero page?
 fn window_target(pa: u64) -> bool {
-    if !pa.is_multiple_of(4096) {
+    if !pa.is_multiple_of(FRAME) {
         return false;
     }
     if ZERO_PAGE.get() == Some(&pa) {
@@ -74,7 +76,7 @@ fn window_target(pa: u64) -> bool {
     DEVICE
         .lock()
         .iter()
-        .any(|&(s, e)| s < e && pa >= s && pa + 4096 <= e)
+        .any(|&(s, e)| s < e && pa >= s && pa + FRAME <= e)
 }
 
 /// Make sure the device memory `[pa, pa+len)` is identity mapped (2 MiB
@@ -125,7 +127,7 @@ pub fn identity_map(pa: u64, len: u64, uncached: bool) -> Result<*mut u8, &'stat
 /// of device memory mapped by [`identity_map`] (a frame of the shared
 /// region) or the [`zero_page`].
 pub fn map_4k(va: u64, pa: u64) -> Result<(), &'static str> {
-    if !va.is_multiple_of(4096) || !WINDOW.contains(&va) {
+    if !va.is_multiple_of(FRAME) || !WINDOW.contains(&va) {
         return Err("map_4k outside the mmap window");
     }
     if !window_target(pa) {
@@ -178,7 +180,7 @@ fn window_mapped(va: u64, len: usize) -> Result<(), &'static str> {
         if m.translate_addr(VirtAddr::new(p)).is_none() {
             return Err("window page not mapped");
         }
-        p += 4096;
+        p += FRAME;
     }
     Ok(())
 }

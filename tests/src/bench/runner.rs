@@ -108,7 +108,7 @@ pub fn host_dir_figures() -> Vec<(String, String)> {
 /// Pool per node (MiB) for a region of `shm_mb` shared by `nodes` nodes.
 pub fn pool_mib(shm_mb: u32, nodes: u8) -> f64 {
     fabric::layout::Layout::compute((shm_mb as usize) << 20, u32::from(nodes))
-        .map(|l| l.pool_frames as f64 * 4096.0 / MIB)
+        .map(|l| l.pool_frames as f64 * fabric::PAGE_SIZE as f64 / MIB)
         .unwrap_or(f64::NAN)
 }
 
@@ -702,7 +702,8 @@ impl Runner {
             (3, "cache drop".into()),
         ]);
         let setup_err = setup.err().map(|e| format!("setup: {e}"));
-        let file_params = json!({"file": f, "size": size, "pages": size / 4096});
+        let file_params =
+            json!({"file": f, "size": size, "pages": size / fabric::PAGE_SIZE as u64});
         // bench read in the four scenarios (one timed 4 KiB read per page).
         let reads = [
             (1, "CM", "node 1, cached nowhere"),

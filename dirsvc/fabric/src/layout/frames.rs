@@ -4,15 +4,16 @@
 //! [`Header::exported`], and both find a frame's bytes with
 //! [`Layout::frame_off`] (or [`Layout::gfn_offset`]).
 
-use super::{Header, Layout, FRAME};
+use super::{Header, Layout};
 use crate::shm::SharedMem;
+use crate::PAGE_SIZE;
 
 impl Layout {
     /// Byte offset of global frame number `gfn` in the region (frame `gfn`
-    /// starts at `gfn * FRAME`), whether or not it is a pool frame; `None`
+    /// starts at `gfn * PAGE_SIZE`), whether or not it is a pool frame; `None`
     /// if that does not fit in a `usize`.
     pub fn gfn_offset(gfn: u64) -> Option<usize> {
-        usize::try_from(gfn).ok()?.checked_mul(FRAME)
+        usize::try_from(gfn).ok()?.checked_mul(PAGE_SIZE)
     }
 
     /// Byte offset of pool frame `gfn` in the region; `None` if `gfn` is in
@@ -67,9 +68,9 @@ mod tests {
         let l = Layout::compute(size, 3).unwrap();
         for node in 1..=3 {
             let (first, end) = l.pool_gfns(node);
-            assert_eq!(l.frame_off(first), Some(first as usize * FRAME));
+            assert_eq!(l.frame_off(first), Some(first as usize * PAGE_SIZE));
             let last = l.frame_off(end - 1).unwrap();
-            assert!(last + FRAME <= size);
+            assert!(last + PAGE_SIZE <= size);
             assert!(l.frame_off(first).unwrap() >= l.pool_off);
         }
         let (first, _) = l.pool_gfns(1);
@@ -78,7 +79,7 @@ mod tests {
         assert_eq!(l.frame_off(end), None, "past the last pool");
         assert_eq!(l.frame_off(u64::MAX), None);
         assert_eq!(Layout::gfn_offset(0), Some(0));
-        assert_eq!(Layout::gfn_offset(3), Some(3 * FRAME));
+        assert_eq!(Layout::gfn_offset(3), Some(3 * PAGE_SIZE));
         assert_eq!(Layout::gfn_offset(u64::MAX), None);
     }
 
