@@ -460,6 +460,28 @@ fn directory_killed() {
         assert!(!out.is_ok(), "cat on node 2 succeeded: {out:?}");
         c.exec_timeout(2, b"uptime", Duration::from_secs(30))?
             .into_result()?;
+        // `nodes` says what the node sees: the directory's heartbeat stood
+        // still, not the "up" the dead directory last wrote.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = c
+                .exec_timeout(1, b"nodes", Duration::from_secs(30))?
+                .into_result()?
+                .text();
+            let dir = text
+                .lines()
+                .find(|l| l.trim_start_matches(['*', ' ']).starts_with("dir "))
+                .unwrap_or_else(|| panic!("no directory line in:\n{text}"))
+                .to_string();
+            if dir.contains("silent") && dir.contains("presumed failed") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node 1 still shows the killed directory as {dir:?}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
         Ok(())
     });
 }

@@ -149,6 +149,19 @@ impl<E: Env> Link<E> {
         }
     }
 
+    /// How long the directory's heartbeat has stood still, as far as this
+    /// node has watched it (the clock starts at the first look, so a
+    /// directory that died before it shows 0 on that first look).
+    pub fn dir_silence_ns(&mut self) -> Option<u64> {
+        let layout = self.layout?;
+        let hb = Header::new(self.env.mem(), layout).dir_heartbeat();
+        let now = self.env.now_ns();
+        if hb != self.dir_hb.0 || self.dir_hb.1 == 0 {
+            self.dir_hb = (hb, now);
+        }
+        Some(now.saturating_sub(self.dir_hb.1))
+    }
+
     /// Read and validate the header, waiting up to `wait_ns` for the
     /// directory to format it.
     fn read_layout(&mut self, wait_ns: u64, svc: &mut dyn Session<E>) -> Result<Layout, Errno> {

@@ -126,10 +126,22 @@ impl Os for NodeOs {
             Some(DirState::Down) => "down",
             None => "garbage",
         };
+        // The header says what the directory last wrote; a dead directory
+        // writes nothing, so say what this node sees: its heartbeat
+        // standing still.
+        let silence = with(|n| Ok(n.link.dir_silence_ns())).ok().flatten();
+        let dir_state = match silence {
+            Some(ns) if ns > nodepath::wait::DIR_SILENT_NS => format!(
+                "silent {}.{}s (presumed failed; was {dir_state})",
+                ns / 1_000_000_000,
+                ns / 100_000_000 % 10
+            ),
+            _ => dir_state.to_string(),
+        };
         let mut nodes = Vec::new();
         nodes.push(NodeInfo {
             id: 0,
-            state: dir_state.to_string(),
+            state: dir_state,
             heartbeat: h.dir_heartbeat(),
             epoch: 0,
         });
