@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 
 use super::disk::{EXT_SIZE, REC_CRC_OFF, REC_EXT_OFF, REC_NAME_OFF, SB_SEQ_FLOOR_OFF};
 use super::*;
-use fabric::proto::{Attr, Errno, FileKind};
+use fabric::proto::{Attr, Errno, FileKind, MAX_NAME, MAX_PATH};
 
 // ----- helpers -------------------------------------------------------------
 

@@ -1,0 +1,163 @@
+//! File data: read, write and set_size, block by block, with the data
+//! checksums written after the blocks they cover.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::allocate::shrink;
+use super::disk::{self, Inode};
+use super::{BlockDevice, Fs, BLOCK_SIZE, BS};
+use fabric::proto::{Attr, Errno, FileKind};
+
+/// Blocks needed to hold `size` bytes.
+fn blocks_for(size: u64) -> u64 {
+    size.div_ceil(BS)
+}
+
+impl<D: BlockDevice> Fs<D> {
+    pub(crate) fn file(&self, ino: u64) -> Result<&Inode, Errno> {
+        let n = self.node(ino)?;
+        if n.kind != FileKind::File {
+            return Err(Errno::IsDir);
+        }
+        Ok(n)
+    }
+
+    /// Read from `offset` into `buf`; short at the end of the file, 0 past
+    /// it.
+    pub fn read(&mut self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        let n = self.file(ino)?;
+        if offset >= n.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let len = (n.size - offset).min(buf.len() as u64) as usize;
+        let extents = n.extents.clone();
+        let mut done = 0usize;
+        let mut blk = [0u8; BLOCK_SIZE];
+        while done < len {
+            let pos = offset + done as u64;
+            let lba = disk::map_block(&extents, pos / BS).ok_or(Errno::Io)?;
+            self.read_data(ino, pos / BS, lba, &mut blk)?;
+            let within = (pos % BS) as usize;
+            let take = (BLOCK_SIZE - within).min(len - done);
+            buf[done..done + take].copy_from_slice(&blk[within..within + take]);
+            done += take;
+        }
+        Ok(len)
+    }
+
+    /// Write `data` at `offset`, extending the file; a gap past the old end
+    /// reads as zeros. All or nothing: on `NoSpace` nothing has changed.
+    pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<(usize, Attr), Errno> {
+        let old = self.file(ino)?.clone();
+        if data.is_empty() {
+            return Ok((0, self.attr_of(ino, &old)));
+        }
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or(Errno::Invalid)?;
+        let new_size = old.size.max(end);
+        let mut new = old.clone();
+        self.grow(&mut new, blocks_for(new_size))?;
+        if let Err(e) = self.fill(ino, &new, old.size, offset, data, end) {
+            self.rebuild();
+            return Err(e);
+        }
+        new.size = new_size;
+        new.version = new.version.wrapping_add(1);
+        self.commit(vec![(ino, Some(Box::new(new)))])?;
+        let a = self.attr(ino)?;
+        Ok((data.len(), a))
+    }
+
+    /// Truncate or extend to `size` bytes; an extension reads as zeros.
+    pub fn set_size(&mut self, ino: u64, size: u64) -> Result<Attr, Errno> {
+        let old = self.file(ino)?.clone();
+        if size == old.size {
+            return Ok(self.attr_of(ino, &old));
+        }
+        let mut new = old.clone();
+        new.size = size;
+        new.version = new.version.wrapping_add(1);
+        if size > old.size {
+            self.grow(&mut new, blocks_for(size))?;
+            if let Err(e) = self.fill(ino, &new, old.size, old.size, &[], size) {
+                self.rebuild();
+                return Err(e);
+            }
+            self.commit(vec![(ino, Some(Box::new(new)))])?;
+        } else {
+            let freed = shrink(&mut new, blocks_for(size));
+            self.commit(vec![(ino, Some(Box::new(new)))])?;
+            for e in freed {
+                self.free.set(e.start, u64::from(e.len), false);
+            }
+        }
+        self.attr(ino)
+    }
+
+    /// Write the file range `[min(offset, old_size), end)` of `n` to disk:
+    /// bytes of `data` (placed at `offset`), old bytes below `old_size`,
+    /// zeros elsewhere. Blocks that keep no old byte are written without
+    /// being read. The checksum-table blocks of the written blocks are
+    /// written after them (also when a data write failed).
+    fn fill(
+        &mut self,
+        ino: u64,
+        n: &Inode,
+        old_size: u64,
+        offset: u64,
+        data: &[u8],
+        end: u64,
+    ) -> Result<(), Errno> {
+        let mut dirty = Vec::new();
+        let r = self.fill_data(ino, n, old_size, offset, data, end, &mut dirty);
+        let s = self.write_sums(&dirty);
+        r.and(s)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fill_data(
+        &mut self,
+        ino: u64,
+        n: &Inode,
+        old_size: u64,
+        offset: u64,
+        data: &[u8],
+        end: u64,
+        dirty: &mut Vec<u64>,
+    ) -> Result<(), Errno> {
+        let start = offset.min(old_size);
+        let data_end = offset + data.len() as u64;
+        let mut blk = [0u8; BLOCK_SIZE];
+        for b in start / BS..blocks_for(end) {
+            let bs = b * BS;
+            let be = bs + BS;
+            let lba = disk::map_block(&n.extents, b).ok_or(Errno::Io)?;
+            let keep_hi = be.min(old_size);
+            let keeps_old = bs < keep_hi && !(offset <= bs && data_end >= keep_hi);
+            if keeps_old {
+                self.read_data(ino, b, lba, &mut blk)?;
+                if old_size < be {
+                    blk[(old_size - bs) as usize..].fill(0);
+                }
+            } else {
+                blk.fill(0);
+            }
+            let lo = offset.max(bs);
+            let hi = data_end.min(be);
+            if lo < hi {
+                let src = &data[(lo - offset) as usize..(hi - offset) as usize];
+                blk[(lo - bs) as usize..(hi - bs) as usize].copy_from_slice(src);
+            }
+            self.write_blk(lba, &blk)?;
+            if let Some(i) = self.sums.set(lba, &blk) {
+                if !dirty.contains(&i) {
+                    dirty.push(i);
+                }
+            }
+        }
+        Ok(())
+    }
+}
