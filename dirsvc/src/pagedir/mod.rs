@@ -42,64 +42,13 @@ use alloc::vec::Vec;
 mod check;
 mod table;
 mod teardown;
+mod types;
 
 use table::Table;
 pub use table::{Unfit, Width, NARROW_RECORD, WIDE_RECORD};
+pub use types::{Action, Entry, FrameOwner, PageState, PageStats, Phase};
 
 use fabric::proto::{PageKey, PageReply, PageReq};
-
-/// Per-node view of a page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageState {
-    /// Invalid.
-    I,
-    /// Transient exclusive.
-    E,
-    /// Owner.
-    O,
-    /// Shared (maps the owner's frame).
-    S,
-    /// To be invalidated (owner reclaiming).
-    Tbi,
-}
-
-/// What an entry is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// E: `owner` reserved the page; its frame is being filled (by the
-    /// directory from disk, or by the node's full-page write).
-    Exclusive {
-        /// Filled by the directory (READ miss) rather than by the node.
-        by_dir: bool,
-        /// Tag of the READ to answer when the fill completes.
-        tag: u32,
-    },
-    /// O (+ S for sharers): stable.
-    Owned,
-    /// TBI: waiting for the acks of `pending` sharers; then answer the
-    /// owner's `tag` (or nobody, when the owner failed).
-    Invalidating {
-        /// Sharers that have not acked yet.
-        pending: u64,
-        /// Tag of the owner's invalidation request (0: owner failed).
-        tag: u32,
-    },
-}
-
-/// One cached page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
-    /// Owner (or reserving) node, 1..=64.
-    pub owner: u8,
-    /// The owner's frame.
-    pub gfn: u64,
-    /// Bit `n-1` set: node `n` maps the frame.
-    pub sharers: u64,
-    /// Someone wrote the page since the last write-back.
-    pub dirty: bool,
-    /// Transient state.
-    pub phase: Phase,
-}
 
 /// Bytes of directory state per cached page, for `dir stats`: the layout
 /// for clusters of up to 32 nodes with files cached whole (a 10-byte record
@@ -107,92 +56,6 @@ pub struct Entry {
 /// measures a live directory; tests check that 100k pages spread over
 /// files stay within this figure.
 pub const BYTES_PER_ENTRY: usize = table::DENSE_NARROW_BYTES;
-
-/// What the directory must do after a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Answer `node`'s request `tag`.
-    Reply {
-        /// Node.
-        node: u8,
-        /// Its tag.
-        tag: u32,
-        /// Answer.
-        reply: PageReply,
-    },
-    /// Read the page from disk into frame `gfn`, then call
-    /// [`PageDir::filled`] (which replies to the requester).
-    Fill {
-        /// Page.
-        key: PageKey,
-        /// Frame to fill.
-        gfn: u64,
-    },
-    /// Write frame `gfn` to the page on disk (before the reply that
-    /// follows in the same action list).
-    WriteBack {
-        /// Page.
-        key: PageKey,
-        /// Frame to write.
-        gfn: u64,
-    },
-    /// Tell `node` to unmap `key` and ack (notify ring).
-    Invalidate {
-        /// Sharer node.
-        node: u8,
-        /// Page.
-        key: PageKey,
-    },
-    /// Set (true) or clear the export bit of frame `gfn`.
-    Export {
-        /// Frame.
-        gfn: u64,
-        /// New bit value.
-        on: bool,
-    },
-}
-
-/// Counters for `dir stats`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PageStats {
-    /// READ requests.
-    pub reads: u64,
-    /// READ misses filled from disk.
-    pub fills: u64,
-    /// READ / LOOKUP_LOCK answered with a mapping of another node's frame.
-    pub remote_maps: u64,
-    /// LOOKUP_LOCK requests.
-    pub lookup_locks: u64,
-    /// UNLOCK requests.
-    pub unlocks: u64,
-    /// INV requests (pages).
-    pub invs: u64,
-    /// DIR_INV notifications sent.
-    pub dir_invs: u64,
-    /// INV_ACKs received.
-    pub acks: u64,
-    /// DROP requests.
-    pub drops: u64,
-    /// Write-backs to disk.
-    pub writebacks: u64,
-    /// Retry answers.
-    pub retries: u64,
-    /// Refused requests.
-    pub refused: u64,
-}
-
-/// Who owns which frames: the directory checks that a requester only
-/// offers its own frames.
-pub trait FrameOwner {
-    /// The node whose pool holds `gfn`, if any.
-    fn owner_of(&self, gfn: u64) -> Option<u8>;
-}
-
-impl FrameOwner for fabric::layout::Layout {
-    fn owner_of(&self, gfn: u64) -> Option<u8> {
-        self.gfn_owner(gfn).map(|n| n as u8)
-    }
-}
 
 /// The page directory.
 #[derive(Debug)]
