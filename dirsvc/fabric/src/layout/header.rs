@@ -1,0 +1,124 @@
+//! Typed access to the dynamic header words: epoch, directory state and
+//! heartbeat, ping/pong, and each node's record in the node table.
+
+use super::{
+    DirState, Layout, NodeState, OFF_DIR_HEARTBEAT, OFF_DIR_STATE, OFF_EPOCH, OFF_PING, OFF_PONG,
+};
+use crate::shm::SharedMem;
+
+/// Typed access to the dynamic header words of a validated region.
+pub struct Header<'a, M: SharedMem + ?Sized> {
+    pub(super) mem: &'a M,
+    pub(super) layout: Layout,
+}
+
+impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
+    /// Wrap a region whose layout was validated (or just formatted).
+    pub fn new(mem: &'a M, layout: Layout) -> Self {
+        Header { mem, layout }
+    }
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// Cluster epoch counter.
+    pub fn epoch(&self) -> u64 {
+        self.mem.load_u64(OFF_EPOCH)
+    }
+    /// Bump the cluster epoch; returns the new value.
+    pub fn next_epoch(&self) -> u64 {
+        self.mem.fetch_add_u64(OFF_EPOCH, 1) + 1
+    }
+    /// Directory state (`None` if the word holds garbage).
+    pub fn dir_state(&self) -> Option<DirState> {
+        DirState::from_u32(self.mem.load_u32(OFF_DIR_STATE))
+    }
+    /// Set the directory state.
+    pub fn set_dir_state(&self, s: DirState) {
+        self.mem.store_u32(OFF_DIR_STATE, s as u32)
+    }
+    /// Directory heartbeat counter.
+    pub fn dir_heartbeat(&self) -> u64 {
+        self.mem.load_u64(OFF_DIR_HEARTBEAT)
+    }
+    /// Bump the directory heartbeat.
+    pub fn beat_dir(&self) {
+        self.mem.fetch_add_u64(OFF_DIR_HEARTBEAT, 1);
+    }
+    /// The ping word (`bench pingpong`).
+    pub fn ping(&self) -> u64 {
+        self.mem.load_u64(OFF_PING)
+    }
+    /// Write the ping word.
+    pub fn set_ping(&self, v: u64) {
+        self.mem.store_u64(OFF_PING, v)
+    }
+    /// The pong word (the directory's echo).
+    pub fn pong(&self) -> u64 {
+        self.mem.load_u64(OFF_PONG)
+    }
+    /// Write the pong word.
+    pub fn set_pong(&self, v: u64) {
+        self.mem.store_u64(OFF_PONG, v)
+    }
+    /// State of node `node` (`None` if invalid id or garbage).
+    pub fn node_state(&self, node: u32) -> Option<NodeState> {
+        if !self.layout.valid_node(node) {
+            return None;
+        }
+        NodeState::from_u32(self.mem.load_u32(self.layout.node_rec(node)))
+    }
+    /// Set node `node`'s state (ignored for an invalid id).
+    pub fn set_node_state(&self, node: u32, s: NodeState) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u32(self.layout.node_rec(node), s as u32)
+        }
+    }
+    /// Session epoch of node `node`.
+    pub fn node_epoch(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 8)
+    }
+    /// Set node `node`'s session epoch.
+    pub fn set_node_epoch(&self, node: u32, epoch: u64) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u64(self.layout.node_rec(node) + 8, epoch)
+        }
+    }
+    /// Heartbeat counter of node `node`.
+    pub fn node_heartbeat(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 16)
+    }
+    /// Bump node `node`'s heartbeat.
+    pub fn beat_node(&self, node: u32) {
+        if self.layout.valid_node(node) {
+            self.mem.fetch_add_u64(self.layout.node_rec(node) + 16, 1);
+        }
+    }
+    /// Join nonce of node `node`.
+    pub fn join_nonce(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 24)
+    }
+    /// Set node `node`'s join nonce.
+    pub fn set_join_nonce(&self, node: u32, nonce: u64) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u64(self.layout.node_rec(node) + 24, nonce)
+        }
+    }
+    /// Zero both indices of every ring of `node`'s channel.
+    pub fn reset_channel(&self, node: u32) {
+        if self.layout.valid_node(node) {
+            for r in self.layout.channel(node).rings() {
+                r.reset(self.mem);
+            }
+        }
+    }
+}
