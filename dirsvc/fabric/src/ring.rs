@@ -86,6 +86,12 @@ impl Producer {
         self.loc
     }
 
+    /// Descriptors published so far (the head index, wrapping): a change
+    /// means the consumer got something.
+    pub fn published(&self) -> u32 {
+        self.head
+    }
+
     /// Free slots as seen now.
     pub fn free(&self, mem: &(impl SharedMem + ?Sized)) -> Result<u32, RingError> {
         let tail = mem.load_u32(self.loc.tail_off());
