@@ -110,6 +110,9 @@ struct Peer {
     member: bool,
     last_hb: u64,
     last_hb_change_ns: u64,
+    /// Response and notify heads last reported in [`Poll::responded`] /
+    /// [`Poll::noticed`].
+    reported: (u32, u32),
 }
 
 impl Peer {
@@ -126,6 +129,7 @@ impl Peer {
             member: false,
             last_hb: 0,
             last_hb_change_ns: 0,
+            reported: (0, 0),
         }
     }
 }
@@ -155,6 +159,21 @@ pub struct Poll {
     pub served: usize,
     /// Membership and error events.
     pub events: Vec<Event>,
+    /// Nodes that got responses since the last pass (bit `node - 1`): the
+    /// kernel rings those that sleep (doorbells, vector "response").
+    pub responded: u64,
+    /// Nodes that got notices (DIR_INV) since the last pass (bit `node - 1`).
+    pub noticed: u64,
+}
+
+impl Poll {
+    /// Nodes that got anything, each with whether it got a notice (in
+    /// node order).
+    pub fn deliveries(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
+        (0..64u32)
+            .filter(move |b| (self.responded | self.noticed) >> b & 1 != 0)
+            .map(move |b| (b + 1, self.noticed >> b & 1 != 0))
+    }
 }
 
 impl<D: BlockDevice> Directory<D> {
@@ -250,6 +269,8 @@ impl<D: BlockDevice> Directory<D> {
         let s = self.serve(mem);
         p.served = s.served;
         p.events.extend(s.events);
+        p.responded = s.responded;
+        p.noticed = s.noticed;
         p
     }
 

@@ -4,7 +4,9 @@
 //!
 //! Idle policy: the loop spins while requests arrive and for
 //! `dir_spin_us` after the last one, then halts between timer ticks (1 ms)
-//! so an idle directory does not burn a host core.
+//! so an idle directory does not burn a host core. With doorbells it
+//! halts at once when every member rings it, wakes on vector 0, and rings
+//! the sleeping nodes it published responses or notices for.
 
 use dirsvc::server::{Config, Directory, Event};
 use fabric::config::BootConfig;
@@ -114,9 +116,15 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             let p = dir.membership(&shm, time::now_ns());
             events = !p.events.is_empty();
             log_events(&p.events);
+            if let Some(b) = bell.as_ref() {
+                b.deliver(&p);
+            }
         }
         let p = dir.serve(&shm);
         log_events(&p.events);
+        if let Some(b) = bell.as_ref() {
+            b.deliver(&p);
+        }
         let mut net_served = 0;
         for l in links.iter_mut() {
             // Serve a link only while its node is up in this epoch.
@@ -131,11 +139,17 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             // requests (else after `dir_spin_us`, as without doorbells);
             // vector 0 or the tick wakes us.
             if now - last_work > spin_cycles || b.members_ring(&h, cfg.nodes) {
+                let mut found = None;
                 b.sleep(|| {
                     let p = dir.serve(&shm);
                     log_events(&p.events);
-                    p.served > 0 || !p.events.is_empty() || h.ping() != last_ping
+                    let work = p.served > 0 || !p.events.is_empty() || h.ping() != last_ping;
+                    found = Some(p);
+                    work
                 });
+                if let Some(p) = found {
+                    b.deliver(&p);
+                }
             }
         } else if now - last_work > spin_cycles || !links.is_empty() {
             // Idle: halt until the next tick or a NIC's interrupt. In net
@@ -184,6 +198,21 @@ impl DirBell {
         if n != self.notify_seen {
             self.notify_seen = n;
             self.d.answer_echoes(nodes);
+        }
+    }
+
+    /// After a pass: ring every node that got a notice (vector 1) or a
+    /// response or its admission (vector 2) and sleeps.
+    fn deliver(&self, p: &dirsvc::server::Poll) {
+        use fabric::doorbell::{VEC_NOTIFY, VEC_RESPONSE};
+        for (node, notice) in p.deliveries() {
+            self.d
+                .ring_node(node, if notice { VEC_NOTIFY } else { VEC_RESPONSE });
+        }
+        for e in &p.events {
+            if let Event::Joined { node, .. } = e {
+                self.d.ring_node(*node, VEC_RESPONSE);
+            }
         }
     }
 

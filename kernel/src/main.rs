@@ -94,7 +94,16 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
             } else {
                 alloc::vec::Vec::new()
             };
-            arch::interrupts::init_timer(|| {}, cfg.tick_hz);
+            // Doorbells (rings only): every node rings us, a slow safety
+            // tick is enough (net mode keeps its tick for the NICs' timers).
+            let hz = if drivers::ivshmem::doorbell().is_some()
+                && cfg.mode != fabric::config::Mode::Net
+            {
+                fabric::doorbell::SAFETY_TICK_HZ
+            } else {
+                cfg.tick_hz
+            };
+            arch::interrupts::init_timer(|| {}, hz);
             x86_64::instructions::interrupts::enable();
             dir::run(&cfg, shm, disk, nics)
         }

@@ -162,7 +162,8 @@ fn doorbells_peer_ids_removal_and_cleanup() {
     );
 }
 
-/// `--doorbell off` is today's behaviour: ivshmem-plain, no server.
+/// `--doorbell off` is today's behaviour: ivshmem-plain, no server;
+/// `bench doorbell` says "not supported".
 #[test]
 fn doorbell_off_uses_ivshmem_plain() {
     with_cluster(
@@ -179,6 +180,71 @@ fn doorbell_off_uses_ivshmem_plain() {
             let out = c.exec_ok(1, "cat /plain.txt")?;
             if out.lines != ["still polling"] {
                 return Err(fail(format!("cat: {:?}", out.lines)));
+            }
+            let out = c.exec(1, "bench doorbell 10")?;
+            if !out.text().contains("not supported") {
+                return Err(fail(format!("bench doorbell: {:?}", out.lines)));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// The node side: a halted sharer is woken by the directory's doorbell on
+/// the notify vector when its page is invalidated; rings to a busy
+/// directory are suppressed; `bench doorbell` times the round trip.
+#[test]
+fn a_halted_sharer_is_woken_by_a_notice_and_busy_rings_are_suppressed() {
+    use userland::stats::keys::cache as k;
+    with_cluster(
+        ClusterOpts::new("doorbell-node")
+            .ctl(CTL)
+            .nodes(2)
+            .doorbell(true),
+        |c| {
+            c.wait_log(
+                "node2",
+                r"node sleeps on doorbells",
+                Duration::from_secs(20),
+            )?;
+            c.exec_ok(1, "fill /f 64k")?;
+            c.exec_ok(2, "sum /f")?;
+            let before = c.stats(2, "cache stats")?;
+            if before.get(k::DOORBELLS).starts_with("off") {
+                return Err(fail(format!("doorbells off on node 2:\n{}", before.text)));
+            }
+            let n0 = before.num(k::DOORBELL_RECEIVED_NOTIFY);
+            let s0 = before.num(k::DOORBELL_SLEEPS);
+            // Node 2 is idle (halted) while node 1 reclaims the 16 pages
+            // node 2 maps: every DIR_INV rings it on the notify vector.
+            let out = c.exec_ok(1, "bench inv /f")?;
+            if !out.text().contains("invalidate 1 page: n=16 ") {
+                return Err(fail(format!("bench inv: {:?}", out.lines)));
+            }
+            let after = c.stats(2, "cache stats")?;
+            let n1 = after.num(k::DOORBELL_RECEIVED_NOTIFY);
+            if n1 <= n0 || after.num(k::INVALIDATIONS_RECEIVED) < 16 {
+                return Err(fail(format!(
+                    "node 2 not woken on the notify vector ({n0} -> {n1}):\n{}",
+                    after.text
+                )));
+            }
+            if after.num(k::DOORBELL_SLEEPS) <= s0 {
+                return Err(fail(format!("node 2 never slept:\n{}", after.text)));
+            }
+            // A busy directory (back-to-back requests) is awake: the rings
+            // of most requests are suppressed.
+            let sup0 = c.stats(1, "cache stats")?.num(k::DOORBELL_SUPPRESSED);
+            c.exec_ok(1, "bench ring 2000")?;
+            let sup1 = c.stats(1, "cache stats")?.num(k::DOORBELL_SUPPRESSED);
+            if sup1 < sup0 + 100 {
+                return Err(fail(format!(
+                    "suppressed rings {sup0} -> {sup1} over 2000 requests"
+                )));
+            }
+            let out = c.exec_ok(1, "bench doorbell 50")?;
+            if !out.text().contains("doorbell round trip: n=50 ") {
+                return Err(fail(format!("bench doorbell: {:?}", out.lines)));
             }
             Ok(())
         },

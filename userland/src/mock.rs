@@ -51,6 +51,8 @@ pub struct MockOs {
     /// What `bench_ring` returns (cycled to `count` samples); empty means
     /// "return no samples".
     pub ring_samples: Vec<u64>,
+    /// `bench_doorbell` is supported (returns the ring samples).
+    pub doorbells: bool,
     /// Every path handed to the OS, in order.
     pub paths: Vec<String>,
     /// Number of `sync` / `fsync` calls.
@@ -114,6 +116,7 @@ impl MockOs {
                 ],
             },
             ring_samples: alloc::vec![250, 230, 240, 900, 235],
+            doorbells: false,
             paths: Vec::new(),
             syncs: 0,
             write_sizes: Vec::new(),
@@ -521,6 +524,21 @@ impl Os for MockOs {
         self.check("bench_ring")?;
         if self.ring_samples.is_empty() {
             return Ok(Vec::new());
+        }
+        Ok(self
+            .ring_samples
+            .iter()
+            .copied()
+            .cycle()
+            .take(count)
+            .collect())
+    }
+
+    /// Doorbells: the ring samples when `doorbells` is set.
+    fn bench_doorbell(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        self.check("bench_doorbell")?;
+        if !self.doorbells {
+            return Err(Errno::NotSupported);
         }
         Ok(self
             .ring_samples

@@ -129,6 +129,13 @@ pub trait Os {
         Err(Errno::NotSupported)
     }
 
+    /// `count` doorbell round trips with the directory (ring it, it
+    /// answers through the region; it is halted and woken only by the
+    /// doorbell), in nanoseconds. `NotSupported` without doorbells.
+    fn bench_doorbell(&mut self, _count: usize) -> Result<RingSamples, Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// `count` empty requests to the file server over this mode's file
     /// transport: the transport's name (`ring` or `tcp`) and the round
     /// trips in nanoseconds.

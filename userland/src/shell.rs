@@ -244,6 +244,14 @@ static COMMANDS: &[Command] = &[
         run: cmd_bench_pingpong,
     },
     Command {
+        name: "bench doorbell",
+        usage: "bench doorbell [COUNT]",
+        help: "time COUNT doorbell round trips with the directory (halted, woken only by the doorbell)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_doorbell,
+    },
+    Command {
         name: "bench read",
         usage: "bench read PATH",
         help: "time a 4 KiB read of every page of PATH once (CM, CM-R, CH-R or local hit, by residency)",
@@ -943,7 +951,16 @@ fn cmd_bench_pingpong(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     print_summary(ctx, "cache-line round trip", &mut samples)
 }
 
-/// The optional COUNT of `bench ring` / `bench pingpong`.
+fn cmd_bench_doorbell(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let count = bench_count(args)?;
+    let mut samples = ctx
+        .os
+        .bench_doorbell(count)
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    print_summary(ctx, "doorbell round trip", &mut samples)
+}
+
+/// The optional COUNT of `bench ring` / `bench pingpong` / `bench doorbell`.
 fn bench_count(args: &Args<'_>) -> Result<usize, Error> {
     Ok(match args.get(0) {
         None => BENCH_RING_DEFAULT,

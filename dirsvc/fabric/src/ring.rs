@@ -45,6 +45,12 @@ impl RingLoc {
     fn slot_off(&self, index: u32) -> usize {
         self.off + RING_HEADER + (index & (self.slots - 1)) as usize * DESC_SIZE
     }
+    /// Does the ring hold unread descriptors, as the region says now (a
+    /// sleeper's re-check; garbage indices read as "something": wake up
+    /// and let the consumer report it)?
+    pub fn unread(&self, mem: &(impl SharedMem + ?Sized)) -> bool {
+        mem.load_u32(self.head_off()) != mem.load_u32(self.tail_off())
+    }
     /// Zero both indices (only while neither side uses the ring).
     pub fn reset(&self, mem: &(impl SharedMem + ?Sized)) {
         mem.store_u32(self.head_off(), 0);
@@ -84,6 +90,12 @@ impl Producer {
     /// Where the ring lives.
     pub fn loc(&self) -> RingLoc {
         self.loc
+    }
+
+    /// Descriptors published so far (the head index, wrapping): a change
+    /// means the consumer got something.
+    pub fn published(&self) -> u32 {
+        self.head
     }
 
     /// Free slots as seen now.

@@ -35,7 +35,23 @@ impl<D: BlockDevice> Directory<D> {
             }
         }
         self.requests += out.served as u64;
+        self.take_deliveries(&mut out);
         out
+    }
+
+    /// Which nodes' response or notify rings moved since the last report
+    /// (whatever published them: a request, an ack, a lost member).
+    fn take_deliveries(&mut self, out: &mut Poll) {
+        for (i, p) in self.peers.iter_mut().enumerate().take(64) {
+            let now = (p.resp.published(), p.notify.published());
+            if now.0 != p.reported.0 {
+                out.responded |= 1 << i;
+            }
+            if now.1 != p.reported.1 {
+                out.noticed |= 1 << i;
+            }
+            p.reported = now;
+        }
     }
 
     fn serve_node(

@@ -140,7 +140,20 @@ impl Client {
         req: &Request,
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<Response, Errno> {
+        self.call_then(mem, req, &mut || {}, wait)
+    }
+
+    /// [`Client::call`], running `published` once the request is on the
+    /// ring (the node rings the directory's doorbell there).
+    pub fn call_then(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        req: &Request,
+        published: &mut dyn FnMut(),
+        wait: &mut dyn FnMut() -> bool,
+    ) -> Result<Response, Errno> {
         let tag = self.send(mem, req, wait)?;
+        published();
         let op = fabric::proto::op_of(req);
         let mut spins = 0u32;
         loop {

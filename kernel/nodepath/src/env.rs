@@ -7,6 +7,9 @@
 //!   directory and advance a fake clock).
 //! * [`Mapper`]: 4 KiB page-table entries of the mmap windows (kernel:
 //!   real page tables; host: a recorded map).
+//! * [`Doorbell`]: interrupts between this node and the directory (kernel:
+//!   ivshmem-doorbell; host and doorbells off: the no-op defaults, waits
+//!   fall back to [`Clock::wait_step`]).
 //! * [`FileServer`]: a file-server transport other than the rings (`net`
 //!   mode's TCP connection).
 //! * [`Env`]: the bundle, plus the shared region ([`SharedMem`]).
@@ -25,6 +28,22 @@ pub trait Clock {
     /// [`crate::wait::SPIN_NS`] of a wait (the kernel pauses), afterwards
     /// the kernel halts until the next interrupt.
     fn wait_step(&self, spinning: bool);
+}
+
+/// Doorbells: wake the directory after publishing work for it, and sleep
+/// until an interrupt instead of halting until the next timer tick. The
+/// defaults are "no doorbells".
+pub trait Doorbell {
+    /// A request or an ack was published on this node's rings: ring the
+    /// directory if it sleeps (suppressed while it is awake).
+    fn ring_directory(&self) {}
+    /// Halt once until a doorbell (or another interrupt), unless
+    /// `has_work` (checked after announcing the sleep) finds work or
+    /// `deadline_ns` (on [`Clock::now_ns`]) passed. False: no doorbells
+    /// here, the caller waits with [`Clock::wait_step`] instead.
+    fn sleep_until_event(&self, _deadline_ns: u64, _has_work: &mut dyn FnMut() -> bool) -> bool {
+        false
+    }
 }
 
 /// Page-table entries of the mmap windows.
@@ -82,7 +101,7 @@ impl FileServer for NoNet {
 }
 
 /// Everything the node data path runs on.
-pub trait Env: Clock + Mapper {
+pub trait Env: Clock + Mapper + Doorbell {
     /// The shared region.
     type Mem: SharedMem + ?Sized;
     /// `net` mode's file-server transport.

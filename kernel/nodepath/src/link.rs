@@ -61,14 +61,48 @@ pub struct Link<E: Env> {
     files: Files<E::Net>,
 }
 
+/// Does node `id` have something to read: a response, a notice, or (while
+/// joining) its admission? What a sleeper re-checks after announcing its
+/// sleep, so a doorbell suppressed just before cannot be lost.
+fn inbound<E: Env>(env: &E, layout: Layout, id: u32, joining: bool) -> bool {
+    let mem = env.mem();
+    let ch = layout.channel(id);
+    ch.response.unread(mem)
+        || ch.notify.unread(mem)
+        || (joining && Header::new(mem, layout).node_state(id) != Some(NodeState::Joining))
+}
+
+/// Service the session; if that published acks, ring the directory.
+fn service<E: Env>(env: &E, svc: &mut dyn Session<E>) -> usize {
+    let n = svc.service(env);
+    if n > 0 {
+        env.ring_directory();
+    }
+    n
+}
+
 /// One wait step: service the session, then step `w` against the clock
-/// and the directory's heartbeat. False: give up.
-fn wait_once<E: Env>(env: &E, layout: Layout, w: &mut Waiter, svc: &mut dyn Session<E>) -> bool {
-    svc.service(env);
+/// and the directory's heartbeat. Past the spinning phase the node sleeps
+/// until a doorbell (or its next give-up time), or without doorbells halts
+/// until the next interrupt. False: give up.
+fn wait_once<E: Env>(
+    env: &E,
+    layout: Layout,
+    id: u32,
+    joining: bool,
+    w: &mut Waiter,
+    svc: &mut dyn Session<E>,
+) -> bool {
+    service(env, svc);
     let hb = Header::new(env.mem(), layout).dir_heartbeat();
     match w.step(env.now_ns(), hb) {
         Step::Spin => env.wait_step(true),
-        Step::Halt => env.wait_step(false),
+        Step::Halt => {
+            let mut has_work = || inbound(env, layout, id, joining);
+            if !env.sleep_until_event(w.deadline(), &mut has_work) {
+                env.wait_step(false);
+            }
+        }
         Step::GiveUp => return false,
     }
     true
@@ -200,7 +234,16 @@ impl<E: Env> Link<E> {
         let nonce = self.env.nonce();
         let mut w = Waiter::new(wait_ns.max(1_000_000_000));
         let env = &self.env;
-        let mut wait = || wait_once(env, layout, &mut w, svc);
+        let id = self.id;
+        let mut rung = false;
+        let mut wait = || {
+            if !rung {
+                // The directory may sleep: tell it a node is joining.
+                rung = true;
+                env.ring_directory();
+            }
+            wait_once(env, layout, id, true, &mut w, svc)
+        };
         match Client::join(env.mem(), layout, self.id, nonce, &mut wait) {
             Ok(c) => {
                 log::info!(
@@ -253,9 +296,10 @@ impl<E: Env> Link<E> {
         let layout = self.ensure_joined(svc)?;
         let mut w = Waiter::new(self.rpc_timeout_ns);
         let env = &self.env;
+        let id = self.id;
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
-        let mut wait = || wait_once(env, layout, &mut w, svc);
-        match client.call(env.mem(), req, &mut wait) {
+        let mut wait = || wait_once(env, layout, id, false, &mut w, svc);
+        match client.call_then(env.mem(), req, &mut || env.ring_directory(), &mut wait) {
             Err(Errno::Unavailable) => {
                 Err(self.unavailable("no answer (timeout or no heartbeat)", svc))
             }
@@ -273,9 +317,12 @@ impl<E: Env> Link<E> {
         let layout = self.ensure_joined(svc)?;
         let mut w = Waiter::new(self.rpc_timeout_ns);
         let env = &self.env;
+        let id = self.id;
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
-        let mut wait = || wait_once(env, layout, &mut w, svc);
-        client.send(env.mem(), req, &mut wait)
+        let mut wait = || wait_once(env, layout, id, false, &mut w, svc);
+        let tag = client.send(env.mem(), req, &mut wait)?;
+        env.ring_directory();
+        Ok(tag)
     }
 
     /// A response, if one is waiting.
@@ -288,12 +335,29 @@ impl<E: Env> Link<E> {
         Ok(r)
     }
 
+    /// Service pending notices (the idle loop), ringing the directory if
+    /// acks were published; how many were handled.
+    pub fn service(&mut self, svc: &mut dyn Session<E>) -> usize {
+        service(&self.env, svc)
+    }
+
+    /// Idle: sleep until a doorbell, an interrupt or `deadline_ns` unless
+    /// a notice or response is waiting. False: no doorbells (the caller
+    /// halts until the next interrupt itself).
+    pub fn idle_sleep(&mut self, deadline_ns: u64, other_work: &mut dyn FnMut() -> bool) -> bool {
+        let (layout, id, joined) = (self.layout, self.id, self.client.is_some());
+        let env = &self.env;
+        let mut has_work =
+            || other_work() || (joined && layout.is_some_and(|l| inbound(env, l, id, false)));
+        env.sleep_until_event(deadline_ns, &mut has_work)
+    }
+
     /// One wait step of an asynchronous exchange; false: give up.
     pub fn wait(&mut self, svc: &mut dyn Session<E>) -> bool {
         let Some(layout) = self.layout else {
             return false;
         };
-        if wait_once(&self.env, layout, &mut self.pending, svc) {
+        if wait_once(&self.env, layout, self.id, false, &mut self.pending, svc) {
             return true;
         }
         self.unavailable("no answer (timeout or no heartbeat)", svc);

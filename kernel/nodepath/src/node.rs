@@ -86,7 +86,13 @@ impl<E: Env> Node<E> {
 
     /// Service pending notices (idle loop).
     pub fn service(&mut self) -> usize {
-        self.vfs.session().service(&self.link.env)
+        self.link.service(self.vfs.session())
+    }
+
+    /// Idle: sleep until a doorbell, an interrupt or `deadline_ns`, unless
+    /// a notice is waiting or `other_work` finds some. False: no doorbells.
+    pub fn idle_sleep(&mut self, deadline_ns: u64, other_work: &mut dyn FnMut() -> bool) -> bool {
+        self.link.idle_sleep(deadline_ns, other_work)
     }
 
     /// A page fault at `va` in an mmap window: map what the page is (our

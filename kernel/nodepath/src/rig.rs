@@ -22,7 +22,7 @@ use fabric::proto::Errno;
 use fabric::shm::{HeapShm, SharedMem};
 use flatfs::{Fs, MemDisk};
 
-use crate::env::{Clock, Env, Mapper, NoNet};
+use crate::env::{Clock, Doorbell, Env, Mapper, NoNet};
 use crate::node::{Node, NodeConfig};
 
 /// Fake physical address of the shared region (frame `gfn` at
@@ -54,6 +54,9 @@ pub struct Shared {
     nodes: RefCell<Vec<(u32, WeakNode)>>,
     /// Directory passes run.
     pub passes: Cell<u64>,
+    /// Nodes sleep through [`Doorbell::sleep_until_event`] (else the
+    /// default: no doorbells, halting wait steps).
+    pub doorbells: Cell<bool>,
 }
 
 impl Shared {
@@ -100,6 +103,33 @@ pub struct HostEnv {
     /// test's load/store hook can walk it while the node is borrowed).
     pub mapped: Rc<RefCell<BTreeMap<u64, u64>>>,
     nonce: Cell<u64>,
+    /// Doorbells rung for the directory.
+    pub rings: Cell<u64>,
+    /// Doorbell sleeps (the re-check found nothing).
+    pub sleeps: Cell<u64>,
+    /// Doorbell sleeps refused because the re-check found work.
+    pub woke_with_work: Cell<u64>,
+}
+
+/// The fake doorbell: counts rings; with [`Shared::doorbells`] a sleep
+/// re-checks for work, and otherwise runs one short step (the directory
+/// and the other nodes get a pass, as if a doorbell came at once).
+impl Doorbell for HostEnv {
+    fn ring_directory(&self) {
+        self.rings.set(self.rings.get() + 1);
+    }
+    fn sleep_until_event(&self, deadline_ns: u64, has_work: &mut dyn FnMut() -> bool) -> bool {
+        if !self.sh.doorbells.get() {
+            return false;
+        }
+        if has_work() {
+            self.woke_with_work.set(self.woke_with_work.get() + 1);
+        } else if self.sh.now() < deadline_ns {
+            self.sleeps.set(self.sleeps.get() + 1);
+            self.sh.step(self.id, SPIN_STEP_NS);
+        }
+        true
+    }
 }
 
 impl Clock for HostEnv {
@@ -192,6 +222,7 @@ impl Rig {
             frozen: RefCell::new(Vec::new()),
             nodes: RefCell::new(Vec::new()),
             passes: Cell::new(0),
+            doorbells: Cell::new(false),
         });
         let mut nodes = Vec::new();
         for id in 1..=cfg.nodes {
@@ -200,6 +231,9 @@ impl Rig {
                 id,
                 mapped: Rc::new(RefCell::new(BTreeMap::new())),
                 nonce: Cell::new(0),
+                rings: Cell::new(0),
+                sleeps: Cell::new(0),
+                woke_with_work: Cell::new(0),
             };
             let ncfg = NodeConfig {
                 id,

@@ -401,3 +401,60 @@ fn a_batch_resolves_its_reads_together() {
         n.close(fd).unwrap();
     }
 }
+
+/// Doorbell counters of node `k`: (rings of the directory, sleeps, sleeps
+/// refused because work was waiting).
+fn bells(rig: &Rig, k: u32) -> (u64, u64, u64) {
+    let n = rig.node(k);
+    let e = &n.link.env;
+    (e.rings.get(), e.sleeps.get(), e.woke_with_work.get())
+}
+
+#[test]
+fn every_request_and_every_ack_rings_the_directory() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let r0 = bells(&rig, 1).0;
+    rig.node(1).ring_call(&fabric::proto::Request::Nop).unwrap();
+    assert_eq!(bells(&rig, 1).0, r0 + 1, "one ring per request");
+    // Node 2 shares node 1's page; node 1 invalidates it: node 2's idle
+    // loop acks the DIR_INV and rings the directory for it.
+    write_file(&mut rig.node(1), "/f", &pattern(4096, 1));
+    assert_eq!(read_file(&mut rig.node(2), "/f"), pattern(4096, 1));
+    let ino = rig.node(1).stat("/f").unwrap().ino;
+    let (r1, r2) = (bells(&rig, 1).0, bells(&rig, 2).0);
+    assert!(rig.node(1).invalidate_page(ino, 0).unwrap());
+    assert_eq!(bells(&rig, 2).0, r2 + 1, "the sharer's ack rang");
+    assert!(bells(&rig, 1).0 > r1, "the invalidation rang");
+}
+
+#[test]
+fn a_sleeping_node_rechecks_its_rings_and_waits_still_complete() {
+    use fabric::proto::{PageReq, Request};
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    rig.sh.doorbells.set(true);
+    write_file(&mut rig.node(1), "/f", &pattern(8192, 2));
+    assert_eq!(read_file(&mut rig.node(2), "/f"), pattern(8192, 2));
+    // Idle with nothing waiting: node 2 sleeps.
+    let now = rig.sh.now();
+    assert!(rig.node(2).idle_sleep(now + 1_000_000, &mut || false));
+    assert_eq!(bells(&rig, 2).1, 1);
+    // Past its deadline it does not.
+    assert!(rig.node(2).idle_sleep(now, &mut || false));
+    assert_eq!(bells(&rig, 2).1, 1);
+    // Other work (serial input) refuses the sleep.
+    assert!(rig.node(2).idle_sleep(u64::MAX, &mut || true));
+    assert_eq!(bells(&rig, 2).2, 1);
+    // A DIR_INV waiting in node 2's notify ring refuses it too.
+    rig.freeze(2);
+    let ino = rig.node(1).stat("/f").unwrap().ino;
+    let key = PageKey { ino, idx: 0 };
+    let inv = Request::Page(PageReq::Inv { key, dirty: false });
+    rig.node(1).link.send(&inv, &mut ()).unwrap();
+    rig.idle(3);
+    assert!(rig.node(2).idle_sleep(u64::MAX, &mut || false));
+    assert_eq!(bells(&rig, 2), (bells(&rig, 2).0, 1, 2));
+    // With doorbells on, calls and page traffic still complete.
+    rig.node(1).ring_call(&Request::Nop).unwrap();
+    write_file(&mut rig.node(1), "/g", &pattern(4096, 3));
+    assert_eq!(read_file(&mut rig.node(1), "/g"), pattern(4096, 3));
+}

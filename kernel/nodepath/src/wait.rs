@@ -43,6 +43,18 @@ impl Waiter {
         self.state = None;
     }
 
+    /// The earliest time a step could give up (a sleeper's deadline):
+    /// the timeout or the directory falling silent, whichever is first.
+    /// `u64::MAX` before the first step.
+    pub fn deadline(&self) -> u64 {
+        match self.state {
+            None => u64::MAX,
+            Some((start, _, last_change)) => (start.saturating_add(self.timeout_ns))
+                .min(last_change.saturating_add(DIR_SILENT_NS))
+                .saturating_add(1),
+        }
+    }
+
     /// One step at time `now` with the directory's heartbeat `hb`.
     pub fn step(&mut self, now: u64, hb: u64) -> Step {
         let (start, last_hb, last_change) = self.state.get_or_insert((now, hb, now));
@@ -90,6 +102,24 @@ mod tests {
         for i in 0..10 {
             assert_ne!(w.step(i * DIR_SILENT_NS, i), Step::GiveUp);
         }
+    }
+
+    #[test]
+    fn the_deadline_is_the_first_give_up() {
+        let mut w = Waiter::new(10 * DIR_SILENT_NS);
+        assert_eq!(w.deadline(), u64::MAX);
+        assert_eq!(w.step(100, 1), Step::Spin);
+        // The directory's silence comes first...
+        assert_eq!(w.deadline(), 100 + DIR_SILENT_NS + 1);
+        assert_eq!(w.step(w.deadline() - 1, 1), Step::Halt);
+        // ...until it beats; then the timeout.
+        assert_eq!(w.step(DIR_SILENT_NS, 2), Step::Halt);
+        assert_eq!(w.deadline(), 2 * DIR_SILENT_NS + 1);
+        let mut w = Waiter::new(1_000);
+        w.step(0, 0);
+        assert_eq!(w.deadline(), 1_001);
+        assert_ne!(w.step(1_000, 0), Step::GiveUp);
+        assert_eq!(w.step(w.deadline(), 0), Step::GiveUp);
     }
 
     #[test]

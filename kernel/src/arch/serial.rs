@@ -42,3 +42,18 @@ pub fn write_bytes(s: &[u8]) {
 pub fn try_read() -> Option<u8> {
     (inb(LSR) & 1 != 0).then(|| inb(COM1))
 }
+
+/// Interrupt on received data (IRQ 4), so a node that sleeps until a
+/// doorbell also wakes for console input. The caller claims and re-arms
+/// the line ([`super::interrupts::claim_irq`]).
+pub fn enable_rx_irq() {
+    outb(COM1 + 1, 0x01);
+}
+
+/// The ISA line of COM1.
+pub const IRQ: u8 = 4;
+
+/// Is a received byte waiting?
+pub fn rx_ready() -> bool {
+    inb(LSR) & 1 != 0
+}

@@ -105,6 +105,9 @@ pub struct Doorbell {
     sleeps: AtomicU64,
     /// A node rang the directory after its (re)publication.
     announced: AtomicBool,
+    /// This node rings the directory for every request (the flag is
+    /// published again whenever the directory formatted the region).
+    rings: AtomicBool,
 }
 
 static DOORBELL: Once<Doorbell> = Once::new();
@@ -179,6 +182,7 @@ pub fn init_doorbell(
         no_peer: AtomicU64::new(0),
         sleeps: AtomicU64::new(0),
         announced: AtomicBool::new(false),
+        rings: AtomicBool::new(false),
     });
     interrupts::set_driver_tick_hook(on_tick);
     log::info!(
@@ -234,6 +238,10 @@ impl Doorbell {
                 return;
             }
             self.announced.store(false, Ordering::Relaxed);
+        }
+        let rings = self.rings.load(Ordering::Relaxed);
+        if rings && m.flags(self.me) & db::FLAG_RINGS_DIRECTORY == 0 {
+            m.set_flags(self.me, db::FLAG_RINGS_DIRECTORY);
         }
         if self.me != db::DIRECTORY && !self.announced.load(Ordering::Relaxed) {
             if let Some(p) = m.peer_of(db::DIRECTORY) {
@@ -316,6 +324,7 @@ impl Doorbell {
     /// Tell the directory whether this node rings it for every request
     /// (then an idle directory may halt at once instead of spinning).
     pub fn set_rings_directory(&self, on: bool) {
+        self.rings.store(on, Ordering::Relaxed);
         let f = if on { db::FLAG_RINGS_DIRECTORY } else { 0 };
         self.map().set_flags(self.me, f);
     }

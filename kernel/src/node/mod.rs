@@ -14,7 +14,7 @@ use fabric::config::{BootConfig, Mode};
 use fabric::layout::{Header, Layout};
 use fabric::proto::{Errno, Request, Response};
 use fabric::shm::RawShm;
-use nodepath::env::{Clock, Env, FileServer, Mapper};
+use nodepath::env::{Clock, Doorbell, Env, FileServer, Mapper};
 use nodepath::node::{Node, NodeConfig};
 use spin::{Mutex, Once};
 use userland::line::LineEditor;
@@ -51,6 +51,23 @@ pub struct KEnv {
     shm: &'static RawShm,
     /// A zeroed frame for window faults on pages no longer resident.
     zero_pa: u64,
+    /// The doorbell (`None`: off, or `net` mode): waits sleep on it.
+    bell: Option<&'static crate::drivers::ivshmem::Doorbell>,
+}
+
+impl Doorbell for KEnv {
+    fn ring_directory(&self) {
+        if let Some(b) = self.bell {
+            b.ring_directory();
+        }
+    }
+    fn sleep_until_event(&self, deadline_ns: u64, has_work: &mut dyn FnMut() -> bool) -> bool {
+        let Some(b) = self.bell else {
+            return false;
+        };
+        b.sleep_until_event(deadline_ns, has_work);
+        true
+    }
 }
 
 impl Clock for KEnv {
@@ -131,7 +148,21 @@ fn window_fault(va: u64) -> bool {
 /// Run the node: join, then the shell until `shutdown`.
 pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let shm: &'static RawShm = SHM.call_once(|| shm);
-    crate::arch::interrupts::init_timer(tick, cfg.tick_hz);
+    // Doorbells (the rings' modes): tickless idle. The node rings the
+    // directory for every request, sleeps until a doorbell or console
+    // input, and keeps only a slow safety tick (heartbeat, checks).
+    let bell = crate::drivers::ivshmem::doorbell().filter(|_| cfg.mode != Mode::Net);
+    let hz = match bell {
+        Some(_) => fabric::doorbell::SAFETY_TICK_HZ,
+        None => cfg.tick_hz,
+    };
+    crate::arch::interrupts::init_timer(tick, hz);
+    if let Some(b) = bell {
+        serial::enable_rx_irq();
+        crate::arch::interrupts::claim_irq(serial::IRQ);
+        b.set_rings_directory(true);
+        log::info!("doorbell: node sleeps on doorbells, safety tick {hz} Hz");
+    }
     x86_64::instructions::interrupts::enable();
     let net = if cfg.mode == Mode::Net {
         net_link(id, cfg.rpc_timeout_ms * 1_000_000)
@@ -141,6 +172,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let env = KEnv {
         shm,
         zero_pa: paging::zero_page().unwrap_or(0),
+        bell,
     };
     let ncfg = NodeConfig {
         id,
@@ -172,7 +204,16 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
                 }
                 Ok(n.service())
             });
-            cpu::wait_for_interrupt();
+            if bell.is_some() {
+                // Sleep until a doorbell (a notice), console input, or the
+                // next membership check; the node's lock is held, which
+                // only the window fault handler tries (never while idle).
+                crate::arch::interrupts::rearm_irq(serial::IRQ);
+                let deadline = last_check + 100_000_000;
+                let _ = with(|n| Ok(n.idle_sleep(deadline, &mut serial::rx_ready)));
+            } else {
+                cpu::wait_for_interrupt();
+            }
             continue;
         };
         let mut echo = |bytes: &[u8]| klog::write_raw(bytes);

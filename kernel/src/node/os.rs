@@ -181,6 +181,7 @@ impl Os for NodeOs {
                     format!("{}", crate::arch::interrupts::device_irqs()),
                 );
             }
+            doorbell_stats(&mut v);
             Ok(v)
         })
     }
@@ -322,6 +323,9 @@ impl Os for NodeOs {
             let v = base + i + 1;
             let t0 = cpu::rdtsc();
             h.set_ping(v);
+            if let Some(d) = crate::drivers::ivshmem::doorbell() {
+                d.ring_directory(); // it may be halted (suppressed if not)
+            }
             let mut spins = 0u64;
             while h.pong() != v {
                 spins += 1;
@@ -342,9 +346,45 @@ impl Os for NodeOs {
         Ok((transport, out))
     }
 
+    fn bench_doorbell(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        let d = crate::drivers::ivshmem::doorbell().ok_or(Errno::NotSupported)?;
+        d.echo_rounds(count as u32).map_err(|e| {
+            log::warn!("bench doorbell: {e}");
+            Errno::Unavailable
+        })
+    }
+
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
         time_round_trips(count, || with(|n| n.ring_call(&Request::Nop)))
     }
+}
+
+/// `cache stats`: the doorbell counters (or "off").
+fn doorbell_stats(v: &mut Vec<(String, String)>) {
+    use userland::stats::keys::cache as k;
+    let mut put = |key: &str, x: String| v.push((key.to_string(), x));
+    let Some(d) = crate::drivers::ivshmem::doorbell() else {
+        put(k::DOORBELLS, "off".to_string());
+        return;
+    };
+    let s = d.stats();
+    put(k::DOORBELLS, format!("on (peer id {})", d.peer()));
+    put(
+        k::DOORBELL_RECEIVED_REQUEST,
+        format!("{}", s.received[fabric::doorbell::VEC_REQUEST as usize]),
+    );
+    put(
+        k::DOORBELL_RECEIVED_NOTIFY,
+        format!("{}", s.received[fabric::doorbell::VEC_NOTIFY as usize]),
+    );
+    put(
+        k::DOORBELL_RECEIVED_RESPONSE,
+        format!("{}", s.received[fabric::doorbell::VEC_RESPONSE as usize]),
+    );
+    put(k::DOORBELL_RUNG, format!("{}", s.rung));
+    put(k::DOORBELL_SUPPRESSED, format!("{}", s.suppressed));
+    put(k::DOORBELL_NO_PEER, format!("{}", s.no_peer));
+    put(k::DOORBELL_SLEEPS, format!("{}", s.sleeps));
 }
 
 /// Warm up with 16 calls (they wake a halted directory), then time

@@ -122,7 +122,7 @@ fn argument_counts_print_usage() {
         ("help a b", "help [COMMAND]"),
         (
             "bench",
-            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
+            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench doorbell [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
         ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");
@@ -785,4 +785,28 @@ fn every_command_with_every_errno_keeps_the_contract() {
             }
         }
     }
+}
+
+#[test]
+fn bench_doorbell_reports_percentiles_or_not_supported() {
+    let mut os = MockOs::new();
+    assert_eq!(
+        err(&mut os, "bench doorbell 10"),
+        "bench doorbell: not supported"
+    );
+    os.doorbells = true;
+    os.ring_samples = (1..=100).collect();
+    assert_eq!(
+        ok(&mut os, "bench doorbell 100"),
+        "doorbell round trip: n=100 median=50 ns p99=99 ns min=1 ns max=100 ns mean=50 ns\n"
+    );
+    assert_eq!(
+        err(&mut os, "bench doorbell 0"),
+        "bench doorbell: bad count '0' (1 to 1000000)"
+    );
+    os.fail("bench_doorbell", 0, Errno::Unavailable);
+    assert_eq!(
+        err(&mut os, "bench doorbell 5"),
+        "bench doorbell: directory unavailable"
+    );
 }

@@ -65,9 +65,26 @@ pub mod cache {
     /// Single-copy modes: mmap faults on pages invalidated meanwhile.
     pub const MMAP_EVICTED_FAULTS: &str = "mmap faults on evicted pages";
 
+    /// Doorbells: `on` or `off` (ivshmem-plain, or `net` mode).
+    pub const DOORBELLS: &str = "doorbells";
+    /// Doorbell interrupts received on vector 0 ("request").
+    pub const DOORBELL_RECEIVED_REQUEST: &str = "doorbells received (request)";
+    /// Doorbell interrupts received on vector 1 ("notify": DIR_INV).
+    pub const DOORBELL_RECEIVED_NOTIFY: &str = "doorbells received (notify)";
+    /// Doorbell interrupts received on vector 2 ("response").
+    pub const DOORBELL_RECEIVED_RESPONSE: &str = "doorbells received (response)";
+    /// Doorbells this node rang.
+    pub const DOORBELL_RUNG: &str = "doorbells rung";
+    /// Rings skipped because the target was awake (event suppression).
+    pub const DOORBELL_SUPPRESSED: &str = "doorbells suppressed";
+    /// Rings impossible: the target had no peer id published.
+    pub const DOORBELL_NO_PEER: &str = "doorbells without a peer";
+    /// Halts until a doorbell (or the safety tick).
+    pub const DOORBELL_SLEEPS: &str = "doorbell sleeps";
+
     /// Every key, in the order the single-copy modes print them, then the
-    /// keys only the private-cache modes print.
-    pub const ALL: [&str; 28] = [
+    /// keys only the private-cache modes print, then the doorbell keys.
+    pub const ALL: [&str; 36] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -96,6 +113,14 @@ pub mod cache {
         NET_BYTES,
         NET_FRAMES,
         NET_WAKEUPS,
+        DOORBELLS,
+        DOORBELL_RECEIVED_REQUEST,
+        DOORBELL_RECEIVED_NOTIFY,
+        DOORBELL_RECEIVED_RESPONSE,
+        DOORBELL_RUNG,
+        DOORBELL_SUPPRESSED,
+        DOORBELL_NO_PEER,
+        DOORBELL_SLEEPS,
     ];
 }
 
