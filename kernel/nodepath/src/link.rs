@@ -31,6 +31,12 @@ pub trait Session<E: Env> {
     }
     /// The directory is gone: forget every page, unmap everything.
     fn disconnect(&mut self, _env: &E) {}
+    /// The session cannot go on (a corrupt notify ring): waits give up,
+    /// calls fail as "directory unavailable", and the next membership
+    /// check ([`Link::check`]) rejoins with fresh rings.
+    fn broken(&self) -> bool {
+        false
+    }
 }
 
 impl<E: Env> Session<E> for () {}
@@ -65,6 +71,9 @@ pub struct Link<E: Env> {
 /// and the directory's heartbeat. False: give up.
 fn wait_once<E: Env>(env: &E, layout: Layout, w: &mut Waiter, svc: &mut dyn Session<E>) -> bool {
     svc.service(env);
+    if svc.broken() {
+        return false;
+    }
     let hb = Header::new(env.mem(), layout).dir_heartbeat();
     match w.step(env.now_ns(), hb) {
         Step::Spin => env.wait_step(true),
@@ -216,14 +225,21 @@ impl<E: Env> Link<E> {
         self.disconnect_if_dir_silent(svc);
         let Some(layout) = self.layout else { return };
         let h = Header::new(self.env.mem(), layout);
-        if self.client.is_some() && h.node_state(self.id) == Some(NodeState::Failed) {
-            log::warn!("the directory declared this node failed; rejoining with a new epoch");
+        let failed = h.node_state(self.id) == Some(NodeState::Failed);
+        if self.client.is_some() && (failed || svc.broken()) {
+            log::warn!("the directory declared this node failed or the session broke; rejoining with a new epoch");
+            svc.disconnect(&self.env);
             self.client = None;
             let _ = self.join(1_000_000_000, svc);
         }
     }
 
     fn ensure_joined(&mut self, svc: &mut dyn Session<E>) -> Result<Layout, Errno> {
+        if self.client.is_some() && svc.broken() {
+            // Not here, in the middle of an operation whose misses belong
+            // to the old session: the next membership check rejoins.
+            return Err(self.unavailable("session broken (corrupt notify ring)", svc));
+        }
         if self.client.is_none() {
             // Not joined (yet): try once more, briefly.
             self.join(500_000_000, svc)?;

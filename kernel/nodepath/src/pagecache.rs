@@ -306,6 +306,28 @@ impl NodeCache {
         got
     }
 
+    /// Is a miss of `key` in flight?
+    pub fn in_flight(&self, key: &PageKey) -> bool {
+        self.inflight.contains_key(key)
+    }
+
+    /// Give up a miss started with [`NodeCache::start_miss`] that got no
+    /// usable answer (an error answer, or none before the timeout): its
+    /// frame goes back to the pool, and a DIR_INV deferred behind it is
+    /// acknowledged now (the page was never installed here). False if the
+    /// page was not in flight.
+    pub fn cancel_miss(&mut self, key: &PageKey) -> bool {
+        let Some(frame) = self.inflight.remove(key) else {
+            return false;
+        };
+        self.free.push(frame);
+        let dropped_dirty = self.dropped_dirty.remove(key);
+        if self.deferred.remove(key) {
+            self.acks.push((*key, dropped_dirty));
+        }
+        true
+    }
+
     fn apply_answer(
         &mut self,
         key: PageKey,
