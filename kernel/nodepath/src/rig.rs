@@ -306,6 +306,7 @@ impl Rig {
         };
         let epoch = Header::new(&*self.sh.mem, self.sh.layout).epoch() + 1;
         self.sh.layout.format(&*self.sh.mem, epoch);
+        self.sh.fail_read_in.set(None);
         let fs = Fs::mount(fd).ok();
         *self.sh.dir.borrow_mut() =
             Directory::new(&*self.sh.mem, self.sh.layout, fs, Config::default());

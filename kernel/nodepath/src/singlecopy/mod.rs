@@ -126,6 +126,14 @@ pub fn exported(mem: &(impl SharedMem + ?Sized), layout: &Layout, gfn: u64) -> b
     fabric::layout::Header::new(mem, *layout).exported(gfn)
 }
 
+impl Coherence {
+    /// In the shared cache (not broken, not disconnected): its slots are
+    /// the directory's view.
+    pub fn active(&self) -> bool {
+        !self.broken && !self.detached
+    }
+}
+
 impl<E: Env> Session<E> for ScState {
     /// Fresh notify/ack endpoints, an empty cache over our pool, nothing
     /// mapped.
@@ -315,16 +323,27 @@ impl ScState {
                 dirty: *dirty,
             })
             .collect();
-        let replies = self.page_calls(link, &reqs)?;
+        // Every answered page is completed even if others were refused; an
+        // unanswered one stays torn down until the directory's DIR_INV.
+        let (answers, fatal) = self.page_batch(link, &reqs);
+        let mut err = fatal;
         if let Some(c) = self.cache() {
-            for ((key, _), r) in victims.iter().zip(&replies) {
-                match r {
-                    PageReply::Done { .. } => c.reclaimed(key),
-                    _ => c.reclaim_failed(key),
+            for ((key, _), a) in victims.iter().zip(answers) {
+                match a {
+                    Some(Ok(PageReply::Done { .. })) => c.reclaimed(key),
+                    Some(Ok(_)) => c.reclaim_failed(key),
+                    Some(Err(e)) => {
+                        c.reclaim_failed(key);
+                        err.get_or_insert(e);
+                    }
+                    None => {}
                 }
             }
         }
-        Ok(victims.len())
+        match err {
+            Some(e) => Err(e),
+            None => Ok(victims.len()),
+        }
     }
 
     /// Invalidate one page we own, synchronously (`bench inv`). Returns
@@ -433,12 +452,12 @@ impl ScState {
                 let reply = match answer {
                     Some(Ok(reply)) => reply,
                     Some(Err(e)) => {
-                        c.cache.cancel_miss(key);
+                        c.cache.cancel_miss(key, false);
                         err.get_or_insert(e);
                         continue;
                     }
                     None => {
-                        c.cache.cancel_miss(key);
+                        c.cache.cancel_miss(key, true);
                         err.get_or_insert(Errno::Unavailable);
                         continue;
                     }
