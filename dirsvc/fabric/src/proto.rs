@@ -62,11 +62,14 @@ pub enum Errno {
     NotSupported = 13,
     /// Refused by a protection check (for example an unexported frame).
     Refused = 14,
+    /// A conditional request found the inode at another version (the
+    /// caller re-reads and redoes its work).
+    Stale = 15,
 }
 
 impl Errno {
     /// Every errno, for tests and tables.
-    pub const ALL: [Errno; 14] = [
+    pub const ALL: [Errno; 15] = [
         Errno::NotFound,
         Errno::Exists,
         Errno::NotDir,
@@ -81,6 +84,7 @@ impl Errno {
         Errno::TooManyFiles,
         Errno::NotSupported,
         Errno::Refused,
+        Errno::Stale,
     ];
 
     /// Decode a wire status; `None` for 0 or an unknown value.
@@ -105,6 +109,7 @@ impl Errno {
             Errno::TooManyFiles => "too many open files",
             Errno::NotSupported => "not supported",
             Errno::Refused => "refused",
+            Errno::Stale => "stale version",
         }
     }
 }

@@ -83,8 +83,11 @@ impl<D: BlockDevice> Directory<D> {
                 })
             }
             Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
-            Request::Setattr { ino, size } => {
+            Request::Setattr { ino, size, expect } => {
                 let old = fs.getattr(ino)?;
+                if expect.is_some_and(|v| v != old.version) {
+                    return Err(Errno::Stale);
+                }
                 let f = PAGE_SIZE as u64;
                 if size < old.size && !size.is_multiple_of(f) {
                     // The page holding the new end of file survives in

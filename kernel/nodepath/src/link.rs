@@ -31,6 +31,13 @@ pub trait Session<E: Env> {
     }
     /// The directory is gone: forget every page, unmap everything.
     fn disconnect(&mut self, _env: &E) {}
+    /// The session cannot go on (a corrupt notify ring): new calls fail as
+    /// "directory unavailable" (but the node's write-back before it
+    /// rejoins, see [`Link::recovering`]), and the next membership check
+    /// ([`Link::check`]) rejoins with fresh rings.
+    fn broken(&self) -> bool {
+        false
+    }
 }
 
 impl<E: Env> Session<E> for () {}
@@ -58,6 +65,9 @@ pub struct Link<E: Env> {
     pending: Waiter,
     /// Last directory heartbeat seen and when it changed.
     dir_hb: (u64, u64),
+    /// Calls are allowed although the session is broken: the node writes
+    /// back its dirty pages before rejoining (a rejoin drops them).
+    pub recovering: bool,
     files: Files<E::Net>,
 }
 
@@ -123,6 +133,7 @@ impl<E: Env> Link<E> {
             reported: false,
             pending: Waiter::new(rpc_timeout_ns),
             dir_hb: (0, 0),
+            recovering: false,
             files: if mode == Mode::Net {
                 Files::Net(net)
             } else {
@@ -272,14 +283,23 @@ impl<E: Env> Link<E> {
         self.disconnect_if_dir_silent(svc);
         let Some(layout) = self.layout else { return };
         let h = Header::new(self.env.mem(), layout);
-        if self.client.is_some() && h.node_state(self.id) == Some(NodeState::Failed) {
-            log::warn!("the directory declared this node failed; rejoining with a new epoch");
+        // Failed: declared so; anything but Up: a restarted directory
+        // formatted the region and no longer knows this node.
+        let gone = h.node_state(self.id) != Some(NodeState::Up);
+        if self.client.is_some() && (gone || svc.broken()) {
+            log::warn!("the directory declared this node failed, restarted, or the session broke; rejoining with a new epoch");
+            svc.disconnect(&self.env);
             self.client = None;
             let _ = self.join(1_000_000_000, svc);
         }
     }
 
     fn ensure_joined(&mut self, svc: &mut dyn Session<E>) -> Result<Layout, Errno> {
+        if self.client.is_some() && svc.broken() && !self.recovering {
+            // Not here, in the middle of an operation whose misses belong
+            // to the old session: the next membership check rejoins.
+            return Err(self.unavailable("session broken (corrupt notify ring)", svc));
+        }
         if self.client.is_none() {
             // Not joined (yet): try once more, briefly.
             self.join(500_000_000, svc)?;

@@ -81,6 +81,15 @@ impl<E: Env> Node<E> {
     /// Periodic membership check (rejoin if declared failed, leave the
     /// shared cache if the directory fell silent).
     pub fn check(&mut self) {
+        if self.vfs.session().broken() {
+            // The rejoin drops what this node owns: write its dirty pages
+            // back first (the rings still work; only notices were lost).
+            self.link.recovering = true;
+            if let Err(e) = self.vfs.sync(&mut self.link) {
+                log::warn!("write-back before rejoining: {e}");
+            }
+            self.link.recovering = false;
+        }
         self.link.check(self.vfs.session());
     }
 

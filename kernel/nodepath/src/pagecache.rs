@@ -110,6 +110,10 @@ pub struct NodeCache {
     /// [`NodeCache::drop_done`]).
     dropped_dirty: BTreeSet<PageKey>,
     free: Vec<u64>,
+    /// Frames of misses cancelled unanswered (timeout): the directory may
+    /// still fill them, so they are not reused until it says where the
+    /// page is (an `Owner` answer, or a DIR_INV) or the session ends.
+    orphans: BTreeMap<u64, PageKey>,
     pool: (u64, u64),
     /// Owned pages in install order: reclaim victims (FIFO).
     owned: VecDeque<PageKey>,
@@ -144,6 +148,7 @@ impl NodeCache {
             acks: Vec::new(),
             dropped_dirty: BTreeSet::new(),
             free: (pool.0..pool.1).rev().collect(),
+            orphans: BTreeMap::new(),
             pool,
             owned: VecDeque::new(),
             remote: 0,
@@ -306,6 +311,35 @@ impl NodeCache {
         got
     }
 
+    /// Is a miss of `key` in flight?
+    pub fn in_flight(&self, key: &PageKey) -> bool {
+        self.inflight.contains_key(key)
+    }
+
+    /// Give up a miss started with [`NodeCache::start_miss`] that got no
+    /// usable answer (an error answer, or none before the timeout): its
+    /// frame goes back to the pool, and a DIR_INV deferred behind it is
+    /// acknowledged now (the page was never installed here). False if the
+    /// page was not in flight.
+    ///
+    /// `unanswered`: the request may still reach the directory (a timeout),
+    /// so the frame is set aside instead (see `orphans`).
+    pub fn cancel_miss(&mut self, key: &PageKey, unanswered: bool) -> bool {
+        let Some(frame) = self.inflight.remove(key) else {
+            return false;
+        };
+        if unanswered {
+            self.orphans.insert(frame, *key);
+        } else {
+            self.free.push(frame);
+        }
+        let dropped_dirty = self.dropped_dirty.remove(key);
+        if self.deferred.remove(key) {
+            self.acks.push((*key, dropped_dirty));
+        }
+        true
+    }
+
     fn apply_answer(
         &mut self,
         key: PageKey,
@@ -314,6 +348,15 @@ impl NodeCache {
         exported: impl Fn(u64) -> bool,
     ) -> Installed {
         match reply {
+            PageReply::Owner { gfn } if self.orphans.get(&gfn) == Some(&key) => {
+                // A miss we gave up on was served after all: the page is
+                // in that frame.
+                self.orphans.remove(&gfn);
+                self.free.push(frame);
+                self.install(key, Slot::Local { gfn, dirty: false });
+                self.stats.fills += 1;
+                Installed::Local(gfn)
+            }
             PageReply::Owner { gfn } if gfn == frame => {
                 self.install(key, Slot::Local { gfn, dirty: false });
                 self.stats.fills += 1;
@@ -500,6 +543,15 @@ impl NodeCache {
     /// sending the ack.
     pub fn invalidate(&mut self, key: &PageKey) -> bool {
         self.stats.invs_received += 1;
+        if let Some(gfn) = self
+            .orphans
+            .iter()
+            .find_map(|(g, k)| (k == key).then_some(*g))
+        {
+            // The directory is done with a frame of a cancelled miss.
+            self.orphans.remove(&gfn);
+            self.free.push(gfn);
+        }
         // A DROP racing the DIR_INV may reach the directory after the ack
         // (and be refused): the ack carries its dirty bit.
         let dropped = self.dropped_dirty.remove(key);
@@ -669,6 +721,7 @@ impl NodeCache {
         self.deferred.clear();
         self.acks.clear();
         self.dropped_dirty.clear();
+        self.orphans.clear();
         self.owned.clear();
         self.remote = 0;
         self.free = (self.pool.0..self.pool.1).rev().collect();

@@ -268,7 +268,14 @@ impl<E: Env> DataPath<E> for Private {
         ino: u64,
         size: u64,
     ) -> Result<Attr, Errno> {
-        attr_of(link.fs_call(&Request::Setattr { ino, size }, self)?)
+        attr_of(link.fs_call(
+            &Request::Setattr {
+                ino,
+                size,
+                expect: None,
+            },
+            self,
+        )?)
     }
 
     fn fsync(&mut self, link: &mut Link<E>, _meta: &mut Meta, ino: u64) -> Result<(), Errno> {

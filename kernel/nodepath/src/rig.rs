@@ -20,7 +20,7 @@ use fabric::config::Mode;
 use fabric::layout::{Header, Layout};
 use fabric::proto::Errno;
 use fabric::shm::{HeapShm, SharedMem};
-use flatfs::{Fs, MemDisk};
+use flatfs::{BlockDevice, Fs, IoError, MemDisk, BLOCK_SIZE};
 
 use crate::env::{Clock, Doorbell, Env, Mapper, NoNet};
 use crate::node::{Node, NodeConfig};
@@ -38,6 +38,42 @@ pub const HALT_STEP_NS: u64 = 1_000_000;
 /// A node as the directory's step sees it (it may be gone or borrowed).
 type WeakNode = Weak<RefCell<Node<HostEnv>>>;
 
+/// Something run at every wait step (after the directory pass), with the
+/// id of the node stepping (0: [`Rig::idle`]). It is not run again while
+/// it runs, so it may drive whole operations of other nodes.
+pub type StepHook = Box<dyn FnMut(u32)>;
+
+/// The rig's disk: a [`MemDisk`] that survives directory restarts and can
+/// fail a chosen read.
+pub struct FaultDisk {
+    disk: Rc<RefCell<MemDisk>>,
+    /// Reads until one fails (`Some(0)`: the next one), then `None`.
+    pub fail_read_in: Rc<Cell<Option<u64>>>,
+}
+
+impl BlockDevice for FaultDisk {
+    fn block_count(&self) -> u64 {
+        self.disk.borrow().block_count()
+    }
+    fn read_block(&mut self, lba: u64, buf: &mut [u8; BLOCK_SIZE]) -> Result<(), IoError> {
+        match self.fail_read_in.get() {
+            Some(0) => {
+                self.fail_read_in.set(None);
+                return Err(IoError);
+            }
+            Some(n) => self.fail_read_in.set(Some(n - 1)),
+            None => {}
+        }
+        self.disk.borrow_mut().read_block(lba, buf)
+    }
+    fn write_block(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Result<(), IoError> {
+        self.disk.borrow_mut().write_block(lba, buf)
+    }
+    fn flush(&mut self) -> Result<(), IoError> {
+        self.disk.borrow_mut().flush()
+    }
+}
+
 /// What the nodes share: the region, the directory, the clock.
 pub struct Shared {
     /// The shared region.
@@ -45,7 +81,13 @@ pub struct Shared {
     /// Its layout.
     pub layout: Layout,
     /// The directory.
-    pub dir: RefCell<Directory<MemDisk>>,
+    pub dir: RefCell<Directory<FaultDisk>>,
+    /// The disk under the directory (kept across restarts).
+    pub disk: Rc<RefCell<MemDisk>>,
+    /// See [`FaultDisk::fail_read_in`].
+    pub fail_read_in: Rc<Cell<Option<u64>>>,
+    /// Run at every step (see [`StepHook`]).
+    pub hook: RefCell<Option<StepHook>>,
     now: Cell<u64>,
     /// False: the directory neither serves nor beats (it hangs).
     dir_up: Cell<bool>,
@@ -85,6 +127,14 @@ impl Shared {
                 if let Ok(mut n) = n.try_borrow_mut() {
                     n.service();
                 }
+            }
+        }
+        let hook = self.hook.try_borrow_mut().ok().and_then(|mut h| h.take());
+        if let Some(mut f) = hook {
+            f(me);
+            let mut slot = self.hook.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(f);
             }
         }
     }
@@ -211,12 +261,21 @@ impl Rig {
         let mem = HeapShm::new(cfg.region);
         let layout = Layout::compute(cfg.region, cfg.nodes).expect("rig region fits");
         layout.format(&*mem, 0);
-        let fs = Fs::format(MemDisk::new(4096), 64).expect("format the rig's disk");
+        let disk = Rc::new(RefCell::new(MemDisk::new(4096)));
+        let fail_read_in = Rc::new(Cell::new(None));
+        let fd = FaultDisk {
+            disk: disk.clone(),
+            fail_read_in: fail_read_in.clone(),
+        };
+        let fs = Fs::format(fd, 64).expect("format the rig's disk");
         let dir = Directory::new(&*mem, layout, Some(fs), Config::default());
         let sh = Rc::new(Shared {
             mem,
             layout,
             dir: RefCell::new(dir),
+            disk,
+            fail_read_in,
+            hook: RefCell::new(None),
             now: Cell::new(1),
             dir_up: Cell::new(true),
             frozen: RefCell::new(Vec::new()),
@@ -253,6 +312,38 @@ impl Rig {
     /// Node `k` (1..), borrowed (its idle loop pauses meanwhile).
     pub fn node(&self, k: u32) -> RefMut<'_, Node<HostEnv>> {
         self.nodes[k as usize - 1].borrow_mut()
+    }
+
+    /// Node `k` (1..), shared (for a [`StepHook`]).
+    pub fn node_rc(&self, k: u32) -> Rc<RefCell<Node<HostEnv>>> {
+        self.nodes[k as usize - 1].clone()
+    }
+
+    /// Run `f` at every step (`None`: stop).
+    pub fn set_hook(&self, f: Option<StepHook>) {
+        *self.sh.hook.borrow_mut() = f;
+    }
+
+    /// Write `garbage` as the producer index of node `k`'s notify ring (a
+    /// scribbling peer): the node's next poll finds the ring corrupt.
+    pub fn corrupt_notify_ring(&self, k: u32, garbage: u32) {
+        let loc = self.sh.layout.channel(k).notify;
+        self.sh.mem.store_u32(loc.off, garbage);
+    }
+
+    /// The directory crashes and a new one starts over the same disk and
+    /// region (what it had not written back is lost); nodes rejoin.
+    pub fn restart_dir(&self) {
+        let fd = FaultDisk {
+            disk: self.sh.disk.clone(),
+            fail_read_in: self.sh.fail_read_in.clone(),
+        };
+        let epoch = Header::new(&*self.sh.mem, self.sh.layout).epoch() + 1;
+        self.sh.layout.format(&*self.sh.mem, epoch);
+        self.sh.fail_read_in.set(None);
+        let fs = Fs::mount(fd).ok();
+        *self.sh.dir.borrow_mut() =
+            Directory::new(&*self.sh.mem, self.sh.layout, fs, Config::default());
     }
 
     /// Run `steps` idle steps (directory passes, every node services).

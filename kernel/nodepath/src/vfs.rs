@@ -19,6 +19,9 @@ use crate::env::Env;
 use crate::link::{Link, Session};
 use crate::singlecopy::ScState;
 
+/// Most copies of one read while other nodes keep changing the file.
+pub const MAX_READ_TRIES: u32 = 16;
+
 /// Most open descriptors.
 pub const MAX_FILES: usize = 64;
 
@@ -281,6 +284,7 @@ impl<E: Env> Vfs<E> {
                 &Request::Setattr {
                     ino: a.ino,
                     size: 0,
+                    expect: None,
                 },
             )?)?;
             self.dp.evict(&link.env, a.ino, 0);
@@ -315,23 +319,44 @@ impl<E: Env> Vfs<E> {
             let f = self.file(fd)?;
             (f.ino, f.pos)
         };
-        let mut size = self.meta.size_of(ino);
+        let size = self.meta.size_of(ino);
         if buf.is_empty() {
             return Ok(0);
         }
-        if pos >= size && self.dp.sizes_move() {
-            // Another node may have extended the file.
-            size = self.refresh(link, ino)?;
+        if !self.dp.sizes_move() {
+            if pos >= size {
+                return Ok(0);
+            }
+            let want = (buf.len() as u64).min(size - pos) as usize;
+            let n = self
+                .dp
+                .read(link, &mut self.meta, ino, pos, &mut buf[..want])?;
+            self.file(fd)?.pos = pos + n as u64;
+            return Ok(n);
         }
-        if pos >= size {
-            return Ok(0);
+        // Single copy: another node may truncate or grow the file while we
+        // copy. Validate after copying: if the version moved, the copy may
+        // mix sizes and data (zeros of an evicted page under a new size),
+        // so copy again at the new size.
+        for _ in 0..MAX_READ_TRIES {
+            let Some(before) = self.meta.get(ino) else {
+                return Err(Errno::Io);
+            };
+            let n = if pos >= before.size {
+                0
+            } else {
+                let want = (buf.len() as u64).min(before.size - pos) as usize;
+                self.dp
+                    .read(link, &mut self.meta, ino, pos, &mut buf[..want])?
+            };
+            let a = getattr(link, &mut *self.dp, ino)?;
+            self.learn(&a);
+            if a.version == before.version && a.size == before.size {
+                self.file(fd)?.pos = pos + n as u64;
+                return Ok(n);
+            }
         }
-        let want = (buf.len() as u64).min(size - pos) as usize;
-        let n = self
-            .dp
-            .read(link, &mut self.meta, ino, pos, &mut buf[..want])?;
-        self.file(fd)?.pos = pos + n as u64;
-        Ok(n)
+        Err(Errno::Io)
     }
 
     /// Write at the descriptor's position (end of file with append).

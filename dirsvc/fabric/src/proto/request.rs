@@ -39,6 +39,10 @@ pub enum Request {
         ino: u64,
         /// New size.
         size: u64,
+        /// Only if the inode is still at this version (else
+        /// [`crate::proto::Errno::Stale`]): a writer publishes the size it
+        /// grew the file to only over the version it wrote the data at.
+        expect: Option<u64>,
     },
     /// Data transfer through the bulk slot.
     Data {
@@ -81,7 +85,18 @@ impl Request {
                 (Op::Readdir, [slot as u64, ino, cookie, 0, 0, 0, 0])
             }
             Request::Getattr { ino } => (Op::Getattr, [ino, 0, 0, 0, 0, 0, 0]),
-            Request::Setattr { ino, size } => (Op::Setattr, [ino, size, 0, 0, 0, 0, 0]),
+            Request::Setattr { ino, size, expect } => (
+                Op::Setattr,
+                [
+                    ino,
+                    size,
+                    expect.is_some() as u64,
+                    expect.unwrap_or(0),
+                    0,
+                    0,
+                    0,
+                ],
+            ),
             Request::Data {
                 op,
                 slot,
@@ -134,6 +149,11 @@ impl Request {
             Op::Setattr => Request::Setattr {
                 ino: a[0],
                 size: a[1],
+                expect: match a[2] {
+                    0 if a[3] == 0 => None,
+                    1 => Some(a[3]),
+                    _ => return Err(DecodeError::BadArgument),
+                },
             },
             Op::Read | Op::Write => Request::Data {
                 op,

@@ -36,6 +36,17 @@ fn requests_round_trip() {
         Request::Setattr {
             ino: 3,
             size: 1 << 40,
+            expect: None,
+        },
+        Request::Setattr {
+            ino: 3,
+            size: 7,
+            expect: Some(0),
+        },
+        Request::Setattr {
+            ino: 3,
+            size: 7,
+            expect: Some(u64::MAX),
         },
         Request::Data {
             op: Op::Write,
@@ -149,7 +160,11 @@ fn op_of_matches_the_encoded_opcode() {
         Request::Stats,
         Request::PageStats,
         Request::Getattr { ino: 1 },
-        Request::Setattr { ino: 1, size: 2 },
+        Request::Setattr {
+            ino: 1,
+            size: 2,
+            expect: Some(9),
+        },
         Request::Fsync { ino: 0 },
         Request::Readdir {
             slot: 3,

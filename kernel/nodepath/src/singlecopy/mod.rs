@@ -65,6 +65,11 @@ pub struct Coherence {
     /// Window page faults on a page no longer resident (served with the
     /// zero page; the reader retries).
     fault_misses: u64,
+    /// The notify ring was found corrupt: no more servicing; calls fail
+    /// until the link's next membership check rejoins (fresh rings).
+    broken: bool,
+    /// Disconnected: nothing to service until the next join.
+    detached: bool,
 }
 
 /// The single-copy session: none until joined.
@@ -121,6 +126,14 @@ pub fn exported(mem: &(impl SharedMem + ?Sized), layout: &Layout, gfn: u64) -> b
     fabric::layout::Header::new(mem, *layout).exported(gfn)
 }
 
+impl Coherence {
+    /// In the shared cache (not broken, not disconnected): its slots are
+    /// the directory's view.
+    pub fn active(&self) -> bool {
+        !self.broken && !self.detached
+    }
+}
+
 impl<E: Env> Session<E> for ScState {
     /// Fresh notify/ack endpoints, an empty cache over our pool, nothing
     /// mapped.
@@ -136,6 +149,8 @@ impl<E: Env> Session<E> for ScState {
             windows: BTreeMap::new(),
             faults: 0,
             fault_misses: 0,
+            broken: false,
+            detached: false,
         });
     }
 
@@ -146,14 +161,24 @@ impl<E: Env> Session<E> for ScState {
     /// finish before we install what the answer grants.
     fn service(&mut self, env: &E) -> usize {
         let Some(c) = self.coh.as_mut() else { return 0 };
+        if c.broken || c.detached {
+            return 0;
+        }
         let mut n = 0;
         loop {
             let key = match c.notifier.poll(env.mem()) {
                 Ok(Some(k)) => k,
                 Ok(None) => break,
                 Err(e) => {
-                    log::warn!("notify ring: {e}; dropping the notice");
-                    continue;
+                    // A ring that stays corrupt answers the same error
+                    // forever: stop here, and treat the session as broken
+                    // (calls fail as "directory unavailable" until the next
+                    // membership check rejoins, see `Link::check`).
+                    log::warn!(
+                        "notify ring: {e}; session broken, rejoining at the next membership check"
+                    );
+                    c.broken = true;
+                    break;
                 }
             };
             n += 1;
@@ -169,11 +194,17 @@ impl<E: Env> Session<E> for ScState {
         n
     }
 
+    fn broken(&self) -> bool {
+        self.coh.as_ref().is_some_and(|c| c.broken)
+    }
+
     /// Leave the shared cache: forget every page, unmap the window.
     fn disconnect(&mut self, env: &E) {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
+            c.broken = false;
+            c.detached = true;
         }
     }
 }
@@ -202,45 +233,75 @@ impl ScState {
         self.coh.as_mut().map(|c| &mut c.cache)
     }
 
-    /// Send `reqs` together and collect their answers in order.
+    /// Send `reqs` together and collect their answers in order; the first
+    /// error answer (or the timeout) is returned, after every answer that
+    /// can come has come.
     fn page_calls<E: Env>(
         &mut self,
         link: &mut Link<E>,
         reqs: &[PageReq],
     ) -> Result<Vec<PageReply>, Errno> {
+        let (answers, fatal) = self.page_batch(link, reqs);
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or(Err(Errno::Unavailable)))
+            .collect()
+    }
+
+    /// Send `reqs` together and collect every answer: one per request,
+    /// `None` where none came (not sent, or the wait gave up). The second
+    /// value is why some answers are missing. An error answer to one page
+    /// never stops the collection of the others.
+    fn page_batch<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        reqs: &[PageReq],
+    ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
+        let mut out: Vec<Option<Result<PageReply, Errno>>> = alloc::vec![None; reqs.len()];
         let mut tags = Vec::with_capacity(reqs.len());
+        let mut fatal = None;
         for r in reqs {
             let req = Request::Page(*r);
-            tags.push((link.send(&req, self)?, op_of(&req)));
+            match link.send(&req, self) {
+                Ok(tag) => tags.push((tag, op_of(&req))),
+                Err(e) => {
+                    fatal = Some(e);
+                    break;
+                }
+            }
         }
-        let mut out: Vec<Option<PageReply>> = alloc::vec![None; reqs.len()];
-        let mut left = reqs.len();
+        let mut left = tags.len();
         while left > 0 {
-            match link.recv()? {
-                Some((tag, d)) => {
+            match link.recv() {
+                Ok(Some((tag, d))) => {
                     let Some(i) = tags.iter().position(|(t, _)| *t == tag) else {
                         continue; // a late answer to an abandoned call
                     };
                     let reply = match Response::decode(&d, tags[i].1) {
-                        Ok((_, Response::Page(p))) => p,
-                        Ok((_, Response::Err(e))) => return Err(e),
-                        _ => PageReply::Refused,
+                        Ok((_, Response::Page(p))) => Ok(p),
+                        Ok((_, Response::Err(e))) => Err(e),
+                        _ => Ok(PageReply::Refused),
                     };
                     if out[i].replace(reply).is_none() {
                         left -= 1;
                     }
                 }
-                None => {
+                Ok(None) => {
                     if !link.wait(self) {
-                        return Err(Errno::Unavailable);
+                        fatal.get_or_insert(Errno::Unavailable);
+                        break;
                     }
+                }
+                Err(e) => {
+                    fatal.get_or_insert(e);
+                    break;
                 }
             }
         }
-        Ok(out
-            .into_iter()
-            .map(|r| r.unwrap_or(PageReply::Refused))
-            .collect())
+        (out, fatal)
     }
 
     /// Invalidate up to `n` of our oldest owned pages (one BATCH_INV).
@@ -262,16 +323,27 @@ impl ScState {
                 dirty: *dirty,
             })
             .collect();
-        let replies = self.page_calls(link, &reqs)?;
+        // Every answered page is completed even if others were refused; an
+        // unanswered one stays torn down until the directory's DIR_INV.
+        let (answers, fatal) = self.page_batch(link, &reqs);
+        let mut err = fatal;
         if let Some(c) = self.cache() {
-            for ((key, _), r) in victims.iter().zip(&replies) {
-                match r {
-                    PageReply::Done { .. } => c.reclaimed(key),
-                    _ => c.reclaim_failed(key),
+            for ((key, _), a) in victims.iter().zip(answers) {
+                match a {
+                    Some(Ok(PageReply::Done { .. })) => c.reclaimed(key),
+                    Some(Ok(_)) => c.reclaim_failed(key),
+                    Some(Err(e)) => {
+                        c.reclaim_failed(key);
+                        err.get_or_insert(e);
+                    }
+                    None => {}
                 }
             }
         }
-        Ok(victims.len())
+        match err {
+            Some(e) => Err(e),
+            None => Ok(victims.len()),
+        }
     }
 
     /// Invalidate one page we own, synchronously (`bench inv`). Returns
@@ -347,6 +419,9 @@ impl ScState {
                 }
                 match c.cache.start_miss(key, full_write) {
                     Some(r) => batch.push((key, r)),
+                    // Another exchange of ours has it in flight: not an
+                    // empty pool.
+                    None if c.cache.in_flight(&key) => rest.push(key),
                     None => {
                         // Pool empty: reclaim, then try this page again.
                         let freed = self.reclaim(link, BATCH)?;
@@ -366,10 +441,27 @@ impl ScState {
                 continue;
             }
             let reqs: Vec<PageReq> = batch.iter().map(|(_, r)| *r).collect();
-            let replies = self.page_calls(link, &reqs)?;
-            log::debug!("resolve: {reqs:?} -> {replies:?}");
-            for ((key, _), reply) in batch.iter().zip(replies) {
+            let (answers, fatal) = self.page_batch(link, &reqs);
+            log::debug!("resolve: {reqs:?} -> {answers:?}");
+            // Every page of the batch is completed, whatever happened to
+            // the others: its answer applied, or its miss cancelled (frame
+            // back to the pool, a deferred ack sent).
+            let mut err = fatal;
+            for ((key, _), answer) in batch.iter().zip(answers) {
                 let c = self.c()?;
+                let reply = match answer {
+                    Some(Ok(reply)) => reply,
+                    Some(Err(e)) => {
+                        c.cache.cancel_miss(key, false);
+                        err.get_or_insert(e);
+                        continue;
+                    }
+                    None => {
+                        c.cache.cancel_miss(key, true);
+                        err.get_or_insert(Errno::Unavailable);
+                        continue;
+                    }
+                };
                 let layout = c.layout;
                 let mem = link.env.mem();
                 let r = c
@@ -380,16 +472,23 @@ impl ScState {
                     Installed::Reserved(gfn) => reserved.push((*key, gfn)),
                     Installed::Retry => todo.push(*key),
                     Installed::Failed => {
-                        return Err(match reply {
+                        err.get_or_insert(match reply {
                             PageReply::IoError => Errno::Io,
                             _ => Errno::Refused,
-                        })
+                        });
                     }
                 }
             }
             // Invalidations that raced these misses are due now.
             if let Some(c) = self.coh.as_mut() {
                 c.send_due_acks(&link.env);
+            }
+            if let Some(e) = err {
+                // Full-page writes resolve one page at a time, so a page
+                // granted E (which the caller must write and UNLOCK) never
+                // shares a failed batch.
+                debug_assert!(reserved.is_empty());
+                return Err(e);
             }
             if !todo.is_empty() && !link.wait(self) {
                 return Err(Errno::Unavailable);

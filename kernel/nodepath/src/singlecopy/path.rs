@@ -8,15 +8,19 @@ use alloc::vec::Vec;
 use fabric::layout::Layout;
 use fabric::proto::{Attr, Errno, PageKey, Request};
 
-use super::ScState;
+use super::{ScState, BATCH};
 use crate::env::Env;
 use crate::link::{Link, Session};
-use crate::pagecache::Mode;
+use crate::pagecache::{Mode, PAGE};
 use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta};
 
 /// Most private copies (relaxed mode) before they are written back: each
 /// is a 4 KiB heap page.
 pub const MAX_PRIVATE_PAGES: usize = 1024;
+
+/// Most times a write is redone because another node changed the file
+/// before its size was published.
+pub const MAX_PUBLISH_TRIES: u32 = 16;
 
 /// The single-copy path: the protocol session and the emulated CXL
 /// latency of copies from a peer's frame.
@@ -62,6 +66,61 @@ impl SingleCopy {
         }
         Ok(())
     }
+
+    /// Write `data` at `pos` of `ino`, then publish the new size if it
+    /// grew the file (see [`DataPath::write`]).
+    fn write_chunk<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        // Data first, size second (as Linux publishes i_size only once the
+        // data is in the page cache): a reader never sees the new size over
+        // pages that do not hold the new data yet. The size is published
+        // only over the version the data was written at; if another node
+        // changed the file in between (a truncate evicts our pages), the
+        // directory answers Stale and the write is redone.
+        let end = pos + data.len() as u64;
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            if tries > MAX_PUBLISH_TRIES {
+                return Err(Errno::Io);
+            }
+            let grow = if end > meta.size_of(ino) {
+                let a = getattr(link, &mut self.st, ino)?;
+                meta.learn(&a);
+                (end > a.size).then_some(a.version)
+            } else {
+                None
+            };
+            let n = self.st.write(link, ino, pos, data)?;
+            let Some(version) = grow else { return Ok(n) };
+            let req = Request::Setattr {
+                ino,
+                size: end,
+                expect: Some(version),
+            };
+            match link.fs_call(&req, self) {
+                Ok(r) => {
+                    let a = attr_of(r)?;
+                    meta.set(
+                        ino,
+                        FileMeta {
+                            version: a.version,
+                            size: a.size,
+                        },
+                    );
+                    return Ok(n);
+                }
+                Err(Errno::Stale) => log::debug!("write of {ino}: size publication stale, again"),
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 impl<E: Env> Session<E> for SingleCopy {
@@ -73,6 +132,9 @@ impl<E: Env> Session<E> for SingleCopy {
     }
     fn disconnect(&mut self, env: &E) {
         self.st.disconnect(env);
+    }
+    fn broken(&self) -> bool {
+        Session::<E>::broken(&self.st)
     }
 }
 
@@ -111,19 +173,13 @@ impl<E: Env> DataPath<E> for SingleCopy {
         pos: u64,
         data: &[u8],
     ) -> Result<usize, Errno> {
-        let end = pos + data.len() as u64;
-        if end > meta.size_of(ino) {
-            // Grow the file first so that every reader sees the size.
-            let a = attr_of(link.fs_call(&Request::Setattr { ino, size: end }, self)?)?;
-            meta.set(
-                ino,
-                FileMeta {
-                    version: a.version,
-                    size: a.size,
-                },
-            );
+        // At most BATCH pages go in before their size is published: pages
+        // beyond the published end of file are not written back, so a
+        // write larger than the pool must not reclaim its own pages first.
+        let mut n = 0;
+        for chunk in data.chunks(BATCH * PAGE) {
+            n += self.write_chunk(link, meta, ino, pos + n as u64, chunk)?;
         }
-        let n = self.st.write(link, ino, pos, data)?;
         let private = self.st.coh.as_ref().map(|c| c.cache.counts().2);
         if private.unwrap_or(0) > MAX_PRIVATE_PAGES {
             // Relaxed: bound the heap, write the private copies back early.
@@ -143,7 +199,12 @@ impl<E: Env> DataPath<E> for SingleCopy {
     ) -> Result<Attr, Errno> {
         let old = getattr(link, self, ino)?;
         meta.learn(&old);
-        let a = attr_of(link.fs_call(&Request::Setattr { ino, size }, self)?)?;
+        let req = Request::Setattr {
+            ino,
+            size,
+            expect: None,
+        };
+        let a = attr_of(link.fs_call(&req, self)?)?;
         if size < old.size {
             self.st.evict_local(&link.env, ino, size);
         }
