@@ -147,6 +147,9 @@ fn disk_bytes(rig: &Rig, path: &str) -> Vec<u8> {
 fn relaxed_writes_are_private_until_fsync() {
     let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
     write_file(&mut rig.node(1), "/f", &pattern(8192, 0));
+    // Full-page writes made private copies, written back at close; node 1
+    // reads the pages into its frames, node 2 maps them.
+    assert_eq!(read_file(&mut rig.node(1), "/f"), pattern(8192, 0));
     assert_eq!(read_file(&mut rig.node(2), "/f"), pattern(8192, 0));
     let fd = rig.node(2).open("/f", OpenFlags::default()).unwrap();
     rig.node(2).seek(fd, 100).unwrap();
