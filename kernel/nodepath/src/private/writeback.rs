@@ -181,7 +181,14 @@ impl Private {
 
     /// Patch cached pages with data we just wrote, if our write is the only
     /// change the directory saw; otherwise drop them.
-    pub(super) fn after_write(&mut self, meta: &mut Meta, ino: u64, at: u64, data: &[u8], attr: &Attr) {
+    pub(super) fn after_write(
+        &mut self,
+        meta: &mut Meta,
+        ino: u64,
+        at: u64,
+        data: &[u8],
+        attr: &Attr,
+    ) {
         let Some(m) = meta.get(ino) else {
             self.revalidate(meta, attr);
             return;
