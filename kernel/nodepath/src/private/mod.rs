@@ -334,6 +334,8 @@ impl<E: Env> DataPath<E> for Private {
             }
         }
         for chunk in runs.chunks(PREFETCH_BATCH) {
+            let n: usize = chunk.iter().map(|r| r.2).sum();
+            self.make_room(link, meta, n)?;
             let reqs: Vec<Request> = chunk
                 .iter()
                 .map(|&(ino, first, n)| read_req(ino, first, n))

@@ -79,6 +79,9 @@ impl Private {
         meta: &mut Meta,
         keys: &[(u64, u64)],
     ) -> Result<(), Errno> {
+        if keys.is_empty() {
+            return Ok(()); // nothing dirty: no call, not even for the slot
+        }
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         let mut i = 0;
         while i < keys.len() {
