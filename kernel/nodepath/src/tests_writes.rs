@@ -202,3 +202,20 @@ fn a_dropped_relaxed_node_loses_exactly_its_unsynced_copies() {
     assert_eq!(read_file(&mut rig.node(2), "/f"), want);
     assert_eq!(disk_bytes(&rig, "/f"), want);
 }
+
+#[test]
+fn truncating_open_discards_buffered_writes_past_the_end() {
+    let rig = private_rig(BaselineWrites::Back, 0);
+    let fd = rig.node(1).open("/f", create()).unwrap();
+    rig.node(1)
+        .write(fd, b"buffered, never written back")
+        .unwrap();
+    // A second descriptor truncates while the first still holds dirty data.
+    let fd2 = rig.node(1).open("/f", create()).unwrap();
+    assert_eq!(rig.node(1).fd_info(fd2).unwrap().1, 0);
+    assert_eq!(stat_value(&rig.node(1), keys::DIRTY_PAGES), "0");
+    rig.node(1).write(fd2, b"new").unwrap();
+    rig.node(1).close(fd2).unwrap();
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(read_file(&mut rig.node(2), "/f"), b"new");
+}

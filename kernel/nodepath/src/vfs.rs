@@ -312,7 +312,8 @@ impl<E: Env> Vfs<E> {
         if a.kind == FileKind::Dir {
             return Err(Errno::IsDir);
         }
-        if flags.truncate && a.size != 0 {
+        // Buffered writes past the directory's end count too.
+        if flags.truncate && (a.size != 0 || self.meta.local_size(a.ino).is_some()) {
             a = attr_of(self.call(
                 link,
                 &Request::Setattr {
