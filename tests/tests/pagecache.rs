@@ -19,7 +19,9 @@
 use std::time::Duration;
 
 use onecopy_tests::shell::{crc32, parse_sum, pattern_crc32, Stats};
-use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Result};
+use onecopy_tests::{
+    inspect, mkfs, unique_run_dir, with_cluster, Cluster, ClusterOpts, Error, Result,
+};
 use regex::Regex;
 use userland::stats::keys::{cache, dir};
 
@@ -173,6 +175,82 @@ fn private_mode_keeps_one_copy_per_node() {
         c.exec_ok(2, "uptime")?;
         Ok(())
     });
+}
+
+/// Private mode buffers writes (`baseline_writes=back`, the default): the
+/// pages go to the file server at close and `sync`, and reach the disk
+/// image, checked with `inspect` after the cluster stops.
+#[test]
+fn private_buffered_writes_reach_the_disk() {
+    let run_dir = unique_run_dir("private-wb").expect("run dir");
+    let image = run_dir.join("test.img");
+    mkfs(&image, 64, None).expect("mkfs");
+    let size = 300 * KIB;
+    let text = "buffered by node 2";
+    let mut after = (0, 0);
+    with_cluster(
+        opts("private-wb")
+            .mode("private")
+            .run_dir(&run_dir)
+            .disk(&image),
+        |c| {
+            c.keep_run_dir(); // the image is examined after the cluster stops
+            c.exec_ok(1, "mkdir /t")?;
+            c.exec_ok(1, &format!("fill /t/big {}", size))?;
+            let s = cache_stats(c, 1)?;
+            assert_eq!(s.get(cache::BASELINE_WRITES), "back", "n1:\n{}", s.text);
+            assert_eq!(s.num(cache::DIRTY_PAGES), 0, "n1 after close:\n{}", s.text);
+            assert_eq!(
+                s.num(cache::PAGES_WRITTEN_BACK),
+                size / PAGE,
+                "n1: every page written back once, at close:\n{}",
+                s.text
+            );
+            // Close-to-open: node 2 sees the closed file.
+            check_sum(c, 2, "/t/big", pattern(size))?;
+            // 4k random writes over the file (fio leaves no fsync), then sync.
+            c.exec_ok(
+                2,
+                "fio --name=w --rw=randwrite --bs=4k --size=300k --filename=/t/big --ioengine=psync",
+            )?;
+            // Past the end: the local size, learnt by the directory at
+            // write-back (close).
+            c.exec_ok(2, "append /t/big tail")?;
+            c.exec_ok(2, &format!("write /t/small {text}"))?;
+            c.exec_ok(2, "sync")?;
+            let s = cache_stats(c, 2)?;
+            assert_eq!(s.num(cache::DIRTY_PAGES), 0, "n2 after sync:\n{}", s.text);
+            assert!(s.num(cache::PAGES_WRITTEN_BACK) > 0, "n2:\n{}", s.text);
+            after = sum(c, 2, "/t/big")?;
+            assert_eq!(sum(c, 1, "/t/big")?, after, "n1 sees n2's synced writes");
+            c.exec_ok(1, "sync")?;
+            c.stop()?;
+            Ok(())
+        },
+    );
+    let out = inspect(&image, &["--cat", "/t/small"]).expect("inspect");
+    assert_eq!(out.code, Some(0), "inspect --cat: {}", out.text());
+    assert_eq!(
+        out.stdout,
+        format!("{text}\n").into_bytes(),
+        "/t/small on disk"
+    );
+    let out = inspect(&image, &["--cat", "/t/big"]).expect("inspect");
+    assert_eq!(out.code, Some(0), "inspect --cat: {}", out.stderr_text());
+    assert_eq!(out.stdout.len() as u64, size + 5, "/t/big size on disk");
+    assert!(
+        out.stdout.ends_with(b"tail\n"),
+        "/t/big on disk lacks the append"
+    );
+    // What the nodes read after sync is what the disk holds.
+    assert_eq!(
+        (crc32(&out.stdout), size + 5),
+        after,
+        "/t/big on disk differs from what the nodes read"
+    );
+    let out = inspect(&image, &["--check"]).expect("inspect");
+    assert_eq!(out.code, Some(0), "inspect --check: {}", out.text());
+    let _ = std::fs::remove_dir_all(&run_dir);
 }
 
 // ------------------------------------------------------ 2. mmap-read

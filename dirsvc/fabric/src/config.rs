@@ -49,6 +49,11 @@ pub struct BootConfig {
     /// directory at boot (`doorbell_selftest=N`, 0..=10000, default 0): ring
     /// its vector 1, wait for its echo word; logs median, p99, min, max.
     pub doorbell_selftest: u32,
+    /// How `private` and `net` nodes write (`baseline_writes=back|through`,
+    /// default back): buffered in the node's page cache and written back at
+    /// fsync, close, sync and under memory pressure, or sent to the file
+    /// server on every write.
+    pub baseline_writes: BaselineWrites,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -78,6 +83,7 @@ impl BootConfig {
             remote_limit: 8192,
             doorbell: false,
             doorbell_selftest: 0,
+            baseline_writes: BaselineWrites::Back,
             tick_hz: 1000,
             cxl_ns: 0,
             storage: "none".to_string(),
@@ -103,6 +109,11 @@ impl BootConfig {
                         "1" => true,
                         _ => return Err(alloc::format!("doorbell={v}: expected 0 or 1")),
                     }
+                }
+                "baseline_writes" => {
+                    c.baseline_writes = BaselineWrites::parse(v).ok_or_else(|| {
+                        alloc::format!("baseline_writes={v}: expected back or through")
+                    })?
                 }
                 "storage" => match v {
                     "none" | "nvme" | "sata-ssd" | "sas-raid" => c.storage = v.to_string(),
@@ -143,6 +154,36 @@ impl BootConfig {
             None => return Err("missing role=dir or role=node".to_string()),
         };
         Ok(c)
+    }
+}
+
+/// Write policy of the private-cache modes (`private`, `net`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaselineWrites {
+    /// Buffered: a write is a copy into the node's page cache; dirty pages
+    /// go to the file server at fsync, close, sync and under pressure.
+    Back,
+    /// Every write goes to the file server, which writes the disk before
+    /// answering.
+    Through,
+}
+
+impl BaselineWrites {
+    /// Parse `back|through`.
+    pub fn parse(s: &str) -> Option<BaselineWrites> {
+        match s {
+            "back" => Some(BaselineWrites::Back),
+            "through" => Some(BaselineWrites::Through),
+            _ => None,
+        }
+    }
+
+    /// Name for `cache stats` and the benchmark report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BaselineWrites::Back => "back",
+            BaselineWrites::Through => "through",
+        }
     }
 }
 
@@ -212,6 +253,25 @@ mod tests {
         assert_eq!(c.doorbell_selftest, 0);
         let c = BootConfig::parse("role=node id=1 nodes=1 doorbell_selftest=200").unwrap();
         assert_eq!(c.doorbell_selftest, 200);
+    }
+
+    #[test]
+    fn baseline_writes_option() {
+        let c = BootConfig::parse("role=node id=1 nodes=1 mode=private").unwrap();
+        assert_eq!(c.baseline_writes, BaselineWrites::Back);
+        let c = BootConfig::parse("role=node id=1 nodes=1 baseline_writes=through").unwrap();
+        assert_eq!(c.baseline_writes, BaselineWrites::Through);
+        assert!(c.unknown.is_empty());
+        let c = BootConfig::parse("role=node id=1 nodes=1 baseline_writes=back").unwrap();
+        assert_eq!(c.baseline_writes, BaselineWrites::Back);
+        for w in [BaselineWrites::Back, BaselineWrites::Through] {
+            assert_eq!(BaselineWrites::parse(w.as_str()), Some(w));
+        }
+        for bad in ["", "sync", "Back", "through "] {
+            assert_eq!(BaselineWrites::parse(bad), None, "{bad:?}");
+        }
+        assert!(BootConfig::parse("role=dir baseline_writes=").is_err());
+        assert!(BootConfig::parse("role=dir baseline_writes=always").is_err());
     }
 
     #[test]

@@ -35,6 +35,8 @@ mod sim;
 pub mod singlecopy;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_writes;
 pub mod vfs;
 pub mod wait;
 

@@ -7,7 +7,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use fabric::config::Mode;
+use fabric::config::{BaselineWrites, Mode};
 use fabric::proto::{Attr, DirEntry, Errno, PageKey, Request, Response};
 use userland::os::{BatchIo, Fd, OpenFlags};
 
@@ -34,15 +34,25 @@ pub struct NodeConfig {
     pub remote_limit: usize,
     /// Emulated CXL latency of every copy from a peer's frame.
     pub cxl_ns: u64,
+    /// Private-cache modes: write back (buffered) or write through.
+    pub baseline_writes: BaselineWrites,
+    /// Most pages the node's own caches hold (private-cache pages, relaxed
+    /// private copies); 0: the mode's default.
+    pub cache_pages: usize,
 }
 
 /// The data path for `mode`: the only place the mode picks code.
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
-        Mode::Strong | Mode::Relaxed => {
-            Box::new(SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns))
+        Mode::Strong | Mode::Relaxed => Box::new(SingleCopy::new(
+            cfg.mode,
+            cfg.remote_limit,
+            cfg.cxl_ns,
+            cfg.cache_pages,
+        )),
+        Mode::Private | Mode::Net => {
+            Box::new(Private::new(cfg.mode, cfg.baseline_writes, cfg.cache_pages))
         }
-        Mode::Private | Mode::Net => Box::new(Private::new(cfg.mode)),
     }
 }
 

@@ -16,7 +16,7 @@ use std::rc::{Rc, Weak};
 use std::vec::Vec;
 
 use dirsvc::server::{Config, Directory};
-use fabric::config::Mode;
+use fabric::config::{BaselineWrites, Mode};
 use fabric::layout::{Header, Layout};
 use fabric::proto::Errno;
 use fabric::shm::{HeapShm, SharedMem};
@@ -233,6 +233,10 @@ pub struct RigConfig {
     pub remote_limit: usize,
     /// A node gives up a call after this long (fake clock).
     pub rpc_timeout_ns: u64,
+    /// Private-cache modes: write back or through.
+    pub baseline_writes: BaselineWrites,
+    /// Most pages a node's own cache holds (0: the mode's default).
+    pub cache_pages: usize,
 }
 
 impl RigConfig {
@@ -244,6 +248,8 @@ impl RigConfig {
             region: 4 << 20,
             remote_limit: 8192,
             rpc_timeout_ns: 10_000_000_000,
+            baseline_writes: BaselineWrites::Back,
+            cache_pages: 0,
         }
     }
 }
@@ -300,6 +306,8 @@ impl Rig {
                 rpc_timeout_ns: cfg.rpc_timeout_ns,
                 remote_limit: cfg.remote_limit,
                 cxl_ns: 0,
+                baseline_writes: cfg.baseline_writes,
+                cache_pages: cfg.cache_pages,
             };
             let node = Rc::new(RefCell::new(Node::new(env, ncfg, None)));
             sh.nodes.borrow_mut().push((id, Rc::downgrade(&node)));

@@ -11,13 +11,13 @@ use crate::pagecache::Slot;
 use crate::rig::{window_offset, HostEnv, Rig, RigConfig};
 use crate::wait::DIR_SILENT_NS;
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|o| ((o % 251) as u8) ^ ((o >> 12) as u8) ^ seed)
         .collect()
 }
 
-fn create() -> OpenFlags {
+pub(crate) fn create() -> OpenFlags {
     OpenFlags {
         create: true,
         truncate: true,
@@ -25,20 +25,20 @@ fn create() -> OpenFlags {
     }
 }
 
-fn write_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) {
+pub(crate) fn write_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) {
     let fd = n.open(path, create()).unwrap();
     assert_eq!(n.write(fd, data).unwrap(), data.len());
     n.close(fd).unwrap();
 }
 
-fn write_at(n: &mut Node<HostEnv>, path: &str, at: u64, data: &[u8]) {
+pub(crate) fn write_at(n: &mut Node<HostEnv>, path: &str, at: u64, data: &[u8]) {
     let fd = n.open(path, OpenFlags::default()).unwrap();
     n.seek(fd, at).unwrap();
     assert_eq!(n.write(fd, data).unwrap(), data.len());
     n.close(fd).unwrap();
 }
 
-fn read_file(n: &mut Node<HostEnv>, path: &str) -> Vec<u8> {
+pub(crate) fn read_file(n: &mut Node<HostEnv>, path: &str) -> Vec<u8> {
     let fd = n.open(path, OpenFlags::default()).unwrap();
     let mut out = Vec::new();
     let mut buf = vec![0u8; 10_000];
@@ -59,7 +59,7 @@ fn slot(n: &mut Node<HostEnv>, key: PageKey) -> Option<Slot> {
     st.coherence().unwrap().cache.slot(&key).cloned()
 }
 
-fn stat_value(n: &Node<HostEnv>, key: &str) -> String {
+pub(crate) fn stat_value(n: &Node<HostEnv>, key: &str) -> String {
     n.cache_stats("none", 0)
         .unwrap()
         .into_iter()
@@ -134,7 +134,7 @@ fn strong_writes_are_visible_at_once_both_ways() {
 
 /// The bytes of `path` on the directory's disk (shuts the directory down:
 /// call it last).
-fn disk_bytes(rig: &Rig, path: &str) -> Vec<u8> {
+pub(crate) fn disk_bytes(rig: &Rig, path: &str) -> Vec<u8> {
     let mut fs = rig.sh.dir.borrow_mut().shutdown(&*rig.sh.mem).unwrap();
     let a = fs.lookup(path).unwrap();
     let mut buf = vec![0u8; a.size as usize];
@@ -147,6 +147,9 @@ fn disk_bytes(rig: &Rig, path: &str) -> Vec<u8> {
 fn relaxed_writes_are_private_until_fsync() {
     let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
     write_file(&mut rig.node(1), "/f", &pattern(8192, 0));
+    // Full-page writes made private copies, written back at close; node 1
+    // reads the pages into its frames, node 2 maps them.
+    assert_eq!(read_file(&mut rig.node(1), "/f"), pattern(8192, 0));
     assert_eq!(read_file(&mut rig.node(2), "/f"), pattern(8192, 0));
     let fd = rig.node(2).open("/f", OpenFlags::default()).unwrap();
     rig.node(2).seek(fd, 100).unwrap();

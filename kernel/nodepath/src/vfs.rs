@@ -34,16 +34,23 @@ pub struct FileMeta {
     pub size: u64,
 }
 
-/// Sizes and versions of the files this node has seen, by inode.
+/// Sizes and versions of the files this node has seen, by inode, and
+/// the local sizes of files this node extended with writes it has not
+/// written back yet (private-cache write-back): a known size is never
+/// below the local one.
 #[derive(Debug, Default)]
-pub struct Meta(BTreeMap<u64, FileMeta>);
+pub struct Meta {
+    files: BTreeMap<u64, FileMeta>,
+    local: BTreeMap<u64, u64>,
+}
 
 impl Meta {
     /// Record the directory's view of `a.ino`; true if the version moved
     /// (or the file was not known).
     pub fn learn(&mut self, a: &Attr) -> bool {
+        let local = self.local.get(&a.ino).copied().unwrap_or(0);
         let mut changed = false;
-        let e = self.0.entry(a.ino).or_insert_with(|| {
+        let e = self.files.entry(a.ino).or_insert_with(|| {
             changed = true;
             FileMeta {
                 version: a.version,
@@ -52,30 +59,54 @@ impl Meta {
         });
         changed |= e.version != a.version;
         e.version = a.version;
-        e.size = a.size;
+        e.size = a.size.max(local);
         changed
     }
 
     /// What we know of `ino`.
     pub fn get(&self, ino: u64) -> Option<FileMeta> {
-        self.0.get(&ino).copied()
+        self.files.get(&ino).copied()
     }
 
     /// Set what we know of `ino` (if known).
     pub fn set(&mut self, ino: u64, m: FileMeta) {
-        if let Some(e) = self.0.get_mut(&ino) {
-            *e = m;
+        let local = self.local.get(&ino).copied().unwrap_or(0);
+        if let Some(e) = self.files.get_mut(&ino) {
+            *e = FileMeta {
+                version: m.version,
+                size: m.size.max(local),
+            };
         }
     }
 
     /// Known size of `ino` (0 if unknown).
     pub fn size_of(&self, ino: u64) -> u64 {
-        self.0.get(&ino).map(|c| c.size).unwrap_or(0)
+        self.files.get(&ino).map(|c| c.size).unwrap_or(0)
+    }
+
+    /// Buffered writes extended `ino` to `size` (the directory learns it
+    /// at write-back).
+    pub fn set_local_size(&mut self, ino: u64, size: u64) {
+        self.local.insert(ino, size);
+        if let Some(e) = self.files.get_mut(&ino) {
+            e.size = e.size.max(size);
+        }
+    }
+
+    /// The local size of `ino`, if buffered writes extended it.
+    pub fn local_size(&self, ino: u64) -> Option<u64> {
+        self.local.get(&ino).copied()
+    }
+
+    /// `ino` has no buffered extension any more (written back, truncated).
+    pub fn clear_local_size(&mut self, ino: u64) {
+        self.local.remove(&ino);
     }
 
     /// Forget `ino`.
     pub fn remove(&mut self, ino: u64) {
-        self.0.remove(&ino);
+        self.files.remove(&ino);
+        self.local.remove(&ino);
     }
 }
 
@@ -106,10 +137,10 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// again at end of file and for appends.
     fn sizes_move(&self) -> bool;
     /// The version of `ino` moved, or its data changed wholesale: drop any
-    /// cached copy of its pages.
+    /// cached copy of its pages (buffered writes not written back stay).
     fn forget_pages(&mut self, _ino: u64) {}
     /// `ino` shrank to `size` (0: removed): retire pages from the one
-    /// holding the new end on.
+    /// holding the new end on (dirty ones too: their data is gone).
     fn evict(&mut self, _env: &E, _ino: u64, _size: u64) {}
     /// Read at `pos` of `ino` (the caller clipped `buf` to EOF).
     fn read(
@@ -259,8 +290,14 @@ impl<E: Env> Vfs<E> {
     }
 
     /// Attributes of a path.
+    /// The size is this node's local one if its buffered writes extended
+    /// the file.
     pub fn stat(&mut self, link: &mut Link<E>, path: &str) -> Result<Attr, Errno> {
-        attr_of(self.path_op(link, Op::Lookup, path, false)?)
+        let mut a = attr_of(self.path_op(link, Op::Lookup, path, false)?)?;
+        if let Some(local) = self.meta.local_size(a.ino) {
+            a.size = a.size.max(local);
+        }
+        Ok(a)
     }
 
     /// Open a file.
@@ -278,7 +315,8 @@ impl<E: Env> Vfs<E> {
         if a.kind == FileKind::Dir {
             return Err(Errno::IsDir);
         }
-        if flags.truncate && a.size != 0 {
+        // Buffered writes past the directory's end count too.
+        if flags.truncate && (a.size != 0 || self.meta.local_size(a.ino).is_some()) {
             a = attr_of(self.call(
                 link,
                 &Request::Setattr {
@@ -288,6 +326,7 @@ impl<E: Env> Vfs<E> {
                 },
             )?)?;
             self.dp.evict(&link.env, a.ino, 0);
+            self.meta.clear_local_size(a.ino);
         }
         self.learn(&a);
         self.files[slot] = Some(OpenFile {

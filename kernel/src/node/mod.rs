@@ -180,6 +180,8 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         rpc_timeout_ns: cfg.rpc_timeout_ms * 1_000_000,
         remote_limit: cfg.remote_limit as usize,
         cxl_ns: cfg.cxl_ns,
+        baseline_writes: cfg.baseline_writes,
+        cache_pages: 0,
     };
     *NODE.lock() = Some(Node::new(env, ncfg, net));
     crate::arch::interrupts::set_window_fault_handler(window_fault);

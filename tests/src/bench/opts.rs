@@ -10,7 +10,7 @@ pub const USAGE: &str = "\
 usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
-                     [--keep-runs]
+                     [--baseline-writes back|through] [--keep-runs]
 
 Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
 2-sharer invalidation) in every mode and measures DPC's microbenchmarks:
@@ -38,6 +38,11 @@ net (the same over TCP/IP on virtio-net, NFS-like).
   --job-size SIZE    file per job of the bandwidth / IOPS workloads (4k..256m)
   --lat-size SIZE    file of the latency workloads (4k..256m)
   --repeats N        runs of each fio workload, the figure is the median (1..=21)
+  --baseline-writes W  how private and net write (boot option baseline_writes):
+                     back = buffered in the node's page cache, written back at
+                     fsync, close, sync and under pressure (default, as the
+                     baselines DPC measured); through = every write to the
+                     file server
   --keep-runs        keep the clusters' run folders (logs) under target/
 
 Writes DIR/results.json, DIR/report.md and DIR/*.png. Exit status: 0 every
@@ -79,6 +84,8 @@ pub struct BenchOpts {
     pub lat_size: Option<u64>,
     /// `--repeats`.
     pub repeats: Option<u32>,
+    /// `--baseline-writes`: `back` or `through`.
+    pub baseline_writes: String,
 }
 
 impl Default for BenchOpts {
@@ -94,6 +101,7 @@ impl Default for BenchOpts {
             job_size: None,
             lat_size: None,
             repeats: None,
+            baseline_writes: "back".into(),
         }
     }
 }
@@ -171,6 +179,15 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                         ))
                     }
                 };
+            }
+            "--baseline-writes" => {
+                let v = value("--baseline-writes")?;
+                if v != "back" && v != "through" {
+                    return Err(format!(
+                        "--baseline-writes must be back or through, got '{v}'"
+                    ));
+                }
+                o.baseline_writes = v;
             }
             "--jobs" => o.jobs = Some(int_arg("--jobs", &value("--jobs")?, 1, 64)?),
             "--repeats" => o.repeats = Some(int_arg("--repeats", &value("--repeats")?, 1, 21)?),
@@ -252,6 +269,8 @@ pub struct Params {
     pub cmd_timeout: Duration,
     /// Limit of a cluster's boot.
     pub boot_timeout: Duration,
+    /// Write policy of the private-cache modes (`back` or `through`).
+    pub baseline_writes: String,
 }
 
 const MIB: u64 = 1 << 20;
@@ -280,6 +299,7 @@ impl Params {
                 pingpong_repeats: 3,
                 cmd_timeout: Duration::from_secs(300),
                 boot_timeout: Duration::from_secs(90),
+                baseline_writes: "back".into(),
             }
         } else {
             Params {
@@ -302,6 +322,7 @@ impl Params {
                 pingpong_repeats: 3,
                 cmd_timeout: Duration::from_secs(900),
                 boot_timeout: Duration::from_secs(120),
+                baseline_writes: "back".into(),
             }
         }
     }
@@ -323,6 +344,7 @@ impl Params {
         if let Some(r) = o.repeats {
             p.repeats = r;
         }
+        p.baseline_writes = o.baseline_writes.clone();
         let need = p.lat_size.max(u64::from(p.jobs) * p.job_size);
         while (super::runner::pool_mib(p.fio_shm_mb, 2) * MIB as f64) < 2.0 * need as f64
             && p.fio_shm_mb < 4096
@@ -356,6 +378,7 @@ impl Params {
             "pingpong_repeats": self.pingpong_repeats,
             "cmd_timeout_s": self.cmd_timeout.as_secs(),
             "boot_timeout_s": self.boot_timeout.as_secs(),
+            "baseline_writes": self.baseline_writes,
         })
     }
 }
@@ -416,6 +439,16 @@ mod tests {
         assert_eq!(o.modes, vec!["private", "strong"]);
         assert_eq!(o.storage, "sata-ssd");
         assert_eq!(o.cxl_latency_ns, 300);
+        assert_eq!(o.baseline_writes, "back");
+        let Ok(Parsed::Run(o)) = p(&["--baseline-writes", "through"]) else {
+            panic!("should parse")
+        };
+        assert_eq!(o.baseline_writes, "through");
+        assert_eq!(Params::from_opts(&o).baseline_writes, "through");
+        assert_eq!(
+            Params::from_opts(&o).to_json()["baseline_writes"],
+            "through"
+        );
     }
 
     #[test]
@@ -444,6 +477,8 @@ mod tests {
             &["--cxl-latency-ns", "-1"],
             &["--cxl-latency-ns", "100001"],
             &["--out", ""],
+            &["--baseline-writes", "always"],
+            &["--baseline-writes"],
             &["--quick=1"],
             &["extra"],
         ] {

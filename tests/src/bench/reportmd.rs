@@ -153,6 +153,17 @@ fn params_section(s: &mut String, r: &Runner) {
          DPC's latency metric (for a batch, its completion time); bandwidth is MiB/s over \
          all jobs.\n"
     );
+    let _ = writeln!(
+        s,
+        "Baseline writes (`private`, `net`; boot option `baseline_writes`): **{}** ({}).\n",
+        p.baseline_writes,
+        if p.baseline_writes == "through" {
+            "every write goes to the file server, which writes the disk before answering"
+        } else {
+            "buffered in the node's page cache, written back at fsync, close, sync and under \
+             memory pressure, as the Linux page cache under virtiofs and NFS that DPC measured"
+        }
+    );
     let _ = writeln!(s, "Scenarios:\n");
     for sc in SCENARIOS {
         let _ = writeln!(s, "- **{sc}**: {}.", scenario_desc(sc));

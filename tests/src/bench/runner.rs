@@ -323,6 +323,7 @@ impl Runner {
             .ctl(&self.ctl)
             .storage(&self.opts.storage)
             .cxl_latency_ns(self.opts.cxl_latency_ns)
+            .append_extra(&format!("baseline_writes={}", p.baseline_writes))
             .cmd_timeout(p.cmd_timeout)
             .boot_timeout(p.boot_timeout);
         if let Some(m) = shm_mb {

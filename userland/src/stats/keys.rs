@@ -17,6 +17,13 @@ pub mod cache {
     pub const RESIDENT_PRIVATE: &str = "resident pages (private copies)";
     /// Private-cache modes: pages fetched from the directory.
     pub const DISK_READS_PAGES: &str = "disk reads caused (pages)";
+    /// Private-cache modes: write policy (`back` or `through`, boot option
+    /// `baseline_writes`).
+    pub const BASELINE_WRITES: &str = "baseline writes";
+    /// Private-cache modes: dirty pages not yet written back.
+    pub const DIRTY_PAGES: &str = "dirty pages";
+    /// Private-cache modes: pages written back to the file server.
+    pub const PAGES_WRITTEN_BACK: &str = "pages written back";
     /// `net` mode: state of the TCP connection to the directory.
     pub const NET_CONNECTION: &str = "net connection";
     /// `net` mode: RPCs sent.
@@ -84,7 +91,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 36] = [
+    pub const ALL: [&str; 39] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -108,6 +115,9 @@ pub mod cache {
         MMAP_EVICTED_FAULTS,
         RESIDENT_PRIVATE,
         DISK_READS_PAGES,
+        BASELINE_WRITES,
+        DIRTY_PAGES,
+        PAGES_WRITTEN_BACK,
         NET_CONNECTION,
         NET_RPCS,
         NET_BYTES,

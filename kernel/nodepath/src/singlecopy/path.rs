@@ -1,6 +1,7 @@
 //! The single-copy path as the VFS's [`DataPath`] (modes `strong` and
 //! `relaxed`).
 
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -14,9 +15,12 @@ use crate::link::{Link, Session};
 use crate::pagecache::{Mode, PAGE};
 use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta};
 
-/// Most private copies (relaxed mode) before they are written back: each
-/// is a 4 KiB heap page.
+/// Most private copies (relaxed mode): each is a 4 KiB heap page. At the
+/// bound the oldest [`PRIVATE_WRITEBACK_BATCH`] are written back and
+/// freed.
 pub const MAX_PRIVATE_PAGES: usize = 1024;
+/// Private copies written back together at the bound, oldest first.
+pub const PRIVATE_WRITEBACK_BATCH: usize = 32;
 
 /// Most times a write is redone because another node changed the file
 /// before its size was published.
@@ -27,15 +31,94 @@ pub const MAX_PUBLISH_TRIES: u32 = 16;
 pub struct SingleCopy {
     st: ScState,
     cxl_ns: u64,
+    /// Most private copies (relaxed).
+    max_private: usize,
+    /// Private copies by when they were made (relaxed), both ways; may
+    /// name copies already written back (skipped when met).
+    private_age: BTreeMap<PageKey, u64>,
+    private_order: BTreeMap<u64, PageKey>,
+    next_age: u64,
 }
 
 impl SingleCopy {
-    /// Not joined yet; `remote_limit` remote mappings at most.
-    pub fn new(mode: Mode, remote_limit: usize, cxl_ns: u64) -> SingleCopy {
+    /// Not joined yet; `remote_limit` remote mappings at most,
+    /// `max_private` private copies (0: [`MAX_PRIVATE_PAGES`]).
+    pub fn new(mode: Mode, remote_limit: usize, cxl_ns: u64, max_private: usize) -> SingleCopy {
         SingleCopy {
             st: ScState::new(mode, remote_limit),
             cxl_ns,
+            max_private: if max_private == 0 {
+                MAX_PRIVATE_PAGES
+            } else {
+                max_private
+            },
+            private_age: BTreeMap::new(),
+            private_order: BTreeMap::new(),
+            next_age: 0,
         }
+    }
+
+    fn is_private(&self, key: &PageKey) -> bool {
+        self.st
+            .coh
+            .as_ref()
+            .is_some_and(|c| c.cache.private(key).is_some())
+    }
+
+    /// Note the private copies among pages `[first, last)` of `ino`.
+    fn track_private(&mut self, ino: u64, first: u64, last: u64) {
+        for idx in first..last {
+            let key = PageKey { ino, idx };
+            if self.is_private(&key) && !self.private_age.contains_key(&key) {
+                self.private_age.insert(key, self.next_age);
+                self.private_order.insert(self.next_age, key);
+                self.next_age += 1;
+            }
+        }
+    }
+
+    /// Forget the tracking of `ino`'s copies that are gone.
+    fn untrack(&mut self, ino: u64) {
+        let keys: Vec<PageKey> = self
+            .private_age
+            .range(PageKey { ino, idx: 0 }..=PageKey { ino, idx: u64::MAX })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            if !self.is_private(&key) {
+                if let Some(age) = self.private_age.remove(&key) {
+                    self.private_order.remove(&age);
+                }
+            }
+        }
+    }
+
+    /// At the bound: write back and free the oldest private copies.
+    fn bound_private<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
+        let count = |s: &Self| s.st.coh.as_ref().map(|c| c.cache.counts().2).unwrap_or(0);
+        while count(self) >= self.max_private {
+            let mut batch: Vec<PageKey> = Vec::new();
+            while batch.len() < PRIVATE_WRITEBACK_BATCH {
+                let Some((_, key)) = self.private_order.pop_first() else {
+                    break;
+                };
+                self.private_age.remove(&key);
+                if self.is_private(&key) {
+                    batch.push(key);
+                }
+            }
+            if batch.is_empty() {
+                // Copies we never saw made: write back everything.
+                return self.fsync_dirty(link, meta);
+            }
+            batch.sort_unstable();
+            for ino_run in batch.chunk_by(|a, b| a.ino == b.ino) {
+                let ino = ino_run[0].ino;
+                let size = meta.size_of(ino);
+                self.st.write_back_private(link, ino, ino_run, size)?;
+            }
+        }
+        Ok(())
     }
 
     /// Write back `ino` (its size from `meta`).
@@ -46,7 +129,9 @@ impl SingleCopy {
         ino: u64,
     ) -> Result<(), Errno> {
         let size = meta.size_of(ino);
-        self.st.fsync(link, ino, size)
+        let r = self.st.fsync(link, ino, size);
+        self.untrack(ino);
+        r
     }
 
     /// Write back every inode with dirty pages or private copies.
@@ -180,10 +265,12 @@ impl<E: Env> DataPath<E> for SingleCopy {
         for chunk in data.chunks(BATCH * PAGE) {
             n += self.write_chunk(link, meta, ino, pos + n as u64, chunk)?;
         }
-        let private = self.st.coh.as_ref().map(|c| c.cache.counts().2);
-        if private.unwrap_or(0) > MAX_PRIVATE_PAGES {
-            // Relaxed: bound the heap, write the private copies back early.
-            self.fsync_dirty(link, meta)?;
+        if self.st.mode == Mode::Relaxed {
+            let first = pos / PAGE as u64;
+            let last = (pos + n as u64).div_ceil(PAGE as u64);
+            self.track_private(ino, first, last);
+            // Bound the heap: the oldest copies go back in batches.
+            self.bound_private(link, meta)?;
         }
         Ok(n)
     }

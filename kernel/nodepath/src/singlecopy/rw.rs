@@ -138,6 +138,15 @@ impl ScState {
                         p[in_page..in_page + n].copy_from_slice(chunk);
                     }
                 }
+                (Hit::Miss, Mode::Relaxed) if n == PAGE => {
+                    // A full page needs no old data: a private copy at
+                    // once, no READ fill, no directory call.
+                    let mut p = Box::new([0u8; PAGE]);
+                    p.copy_from_slice(chunk);
+                    if let Some(c) = self.cache() {
+                        c.make_private(key, p);
+                    }
+                }
                 (Hit::Miss, _) => {
                     tries += 1;
                     if tries > MAX_RETRIES {
@@ -169,7 +178,6 @@ impl ScState {
     /// WRITEBACK, relaxed private copies through the storage server and
     /// this node's bulk slot 2), then flush.
     pub fn fsync<E: Env>(&mut self, link: &mut Link<E>, ino: u64, size: u64) -> Result<(), Errno> {
-        let bulk = link.ring_bulk(2)?;
         let dirty = self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default();
         for chunk in dirty.chunks(BATCH) {
             let reqs: Vec<PageReq> = chunk
@@ -195,35 +203,74 @@ impl ScState {
             .cache()
             .map(|c| c.private_pages(ino))
             .unwrap_or_default();
-        for key in private {
-            let start = key.idx * PAGE as u64;
-            if start < size {
-                let n = ((size - start) as usize).min(PAGE).min(bulk.1);
-                let page = self.cache().and_then(|c| c.private(&key).copied());
-                if let Some(p) = page {
-                    link.env.mem().write(bulk.0, &p[..n]);
-                    let r = link.call(
-                        &Request::Data {
-                            op: Op::Write,
-                            slot: 2,
-                            ino,
-                            offset: start,
-                            len: n as u32,
-                        },
-                        self,
-                    )?;
-                    if !matches!(r, Response::Data { .. }) {
-                        return Err(Errno::Io);
-                    }
-                    if let Some(c) = self.cache() {
-                        c.count_writeback();
-                    }
+        self.write_back_private(link, ino, &private, size)?;
+        link.call(&Request::Fsync { ino }, self).map(|_| ())
+    }
+
+    /// Write the private copies `keys` of `ino` (sorted) back through the
+    /// storage server and this node's bulk slot 2, contiguous pages in one
+    /// write of up to the slot, clipped to `size`; then forget them (the
+    /// next access maps the reconciled single copy).
+    pub fn write_back_private<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        keys: &[PageKey],
+        size: u64,
+    ) -> Result<(), Errno> {
+        let bulk = link.ring_bulk(2)?;
+        let max_run = (bulk.1 / PAGE).max(1);
+        let mut i = 0;
+        while i < keys.len() {
+            let first = keys[i].idx;
+            let mut n = 1;
+            while i + n < keys.len()
+                && n < max_run
+                && keys[i + n]
+                    == (PageKey {
+                        ino,
+                        idx: first + n as u64,
+                    })
+            {
+                n += 1;
+            }
+            let run = &keys[i..i + n];
+            i += n;
+            let start = first * PAGE as u64;
+            let len = (size.saturating_sub(start) as usize).min(n * PAGE);
+            let mut buf = alloc::vec![0u8; len];
+            let mut pages = 0u64;
+            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
+                if let Some(p) = self.cache().and_then(|c| c.private(&run[k])) {
+                    chunk.copy_from_slice(&p[..chunk.len()]);
+                    pages += 1;
+                }
+            }
+            if len > 0 {
+                link.env.mem().write(bulk.0, &buf);
+                let r = link.call(
+                    &Request::Data {
+                        op: Op::Write,
+                        slot: 2,
+                        ino,
+                        offset: start,
+                        len: len as u32,
+                    },
+                    self,
+                )?;
+                if !matches!(r, Response::Data { .. }) {
+                    return Err(Errno::Io);
                 }
             }
             if let Some(c) = self.cache() {
-                c.drop_private(&key);
+                for _ in 0..pages {
+                    c.count_writeback();
+                }
+                for key in run {
+                    c.drop_private(key);
+                }
             }
         }
-        link.call(&Request::Fsync { ino }, self).map(|_| ())
+        Ok(())
     }
 }

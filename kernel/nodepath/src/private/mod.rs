@@ -5,10 +5,22 @@
 //!
 //! Cache rule: every answer from the directory carries the inode's
 //! `version`. A cached file whose version differs from the directory's at
-//! open (or after an operation) loses its pages. Writes go through to the
-//! directory; pages this node holds are patched, and kept only if the
-//! directory's version moved by exactly our write. The cache is emptied
-//! when it exceeds [`MAX_CACHED_PAGES`].
+//! open (or after an operation) loses its clean pages.
+//!
+//! Writes (`baseline_writes=back`, the default, as the Linux page cache
+//! under NFS or virtiofs): a write to a cached page is a copy; a write to
+//! an uncached page allocates one (a partial page inside the file is read
+//! first, a full page or one past the end is not). A write past the end
+//! sets the node's local size ([`Meta::set_local_size`]). Dirty pages go
+//! to the file server ([`Op::Write`], contiguous pages in one request of
+//! up to a bulk slot) at fsync, at close (close-to-open), at sync and
+//! shutdown, and oldest first, [`WRITEBACK_BATCH`] at a time, when the
+//! cache is full. Our own write-backs move the directory's version by one
+//! each, which keeps our pages; any other move drops the clean ones.
+//! `baseline_writes=through`: every write goes to the directory, pages
+//! this node holds are patched and kept only if the version moved by
+//! exactly our write. Clean pages are all dropped when the cache is full
+//! ([`MAX_CACHED_PAGES`]).
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -16,18 +28,27 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use fabric::config::Mode;
+use fabric::config::{BaselineWrites, Mode};
 use fabric::proto::{Attr, Errno, Op, Request, Response};
+
+use userland::stats::keys::cache as keys;
 
 use crate::env::Env;
 use crate::link::{Link, Session};
-use crate::vfs::{attr_of, DataPath, FileMeta, Meta};
+use crate::vfs::{attr_of, DataPath, Meta};
+
+type Page = Box<[u8; PAGE]>;
+
+mod writeback;
 
 const PAGE: usize = 4096;
 /// Most cached pages before the cache is emptied.
 pub const MAX_CACHED_PAGES: usize = 2048;
 /// Reads [`Private::prefetch`] puts in flight together.
 const PREFETCH_BATCH: usize = 32;
+/// Dirty pages written back together (oldest first) when the cache is
+/// full.
+pub const WRITEBACK_BATCH: usize = 32;
 
 /// A read of pages `[first, first+n)` of `ino` into bulk slot 1.
 fn read_req(ino: u64, first: u64, n: usize) -> Request {
@@ -43,25 +64,55 @@ fn read_req(ino: u64, first: u64, n: usize) -> Request {
 /// The private-cache path.
 pub struct Private {
     mode: Mode,
+    writes: BaselineWrites,
+    /// Most cached pages.
+    max_pages: usize,
     /// Page reads served from the cache / fetched.
     hits: u64,
     misses: u64,
-    pages: BTreeMap<u64, BTreeMap<u64, Box<[u8; PAGE]>>>,
+    pages: BTreeMap<u64, BTreeMap<u64, Page>>,
     cached_pages: usize,
+    /// Dirty pages (inode, index) and when each was first dirtied.
+    dirty: BTreeMap<(u64, u64), u64>,
+    /// The same pages, oldest first.
+    dirty_age: BTreeMap<u64, (u64, u64)>,
+    next_age: u64,
+    /// Pages written back.
+    written_back: u64,
 }
 
 impl<E: Env> Session<E> for Private {}
 
 impl Private {
-    /// An empty cache for `mode` (`private` or `net`).
-    pub fn new(mode: Mode) -> Private {
+    /// An empty cache for `mode` (`private` or `net`) of at most
+    /// `max_pages` pages (0: [`MAX_CACHED_PAGES`]).
+    pub fn new(mode: Mode, writes: BaselineWrites, max_pages: usize) -> Private {
         Private {
             mode,
+            writes,
+            max_pages: if max_pages == 0 {
+                MAX_CACHED_PAGES
+            } else {
+                max_pages
+            },
             hits: 0,
             misses: 0,
             pages: BTreeMap::new(),
             cached_pages: 0,
+            dirty: BTreeMap::new(),
+            dirty_age: BTreeMap::new(),
+            next_age: 0,
+            written_back: 0,
         }
+    }
+
+    /// Dirty pages not written back yet.
+    pub fn dirty_pages(&self) -> usize {
+        self.dirty.len()
+    }
+
+    fn is_dirty(&self, ino: u64, idx: u64) -> bool {
+        self.dirty.contains_key(&(ino, idx))
     }
 
     /// (page hits, pages fetched, pages cached).
@@ -69,17 +120,23 @@ impl Private {
         (self.hits, self.misses, self.cached_pages)
     }
 
+    /// Forget the clean pages of `ino` (dirty ones stay).
     fn drop_pages(&mut self, ino: u64) {
+        let dirty = &self.dirty;
         if let Some(p) = self.pages.get_mut(&ino) {
-            self.cached_pages -= p.len();
-            p.clear();
+            let before = p.len();
+            p.retain(|idx, _| dirty.contains_key(&(ino, *idx)));
+            self.cached_pages -= before - p.len();
         }
     }
 
-    /// Forget every cached page.
+    /// Forget every clean page.
     fn drop_all(&mut self) {
-        self.pages.clear();
-        self.cached_pages = 0;
+        let inos: Vec<u64> = self.pages.keys().copied().collect();
+        for ino in inos {
+            self.drop_pages(ino);
+        }
+        self.pages.retain(|_, p| !p.is_empty());
     }
 
     /// Bring the cache of `a.ino` in line with the directory's view.
@@ -128,14 +185,18 @@ impl Private {
     ) {
         let bytes = data.len().min(n * PAGE);
         self.revalidate(meta, attr);
-        if self.cached_pages + n > MAX_CACHED_PAGES {
+        if self.cached_pages + n > self.max_pages {
             self.drop_all();
         }
+        let dirty = &self.dirty;
         let entry = self.pages.entry(ino).or_default();
         for i in 0..n {
             let lo = i * PAGE;
             if lo >= bytes && (first + i as u64) * PAGE as u64 >= attr.size {
                 break;
+            }
+            if dirty.contains_key(&(ino, first + i as u64)) {
+                continue; // our newer data stays
             }
             let mut page = Box::new([0u8; PAGE]);
             let hi = bytes.min(lo + PAGE);
@@ -147,37 +208,6 @@ impl Private {
             }
         }
         self.misses += n as u64;
-    }
-
-    /// Patch cached pages with data we just wrote, if our write is the only
-    /// change the directory saw; otherwise drop them.
-    fn after_write(&mut self, meta: &mut Meta, ino: u64, at: u64, data: &[u8], attr: &Attr) {
-        let Some(m) = meta.get(ino) else {
-            self.revalidate(meta, attr);
-            return;
-        };
-        if attr.version != m.version.wrapping_add(1) {
-            self.drop_pages(ino);
-        } else if let Some(pages) = self.pages.get_mut(&ino) {
-            let mut o = 0usize;
-            while o < data.len() {
-                let a = at + o as u64;
-                let idx = a / PAGE as u64;
-                let ip = (a % PAGE as u64) as usize;
-                let n = (PAGE - ip).min(data.len() - o);
-                if let Some(p) = pages.get_mut(&idx) {
-                    p[ip..ip + n].copy_from_slice(&data[o..o + n]);
-                }
-                o += n;
-            }
-        }
-        meta.set(
-            ino,
-            FileMeta {
-                version: attr.version,
-                size: attr.size,
-            },
-        );
     }
 }
 
@@ -212,13 +242,18 @@ impl<E: Env> DataPath<E> for Private {
                 self.hits += 1;
             } else {
                 let pages_left = (want - done + in_page).div_ceil(PAGE);
+                let cap = (link.bulk_cap(1)? / PAGE).max(1);
+                self.make_room(link, meta, pages_left.min(cap))?;
                 self.fetch(link, meta, ino, idx, pages_left)?;
             }
-            let Some(page) = self.pages.get(&ino).and_then(|c| c.get(&idx)) else {
-                break; // the file shrank under us
-            };
             let n = (PAGE - in_page).min(want - done);
-            buf[done..done + n].copy_from_slice(&page[in_page..in_page + n]);
+            match self.pages.get(&ino).and_then(|c| c.get(&idx)) {
+                Some(page) => buf[done..done + n].copy_from_slice(&page[in_page..in_page + n]),
+                // A hole below our local size (buffered writes past the
+                // directory's end): zeros.
+                None if meta.local_size(ino).is_some_and(|s| at < s) => buf[done..done + n].fill(0),
+                None => break, // the file shrank under us
+            }
             done += n;
         }
         Ok(done)
@@ -232,42 +267,23 @@ impl<E: Env> DataPath<E> for Private {
         pos: u64,
         data: &[u8],
     ) -> Result<usize, Errno> {
-        let cap = link.bulk_cap(2)?;
-        let mut done = 0;
-        while done < data.len() {
-            let n = (data.len() - done).min(cap);
-            link.bulk_write(2, 0, &data[done..done + n])?;
-            let at = pos + done as u64;
-            let r = link.fs_call(
-                &Request::Data {
-                    op: Op::Write,
-                    slot: 2,
-                    ino,
-                    offset: at,
-                    len: n as u32,
-                },
-                self,
-            )?;
-            let Response::Data { bytes, attr } = r else {
-                return Err(Errno::Io);
-            };
-            let bytes = (bytes as usize).min(n);
-            self.after_write(meta, ino, at, &data[done..done + bytes], &attr);
-            done += bytes;
-            if bytes < n {
-                break;
-            }
+        match self.writes {
+            BaselineWrites::Back => self.write_buffered(link, meta, ino, pos, data),
+            BaselineWrites::Through => self.write_through(link, meta, ino, pos, data),
         }
-        Ok(done)
     }
 
+    /// Buffered writes go to the file server first, so that it cuts the
+    /// file at the right place.
     fn truncate(
         &mut self,
         link: &mut Link<E>,
-        _meta: &mut Meta,
+        meta: &mut Meta,
         ino: u64,
         size: u64,
     ) -> Result<Attr, Errno> {
+        self.write_back_ino(link, meta, ino)?;
+        meta.clear_local_size(ino);
         attr_of(link.fs_call(
             &Request::Setattr {
                 ino,
@@ -278,8 +294,24 @@ impl<E: Env> DataPath<E> for Private {
         )?)
     }
 
-    fn fsync(&mut self, link: &mut Link<E>, _meta: &mut Meta, ino: u64) -> Result<(), Errno> {
+    /// The buffered file goes to the directory (close-to-open).
+    fn close(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
+        self.write_back_ino(link, meta, ino)
+    }
+
+    fn fsync(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
+        self.write_back_ino(link, meta, ino)?;
         link.fs_call(&Request::Fsync { ino }, self).map(|_| ())
+    }
+
+    fn write_back_all(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
+        let keys: Vec<(u64, u64)> = self.dirty.keys().copied().collect();
+        self.write_back(link, meta, &keys)
+    }
+
+    /// Pages past the new end go, dirty or not.
+    fn evict(&mut self, _env: &E, ino: u64, size: u64) {
+        self.discard_from(ino, size.div_ceil(PAGE as u64));
     }
 
     /// Every page of `pages` that is not cached comes in, with the reads in
@@ -309,6 +341,8 @@ impl<E: Env> DataPath<E> for Private {
             }
         }
         for chunk in runs.chunks(PREFETCH_BATCH) {
+            let n: usize = chunk.iter().map(|r| r.2).sum();
+            self.make_room(link, meta, n)?;
             let reqs: Vec<Request> = chunk
                 .iter()
                 .map(|&(ino, first, n)| read_req(ino, first, n))
@@ -325,14 +359,20 @@ impl<E: Env> DataPath<E> for Private {
         Ok(())
     }
 
-    fn drop_cache(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> Result<String, Errno> {
+    /// Dirty pages are written back first.
+    fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno> {
+        DataPath::<E>::write_back_all(self, link, meta)?;
         self.drop_all();
         Ok("dropped the private cache".to_string())
     }
 
     /// The baseline's invalidation: drop one page of our own private cache
-    /// (no one else holds it), as DPC's 11 us Linux figure does.
+    /// (no one else holds it), as DPC's 11 us Linux figure does. A dirty
+    /// page stays (false).
     fn invalidate_page(&mut self, _link: &mut Link<E>, ino: u64, idx: u64) -> Result<bool, Errno> {
+        if self.is_dirty(ino, idx) {
+            return Ok(false);
+        }
         let gone = self
             .pages
             .get_mut(&ino)
@@ -354,6 +394,9 @@ impl<E: Env> DataPath<E> for Private {
         put("hits remote", "0".to_string());
         put("misses", format!("{fetched}"));
         put("disk reads caused (pages)", format!("{fetched}"));
+        put(keys::BASELINE_WRITES, self.writes.as_str().to_string());
+        put(keys::DIRTY_PAGES, format!("{}", self.dirty.len()));
+        put(keys::PAGES_WRITTEN_BACK, format!("{}", self.written_back));
         Ok(v)
     }
 }

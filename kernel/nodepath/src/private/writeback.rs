@@ -1,0 +1,305 @@
+//! The private-cache path's writes: buffered (`baseline_writes=back`:
+//! dirty pages, their write-back in runs, reclaim under pressure) and
+//! write-through.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use fabric::proto::{Attr, Errno, Op, Request, Response};
+
+use super::{Private, PAGE, WRITEBACK_BATCH};
+use crate::env::Env;
+use crate::link::Link;
+use crate::vfs::{FileMeta, Meta};
+
+impl Private {
+    pub(super) fn mark_dirty(&mut self, ino: u64, idx: u64) {
+        if let alloc::collections::btree_map::Entry::Vacant(e) = self.dirty.entry((ino, idx)) {
+            e.insert(self.next_age);
+            self.dirty_age.insert(self.next_age, (ino, idx));
+            self.next_age += 1;
+        }
+    }
+
+    pub(super) fn mark_clean(&mut self, ino: u64, idx: u64) {
+        if let Some(age) = self.dirty.remove(&(ino, idx)) {
+            self.dirty_age.remove(&age);
+        }
+    }
+
+    /// Forget pages of `ino` from index `from` on, dirty ones too.
+    pub(super) fn discard_from(&mut self, ino: u64, from: u64) {
+        let gone: Vec<u64> = self
+            .pages
+            .get(&ino)
+            .map(|p| p.range(from..).map(|(i, _)| *i).collect())
+            .unwrap_or_default();
+        for idx in gone {
+            self.mark_clean(ino, idx);
+            if let Some(p) = self.pages.get_mut(&ino) {
+                p.remove(&idx);
+                self.cached_pages -= 1;
+            }
+        }
+    }
+
+    /// Make room for `n` more pages: drop the clean pages, then write back
+    /// the oldest dirty ones (and drop them) until they fit.
+    pub(super) fn make_room<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        n: usize,
+    ) -> Result<(), Errno> {
+        if self.cached_pages + n <= self.max_pages {
+            return Ok(());
+        }
+        self.drop_all();
+        while self.cached_pages + n > self.max_pages && !self.dirty.is_empty() {
+            let mut keys: Vec<(u64, u64)> = self
+                .dirty_age
+                .values()
+                .take(WRITEBACK_BATCH)
+                .copied()
+                .collect();
+            keys.sort_unstable();
+            self.write_back(link, meta, &keys)?;
+            self.drop_all();
+        }
+        Ok(())
+    }
+
+    /// Send the dirty pages `keys` (sorted) to the file server: runs of
+    /// contiguous pages of one file in one write of up to a bulk slot,
+    /// the last page of a file clipped to its size. They stay cached,
+    /// clean.
+    pub(super) fn write_back<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        keys: &[(u64, u64)],
+    ) -> Result<(), Errno> {
+        if keys.is_empty() {
+            return Ok(()); // nothing dirty: no call, not even for the slot
+        }
+        let max_run = (link.bulk_cap(2)? / PAGE).max(1);
+        let mut i = 0;
+        while i < keys.len() {
+            let (ino, first) = keys[i];
+            let mut n = 1;
+            while i + n < keys.len() && n < max_run && keys[i + n] == (ino, first + n as u64) {
+                n += 1;
+            }
+            self.write_run(link, meta, ino, first, n)?;
+            i += n;
+            if !self.dirty.range((ino, 0)..=(ino, u64::MAX)).any(|_| true) {
+                meta.clear_local_size(ino);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write back pages `[first, first+n)` of `ino`.
+    pub(super) fn write_run<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        first: u64,
+        n: usize,
+    ) -> Result<(), Errno> {
+        let start = first * PAGE as u64;
+        let size = meta.size_of(ino);
+        let len = (size.saturating_sub(start)).min((n * PAGE) as u64) as usize;
+        if len > 0 {
+            let mut buf = alloc::vec![0u8; len];
+            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
+                if let Some(p) = self
+                    .pages
+                    .get(&ino)
+                    .and_then(|c| c.get(&(first + k as u64)))
+                {
+                    chunk.copy_from_slice(&p[..chunk.len()]);
+                }
+            }
+            link.bulk_write(2, 0, &buf)?;
+            let r = link.fs_call(
+                &Request::Data {
+                    op: Op::Write,
+                    slot: 2,
+                    ino,
+                    offset: start,
+                    len: len as u32,
+                },
+                self,
+            )?;
+            let Response::Data { bytes, attr } = r else {
+                return Err(Errno::Io);
+            };
+            if (bytes as usize) < len {
+                return Err(Errno::Io);
+            }
+            self.learn_own_write(meta, &attr);
+            self.written_back += len.div_ceil(PAGE) as u64;
+        }
+        // Pages wholly past the end (the file shrank) have nothing to send.
+        for k in 0..n as u64 {
+            self.mark_clean(ino, first + k);
+        }
+        Ok(())
+    }
+
+    /// The directory's answer to our own write: our pages stay if the
+    /// version moved by exactly that write, else the clean ones go.
+    pub(super) fn learn_own_write(&mut self, meta: &mut Meta, attr: &Attr) {
+        match meta.get(attr.ino) {
+            Some(m) if attr.version == m.version.wrapping_add(1) => meta.set(
+                attr.ino,
+                FileMeta {
+                    version: attr.version,
+                    size: attr.size,
+                },
+            ),
+            _ => {
+                self.drop_pages(attr.ino);
+                meta.learn(attr);
+            }
+        }
+    }
+
+    /// Write back every dirty page of `ino`.
+    pub(super) fn write_back_ino<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+    ) -> Result<(), Errno> {
+        let keys: Vec<(u64, u64)> = self
+            .dirty
+            .range((ino, 0)..=(ino, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        self.write_back(link, meta, &keys)
+    }
+
+    /// Patch cached pages with data we just wrote, if our write is the only
+    /// change the directory saw; otherwise drop them.
+    pub(super) fn after_write(
+        &mut self,
+        meta: &mut Meta,
+        ino: u64,
+        at: u64,
+        data: &[u8],
+        attr: &Attr,
+    ) {
+        let Some(m) = meta.get(ino) else {
+            self.revalidate(meta, attr);
+            return;
+        };
+        if attr.version != m.version.wrapping_add(1) {
+            self.drop_pages(ino);
+        } else if let Some(pages) = self.pages.get_mut(&ino) {
+            let mut o = 0usize;
+            while o < data.len() {
+                let a = at + o as u64;
+                let idx = a / PAGE as u64;
+                let ip = (a % PAGE as u64) as usize;
+                let n = (PAGE - ip).min(data.len() - o);
+                if let Some(p) = pages.get_mut(&idx) {
+                    p[ip..ip + n].copy_from_slice(&data[o..o + n]);
+                }
+                o += n;
+            }
+        }
+        meta.set(
+            ino,
+            FileMeta {
+                version: attr.version,
+                size: attr.size,
+            },
+        );
+    }
+
+    /// `baseline_writes=through`: every write to the directory.
+    pub(super) fn write_through<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        let cap = link.bulk_cap(2)?;
+        let mut done = 0;
+        while done < data.len() {
+            let n = (data.len() - done).min(cap);
+            link.bulk_write(2, 0, &data[done..done + n])?;
+            let at = pos + done as u64;
+            let r = link.fs_call(
+                &Request::Data {
+                    op: Op::Write,
+                    slot: 2,
+                    ino,
+                    offset: at,
+                    len: n as u32,
+                },
+                self,
+            )?;
+            let Response::Data { bytes, attr } = r else {
+                return Err(Errno::Io);
+            };
+            let bytes = (bytes as usize).min(n);
+            self.after_write(meta, ino, at, &data[done..done + bytes], &attr);
+            done += bytes;
+            if bytes < n {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// `baseline_writes=back`: a copy into the cache.
+    pub(super) fn write_buffered<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        let mut done = 0;
+        while done < data.len() {
+            let at = pos + done as u64;
+            let idx = at / PAGE as u64;
+            let in_page = (at % PAGE as u64) as usize;
+            let n = (PAGE - in_page).min(data.len() - done);
+            if self.cached(ino, idx) {
+                self.hits += 1;
+            } else {
+                self.make_room(link, meta, 1)?;
+                if n < PAGE && idx * (PAGE as u64) < meta.size_of(ino) {
+                    // A partial page inside the file: its other bytes first.
+                    self.fetch(link, meta, ino, idx, 1)?;
+                }
+                if !self.cached(ino, idx) {
+                    let page = Box::new([0u8; PAGE]);
+                    self.pages.entry(ino).or_default().insert(idx, page);
+                    self.cached_pages += 1;
+                }
+            }
+            let page = self
+                .pages
+                .get_mut(&ino)
+                .and_then(|c| c.get_mut(&idx))
+                .ok_or(Errno::Io)?;
+            page[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            self.mark_dirty(ino, idx);
+            done += n;
+        }
+        let end = pos + done as u64;
+        if end > meta.size_of(ino) {
+            meta.set_local_size(ino, end);
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,221 @@
+//! Host tests of the write paths: buffered writes of the private-cache
+//! modes and relaxed mode's private copies reach the disk at fsync, close,
+//! sync and under pressure; a node that is dropped loses exactly its
+//! unsynced writes.
+
+use fabric::config::{BaselineWrites, Mode};
+use userland::os::OpenFlags;
+use userland::stats::keys::cache as keys;
+
+use crate::rig::{Rig, RigConfig};
+use crate::tests::{create, disk_bytes, pattern, read_file, stat_value, write_file};
+
+const PAGE: usize = 4096;
+
+fn private_rig(writes: BaselineWrites, cache_pages: usize) -> Rig {
+    let mut cfg = RigConfig::new(2, Mode::Private);
+    cfg.baseline_writes = writes;
+    cfg.cache_pages = cache_pages;
+    Rig::new(cfg)
+}
+
+#[test]
+fn private_writes_stay_in_the_cache_until_fsync() {
+    let rig = private_rig(BaselineWrites::Back, 0);
+    let data = pattern(3 * PAGE + 100, 1);
+    let fd = rig.node(1).open("/f", create()).unwrap();
+    assert_eq!(rig.node(1).write(fd, &data).unwrap(), data.len());
+    // A copy into the cache: nothing sent, nothing read (full pages, or
+    // past the end).
+    assert_eq!(stat_value(&rig.node(1), keys::DIRTY_PAGES), "4");
+    assert_eq!(stat_value(&rig.node(1), keys::PAGES_WRITTEN_BACK), "0");
+    assert_eq!(stat_value(&rig.node(1), keys::MISSES), "0");
+    assert_eq!(stat_value(&rig.node(1), keys::BASELINE_WRITES), "back");
+    // This node sees its writes and its local size; the directory does not.
+    assert_eq!(rig.node(1).fd_info(fd).unwrap().1, data.len() as u64);
+    assert_eq!(rig.node(1).stat("/f").unwrap().size, data.len() as u64);
+    assert_eq!(rig.node(2).stat("/f").unwrap().size, 0);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), b"");
+    let mut buf = vec![0u8; data.len() + 10];
+    rig.node(1).seek(fd, 0).unwrap();
+    assert_eq!(rig.node(1).read(fd, &mut buf).unwrap(), data.len());
+    assert!(buf[..data.len()] == data[..]);
+    // fsync sends them, contiguous pages together.
+    rig.node(1).fsync(fd).unwrap();
+    assert_eq!(stat_value(&rig.node(1), keys::DIRTY_PAGES), "0");
+    assert_eq!(stat_value(&rig.node(1), keys::PAGES_WRITTEN_BACK), "4");
+    assert_eq!(rig.node(2).stat("/f").unwrap().size, data.len() as u64);
+    assert!(read_file(&mut rig.node(2), "/f") == data);
+    // The pages stay cached on node 1 (our own write moved the version).
+    assert_eq!(stat_value(&rig.node(1), keys::RESIDENT_PRIVATE), "4");
+    rig.node(1).close(fd).unwrap();
+    assert!(disk_bytes(&rig, "/f") == data);
+}
+
+#[test]
+fn private_close_and_sync_write_back() {
+    let rig = private_rig(BaselineWrites::Back, 0);
+    let a = pattern(2 * PAGE, 2);
+    write_file(&mut rig.node(1), "/a", &a);
+    // Close-to-open: node 2 sees node 1's closed file at its next open.
+    assert_eq!(read_file(&mut rig.node(2), "/a"), a);
+    // A partial write inside the file reads the page first.
+    let fd = rig.node(2).open("/a", OpenFlags::default()).unwrap();
+    rig.node(2).seek(fd, PAGE as u64 + 10).unwrap();
+    rig.node(2).write(fd, b"patched").unwrap();
+    let b = pattern(PAGE, 3);
+    let fb = rig.node(2).open("/b", create()).unwrap();
+    rig.node(2).write(fb, &b).unwrap();
+    assert_eq!(stat_value(&rig.node(2), keys::DIRTY_PAGES), "2");
+    rig.node(2).sync().unwrap();
+    assert_eq!(stat_value(&rig.node(2), keys::DIRTY_PAGES), "0");
+    let mut want = a.clone();
+    want[PAGE + 10..PAGE + 17].copy_from_slice(b"patched");
+    assert_eq!(read_file(&mut rig.node(1), "/a"), want);
+    assert_eq!(read_file(&mut rig.node(1), "/b"), b);
+    assert_eq!(disk_bytes(&rig, "/a"), want);
+}
+
+#[test]
+fn write_through_sends_every_write() {
+    let rig = private_rig(BaselineWrites::Through, 0);
+    assert_eq!(stat_value(&rig.node(1), keys::BASELINE_WRITES), "through");
+    let fd = rig.node(1).open("/f", create()).unwrap();
+    rig.node(1).write(fd, b"through").unwrap();
+    assert_eq!(stat_value(&rig.node(1), keys::DIRTY_PAGES), "0");
+    // At the directory before any fsync or close.
+    assert_eq!(read_file(&mut rig.node(2), "/f"), b"through");
+    rig.node(1).close(fd).unwrap();
+}
+
+#[test]
+fn private_dirty_pages_go_back_oldest_first_under_pressure() {
+    let rig = private_rig(BaselineWrites::Back, 16);
+    let data = pattern(64 * PAGE, 4);
+    let fd = rig.node(1).open("/big", create()).unwrap();
+    for (i, chunk) in data.chunks(PAGE).enumerate() {
+        assert_eq!(rig.node(1).write(fd, chunk).unwrap(), PAGE);
+        let dirty: usize = stat_value(&rig.node(1), keys::DIRTY_PAGES).parse().unwrap();
+        assert!(dirty <= 16, "{dirty} dirty pages after page {i}");
+    }
+    let back: usize = stat_value(&rig.node(1), keys::PAGES_WRITTEN_BACK)
+        .parse()
+        .unwrap();
+    assert!(back >= 48, "{back} pages written back");
+    // The oldest went first: the directory has the head of the file.
+    let size = rig.node(2).stat("/big").unwrap().size as usize;
+    assert!(size >= 48 * PAGE, "directory size {size}");
+    assert_eq!(read_file(&mut rig.node(2), "/big"), data[..size]);
+    // Reads on node 1 see everything (the rest is still dirty).
+    let mut buf = vec![0u8; data.len()];
+    rig.node(1).seek(fd, 0).unwrap();
+    let mut got = 0;
+    while got < buf.len() {
+        let n = rig.node(1).read(fd, &mut buf[got..]).unwrap();
+        assert!(n > 0);
+        got += n;
+    }
+    assert_eq!(buf, data);
+    rig.node(1).close(fd).unwrap();
+    assert!(disk_bytes(&rig, "/big") == data);
+}
+
+#[test]
+fn a_dropped_private_node_loses_exactly_its_unsynced_writes() {
+    let rig = private_rig(BaselineWrites::Back, 0);
+    let old = pattern(2 * PAGE, 5);
+    write_file(&mut rig.node(2), "/f", &old);
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    rig.node(1).write(fd, &[0xAA; PAGE]).unwrap();
+    rig.node(1).fsync(fd).unwrap();
+    rig.node(1).write(fd, &[0xBB; PAGE]).unwrap(); // page 1: never synced
+    rig.node(1).write(fd, &[0xCC; 10]).unwrap(); // past the end: never synced
+    rig.freeze(1); // node 1 dies
+    rig.idle(100);
+    let mut want = old.clone();
+    want[..PAGE].fill(0xAA);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), want);
+    assert_eq!(disk_bytes(&rig, "/f"), want);
+}
+
+#[test]
+fn relaxed_full_page_writes_read_nothing() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    write_file(&mut rig.node(2), "/f", &pattern(8 * PAGE, 6));
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    let data = pattern(4 * PAGE, 7);
+    rig.node(1).write(fd, &data).unwrap();
+    assert_eq!(stat_value(&rig.node(1), keys::PRIVATE_COPIES), "4");
+    assert_eq!(stat_value(&rig.node(1), keys::DISK_READS_FILLS), "0");
+    assert_eq!(stat_value(&rig.node(1), keys::MISSES), "0");
+    rig.node(1).fsync(fd).unwrap();
+    rig.node(1).close(fd).unwrap();
+    let mut want = pattern(8 * PAGE, 6);
+    want[..4 * PAGE].copy_from_slice(&data);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), want);
+    assert_eq!(disk_bytes(&rig, "/f"), want);
+}
+
+#[test]
+fn relaxed_private_copies_go_back_in_batches_at_the_bound() {
+    let mut cfg = RigConfig::new(2, Mode::Relaxed);
+    cfg.cache_pages = 40;
+    let rig = Rig::new(cfg);
+    let data = pattern(100 * PAGE, 8);
+    write_file(&mut rig.node(2), "/f", &vec![0u8; data.len()]);
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    for (i, chunk) in data.chunks(PAGE).enumerate() {
+        rig.node(1).write(fd, chunk).unwrap();
+        let private: usize = stat_value(&rig.node(1), keys::PRIVATE_COPIES)
+            .parse()
+            .unwrap();
+        assert!(private < 40, "{private} private copies after page {i}");
+        // Never everything at once: the newest copies stay private.
+        if i >= 40 {
+            assert!(private >= 40 - 32, "{private} copies after page {i}");
+        }
+    }
+    // The oldest went back first: node 2 reads them from the disk.
+    let mut head = vec![0u8; 32 * PAGE];
+    let f2 = rig.node(2).open("/f", OpenFlags::default()).unwrap();
+    assert_eq!(rig.node(2).read(f2, &mut head).unwrap(), head.len());
+    assert_eq!(head, data[..32 * PAGE]);
+    rig.node(2).close(f2).unwrap();
+    rig.node(1).close(fd).unwrap();
+    assert!(read_file(&mut rig.node(2), "/f") == data);
+    assert!(disk_bytes(&rig, "/f") == data);
+}
+
+#[test]
+fn a_dropped_relaxed_node_loses_exactly_its_unsynced_copies() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let old = pattern(2 * PAGE, 9);
+    write_file(&mut rig.node(2), "/f", &old);
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    rig.node(1).write(fd, &[0xAA; PAGE]).unwrap();
+    rig.node(1).fsync(fd).unwrap();
+    rig.node(1).write(fd, &[0xBB; PAGE]).unwrap(); // never synced
+    rig.freeze(1);
+    rig.idle(100);
+    let mut want = old.clone();
+    want[..PAGE].fill(0xAA);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), want);
+    assert_eq!(disk_bytes(&rig, "/f"), want);
+}
+
+#[test]
+fn truncating_open_discards_buffered_writes_past_the_end() {
+    let rig = private_rig(BaselineWrites::Back, 0);
+    let fd = rig.node(1).open("/f", create()).unwrap();
+    rig.node(1)
+        .write(fd, b"buffered, never written back")
+        .unwrap();
+    // A second descriptor truncates while the first still holds dirty data.
+    let fd2 = rig.node(1).open("/f", create()).unwrap();
+    assert_eq!(rig.node(1).fd_info(fd2).unwrap().1, 0);
+    assert_eq!(stat_value(&rig.node(1), keys::DIRTY_PAGES), "0");
+    rig.node(1).write(fd2, b"new").unwrap();
+    rig.node(1).close(fd2).unwrap();
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(read_file(&mut rig.node(2), "/f"), b"new");
+}
