@@ -120,10 +120,7 @@ fn exercise(fs: &mut Fs<&mut MemDisk>) {
     let mut seen = 0;
     while let Some((dir, path)) = stack.pop() {
         let mut cookie = 0;
-        loop {
-            let Ok((ents, next)) = fs.readdir(dir, cookie, 7) else {
-                break;
-            };
+        while let Ok((ents, next)) = fs.readdir(dir, cookie, 7) {
             for e in ents {
                 seen += 1;
                 let p = format!("{path}/{}", e.name);
