@@ -109,8 +109,9 @@ proptest! {
                 Reply::Noise(b) => stream.extend_from_slice(b),
             }
         }
-        let first = match &replies[0] {
-            Reply::Answer(raw, len) => Some((Raw { op: op as u16, tag, ..*raw }, *len)),
+        // The reply that starts the stream (empty noise adds no bytes).
+        let first = match replies.iter().find(|r| !matches!(r, Reply::Noise(b) if b.is_empty())) {
+            Some(Reply::Answer(raw, len)) => Some((Raw { op: op as u16, tag, ..*raw }, *len)),
             _ => None,
         };
         let mut at = 0;
