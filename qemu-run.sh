@@ -77,6 +77,10 @@ Options:
   --append-extra S   extra key=value pairs for every kernel command line
                      (e.g. 'mode=strong hb_ms=50')
   --kernel ELF       kernel to boot (default the release build)
+  --check            validate the flags (as below, for any subcommand) and
+                     exit: 0 and "qemu-run.sh: flags ok" if they are
+                     accepted, 2 and one error line if not; builds, boots,
+                     locks and touches nothing (no port or run-dir checks)
   -h, --help         this help
 
 Subcommands:
@@ -160,15 +164,16 @@ DOORBELL=on
 STORAGE=none
 CXL_NS=0
 KERNEL=
+CHECK=0
 EXECS=()
 SEEN=" "
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--nodes --mode --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
-    stop | status) ALLOWED="--run-dir" ;;
-    attach) ALLOWED="--run-dir --console" ;;
-    exec) ALLOWED="--run-dir -e --cmd-timeout" ;;
+    run) ALLOWED="--check --nodes --mode --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    stop | status) ALLOWED="--check --run-dir" ;;
+    attach) ALLOWED="--check --run-dir --console" ;;
+    exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
 esac
 
 is_uint() { [[ $1 =~ ^[0-9]{1,9}$ ]]; }
@@ -215,7 +220,7 @@ while [[ $# -gt 0 ]]; do
                 die_usage "$arg needs a value, got '${val}'"
             fi
             ;;
-        --detach | --no-build)
+        --detach | --no-build | --check)
             [[ $has_inline == 0 ]] || die_usage "$arg takes no value"
             ;;
         -*)
@@ -281,6 +286,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --gdb) GDB=$val ;;
         --no-build) BUILD=0 ;;
+        --check) CHECK=1 ;;
         -e) EXECS+=("$val") ;;
         --boot-timeout) int_in BOOT_TIMEOUT --boot-timeout "$val" 1 3600 ;;
         --cmd-timeout) int_in CMD_TIMEOUT --cmd-timeout "$val" 1 3600 ;;
@@ -355,6 +361,10 @@ for spec in ${EXECS[@]+"${EXECS[@]}"}; do
     k=$((10#${BASH_REMATCH[1]}))
     ((k >= 1 && k <= SPEC_NODES)) || die_usage "-e '$spec': node $k is not in 1..$SPEC_NODES"
 done
+if ((CHECK)); then
+    echo "$PROG: flags ok"
+    exit 0
+fi
 
 # ------------------------------------------------------------------ helpers
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"

@@ -1023,3 +1023,6 @@ fn cmd_shutdown(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fuzz;
