@@ -6,6 +6,7 @@ use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use userland::stats::keys;
 
 use fabric::config::{BaselineWrites, Mode};
 use fabric::proto::{Attr, DirEntry, Errno, PageKey, Request, Response};
@@ -196,9 +197,15 @@ impl<E: Env> Node<E> {
     /// the data path's counters.
     pub fn cache_stats(&self, storage: &str, cxl_ns: u64) -> Result<Vec<(String, String)>, Errno> {
         let mut v: Vec<(String, String)> = alloc::vec![
-            ("mode".to_string(), self.mode().as_str().to_string()),
-            ("storage profile".to_string(), storage.to_string()),
-            ("cxl latency (ns)".to_string(), format!("{cxl_ns}")),
+            (
+                keys::cache::MODE.to_string(),
+                self.mode().as_str().to_string()
+            ),
+            (
+                keys::cache::STORAGE_PROFILE.to_string(),
+                storage.to_string()
+            ),
+            (keys::cache::CXL_LATENCY_NS.to_string(), format!("{cxl_ns}")),
         ];
         v.extend(self.vfs.data_path_ref().stats()?);
         Ok(v)

@@ -5,6 +5,7 @@ use fabric::config::Mode;
 use fabric::proto::{Errno, PageKey};
 use fabric::shm::SharedMem;
 use userland::os::{BatchIo, OpenFlags};
+use userland::stats::keys::cache as k;
 
 use crate::node::Node;
 use crate::pagecache::Slot;
@@ -87,8 +88,8 @@ fn a_read_on_node_2_maps_node_1s_frame() {
         assert_eq!(g1, g2, "one copy: node 2 maps node 1's frame");
         assert!(g1 >= pool1.0 && g1 < pool1.0 + pool1.1);
     }
-    assert_eq!(stat_value(&rig.node(2), "resident owned pages"), "0");
-    assert_eq!(stat_value(&rig.node(2), "remote mappings"), "4");
+    assert_eq!(stat_value(&rig.node(2), k::RESIDENT_OWNED), "0");
+    assert_eq!(stat_value(&rig.node(2), k::REMOTE_MAPPINGS), "4");
     // The mmap window of node 2 points at node 1's frames too.
     let fd = rig.node(2).open("/f", OpenFlags::default()).unwrap();
     let (base, pages, size) = rig.node(2).mmap_lazy(fd).unwrap();
@@ -121,7 +122,7 @@ fn strong_writes_are_visible_at_once_both_ways() {
     write_at(&mut rig.node(2), "/f", 4096 + 7, b"from node two");
     let got = read_file(&mut rig.node(1), "/f");
     assert_eq!(&got[4096 + 7..4096 + 20], b"from node two");
-    assert_eq!(stat_value(&rig.node(2), "resident owned pages"), "0");
+    assert_eq!(stat_value(&rig.node(2), k::RESIDENT_OWNED), "0");
     // And it reaches the disk at fsync.
     let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
     rig.node(1).fsync(fd).unwrap();
@@ -154,13 +155,13 @@ fn relaxed_writes_are_private_until_fsync() {
     let fd = rig.node(2).open("/f", OpenFlags::default()).unwrap();
     rig.node(2).seek(fd, 100).unwrap();
     rig.node(2).write(fd, b"relaxed").unwrap();
-    assert_eq!(stat_value(&rig.node(2), "private copies"), "1");
+    assert_eq!(stat_value(&rig.node(2), k::PRIVATE_COPIES), "1");
     // Node 1 still sees its own frame.
     assert_eq!(read_file(&mut rig.node(1), "/f"), pattern(8192, 0));
     // fsync writes the private copy back, which refreshes the owner's frame.
     rig.node(2).fsync(fd).unwrap();
     rig.node(2).close(fd).unwrap();
-    assert_eq!(stat_value(&rig.node(2), "private copies"), "0");
+    assert_eq!(stat_value(&rig.node(2), k::PRIVATE_COPIES), "0");
     let got = read_file(&mut rig.node(1), "/f");
     assert_eq!(&got[100..107], b"relaxed");
     assert_eq!(&disk_bytes(&rig, "/f")[100..107], b"relaxed");
@@ -172,15 +173,12 @@ fn private_mode_keeps_private_copies() {
     let data = pattern(5 * 4096, 3);
     write_file(&mut rig.node(1), "/f", &data);
     assert_eq!(read_file(&mut rig.node(2), "/f"), data);
-    assert_eq!(
-        stat_value(&rig.node(2), "resident pages (private copies)"),
-        "5"
-    );
-    assert_eq!(stat_value(&rig.node(2), "remote mappings"), "0");
+    assert_eq!(stat_value(&rig.node(2), k::RESIDENT_PRIVATE), "5");
+    assert_eq!(stat_value(&rig.node(2), k::REMOTE_MAPPINGS), "0");
     assert!(!rig.node(2).has_windows());
     // A second read is served from the cache.
     assert_eq!(read_file(&mut rig.node(2), "/f"), data);
-    assert_eq!(stat_value(&rig.node(2), "misses"), "5");
+    assert_eq!(stat_value(&rig.node(2), k::MISSES), "5");
     // Close-to-open: node 1's write is seen at the next open.
     write_at(&mut rig.node(1), "/f", 0, b"changed");
     assert_eq!(&read_file(&mut rig.node(2), "/f")[..7], b"changed");
@@ -188,10 +186,7 @@ fn private_mode_keeps_private_copies() {
         rig.node(2).cache_drop().unwrap(),
         "dropped the private cache"
     );
-    assert_eq!(
-        stat_value(&rig.node(2), "resident pages (private copies)"),
-        "0"
-    );
+    assert_eq!(stat_value(&rig.node(2), k::RESIDENT_PRIVATE), "0");
 }
 
 #[test]
@@ -204,7 +199,7 @@ fn a_small_pool_reclaims_and_keeps_the_data() {
     let data = pattern((pool + 40) * 4096, 9);
     write_file(&mut rig.node(1), "/big", &data);
     assert_eq!(read_file(&mut rig.node(1), "/big"), data);
-    assert!(stat_value(&rig.node(1), "invalidations sent") != "0");
+    assert!(stat_value(&rig.node(1), k::INVALIDATIONS_SENT) != "0");
     assert_eq!(read_file(&mut rig.node(2), "/big"), data);
     let fd = rig.node(1).open("/big", OpenFlags::default()).unwrap();
     rig.node(1).fsync(fd).unwrap();
@@ -224,9 +219,7 @@ fn truncate_retires_pages_on_every_node() {
     rig.idle(10);
     assert_eq!(read_file(&mut rig.node(2), "/t"), data[..5000].to_vec());
     assert_eq!(read_file(&mut rig.node(1), "/t"), data[..5000].to_vec());
-    let owned: u64 = stat_value(&rig.node(1), "resident owned pages")
-        .parse()
-        .unwrap();
+    let owned: u64 = stat_value(&rig.node(1), k::RESIDENT_OWNED).parse().unwrap();
     assert!(owned <= 2, "{owned} pages owned after truncate to 2 pages");
     // Growing again reads zeros past the old end.
     let fd = rig.node(2).open("/t", OpenFlags::default()).unwrap();
@@ -257,7 +250,7 @@ fn a_silent_directory_times_out_and_the_node_rejoins_later() {
     // Its idle loop sees the silence last and leaves the shared cache: no
     // mapping of node 1's frames survives.
     rig.idle_node(2, DIR_SILENT_NS + 200_000_000);
-    assert_eq!(stat_value(&rig.node(2), "remote mappings"), "0");
+    assert_eq!(stat_value(&rig.node(2), k::REMOTE_MAPPINGS), "0");
     rig.set_dir_up(true);
     rig.idle(5);
     // Path operations need the bulk slots of a joined node and fail until
@@ -284,12 +277,12 @@ fn unlink_forgets_the_file_everywhere() {
     let rig = Rig::new(RigConfig::new(2, Mode::Strong));
     write_file(&mut rig.node(1), "/u", &pattern(3 * 4096, 2));
     assert_eq!(read_file(&mut rig.node(2), "/u").len(), 3 * 4096);
-    assert_eq!(stat_value(&rig.node(2), "remote mappings"), "3");
+    assert_eq!(stat_value(&rig.node(2), k::REMOTE_MAPPINGS), "3");
     rig.node(1).unlink("/u").unwrap();
     rig.idle(10);
     assert_eq!(rig.node(2).stat("/u").err(), Some(Errno::NotFound));
-    assert_eq!(stat_value(&rig.node(1), "resident owned pages"), "0");
-    assert_eq!(stat_value(&rig.node(2), "remote mappings"), "0");
+    assert_eq!(stat_value(&rig.node(1), k::RESIDENT_OWNED), "0");
+    assert_eq!(stat_value(&rig.node(2), k::REMOTE_MAPPINGS), "0");
     // The name can be used again, with new contents.
     write_file(&mut rig.node(2), "/u", b"again");
     assert_eq!(read_file(&mut rig.node(1), "/u"), b"again");
@@ -345,7 +338,7 @@ fn invalidating_an_owned_page_unmaps_it_on_the_sharer() {
         slot(&mut rig.node(2), PageKey { ino, idx: 1 }),
         Some(Slot::Remote { .. })
     ));
-    assert_eq!(stat_value(&rig.node(2), "invalidations received"), "1");
+    assert_eq!(stat_value(&rig.node(2), k::INVALIDATIONS_RECEIVED), "1");
     // The data survived (written back by the directory).
     assert_eq!(read_file(&mut rig.node(2), "/i"), pattern(2 * 4096, 5));
     assert_eq!(
@@ -361,7 +354,7 @@ fn bench_dir_maps_and_drops_pages_owned_elsewhere() {
     let a = rig.node(2).stat("/d").unwrap();
     // 10 maps + 10 drops per round.
     assert_eq!(rig.node(2).bench_dir(a.ino, a.size, 3, 4).unwrap(), 60);
-    assert_eq!(stat_value(&rig.node(2), "remote mappings"), "0");
+    assert_eq!(stat_value(&rig.node(2), k::REMOTE_MAPPINGS), "0");
     // On the owner it is refused: it would need pages owned elsewhere.
     assert_eq!(
         rig.node(1).bench_dir(a.ino, a.size, 1, 4).err(),
@@ -394,13 +387,13 @@ fn a_batch_resolves_its_reads_together() {
         let pages: Vec<u64> = n.batch_pages(&ios).unwrap().iter().map(|p| p.1).collect();
         assert_eq!(pages, vec![0, 4, 5, 6, 7], "{mode:?}");
         n.prepare_batch(&ios).unwrap();
-        let misses = stat_value(&n, "misses");
+        let misses = stat_value(&n, k::MISSES);
         assert_eq!(misses, "5", "{mode:?}: every read page came in");
         // The reads are hits now.
         n.seek(fd, 4 * 4096).unwrap();
         let mut buf = vec![0u8; 4096];
         n.read(fd, &mut buf).unwrap();
-        assert_eq!(stat_value(&n, "misses"), "5", "{mode:?}");
+        assert_eq!(stat_value(&n, k::MISSES), "5", "{mode:?}");
         n.close(fd).unwrap();
     }
 }

@@ -5,6 +5,7 @@
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use userland::stats::keys;
 
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, Request, Response};
@@ -169,15 +170,15 @@ impl Os for NodeOs {
             if let Some(net) = n.link.net() {
                 let mut put = |k: &str, x: String| v.push((k.to_string(), x));
                 let (rx, tx) = net.frames();
-                put("net connection", net.state().to_string());
-                put("net rpcs", format!("{}", net.calls));
+                put(keys::cache::NET_CONNECTION, net.state().to_string());
+                put(keys::cache::NET_RPCS, format!("{}", net.calls));
                 put(
-                    "net bytes sent/received",
+                    keys::cache::NET_BYTES,
                     format!("{}/{}", net.bytes_out, net.bytes_in),
                 );
-                put("net frames sent/received", format!("{tx}/{rx}"));
+                put(keys::cache::NET_FRAMES, format!("{tx}/{rx}"));
                 put(
-                    "net wakeup interrupts",
+                    keys::cache::NET_WAKEUPS,
                     format!("{}", crate::arch::interrupts::device_irqs()),
                 );
             }
@@ -209,26 +210,29 @@ impl Os for NodeOs {
         };
         let mut v: Vec<(String, String)> = Vec::new();
         let mut put = |k: &str, x: String| v.push((k.to_string(), x));
-        put("page entries", format!("{}", p.entries));
+        put(keys::dir::PAGE_ENTRIES, format!("{}", p.entries));
         put(
-            "bytes per entry",
+            keys::dir::BYTES_PER_ENTRY,
             format!("{}", dirsvc::pagedir::BYTES_PER_ENTRY),
         );
-        put("requests served", format!("{}", s.requests));
-        put("page requests", format!("{}", p.page_requests));
-        put("fills from disk", format!("{}", p.fills));
-        put("remote mappings granted", format!("{}", p.remote_maps));
-        put("invalidations sent (DIR_INV)", format!("{}", p.dir_invs));
-        put("write-backs", format!("{}", p.writebacks));
-        put("largest batch (requests/sweep)", format!("{}", p.max_batch));
-        put("disk blocks read", format!("{}", s.disk_reads));
-        put("disk blocks written", format!("{}", s.disk_writes));
+        put(keys::dir::REQUESTS_SERVED, format!("{}", s.requests));
+        put(keys::dir::PAGE_REQUESTS, format!("{}", p.page_requests));
+        put(keys::dir::FILLS, format!("{}", p.fills));
         put(
-            "inodes used/total",
+            keys::dir::REMOTE_MAPPINGS_GRANTED,
+            format!("{}", p.remote_maps),
+        );
+        put(keys::dir::INVALIDATIONS_SENT, format!("{}", p.dir_invs));
+        put(keys::dir::WRITEBACKS, format!("{}", p.writebacks));
+        put(keys::dir::LARGEST_BATCH, format!("{}", p.max_batch));
+        put(keys::dir::DISK_BLOCKS_READ, format!("{}", s.disk_reads));
+        put(keys::dir::DISK_BLOCKS_WRITTEN, format!("{}", s.disk_writes));
+        put(
+            keys::dir::INODES,
             format!("{}/{}", s.inodes_used, s.inodes_total),
         );
         put(
-            "blocks used/total",
+            keys::dir::BLOCKS,
             format!("{}/{}", s.blocks_used, s.blocks_total),
         );
         Ok(v)

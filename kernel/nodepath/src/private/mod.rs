@@ -388,12 +388,12 @@ impl<E: Env> DataPath<E> for Private {
         let (hits, fetched, cached) = self.counts();
         let mut v: Vec<(String, String)> = Vec::new();
         let mut put = |k: &str, x: String| v.push((k.to_string(), x));
-        put("resident pages (private copies)", format!("{cached}"));
-        put("remote mappings", "0".to_string());
-        put("hits local", format!("{hits}"));
-        put("hits remote", "0".to_string());
-        put("misses", format!("{fetched}"));
-        put("disk reads caused (pages)", format!("{fetched}"));
+        put(keys::RESIDENT_PRIVATE, format!("{cached}"));
+        put(keys::REMOTE_MAPPINGS, "0".to_string());
+        put(keys::HITS_LOCAL, format!("{hits}"));
+        put(keys::HITS_REMOTE, "0".to_string());
+        put(keys::MISSES, format!("{fetched}"));
+        put(keys::DISK_READS_PAGES, format!("{fetched}"));
         put(keys::BASELINE_WRITES, self.writes.as_str().to_string());
         put(keys::DIRTY_PAGES, format!("{}", self.dirty.len()));
         put(keys::PAGES_WRITTEN_BACK, format!("{}", self.written_back));

@@ -5,6 +5,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use userland::stats::keys;
 
 use fabric::layout::Layout;
 use fabric::proto::{Attr, Errno, PageKey, Request};
@@ -356,24 +357,27 @@ impl<E: Env> DataPath<E> for SingleCopy {
         let (faults, misses) = self.st.fault_counts();
         let mut v: Vec<(String, String)> = Vec::new();
         let mut put = |k: &str, x: String| v.push((k.to_string(), x));
-        put("resident owned pages", format!("{owned}"));
-        put("remote mappings", format!("{remote}"));
-        put("private copies", format!("{private}"));
-        put("pool frames free/total", format!("{free}/{pool}"));
-        put("hits local", format!("{}", s.hits_local));
-        put("hits remote", format!("{}", s.hits_remote));
-        put("hits private", format!("{}", s.hits_private));
-        put("misses", format!("{}", s.misses));
-        put("disk reads caused (fills)", format!("{}", s.fills));
-        put("remote maps (CM-R)", format!("{}", s.remote_maps));
-        put("retries", format!("{}", s.retries));
-        put("invalidations sent", format!("{}", s.invs_sent));
-        put("invalidations received", format!("{}", s.invs_received));
-        put("remote drops", format!("{}", s.drops));
-        put("write-backs", format!("{}", s.writebacks));
-        put("refused mappings", format!("{}", s.refused_maps));
-        put("mmap page faults", format!("{faults}"));
-        put("mmap faults on evicted pages", format!("{misses}"));
+        put(keys::cache::RESIDENT_OWNED, format!("{owned}"));
+        put(keys::cache::REMOTE_MAPPINGS, format!("{remote}"));
+        put(keys::cache::PRIVATE_COPIES, format!("{private}"));
+        put(keys::cache::POOL_FRAMES, format!("{free}/{pool}"));
+        put(keys::cache::HITS_LOCAL, format!("{}", s.hits_local));
+        put(keys::cache::HITS_REMOTE, format!("{}", s.hits_remote));
+        put(keys::cache::HITS_PRIVATE, format!("{}", s.hits_private));
+        put(keys::cache::MISSES, format!("{}", s.misses));
+        put(keys::cache::DISK_READS_FILLS, format!("{}", s.fills));
+        put(keys::cache::REMOTE_MAPS, format!("{}", s.remote_maps));
+        put(keys::cache::RETRIES, format!("{}", s.retries));
+        put(keys::cache::INVALIDATIONS_SENT, format!("{}", s.invs_sent));
+        put(
+            keys::cache::INVALIDATIONS_RECEIVED,
+            format!("{}", s.invs_received),
+        );
+        put(keys::cache::REMOTE_DROPS, format!("{}", s.drops));
+        put(keys::cache::WRITEBACKS, format!("{}", s.writebacks));
+        put(keys::cache::REFUSED_MAPPINGS, format!("{}", s.refused_maps));
+        put(keys::cache::MMAP_FAULTS, format!("{faults}"));
+        put(keys::cache::MMAP_EVICTED_FAULTS, format!("{misses}"));
         Ok(v)
     }
 
