@@ -15,8 +15,8 @@ use alloc::vec::Vec;
 pub use fabric::config::Mode;
 use fabric::proto::{PageKey, PageReply, PageReq};
 
-/// Page size.
-pub const PAGE: usize = 4096;
+/// Page size (the one constant, re-exported for the data path).
+pub use fabric::PAGE_SIZE as PAGE;
 
 /// Where a page's bytes are, as far as this node knows.
 #[derive(Debug, Clone, PartialEq, Eq)]

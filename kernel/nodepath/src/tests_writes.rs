@@ -10,7 +10,7 @@ use userland::stats::keys::cache as keys;
 use crate::rig::{Rig, RigConfig};
 use crate::tests::{create, disk_bytes, pattern, read_file, stat_value, write_file};
 
-const PAGE: usize = 4096;
+use fabric::PAGE_SIZE as PAGE;
 
 fn private_rig(writes: BaselineWrites, cache_pages: usize) -> Rig {
     let mut cfg = RigConfig::new(2, Mode::Private);

@@ -41,7 +41,7 @@ type Page = Box<[u8; PAGE]>;
 
 mod writeback;
 
-const PAGE: usize = 4096;
+use fabric::PAGE_SIZE as PAGE;
 /// Most cached pages before the cache is emptied.
 pub const MAX_CACHED_PAGES: usize = 2048;
 /// Reads [`Private::prefetch`] puts in flight together.
