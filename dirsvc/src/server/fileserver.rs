@@ -5,6 +5,7 @@
 //! refresh their single copies.
 
 use alloc::vec;
+use alloc::vec::Vec;
 
 use crate::pagedir::{Action, Phase};
 use fabric::bulk::Bulk;
@@ -45,12 +46,7 @@ impl<D: BlockDevice> Directory<D> {
                 len,
                 exclusive,
             } => {
-                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
-                let len = len as usize;
-                if len > cap {
-                    return Err(Errno::Invalid);
-                }
-                let mut buf = vec![0u8; len];
+                let mut buf = slot_buffer(bulk, slot, len)?;
                 bulk.read(slot, &mut buf)?;
                 let path = core::str::from_utf8(&buf).map_err(|_| Errno::Invalid)?;
                 match op {
@@ -115,12 +111,7 @@ impl<D: BlockDevice> Directory<D> {
                 offset,
                 len,
             } => {
-                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
-                let len = len as usize;
-                if len > cap {
-                    return Err(Errno::Invalid);
-                }
-                let mut buf = vec![0u8; len];
+                let mut buf = slot_buffer(bulk, slot, len)?;
                 if op == Op::Write {
                     bulk.read(slot, &mut buf)?;
                     let (n, attr) = fs.write(ino, offset, &buf)?;
@@ -161,4 +152,15 @@ impl<D: BlockDevice> Directory<D> {
             .filter(|e| e.phase == Phase::Owned)
             .map(|e| e.gfn)
     }
+}
+
+/// A zeroed buffer of `len` bytes for slot `slot`, if the request's length
+/// fits the slot (both come from an untrusted request).
+fn slot_buffer(bulk: &(impl Bulk + ?Sized), slot: u32, len: u32) -> Result<Vec<u8>, Errno> {
+    let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
+    let len = len as usize;
+    if len > cap {
+        return Err(Errno::Invalid);
+    }
+    Ok(vec![0u8; len])
 }
