@@ -136,6 +136,16 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// (single copy: another node extends it)? Then the size is asked
     /// again at end of file and for appends.
     fn sizes_move(&self) -> bool;
+    /// Page requests this path has made so far (misses and retries; any
+    /// count that moves will do). A single-copy read during which it did
+    /// not move copied only pages this node already held: another node's
+    /// truncate cannot have replaced them by zeros without first
+    /// invalidating them here (the directory completes a shrinking
+    /// `Setattr` only after every sharer acked), so that read needs no
+    /// validation round trip.
+    fn page_requests(&self) -> u64 {
+        0
+    }
     /// The version of `ino` moved, or its data changed wholesale: drop any
     /// cached copy of its pages (buffered writes not written back stay).
     fn forget_pages(&mut self, _ino: u64) {}
@@ -374,13 +384,16 @@ impl<E: Env> Vfs<E> {
             return Ok(n);
         }
         // Single copy: another node may truncate or grow the file while we
-        // copy. Validate after copying: if the version moved, the copy may
-        // mix sizes and data (zeros of an evicted page under a new size),
-        // so copy again at the new size.
+        // copy. A read that had to ask the directory for pages is
+        // validated after copying: if the version moved, the copy may mix
+        // sizes and data (zeros of an evicted page under a new size), so
+        // copy again at the new size. A read served from pages this node
+        // already held needs no check (see `DataPath::page_requests`).
         for _ in 0..MAX_READ_TRIES {
             let Some(before) = self.meta.get(ino) else {
                 return Err(Errno::Io);
             };
+            let asked = self.dp.page_requests();
             let n = if pos >= before.size {
                 0
             } else {
@@ -388,6 +401,10 @@ impl<E: Env> Vfs<E> {
                 self.dp
                     .read(link, &mut self.meta, ino, pos, &mut buf[..want])?
             };
+            if self.dp.page_requests() == asked {
+                self.file(fd)?.pos = pos + n as u64;
+                return Ok(n);
+            }
             let a = getattr(link, &mut *self.dp, ino)?;
             self.learn(&a);
             if a.version == before.version && a.size == before.size {

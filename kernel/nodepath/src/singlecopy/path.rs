@@ -238,6 +238,13 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.st.evict_local(env, ino, size);
     }
 
+    fn page_requests(&self) -> u64 {
+        self.st.coh.as_ref().map_or(u64::MAX, |c| {
+            let s = c.cache.stats();
+            s.misses.wrapping_add(s.retries)
+        })
+    }
+
     fn read(
         &mut self,
         link: &mut Link<E>,
