@@ -1,7 +1,9 @@
 //! Shell tests over the in-memory [`MockOs`].
 
+use super::node::format_uptime;
 use super::*;
 use crate::mock::MockOs;
+use crate::pattern;
 use alloc::string::ToString;
 
 /// Run one line on node 1, return everything printed.

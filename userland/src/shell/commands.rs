@@ -1,0 +1,262 @@
+//! The command table and `help`.
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use super::bench::*;
+use super::files::*;
+use super::node::*;
+use super::{quoted, Args, Command, Ctx, Error};
+
+pub(super) const MANY: usize = usize::MAX;
+
+pub(super) static COMMANDS: &[Command] = &[
+    Command {
+        name: "help",
+        usage: "help [COMMAND]",
+        help: "list commands, or describe one",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_help,
+    },
+    Command {
+        name: "ls",
+        usage: "ls [PATH]",
+        help: "list a directory (default /) or show one file",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_ls,
+    },
+    Command {
+        name: "cat",
+        usage: "cat PATH",
+        help: "print a file as text (unprintable bytes as '.')",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_cat,
+    },
+    Command {
+        name: "write",
+        usage: "write PATH TEXT",
+        help: "create or truncate a file and write TEXT plus a newline",
+        min_args: 2,
+        max_args: MANY,
+        run: cmd_write,
+    },
+    Command {
+        name: "append",
+        usage: "append PATH TEXT",
+        help: "append TEXT plus a newline to a file (created if missing)",
+        min_args: 2,
+        max_args: MANY,
+        run: cmd_append,
+    },
+    Command {
+        name: "fill",
+        usage: "fill PATH SIZE",
+        help: "create or truncate a file and write SIZE bytes of the test pattern",
+        min_args: 2,
+        max_args: 2,
+        run: cmd_fill,
+    },
+    Command {
+        name: "sum",
+        usage: "sum PATH",
+        help: "print the CRC-32 and size of a file",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_sum,
+    },
+    Command {
+        name: "stat",
+        usage: "stat PATH",
+        help: "print inode number, kind, size and version",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_stat,
+    },
+    Command {
+        name: "truncate",
+        usage: "truncate PATH SIZE",
+        help: "set a file's size (created if missing)",
+        min_args: 2,
+        max_args: 2,
+        run: cmd_truncate,
+    },
+    Command {
+        name: "rm",
+        usage: "rm PATH",
+        help: "remove a file",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_rm,
+    },
+    Command {
+        name: "mkdir",
+        usage: "mkdir PATH",
+        help: "create a directory",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_mkdir,
+    },
+    Command {
+        name: "rmdir",
+        usage: "rmdir PATH",
+        help: "remove an empty directory",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_rmdir,
+    },
+    Command {
+        name: "sync",
+        usage: "sync",
+        help: "flush everything this node holds to stable storage",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_sync,
+    },
+    Command {
+        name: "nodes",
+        usage: "nodes",
+        help: "show cluster membership, heartbeats and epochs (* = this node)",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_nodes,
+    },
+    Command {
+        name: "uptime",
+        usage: "uptime",
+        help: "time since boot",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_uptime,
+    },
+    Command {
+        name: "bench ring",
+        usage: "bench ring [COUNT]",
+        help: "time COUNT empty round trips to the directory (default 10000)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_ring,
+    },
+    Command {
+        name: "bench rpc",
+        usage: "bench rpc [COUNT]",
+        help: "time COUNT empty file-server requests over this mode's file transport (the rings, or TCP in net mode)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_rpc,
+    },
+    Command {
+        name: "bench pingpong",
+        usage: "bench pingpong [COUNT]",
+        help: "COUNT bare cache-line round trips with the directory (the floor for bench ring)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_pingpong,
+    },
+    Command {
+        name: "bench doorbell",
+        usage: "bench doorbell [COUNT]",
+        help: "time COUNT doorbell round trips with the directory (halted, woken only by the doorbell)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_doorbell,
+    },
+    Command {
+        name: "bench read",
+        usage: "bench read PATH",
+        help: "time a 4 KiB read of every page of PATH once (CM, CM-R, CH-R or local hit, by residency)",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_bench_read,
+    },
+    Command {
+        name: "bench inv",
+        usage: "bench inv PATH",
+        help: "time a synchronous invalidation of every page of PATH this node owns, one at a time (private/net: drop each page of our own copy)",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_bench_inv,
+    },
+    Command {
+        name: "bench dir",
+        usage: "bench dir PATH [ROUNDS] [BATCH]",
+        help: "directory throughput: map and drop every page of PATH (owned by another node), BATCH page requests at a time (1..64, default 32)",
+        min_args: 1,
+        max_args: 3,
+        run: cmd_bench_dir,
+    },
+    Command {
+        name: "cache stats",
+        usage: "cache stats",
+        help: "page-cache mode and counters of this node",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_cache_stats,
+    },
+    Command {
+        name: "cache drop",
+        usage: "cache drop",
+        help: "give back every cached page of this node through the protocol",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_cache_drop,
+    },
+    Command {
+        name: "mmap-read",
+        usage: "mmap-read PATH",
+        help: "map a file (zero copy) and print the crc32 of its bytes read through the mapping",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_mmap_read,
+    },
+    Command {
+        name: "dir stats",
+        usage: "dir stats",
+        help: "directory counters: entries, bytes per entry, ops, batches, disk I/O",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_dir_stats,
+    },
+    Command {
+        name: "fio",
+        usage: "fio --OPT=VALUE ...",
+        help: "fio subset (--size required; name rw bs filename directory numjobs iodepth runtime time_based ioengine invalidate fsync ramp_time randseed): summary + RESULT {json}",
+        min_args: 1,
+        max_args: MANY,
+        run: cmd_fio,
+    },
+    Command {
+        name: "shutdown",
+        usage: "shutdown",
+        help: "shut this node down",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_shutdown,
+    },
+];
+
+pub(super) fn cmd_help(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let selected: Vec<&Command> = match args.get(0) {
+        None => COMMANDS.iter().collect(),
+        Some(name) => COMMANDS
+            .iter()
+            .filter(|c| c.name == name || c.name.split(' ').next() == Some(name))
+            .collect(),
+    };
+    if selected.is_empty() {
+        return Err(Error::Msg(format!(
+            "no command '{}' (try 'help')",
+            quoted(args.get(0).unwrap_or(""))
+        )));
+    }
+    if args.len() == 0 {
+        ctx.println("commands (paths are absolute; relative ones start at /):");
+    }
+    let width = selected.iter().map(|c| c.usage.len()).max().unwrap_or(0);
+    for c in selected {
+        ctx.println(&format!("  {:<width$}  {}", c.usage, c.help));
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! Node status commands: `nodes`, `cache stats`, `cache drop`, `dir stats`,
+//! `uptime`, `fio`, `shutdown`.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::{one_line, Args, Ctx, Error};
+
+pub(super) fn cmd_nodes(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    let info = ctx.os.cluster();
+    let mut out = format!("epoch={}\n", info.epoch);
+    for n in &info.nodes {
+        let mark = if n.id == info.self_id { '*' } else { ' ' };
+        let id = if n.id == 0 {
+            String::from("dir")
+        } else {
+            format!("{}", n.id)
+        };
+        out.push_str(&format!(
+            "{} {:<4} {:<8} heartbeat={} epoch={}\n",
+            mark,
+            id,
+            one_line(&n.state),
+            n.heartbeat,
+            n.epoch
+        ));
+    }
+    ctx.print(&out);
+    Ok(())
+}
+
+fn print_pairs(ctx: &mut Ctx<'_>, pairs: &[(String, String)]) {
+    let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (k, v) in pairs {
+        out.push_str(&format!("{:<width$}  {}\n", one_line(k), one_line(v)));
+    }
+    ctx.print(&out);
+}
+
+pub(super) fn cmd_cache_stats(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    let pairs = ctx
+        .os
+        .cache_stats()
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    print_pairs(ctx, &pairs);
+    Ok(())
+}
+
+pub(super) fn cmd_cache_drop(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    let line = ctx
+        .os
+        .cache_drop()
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    ctx.println(&line);
+    Ok(())
+}
+
+pub(super) fn cmd_dir_stats(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    let pairs = ctx.os.dir_stats().map_err(|e| Error::Msg(format!("{e}")))?;
+    print_pairs(ctx, &pairs);
+    Ok(())
+}
+
+pub(super) fn cmd_uptime(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    ctx.println(&format_uptime(ctx.os.uptime_ns()));
+    Ok(())
+}
+
+/// `up S.UUUUUU s` for a time in nanoseconds.
+pub(super) fn format_uptime(ns: u64) -> String {
+    format!(
+        "up {}.{:06} s",
+        ns / 1_000_000_000,
+        (ns % 1_000_000_000) / 1000
+    )
+}
+
+pub(super) fn cmd_fio(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let argv: Vec<&str> = args.words.iter().map(|w| w.text.as_str()).collect();
+    let out = crate::fio::command(&mut *ctx.os, &argv)
+        .map_err(|e| Error::Msg(String::from(e.message())))?;
+    ctx.print(&out);
+    Ok(())
+}
+
+pub(super) fn cmd_shutdown(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
+    ctx.shutdown = true;
+    Ok(())
+}
