@@ -144,7 +144,9 @@ DISK=
 SHM_MB=64
 # The largest shared region a node can use. A node keeps one 8-byte entry per
 # frame of its pool on its kernel heap (the free list of dirsvc's NodeCache),
-# and that heap is fixed: HEAP_BYTES = 24 MiB in kernel/src/mm/mod.rs. With
+# and that heap is half the node's RAM, at least HEAP_BYTES = 24 MiB and at
+# most 64 MiB (kernel/src/mm/mod.rs), a third of it for the node's own page
+# cache; the limit holds for the smallest heap. With
 # --nodes 1 the node's pool is the whole region: 8192 MiB is 2M frames, 16 MiB
 # of list, and boots and works (measured: fill, sum, mmap-read of 16 MiB, fio,
 # every mode); 16384 MiB needs 32 MiB and the node panics at boot ("memory
@@ -301,7 +303,7 @@ done
 ((SHM_MB >= 16)) || die_usage "--shm-mb must be at least 16, got $SHM_MB"
 (((SHM_MB & (SHM_MB - 1)) == 0)) || die_usage "--shm-mb must be a power of two (QEMU's ivshmem BAR), got $SHM_MB"
 ((SHM_MB <= SHM_MB_MAX)) ||
-    die_usage "--shm-mb $SHM_MB is too large: the maximum is $SHM_MB_MAX, because a node keeps 8 bytes per frame of its pool (with --nodes 1 the whole region) on its fixed 24 MiB kernel heap (HEAP_BYTES in kernel/src/mm/mod.rs): $SHM_MB MiB would take $((SHM_MB / 512)) MiB of it"
+    die_usage "--shm-mb $SHM_MB is too large: the maximum is $SHM_MB_MAX, because a node keeps 8 bytes per frame of its pool (with --nodes 1 the whole region) on its kernel heap, which is at least 24 MiB (HEAP_BYTES in kernel/src/mm/mod.rs): $SHM_MB MiB would take $((SHM_MB / 512)) MiB of it"
 [[ -n $RUN_DIR_ARG ]] || die_usage "--run-dir needs a value"
 RUN_DIR=$(realpath -m -- "$RUN_DIR_ARG")
 [[ ! -e $RUN_DIR || -d $RUN_DIR ]] || die_usage "--run-dir $RUN_DIR exists and is not a directory"

@@ -42,6 +42,13 @@ pub struct NodeConfig {
     pub cache_pages: usize,
 }
 
+/// The pages a node's own caches may hold (`private`/`net` page cache,
+/// `relaxed` private copies) on a kernel heap of `heap` bytes: a third of
+/// it, the same in every mode (the smallest heap, 24 MiB, gives 2048).
+pub fn cache_pages_for_heap(heap: usize) -> usize {
+    (heap / 3 / fabric::PAGE_SIZE).max(1)
+}
+
 /// The data path for `mode`: the only place the mode picks code.
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {

@@ -4,10 +4,12 @@
 //! unsynced writes.
 
 use fabric::config::{BaselineWrites, Mode};
+use fabric::proto::PageKey;
 use userland::os::OpenFlags;
 use userland::stats::keys::cache as keys;
 
 use crate::rig::{Rig, RigConfig};
+use crate::singlecopy::BATCH;
 use crate::tests::{create, disk_bytes, pattern, read_file, stat_value, write_file};
 
 use fabric::PAGE_SIZE as PAGE;
@@ -125,6 +127,7 @@ fn a_dropped_private_node_loses_exactly_its_unsynced_writes() {
     let rig = private_rig(BaselineWrites::Back, 0);
     let old = pattern(2 * PAGE, 5);
     write_file(&mut rig.node(2), "/f", &old);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), old); // node 2 owns it
     let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
     rig.node(1).write(fd, &[0xAA; PAGE]).unwrap();
     rig.node(1).fsync(fd).unwrap();
@@ -191,6 +194,7 @@ fn a_dropped_relaxed_node_loses_exactly_its_unsynced_copies() {
     let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
     let old = pattern(2 * PAGE, 9);
     write_file(&mut rig.node(2), "/f", &old);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), old); // node 2 owns it
     let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
     rig.node(1).write(fd, &[0xAA; PAGE]).unwrap();
     rig.node(1).fsync(fd).unwrap();
@@ -218,4 +222,45 @@ fn truncating_open_discards_buffered_writes_past_the_end() {
     rig.node(1).close(fd2).unwrap();
     rig.node(1).close(fd).unwrap();
     assert_eq!(read_file(&mut rig.node(2), "/f"), b"new");
+}
+
+#[test]
+fn relaxed_writes_over_remote_pages_never_wait_for_the_directory() {
+    // Node 2 owns the file; node 1 maps its pages (CM-R), then writes
+    // every page: each write makes a private copy, and the DROPs of the
+    // replaced mappings go out together (one batch per BATCH writes),
+    // not one directory round trip per write.
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let pages = 2 * BATCH + 5;
+    let old = pattern(pages * PAGE, 3);
+    write_file(&mut rig.node(2), "/f", &old);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), old); // node 2 owns it
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    let mut buf = vec![0u8; old.len()];
+    assert_eq!(rig.node(1).read(fd, &mut buf).unwrap(), old.len());
+    assert!(buf == old);
+    rig.node(1).seek(fd, 0).unwrap();
+    let ino = rig.node(1).stat("/f").unwrap().ino;
+    let key = |idx: usize| PageKey {
+        ino,
+        idx: idx as u64,
+    };
+    let sharers = |idx: usize| rig.sh.dir.borrow().pages().entry(&key(idx)).map(|e| e.sharers);
+    assert_eq!(sharers(0), Some(1), "node 1 maps node 2's page");
+    let new = pattern(pages * PAGE, 4);
+    let before = rig.sh.dir.borrow().page_stats().page_requests;
+    for chunk in new.chunks(PAGE) {
+        rig.node(1).write(fd, chunk).unwrap();
+    }
+    let during = rig.sh.dir.borrow().page_stats().page_requests - before;
+    // Two full batches of DROPs went out; the last 5 wait for the next batch.
+    assert_eq!(during, 2 * BATCH as u64, "page requests during {pages} writes");
+    assert_eq!(sharers(0), Some(0), "the first DROPs were served");
+    assert_eq!(sharers(pages - 1), Some(1), "the newest DROP is still deferred");
+    rig.node(1).fsync(fd).unwrap();
+    assert_eq!(sharers(pages - 1), Some(0), "fsync sent the deferred DROPs");
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(read_file(&mut rig.node(2), "/f"), new);
+    assert_eq!(read_file(&mut rig.node(1), "/f"), new);
+    assert!(disk_bytes(&rig, "/f") == new);
 }

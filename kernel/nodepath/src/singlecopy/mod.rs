@@ -70,6 +70,12 @@ pub struct Coherence {
     broken: bool,
     /// Disconnected: nothing to service until the next join.
     detached: bool,
+    /// Relaxed mode: remote mappings replaced by private copies whose DROP
+    /// is not sent yet. They go out in front of the next batch of page
+    /// requests (so before any new request for the same page), or on
+    /// their own once [`BATCH`] are waiting: a write that makes a private
+    /// copy never waits for the directory.
+    pending_drops: Vec<PageKey>,
 }
 
 /// The single-copy session: none until joined.
@@ -151,6 +157,7 @@ impl<E: Env> Session<E> for ScState {
             fault_misses: 0,
             broken: false,
             detached: false,
+            pending_drops: Vec::new(),
         });
     }
 
@@ -203,6 +210,7 @@ impl<E: Env> Session<E> for ScState {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
+            c.pending_drops.clear();
             c.broken = false;
             c.detached = true;
         }
@@ -256,6 +264,89 @@ impl ScState {
     /// value is why some answers are missing. An error answer to one page
     /// never stops the collection of the others.
     fn page_batch<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        reqs: &[PageReq],
+    ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
+        let drops = self.take_drops(reqs.len());
+        if drops.is_empty() {
+            return self.send_batch(link, reqs);
+        }
+        let mut all: Vec<PageReq> = drops
+            .iter()
+            .map(|&key| PageReq::Drop { key, dirty: false })
+            .collect();
+        all.extend_from_slice(reqs);
+        let (mut out, fatal) = self.send_batch(link, &all);
+        let rest = out.split_off(drops.len());
+        self.drops_answered(&drops, out);
+        (rest, fatal)
+    }
+
+    /// Relaxed mode: remember to DROP `key` (a remote mapping replaced by
+    /// a private copy); once [`BATCH`] are waiting they go out now.
+    fn defer_drop<E: Env>(&mut self, link: &mut Link<E>, key: PageKey) -> Result<(), Errno> {
+        let due = match self.coh.as_mut() {
+            Some(c) => {
+                c.pending_drops.push(key);
+                c.pending_drops.len() >= BATCH
+            }
+            None => false,
+        };
+        if due {
+            self.flush_drops(link)?;
+        }
+        Ok(())
+    }
+
+    /// Send every deferred DROP now (fsync, `cache drop`, at the bound).
+    pub fn flush_drops<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
+        let drops = self.take_drops(0);
+        if drops.is_empty() {
+            return Ok(());
+        }
+        let all: Vec<PageReq> = drops
+            .iter()
+            .map(|&key| PageReq::Drop { key, dirty: false })
+            .collect();
+        let (out, fatal) = self.send_batch(link, &all);
+        self.drops_answered(&drops, out);
+        fatal.map_or(Ok(()), Err)
+    }
+
+    /// The deferred DROPs that fit in front of `others` requests (the
+    /// ring's slots bound a batch: at most `2 * BATCH` go out together).
+    fn take_drops(&mut self, others: usize) -> Vec<PageKey> {
+        let room = (2 * BATCH).saturating_sub(others);
+        match self.coh.as_mut() {
+            Some(c) if room > 0 && !c.pending_drops.is_empty() => {
+                let n = c.pending_drops.len().min(room);
+                c.pending_drops.drain(..n).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The answers to deferred DROPs: an answered one is done; a refused
+    /// one raced a DIR_INV that already took the mapping away (acked), and
+    /// an unanswered one (the wait gave up) leaves at worst one stale
+    /// sharer entry, whose next DIR_INV we acknowledge.
+    fn drops_answered(
+        &mut self,
+        drops: &[PageKey],
+        answers: Vec<Option<Result<PageReply, Errno>>>,
+    ) {
+        if let Some(c) = self.cache() {
+            for (k, a) in drops.iter().zip(answers) {
+                if let Some(Ok(_)) = a {
+                    c.drop_done(k);
+                }
+            }
+        }
+    }
+
+    /// [`ScState::page_batch`] without the deferred DROPs.
+    fn send_batch<E: Env>(
         &mut self,
         link: &mut Link<E>,
         reqs: &[PageReq],
@@ -537,6 +628,7 @@ impl ScState {
     /// `cache drop`: give back every page through the protocol. Returns
     /// (owned pages invalidated, remote mappings dropped).
     pub fn drop_all<E: Env>(&mut self, link: &mut Link<E>) -> Result<(usize, usize), Errno> {
+        self.flush_drops(link)?;
         let remote = self.cache().map(|c| c.all_remote()).unwrap_or_default();
         let nr = remote.len();
         self.drop_mappings(link, remote, BATCH)?;
