@@ -157,6 +157,16 @@ impl<E: Env> Link<E> {
         self.layout
     }
 
+    /// The region's metadata epoch (rings modes, once the layout is
+    /// known): it moves before any file's version or size can change.
+    pub fn meta_epoch(&self) -> Option<u64> {
+        if self.mode == Mode::Net {
+            return None;
+        }
+        self.layout
+            .map(|l| Header::new(self.env.mem(), l).meta_epoch())
+    }
+
     /// The ring client, if joined.
     pub fn client(&self) -> Option<&Client> {
         self.client.as_ref()

@@ -361,7 +361,7 @@ impl<E: Env> Node<E> {
                 .data_path()
                 .single_copy()
                 .ok_or(Errno::NotSupported)?;
-            let va = st.map_for_io(&mut self.link, key, write)?;
+            let (va, _) = st.map_page(&mut self.link, key)?;
             access(va + in_page as u64, &mut buf[done..done + n], write)?;
             if write {
                 st.mapped_write(&key);

@@ -245,7 +245,14 @@ fn relaxed_writes_over_remote_pages_never_wait_for_the_directory() {
         ino,
         idx: idx as u64,
     };
-    let sharers = |idx: usize| rig.sh.dir.borrow().pages().entry(&key(idx)).map(|e| e.sharers);
+    let sharers = |idx: usize| {
+        rig.sh
+            .dir
+            .borrow()
+            .pages()
+            .entry(&key(idx))
+            .map(|e| e.sharers)
+    };
     assert_eq!(sharers(0), Some(1), "node 1 maps node 2's page");
     let new = pattern(pages * PAGE, 4);
     let before = rig.sh.dir.borrow().page_stats().page_requests;
@@ -254,13 +261,52 @@ fn relaxed_writes_over_remote_pages_never_wait_for_the_directory() {
     }
     let during = rig.sh.dir.borrow().page_stats().page_requests - before;
     // Two full batches of DROPs went out; the last 5 wait for the next batch.
-    assert_eq!(during, 2 * BATCH as u64, "page requests during {pages} writes");
+    assert_eq!(
+        during,
+        2 * BATCH as u64,
+        "page requests during {pages} writes"
+    );
     assert_eq!(sharers(0), Some(0), "the first DROPs were served");
-    assert_eq!(sharers(pages - 1), Some(1), "the newest DROP is still deferred");
+    assert_eq!(
+        sharers(pages - 1),
+        Some(1),
+        "the newest DROP is still deferred"
+    );
     rig.node(1).fsync(fd).unwrap();
     assert_eq!(sharers(pages - 1), Some(0), "fsync sent the deferred DROPs");
     rig.node(1).close(fd).unwrap();
     assert_eq!(read_file(&mut rig.node(2), "/f"), new);
     assert_eq!(read_file(&mut rig.node(1), "/f"), new);
     assert!(disk_bytes(&rig, "/f") == new);
+}
+
+#[test]
+fn a_read_miss_skips_validation_while_no_file_changed() {
+    use fabric::proto::Op;
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let data = pattern(4 * PAGE, 5);
+    write_file(&mut rig.node(2), "/f", &data);
+    let getattrs = || rig.sh.dir.borrow().ops()[Op::Getattr as usize];
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    let mut page = vec![0u8; PAGE];
+    // The first miss is validated once (a Getattr)...
+    let g0 = getattrs();
+    assert_eq!(rig.node(1).read(fd, &mut page).unwrap(), PAGE);
+    assert!(page[..] == data[..PAGE]);
+    assert_eq!(getattrs() - g0, 1, "the first miss is validated");
+    // ...later misses are not, while the metadata epoch stands still.
+    assert_eq!(rig.node(1).read(fd, &mut page).unwrap(), PAGE);
+    assert!(page[..] == data[PAGE..2 * PAGE]);
+    assert_eq!(getattrs() - g0, 1, "no round trip while no file changed");
+    // Another node shrinks the file: the next miss sees the epoch move,
+    // validates, and reads at the new size.
+    let f2 = rig.node(2).open("/f", OpenFlags::default()).unwrap();
+    rig.node(2).truncate(f2, 3 * PAGE as u64 - 100).unwrap();
+    rig.node(2).close(f2).unwrap();
+    let mut rest = vec![0u8; 2 * PAGE];
+    let n = rig.node(1).read(fd, &mut rest).unwrap();
+    assert_eq!(n, PAGE - 100, "read clipped at the new end of file");
+    assert!(rest[..n] == data[2 * PAGE..3 * PAGE - 100]);
+    assert!(getattrs() - g0 >= 2, "the moved epoch was validated");
+    rig.node(1).close(fd).unwrap();
 }
