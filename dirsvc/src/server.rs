@@ -240,6 +240,14 @@ impl<D: BlockDevice> Directory<D> {
         fs
     }
 
+    /// Responses and invalidations of `node` waiting for room in its
+    /// rings (a node that stopped draining them).
+    pub fn backlogs(&self, node: u32) -> (usize, usize) {
+        self.peers
+            .get((node as usize).wrapping_sub(1))
+            .map_or((0, 0), |p| (p.backlog.len(), p.notify_backlog.len()))
+    }
+
     /// Counters for `dir stats` and [`Op::Stats`].
     pub fn stats(&self) -> DirStats {
         let mut s = DirStats {

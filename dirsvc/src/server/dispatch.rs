@@ -113,6 +113,7 @@ impl<D: BlockDevice> Directory<D> {
         };
         let op = op_of(&req);
         self.ops[(op as usize).min(31)] += 1;
+        log::trace!("node {node} tag {tag}: {req:?}");
         if let Request::Page(p) = req {
             if self.fs.is_none() {
                 self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));

@@ -355,6 +355,33 @@ impl<E: Env> Link<E> {
         Ok(tag)
     }
 
+    /// Answers that came after their call was given up (see
+    /// [`Client::keep_late`]); none without a session.
+    pub fn take_late(&mut self) -> Vec<(u32, Desc)> {
+        self.client
+            .as_mut()
+            .map(|c| c.take_late())
+            .unwrap_or_default()
+    }
+
+    /// Between calls every answer on the response ring is late: keep them
+    /// (see [`Link::take_late`]).
+    pub fn drain_late(&mut self) {
+        let Some(c) = self.client.as_mut() else {
+            return;
+        };
+        while let Ok(Some((tag, d))) = c.recv(self.env.mem()) {
+            c.keep_late(tag, d);
+        }
+    }
+
+    /// Keep a late answer `d` met while waiting for others.
+    pub fn keep_late(&mut self, tag: u32, d: Desc) {
+        if let Some(c) = self.client.as_mut() {
+            c.keep_late(tag, d);
+        }
+    }
+
     /// A response, if one is waiting.
     pub fn recv(&mut self) -> Result<Option<(u32, Desc)>, Errno> {
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;

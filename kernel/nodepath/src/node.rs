@@ -109,6 +109,20 @@ impl<E: Env> Node<E> {
             self.link.recovering = false;
         }
         self.link.check(self.vfs.session());
+        self.release_late();
+    }
+
+    /// Between operations (the membership check): answers that came after
+    /// their call was given up are looked at, and a late E grant is given
+    /// back at once, so no other node's request for that page is told to
+    /// retry until this node's next page request.
+    fn release_late(&mut self) {
+        self.link.drain_late();
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            if let Err(e) = st.release_late(&mut self.link) {
+                log::debug!("giving back late grants: {e}");
+            }
+        }
     }
 
     /// Service pending notices (idle loop).

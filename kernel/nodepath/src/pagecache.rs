@@ -263,6 +263,19 @@ impl NodeCache {
         true
     }
 
+    /// The page whose cancelled miss left frame `gfn` an orphan.
+    pub fn orphan_key(&self, gfn: u64) -> Option<PageKey> {
+        self.orphans.get(&gfn).copied()
+    }
+
+    /// The directory let go of orphan frame `gfn` (a late E grant we gave
+    /// back): it is free again.
+    pub fn free_orphan(&mut self, gfn: u64) {
+        if self.orphans.remove(&gfn).is_some() {
+            self.free.push(gfn);
+        }
+    }
+
     fn apply_answer(
         &mut self,
         key: PageKey,

@@ -310,3 +310,41 @@ fn a_read_miss_skips_validation_while_no_file_changed() {
     assert!(getattrs() - g0 >= 2, "the moved epoch was validated");
     rig.node(1).close(fd).unwrap();
 }
+
+#[test]
+fn a_late_exclusive_grant_is_given_back() {
+    // Node 1's full-page write times out before the directory serves its
+    // LOOKUP_LOCK; the grant (E) comes later, when nobody waits for it.
+    // Unreleased, every other node's request for the page would be told
+    // to retry until node 1 left. Node 1's idle check gives it back.
+    let mut cfg = RigConfig::new(2, Mode::Strong);
+    cfg.rpc_timeout_ns = 1_000_000;
+    let rig = Rig::new(cfg);
+    let old = pattern(2 * PAGE, 7);
+    write_file(&mut rig.node(2), "/e", &old);
+    rig.node(2).cache_drop().unwrap();
+    let fd = rig.node(1).open("/e", OpenFlags::default()).unwrap();
+    rig.set_dir_up(false);
+    assert!(rig.node(1).write(fd, &[0xEE; PAGE]).is_err(), "timed out");
+    rig.set_dir_up(true);
+    rig.idle(10); // the directory serves the LOOKUP_LOCK: E for node 1
+    let ino = rig.node(1).stat("/e").unwrap().ino;
+    let phase = || {
+        rig.sh
+            .dir
+            .borrow()
+            .pages()
+            .entry(&PageKey { ino, idx: 0 })
+            .map(|e| e.phase)
+    };
+    assert!(
+        matches!(phase(), Some(dirsvc::pagedir::Phase::Exclusive { .. })),
+        "{:?}",
+        phase()
+    );
+    rig.node(1).check(); // the idle loop's membership check
+    rig.idle(10);
+    assert_eq!(phase(), None, "the late grant was given back");
+    assert_eq!(read_file(&mut rig.node(2), "/e"), old);
+    rig.node(1).close(fd).unwrap();
+}

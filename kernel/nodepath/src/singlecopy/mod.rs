@@ -76,7 +76,18 @@ pub struct Coherence {
     /// their own once [`BATCH`] are waiting: a write that makes a private
     /// copy never waits for the directory.
     pending_drops: Vec<PageKey>,
+    /// LOOKUP_LOCKs given up unanswered, by tag: if the E grant comes
+    /// late, nobody would ever UNLOCK it and every other node's request
+    /// for the page would be told to retry until we leave; such a grant
+    /// is given back with a DROP (see [`ScState::late_answer`]).
+    abandoned: BTreeMap<u32, PageKey>,
+    /// Late E grants being given back: page -> our orphan frame, freed
+    /// once the directory answers the DROP.
+    releasing: BTreeMap<PageKey, u64>,
 }
+
+/// Most abandoned LOOKUP_LOCK tags remembered.
+const MAX_ABANDONED: usize = 256;
 
 /// The single-copy session: none until joined.
 pub struct ScState {
@@ -158,6 +169,8 @@ impl<E: Env> Session<E> for ScState {
             broken: false,
             detached: false,
             pending_drops: Vec::new(),
+            abandoned: BTreeMap::new(),
+            releasing: BTreeMap::new(),
         });
     }
 
@@ -211,6 +224,8 @@ impl<E: Env> Session<E> for ScState {
             c.unmap_all(env);
             c.cache.forget_all();
             c.pending_drops.clear();
+            c.abandoned.clear();
+            c.releasing.clear();
             c.broken = false;
             c.detached = true;
         }
@@ -268,6 +283,9 @@ impl ScState {
         link: &mut Link<E>,
         reqs: &[PageReq],
     ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
+        for (tag, d) in link.take_late() {
+            self.late_answer(tag, &d);
+        }
         let drops = self.take_drops(reqs.len());
         if drops.is_empty() {
             return self.send_batch(link, reqs);
@@ -281,6 +299,18 @@ impl ScState {
         let rest = out.split_off(drops.len());
         self.drops_answered(&drops, out);
         (rest, fatal)
+    }
+
+    /// Look at late answers now and give back late E grants at once
+    /// (idle loop; see [`ScState::late_answer`]).
+    pub fn release_late<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
+        for (tag, d) in link.take_late() {
+            self.late_answer(tag, &d);
+        }
+        if self.coh.as_ref().is_some_and(|c| !c.releasing.is_empty()) {
+            self.flush_drops(link)?;
+        }
+        Ok(())
     }
 
     /// Relaxed mode: remember to DROP `key` (a remote mapping replaced by
@@ -336,11 +366,36 @@ impl ScState {
         drops: &[PageKey],
         answers: Vec<Option<Result<PageReply, Errno>>>,
     ) {
-        if let Some(c) = self.cache() {
-            for (k, a) in drops.iter().zip(answers) {
-                if let Some(Ok(_)) = a {
-                    c.drop_done(k);
+        let Some(c) = self.coh.as_mut() else { return };
+        for (k, a) in drops.iter().zip(answers) {
+            if let Some(Ok(reply)) = a {
+                c.cache.drop_done(k);
+                if let Some(gfn) = c.releasing.remove(k) {
+                    if matches!(reply, PageReply::Done { .. }) {
+                        c.cache.free_orphan(gfn);
+                    }
                 }
+            }
+        }
+    }
+
+    /// An answer whose call was given up. A late E grant of an abandoned
+    /// LOOKUP_LOCK is given back (a DROP of a reservation we hold: the
+    /// directory returns the page to I); other late answers need nothing
+    /// (a late fill is adopted when the page is asked for again, see
+    /// `NodeCache::apply_answer`).
+    fn late_answer(&mut self, tag: u32, d: &fabric::proto::Desc) {
+        let Some(c) = self.coh.as_mut() else { return };
+        let Some(key) = c.abandoned.remove(&tag) else {
+            return;
+        };
+        if let Ok((_, Response::Page(PageReply::Exclusive { gfn }))) =
+            Response::decode(d, fabric::proto::Op::PageLookupLock)
+        {
+            if c.cache.orphan_key(gfn) == Some(key) {
+                log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
+                c.releasing.insert(key, gfn);
+                c.pending_drops.push(key);
             }
         }
     }
@@ -369,7 +424,9 @@ impl ScState {
             match link.recv() {
                 Ok(Some((tag, d))) => {
                     let Some(i) = tags.iter().position(|(t, _)| *t == tag) else {
-                        continue; // a late answer to an abandoned call
+                        // A late answer to an abandoned call.
+                        self.late_answer(tag, &d);
+                        continue;
                     };
                     let reply = match Response::decode(&d, tags[i].1) {
                         Ok((_, Response::Page(p))) => Ok(p),
@@ -389,6 +446,19 @@ impl ScState {
                 Err(e) => {
                     fatal.get_or_insert(e);
                     break;
+                }
+            }
+        }
+        if left > 0 {
+            // Given up: remember the LOOKUP_LOCKs, whose grant may still come.
+            if let Some(c) = self.coh.as_mut() {
+                for (i, (tag, _)) in tags.iter().enumerate() {
+                    if let (None, PageReq::LookupLock { key, .. }) = (&out[i], reqs[i]) {
+                        if c.abandoned.len() >= MAX_ABANDONED {
+                            c.abandoned.pop_first();
+                        }
+                        c.abandoned.insert(*tag, key);
+                    }
                 }
             }
         }
