@@ -16,7 +16,10 @@ use super::{Directory, Event, Poll};
 impl<D: BlockDevice> Directory<D> {
     /// Serve up to `cfg.batch` requests of every member.
     pub fn serve(&mut self, mem: &(impl SharedMem + ?Sized)) -> Poll {
-        let mut out = Poll::default();
+        let mut out = Poll {
+            completed: self.poll_disk(mem),
+            ..Poll::default()
+        };
         for node in 1..=self.layout.max_nodes {
             if !self.peers[(node - 1) as usize].member {
                 continue;

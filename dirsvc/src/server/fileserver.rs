@@ -35,6 +35,7 @@ impl<D: BlockDevice> Directory<D> {
         if let Request::PageStats = req {
             return Ok(Response::PageStats(self.page_stats()));
         }
+        self.order_before(mem, &req);
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         match req {
             Request::Nop | Request::Stats | Request::PageStats | Request::Page(_) => {
