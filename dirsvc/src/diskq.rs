@@ -248,7 +248,10 @@ mod tests {
         assert_eq!(q.complete(ids[3]), Some(fill(1, 1, 3)));
         assert!(q.is_idle());
         let s = q.stats();
-        assert_eq!((s.pushed, s.submitted, s.completed, s.max_in_flight), (4, 4, 4, 2));
+        assert_eq!(
+            (s.pushed, s.submitted, s.completed, s.max_in_flight),
+            (4, 4, 4, 2)
+        );
     }
 
     #[test]
@@ -274,7 +277,11 @@ mod tests {
         // The device still reads the cancelled block: the file is busy.
         assert!(q.busy_ino(1));
         assert!(!q.busy_ino(2), "node 1's fill of inode 2 was dropped");
-        assert_eq!(q.next_submit(), None, "the cancelled read still occupies the device");
+        assert_eq!(
+            q.next_submit(),
+            None,
+            "the cancelled read still occupies the device"
+        );
         assert_eq!(q.complete(a), None, "discarded");
         assert_eq!(q.next_submit(), Some((b, 1001)));
         assert_eq!(q.complete(b), Some(fill(2, 1, 1)));

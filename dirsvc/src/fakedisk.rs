@@ -29,11 +29,14 @@ pub enum Completion {
     Hold,
 }
 
+/// A read's outcome, fixed at submission.
+type Outcome = Result<Box<[u8; BLOCK_SIZE]>, IoError>;
+
 struct State {
     disk: MemDisk,
     depth: usize,
     /// (id, device block, the block's bytes at submission or the error).
-    in_flight: Vec<(u64, u64, Result<Box<[u8; BLOCK_SIZE]>, IoError>)>,
+    in_flight: Vec<(u64, u64, Outcome)>,
     done: Vec<ReadDone>,
     mode: Completion,
     rng: SplitMix64,
@@ -86,7 +89,12 @@ pub struct FakeControl {
 impl FakeDisk {
     /// Wrap `disk`; at most `depth` reads in flight; completions by `mode`,
     /// random choices from `seed`.
-    pub fn new(disk: MemDisk, depth: usize, mode: Completion, seed: u64) -> (FakeDisk, FakeControl) {
+    pub fn new(
+        disk: MemDisk,
+        depth: usize,
+        mode: Completion,
+        seed: u64,
+    ) -> (FakeDisk, FakeControl) {
         let s = Rc::new(RefCell::new(State {
             disk,
             depth,
@@ -115,7 +123,12 @@ impl FakeControl {
 
     /// Reads in flight (id, device block), in submission order.
     pub fn in_flight(&self) -> Vec<(u64, u64)> {
-        self.s.borrow().in_flight.iter().map(|x| (x.0, x.1)).collect()
+        self.s
+            .borrow()
+            .in_flight
+            .iter()
+            .map(|x| (x.0, x.1))
+            .collect()
     }
 
     /// Complete the read in flight at position `i` (submission order);

@@ -113,7 +113,8 @@ impl Rig {
 
     fn frame(&self, gfn: u64) -> [u8; 4096] {
         let mut page = [0u8; 4096];
-        self.mem.read(self.layout.frame_off(gfn).unwrap(), &mut page);
+        self.mem
+            .read(self.layout.frame_off(gfn).unwrap(), &mut page);
         page
     }
 
@@ -151,12 +152,17 @@ fn a_cached_page_lookup_is_answered_while_a_fill_is_pending() {
     );
     // Node 1 misses page 1; the disk holds the read.
     rig.disk.set_mode(Completion::Hold);
-    let tag = a.send(&*rig.mem, &Rig::read(k1, a0 + 1), &mut || true).unwrap();
+    let tag = a
+        .send(&*rig.mem, &Rig::read(k1, a0 + 1), &mut || true)
+        .unwrap();
     for _ in 0..5 {
         rig.step();
     }
     assert_eq!(rig.disk.in_flight().len(), 1, "the fill is in flight");
-    assert!(answers(&rig, &mut a).is_empty(), "no answer before the disk");
+    assert!(
+        answers(&rig, &mut a).is_empty(),
+        "no answer before the disk"
+    );
     // Node 2's lookup of the cached page is answered meanwhile.
     assert_eq!(
         rig.call(&mut b, &Rig::read(k0, b0)),
@@ -193,11 +199,18 @@ fn fills_complete_out_of_order_up_to_the_queue_depth_and_errors_fail_only_their_
     let mut tags = Vec::new();
     for i in 0..7 {
         let key = PageKey { ino, idx: i };
-        tags.push(a.send(&*rig.mem, &Rig::read(key, a0 + i), &mut || true).unwrap());
+        tags.push(
+            a.send(&*rig.mem, &Rig::read(key, a0 + i), &mut || true)
+                .unwrap(),
+        );
     }
     rig.step();
     assert_eq!(rig.disk.in_flight().len(), 4, "queue depth of the device");
-    assert_eq!(rig.dir.borrow().fills_pending(), 6, "4 in flight, 2 waiting");
+    assert_eq!(
+        rig.dir.borrow().fills_pending(),
+        6,
+        "4 in flight, 2 waiting"
+    );
     // Page 6 is past the end: answered without the disk.
     assert_eq!(
         answers(&rig, &mut a),
@@ -220,7 +233,12 @@ fn fills_complete_out_of_order_up_to_the_queue_depth_and_errors_fail_only_their_
         assert_eq!(*tag, tags[i]);
         if i == 4 {
             assert_eq!(*reply, PageReply::IoError, "the failed read");
-            assert!(rig.dir.borrow().pages().entry(&PageKey { ino, idx: 4 }).is_none());
+            assert!(rig
+                .dir
+                .borrow()
+                .pages()
+                .entry(&PageKey { ino, idx: 4 })
+                .is_none());
         } else {
             assert_eq!(*reply, PageReply::Owner { gfn: a0 + i as u64 });
             assert_eq!(rig.frame(a0 + i as u64), [i as u8 + 1; 4096], "page {i}");
@@ -239,13 +257,18 @@ fn a_corrupt_block_read_asynchronously_is_an_io_error() {
     let mut a = rig.join(1);
     let ino = rig.file(&mut a, 1);
     let lba = rig.dir.borrow().fs().unwrap().file_blocks(ino).unwrap()[0];
-    rig.disk.with_disk(|d| d.blocks_mut()[lba as usize * 4096] ^= 0xff);
+    rig.disk
+        .with_disk(|d| d.blocks_mut()[lba as usize * 4096] ^= 0xff);
     let (a0, _) = rig.layout.pool_gfns(1);
     assert_eq!(
         rig.call(&mut a, &Rig::read(PageKey { ino, idx: 0 }, a0)),
         Ok(Response::Page(PageReply::IoError))
     );
-    assert_ne!(rig.frame(a0), [1u8; 4096], "bad bytes never reach the frame");
+    assert_ne!(
+        rig.frame(a0),
+        [1u8; 4096],
+        "bad bytes never reach the frame"
+    );
 }
 
 #[test]
@@ -255,8 +278,12 @@ fn a_node_failing_during_its_fill_leaves_its_frame_alone() {
     let ino = rig.file(&mut a, 1);
     let (a0, _) = rig.layout.pool_gfns(1);
     rig.disk.set_mode(Completion::Hold);
-    a.send(&*rig.mem, &Rig::read(PageKey { ino, idx: 0 }, a0), &mut || true)
-        .unwrap();
+    a.send(
+        &*rig.mem,
+        &Rig::read(PageKey { ino, idx: 0 }, a0),
+        &mut || true,
+    )
+    .unwrap();
     rig.step();
     assert_eq!(rig.disk.in_flight().len(), 1);
     // Node 1 goes silent and is failed; its frame is its own again.
@@ -266,14 +293,18 @@ fn a_node_failing_during_its_fill_leaves_its_frame_alone() {
         rig.now.set(rig.now.get() + 1_000_000);
         h.beat_node(2);
         let p = rig.dir.borrow_mut().poll(&*rig.mem, rig.now.get());
-        failed |= p.events.iter().any(|e| matches!(e, Event::Failed { node: 1, .. }));
+        failed |= p
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Failed { node: 1, .. }));
         if failed {
             break;
         }
     }
     assert!(failed);
     assert!(rig.dir.borrow().pages().is_empty());
-    rig.mem.write(rig.layout.frame_off(a0).unwrap(), &[0xAB; 4096]);
+    rig.mem
+        .write(rig.layout.frame_off(a0).unwrap(), &[0xAB; 4096]);
     assert!(rig.disk.complete(0));
     let p = rig.step();
     assert_eq!(p.completed, 1);
@@ -291,7 +322,11 @@ fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
     let (a0, _) = rig.layout.pool_gfns(1);
     rig.disk.set_mode(Completion::Hold);
     let tag = a
-        .send(&*rig.mem, &Rig::read(PageKey { ino, idx: 0 }, a0), &mut || true)
+        .send(
+            &*rig.mem,
+            &Rig::read(PageKey { ino, idx: 0 }, a0),
+            &mut || true,
+        )
         .unwrap();
     rig.step();
     assert_eq!(rig.disk.in_flight().len(), 1);
@@ -310,7 +345,11 @@ fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
     // A truncate waits the same way: page 1's fill lands before the
     // page is torn down (its frame is not written after the teardown).
     let tag = a
-        .send(&*rig.mem, &Rig::read(PageKey { ino, idx: 1 }, a0 + 1), &mut || true)
+        .send(
+            &*rig.mem,
+            &Rig::read(PageKey { ino, idx: 1 }, a0 + 1),
+            &mut || true,
+        )
         .unwrap();
     rig.step();
     assert_eq!(rig.disk.in_flight().len(), 1);
