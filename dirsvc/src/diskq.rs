@@ -94,6 +94,9 @@ pub struct QueueStats {
     pub max_in_flight: u64,
     /// Times a request waited for fills in flight (ordering).
     pub barriers: u64,
+    /// Page requests answered at once while reads were in flight (what
+    /// a blocking directory could not do).
+    pub answered_while_busy: u64,
 }
 
 /// Fills waiting and in flight.
@@ -202,6 +205,11 @@ impl DiskQueue {
     /// Fills waiting for room in the device.
     pub fn waiting(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// Count one page request answered at once while reads were in flight.
+    pub fn count_answered_while_busy(&mut self) {
+        self.stats.answered_while_busy += 1;
     }
 
     /// Count one request that waited for fills (see the module doc).

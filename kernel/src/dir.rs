@@ -99,6 +99,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     let mut last_beat = 0u64;
     let mut last_ping = h.ping();
     let mut bell = crate::drivers::ivshmem::doorbell().map(DirBell::new);
+    let mut disk_log = DiskLog::default();
     loop {
         if let Some(b) = bell.as_mut() {
             b.echo(cfg.nodes); // doorbell round trips (`doorbell_selftest`)
@@ -142,6 +143,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         // Fills in flight count as work: their completions are found by
         // polling the disk's used ring in `serve`.
         let disk_busy = p.completed > 0 || dir.fills_pending() > 0;
+        if disk_busy {
+            disk_log.note(&dir.disk_queue_stats());
+        }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() || disk_busy {
             last_work = now;
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
@@ -180,6 +184,27 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         // While spinning there is deliberately no PAUSE: under TCG it
         // leaves the translated-code loop (about a microsecond each).
+    }
+}
+
+/// Log lines about asynchronous fills: each new high of reads in flight,
+/// and the first page request answered while reads were in flight.
+#[derive(Default)]
+struct DiskLog {
+    max_in_flight: u64,
+    answered: bool,
+}
+
+impl DiskLog {
+    fn note(&mut self, s: &dirsvc::diskq::QueueStats) {
+        if s.max_in_flight > self.max_in_flight {
+            self.max_in_flight = s.max_in_flight;
+            log::info!("disk: {} page fills in flight", s.max_in_flight);
+        }
+        if !self.answered && s.answered_while_busy > 0 {
+            self.answered = true;
+            log::info!("disk: page request answered while page fills were in flight");
+        }
     }
 }
 

@@ -174,6 +174,11 @@ fn a_cached_page_lookup_is_answered_while_a_fill_is_pending() {
         Ok(Response::Page(PageReply::Retry))
     );
     assert_eq!(rig.disk.in_flight().len(), 1, "still in flight");
+    assert_eq!(
+        rig.dir.borrow().disk_queue_stats().answered_while_busy,
+        2,
+        "the lookup and the retry"
+    );
     assert!(rig.disk.complete(0));
     let p = rig.step();
     assert_eq!(p.completed, 1);

@@ -75,11 +75,19 @@ fn parse_opts() -> std::result::Result<Opts, String> {
 }
 
 /// What one cluster measured.
+/// One `bench read`: median, mean and p99 of its lookups (us).
+#[derive(Debug, Default, Clone, Copy)]
+struct Lookups {
+    median: f64,
+    mean: f64,
+    p99: f64,
+}
+
 #[derive(Debug, Default, Clone)]
 struct Side {
     fill_depth: String,
-    quiet_us: Vec<f64>,
-    busy_us: Vec<f64>,
+    quiet: Vec<Lookups>,
+    busy: Vec<Lookups>,
     /// Lookups that ran entirely while the cold read was still going.
     overlapped: u32,
     cold_ms: f64,
@@ -101,11 +109,20 @@ fn lines(out: &onecopy_tests::CmdOutput) -> Vec<String> {
     out.text().lines().map(str::to_string).collect()
 }
 
-/// `bench read`'s median (us).
-fn bench_read(c: &mut Cluster, node: u8, path: &str) -> Result<f64> {
+/// `bench read`'s median, mean and p99 (us).
+fn bench_read(c: &mut Cluster, node: u8, path: &str) -> Result<Lookups> {
     let out = c.exec_ok(node, &format!("bench read {path}"))?;
     let s = parse::summary(&lines(&out), "median").map_err(Error::Usage)?;
-    Ok(s.median / 1000.0)
+    Ok(Lookups {
+        median: s.median / 1000.0,
+        mean: s.mean.unwrap_or(f64::NAN) / 1000.0,
+        p99: s.p99.unwrap_or(f64::NAN) / 1000.0,
+    })
+}
+
+/// The median over runs of one statistic of each run.
+fn over(v: &[Lookups], f: impl Fn(&Lookups) -> f64) -> f64 {
+    median(&v.iter().map(f).collect::<Vec<_>>())
 }
 
 fn measure(o: &Opts, fill_depth: Option<u32>) -> Result<Side> {
@@ -126,20 +143,21 @@ fn measure(o: &Opts, fill_depth: Option<u32>) -> Result<Side> {
     // Node 1 goes through its own console (it runs beside node 2 below).
     let n1_sock = c.run().socket_path(onecopy_tests::Instance::Node(1));
     let mut n1 = Console::connect(&n1_sock, 1, Duration::from_secs(30))?;
-    let mut run1 =
-        |cmd: &str| -> Result<onecopy_tests::CmdOutput> { n1.exec(cmd, long)?.into_result() };
-    run1(&format!("fill /cold {}m", o.cold_mb))?;
-    run1(&format!("fill /fio {}m", o.fio_mb))?;
-    run1("sync")?;
-    run1("cache drop")?;
-    run1("fill /hot 256k")?;
-    drop(run1);
+    for cmd in [
+        format!("fill /cold {}m", o.cold_mb),
+        format!("fill /fio {}m", o.fio_mb),
+        "sync".into(),
+        "cache drop".into(),
+        "fill /hot 256k".into(),
+    ] {
+        n1.exec(&cmd, long)?.into_result()?;
+    }
     for _ in 0..o.rounds {
         // Quiet: node 2 looks up node 1's pages, then forgets them.
-        side.quiet_us.push(bench_read(&mut c, 2, "/hot")?);
+        side.quiet.push(bench_read(&mut c, 2, "/hot")?);
         c.exec_ok(2, "cache drop")?;
         // Under fills: node 1 reads the cold file meanwhile.
-        let (busy, cold) = thread::scope(|s| -> Result<(Vec<(f64, bool)>, f64)> {
+        let (busy, cold) = thread::scope(|s| -> Result<(Vec<(Lookups, bool)>, f64)> {
             let cold = s.spawn(|| -> Result<f64> {
                 let t = std::time::Instant::now();
                 n1.exec("sum /cold", long)?.into_result()?;
@@ -148,8 +166,8 @@ fn measure(o: &Opts, fill_depth: Option<u32>) -> Result<Side> {
             thread::sleep(Duration::from_millis(200));
             let mut got = Vec::new();
             while !cold.is_finished() && got.len() < 20 {
-                let us = bench_read(&mut c, 2, "/hot")?;
-                got.push((us, !cold.is_finished()));
+                let l = bench_read(&mut c, 2, "/hot")?;
+                got.push((l, !cold.is_finished()));
                 c.exec_ok(2, "cache drop")?;
             }
             let ms = cold
@@ -157,9 +175,9 @@ fn measure(o: &Opts, fill_depth: Option<u32>) -> Result<Side> {
                 .map_err(|_| Error::Usage("cold reader panicked".into()))??;
             Ok((got, ms))
         })?;
-        for (us, overlapped) in busy {
+        for (l, overlapped) in busy {
             if overlapped {
-                side.busy_us.push(us);
+                side.busy.push(l);
                 side.overlapped += 1;
             }
         }
@@ -235,20 +253,29 @@ fn main() -> ExitCode {
     );
     println!("| figure | before | after | after vs before |");
     println!("| --- | --- | --- | --- |");
-    row(
-        "CM-R lookup, quiet (median of medians)",
-        median(&b.quiet_us),
-        median(&a.quiet_us),
-        "us",
-        true,
-    );
-    row(
-        "CM-R lookup while node 1 reads a cold file",
-        median(&b.busy_us),
-        median(&a.busy_us),
-        "us",
-        true,
-    );
+    let med = |s: &Side, busy: bool, f: fn(&Lookups) -> f64| {
+        over(if busy { &s.busy } else { &s.quiet }, f)
+    };
+    for (name, f) in [
+        ("median", (|l: &Lookups| l.median) as fn(&Lookups) -> f64),
+        ("mean", |l: &Lookups| l.mean),
+        ("p99", |l: &Lookups| l.p99),
+    ] {
+        row(
+            &format!("CM-R lookup {name}, quiet"),
+            med(b, false, f),
+            med(a, false, f),
+            "us",
+            true,
+        );
+        row(
+            &format!("CM-R lookup {name}, node 1 reading a cold file"),
+            med(b, true, f),
+            med(a, true, f),
+            "us",
+            true,
+        );
+    }
     row(
         "cold file read (sum, longest)",
         b.cold_ms,
@@ -272,17 +299,19 @@ fn main() -> ExitCode {
     );
     for s in [b, a] {
         println!(
-            "fill_depth {}: lookup under fills / quiet = {:.2}x ({} overlapped lookups)",
+            "fill_depth {}: lookup under fills / quiet: median {:.2}x, mean {:.2}x, p99 {:.2}x ({} bench reads overlapped the cold read)",
             s.fill_depth,
-            median(&s.busy_us) / median(&s.quiet_us),
+            med(s, true, |l| l.median) / med(s, false, |l| l.median),
+            med(s, true, |l| l.mean) / med(s, false, |l| l.mean),
+            med(s, true, |l| l.p99) / med(s, false, |l| l.p99),
             s.overlapped
         );
     }
     let j = |s: &Side| {
         json!({
             "fill_depth": s.fill_depth,
-            "lookup_quiet_us": s.quiet_us,
-            "lookup_under_fills_us": s.busy_us,
+            "lookup_quiet_us": s.quiet.iter().map(|l| json!({"median": l.median, "mean": l.mean, "p99": l.p99})).collect::<Vec<_>>(),
+            "lookup_under_fills_us": s.busy.iter().map(|l| json!({"median": l.median, "mean": l.mean, "p99": l.p99})).collect::<Vec<_>>(),
             "overlapped": s.overlapped,
             "cold_read_ms": s.cold_ms,
             "fio_cm_iops": s.fio_iops,
