@@ -39,10 +39,13 @@ Options:
                      | net (NFS-like baseline: private caches, file data
                      over TCP/IP, smoltcp on virtio-net, one unix-socket
                      link per node)
-  --storage P        throttle the directory's disk (QEMU throttling.*) to a
-                     profile: none (default) | nvme (3400 MB/s, 500k IOPS) |
-                     sata-ssd (145 MB/s, 20k IOPS) | sas-raid (4000 MB/s,
-                     400k IOPS: RAID-0 of four 1 GB/s SAS SSDs, DPC's testbed)
+  --storage P        model the directory's disk: rate caps by QEMU
+                     throttling.*, access latency per request added by the
+                     directory's driver (up to 16 requests in flight):
+                     none (default) | nvme (3400 MB/s, 500k IOPS, 80 us) |
+                     sata-ssd (145 MB/s, 20k IOPS, 120 us) | sas-raid
+                     (4000 MB/s, 400k IOPS, 100 us: RAID-0 of four 1 GB/s
+                     SAS SSDs, DPC's testbed)
   --cxl-latency-ns N extra latency added to every copy from a peer's frame
                      (emulated CXL access; 0..100000, default 0); mmap loads
                      run at host-memory speed

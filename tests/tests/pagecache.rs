@@ -645,3 +645,62 @@ fn cache_drop_parser() {
     );
     assert_eq!(parse_cache_drop("dropped the private cache"), None);
 }
+
+// ------------------------------- asynchronous storage (issue #10, item 4)
+
+/// The directory answers lookups of cached pages while page fills are in
+/// flight: node 1 reads a cold file (every page a fill from a disk with
+/// 2 ms of access latency per request), node 2 meanwhile maps pages node
+/// 1 holds. Checks behaviour, not time: both reads return the right bytes,
+/// node 2 caused no fill, and the directory had several fills in flight
+/// and answered a page request while they were (its log says so). The
+/// cold read is repeated (up to 5 times) until one of node 2's requests
+/// landed inside it.
+#[test]
+fn lookups_are_answered_while_fills_are_in_flight() {
+    let o = opts("asyncfill").append_extra("disk_lat_us=2000");
+    with_cluster(o, |c| {
+        let cold = 2048 * KIB;
+        let hot = 64 * KIB;
+        // Node 1 through its own console: it runs beside node 2 below.
+        let sock = c.run().socket_path(onecopy_tests::Instance::Node(1));
+        let mut n1 = onecopy_tests::Console::connect(&sock, 1, CMD_TIMEOUT)?;
+        let long = Duration::from_secs(120);
+        for cmd in ["fill /cold 2m", "sync", "cache drop", "fill /hot 64k"] {
+            n1.exec(cmd, long)?.into_result()?;
+        }
+        let answered = "page request answered while page fills were in flight";
+        let mut overlapped = false;
+        for attempt in 0..5 {
+            let got = std::thread::scope(|s| -> Result<(u32, u64)> {
+                let reader = s.spawn(|| -> Result<(u32, u64)> {
+                    let out = n1.exec("sum /cold", long)?.into_result()?;
+                    parse_sum(&out.text()).ok_or_else(|| fail("sum /cold printed no crc"))
+                });
+                while !reader.is_finished() {
+                    check_sum(c, 2, "/hot", pattern(hot))?;
+                    c.exec_ok(2, "cache drop")?;
+                }
+                reader.join().map_err(|_| fail("reader panicked"))?
+            })?;
+            assert_eq!(got, pattern(cold), "attempt {attempt}: node 1's cold read");
+            if c.log("dir").contains(answered) {
+                overlapped = true;
+                break;
+            }
+            n1.exec("cache drop", long)?.into_result()?;
+        }
+        assert!(overlapped, "no page request was answered during fills");
+        let s = cache_stats(c, 2)?;
+        assert_eq!(s.num(cache::DISK_READS_FILLS), 0, "node 2 only mapped");
+        let log = c.log("dir");
+        let most = Regex::new(r"disk: (\d+) page fills in flight")
+            .expect("regex")
+            .captures_iter(&log)
+            .filter_map(|m| m[1].parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        assert!(most >= 2, "at most {most} fills in flight:\n{log}");
+        Ok(())
+    });
+}

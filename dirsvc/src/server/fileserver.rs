@@ -41,6 +41,7 @@ impl<D: BlockDevice> Directory<D> {
             // unchanged epoch needs no validation round trip.
             Header::new(mem, self.layout).bump_meta_epoch();
         }
+        self.order_before(mem, &req);
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         match req {
             Request::Nop | Request::Stats | Request::PageStats | Request::Page(_) => {
