@@ -57,8 +57,11 @@ Options:
   --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
                      runs on CPU 0, its dedicated core, and the nodes on the
                      others, so a node never waits for the directory's core)
-  --accel MODE       auto | tcg | kvm (default auto: kvm only if the CPU has
-                     vmx/svm and /dev/kvm opens, else tcg)
+  --accel MODE       auto | tcg | tcg-multi | kvm (default auto: kvm only if
+                     the CPU has vmx/svm and /dev/kvm opens, else tcg);
+                     tcg-multi is multi-threaded TCG with room for a second
+                     vCPU (-smp 1,maxcpus=2), the only TCG where lock-prefixed
+                     instructions are atomic across instances (bench atomics)
   --disk IMG         disk image for the directory (default RUN/disk.img, made
                      with mkfs from tools/sample, 64 MiB, if missing)
   --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
@@ -245,8 +248,8 @@ while [[ $# -gt 0 ]]; do
         --nodes) int_in NODES --nodes "$val" 1 16 ;;
         --accel)
             case "$val" in
-                auto | tcg | kvm) ACCEL_REQ=$val ;;
-                *) die_usage "--accel must be auto, tcg or kvm, got '$val'" ;;
+                auto | tcg | tcg-multi | kvm) ACCEL_REQ=$val ;;
+                *) die_usage "--accel must be auto, tcg, tcg-multi or kvm, got '$val'" ;;
             esac
             ;;
         --mode)
@@ -827,6 +830,10 @@ fi
 ACCEL=tcg
 case "$ACCEL_REQ" in
     tcg) ACCEL_WHY="requested" ;;
+    tcg-multi)
+        ACCEL=tcg-multi
+        ACCEL_WHY="requested: multi-threaded TCG, -smp 1,maxcpus=2"
+        ;;
     kvm)
         (exec 3<>/dev/kvm) 2>/dev/null || die "--accel kvm: /dev/kvm cannot be opened"
         ACCEL=kvm
@@ -903,13 +910,21 @@ fi
 
 # launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
 # session under a small wrapper that records QEMU's pid and exit status.
+# Multi-threaded TCG sets its "parallel" flag (host atomics for lock-prefixed
+# instructions) only for a VM that can have more than one vCPU.
+if [[ $ACCEL == tcg-multi ]]; then
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    ACCEL_ARGS=(-accel tcg,thread=multi -smp 1,maxcpus=2)
+else
+    ACCEL_ARGS=(-accel "$ACCEL" -smp 1)
+fi
 launch() {
     local name=$1 cmdline=$2 i pin
     shift 2
     read -r -a pin <<<"$(pin_for "$name")"
     # shellcheck disable=SC2054 # commas are QEMU option syntax
     local qemu=("${pin[@]}" qemu-system-x86_64 -name "onecopy-$name"
-        -machine pc -cpu max -smp 1 -m "${MEM_MB}M" -accel "$ACCEL"
+        -machine pc -cpu max -m "${MEM_MB}M" "${ACCEL_ARGS[@]}"
         -display none -no-reboot -monitor none -nodefaults
         -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
         -serial chardev:ser0
