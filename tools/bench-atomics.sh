@@ -25,8 +25,10 @@ while [[ $# -gt 0 ]]; do
         *) echo "bench-atomics.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-[[ $COUNT =~ ^[0-9]+$ ]] && ((COUNT >= 1 && COUNT <= 100000000)) ||
-    { echo "bench-atomics.sh: error: --count takes an integer in 1..100000000" >&2; exit 2; }
+if ! [[ $COUNT =~ ^[0-9]+$ ]] || ((COUNT < 1 || COUNT > 100000000)); then
+    echo "bench-atomics.sh: error: --count takes an integer in 1..100000000" >&2
+    exit 2
+fi
 [[ $ACCELS =~ ^(tcg|tcg-multi)(,(tcg|tcg-multi))*$ ]] ||
     { echo "bench-atomics.sh: error: --accels is a comma-separated list of tcg, tcg-multi" >&2; exit 2; }
 cd "$ROOT"
@@ -34,7 +36,12 @@ cargo build --release -q -p onecopy-tests --bins
 CTL="$ROOT/target/release/onecopy-ctl"
 status=0
 RUN=
-cleanup() { [[ -n $RUN ]] && ./qemu-run.sh stop --run-dir "$RUN" >/dev/null 2>&1 || true; }
+# shellcheck disable=SC2317 # runs from the EXIT trap
+cleanup() {
+    if [[ -n $RUN ]]; then
+        ./qemu-run.sh stop --run-dir "$RUN" >/dev/null 2>&1 || true
+    fi
+}
 trap cleanup EXIT
 median() { grep -o 'median=[0-9]*' | cut -d= -f2 | sort -n | sed -n '2p'; }
 IFS=, read -r -a accels <<<"$ACCELS"
