@@ -556,12 +556,19 @@ shm_of() {
 # (the one cluster.env names, if not removed yet, and any one its processes
 # map), sockets, pid files and half-written files. Logs stay.
 stop_cluster() {
-    local quiet=${1:-0} pids p f g i shm wrappers=" " regions=()
+    local quiet=${1:-0} pids p f g i shm user_shm wrappers=" " regions=()
     pids=$(cluster_pids)
     if [[ -n $pids ]]; then
         [[ $quiet == 1 ]] || info "stopping cluster in $RUN_DIR"
         # shellcheck disable=SC2086 # one pid per word
         mapfile -t regions < <(shm_of $pids)
+        # Never the user's own region (--shm-path), whatever its name.
+        if [[ $(env_get SHM_OWNED) == 0 && -n $(env_get SHM_PATH) ]]; then
+            user_shm=$(env_get SHM_PATH)
+            for i in "${!regions[@]}"; do
+                [[ ${regions[$i]} != "$user_shm" ]] || unset 'regions[i]'
+            done
+        fi
         # SIGTERM to all but the wrappers: QEMU quits (its wrapper then
         # records the exit status), a launcher still running stops its part.
         # Whole process groups and whatever is left get SIGKILL after 5 s.
