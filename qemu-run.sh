@@ -60,12 +60,21 @@ Options:
   --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
                      runs on CPU 0, its dedicated core, and the nodes on the
                      others, so a node never waits for the directory's core)
-  --accel MODE       auto | tcg | kvm (default auto: kvm only if the CPU has
-                     vmx/svm and /dev/kvm opens, else tcg)
+  --accel MODE       auto | tcg | tcg-multi | kvm (default auto: kvm only if
+                     the CPU has vmx/svm and /dev/kvm opens, else tcg);
+                     tcg-multi is multi-threaded TCG with room for a second
+                     vCPU (-smp 1,maxcpus=2), the only TCG where lock-prefixed
+                     instructions are atomic across instances (bench atomics)
   --disk IMG         disk image for the directory (default RUN/disk.img, made
                      with mkfs from tools/sample, 64 MiB, if missing)
   --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
                      nodes' fixed kernel heap limits it; default 64)
+  --shm-path PATH    use this existing file or device as the shared region
+                     instead of a new /dev/shm file (a hugetlbfs file, a file
+                     another tool made, a DAX-like device; what a user with
+                     real CXL shared memory passes): a file must hold at
+                     least --shm-mb MiB; the directory formats it; it is
+                     never removed; the ivshmem server gets the same path
   --mem-mb M         guest memory per instance in MiB, 32..16384 (default 128)
   --run-dir DIR      logs, console sockets, pid files (default ./run); one
                      cluster per run dir: a second launch there is refused
@@ -145,6 +154,7 @@ NODES=2
 ACCEL_REQ=auto
 DISK=
 SHM_MB=64
+SHM_USER= # --shm-path: an existing region the user owns
 # The largest shared region a node can use. A node keeps one 8-byte entry per
 # frame of its pool on its kernel heap (the free list of dirsvc's NodeCache),
 # and that heap is half the node's RAM, at least HEAP_BYTES = 24 MiB and at
@@ -177,7 +187,7 @@ SEEN=" "
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--check --nodes --mode --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--check --nodes --mode --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--check --run-dir" ;;
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
@@ -216,7 +226,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -250,8 +260,8 @@ while [[ $# -gt 0 ]]; do
         --nodes) int_in NODES --nodes "$val" 1 16 ;;
         --accel)
             case "$val" in
-                auto | tcg | kvm) ACCEL_REQ=$val ;;
-                *) die_usage "--accel must be auto, tcg or kvm, got '$val'" ;;
+                auto | tcg | tcg-multi | kvm) ACCEL_REQ=$val ;;
+                *) die_usage "--accel must be auto, tcg, tcg-multi or kvm, got '$val'" ;;
             esac
             ;;
         --mode)
@@ -280,6 +290,10 @@ while [[ $# -gt 0 ]]; do
             esac
             ;;
         --disk) DISK=$val ;;
+        --shm-path)
+            [[ -n $val ]] || die_usage "--shm-path needs a path"
+            SHM_USER=$val
+            ;;
         --shm-mb)
             is_uint "$val" || die_usage "--shm-mb needs a power of two in 16..$SHM_MB_MAX, got '$val'"
             SHM_MB=$((10#$val))
@@ -547,12 +561,19 @@ shm_of() {
 # (the one cluster.env names, if not removed yet, and any one its processes
 # map), sockets, pid files and half-written files. Logs stay.
 stop_cluster() {
-    local quiet=${1:-0} pids p f g i shm wrappers=" " regions=()
+    local quiet=${1:-0} pids p f g i shm user_shm wrappers=" " regions=()
     pids=$(cluster_pids)
     if [[ -n $pids ]]; then
         [[ $quiet == 1 ]] || info "stopping cluster in $RUN_DIR"
         # shellcheck disable=SC2086 # one pid per word
         mapfile -t regions < <(shm_of $pids)
+        # Never the user's own region (--shm-path), whatever its name.
+        if [[ $(env_get SHM_OWNED) == 0 && -n $(env_get SHM_PATH) ]]; then
+            user_shm=$(env_get SHM_PATH)
+            for i in "${!regions[@]}"; do
+                [[ ${regions[$i]} != "$user_shm" ]] || unset 'regions[i]'
+            done
+        fi
         # SIGTERM to all but the wrappers: QEMU quits (its wrapper then
         # records the exit status), a launcher still running stops its part.
         # Whole process groups and whatever is left get SIGKILL after 5 s.
@@ -720,7 +741,8 @@ on_exit() {
     if [[ -n $STTY_SAVED ]]; then stty "$STTY_SAVED" 2>/dev/null || stty sane 2>/dev/null || true; fi
     if [[ $LAUNCHED == 1 && $KEEP == 0 ]]; then
         stop_cluster 1
-        [[ -z ${SHM_PATH:-} ]] || rm -f -- "$SHM_PATH" # even if cluster.env never named it
+        # even if cluster.env never named it; never a --shm-path region
+        [[ -z ${SHM_PATH:-} || ${SHM_OWNED:-1} != 1 ]] || rm -f -- "$SHM_PATH"
         info "cluster stopped (logs in $RUN_DIR)"
     fi
     exit "$rc"
@@ -832,6 +854,10 @@ fi
 ACCEL=tcg
 case "$ACCEL_REQ" in
     tcg) ACCEL_WHY="requested" ;;
+    tcg-multi)
+        ACCEL=tcg-multi
+        ACCEL_WHY="requested: multi-threaded TCG, -smp 1,maxcpus=2"
+        ;;
     kvm)
         (exec 3<>/dev/kvm) 2>/dev/null || die "--accel kvm: /dev/kvm cannot be opened"
         ACCEL=kvm
@@ -854,10 +880,24 @@ case "$ACCEL_REQ" in
 esac
 
 # 6. shared region
-[[ -d /dev/shm ]] || die "/dev/shm does not exist"
-avail_kb=$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')
-if [[ $avail_kb =~ ^[0-9]+$ ]] && ((avail_kb < SHM_MB * 1024)); then
-    die "not enough space in /dev/shm for a $SHM_MB MiB shared region ($((avail_kb / 1024)) MiB free)"
+SHM_OWNED=1
+if [[ -n $SHM_USER ]]; then
+    [[ -e $SHM_USER ]] || die "--shm-path $SHM_USER: no such file or device"
+    [[ -f $SHM_USER || -c $SHM_USER || -b $SHM_USER ]] ||
+        die "--shm-path $SHM_USER: not a regular file or a device"
+    [[ -r $SHM_USER && -w $SHM_USER ]] || die "--shm-path $SHM_USER: not readable and writable"
+    if [[ -f $SHM_USER ]]; then
+        size=$(stat -L -c %s -- "$SHM_USER") || die "--shm-path $SHM_USER: cannot stat it"
+        ((size >= SHM_MB * 1048576)) ||
+            die "--shm-path $SHM_USER holds $size bytes; --shm-mb $SHM_MB needs $((SHM_MB * 1048576)) (size it first, e.g. truncate -s ${SHM_MB}M, or pass a smaller --shm-mb)"
+    fi
+    SHM_OWNED=0
+else
+    [[ -d /dev/shm ]] || die "/dev/shm does not exist"
+    avail_kb=$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')
+    if [[ $avail_kb =~ ^[0-9]+$ ]] && ((avail_kb < SHM_MB * 1024)); then
+        die "not enough space in /dev/shm for a $SHM_MB MiB shared region ($((avail_kb / 1024)) MiB free)"
+    fi
 fi
 write_env() {
     local state=$1 pids=${2:-} start=${3:-}
@@ -868,7 +908,7 @@ NODES='$NODES'
 ACCEL='$ACCEL'
 SHM_PATH='$SHM_PATH'
 SHM_MB='$SHM_MB'
-SHM_OWNED='1'
+SHM_OWNED='$SHM_OWNED'
 MEM_MB='$MEM_MB'
 DISK='$DISK'
 MODE='$MODE'
@@ -884,10 +924,17 @@ LAUNCHER_PID='$$'
 EOF
     mv -f -- "$RUN_DIR/cluster.env.tmp" "$RUN_DIR/cluster.env"
 }
-SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
-LAUNCHED=1 # from here on the EXIT trap cleans up
-write_env starting # names the region at once: `stop` removes it from now on
-truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
+if [[ $SHM_OWNED == 1 ]]; then
+    SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
+    LAUNCHED=1 # from here on the EXIT trap cleans up
+    write_env starting # names the region at once: `stop` removes it from now on
+    truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
+else
+    SHM_PATH=$(realpath -- "$SHM_USER")
+    LAUNCHED=1
+    write_env starting # SHM_OWNED=0: `stop` leaves the region alone
+    info "shared region: $SHM_PATH (--shm-path; not removed at stop)"
+fi
 
 
 # 7. launch
@@ -908,13 +955,21 @@ fi
 
 # launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
 # session under a small wrapper that records QEMU's pid and exit status.
+# Multi-threaded TCG sets its "parallel" flag (host atomics for lock-prefixed
+# instructions) only for a VM that can have more than one vCPU.
+if [[ $ACCEL == tcg-multi ]]; then
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    ACCEL_ARGS=(-accel tcg,thread=multi -smp 1,maxcpus=2)
+else
+    ACCEL_ARGS=(-accel "$ACCEL" -smp 1)
+fi
 launch() {
     local name=$1 cmdline=$2 i pin
     shift 2
     read -r -a pin <<<"$(pin_for "$name")"
     # shellcheck disable=SC2054 # commas are QEMU option syntax
     local qemu=("${pin[@]}" qemu-system-x86_64 -name "onecopy-$name"
-        -machine pc -cpu max -smp 1 -m "${MEM_MB}M" -accel "$ACCEL"
+        -machine pc -cpu max -m "${MEM_MB}M" "${ACCEL_ARGS[@]}"
         -display none -no-reboot -monitor none -nodefaults
         -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
         -serial chardev:ser0

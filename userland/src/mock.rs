@@ -53,6 +53,8 @@ pub struct MockOs {
     pub ring_samples: Vec<u64>,
     /// `bench_doorbell` is supported (returns the ring samples).
     pub doorbells: bool,
+    /// The atomics probe of `bench atomics`.
+    pub atomic_probe: u64,
     /// Every path handed to the OS, in order.
     pub paths: Vec<String>,
     /// Number of `sync` / `fsync` calls.
@@ -117,6 +119,7 @@ impl MockOs {
             },
             ring_samples: alloc::vec![250, 230, 240, 900, 235],
             doorbells: false,
+            atomic_probe: 0,
             paths: Vec::new(),
             syncs: 0,
             write_sizes: Vec::new(),
@@ -547,6 +550,14 @@ impl Os for MockOs {
             .cycle()
             .take(count)
             .collect())
+    }
+
+    /// One instance alone: every increment lands; 1 ns each.
+    fn bench_atomics(&mut self, count: u64) -> Result<(u64, u64, u64), Errno> {
+        self.check("bench_atomics")?;
+        let before = self.atomic_probe;
+        self.atomic_probe = if count == 0 { 0 } else { before + count };
+        Ok((before, self.atomic_probe, count))
     }
 
     fn bench_rpc(&mut self, count: usize) -> Result<(&'static str, RingSamples), Errno> {

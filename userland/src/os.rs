@@ -129,6 +129,13 @@ pub trait Os {
         Err(Errno::NotSupported)
     }
 
+    /// `bench atomics`: `count` atomic increments (`lock xadd`) of the
+    /// region's atomics probe, or with `count` 0 a reset of it to 0;
+    /// (probe before, probe after, nanoseconds spent).
+    fn bench_atomics(&mut self, _count: u64) -> Result<(u64, u64, u64), Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// `count` doorbell round trips with the directory (ring it, it
     /// answers through the region; it is halted and woken only by the
     /// doorbell), in nanoseconds. `NotSupported` without doorbells.

@@ -316,6 +316,23 @@ impl Os for NodeOs {
         Ok((ops, time::cycles_to_ns(cpu::rdtsc() - t0)))
     }
 
+    fn bench_atomics(&mut self, count: u64) -> Result<(u64, u64, u64), Errno> {
+        let layout = with(|n| n.link.layout().ok_or(Errno::Unavailable))?;
+        let shm = SHM.get().ok_or(Errno::Unavailable)?;
+        let h = Header::new(shm, layout);
+        let before = h.atomic_probe();
+        if count == 0 {
+            h.set_atomic_probe(0);
+            return Ok((before, 0, 0));
+        }
+        let t0 = cpu::rdtsc();
+        for _ in 0..count {
+            h.atomic_probe_add();
+        }
+        let ns = time::cycles_to_ns(cpu::rdtsc() - t0);
+        Ok((before, h.atomic_probe(), ns))
+    }
+
     fn bench_pingpong(&mut self, count: usize) -> Result<RingSamples, Errno> {
         let layout = with(|n| n.link.layout().ok_or(Errno::Unavailable))?;
         let shm = SHM.get().ok_or(Errno::Unavailable)?;

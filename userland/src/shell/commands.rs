@@ -156,6 +156,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_bench_pingpong,
     },
     Command {
+        name: "bench atomics",
+        usage: "bench atomics [COUNT|reset]",
+        help: "COUNT (default 1000000) lock-xadd increments of the region's atomics probe, or reset it to 0: run it on two nodes at once to see whether read-modify-writes are atomic across instances",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_atomics,
+    },
+    Command {
         name: "bench doorbell",
         usage: "bench doorbell [COUNT]",
         help: "time COUNT doorbell round trips with the directory (halted, woken only by the doorbell)",

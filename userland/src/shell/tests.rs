@@ -124,7 +124,7 @@ fn argument_counts_print_usage() {
         ("help a b", "help [COMMAND]"),
         (
             "bench",
-            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench doorbell [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
+            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench atomics [COUNT|reset] | bench doorbell [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
         ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");
@@ -787,6 +787,32 @@ fn every_command_with_every_errno_keeps_the_contract() {
             }
         }
     }
+}
+
+#[test]
+fn bench_atomics_counts_resets_and_refuses_bad_counts() {
+    let mut os = MockOs::new();
+    assert_eq!(
+        ok(&mut os, "bench atomics 1000"),
+        "atomics: 1000 increments in 1 us (1 ns each); probe 0 -> 1000\n"
+    );
+    assert_eq!(
+        ok(&mut os, "bench atomics reset"),
+        "atomics probe reset (was 1000)\n"
+    );
+    assert_eq!(os.atomic_probe, 0);
+    for bad in ["0", "-1", "x", "100000001"] {
+        assert_eq!(
+            err(&mut os, &format!("bench atomics {bad}")),
+            format!("bench atomics: bad count '{bad}' (1 to 100000000, or reset)")
+        );
+    }
+    assert_eq!(os.atomic_probe, 0, "a refused count changes nothing");
+    os.fail("bench_atomics", 0, Errno::Unavailable);
+    assert_eq!(
+        err(&mut os, "bench atomics 5"),
+        "bench atomics: directory unavailable"
+    );
 }
 
 #[test]
