@@ -62,6 +62,11 @@ pub struct MockOs {
     pub write_sizes: Vec<usize>,
     /// I/Os of every `io_batch` / `mmap_batch` call, in order.
     pub batches: Vec<usize>,
+    /// `seek` is supported (off: `NotSupported`, as for a shell that
+    /// only streams).
+    pub can_seek: bool,
+    /// `mmap_io` is supported (off: `NotSupported`).
+    pub can_mmap: bool,
     nodes: BTreeMap<String, Node>,
     fds: BTreeMap<u32, Open>,
     next_fd: u32,
@@ -124,6 +129,8 @@ impl MockOs {
             syncs: 0,
             write_sizes: Vec::new(),
             batches: Vec::new(),
+            can_seek: false,
+            can_mmap: false,
             nodes,
             fds: BTreeMap::new(),
             next_fd: 3,
@@ -436,6 +443,9 @@ impl Os for MockOs {
     }
 
     fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        if !self.can_seek {
+            return Err(Errno::NotSupported);
+        }
         self.check("seek")?;
         let o = self.fds.get_mut(&fd.0).ok_or(Errno::BadFd)?;
         o.pos = pos;
@@ -475,6 +485,12 @@ impl Os for MockOs {
         write: bool,
         buf: &mut [u8],
     ) -> Result<(), Errno> {
+        if !self.can_mmap {
+            return Err(Errno::NotSupported);
+        }
+        if len == 0 {
+            return Ok(()); // probe
+        }
         self.check("mmap_io")?;
         let n = self.nodes.get_mut(path).ok_or(Errno::NotFound)?;
         if n.kind != FileKind::File {

@@ -14,6 +14,8 @@ use crate::os::{Errno, Fd, OpenFlags, Os};
 /// A mock with `/f` of `pages` 4 KiB pages, page `i` filled with byte `i`.
 fn mock_with_file(pages: u8) -> (MockOs, Fd) {
     let mut os = MockOs::new();
+    os.can_seek = true;
+    os.can_mmap = true;
     let data: Vec<u8> = (0..pages).flat_map(|i| vec![i; 4096]).collect();
     os.put("/f", &data);
     let fd = os.open("/f", OpenFlags::default()).unwrap();
