@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use userland::stats::keys;
 
 use fabric::config::{BaselineWrites, Mode};
-use fabric::proto::{Attr, DirEntry, Errno, PageKey, Request, Response};
+use fabric::proto::{Attr, DirEntry, Errno, Request, Response};
 use userland::os::{BatchIo, Fd, OpenFlags};
 
 use crate::env::Env;
@@ -17,6 +17,8 @@ use crate::link::Link;
 use crate::private::Private;
 use crate::singlecopy::SingleCopy;
 use crate::vfs::{DataPath, Vfs};
+
+mod mmap;
 
 /// Loads (`false`) or stores (`true`) of the bytes at a window address:
 /// the kernel's volatile window accesses, or a host test's fake.
@@ -63,8 +65,9 @@ pub struct Node<E: Env> {
     pub link: Link<E>,
     /// Descriptors, sizes and the data path.
     pub vfs: Vfs<E>,
-    /// The file `mmap_io` works on: path, inode, size.
-    mmap_file: Option<(String, u64, u64)>,
+    /// The files `mmap_io` works on: path, inode, size (looked up once,
+    /// forgotten at the next open).
+    mmap_files: Vec<(String, u64, u64)>,
 }
 
 impl<E: Env + 'static> Node<E> {
@@ -73,7 +76,7 @@ impl<E: Env + 'static> Node<E> {
         Node {
             link: Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net),
             vfs: Vfs::new(data_path(&cfg)),
-            mmap_file: None,
+            mmap_files: Vec::new(),
         }
     }
 }
@@ -137,7 +140,7 @@ impl<E: Env> Node<E> {
 
     /// Open a file.
     pub fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
-        self.mmap_file = None; // sizes may change: look the file up again
+        self.mmap_files.clear(); // sizes may change: look files up again
         self.vfs.open(&mut self.link, path, flags)
     }
     /// Read at the descriptor's position.
@@ -306,62 +309,6 @@ impl<E: Env> Node<E> {
     /// Does this mode have mmap windows?
     pub fn has_windows(&mut self) -> bool {
         self.vfs.data_path().single_copy().is_some()
-    }
-
-    /// fio's mmap engine: `len` bytes at `offset` of `path` through the
-    /// window mappings, page by page: `access(va, bytes, write)` does the
-    /// loads or stores (kernel: volatile accesses of the window).
-    pub fn mmap_io(
-        &mut self,
-        path: &str,
-        offset: u64,
-        len: usize,
-        write: bool,
-        buf: &mut [u8],
-        access: &mut WindowAccess<'_>,
-    ) -> Result<(), Errno> {
-        if !self.has_windows() {
-            return Err(Errno::NotSupported);
-        }
-        if len == 0 {
-            return Ok(()); // probe: supported in this mode
-        }
-        // One lookup per file, not per I/O.
-        let ino = match &self.mmap_file {
-            Some((p, ino, _)) if p == path => *ino,
-            _ => {
-                let a = self.stat(path)?;
-                self.mmap_file = Some((path.to_string(), a.ino, a.size));
-                a.ino
-            }
-        };
-        let size = self.mmap_file.as_ref().map(|f| f.2).unwrap_or(0);
-        let end = offset.checked_add(len as u64).ok_or(Errno::Invalid)?;
-        if end > size || buf.len() < len {
-            return Err(Errno::Invalid);
-        }
-        let mut done = 0usize;
-        while done < len {
-            let at = offset + done as u64;
-            let key = PageKey {
-                ino,
-                idx: at / 4096,
-            };
-            let in_page = (at % 4096) as usize;
-            let n = (4096 - in_page).min(len - done);
-            let st = self
-                .vfs
-                .data_path()
-                .single_copy()
-                .ok_or(Errno::NotSupported)?;
-            let va = st.map_for_io(&mut self.link, key, write)?;
-            access(va + in_page as u64, &mut buf[done..done + n], write)?;
-            if write {
-                st.mapped_write(&key);
-            }
-            done += n;
-        }
-        Ok(())
     }
 
     /// Write back and leave the cluster.

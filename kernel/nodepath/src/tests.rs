@@ -398,6 +398,97 @@ fn a_batch_resolves_its_reads_together() {
     }
 }
 
+#[test]
+fn an_mmap_batch_resolves_its_loads_together() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/mb", &pattern(4 * 4096, 9));
+    write_file(&mut rig.node(1), "/mc", &pattern(4096, 3));
+    let sh = rig.sh.clone();
+    let mut n = rig.node(2);
+    let mapped = n.link.env.mapped.clone();
+    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
+        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
+        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
+        if write {
+            sh.mem.write(off, b);
+        } else {
+            sh.mem.read(off, b);
+        }
+        Ok(())
+    };
+    let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4096]).collect();
+    let mut small = vec![0u8; 100];
+    let t0 = sh.now();
+    let mut ios: Vec<userland::os::MmapIo<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| userland::os::MmapIo::new("/mb", i as u64 * 4096, false, b))
+        .collect();
+    ios.push(userland::os::MmapIo::new("/mc", 4000, false, &mut small));
+    let mut past = vec![0u8; 10];
+    ios.push(userland::os::MmapIo::new("/mc", 4090, false, &mut past));
+    n.mmap_batch(&mut ios, &mut io).unwrap();
+    let done: Vec<_> = ios.iter().map(|io| io.done).collect();
+    assert_eq!(
+        done,
+        vec![
+            Ok(4096),
+            Ok(4096),
+            Ok(4096),
+            Ok(4096),
+            Err(Errno::Invalid),
+            Err(Errno::Invalid)
+        ],
+        "a load past the end fails alone"
+    );
+    drop(ios);
+    let want = pattern(4 * 4096, 9);
+    for (i, b) in bufs.iter().enumerate() {
+        assert_eq!(b[..], want[i * 4096..(i + 1) * 4096], "page {i}");
+    }
+    assert_eq!(stat_value(&n, k::MISSES), "5", "the five pages came in");
+    let batched_ns = sh.now() - t0;
+    drop(n);
+    // The same loads one by one, on a fresh cluster: a directory round
+    // trip each (the rig's simulated clock; behaviour, not host timing).
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/mb", &pattern(4 * 4096, 9));
+    write_file(&mut rig.node(1), "/mc", &pattern(4096, 3));
+    let sh = rig.sh.clone();
+    let mut n = rig.node(2);
+    let mapped = n.link.env.mapped.clone();
+    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
+        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
+        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
+        if write {
+            sh.mem.write(off, b);
+        } else {
+            sh.mem.read(off, b);
+        }
+        Ok(())
+    };
+    let t0 = sh.now();
+    let mut b = vec![0u8; 4096];
+    for i in 0..4u64 {
+        n.mmap_io("/mb", i * 4096, 4096, false, &mut b, &mut io)
+            .unwrap();
+    }
+    n.mmap_io("/mc", 0, 100, false, &mut b, &mut io).unwrap();
+    let one_by_one_ns = sh.now() - t0;
+    assert!(
+        batched_ns * 2 < one_by_one_ns,
+        "the misses went out together: {batched_ns} ns, one by one {one_by_one_ns} ns (simulated)"
+    );
+    drop(n);
+    let mut p = Rig::new(RigConfig::new(1, Mode::Private));
+    let _ = &mut p;
+    let mut none: [userland::os::MmapIo<'_>; 0] = [];
+    assert_eq!(
+        p.node(1).mmap_batch(&mut none, &mut |_, _, _| Ok(())).err(),
+        Some(Errno::NotSupported)
+    );
+}
+
 /// Doorbell counters of node `k`: (rings of the directory, sleeps, sleeps
 /// refused because work was waiting).
 fn bells(rig: &Rig, k: u32) -> (u64, u64, u64) {
