@@ -36,24 +36,34 @@ fn fio(c: &mut Cluster, node: u8, args: &str) -> Result<Value> {
         .lines()
         .find_map(|l| l.trim_start().strip_prefix("RESULT "))
         .ok_or_else(|| fail(format!("n{node}: no RESULT line: {out}")))?;
-    let v: Value =
-        serde_json::from_str(line).map_err(|e| fail(format!("n{node}: RESULT json: {e}: {line}")))?;
+    let v: Value = serde_json::from_str(line)
+        .map_err(|e| fail(format!("n{node}: RESULT json: {e}: {line}")))?;
     if !out.contains("as tasks, waiting I/Os flushed together") {
-        return Err(fail(format!("n{node}: fio did not run its jobs as tasks: {out}")));
+        return Err(fail(format!(
+            "n{node}: fio did not run its jobs as tasks: {out}"
+        )));
     }
     Ok(v)
 }
 
 fn num(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {v}"))
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
 }
 
 /// Depth and I/O count checks of a cold-read run of `jobs` jobs.
 fn check_depth(mode: &str, v: &Value, jobs: u64, ios: u64) {
     let eff = num(v, "effective_iodepth");
     let max = num(v, "max_iodepth");
-    assert!(eff > 1, "{mode}: effective_iodepth {eff} (one I/O in flight): {v}");
-    assert!(eff <= jobs && max <= jobs, "{mode}: more in flight than jobs: {v}");
+    assert!(
+        eff > 1,
+        "{mode}: effective_iodepth {eff} (one I/O in flight): {v}"
+    );
+    assert!(
+        eff <= jobs && max <= jobs,
+        "{mode}: more in flight than jobs: {v}"
+    );
     assert_eq!(max, jobs, "{mode}: the jobs never all waited together: {v}");
     assert_eq!(num(&v["read"], "ios"), ios, "{mode}: {v}");
 }

@@ -41,6 +41,10 @@ pub struct BootConfig {
     pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
     pub remote_limit: u64,
+    /// `private` mode: most file-server reads one batch keeps in flight
+    /// over the rings, side by side in the read bulk slot
+    /// (`ring_reads=N`, 1..=32, default 32; 1: one request at a time).
+    pub ring_reads: u32,
     /// Use the ivshmem-doorbell device's interrupts (`doorbell=0|1`,
     /// default 0): the launcher sets it when it started the ivshmem server
     /// and gave every instance `-device ivshmem-doorbell`.
@@ -81,6 +85,7 @@ impl BootConfig {
             rpc_timeout_ms: 10_000,
             mode: Mode::Strong,
             remote_limit: 8192,
+            ring_reads: 32,
             doorbell: false,
             doorbell_selftest: 0,
             baseline_writes: BaselineWrites::Back,
@@ -100,6 +105,7 @@ impl BootConfig {
                 "dir_spin_us" => c.dir_spin_us = num(k, v, 0, 10_000_000)?,
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
+                "ring_reads" => c.ring_reads = num(k, v, 1, 32)? as u32,
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
                 "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
                 "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
@@ -256,6 +262,15 @@ mod tests {
     }
 
     #[test]
+    fn ring_reads_option() {
+        let c = BootConfig::parse("role=node id=1 nodes=1 mode=private").unwrap();
+        assert_eq!(c.ring_reads, 32);
+        let c = BootConfig::parse("role=node id=1 nodes=1 ring_reads=1").unwrap();
+        assert_eq!(c.ring_reads, 1);
+        assert!(c.unknown.is_empty());
+    }
+
+    #[test]
     fn baseline_writes_option() {
         let c = BootConfig::parse("role=node id=1 nodes=1 mode=private").unwrap();
         assert_eq!(c.baseline_writes, BaselineWrites::Back);
@@ -287,6 +302,9 @@ mod tests {
             "role=node id=99999999999999999999",
             "role=dir mode=weak",
             "role=dir doorbell=",
+            "role=node id=1 nodes=1 ring_reads=0",
+            "role=node id=1 nodes=1 ring_reads=33",
+            "role=node id=1 nodes=1 ring_reads=x",
             "role=dir doorbell=yes",
             "role=dir doorbell=2",
             "role=dir doorbell_selftest=10001",

@@ -13,7 +13,7 @@ use fabric::proto::{Attr, DirEntry, Errno, Request, Response};
 use userland::os::{BatchIo, Fd, OpenFlags};
 
 use crate::env::Env;
-use crate::link::Link;
+use crate::link::{self, Link};
 use crate::private::Private;
 use crate::singlecopy::SingleCopy;
 use crate::vfs::{DataPath, Vfs};
@@ -35,6 +35,9 @@ pub struct NodeConfig {
     pub rpc_timeout_ns: u64,
     /// Remote mappings kept at most (single copy).
     pub remote_limit: usize,
+    /// `private` mode: file-server reads of one batch in flight together
+    /// over the rings (1..=32).
+    pub ring_reads: usize,
     /// Emulated CXL latency of every copy from a peer's frame.
     pub cxl_ns: u64,
     /// Private-cache modes: write back (buffered) or write through.
@@ -73,8 +76,10 @@ pub struct Node<E: Env> {
 impl<E: Env + 'static> Node<E> {
     /// A node that has not joined yet. `net`: `net` mode's transport.
     pub fn new(env: E, cfg: NodeConfig, net: Option<E::Net>) -> Node<E> {
+        let mut link = Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net);
+        link.ring_reads = cfg.ring_reads.clamp(1, link::MAX_RING_READS);
         Node {
-            link: Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net),
+            link,
             vfs: Vfs::new(data_path(&cfg)),
             mmap_files: Vec::new(),
         }
@@ -211,6 +216,14 @@ impl<E: Env> Node<E> {
             (keys::cache::CXL_LATENCY_NS.to_string(), format!("{cxl_ns}")),
         ];
         v.extend(self.vfs.data_path_ref().stats()?);
+        if self.mode() == Mode::Private {
+            let (groups, reads, max) = self.link.ring_read_stats;
+            v.push((
+                keys::cache::RING_READ_GROUPS.to_string(),
+                format!("{groups}/{reads}"),
+            ));
+            v.push((keys::cache::RING_READS_MAX.to_string(), format!("{max}")));
+        }
         Ok(v)
     }
 

@@ -55,6 +55,7 @@ fn read_req(ino: u64, first: u64, n: usize) -> Request {
     Request::Data {
         op: Op::Read,
         slot: 1,
+        at: 0,
         ino,
         offset: first * PAGE as u64,
         len: (n * PAGE) as u32,
