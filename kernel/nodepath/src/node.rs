@@ -240,6 +240,20 @@ impl<E: Env> Node<E> {
             .invalidate_page(&mut self.link, ino, idx)
     }
 
+    /// Does this node hold every page the batch's reads touch?
+    fn batch_held(&self, ios: &[BatchIo<'_>]) -> bool {
+        let dp = self.vfs.data_path_ref();
+        ios.iter()
+            .filter(|io| !io.write && !io.buf.is_empty())
+            .all(|io| {
+                let Ok((ino, size)) = self.vfs.fd_info(io.fd) else {
+                    return false;
+                };
+                let end = (io.offset + io.buf.len() as u64).min(size);
+                (io.offset / 4096..end.div_ceil(4096)).all(|idx| dp.holds(ino, idx))
+            })
+    }
+
     /// The pages a batch's reads touch, as (inode, index), sorted.
     pub fn batch_pages(&self, ios: &[BatchIo<'_>]) -> Result<Vec<(u64, u64)>, Errno> {
         let mut pages = Vec::new();
@@ -263,6 +277,9 @@ impl<E: Env> Node<E> {
     /// Before a batch of I/Os: bring every page its reads touch in, the
     /// misses in flight together (the reads are hits afterwards).
     pub fn prepare_batch(&mut self, ios: &[BatchIo<'_>]) -> Result<(), Errno> {
+        if self.batch_held(ios) {
+            return Ok(()); // all hits: nothing to ask, nothing to allocate
+        }
         let pages = self.batch_pages(ios)?;
         let (dp, meta) = self.vfs.parts();
         dp.prefetch(&mut self.link, meta, &pages)
