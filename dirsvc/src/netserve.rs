@@ -21,7 +21,7 @@ impl<D: BlockDevice> Directory<D> {
     /// wrote into a slot. A malformed descriptor is answered `Invalid` with
     /// its own opcode and tag, like on the rings. Page requests and page
     /// statistics are refused with `Invalid` (`net` mode has private caches
-    /// only). `mem` is the shared region, used only if single-copy pages
+    /// only), and so is a data request with a sub-slot offset (`at`). `mem` is the shared region, used only if single-copy pages
     /// need tearing down (never in `net` mode). A `node` that is not a
     /// member (never joined, failed, left) is answered `Unavailable`
     /// without running anything: a link is served only for a node that is
@@ -85,6 +85,11 @@ impl<D: BlockDevice> Directory<D> {
         payload: &[u8],
     ) -> Result<Response, Errno> {
         if matches!(req, Request::Page(_) | Request::PageStats) {
+            return Err(Errno::Invalid);
+        }
+        // Each request's data travels in its own frame, at the head of a
+        // staging slot: no sub-slots here.
+        if matches!(req, Request::Data { at, .. } if at != 0) {
             return Err(Errno::Invalid);
         }
         match request_payload(&req) {

@@ -11,6 +11,8 @@
 //! * [`parse`]: word splitting, paths, sizes and counts.
 //! * [`pattern`]: the deterministic file-content pattern written by `fill`.
 //! * [`stats`]: percentiles and latency summaries.
+//! * [`task`]: the cooperative executor: fio jobs and workloads as tasks
+//!   whose I/Os are flushed together.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -24,6 +26,7 @@ pub mod parse;
 pub mod pattern;
 pub mod shell;
 pub mod stats;
+pub mod task;
 
 #[cfg(test)]
 mod mock;

@@ -6,7 +6,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::os::{
-    Attr, ClusterInfo, DirEntry, Errno, Fd, FileKind, NodeInfo, OpenFlags, Os, RingSamples,
+    Attr, BatchIo, ClusterInfo, DirEntry, Errno, Fd, FileKind, MmapIo, NodeInfo, OpenFlags, Os,
+    RingSamples,
 };
 use fabric::proto::MAX_NAME;
 
@@ -61,6 +62,13 @@ pub struct MockOs {
     pub syncs: u32,
     /// Length of the buffer handed to every `write` call.
     pub write_sizes: Vec<usize>,
+    /// I/Os of every `io_batch` / `mmap_batch` call, in order.
+    pub batches: Vec<usize>,
+    /// `seek` is supported (off: `NotSupported`, as for a shell that
+    /// only streams).
+    pub can_seek: bool,
+    /// `mmap_io` is supported (off: `NotSupported`).
+    pub can_mmap: bool,
     nodes: BTreeMap<String, Node>,
     fds: BTreeMap<u32, Open>,
     next_fd: u32,
@@ -123,6 +131,9 @@ impl MockOs {
             paths: Vec::new(),
             syncs: 0,
             write_sizes: Vec::new(),
+            batches: Vec::new(),
+            can_seek: false,
+            can_mmap: false,
             nodes,
             fds: BTreeMap::new(),
             next_fd: 3,
@@ -432,6 +443,73 @@ impl Os for MockOs {
         } else {
             Err(Errno::BadFd)
         }
+    }
+
+    fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        if !self.can_seek {
+            return Err(Errno::NotSupported);
+        }
+        self.check("seek")?;
+        let o = self.fds.get_mut(&fd.0).ok_or(Errno::BadFd)?;
+        o.pos = pos;
+        Ok(())
+    }
+
+    /// Logged in `batches`; fault `"io_batch"` fails the call as a whole.
+    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
+        self.batches.push(ios.len());
+        self.check("io_batch")?;
+        for io in ios.iter_mut() {
+            io.done = crate::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
+        }
+        Ok(())
+    }
+
+    /// Logged in `batches`; fault `"mmap_batch"` fails the call as a
+    /// whole.
+    fn mmap_batch(&mut self, ios: &mut [MmapIo<'_>]) -> Result<(), Errno> {
+        self.batches.push(ios.len());
+        self.check("mmap_batch")?;
+        for io in ios.iter_mut() {
+            let len = io.buf.len();
+            io.done = self
+                .mmap_io(io.path, io.offset, len, io.write, io.buf)
+                .map(|()| len);
+        }
+        Ok(())
+    }
+
+    /// Copies to or from the file's bytes (a "mapping" without pages).
+    fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+    ) -> Result<(), Errno> {
+        if !self.can_mmap {
+            return Err(Errno::NotSupported);
+        }
+        if len == 0 {
+            return Ok(()); // probe
+        }
+        self.check("mmap_io")?;
+        let n = self.nodes.get_mut(path).ok_or(Errno::NotFound)?;
+        if n.kind != FileKind::File {
+            return Err(Errno::IsDir);
+        }
+        let o = usize::try_from(offset).map_err(|_| Errno::Invalid)?;
+        let end = o.checked_add(len).ok_or(Errno::Invalid)?;
+        let (Some(file), Some(b)) = (n.data.get_mut(o..end), buf.get_mut(..len)) else {
+            return Err(Errno::Invalid);
+        };
+        if write {
+            file.copy_from_slice(b);
+        } else {
+            b.copy_from_slice(file);
+        }
+        Ok(())
     }
 
     fn stat(&mut self, path: &str) -> Result<Attr, Errno> {

@@ -79,6 +79,37 @@ impl<'a> BatchIo<'a> {
     }
 }
 
+/// One memory-mapped I/O of an [`Os::mmap_batch`] call: `buf.len()`
+/// bytes at `offset` of `path` through the mapping.
+#[derive(Debug)]
+pub struct MmapIo<'a> {
+    /// The mapped file (mapped on first use, like [`Os::mmap_io`]).
+    pub path: &'a str,
+    /// Absolute byte offset in the file.
+    pub offset: u64,
+    /// Store `buf` through the mapping (otherwise load into `buf`).
+    pub write: bool,
+    /// The data: `buf.len()` bytes are moved; the range lies within the
+    /// file.
+    pub buf: &'a mut [u8],
+    /// Filled by [`Os::mmap_batch`]: `Ok(buf.len())` or this I/O's error
+    /// ([`MmapIo::new`] starts it as `Err(Errno::Io)`).
+    pub done: Result<usize, Errno>,
+}
+
+impl<'a> MmapIo<'a> {
+    /// A mapped I/O of `buf.len()` bytes at `offset`, not done yet.
+    pub fn new(path: &'a str, offset: u64, write: bool, buf: &'a mut [u8]) -> MmapIo<'a> {
+        MmapIo {
+            path,
+            offset,
+            write,
+            buf,
+            done: Err(Errno::Io),
+        }
+    }
+}
+
 /// Largest batch of page requests `bench dir` publishes at once (a ring
 /// holds 64 descriptors).
 pub const MAX_DIR_BATCH: usize = 64;
@@ -239,6 +270,23 @@ pub trait Os {
         _buf: &mut [u8],
     ) -> Result<(), Errno> {
         Err(Errno::NotSupported)
+    }
+
+    /// Perform every mapped I/O of `ios` (all in flight at once, like
+    /// [`Os::io_batch`] for [`Os::mmap_io`]) and fill in each one's
+    /// [`MmapIo::done`]. `Err` means the batch as a whole was not
+    /// attempted. The default performs them one by one with
+    /// [`Os::mmap_io`]; the kernel overrides it to resolve the pages of
+    /// every load first, the misses in flight together, so the window
+    /// accesses that follow are hits.
+    fn mmap_batch(&mut self, ios: &mut [MmapIo<'_>]) -> Result<(), Errno> {
+        for io in ios.iter_mut() {
+            let len = io.buf.len();
+            io.done = self
+                .mmap_io(io.path, io.offset, len, io.write, io.buf)
+                .map(|()| len);
+        }
+        Ok(())
     }
 
     /// Where a benchmark runs, for its report: `(node id, cache mode name,

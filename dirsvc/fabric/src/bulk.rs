@@ -48,6 +48,16 @@ impl<'a, M: SharedMem + ?Sized> ShmBulk<'a, M> {
     }
 }
 
+impl<M: SharedMem + ?Sized> ShmBulk<'_, M> {
+    /// Copy `buf.len()` bytes at byte `at` of `slot` into `buf` (a
+    /// sub-slot: several requests' data side by side in one slot).
+    pub fn read_at(&self, slot: u32, at: usize, buf: &mut [u8]) -> Result<(), Errno> {
+        let off = self.range(slot, at, buf.len())?;
+        self.mem.read(off, buf);
+        Ok(())
+    }
+}
+
 impl<M: SharedMem + ?Sized> Bulk for ShmBulk<'_, M> {
     fn cap(&self, slot: u32) -> Option<usize> {
         self.layout.bulk_slot(self.node, slot).map(|(_, cap)| cap)

@@ -51,6 +51,10 @@ pub struct BootConfig {
     pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
     pub remote_limit: u64,
+    /// `private` mode: most file-server reads one batch keeps in flight
+    /// over the rings, side by side in the read bulk slot
+    /// (`ring_reads=N`, 1..=32, default 32; 1: one request at a time).
+    pub ring_reads: u32,
     /// Use the ivshmem-doorbell device's interrupts (`doorbell=0|1`,
     /// default 0): the launcher sets it when it started the ivshmem server
     /// and gave every instance `-device ivshmem-doorbell`.
@@ -91,6 +95,7 @@ impl BootConfig {
             rpc_timeout_ms: 10_000,
             mode: Mode::Strong,
             remote_limit: 8192,
+            ring_reads: 32,
             doorbell: false,
             doorbell_selftest: 0,
             baseline_writes: BaselineWrites::Back,
@@ -112,6 +117,7 @@ impl BootConfig {
                 "dir_spin_us" => c.dir_spin_us = num(k, v, 0, 10_000_000)?,
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
+                "ring_reads" => c.ring_reads = num(k, v, 1, 32)? as u32,
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
                 "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
                 "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
@@ -293,6 +299,15 @@ mod tests {
     }
 
     #[test]
+    fn ring_reads_option() {
+        let c = BootConfig::parse("role=node id=1 nodes=1 mode=private").unwrap();
+        assert_eq!(c.ring_reads, 32);
+        let c = BootConfig::parse("role=node id=1 nodes=1 ring_reads=1").unwrap();
+        assert_eq!(c.ring_reads, 1);
+        assert!(c.unknown.is_empty());
+    }
+
+    #[test]
     fn fill_depth_and_disk_latency_options() {
         let c = BootConfig::parse("role=dir nodes=2").unwrap();
         assert_eq!((c.fill_depth, c.disk_latency_us()), (32, 0));
@@ -338,6 +353,9 @@ mod tests {
             "role=node id=99999999999999999999",
             "role=dir mode=weak",
             "role=dir doorbell=",
+            "role=node id=1 nodes=1 ring_reads=0",
+            "role=node id=1 nodes=1 ring_reads=33",
+            "role=node id=1 nodes=1 ring_reads=x",
             "role=dir doorbell=yes",
             "role=dir doorbell=2",
             "role=dir doorbell_selftest=10001",

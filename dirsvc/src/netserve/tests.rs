@@ -134,6 +134,7 @@ impl Rig {
         self.call(&Request::Data {
             op: Op::Write,
             slot: 2,
+            at: 0,
             ino,
             offset,
             len: data.len() as u32,
@@ -144,6 +145,7 @@ impl Rig {
         let r = self.call(&Request::Data {
             op: Op::Read,
             slot: 1,
+            at: 0,
             ino,
             offset,
             len,
@@ -186,6 +188,7 @@ fn pipelined_reads_come_back_in_order_with_their_data() {
         .map(|i| Request::Data {
             op: Op::Read,
             slot: 1,
+            at: 0,
             ino,
             offset: i * 4096,
             len: 4096,
@@ -217,6 +220,7 @@ fn pipelined_reads_come_back_in_order_with_their_data() {
     let w = Request::Data {
         op: Op::Write,
         slot: 2,
+        at: 0,
         ino,
         offset: 0,
         len: 1,
@@ -433,6 +437,7 @@ fn a_full_slot_is_written_and_read_in_one_frame() {
         rig.client.request(&Request::Data {
             op: Op::Write,
             slot: 2,
+            at: 0,
             ino,
             offset: 4096,
             len: MAX_PAYLOAD as u32,
@@ -457,6 +462,7 @@ fn a_full_slot_is_written_and_read_in_one_frame() {
         rig.call(&Request::Data {
             op: Op::Read,
             slot: 1,
+            at: 0,
             ino,
             offset: 0,
             len: MAX_PAYLOAD as u32 + 1,
@@ -467,6 +473,7 @@ fn a_full_slot_is_written_and_read_in_one_frame() {
         rig.call(&Request::Data {
             op: Op::Write,
             slot: 2,
+            at: 0,
             ino,
             offset: 0,
             len: MAX_PAYLOAD as u32 + 1,
@@ -492,6 +499,7 @@ fn bad_requests_get_clear_errors() {
             Request::Data {
                 op: Op::Write,
                 slot,
+                at: 0,
                 ino,
                 offset: 0,
                 len: 10,
@@ -499,6 +507,7 @@ fn bad_requests_get_clear_errors() {
             Request::Data {
                 op: Op::Read,
                 slot,
+                at: 0,
                 ino,
                 offset: 0,
                 len: 10,
@@ -523,6 +532,7 @@ fn bad_requests_get_clear_errors() {
     let write = |len| Request::Data {
         op: Op::Write,
         slot: 2,
+        at: 0,
         ino,
         offset: 0,
         len,
@@ -537,6 +547,7 @@ fn bad_requests_get_clear_errors() {
             Request::Data {
                 op: Op::Read,
                 slot: 1,
+                at: 0,
                 ino,
                 offset: 0,
                 len: 10,
@@ -615,6 +626,7 @@ fn client_rejects_bad_answers() {
     let read = Request::Data {
         op: Op::Read,
         slot: 1,
+        at: 0,
         ino,
         offset: 0,
         len: 100,

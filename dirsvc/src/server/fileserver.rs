@@ -53,7 +53,7 @@ impl<D: BlockDevice> Directory<D> {
                 len,
                 exclusive,
             } => {
-                let mut buf = slot_buffer(bulk, slot, len)?;
+                let (_, mut buf) = slot_buffer(bulk, slot, 0, len)?;
                 bulk.read(slot, &mut buf)?;
                 let path = core::str::from_utf8(&buf).map_err(|_| Errno::Invalid)?;
                 match op {
@@ -114,13 +114,17 @@ impl<D: BlockDevice> Directory<D> {
             Request::Data {
                 op,
                 slot,
+                at,
                 ino,
                 offset,
                 len,
             } => {
-                let mut buf = slot_buffer(bulk, slot, len)?;
+                let (at, mut buf) = slot_buffer(bulk, slot, at, len)?;
                 if op == Op::Write {
-                    bulk.read(slot, &mut buf)?;
+                    // The data sits at `at`: read the slot up to its end.
+                    let mut head = vec![0u8; at + buf.len()];
+                    bulk.read(slot, &mut head)?;
+                    buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
                     let (n, attr) = fs.write(ino, offset, &buf)?;
                     // Reconcile the single copy: refresh the owner's frame
                     // of every cached page this write touched.
@@ -139,7 +143,7 @@ impl<D: BlockDevice> Directory<D> {
                     })
                 } else {
                     let n = fs.read(ino, offset, &mut buf)?;
-                    bulk.write(slot, 0, &buf[..n])?;
+                    bulk.write(slot, at, &buf[..n])?;
                     let attr = fs.getattr(ino)?;
                     Ok(Response::Data {
                         bytes: n as u32,
@@ -163,11 +167,16 @@ impl<D: BlockDevice> Directory<D> {
 
 /// A zeroed buffer of `len` bytes for slot `slot`, if the request's length
 /// fits the slot (both come from an untrusted request).
-fn slot_buffer(bulk: &(impl Bulk + ?Sized), slot: u32, len: u32) -> Result<Vec<u8>, Errno> {
+fn slot_buffer(
+    bulk: &(impl Bulk + ?Sized),
+    slot: u32,
+    at: u32,
+    len: u32,
+) -> Result<(usize, Vec<u8>), Errno> {
     let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
-    let len = len as usize;
-    if len > cap {
-        return Err(Errno::Invalid);
+    let (at, len) = (at as usize, len as usize);
+    match at.checked_add(len) {
+        Some(end) if end <= cap => Ok((at, vec![0u8; len])),
+        _ => Err(Errno::Invalid),
     }
-    Ok(vec![0u8; len])
 }

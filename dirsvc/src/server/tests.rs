@@ -124,6 +124,7 @@ fn metadata_and_data_round_trip_between_two_nodes() {
     let w = Request::Data {
         op: Op::Write,
         slot: 2,
+        at: 0,
         ino: f.ino,
         offset: 0,
         len: data.len() as u32,
@@ -136,6 +137,7 @@ fn metadata_and_data_round_trip_between_two_nodes() {
     let r = Request::Data {
         op: Op::Read,
         slot: 1,
+        at: 0,
         ino: f.ino,
         offset: 0,
         len: 16384,
@@ -170,6 +172,79 @@ fn metadata_and_data_round_trip_between_two_nodes() {
 }
 
 #[test]
+fn data_requests_use_sub_slots_side_by_side() {
+    let rig = Rig::new(1, true);
+    let mut a = rig.join(1);
+    let Response::Attr(f) = rig.path(&mut a, Op::Create, "/s").unwrap() else {
+        panic!("create must return attributes")
+    };
+    // A write whose data sits at byte 4096 of slot 2.
+    let data: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
+    let (off2, cap) = a.bulk(2).unwrap();
+    rig.mem.write(off2, &[0xEE; 4096]);
+    rig.mem.write(off2 + 4096, &data);
+    let w = Request::Data {
+        op: Op::Write,
+        slot: 2,
+        at: 4096,
+        ino: f.ino,
+        offset: 0,
+        len: data.len() as u32,
+    };
+    assert!(matches!(
+        rig.call(&mut a, &w),
+        Ok(Response::Data { bytes: 8192, .. })
+    ));
+    // Two reads answered into two sub-slots of slot 1.
+    let read = |at: u32, offset: u64| Request::Data {
+        op: Op::Read,
+        slot: 1,
+        at,
+        ino: f.ino,
+        offset,
+        len: 4096,
+    };
+    assert!(matches!(
+        rig.call(&mut a, &read(8192, 4096)),
+        Ok(Response::Data { bytes: 4096, .. })
+    ));
+    assert!(matches!(
+        rig.call(&mut a, &read(0, 0)),
+        Ok(Response::Data { bytes: 4096, .. })
+    ));
+    let (off1, _) = a.bulk(1).unwrap();
+    let mut got = vec![0u8; 12288];
+    rig.mem.read(off1, &mut got);
+    assert_eq!(got[..4096], data[..4096]);
+    assert_eq!(got[8192..], data[4096..]);
+    // The sub-slot must fit the slot; nothing is read or written past it.
+    let cap = cap as u32;
+    for (at, len) in [(cap - 4095, 4096), (cap, 1), (u32::MAX, 4096), (1, cap)] {
+        let data = |op| Request::Data {
+            op,
+            slot: 1,
+            at,
+            ino: f.ino,
+            offset: 0,
+            len,
+        };
+        let (r, w) = (data(Op::Read), data(Op::Write));
+        assert_eq!(
+            rig.call(&mut a, &r),
+            Err(Errno::Invalid),
+            "read at {at} len {len}"
+        );
+        assert_eq!(
+            rig.call(&mut a, &w),
+            Err(Errno::Invalid),
+            "write at {at} len {len}"
+        );
+    }
+    // A read that fits exactly at the end of the slot is fine.
+    assert!(rig.call(&mut a, &read(cap - 4096, 0)).is_ok());
+}
+
+#[test]
 fn bad_slots_lengths_and_opcodes_are_refused() {
     let rig = Rig::new(1, true);
     let mut a = rig.join(1);
@@ -183,6 +258,7 @@ fn bad_slots_lengths_and_opcodes_are_refused() {
     let too_long = Request::Data {
         op: Op::Read,
         slot: 1,
+        at: 0,
         ino: 1,
         offset: 0,
         len: u32::MAX,
@@ -303,6 +379,7 @@ fn single_copy_read_invalidate_with_a_sharer() {
     let w = Request::Data {
         op: Op::Write,
         slot: 2,
+        at: 0,
         ino: f.ino,
         offset: 0,
         len: 4096,
@@ -409,6 +486,7 @@ fn writes_refresh_the_single_copy_and_page_stats_have_names() {
         let w = Request::Data {
             op: Op::Write,
             slot: 2,
+            at: 0,
             ino: f.ino,
             offset: 0,
             len: 4096,

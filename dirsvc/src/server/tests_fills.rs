@@ -104,6 +104,7 @@ impl Rig {
         let w = Request::Data {
             op: Op::Write,
             slot: 2,
+            at: 0,
             ino,
             offset: idx * 4096,
             len: 4096,

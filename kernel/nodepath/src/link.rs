@@ -69,6 +69,12 @@ pub struct Link<E: Env> {
     /// back its dirty pages before rejoining (a rejoin drops them).
     pub recovering: bool,
     files: Files<E::Net>,
+    /// `private` mode: reads of one batch in flight together over the
+    /// rings (1..=[`MAX_RING_READS`]).
+    pub ring_reads: usize,
+    /// Read batches sent over the rings: (groups, requests, most requests
+    /// in flight together).
+    pub ring_read_stats: (u64, u64, u64),
 }
 
 /// Does node `id` have something to read: a response, a notice, or (while
@@ -118,6 +124,9 @@ fn wait_once<E: Env>(
     true
 }
 
+mod reads;
+pub use reads::MAX_RING_READS;
+
 impl<E: Env> Link<E> {
     /// A link for node `id` in `mode` that is not joined yet. `net`: `net`
     /// mode's transport, if its device was found (file requests never fall
@@ -134,6 +143,8 @@ impl<E: Env> Link<E> {
             pending: Waiter::new(rpc_timeout_ns),
             dir_hb: (0, 0),
             recovering: false,
+            ring_reads: MAX_RING_READS,
+            ring_read_stats: (0, 0, 0),
             files: if mode == Mode::Net {
                 Files::Net(net)
             } else {
@@ -469,6 +480,19 @@ impl<E: Env> Link<E> {
         self.shm_bulk()?.write(slot, at, data)
     }
 
+    /// Copy `buf.len()` bytes at byte `at` of ring bulk slot `slot` into
+    /// `buf` (bounds-checked against the validated layout).
+    pub fn bulk_read_at(&mut self, slot: u32, at: usize, buf: &mut [u8]) -> Result<(), Errno> {
+        if let Files::Net(Some(n)) = &mut self.files {
+            return if at == 0 {
+                n.bulk_read(slot, buf)
+            } else {
+                Err(Errno::Invalid)
+            };
+        }
+        self.shm_bulk()?.read_at(slot, at, buf)
+    }
+
     /// Copy the head of bulk slot `slot` into `buf`.
     pub fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno> {
         if let Files::Net(Some(n)) = &mut self.files {
@@ -478,32 +502,20 @@ impl<E: Env> Link<E> {
     }
 
     /// Several reads (`Request::Data` into slot 1), each answer with its
-    /// data: pipelined in `net` mode, one after the other on the rings. A
-    /// request the server refused is answered `Response::Err` in place.
+    /// data: pipelined in `net` mode; on the rings up to
+    /// [`Link::ring_reads`] requests in flight together, their data side by
+    /// side in slot 1 (see `link/reads.rs`). A request the server refused
+    /// is answered `Response::Err` in place.
     pub fn fs_read_batch(
         &mut self,
         reqs: &[Request],
         svc: &mut dyn Session<E>,
     ) -> Result<Vec<(Response, Vec<u8>)>, Errno> {
         match &mut self.files {
-            Files::Net(Some(n)) => return n.call_batch(reqs),
-            Files::Net(None) => return Err(Errno::Unavailable),
-            Files::Rings => {}
+            Files::Net(Some(n)) => n.call_batch(reqs),
+            Files::Net(None) => Err(Errno::Unavailable),
+            Files::Rings => self.ring_read_batch(reqs, svc),
         }
-        let mut out = Vec::with_capacity(reqs.len());
-        for req in reqs {
-            match self.fs_call(req, svc) {
-                Ok(Response::Data { bytes, attr }) => {
-                    let mut data = alloc::vec![0u8; bytes as usize];
-                    self.bulk_read(1, &mut data)?;
-                    out.push((Response::Data { bytes, attr }, data));
-                }
-                Ok(r) => out.push((r, Vec::new())),
-                Err(Errno::Unavailable) => return Err(Errno::Unavailable),
-                Err(e) => out.push((Response::Err(e), Vec::new())),
-            }
-        }
-        Ok(out)
     }
 
     /// Leave the cluster (shutdown).

@@ -9,14 +9,16 @@ use alloc::vec::Vec;
 use userland::stats::keys;
 
 use fabric::config::{BaselineWrites, Mode};
-use fabric::proto::{Attr, DirEntry, Errno, PageKey, Request, Response};
+use fabric::proto::{Attr, DirEntry, Errno, Request, Response};
 use userland::os::{BatchIo, Fd, OpenFlags};
 
 use crate::env::Env;
-use crate::link::Link;
+use crate::link::{self, Link};
 use crate::private::Private;
 use crate::singlecopy::SingleCopy;
 use crate::vfs::{DataPath, Vfs};
+
+mod mmap;
 
 /// Loads (`false`) or stores (`true`) of the bytes at a window address:
 /// the kernel's volatile window accesses, or a host test's fake.
@@ -33,6 +35,9 @@ pub struct NodeConfig {
     pub rpc_timeout_ns: u64,
     /// Remote mappings kept at most (single copy).
     pub remote_limit: usize,
+    /// `private` mode: file-server reads of one batch in flight together
+    /// over the rings (1..=32).
+    pub ring_reads: usize,
     /// Emulated CXL latency of every copy from a peer's frame.
     pub cxl_ns: u64,
     /// Private-cache modes: write back (buffered) or write through.
@@ -70,17 +75,20 @@ pub struct Node<E: Env> {
     pub link: Link<E>,
     /// Descriptors, sizes and the data path.
     pub vfs: Vfs<E>,
-    /// The file `mmap_io` works on: path, inode, size.
-    mmap_file: Option<(String, u64, u64)>,
+    /// The files `mmap_io` works on: path, inode, size (looked up once,
+    /// forgotten at the next open).
+    mmap_files: Vec<(String, u64, u64)>,
 }
 
 impl<E: Env + 'static> Node<E> {
     /// A node that has not joined yet. `net`: `net` mode's transport.
     pub fn new(env: E, cfg: NodeConfig, net: Option<E::Net>) -> Node<E> {
+        let mut link = Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net);
+        link.ring_reads = cfg.ring_reads.clamp(1, link::MAX_RING_READS);
         Node {
-            link: Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net),
+            link,
             vfs: Vfs::new(data_path(&cfg)),
-            mmap_file: None,
+            mmap_files: Vec::new(),
         }
     }
 }
@@ -158,7 +166,7 @@ impl<E: Env> Node<E> {
 
     /// Open a file.
     pub fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
-        self.mmap_file = None; // sizes may change: look the file up again
+        self.mmap_files.clear(); // sizes may change: look files up again
         self.vfs.open(&mut self.link, path, flags)
     }
     /// Read at the descriptor's position.
@@ -229,6 +237,14 @@ impl<E: Env> Node<E> {
             (keys::cache::CXL_LATENCY_NS.to_string(), format!("{cxl_ns}")),
         ];
         v.extend(self.vfs.data_path_ref().stats()?);
+        if self.mode() == Mode::Private {
+            let (groups, reads, max) = self.link.ring_read_stats;
+            v.push((
+                keys::cache::RING_READ_GROUPS.to_string(),
+                format!("{groups}/{reads}"),
+            ));
+            v.push((keys::cache::RING_READS_MAX.to_string(), format!("{max}")));
+        }
         Ok(v)
     }
 
@@ -243,6 +259,20 @@ impl<E: Env> Node<E> {
         self.vfs
             .data_path()
             .invalidate_page(&mut self.link, ino, idx)
+    }
+
+    /// Does this node hold every page the batch's reads touch?
+    fn batch_held(&self, ios: &[BatchIo<'_>]) -> bool {
+        let dp = self.vfs.data_path_ref();
+        ios.iter()
+            .filter(|io| !io.write && !io.buf.is_empty())
+            .all(|io| {
+                let Ok((ino, size)) = self.vfs.fd_info(io.fd) else {
+                    return false;
+                };
+                let end = (io.offset + io.buf.len() as u64).min(size);
+                (io.offset / 4096..end.div_ceil(4096)).all(|idx| dp.holds(ino, idx))
+            })
     }
 
     /// The pages a batch's reads touch, as (inode, index), sorted.
@@ -268,6 +298,9 @@ impl<E: Env> Node<E> {
     /// Before a batch of I/Os: bring every page its reads touch in, the
     /// misses in flight together (the reads are hits afterwards).
     pub fn prepare_batch(&mut self, ios: &[BatchIo<'_>]) -> Result<(), Errno> {
+        if self.batch_held(ios) {
+            return Ok(()); // all hits: nothing to ask, nothing to allocate
+        }
         let pages = self.batch_pages(ios)?;
         let (dp, meta) = self.vfs.parts();
         dp.prefetch(&mut self.link, meta, &pages)
@@ -327,62 +360,6 @@ impl<E: Env> Node<E> {
     /// Does this mode have mmap windows?
     pub fn has_windows(&mut self) -> bool {
         self.vfs.data_path().single_copy().is_some()
-    }
-
-    /// fio's mmap engine: `len` bytes at `offset` of `path` through the
-    /// window mappings, page by page: `access(va, bytes, write)` does the
-    /// loads or stores (kernel: volatile accesses of the window).
-    pub fn mmap_io(
-        &mut self,
-        path: &str,
-        offset: u64,
-        len: usize,
-        write: bool,
-        buf: &mut [u8],
-        access: &mut WindowAccess<'_>,
-    ) -> Result<(), Errno> {
-        if !self.has_windows() {
-            return Err(Errno::NotSupported);
-        }
-        if len == 0 {
-            return Ok(()); // probe: supported in this mode
-        }
-        // One lookup per file, not per I/O.
-        let ino = match &self.mmap_file {
-            Some((p, ino, _)) if p == path => *ino,
-            _ => {
-                let a = self.stat(path)?;
-                self.mmap_file = Some((path.to_string(), a.ino, a.size));
-                a.ino
-            }
-        };
-        let size = self.mmap_file.as_ref().map(|f| f.2).unwrap_or(0);
-        let end = offset.checked_add(len as u64).ok_or(Errno::Invalid)?;
-        if end > size || buf.len() < len {
-            return Err(Errno::Invalid);
-        }
-        let mut done = 0usize;
-        while done < len {
-            let at = offset + done as u64;
-            let key = PageKey {
-                ino,
-                idx: at / 4096,
-            };
-            let in_page = (at % 4096) as usize;
-            let n = (4096 - in_page).min(len - done);
-            let st = self
-                .vfs
-                .data_path()
-                .single_copy()
-                .ok_or(Errno::NotSupported)?;
-            let (va, _) = st.map_page(&mut self.link, key)?;
-            access(va + in_page as u64, &mut buf[done..done + n], write)?;
-            if write {
-                st.mapped_write(&key);
-            }
-            done += n;
-        }
-        Ok(())
     }
 
     /// Write back and leave the cluster.

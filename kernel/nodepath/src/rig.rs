@@ -231,6 +231,8 @@ pub struct RigConfig {
     pub region: usize,
     /// Remote mappings a node keeps.
     pub remote_limit: usize,
+    /// `private` mode: reads of one batch in flight over the rings.
+    pub ring_reads: usize,
     /// A node gives up a call after this long (fake clock).
     pub rpc_timeout_ns: u64,
     /// Private-cache modes: write back or through.
@@ -247,6 +249,7 @@ impl RigConfig {
             mode,
             region: 4 << 20,
             remote_limit: 8192,
+            ring_reads: crate::link::MAX_RING_READS,
             rpc_timeout_ns: 10_000_000_000,
             baseline_writes: BaselineWrites::Back,
             cache_pages: 0,
@@ -305,6 +308,7 @@ impl Rig {
                 mode: cfg.mode,
                 rpc_timeout_ns: cfg.rpc_timeout_ns,
                 remote_limit: cfg.remote_limit,
+                ring_reads: cfg.ring_reads,
                 cxl_ns: 0,
                 baseline_writes: cfg.baseline_writes,
                 cache_pages: cfg.cache_pages,

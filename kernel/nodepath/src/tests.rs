@@ -409,6 +409,179 @@ fn a_batch_resolves_its_reads_together() {
     }
 }
 
+#[test]
+fn an_mmap_batch_resolves_its_loads_together() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/mb", &pattern(4 * 4096, 9));
+    write_file(&mut rig.node(1), "/mc", &pattern(4096, 3));
+    let sh = rig.sh.clone();
+    let mut n = rig.node(2);
+    let mapped = n.link.env.mapped.clone();
+    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
+        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
+        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
+        if write {
+            sh.mem.write(off, b);
+        } else {
+            sh.mem.read(off, b);
+        }
+        Ok(())
+    };
+    let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4096]).collect();
+    let mut small = vec![0u8; 100];
+    let t0 = sh.now();
+    let mut ios: Vec<userland::os::MmapIo<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| userland::os::MmapIo::new("/mb", i as u64 * 4096, false, b))
+        .collect();
+    ios.push(userland::os::MmapIo::new("/mc", 4000, false, &mut small));
+    let mut past = vec![0u8; 10];
+    ios.push(userland::os::MmapIo::new("/mc", 4090, false, &mut past));
+    n.mmap_batch(&mut ios, &mut io).unwrap();
+    let done: Vec<_> = ios.iter().map(|io| io.done).collect();
+    assert_eq!(
+        done,
+        vec![
+            Ok(4096),
+            Ok(4096),
+            Ok(4096),
+            Ok(4096),
+            Err(Errno::Invalid),
+            Err(Errno::Invalid)
+        ],
+        "a load past the end fails alone"
+    );
+    drop(ios);
+    let want = pattern(4 * 4096, 9);
+    for (i, b) in bufs.iter().enumerate() {
+        assert_eq!(b[..], want[i * 4096..(i + 1) * 4096], "page {i}");
+    }
+    assert_eq!(stat_value(&n, k::MISSES), "5", "the five pages came in");
+    let batched_ns = sh.now() - t0;
+    drop(n);
+    // The same loads one by one, on a fresh cluster: a directory round
+    // trip each (the rig's simulated clock; behaviour, not host timing).
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/mb", &pattern(4 * 4096, 9));
+    write_file(&mut rig.node(1), "/mc", &pattern(4096, 3));
+    let sh = rig.sh.clone();
+    let mut n = rig.node(2);
+    let mapped = n.link.env.mapped.clone();
+    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
+        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
+        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
+        if write {
+            sh.mem.write(off, b);
+        } else {
+            sh.mem.read(off, b);
+        }
+        Ok(())
+    };
+    let t0 = sh.now();
+    let mut b = vec![0u8; 4096];
+    for i in 0..4u64 {
+        n.mmap_io("/mb", i * 4096, 4096, false, &mut b, &mut io)
+            .unwrap();
+    }
+    n.mmap_io("/mc", 0, 100, false, &mut b, &mut io).unwrap();
+    let one_by_one_ns = sh.now() - t0;
+    assert!(
+        batched_ns * 2 < one_by_one_ns,
+        "the misses went out together: {batched_ns} ns, one by one {one_by_one_ns} ns (simulated)"
+    );
+    drop(n);
+    let mut p = Rig::new(RigConfig::new(1, Mode::Private));
+    let _ = &mut p;
+    let mut none: [userland::os::MmapIo<'_>; 0] = [];
+    assert_eq!(
+        p.node(1).mmap_batch(&mut none, &mut |_, _, _| Ok(())).err(),
+        Some(Errno::NotSupported)
+    );
+}
+
+/// Private mode: a batch's missing reads go to the file server as
+/// several ring requests in flight together (sub-slots of the read slot),
+/// up to `ring_reads`; with `ring_reads=1`, one at a time.
+#[test]
+fn private_reads_of_a_batch_share_the_ring_round_trips() {
+    let mut seen = Vec::new();
+    for ring_reads in [32, 1, 3] {
+        let mut cfg = RigConfig::new(2, Mode::Private);
+        cfg.ring_reads = ring_reads;
+        let rig = Rig::new(cfg);
+        let data = pattern(16 * 4096, 11);
+        write_file(&mut rig.node(1), "/r", &data);
+        let sh = rig.sh.clone();
+        let mut n = rig.node(2);
+        let fd = n.open("/r", OpenFlags::default()).unwrap();
+        // Eight separate pages (no two contiguous: eight requests).
+        let mut bufs: Vec<Vec<u8>> = (0..8).map(|_| vec![0u8; 4096]).collect();
+        let ios: Vec<BatchIo<'_>> = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, b)| BatchIo::new(fd, i as u64 * 2 * 4096, false, b))
+            .collect();
+        let t0 = sh.now();
+        n.prepare_batch(&ios).unwrap();
+        let ns = sh.now() - t0;
+        drop(ios);
+        let (groups, reads, max) = n.link.ring_read_stats;
+        assert_eq!(reads, 8, "ring_reads={ring_reads}");
+        assert_eq!(max, ring_reads.min(8) as u64, "ring_reads={ring_reads}");
+        assert_eq!(groups, 8u64.div_ceil(ring_reads.min(8) as u64));
+        assert_eq!(stat_value(&n, k::RING_READS_MAX), format!("{max}"));
+        // Every page came in, with the right bytes (hits now).
+        assert_eq!(stat_value(&n, k::MISSES), "8");
+        for i in 0..8u64 {
+            let mut b = vec![0u8; 4096];
+            n.seek(fd, i * 2 * 4096).unwrap();
+            n.read(fd, &mut b).unwrap();
+            let at = (i * 2 * 4096) as usize;
+            assert_eq!(b[..], data[at..at + 4096], "page {}", i * 2);
+        }
+        assert_eq!(stat_value(&n, k::MISSES), "8");
+        n.close(fd).unwrap();
+        seen.push(ns);
+    }
+    // Simulated time (behaviour of the rig's clock, not host timing): one
+    // round trip for the eight against eight.
+    assert!(seen[0] * 3 < seen[1], "{seen:?}");
+}
+
+/// A contiguous run larger than what is left of the read slot starts the
+/// next group; the data still lands in order.
+#[test]
+fn private_reads_that_fill_the_slot_go_in_several_groups() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    let data = pattern(64 * 4096, 12);
+    write_file(&mut rig.node(1), "/big", &data);
+    let mut n = rig.node(2);
+    let fd = n.open("/big", OpenFlags::default()).unwrap();
+    // 3 pages, then 16 contiguous (one request of a whole slot), then 2.
+    let mut a = vec![0u8; 3 * 4096];
+    let mut b = vec![0u8; 16 * 4096];
+    let mut c = vec![0u8; 2 * 4096];
+    let ios = [
+        BatchIo::new(fd, 0, false, &mut a),
+        BatchIo::new(fd, 8 * 4096, false, &mut b),
+        BatchIo::new(fd, 40 * 4096, false, &mut c),
+    ];
+    n.prepare_batch(&ios).unwrap();
+    let (groups, reads, _) = n.link.ring_read_stats;
+    assert_eq!(
+        (groups, reads),
+        (3, 3),
+        "the 64 KiB run needs the slot alone"
+    );
+    assert_eq!(stat_value(&n, k::MISSES), "21");
+    let mut got = vec![0u8; 16 * 4096];
+    n.seek(fd, 8 * 4096).unwrap();
+    n.read(fd, &mut got).unwrap();
+    assert_eq!(got[..], data[8 * 4096..24 * 4096]);
+    n.close(fd).unwrap();
+}
+
 /// Doorbell counters of node `k`: (rings of the directory, sleeps, sleeps
 /// refused because work was waiting).
 fn bells(rig: &Rig, k: u32) -> (u64, u64, u64) {

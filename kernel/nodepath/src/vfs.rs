@@ -216,6 +216,12 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn write_back_all(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> Result<(), Errno> {
         Ok(())
     }
+    /// Is page `idx` of `ino` here and usable for a read without asking
+    /// anyone (so a batch whose pages are all held needs no prefetch)?
+    /// `false` when unsure.
+    fn holds(&self, _ino: u64, _idx: u64) -> bool {
+        false
+    }
     /// Bring the pages (inode, index) in, misses in flight together.
     fn prefetch(
         &mut self,

@@ -179,6 +179,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         mode: cfg.mode,
         rpc_timeout_ns: cfg.rpc_timeout_ms * 1_000_000,
         remote_limit: cfg.remote_limit as usize,
+        ring_reads: cfg.ring_reads as usize,
         cxl_ns: cfg.cxl_ns,
         baseline_writes: cfg.baseline_writes,
         cache_pages: nodepath::node::cache_pages_for_heap(crate::mm::heap_bytes()),

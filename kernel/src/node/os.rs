@@ -10,7 +10,7 @@ use userland::stats::keys;
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, Request, Response};
 use userland::os::{
-    Attr, BatchIo, ClusterInfo, DirEntry, Fd, NodeInfo, OpenFlags, Os, RingSamples,
+    Attr, BatchIo, ClusterInfo, DirEntry, Fd, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -304,6 +304,19 @@ impl Os for NodeOs {
             .map_err(|_| Errno::Io)
         };
         with(|n| n.mmap_io(path, offset, len, write, buf, &mut access))
+    }
+
+    fn mmap_batch(&mut self, ios: &mut [MmapIo<'_>]) -> Result<(), Errno> {
+        // The loads' misses go out together; the accesses are hits after.
+        let mut access = |va: u64, bytes: &mut [u8], store: bool| {
+            if store {
+                paging::window_write(va, bytes)
+            } else {
+                paging::window_read(va, bytes)
+            }
+            .map_err(|_| Errno::Io)
+        };
+        with(|n| n.mmap_batch(ios, &mut access))
     }
 
     fn bench_dir(&mut self, path: &str, rounds: u32, batch: usize) -> Result<(u64, u64), Errno> {

@@ -210,13 +210,20 @@ pub struct Report {
     /// Measured time: from the end of the ramp (or the start) to the last
     /// measured completion, in nanoseconds.
     pub elapsed_ns: u64,
-    /// Requests really in flight per node. psync and mmap: 1, because
-    /// [`crate::os::Os`] calls are synchronous (jobs interleave
-    /// round-robin, one I/O each per turn). libaio: the mean number of
-    /// I/Os per [`crate::os::Os::io_batch`] call while measuring (all jobs
-    /// together, rounded; over all batches if none was measured, 0 if none
-    /// ran).
+    /// Requests really in flight per node: the mean number of I/Os per
+    /// flush while measuring (all jobs together, rounded; over all flushes
+    /// if none was measured, 0 if none ran). A flush is one
+    /// [`crate::os::Os::io_batch`] call for libaio, and for psync and mmap
+    /// jobs run as tasks the I/Os of every waiting job sent out together
+    /// (up to `numjobs`). psync without positioned batches (jobs taking
+    /// turns with synchronous calls): 1.
     pub effective_iodepth: u32,
+    /// Most I/Os in one flush over the whole run.
+    pub max_iodepth: u32,
+    /// The mean behind `effective_iodepth`, in thousandths.
+    pub mean_iodepth_milli: u64,
+    /// psync / mmap jobs ran as tasks ([`crate::task`]).
+    pub tasks: bool,
     /// fsync calls made while measuring (`--fsync`).
     pub fsyncs: u64,
     /// Every file used, in job order without duplicates.
@@ -321,6 +328,16 @@ impl Report {
                 "  depth: iodepth={} requested, {} in flight (batched)\n",
                 s.iodepth, self.effective_iodepth
             ));
+        } else if self.tasks {
+            out.push_str(&format!(
+                "  depth: iodepth={} requested, {} in flight (mean {}, max {}; {} job{} as tasks, waiting I/Os flushed together)\n",
+                s.iodepth,
+                self.effective_iodepth,
+                json::milli(self.mean_iodepth_milli),
+                self.max_iodepth,
+                s.numjobs,
+                plural(s.numjobs)
+            ));
         } else {
             out.push_str(&format!(
                 "  depth: iodepth={} requested, {} in flight (synchronous calls; {} job{} interleaved round-robin)\n",
@@ -381,6 +398,8 @@ impl Report {
             .uint("size", s.size)
             .uint("iodepth", u64::from(s.iodepth))
             .uint("effective_iodepth", u64::from(self.effective_iodepth))
+            .number("mean_iodepth", &json::milli(self.mean_iodepth_milli))
+            .uint("max_iodepth", u64::from(self.max_iodepth))
             .uint("numjobs", u64::from(s.numjobs))
             .string(Some("ioengine"), s.ioengine.as_str())
             .uint("rwmixread", u64::from(s.rwmixread))

@@ -1,7 +1,10 @@
 //! Running a parsed job: buffers, the layout phase (`layout`), opening the
-//! jobs and dropping the cache, then the engine's timed loop (`sync` for
-//! psync and mmap, `batched` for libaio) measured by `meter`, and the
-//! figures.
+//! jobs and dropping the cache, then the engine's timed loop measured by
+//! `meter`, and the figures. psync and mmap jobs run as tasks (`tasks`:
+//! the I/Os of all waiting jobs flushed together); psync falls back to
+//! taking turns with synchronous calls (`sync`) where positioned batches
+//! are not supported; libaio gathers every job's iodepth into one batch
+//! (`batched`).
 
 use alloc::format;
 use alloc::string::String;
@@ -12,16 +15,19 @@ use super::options::{Engine, JobSpec};
 use super::report::{DirStats, Invalidated, Report, RESERVOIR};
 use super::{FioError, RunEnv};
 use crate::os::{Errno, Fd, FileKind, OpenFlags, Os};
+use crate::task::FlushStats;
 
 mod batched;
 mod layout;
 mod meter;
 mod sync;
+mod tasks;
 
-use batched::{batch_slots, probe_batch, run_batched};
+use batched::{batch_slots, probe_batch, probe_raw, run_batched};
 use layout::layout;
 use meter::Meter;
 use sync::run_sync;
+use tasks::run_tasks;
 
 /// Write size of the layout phase.
 const LAYOUT_CHUNK: usize = 64 * 1024;
@@ -123,6 +129,7 @@ pub(crate) fn run_with(
     let bs = usize::try_from(spec.bs).map_err(|_| FioError::new(String::from("bs too large")))?;
     // One buffer of bs per I/O in flight; libaio takes fewer I/Os per
     // batch if memory is short.
+    // (psync and mmap tasks allocate their own buffer each.)
     let mut slots = if spec.ioengine == Engine::Libaio {
         batch_slots(spec, bs)
     } else {
@@ -209,9 +216,20 @@ fn open_and_run(
             }
         }
     }
-    if spec.ioengine == Engine::Libaio {
-        probe_batch(os, jobs)?;
-    }
+    // psync runs as tasks if positioned batches work here; otherwise
+    // the jobs take turns with synchronous calls.
+    let as_tasks = match spec.ioengine {
+        Engine::Libaio => {
+            probe_batch(os, jobs)?;
+            false
+        }
+        Engine::Mmap => true,
+        Engine::Psync => match probe_raw(os, jobs) {
+            Ok(()) => true,
+            Err((_, Errno::NotSupported)) => false,
+            Err((path, e)) => return Err(os_err(&path, "io_batch", e)),
+        },
+    };
     let invalidated = if !spec.invalidate {
         Invalidated::No
     } else {
@@ -229,11 +247,18 @@ fn open_and_run(
     };
     let start = os.uptime_ns();
     let mut meter = Meter::new(spec, limits, start, budget);
-    let effective_iodepth = match spec.ioengine {
-        Engine::Libaio => run_batched(os, spec, jobs, &mut meter, buf, budget)?,
-        Engine::Psync | Engine::Mmap => {
-            run_sync(os, spec, jobs, &mut meter, buf, budget)?;
-            1
+    let depth = if spec.ioengine == Engine::Libaio {
+        run_batched(os, spec, jobs, &mut meter, buf, budget)?
+    } else if as_tasks {
+        run_tasks(os, spec, jobs, &mut meter, budget)?
+    } else {
+        run_sync(os, spec, jobs, &mut meter, buf, budget)?;
+        // One synchronous call at a time: each I/O is its own "flush".
+        let k = meter.samples.iter().map(|s| s.count()).sum::<u64>();
+        FlushStats {
+            flushes: k,
+            ios: k,
+            max: k.min(1),
         }
     };
 
@@ -249,7 +274,14 @@ fn open_and_run(
         read: DirStats::new(rs.count(), spec.bs, elapsed_ns, rs.latency()),
         write: DirStats::new(ws.count(), spec.bs, elapsed_ns, ws.latency()),
         elapsed_ns,
-        effective_iodepth,
+        effective_iodepth: if spec.ioengine != Engine::Libaio && !as_tasks {
+            1
+        } else {
+            depth.mean_rounded()
+        },
+        max_iodepth: u32::try_from(depth.max).unwrap_or(u32::MAX),
+        mean_iodepth_milli: depth.mean_milli(),
+        tasks: as_tasks,
         fsyncs: meter.fsyncs,
         files: Vec::new(),
         laid_out_files: 0,

@@ -24,6 +24,12 @@ pub mod cache {
     pub const DIRTY_PAGES: &str = "dirty pages";
     /// Private-cache modes: pages written back to the file server.
     pub const PAGES_WRITTEN_BACK: &str = "pages written back";
+    /// `private` mode: groups of file-server reads sent together over the
+    /// rings, and the reads in them (`groups/reads`).
+    pub const RING_READ_GROUPS: &str = "ring read groups/reads";
+    /// `private` mode: most file-server reads in flight together over the
+    /// rings (boot option `ring_reads` caps it).
+    pub const RING_READS_MAX: &str = "ring reads in flight (max)";
     /// `net` mode: state of the TCP connection to the directory.
     pub const NET_CONNECTION: &str = "net connection";
     /// `net` mode: RPCs sent.
@@ -91,7 +97,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 39] = [
+    pub const ALL: [&str; 41] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -118,6 +124,8 @@ pub mod cache {
         BASELINE_WRITES,
         DIRTY_PAGES,
         PAGES_WRITTEN_BACK,
+        RING_READ_GROUPS,
+        RING_READS_MAX,
         NET_CONNECTION,
         NET_RPCS,
         NET_BYTES,

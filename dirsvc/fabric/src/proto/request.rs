@@ -50,6 +50,11 @@ pub enum Request {
         op: Op,
         /// Bulk slot.
         slot: u32,
+        /// Byte offset in the slot where the data is (write) or goes
+        /// (read): a slot holds several requests' data side by side, so
+        /// they can be in flight together. `at + len` must fit the slot
+        /// (else `Invalid`).
+        at: u32,
         /// Inode.
         ino: u64,
         /// Byte offset in the file.
@@ -120,10 +125,11 @@ impl Request {
             Request::Data {
                 op,
                 slot,
+                at,
                 ino,
                 offset,
                 len,
-            } => (op, [slot as u64, ino, offset, len as u64, 0, 0, 0]),
+            } => (op, [slot as u64, ino, offset, len as u64, at as u64, 0, 0]),
             Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
             Request::PageStats => (Op::PageStats, [0; 7]),
@@ -178,6 +184,7 @@ impl Request {
             Op::Read | Op::Write => Request::Data {
                 op,
                 slot: small(a[0])?,
+                at: small(a[4])?,
                 ino: a[1],
                 offset: a[2],
                 len: small(a[3])?,

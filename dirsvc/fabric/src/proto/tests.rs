@@ -51,9 +51,18 @@ fn requests_round_trip() {
         Request::Data {
             op: Op::Write,
             slot: 3,
+            at: 0,
             ino: 4,
             offset: 8192,
             len: 65536,
+        },
+        Request::Data {
+            op: Op::Read,
+            slot: 1,
+            at: 61440,
+            ino: 4,
+            offset: 4096,
+            len: 4096,
         },
         Request::Fsync { ino: 0 },
         Request::Stats,
@@ -184,6 +193,7 @@ fn op_of_matches_the_encoded_opcode() {
         reqs.push(Request::Data {
             op,
             slot: 1,
+            at: 0,
             ino: 1,
             offset: 0,
             len: 1,

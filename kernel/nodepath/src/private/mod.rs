@@ -55,6 +55,7 @@ fn read_req(ino: u64, first: u64, n: usize) -> Request {
     Request::Data {
         op: Op::Read,
         slot: 1,
+        at: 0,
         ino,
         offset: first * PAGE as u64,
         len: (n * PAGE) as u32,
@@ -312,6 +313,10 @@ impl<E: Env> DataPath<E> for Private {
     /// Pages past the new end go, dirty or not.
     fn evict(&mut self, _env: &E, ino: u64, size: u64) {
         self.discard_from(ino, size.div_ceil(PAGE as u64));
+    }
+
+    fn holds(&self, ino: u64, idx: u64) -> bool {
+        self.cached(ino, idx)
     }
 
     /// Every page of `pages` that is not cached comes in, with the reads in

@@ -127,6 +127,7 @@ impl Private {
                 &Request::Data {
                     op: Op::Write,
                     slot: 2,
+                    at: 0,
                     ino,
                     offset: start,
                     len: len as u32,
@@ -239,6 +240,7 @@ impl Private {
                 &Request::Data {
                     op: Op::Write,
                     slot: 2,
+                    at: 0,
                     ino,
                     offset: at,
                     len: n as u32,

@@ -251,6 +251,17 @@ impl ScState {
         self.coh.as_mut().ok_or(Errno::Unavailable)
     }
 
+    /// Is `key` usable here without a page request (ours, mapped, a
+    /// private copy)? A slot being torn down or filled is not.
+    pub fn holds(&self, key: &PageKey) -> bool {
+        self.coh.as_ref().is_some_and(|c| {
+            matches!(
+                c.cache.slot(key),
+                Some(s) if !matches!(s, Slot::Reclaiming { .. }) && !c.cache.in_flight(key)
+            )
+        })
+    }
+
     /// The cache, if joined.
     fn cache(&mut self) -> Option<&mut NodeCache> {
         self.coh.as_mut().map(|c| &mut c.cache)

@@ -333,6 +333,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.fsync_dirty(link, meta)
     }
 
+    fn holds(&self, ino: u64, idx: u64) -> bool {
+        self.st.holds(&PageKey { ino, idx })
+    }
+
     /// Resolve the pages together (up to [`super::BATCH`] page requests per
     /// directory round trip), so a batch's misses are in flight at once.
     fn prefetch(

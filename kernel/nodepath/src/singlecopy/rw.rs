@@ -251,6 +251,7 @@ impl ScState {
                     &Request::Data {
                         op: Op::Write,
                         slot: 2,
+                        at: 0,
                         ino,
                         offset: start,
                         len: len as u32,

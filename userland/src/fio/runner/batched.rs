@@ -12,6 +12,7 @@ use crate::fio::offsets::Ddir;
 use crate::fio::options::JobSpec;
 use crate::os::{BatchIo, Errno, Os};
 use crate::pattern;
+use crate::task::FlushStats;
 
 /// I/Os per batch wanted for `spec` (libaio): every job's `iodepth`,
 /// capped at [`MAX_BATCH`] and by [`MAX_BATCH_BYTES`] of buffers.
@@ -22,23 +23,27 @@ pub(super) fn batch_slots(spec: &JobSpec, bs: usize) -> usize {
 }
 
 /// Check before the run that [`Os::io_batch`] works here: one empty read
-/// at offset 0 of the first job's file.
-pub(super) fn probe_batch(os: &mut dyn Os, jobs: &[Job]) -> Result<(), FioError> {
+/// at offset 0 of the first job's file; the error with that file's path.
+pub(super) fn probe_raw(os: &mut dyn Os, jobs: &[Job]) -> Result<(), (String, Errno)> {
     let Some(job) = jobs.first() else {
         return Ok(());
     };
-    let fd = job
-        .fd
-        .ok_or_else(|| os_err(&job.path, "open", Errno::BadFd))?;
+    let fd = job.fd.ok_or_else(|| (job.path.clone(), Errno::BadFd))?;
     let mut probe = [BatchIo::new(fd, 0, false, &mut [])];
-    let r = os.io_batch(&mut probe).and_then(|()| {
-        let [p] = &probe;
-        p.done.map(|_| ())
-    });
-    match r {
+    os.io_batch(&mut probe)
+        .and_then(|()| {
+            let [p] = &probe;
+            p.done.map(|_| ())
+        })
+        .map_err(|e| (job.path.clone(), e))
+}
+
+/// [`probe_raw`] for libaio: "not supported" is libaio's error.
+pub(super) fn probe_batch(os: &mut dyn Os, jobs: &[Job]) -> Result<(), FioError> {
+    match probe_raw(os, jobs) {
         Ok(()) => Ok(()),
-        Err(Errno::NotSupported) => Err(libaio_unsupported()),
-        Err(e) => Err(os_err(&job.path, "io_batch", e)),
+        Err((_, Errno::NotSupported)) => Err(libaio_unsupported()),
+        Err((path, e)) => Err(os_err(&path, "io_batch", e)),
     }
 }
 
@@ -117,8 +122,8 @@ fn gather(
 
 /// libaio: every turn gathers up to `iodepth` I/Os of every job into one
 /// [`Os::io_batch`] call; each I/O's completion latency is the batch's
-/// completion minus its submission. Returns the mean number of I/Os per
-/// batch (while measuring if any batch was measured), rounded.
+/// completion minus its submission. Returns the batches (while measuring
+/// if any batch was measured; `max` over the whole run).
 pub(super) fn run_batched(
     os: &mut dyn Os,
     spec: &JobSpec,
@@ -126,7 +131,7 @@ pub(super) fn run_batched(
     meter: &mut Meter,
     bufs: &mut [u8],
     budget: u64,
-) -> Result<u32, FioError> {
+) -> Result<FlushStats, FioError> {
     let bs = usize::try_from(spec.bs).unwrap_or(usize::MAX);
     let cap = (bufs.len() / bs.max(1)).clamp(1, MAX_BATCH);
     let mut slots: Vec<Slot> = Vec::with_capacity(cap);
@@ -134,6 +139,7 @@ pub(super) fn run_batched(
     // (batches, I/Os): while measuring, and in all.
     let mut measured = (0u64, 0u64);
     let mut all = (0u64, 0u64);
+    let mut max = 0u64;
     loop {
         let now = os.uptime_ns();
         if meter.expired(now) {
@@ -176,6 +182,7 @@ pub(super) fn run_batched(
 
         let lat = t1.saturating_sub(t0);
         all = (all.0 + 1, all.1 + n as u64);
+        max = max.max(n as u64);
         if meter.measuring {
             measured = (measured.0 + 1, measured.1 + n as u64);
             for slot in &slots {
@@ -193,17 +200,8 @@ pub(super) fn run_batched(
             }
         }
     }
-    let (batches, ios) = if measured.0 > 0 { measured } else { all };
-    Ok(rounded_mean(ios, batches))
-}
-
-/// `sum / count` rounded to the nearest integer (0 if `count` is 0).
-fn rounded_mean(sum: u64, count: u64) -> u32 {
-    let mean = sum
-        .saturating_add(count / 2)
-        .checked_div(count)
-        .unwrap_or(0);
-    u32::try_from(mean).unwrap_or(u32::MAX)
+    let (flushes, ios) = if measured.0 > 0 { measured } else { all };
+    Ok(FlushStats { flushes, ios, max })
 }
 
 /// The first failed I/O of a completed batch, as an error naming its

@@ -17,6 +17,7 @@ use crate::shell::{Outcome, Shell};
 mod fake;
 mod jsonck;
 mod libaio;
+mod tasks;
 
 use fake::{FakeOs, Op};
 
@@ -523,8 +524,10 @@ fn sequential_read_lays_out_then_reads_every_block_once() {
     assert_eq!(r.effective_iodepth, 1);
     assert_eq!(r.files, ["/seq.0.0"]);
     assert!(!r.hit_runtime);
-    // Sequential reads need no seek.
-    assert_eq!(os.count(|o| matches!(o, Op::Seek(..))), 0);
+    // psync jobs run as tasks: every read is a positioned I/O of a
+    // batch (the fake's default io_batch seeks first), and the probe.
+    assert!(r.tasks);
+    assert_eq!(os.count(|o| matches!(o, Op::Seek(..))), 257);
 }
 
 #[test]
@@ -974,7 +977,7 @@ fn end_of_file_during_a_read_is_an_error() {
     // The file shrinks between layout and the run.
     os.on_drop = Some(("/job.0.0".to_string(), 6000));
     let e = run_err(&mut os, &["--size=16k"]);
-    assert_eq!(e, "fio: /job.0.0: read at 4096: I/O error");
+    assert_eq!(e, "fio: /job.0.0: read at 4096: short (1904 of 4096 bytes)");
 }
 
 #[test]
@@ -1043,6 +1046,9 @@ fn sample_report() -> Report {
         ),
         elapsed_ns: 10_000_000_000,
         effective_iodepth: 1,
+        max_iodepth: 1,
+        mean_iodepth_milli: 1000,
+        tasks: false,
         fsyncs: 125,
         files: vec!["/lat\"x.0.0".to_string(), "/lat\"x.1.0".to_string()],
         laid_out_files: 2,
@@ -1104,6 +1110,16 @@ fn summary_variants() {
         .contains("  cache: drop failed (busy); ran anyway\n"));
     r.spec.numjobs = 1;
     assert!(r.summary().contains("Starting 1 process\n"));
+    r.spec.numjobs = 8;
+    r.tasks = true;
+    r.effective_iodepth = 8;
+    r.mean_iodepth_milli = 7875;
+    r.max_iodepth = 8;
+    let s = r.summary();
+    assert!(
+        s.contains("  depth: iodepth=32 requested, 8 in flight (mean 7.875, max 8; 8 jobs as tasks, waiting I/Os flushed together)\n"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -1112,7 +1128,8 @@ fn result_json_exact_and_valid() {
     let j = r.json();
     let want = concat!(
         r#"{"name":"lat\"x","rw":"randrw","bs":4096,"size":1048576,"iodepth":32,"#,
-        r#""effective_iodepth":1,"numjobs":2,"ioengine":"psync","rwmixread":50,"#,
+        r#""effective_iodepth":1,"mean_iodepth":1.000,"max_iodepth":1,"#,
+        r#""numjobs":2,"ioengine":"psync","rwmixread":50,"#,
         r#""runtime_ns":10000000000,"time_based":false,"ramp_ns":0,"fsync":8,"#,
         r#""invalidate":true,"invalidated":"dropped","randseed":137,"#,
         r#""files":["/lat\"x.0.0","/lat\"x.1.0"],"mode":"onecopy","node":1,"#,

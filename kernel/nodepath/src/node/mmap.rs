@@ -1,0 +1,126 @@
+//! fio's mmap engine on a node: one I/O through the window mappings, and
+//! a batch of them whose page misses go out together first.
+
+use alloc::string::ToString;
+use alloc::vec::Vec;
+
+use fabric::proto::{Errno, PageKey};
+use userland::os::MmapIo;
+
+use super::{Node, WindowAccess};
+use crate::env::Env;
+
+/// Files whose (inode, size) `mmap_io` remembers between opens.
+const MMAP_FILES: usize = 64;
+
+impl<E: Env + 'static> Node<E> {
+    /// (inode, size) of a file mapped by `mmap_io`: looked up once (until
+    /// the next open), not per I/O.
+    fn mmap_lookup(&mut self, path: &str) -> Result<(u64, u64), Errno> {
+        if let Some((_, ino, size)) = self.mmap_files.iter().find(|f| f.0 == path) {
+            return Ok((*ino, *size));
+        }
+        let a = self.stat(path)?;
+        if self.mmap_files.len() >= MMAP_FILES {
+            self.mmap_files.remove(0);
+        }
+        self.mmap_files.push((path.to_string(), a.ino, a.size));
+        Ok((a.ino, a.size))
+    }
+
+    /// fio's mmap engine: `len` bytes at `offset` of `path` through the
+    /// window mappings, page by page: `access(va, bytes, write)` does the
+    /// loads or stores (kernel: volatile accesses of the window).
+    pub fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+        access: &mut WindowAccess<'_>,
+    ) -> Result<(), Errno> {
+        if !self.has_windows() {
+            return Err(Errno::NotSupported);
+        }
+        if len == 0 {
+            return Ok(()); // probe: supported in this mode
+        }
+        let (ino, size) = self.mmap_lookup(path)?;
+        let end = offset.checked_add(len as u64).ok_or(Errno::Invalid)?;
+        if end > size || buf.len() < len {
+            return Err(Errno::Invalid);
+        }
+        let mut done = 0usize;
+        while done < len {
+            let at = offset + done as u64;
+            let key = PageKey {
+                ino,
+                idx: at / 4096,
+            };
+            let in_page = (at % 4096) as usize;
+            let n = (4096 - in_page).min(len - done);
+            let st = self
+                .vfs
+                .data_path()
+                .single_copy()
+                .ok_or(Errno::NotSupported)?;
+            let (va, _) = st.map_page(&mut self.link, key)?;
+            let bytes = buf.get_mut(done..done + n).ok_or(Errno::Invalid)?;
+            access(va + in_page as u64, bytes, write)?;
+            if write {
+                st.mapped_write(&key);
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// A batch of mapped I/Os (the tasks' flush): the pages every load
+    /// touches are resolved first, the misses in flight together (up to
+    /// 32 page requests per directory round trip), then each I/O runs
+    /// through the window (hits) and gets its own result. `Err` only if
+    /// the mode has no windows.
+    pub fn mmap_batch(
+        &mut self,
+        ios: &mut [MmapIo<'_>],
+        access: &mut WindowAccess<'_>,
+    ) -> Result<(), Errno> {
+        if !self.has_windows() {
+            return Err(Errno::NotSupported);
+        }
+        let mut pages: Vec<(u64, u64)> = Vec::new();
+        for io in ios.iter() {
+            if io.write || io.buf.is_empty() {
+                continue;
+            }
+            // A file that cannot be looked up fails in its own I/O below.
+            let Ok((ino, size)) = self.mmap_lookup(io.path) else {
+                continue;
+            };
+            let end = io.offset.saturating_add(io.buf.len() as u64).min(size);
+            let mut idx = io.offset / 4096;
+            while idx * 4096 < end {
+                pages.push((ino, idx));
+                idx += 1;
+            }
+        }
+        pages.sort_unstable();
+        pages.dedup();
+        if !pages.is_empty() {
+            let (dp, meta) = self.vfs.parts();
+            // A failed prefetch is not fatal: each I/O resolves its pages
+            // again and reports its own error.
+            if let Err(e) = dp.prefetch(&mut self.link, meta, &pages) {
+                log::debug!("mmap batch: prefetch of {} pages: {e}", pages.len());
+            }
+        }
+        for io in ios.iter_mut() {
+            let len = io.buf.len();
+            io.done = self
+                .mmap_io(io.path, io.offset, len, io.write, io.buf, access)
+                .map(|()| len);
+        }
+        Ok(())
+    }
+}

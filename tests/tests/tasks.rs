@@ -1,0 +1,116 @@
+//! Integration tests of tasks on a node (issue #10, item 3): every fio
+//! job is a task, and the I/Os of all waiting jobs go out together, so
+//! `fio --ioengine=psync --numjobs=8` on cold reads has more than one I/O
+//! in flight, as fio's RESULT line reports (`effective_iodepth`, the mean
+//! per flush, and `max_iodepth`).
+//!
+//! ```text
+//! cargo test -p onecopy-tests --test tasks -- --test-threads=1
+//! ```
+//!
+//! These tests check behaviour (the depth fio measured, the data), never
+//! timing.
+
+use std::time::Duration;
+
+use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Result};
+use serde_json::Value;
+
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+fn opts(name: &str) -> ClusterOpts {
+    ClusterOpts::new(name)
+        .ctl(CTL)
+        .cmd_timeout(Duration::from_secs(120))
+        .boot_timeout(Duration::from_secs(60))
+}
+
+fn fail(msg: String) -> Error {
+    Error::Usage(msg)
+}
+
+/// Run `fio ARGS` on `node`; its RESULT json.
+fn fio(c: &mut Cluster, node: u8, args: &str) -> Result<Value> {
+    let out = c.exec_ok(node, &format!("fio {args}"))?.text();
+    let line = out
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("RESULT "))
+        .ok_or_else(|| fail(format!("n{node}: no RESULT line: {out}")))?;
+    let v: Value = serde_json::from_str(line)
+        .map_err(|e| fail(format!("n{node}: RESULT json: {e}: {line}")))?;
+    if !out.contains("as tasks, waiting I/Os flushed together") {
+        return Err(fail(format!(
+            "n{node}: fio did not run its jobs as tasks: {out}"
+        )));
+    }
+    Ok(v)
+}
+
+fn num(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// Depth and I/O count checks of a cold-read run of `jobs` jobs.
+fn check_depth(mode: &str, v: &Value, jobs: u64, ios: u64) {
+    let eff = num(v, "effective_iodepth");
+    let max = num(v, "max_iodepth");
+    assert!(
+        eff > 1,
+        "{mode}: effective_iodepth {eff} (one I/O in flight): {v}"
+    );
+    assert!(
+        eff <= jobs && max <= jobs,
+        "{mode}: more in flight than jobs: {v}"
+    );
+    assert_eq!(max, jobs, "{mode}: the jobs never all waited together: {v}");
+    assert_eq!(num(&v["read"], "ios"), ios, "{mode}: {v}");
+}
+
+/// psync numjobs=8 on cold reads, single-copy (strong): node 2's jobs
+/// read files node 1 laid out, after dropping its cache (misses of
+/// pages node 1 owns, CM-R), then its own files after a cache drop (CM
+/// from the disk).
+#[test]
+fn psync_numjobs_8_has_several_ios_in_flight_strong() {
+    with_cluster(opts("tasks-strong"), |c| {
+        let job = "--name=t --rw=randread --bs=4k --size=64k --numjobs=8 --ioengine=psync";
+        // Node 1 lays the files out (and keeps owning their pages).
+        fio(c, 1, &format!("{job} --invalidate=0"))?;
+        let v = fio(c, 2, job)?;
+        check_depth("strong CM-R", &v, 8, 8 * 16);
+        let v = fio(c, 2, &format!("{job} --filename=/own"))?;
+        check_depth("strong one file", &v, 8, 8 * 16);
+        // The data read through the tasks is the data written.
+        let out = c.exec_ok(2, "sum /t.3.0")?.text();
+        let out1 = c.exec_ok(1, "sum /t.3.0")?.text();
+        assert_eq!(out, out1, "n1 and n2 read different bytes");
+        Ok(())
+    });
+}
+
+/// mmap jobs are tasks too: their loads' misses are resolved together.
+#[test]
+fn mmap_numjobs_4_has_several_ios_in_flight() {
+    with_cluster(opts("tasks-mmap"), |c| {
+        let job = "--name=m --rw=randread --bs=4k --size=64k --numjobs=4 --ioengine=mmap";
+        fio(c, 1, &format!("{job} --invalidate=0"))?;
+        let v = fio(c, 2, job)?;
+        check_depth("strong mmap", &v, 4, 4 * 16);
+        Ok(())
+    });
+}
+
+/// Private mode: the tasks' misses go to the file server together, as
+/// several ring requests in flight.
+#[test]
+fn psync_numjobs_8_has_several_ios_in_flight_private() {
+    with_cluster(opts("tasks-private").mode("private"), |c| {
+        let job = "--name=p --rw=randread --bs=4k --size=64k --numjobs=8 --ioengine=psync";
+        fio(c, 1, &format!("{job} --invalidate=0"))?;
+        let v = fio(c, 2, job)?;
+        check_depth("private", &v, 8, 8 * 16);
+        Ok(())
+    });
+}
