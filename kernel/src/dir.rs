@@ -85,6 +85,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     // The hot loop compares raw TSC values; nanoseconds only for logs.
     let hz = time::tsc_hz();
     let spin_cycles = cfg.dir_spin_us * hz / 1_000_000;
+    let bell_spin_cycles = cfg.dir_bell_spin_us * hz / 1_000_000;
     let member_cycles = hz / 20_000; // membership sweep every 50 us
     let beat_cycles = hz / 1000; // directory heartbeat every 1 ms
     let mut last_work = cpu::rdtsc();
@@ -135,10 +136,13 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() {
             last_work = now;
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
-            // Doorbells: halt at once when every member rings us for its
-            // requests (else after `dir_spin_us`, as without doorbells);
-            // vector 0 or the tick wakes us.
-            if now - last_work > spin_cycles || b.members_ring(&h, cfg.nodes) {
+            // Doorbells: when every member rings us for its requests,
+            // halt `dir_bell_spin_us` after the last work (acks and
+            // follow-up requests that come sooner need no wakeup), else
+            // after `dir_spin_us` as without doorbells; vector 0 or the
+            // tick wakes us.
+            let quiet = now - last_work;
+            if quiet > spin_cycles || (quiet > bell_spin_cycles && b.members_ring(&h, cfg.nodes)) {
                 let mut found = None;
                 b.sleep(|| {
                     let p = dir.serve(&shm);
@@ -148,6 +152,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
                     work
                 });
                 if let Some(p) = found {
+                    if p.served > 0 || !p.events.is_empty() {
+                        last_work = cpu::rdtsc();
+                    }
                     b.deliver(&p);
                 }
             }

@@ -288,7 +288,7 @@ impl Doorbell {
     /// sleeps (its sleeping word is set), with its current peer id from the
     /// region (bounds-checked). Returns what was done.
     pub fn ring_instance(&self, instance: u32, vector: u16) -> Ring {
-        let r = db::ring_decision(&self.map(), instance);
+        let r = db::ring_decision(&self.map(), instance, cpu::full_fence);
         match r {
             Ring::Peer(p) => {
                 if self.ring(p, vector).is_err() {
@@ -341,7 +341,7 @@ impl Doorbell {
     pub fn sleep_until_event(&self, deadline_ns: u64, has_work: impl FnOnce() -> bool) -> Wake {
         x86_64::instructions::interrupts::disable();
         let m = self.map();
-        if !db::prepare_sleep(&m, self.me, has_work) {
+        if !db::prepare_sleep(&m, self.me, cpu::full_fence, has_work) {
             x86_64::instructions::interrupts::enable();
             return Wake::Work;
         }

@@ -53,6 +53,8 @@ pub struct KEnv {
     zero_pa: u64,
     /// The doorbell (`None`: off, or `net` mode): waits sleep on it.
     bell: Option<&'static crate::drivers::ivshmem::Doorbell>,
+    /// With doorbells: how long a wait spins before it sleeps (ns).
+    bell_spin_ns: u64,
 }
 
 impl Doorbell for KEnv {
@@ -67,6 +69,12 @@ impl Doorbell for KEnv {
         };
         b.sleep_until_event(deadline_ns, has_work);
         true
+    }
+    fn spin_ns(&self) -> u64 {
+        match self.bell {
+            Some(_) => self.bell_spin_ns,
+            None => nodepath::wait::SPIN_NS,
+        }
     }
 }
 
@@ -173,6 +181,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         shm,
         zero_pa: paging::zero_page().unwrap_or(0),
         bell,
+        bell_spin_ns: cfg.bell_spin_us * 1000,
     };
     let ncfg = NodeConfig {
         id,
