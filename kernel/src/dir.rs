@@ -21,6 +21,11 @@ use crate::drivers::net::Nic;
 use crate::drivers::virtio::VirtioDisk;
 use crate::net::DirLink;
 
+/// Tickless (doorbells): the directory wakes at least this often to beat
+/// its heartbeat and sweep membership while idle (nodes presume it failed
+/// after `nodepath::wait::DIR_SILENT_NS`, 1.5 s, of silence).
+pub const BEAT_PERIOD_NS: u64 = nodepath::wait::DIR_SILENT_NS / 6;
+
 /// Serve forever (`nics`: the `net` mode's links, one per node).
 pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Nic>) -> ! {
     let layout = match Layout::compute(shm.size(), cfg.nodes) {
