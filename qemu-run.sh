@@ -47,14 +47,14 @@ Options:
   --cxl-latency-ns N extra latency added to every copy from a peer's frame
                      (emulated CXL access; 0..100000, default 0); mmap loads
                      run at host-memory speed
-  --doorbell on|off  on: start our ivshmem server
+  --doorbell on|off  on (default): start our ivshmem server
                      (target/release/onecopy-ivshmem-server, RUN/ivshmem.sock,
                      log RUN/ivshmem.log) before the instances and give each
                      -device ivshmem-doorbell (interrupts between instances,
                      MSI-X) on the same shared region, kernel option
-                     doorbell=1; off (default): ivshmem-plain, polling on
-                     the 1 kHz tick (doorbells are experimental: a lost
-                     wakeup waits for their 10 Hz safety tick, see README)
+                     doorbell=1: idle kernels halt until a doorbell or a
+                     timer they armed (tickless; net mode keeps its tick);
+                     off: ivshmem-plain, polling on the 1 kHz tick
   --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
                      runs on CPU 0, its dedicated core, and the nodes on the
                      others, so a node never waits for the directory's core)
@@ -167,7 +167,7 @@ CMD_TIMEOUT=60
 APPEND_EXTRA=
 MODE=strong
 PIN=auto
-DOORBELL=off
+DOORBELL=on
 STORAGE=none
 CXL_NS=0
 KERNEL=
