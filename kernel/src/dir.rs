@@ -4,9 +4,11 @@
 //!
 //! Idle policy: the loop spins while requests arrive and for
 //! `dir_spin_us` after the last one, then halts between timer ticks (1 ms)
-//! so an idle directory does not burn a host core. With doorbells it
-//! halts at once when every member rings it, wakes on vector 0, and rings
-//! the sleeping nodes it published responses or notices for.
+//! so an idle directory does not burn a host core. With doorbells (when
+//! every member rings it) it halts `dir_bell_spin_us` after its last work,
+//! tickless: it wakes on vector 0 and on its own timer (the heartbeat
+//! beat, [`BEAT_PERIOD_NS`]), and rings the sleeping nodes it published
+//! responses or notices for.
 
 use dirsvc::server::{Config, Directory, Event};
 use fabric::config::BootConfig;

@@ -59,11 +59,6 @@ pub const VEC_RESPONSE: u16 = 2;
 /// Vectors the kernels use (the device may have more).
 pub const VECTORS_USED: u16 = 3;
 
-/// Timer tick of an instance that sleeps on doorbells (Hz): only a safety
-/// net for heartbeats and membership checks; everything else is woken by
-/// doorbells, the console or a NIC.
-pub const SAFETY_TICK_HZ: u32 = 10;
-
 /// Flag: this instance rings the directory when it publishes a request, so
 /// the directory may halt at once when idle instead of spinning.
 pub const FLAG_RINGS_DIRECTORY: u32 = 1;

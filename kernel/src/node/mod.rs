@@ -166,7 +166,8 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let shm: &'static RawShm = SHM.call_once(|| shm);
     // Doorbells (the rings' modes): tickless idle. The node rings the
     // directory for every request, sleeps until a doorbell or console
-    // input, and keeps only a slow safety tick (heartbeat, checks).
+    // input, and is tickless (a self-armed timer for its deadlines and the
+    // heartbeat).
     let bell = crate::drivers::ivshmem::doorbell().filter(|_| cfg.mode != Mode::Net);
     // Tickless: the heartbeat is a self-armed timer, four beats per
     // directory timeout (hb_timeout_ms), at most every 250 ms.
