@@ -2,13 +2,17 @@
 //! the serving loop of [`dirsvc::server::Directory`] on this instance's
 //! (dedicated) core.
 //!
-//! Idle policy: the loop spins while requests arrive and for
-//! `dir_spin_us` after the last one, then halts between timer ticks (1 ms)
-//! so an idle directory does not burn a host core. With doorbells (when
-//! every member rings it) it halts `dir_bell_spin_us` after its last work,
-//! tickless: it wakes on vector 0 and on its own timer (the heartbeat
-//! beat, [`BEAT_PERIOD_NS`]), and rings the sleeping nodes it published
-//! responses or notices for.
+//! Idle policy: the loop spins while requests arrive or page fills are in
+//! flight on the disk (their completions are polled from the used ring in
+//! every pass) and for `dir_spin_us` after that, then halts between timer
+//! ticks (1 ms) so an idle directory does not burn a host core. With
+//! doorbells (when every member rings it) it halts `dir_bell_spin_us`
+//! after its last work, tickless: it wakes on vector 0 and on its own
+//! timer (the heartbeat beat, [`BEAT_PERIOD_NS`]), and rings the sleeping
+//! nodes it published responses or notices for. Tickless, a pass that
+//! found nothing to do while fills are in flight halts briefly
+//! ([`DISK_POLL_HALT_NS`]) instead of spinning: QEMU's threads that carry
+//! the disk I/O share this instance's pinned host CPU.
 
 use dirsvc::server::{Config, Directory, Event};
 use fabric::config::BootConfig;
@@ -27,6 +31,9 @@ use crate::net::DirLink;
 /// its heartbeat and sweep membership while idle (nodes presume it failed
 /// after `nodepath::wait::DIR_SILENT_NS`, 1.5 s, of silence).
 pub const BEAT_PERIOD_NS: u64 = nodepath::wait::DIR_SILENT_NS / 6;
+
+/// Tickless: how long a pass that found only fills in flight halts.
+pub const DISK_POLL_HALT_NS: u64 = 20_000;
 
 /// Serve forever (`nics`: the `net` mode's links, one per node).
 pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Nic>) -> ! {
@@ -78,14 +85,19 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         fs,
         Config {
             heartbeat_timeout_ns: cfg.hb_timeout_ms * 1_000_000,
+            fill_depth: cfg.fill_depth as usize,
             ..Config::default()
         },
     );
     log::info!(
-        "directory ready: serving {} nodes ({}), heartbeat timeout {} ms",
+        "directory ready: serving {} nodes ({}), heartbeat timeout {} ms, page fills in flight {}",
         cfg.nodes,
         if storage { "storage up" } else { "NO STORAGE" },
-        cfg.hb_timeout_ms
+        cfg.hb_timeout_ms,
+        match dir.fill_depth() {
+            0 => alloc::string::String::from("1 (synchronous)"),
+            n => alloc::format!("up to {n}"),
+        }
     );
     let mut links = net_links(cfg, nics);
     let h = Header::new(&shm, layout);
@@ -100,6 +112,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     let mut last_beat = 0u64;
     let mut last_ping = h.ping();
     let mut bell = crate::drivers::ivshmem::doorbell().map(DirBell::new);
+    let mut disk_log = DiskLog::default();
     loop {
         if let Some(b) = bell.as_mut() {
             b.echo(cfg.nodes); // doorbell round trips (`doorbell_selftest`)
@@ -140,8 +153,21 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             l.set_member(dir.is_member(node).then(|| h.node_epoch(node)));
             net_served += l.serve(|node, f| dir.serve_net(&shm, node, f));
         }
-        if p.served > 0 || net_served > 0 || events || !p.events.is_empty() {
+        // Fills in flight count as work: their completions are found by
+        // polling the disk's used ring in `serve`.
+        let disk_busy = p.completed > 0 || dir.fills_pending() > 0;
+        if disk_busy {
+            disk_log.note(&dir.disk_queue_stats());
+        }
+        if p.served > 0 || net_served > 0 || events || !p.events.is_empty() || disk_busy {
             last_work = now;
+            let idle_pass = p.served == 0 && p.completed == 0 && net_served == 0;
+            if disk_busy && idle_pass && crate::arch::timer::tickless() {
+                // Only fills in flight: let QEMU's I/O threads, which
+                // share our pinned host CPU, run (a doorbell or the timer
+                // ends the halt).
+                crate::arch::timer::halt_for(DISK_POLL_HALT_NS);
+            }
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
             // Doorbells: when every member rings us for its requests,
             // halt `dir_bell_spin_us` after the last work (acks and
@@ -184,6 +210,27 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         // While spinning there is deliberately no PAUSE: under TCG it
         // leaves the translated-code loop (about a microsecond each).
+    }
+}
+
+/// Log lines about asynchronous fills: each new high of reads in flight,
+/// and the first page request answered while reads were in flight.
+#[derive(Default)]
+struct DiskLog {
+    max_in_flight: u64,
+    answered: bool,
+}
+
+impl DiskLog {
+    fn note(&mut self, s: &dirsvc::diskq::QueueStats) {
+        if s.max_in_flight > self.max_in_flight {
+            self.max_in_flight = s.max_in_flight;
+            log::info!("disk: {} page fills in flight", s.max_in_flight);
+        }
+        if !self.answered && s.answered_while_busy > 0 {
+            self.answered = true;
+            log::info!("disk: page request answered while page fills were in flight");
+        }
     }
 }
 
