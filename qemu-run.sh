@@ -14,6 +14,7 @@ usage: ./qemu-run.sh [options] [-e 'K: command' ...]
        ./qemu-run.sh status [--run-dir DIR]
        ./qemu-run.sh attach [--run-dir DIR] [--console K]
        ./qemu-run.sh exec   [--run-dir DIR] [--cmd-timeout S] -e 'K: command' ...
+       ./qemu-run.sh restart [--run-dir DIR] [--boot-timeout S] K
        ./qemu-run.sh --help
 
 Boots a onecopy cluster: one directory instance (role=dir, owns the disk) and
@@ -49,14 +50,14 @@ Options:
   --cxl-latency-ns N extra latency added to every copy from a peer's frame
                      (emulated CXL access; 0..100000, default 0); mmap loads
                      run at host-memory speed
-  --doorbell on|off  on: start our ivshmem server
+  --doorbell on|off  on (default): start our ivshmem server
                      (target/release/onecopy-ivshmem-server, RUN/ivshmem.sock,
                      log RUN/ivshmem.log) before the instances and give each
                      -device ivshmem-doorbell (interrupts between instances,
                      MSI-X) on the same shared region, kernel option
-                     doorbell=1; off (default): ivshmem-plain, polling on
-                     the 1 kHz tick (doorbells are experimental: a lost
-                     wakeup waits for their 10 Hz safety tick, see README)
+                     doorbell=1: idle kernels halt until a doorbell or a
+                     timer they armed (tickless; net mode keeps its tick);
+                     off: ivshmem-plain, polling on the 1 kHz tick
   --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
                      runs on CPU 0, its dedicated core, and the nodes on the
                      others, so a node never waits for the directory's core)
@@ -108,6 +109,10 @@ Subcommands:
   attach   attach to a running cluster's console (Ctrl-] detaches, the cluster
            keeps running)
   exec     run -e commands on a running cluster and leave it running
+  restart  boot a new instance of node K into the running cluster after
+           its QEMU died or was killed (same flags as launched, from
+           cluster.env; the old log is kept as nodeK.log.<ms>); waits until
+           it joined; refused while node K runs and in net mode
 
 Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles;
 netK.sock: node K's network link in net mode),
@@ -143,7 +148,7 @@ info() { echo "$*" 2>/dev/null; } # a closed stdout ends us through the PIPE tra
 SUB=run
 if [[ $# -gt 0 ]]; then
     case "$1" in
-        stop | status | attach | exec)
+        stop | status | attach | exec | restart)
             SUB=$1
             shift
             ;;
@@ -177,13 +182,14 @@ CMD_TIMEOUT=60
 APPEND_EXTRA=
 MODE=strong
 PIN=auto
-DOORBELL=off
+DOORBELL=on
 STORAGE=none
 CXL_NS=0
 KERNEL=
 CHECK=0
 EXECS=()
 SEEN=" "
+RESTART_NODE=
 
 # flags each subcommand accepts
 case "$SUB" in
@@ -191,6 +197,7 @@ case "$SUB" in
     stop | status) ALLOWED="--check --run-dir" ;;
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
+    restart) ALLOWED="--check --run-dir --boot-timeout" ;;
 esac
 
 is_uint() { [[ $1 =~ ^[0-9]{1,9}$ ]]; }
@@ -246,6 +253,10 @@ while [[ $# -gt 0 ]]; do
         *)
             if [[ $SUB == exec ]]; then
                 EXECS+=("$arg")
+                continue
+            fi
+            if [[ $SUB == restart && -z $RESTART_NODE ]]; then
+                int_in RESTART_NODE "restart's node" "$arg" 1 16
                 continue
             fi
             die_usage "unexpected argument '$arg'"
@@ -382,6 +393,9 @@ for spec in ${EXECS[@]+"${EXECS[@]}"}; do
     k=$((10#${BASH_REMATCH[1]}))
     ((k >= 1 && k <= SPEC_NODES)) || die_usage "-e '$spec': node $k is not in 1..$SPEC_NODES"
 done
+if [[ $SUB == restart && -z $RESTART_NODE ]]; then
+    die_usage "restart needs the node to boot again: ./qemu-run.sh restart [--run-dir DIR] K"
+fi
 if ((CHECK)); then
     echo "$PROG: flags ok"
     exit 0
@@ -633,6 +647,122 @@ print_log_tails() {
     done
 }
 
+# CPU placement: the directory's vCPU gets CPU 0 to itself (its dedicated
+# core); nodes share the rest.
+HOST_CPUS=$(nproc 2>/dev/null || echo 1)
+pin_for() { # pin_for NAME -> "taskset -c LIST" or nothing
+    if [[ $PIN == auto && $HOST_CPUS -ge 2 ]] && command -v taskset >/dev/null; then
+        if [[ $1 == dir ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((HOST_CPUS - 1))"; fi
+    fi
+}
+
+# launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
+# session under a small wrapper that records QEMU's pid and exit status.
+# Multi-threaded TCG sets its "parallel" flag (host atomics for lock-prefixed
+# instructions) only for a VM that can have more than one vCPU.
+launch() {
+    local name=$1 cmdline=$2 i pin accel_args=(-accel "$ACCEL" -smp 1)
+    shift 2
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    [[ $ACCEL != tcg-multi ]] || accel_args=(-accel tcg,thread=multi -smp 1,maxcpus=2)
+    read -r -a pin <<<"$(pin_for "$name")"
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    local qemu=("${pin[@]}" qemu-system-x86_64 -name "onecopy-$name"
+        -machine pc -cpu max -m "${MEM_MB}M" "${accel_args[@]}"
+        -display none -no-reboot -monitor none -nodefaults
+        -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
+        -serial chardev:ser0
+        "${IVSHMEM_ARGS[@]}"
+        -device isa-debug-exit,iobase=0xf4,iosize=0x04
+        -kernel "$KERNEL" -append "$cmdline" "$@")
+    # shellcheck disable=SC2016 # expanded by the wrapper, not here
+    setsid bash -c '
+        base=$0
+        echo "$$" >"$base.pgid"
+        "$@" </dev/null >"$base.stderr" 2>&1 &
+        q=$!
+        echo "$q" >"$base.pid.tmp" && mv -f "$base.pid.tmp" "$base.pid"
+        wait "$q"
+        rc=$?
+        echo "$rc" >"$base.exit"
+        # A signal leaves no word of QEMU: say it where its messages go.
+        if [ "$rc" -eq 135 ]; then
+            echo "qemu-run.sh: QEMU died of SIGBUS (exit status 135): the shared region shrank or vanished under it" >>"$base.stderr"
+        elif [ "$rc" -gt 128 ]; then
+            echo "qemu-run.sh: QEMU was killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)))) (exit status $rc)" >>"$base.stderr"
+        fi
+    ' "$RUN_DIR/$name" "${qemu[@]}" </dev/null >/dev/null 2>&1 &
+    for ((i = 0; i < 500; i++)); do
+        [[ -f $RUN_DIR/$name.pid ]] && return 0
+        sleep 0.01
+    done
+    die "$name did not start (no $RUN_DIR/$name.pid after 5 s)"
+}
+
+# set_ivshmem_args: IVSHMEM_ARGS for DOORBELL, RUN_DIR, SHM_PATH, SHM_MB.
+IVSHMEM_VECTORS=4
+set_ivshmem_args() {
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    if [[ $DOORBELL == on ]]; then
+        IVSHMEM_ARGS=(-chardev "socket,path=$RUN_DIR/ivshmem.sock,id=iv"
+            -device "ivshmem-doorbell,chardev=iv,vectors=$IVSHMEM_VECTORS")
+    else
+        IVSHMEM_ARGS=(-object "memory-backend-file,id=shm,share=on,mem-path=$SHM_PATH,size=${SHM_MB}M"
+            -device ivshmem-plain,memdev=shm)
+    fi
+}
+
+# restart_node K: boot a new instance of node K into the running cluster of
+# RUN_DIR (after its QEMU died or was killed), with what cluster.env says
+# was launched; it inherits RUN/cluster.lock like the others. The old log
+# is kept as nodeK.log.<epoch ms>. Waits until it joined.
+restart_node() {
+    local k=$1 name=node$1 p hold start old
+    [[ -f $RUN_DIR/cluster.env ]] || die "no cluster in $RUN_DIR (no cluster.env)"
+    [[ $(env_get STATE) == running ]] || die "the cluster in $RUN_DIR is not running (state $(env_get STATE))"
+    NODES=$(env_get NODES)
+    ((k >= 1 && k <= NODES)) || die_usage "restart: node $k is not in 1..$NODES"
+    p=$(read_pid "$RUN_DIR/dir.pid")
+    if [[ -z $p ]] || ! pid_ours "$p"; then
+        die "the directory of $RUN_DIR is not running: restart the whole cluster instead"
+    fi
+    p=$(read_pid "$RUN_DIR/$name.pid")
+    if [[ -n $p ]] && pid_ours "$p"; then
+        die "node $k is still running (pid $p): a restart boots a replacement for an instance that died"
+    fi
+    ACCEL=$(env_get ACCEL) SHM_PATH=$(env_get SHM_PATH) SHM_MB=$(env_get SHM_MB)
+    MEM_MB=$(env_get MEM_MB) MODE=$(env_get MODE) DOORBELL=$(env_get DOORBELL)
+    STORAGE=$(env_get STORAGE) CXL_NS=$(env_get CXL_NS) KERNEL=$(env_get KERNEL)
+    APPEND_EXTRA=$(env_get APPEND_EXTRA)
+    [[ $MODE != net ]] || die "restart: net mode is not supported (QEMU 7.2's stream netdev does not take a new client on node $k's link)"
+    [[ -e $SHM_PATH ]] || die "the shared region $SHM_PATH is gone"
+    [[ -f $KERNEL ]] || die "kernel not found: $KERNEL"
+    if [[ $DOORBELL == on && ! -S $RUN_DIR/ivshmem.sock ]]; then
+        die "the ivshmem server of $RUN_DIR is not running (no ivshmem.sock)"
+    fi
+    set_ivshmem_args
+    old="$RUN_DIR/$name.log.$(now_ms)"
+    [[ ! -f $RUN_DIR/$name.log ]] || mv -f -- "$RUN_DIR/$name.log" "$old"
+    [[ ! -f $RUN_DIR/$name.stderr ]] || mv -f -- "$RUN_DIR/$name.stderr" "$old.stderr"
+    rm -f -- "$RUN_DIR/$name.pid" "$RUN_DIR/$name.pgid" "$RUN_DIR/$name.exit" "$RUN_DIR/$name.sock"
+    # The new instance holds RUN/cluster.lock like the others (inherited).
+    exec {hold}>>"$RUN_DIR/cluster.lock" || die "cannot open $RUN_DIR/cluster.lock"
+    local extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
+    [[ $DOORBELL != on ]] || extra+=" doorbell=1"
+    start=$(now_ms)
+    launch "$name" "role=node id=$k nodes=$NODES$extra"
+    exec {hold}>&-
+    PIDS=$(for n in dir $(seq -f 'node%g' 1 "$NODES"); do read_pid "$RUN_DIR/$n.pid"; echo; done | grep . | tr '\n' ' ' | sed 's/ $//')
+    sed -i -e "s/^PIDS=.*/PIDS='$PIDS'/" "$RUN_DIR/cluster.env"
+    find_ctl
+    if "$CTL" wait-ready --run-dir "$RUN_DIR" --nodes "$NODES" \
+        --timeout-ms "$((BOOT_TIMEOUT * 1000))" --since-ms "$start" >"$RUN_DIR/ready.out"; then
+        info "node $k restarted (pid $(read_pid "$RUN_DIR/$name.pid")) and joined in $(tr -dc '0-9' <"$RUN_DIR/ready.out") ms${old:+; its previous log is $old}"
+    else
+        die "node $k did not join within $BOOT_TIMEOUT s (see $RUN_DIR/$name.log)"
+    fi
+}
+
 # ------------------------------------------------------------------ subcommands
 case "$SUB" in
     stop)
@@ -695,6 +825,10 @@ case "$SUB" in
         fi
         info "state $what, accel $(env_get ACCEL), shared region $shm ($shm_mb MiB), disk $(env_get DISK)"
         if [[ $what == running ]]; then exit 0; else exit 1; fi
+        ;;
+    restart)
+        restart_node "$RESTART_NODE"
+        exit 0
         ;;
     attach | exec)
         find_ctl
@@ -939,66 +1073,11 @@ fi
 
 # 7. launch
 info "accel: $ACCEL ($ACCEL_WHY)"
-# CPU placement: the directory's vCPU gets CPU 0 to itself (its dedicated
-# core); nodes share the rest.
-HOST_CPUS=$(nproc 2>/dev/null || echo 1)
-pin_for() { # pin_for NAME -> "taskset -c LIST" or nothing
-    if [[ $PIN == auto && $HOST_CPUS -ge 2 ]] && command -v taskset >/dev/null; then
-        if [[ $1 == dir ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((HOST_CPUS - 1))"; fi
-    fi
-}
 if [[ -n $(pin_for dir) ]]; then
     info "cpus: directory pinned to CPU 0 (dedicated), nodes to CPUs 1-$((HOST_CPUS - 1))"
 else
     info "cpus: not pinned (--pin $PIN, $HOST_CPUS host CPUs)"
 fi
-
-# launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
-# session under a small wrapper that records QEMU's pid and exit status.
-# Multi-threaded TCG sets its "parallel" flag (host atomics for lock-prefixed
-# instructions) only for a VM that can have more than one vCPU.
-if [[ $ACCEL == tcg-multi ]]; then
-    # shellcheck disable=SC2054 # commas are QEMU option syntax
-    ACCEL_ARGS=(-accel tcg,thread=multi -smp 1,maxcpus=2)
-else
-    ACCEL_ARGS=(-accel "$ACCEL" -smp 1)
-fi
-launch() {
-    local name=$1 cmdline=$2 i pin
-    shift 2
-    read -r -a pin <<<"$(pin_for "$name")"
-    # shellcheck disable=SC2054 # commas are QEMU option syntax
-    local qemu=("${pin[@]}" qemu-system-x86_64 -name "onecopy-$name"
-        -machine pc -cpu max -m "${MEM_MB}M" "${ACCEL_ARGS[@]}"
-        -display none -no-reboot -monitor none -nodefaults
-        -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
-        -serial chardev:ser0
-        "${IVSHMEM_ARGS[@]}"
-        -device isa-debug-exit,iobase=0xf4,iosize=0x04
-        -kernel "$KERNEL" -append "$cmdline" "$@")
-    # shellcheck disable=SC2016 # expanded by the wrapper, not here
-    setsid bash -c '
-        base=$0
-        echo "$$" >"$base.pgid"
-        "$@" </dev/null >"$base.stderr" 2>&1 &
-        q=$!
-        echo "$q" >"$base.pid.tmp" && mv -f "$base.pid.tmp" "$base.pid"
-        wait "$q"
-        rc=$?
-        echo "$rc" >"$base.exit"
-        # A signal leaves no word of QEMU: say it where its messages go.
-        if [ "$rc" -eq 135 ]; then
-            echo "qemu-run.sh: QEMU died of SIGBUS (exit status 135): the shared region shrank or vanished under it" >>"$base.stderr"
-        elif [ "$rc" -gt 128 ]; then
-            echo "qemu-run.sh: QEMU was killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)))) (exit status $rc)" >>"$base.stderr"
-        fi
-    ' "$RUN_DIR/$name" "${qemu[@]}" </dev/null >/dev/null 2>&1 &
-    for ((i = 0; i < 500; i++)); do
-        [[ -f $RUN_DIR/$name.pid ]] && return 0
-        sleep 0.01
-    done
-    die "$name did not start (no $RUN_DIR/$name.pid after 5 s)"
-}
 
 # Storage profiles (bytes/s, IOPS), recorded in cluster.env and every result.
 case "$STORAGE" in
@@ -1013,16 +1092,8 @@ extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA
 # ivshmem-doorbell, which gets the very same /dev/shm file from our ivshmem
 # server (it passes the fd) plus one eventfd per peer and vector. QEMU reads
 # the server's setup when the device is realized: the server starts first.
-IVSHMEM_VECTORS=4
-# shellcheck disable=SC2054 # commas are QEMU option syntax
-if [[ $DOORBELL == on ]]; then
-    IVSHMEM_ARGS=(-chardev "socket,path=$RUN_DIR/ivshmem.sock,id=iv"
-        -device "ivshmem-doorbell,chardev=iv,vectors=$IVSHMEM_VECTORS")
-    extra+=" doorbell=1"
-else
-    IVSHMEM_ARGS=(-object "memory-backend-file,id=shm,share=on,mem-path=$SHM_PATH,size=${SHM_MB}M"
-        -device ivshmem-plain,memdev=shm)
-fi
+set_ivshmem_args
+[[ $DOORBELL != on ]] || extra+=" doorbell=1"
 gdb_args() { # gdb_args K
     if [[ -n $GDB && $GDB == "$1" ]]; then
         echo "-gdb tcp:127.0.0.1:$((1234 + $1))"

@@ -419,6 +419,10 @@ fn doorbell_stats(v: &mut Vec<(String, String)>) {
     put(k::DOORBELL_SUPPRESSED, format!("{}", s.suppressed));
     put(k::DOORBELL_NO_PEER, format!("{}", s.no_peer));
     put(k::DOORBELL_SLEEPS, format!("{}", s.sleeps));
+    put(
+        k::TIMER_INTERRUPTS,
+        format!("{}", crate::arch::timer::fired()),
+    );
 }
 
 /// Warm up with 16 calls (they wake a halted directory), then time

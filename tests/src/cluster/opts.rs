@@ -31,7 +31,8 @@ pub struct ClusterOpts {
     /// Emulated CXL latency in ns added to every copy from a peer's frame
     /// (qemu-run.sh `--cxl-latency-ns`; default: qemu-run.sh's 0).
     pub cxl_latency_ns: Option<u32>,
-    /// Doorbells (qemu-run.sh `--doorbell on|off`; default: qemu-run.sh's).
+    /// Doorbells (qemu-run.sh `--doorbell on|off`; default:
+    /// `ONECOPY_TEST_DOORBELL`, else qemu-run.sh's).
     pub doorbell: Option<String>,
     /// Require "directory ready" and every node joined (default). When
     /// false, a cluster that boots but is not ready (e.g. a bad disk image)
@@ -59,12 +60,24 @@ impl Default for ClusterOpts {
             mode: None,
             storage: None,
             cxl_latency_ns: None,
-            doorbell: None,
+            doorbell: doorbell_from_env(),
             expect_ready: true,
             boot_timeout: Duration::from_secs(60),
             cmd_timeout: Duration::from_secs(60),
             ctl: None,
         }
+    }
+}
+
+/// `ONECOPY_TEST_DOORBELL=on|off`: the doorbell setting of every cluster a
+/// test starts without choosing one (so the integration tests run in both
+/// settings: `ONECOPY_TEST_DOORBELL=off tests/run.sh --integration`);
+/// unset: qemu-run.sh's default. Any other value is refused loudly.
+fn doorbell_from_env() -> Option<String> {
+    match std::env::var("ONECOPY_TEST_DOORBELL").ok().as_deref() {
+        None | Some("") => None,
+        Some(v @ ("on" | "off")) => Some(v.to_string()),
+        Some(v) => panic!("ONECOPY_TEST_DOORBELL must be on or off, got {v:?}"),
     }
 }
 
