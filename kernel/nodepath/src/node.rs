@@ -302,8 +302,20 @@ impl<E: Env> Node<E> {
             return Ok(()); // all hits: nothing to ask, nothing to allocate
         }
         let pages = self.batch_pages(ios)?;
+        let epoch = self.link.meta_epoch();
         let (dp, meta) = self.vfs.parts();
-        dp.prefetch(&mut self.link, meta, &pages)
+        dp.prefetch(&mut self.link, meta, &pages)?;
+        // The batch's reads copy pages it fetched without a validation of
+        // their own: if any file changed while it fetched (a truncate by
+        // another node can complete meanwhile), refresh the batch's files
+        // first, so no read sees fetched pages under a stale size.
+        if epoch.is_some() && self.link.meta_epoch() != epoch {
+            let inos: alloc::collections::BTreeSet<u64> = pages.iter().map(|p| p.0).collect();
+            for ino in inos {
+                self.vfs.revalidate(&mut self.link, ino)?;
+            }
+        }
+        Ok(())
     }
 
     /// `bench dir`: map and drop every page of `ino` (`size` bytes, owned
