@@ -27,6 +27,7 @@ pub mod link;
 pub mod netclient;
 pub mod node;
 pub mod pagecache;
+pub mod policy;
 pub mod private;
 #[cfg(test)]
 pub mod rig;
