@@ -39,6 +39,7 @@ use flatfs::{BlockDevice, Fs};
 mod dispatch;
 mod executor;
 mod fileserver;
+mod locality;
 mod membership;
 
 /// Something worth a log line.

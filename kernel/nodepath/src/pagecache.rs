@@ -56,6 +56,12 @@ pub struct NodeCache {
     /// Owned pages idle longer than this (ns) are reclaimed by
     /// [`NodeCache::expired`] (`cache config ttl=`); 0: never.
     ttl_ns: u64,
+    /// Pages `[first, end)` of an inode that reclaim must not take: a
+    /// write's chunk whose new size is not published yet (pages past the
+    /// published end of file are not written back, so reclaiming them
+    /// would lose the data; with FIFO they were never the oldest, with
+    /// other policies they may be the first candidates).
+    pinned: Option<(u64, u64, u64)>,
     remote: usize,
     remote_limit: usize,
     stats: CacheStats,
@@ -77,6 +83,7 @@ impl NodeCache {
             evict: Evictor::new(PolicyName::Fifo),
             limit: None,
             ttl_ns: 0,
+            pinned: None,
             remote: 0,
             remote_limit,
             stats: CacheStats::default(),

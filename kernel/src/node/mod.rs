@@ -182,6 +182,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         cxl_ns: cfg.cxl_ns,
         baseline_writes: cfg.baseline_writes,
         cache_pages: 0,
+        policy: cfg.policy,
     };
     *NODE.lock() = Some(Node::new(env, ncfg, net));
     crate::arch::interrupts::set_window_fault_handler(window_fault);
@@ -203,6 +204,8 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
             let _ = with(|n| {
                 if check {
                     n.check();
+                    // Pages idle past `cache config ttl=` go now.
+                    n.expire();
                 }
                 Ok(n.service())
             });

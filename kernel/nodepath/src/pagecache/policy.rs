@@ -71,6 +71,12 @@ impl NodeCache {
         self.ttl_ns = ttl;
     }
 
+    /// Keep reclaim off pages `[first, end)` of `ino` (a write's chunk
+    /// until its size is published); `None` unpins.
+    pub fn pin(&mut self, range: Option<(u64, u64, u64)>) {
+        self.pinned = range;
+    }
+
     /// The group of the task doing the next accesses (GET-SCAN).
     pub fn set_group(&mut self, group: u32) {
         self.evict.set_group(group);

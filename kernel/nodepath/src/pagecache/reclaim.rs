@@ -24,8 +24,11 @@ impl NodeCache {
             if empty_rounds >= 2 {
                 let slots = &self.slots;
                 let inflight = &self.inflight;
+                let pinned = self.pinned;
                 let keys = self.evict.fallback(want, |k| {
-                    matches!(slots.get(k), Some(Slot::Local { .. })) && !inflight.contains_key(k)
+                    matches!(slots.get(k), Some(Slot::Local { .. }))
+                        && !inflight.contains_key(k)
+                        && !is_pinned(pinned, k)
                 });
                 for key in keys {
                     if let Some(v) = self.take_owned(&key) {
@@ -51,7 +54,7 @@ impl NodeCache {
     /// Validate a candidate: an owned page with no miss in flight becomes
     /// `Reclaiming` and leaves the policy's lists.
     fn take_owned(&mut self, key: &PageKey) -> Option<(PageKey, bool)> {
-        if self.inflight.contains_key(key) {
+        if self.inflight.contains_key(key) || is_pinned(self.pinned, key) {
             return None;
         }
         let Some(Slot::Local { gfn, dirty }) = self.slots.get(key).cloned() else {
@@ -171,4 +174,9 @@ impl NodeCache {
         }
         keys
     }
+}
+
+/// Is `key` in the pinned range `(ino, first, end)`?
+fn is_pinned(pinned: Option<(u64, u64, u64)>, key: &PageKey) -> bool {
+    pinned.is_some_and(|(ino, first, end)| key.ino == ino && (first..end).contains(&key.idx))
 }
