@@ -80,6 +80,10 @@ impl<'a> BatchIo<'a> {
     }
 }
 
+/// Smallest owned-page limit `cache config limit=` accepts: two batches of
+/// page requests, so a batch of misses never has to reclaim its own pages.
+pub const MIN_CACHE_LIMIT: u64 = 64;
+
 /// A node cache's eviction controls (`cache policy`, `cache config`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheControls {

@@ -20,8 +20,9 @@
 //!   run early. I/Os started during `--ramp_time` are not measured and do
 //!   not count towards the size.
 //! * Offsets: see [`offsets`]. Sequential jobs walk from 0; random jobs
-//!   visit every block once per pass in a seeded order (fio's random map);
-//!   job `j` is seeded with `randseed + j`.
+//!   visit every block once per pass in a seeded order (fio's random map),
+//!   or with `--random_distribution=zipf:THETA` draw blocks from a Zipf
+//!   law (see [`zipf`]); job `j` is seeded with `randseed + j`.
 //! * `--ioengine=psync` uses `read`/`write` at the descriptor position,
 //!   moved with [`Os::seek`] (random and mixed patterns need it; a
 //!   sequential job that wraps around reopens its file if the OS cannot
@@ -58,11 +59,13 @@ use core::fmt;
 
 use crate::os::Os;
 
+mod fmath;
 pub mod json;
 pub mod offsets;
 pub mod options;
 pub mod report;
 pub mod runner;
+pub mod zipf;
 
 pub use options::{parse, Engine, JobSpec, Rw};
 pub use report::{DirStats, Invalidated, Latency, Report};

@@ -215,7 +215,7 @@ pub(super) static COMMANDS: &[Command] = &[
     Command {
         name: "cache config",
         usage: "cache config [KEY=VALUE ...]",
-        help: "show or set eviction controls: ttl=SECONDS (idle pages evicted; 0 off), limit=PAGES (owned pages; 0/none: the pool), policy=NAME",
+        help: "show or set eviction controls: ttl=SECONDS (idle pages evicted; 0 off), limit=PAGES (owned pages, 64 or more; 0/none: the pool), policy=NAME",
         min_args: 0,
         max_args: 8,
         run: cmd_cache_config,

@@ -5,7 +5,7 @@ use alloc::format;
 use alloc::string::String;
 
 use super::{quoted, Args, Ctx, Error};
-use crate::os::{CacheControls, PolicyName};
+use crate::os::{CacheControls, PolicyName, MIN_CACHE_LIMIT};
 
 /// Longest TTL `cache config ttl=` accepts (30 days).
 pub const MAX_TTL_S: u64 = 30 * 24 * 3600;
@@ -63,10 +63,10 @@ pub fn apply_config<'a>(
                     _ => Some(
                         v.parse()
                             .ok()
-                            .filter(|n| (1..=MAX_LIMIT).contains(n))
+                            .filter(|n| (MIN_CACHE_LIMIT..=MAX_LIMIT).contains(n))
                             .ok_or_else(|| {
                                 format!(
-                                "limit={}: expected pages, 1 to {MAX_LIMIT} (0 or none: the pool)",
+                                "limit={}: expected pages, {MIN_CACHE_LIMIT} to {MAX_LIMIT} (0 or none: the pool)",
                                 quoted(v)
                             )
                             })?,

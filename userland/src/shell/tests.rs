@@ -867,7 +867,11 @@ fn cache_config_shows_sets_all_or_nothing_and_explains_bad_input() {
         ("cache config ttl=2592001", "ttl=2592001: expected seconds, 0 (off) to 2592000"),
         (
             "cache config limit=x",
-            "limit=x: expected pages, 1 to 4294967296 (0 or none: the pool)",
+            "limit=x: expected pages, 64 to 4294967296 (0 or none: the pool)",
+        ),
+        (
+            "cache config limit=63",
+            "limit=63: expected pages, 64 to 4294967296 (0 or none: the pool)",
         ),
         (
             "cache config policy=nope",

@@ -10,9 +10,9 @@ use fabric::proto::PageKey;
 use super::{NodeCache, Slot};
 use crate::policy::{PolicyName, PolicyStats};
 
-/// Smallest owned-page limit (`cache config limit=`): two batches, so a
-/// batch of misses never has to reclaim its own pages.
-pub const MIN_LIMIT: usize = 64;
+/// Smallest owned-page limit (`cache config limit=`, which refuses less):
+/// two batches, so a batch of misses never has to reclaim its own pages.
+pub const MIN_LIMIT: usize = userland::os::MIN_CACHE_LIMIT as usize;
 
 impl NodeCache {
     /// The eviction policy running.

@@ -17,6 +17,7 @@ use crate::shell::{Outcome, Shell};
 mod fake;
 mod jsonck;
 mod libaio;
+mod zipf;
 
 use fake::{FakeOs, Op};
 
@@ -81,6 +82,7 @@ fn defaults() {
             fsync: 0,
             ramp_ns: 0,
             randseed: DEFAULT_RANDSEED,
+            zipf_theta: None,
         }
     );
     assert_eq!(s.file_for(0), "/job.0.0");
@@ -1115,6 +1117,7 @@ fn result_json_exact_and_valid() {
         r#""effective_iodepth":1,"numjobs":2,"ioengine":"psync","rwmixread":50,"#,
         r#""runtime_ns":10000000000,"time_based":false,"ramp_ns":0,"fsync":8,"#,
         r#""invalidate":true,"invalidated":"dropped","randseed":137,"#,
+        r#""random_distribution":"random","#,
         r#""files":["/lat\"x.0.0","/lat\"x.1.0"],"mode":"onecopy","node":1,"#,
         r#""busy_instances":2,"vcpus_per_instance":1,"#,
         r#""read":{"iops":12345.600,"bw_kib":49382,"bw_bytes":50567577,"ios":123456,"#,
@@ -1325,6 +1328,7 @@ fn random_arg(rng: &mut Rng) -> String {
         "fsync",
         "ramp_time",
         "randseed",
+        "random_distribution",
         "group_reporting",
         "foo",
         "",
@@ -1332,6 +1336,7 @@ fn random_arg(rng: &mut Rng) -> String {
     ];
     const VALUES: &[&str] = &[
         "",
+        "zipf:0.99",
         "0",
         "1",
         "2",
