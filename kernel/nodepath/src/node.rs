@@ -44,6 +44,13 @@ pub struct NodeConfig {
     pub policy: fabric::config::PolicyName,
 }
 
+/// The pages a node's own caches may hold (`private`/`net` page cache,
+/// `relaxed` private copies) on a kernel heap of `heap` bytes: a third of
+/// it, the same in every mode (the smallest heap, 24 MiB, gives 2048).
+pub fn cache_pages_for_heap(heap: usize) -> usize {
+    (heap / 3 / fabric::PAGE_SIZE).max(1)
+}
+
 /// The data path for `mode`: the only place the mode picks code.
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
@@ -103,6 +110,20 @@ impl<E: Env> Node<E> {
             self.link.recovering = false;
         }
         self.link.check(self.vfs.session());
+        self.release_late();
+    }
+
+    /// Between operations (the membership check): answers that came after
+    /// their call was given up are looked at, and a late E grant is given
+    /// back at once, so no other node's request for that page is told to
+    /// retry until this node's next page request.
+    fn release_late(&mut self) {
+        self.link.drain_late();
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            if let Err(e) = st.release_late(&mut self.link) {
+                log::debug!("giving back late grants: {e}");
+            }
+        }
     }
 
     /// Service pending notices (idle loop).
@@ -355,7 +376,7 @@ impl<E: Env> Node<E> {
                 .data_path()
                 .single_copy()
                 .ok_or(Errno::NotSupported)?;
-            let va = st.map_for_io(&mut self.link, key, write)?;
+            let (va, _) = st.map_page(&mut self.link, key)?;
             access(va + in_page as u64, &mut buf[done..done + n], write)?;
             if write {
                 st.mapped_write(&key);

@@ -62,7 +62,7 @@ fn intro(s: &mut String, r: &Runner, problems: &[String]) {
         r.opts.cxl_latency_ns
     );
     if problems.is_empty() {
-        let _ = writeln!(s, "Complete: every expected figure is a number (n/a only where a mode has no such operation: private and net have no mmap and no page directory; relaxed cannot store into a peer's frame through a mapping).\n");
+        let _ = writeln!(s, "Complete: every expected figure is a number (n/a only where a mode has no such operation: private and net have no mmap and no page directory).\n");
     } else {
         let _ = writeln!(
             s,

@@ -103,7 +103,12 @@ impl SingleCopy {
 
     /// At the bound: write back and free the oldest private copies.
     fn bound_private<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
-        let count = |s: &Self| s.st.coh.as_ref().map(|c| c.cache.counts().2).unwrap_or(0);
+        let count = |s: &Self| {
+            s.st.coh
+                .as_ref()
+                .map(|c| c.cache.private_count())
+                .unwrap_or(0)
+        };
         while count(self) >= self.max_private {
             let mut batch: Vec<PageKey> = Vec::new();
             while batch.len() < PRIVATE_WRITEBACK_BATCH {

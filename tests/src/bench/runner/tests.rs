@@ -105,7 +105,6 @@ fn net_mode_expected_and_not_applicable() {
         let parts: Vec<&str> = id.split('/').collect();
         (parts[1] == "private" || parts[1] == "net")
             && (parts[3] == "mmap" || parts[2] == "bench dir")
-            || (parts[1] == "relaxed" && parts[3] == "mmap" && parts[2].starts_with("write-"))
     };
     for id in &ids {
         let parts: Vec<&str> = id.split('/').collect();
