@@ -33,6 +33,10 @@ kernel and host tools first, creates RUN/disk.img from tools/sample when no
 
 Options:
   --nodes N          number of node instances, 1..16 (default 2)
+  --policy NAME      eviction policy of every node's owned pages (single-copy
+                     modes): fifo (default) | lru | clock | lfu | mru | s3fifo
+                     | sieve | arc | get-scan | cluster; `cache policy NAME`
+                     changes it on one node at run time
   --mode M           page cache: strong (single copy, coherent writes; the
                      default) | relaxed (single copy for reads, private
                      writable copies reconciled at write-back) | private
@@ -181,6 +185,7 @@ BOOT_TIMEOUT=30
 CMD_TIMEOUT=60
 APPEND_EXTRA=
 MODE=strong
+POLICY=fifo
 PIN=auto
 DOORBELL=on
 STORAGE=none
@@ -193,7 +198,7 @@ RESTART_NODE=
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--check --nodes --mode --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--check --run-dir" ;;
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
@@ -233,7 +238,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -273,6 +278,12 @@ while [[ $# -gt 0 ]]; do
             case "$val" in
                 auto | tcg | tcg-multi | kvm) ACCEL_REQ=$val ;;
                 *) die_usage "--accel must be auto, tcg, tcg-multi or kvm, got '$val'" ;;
+            esac
+            ;;
+        --policy)
+            case "$val" in
+                fifo | lru | clock | lfu | mru | s3fifo | sieve | arc | get-scan | cluster) POLICY=$val ;;
+                *) die_usage "--policy must be one of fifo, lru, clock, lfu, mru, s3fifo, sieve, arc, get-scan, cluster, got '$val'" ;;
             esac
             ;;
         --mode)
@@ -823,7 +834,7 @@ case "$SUB" in
         else
             what="down (no instance running)"
         fi
-        info "state $what, accel $(env_get ACCEL), shared region $shm ($shm_mb MiB), disk $(env_get DISK)"
+        info "state $what, accel $(env_get ACCEL), mode $(env_get MODE), policy $(env_get POLICY), shared region $shm ($shm_mb MiB), disk $(env_get DISK)"
         if [[ $what == running ]]; then exit 0; else exit 1; fi
         ;;
     restart)
@@ -1046,6 +1057,7 @@ SHM_OWNED='$SHM_OWNED'
 MEM_MB='$MEM_MB'
 DISK='$DISK'
 MODE='$MODE'
+POLICY='$POLICY'
 DOORBELL='$DOORBELL'
 STORAGE='$STORAGE'
 CXL_NS='$CXL_NS'
@@ -1087,7 +1099,7 @@ case "$STORAGE" in
     sas-raid) THROTTLE=",throttling.bps-total=4000000000,throttling.iops-total=400000" ;;
 esac
 info "storage: $STORAGE${THROTTLE:+ ($THROTTLE)}; cxl latency: $CXL_NS ns"
-extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
+extra=" mode=$MODE policy=$POLICY storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
 # The shared region: ivshmem-plain over the memory backend, or (doorbells)
 # ivshmem-doorbell, which gets the very same /dev/shm file from our ivshmem
 # server (it passes the fd) plus one eventfd per peer and vector. QEMU reads
@@ -1166,7 +1178,7 @@ if run_bg "$CTL" wait-ready --run-dir "$RUN_DIR" --nodes "$NODES" \
     ready_ms=$(tr -dc '0-9' <"$RUN_DIR/ready.out")
     plural=s
     ((NODES > 1)) || plural=
-    info "cluster up: 1 directory + $NODES node$plural joined in $ready_ms ms (mode $MODE)"
+    info "cluster up: 1 directory + $NODES node$plural joined in $ready_ms ms (mode $MODE, policy $POLICY)"
 else
     echo "$PROG: error: the cluster did not come up (see the reason above); logs in $RUN_DIR" >&2
     print_log_tails

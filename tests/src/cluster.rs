@@ -117,6 +117,7 @@ impl Cluster {
         push("--mem-mb", opts.mem_mb.map(|v| v.to_string()));
         push("--append-extra", opts.append_extra.clone());
         push("--mode", opts.mode.clone());
+        push("--policy", opts.policy.clone());
         push("--storage", opts.storage.clone());
         push("--doorbell", opts.doorbell.clone());
         push(

@@ -6,8 +6,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::os::{
-    Attr, BatchIo, ClusterInfo, DirEntry, Errno, Fd, FileKind, MmapIo, NodeInfo, OpenFlags, Os,
-    RingSamples,
+    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Errno, Fd, FileKind, LocalityRange,
+    MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
 };
 use fabric::proto::MAX_NAME;
 
@@ -74,6 +74,10 @@ pub struct MockOs {
     next_fd: u32,
     next_ino: u64,
     faults: BTreeMap<&'static str, Fault>,
+    /// The eviction controls (`None`: the mode has none, NotSupported).
+    pub controls: Option<CacheControls>,
+    /// What `locality` answers, by path (other paths: `NotFound`).
+    pub locality: BTreeMap<String, Vec<LocalityRange>>,
 }
 
 impl Default for MockOs {
@@ -139,6 +143,8 @@ impl MockOs {
             next_fd: 3,
             next_ino: 2,
             faults: BTreeMap::new(),
+            controls: Some(CacheControls::default()),
+            locality: BTreeMap::new(),
         }
     }
 
@@ -313,6 +319,21 @@ impl MockOs {
 }
 
 impl Os for MockOs {
+    fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
+        self.controls.ok_or(Errno::NotSupported)
+    }
+
+    fn set_cache_controls(&mut self, controls: CacheControls) -> Result<(), Errno> {
+        let c = self.controls.as_mut().ok_or(Errno::NotSupported)?;
+        *c = controls;
+        Ok(())
+    }
+
+    fn locality(&mut self, path: &str) -> Result<Vec<LocalityRange>, Errno> {
+        self.paths.push(path.to_string());
+        self.locality.get(path).cloned().ok_or(Errno::NotFound)
+    }
+
     fn print(&mut self, s: &str) {
         self.out.push_str(s);
     }

@@ -5,6 +5,10 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+mod policy;
+
+pub use policy::PolicyName;
+
 /// Which part an instance plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -75,6 +79,9 @@ pub struct BootConfig {
     /// fsync, close, sync and under memory pressure, or sent to the file
     /// server on every write.
     pub baseline_writes: BaselineWrites,
+    /// Eviction policy of every node's owned pages (`policy=NAME`,
+    /// default `fifo`; see [`PolicyName`]).
+    pub policy: PolicyName,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -114,6 +121,7 @@ impl BootConfig {
             fill_depth: 32,
             disk_lat_us: None,
             log: log::LevelFilter::Info,
+            policy: PolicyName::Fifo,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -144,6 +152,11 @@ impl BootConfig {
                 "baseline_writes" => {
                     c.baseline_writes = BaselineWrites::parse(v).ok_or_else(|| {
                         alloc::format!("baseline_writes={v}: expected back or through")
+                    })?
+                }
+                "policy" => {
+                    c.policy = PolicyName::parse(v).ok_or_else(|| {
+                        alloc::format!("policy={v}: expected one of {}", PolicyName::names())
                     })?
                 }
                 "storage" => match v {
@@ -354,6 +367,18 @@ mod tests {
         }
         assert!(BootConfig::parse("role=dir baseline_writes=").is_err());
         assert!(BootConfig::parse("role=dir baseline_writes=always").is_err());
+    }
+
+    #[test]
+    fn policy_option() {
+        let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert_eq!(c.policy, PolicyName::Fifo);
+        let c = BootConfig::parse("role=node id=1 nodes=1 policy=s3fifo").unwrap();
+        assert_eq!(c.policy, PolicyName::S3Fifo);
+        assert!(c.unknown.is_empty());
+        let e = BootConfig::parse("role=node id=1 nodes=1 policy=random").unwrap_err();
+        assert!(e.contains("fifo, lru"), "{e}");
+        assert!(BootConfig::parse("role=dir policy=").is_err());
     }
 
     #[test]

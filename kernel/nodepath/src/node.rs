@@ -45,6 +45,8 @@ pub struct NodeConfig {
     /// Most pages the node's own caches hold (private-cache pages, relaxed
     /// private copies); 0: the mode's default.
     pub cache_pages: usize,
+    /// Eviction policy of the single-copy cache's owned pages at boot.
+    pub policy: fabric::config::PolicyName,
 }
 
 /// The pages a node's own caches may hold (`private`/`net` page cache,
@@ -57,12 +59,11 @@ pub fn cache_pages_for_heap(heap: usize) -> usize {
 /// The data path for `mode`: the only place the mode picks code.
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
-        Mode::Strong | Mode::Relaxed => Box::new(SingleCopy::new(
-            cfg.mode,
-            cfg.remote_limit,
-            cfg.cxl_ns,
-            cfg.cache_pages,
-        )),
+        Mode::Strong | Mode::Relaxed => {
+            let mut sc = SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns, cfg.cache_pages);
+            sc.set_default_policy(cfg.policy);
+            Box::new(sc)
+        }
         Mode::Private | Mode::Net => {
             Box::new(Private::new(cfg.mode, cfg.baseline_writes, cfg.cache_pages))
         }

@@ -211,6 +211,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         cxl_ns: cfg.cxl_ns,
         baseline_writes: cfg.baseline_writes,
         cache_pages: nodepath::node::cache_pages_for_heap(crate::mm::heap_bytes()),
+        policy: cfg.policy,
     };
     log::info!(
         "node cache: {} pages (a third of the {} MiB kernel heap)",
@@ -237,6 +238,8 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
             let _ = with(|n| {
                 if check {
                     n.check();
+                    // Pages idle past `cache config ttl=` go now.
+                    n.expire();
                 }
                 Ok(n.service())
             });

@@ -10,7 +10,8 @@ use userland::stats::keys;
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, Request, Response};
 use userland::os::{
-    Attr, BatchIo, ClusterInfo, DirEntry, Fd, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
+    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Fd, LocalityRange, MmapIo, NodeInfo,
+    OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -185,6 +186,33 @@ impl Os for NodeOs {
             doorbell_stats(&mut v);
             Ok(v)
         })
+    }
+
+    fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
+        let k = with(|n| n.cache_controls())?;
+        Ok(CacheControls {
+            policy: k.policy,
+            limit: k.limit.map(|l| l as u64),
+            ttl_s: k.ttl_ns / 1_000_000_000,
+        })
+    }
+
+    fn set_cache_controls(&mut self, k: CacheControls) -> Result<(), Errno> {
+        let limit = match k.limit {
+            Some(l) => Some(usize::try_from(l).map_err(|_| Errno::Invalid)?),
+            None => None,
+        };
+        with(|n| {
+            n.set_cache_controls(nodepath::control::Controls {
+                policy: k.policy,
+                limit,
+                ttl_ns: k.ttl_s.saturating_mul(1_000_000_000),
+            })
+        })
+    }
+
+    fn locality(&mut self, path: &str) -> Result<Vec<LocalityRange>, Errno> {
+        with(|n| n.locality(path))
     }
 
     fn cache_drop(&mut self) -> Result<String, Errno> {

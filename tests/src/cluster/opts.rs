@@ -25,6 +25,9 @@ pub struct ClusterOpts {
     /// Page-cache mode (qemu-run.sh `--mode`: `strong`, `relaxed` or
     /// `private`; default: qemu-run.sh's `strong`).
     pub mode: Option<String>,
+    /// Eviction policy of every node (qemu-run.sh `--policy`: `fifo`,
+    /// `lru`, `s3fifo`, ...; default: qemu-run.sh's `fifo`).
+    pub policy: Option<String>,
     /// Storage throttling profile (qemu-run.sh `--storage`: `none`, `nvme`,
     /// `sata-ssd` or `sas-raid`; default: qemu-run.sh's `none`).
     pub storage: Option<String>,
@@ -58,6 +61,7 @@ impl Default for ClusterOpts {
             mem_mb: None,
             append_extra: None,
             mode: None,
+            policy: None,
             storage: None,
             cxl_latency_ns: None,
             doorbell: doorbell_from_env(),
@@ -122,6 +126,11 @@ impl ClusterOpts {
     /// Sets the page-cache mode (`strong`, `relaxed`, `private` or `net`).
     pub fn mode(mut self, m: &str) -> Self {
         self.mode = Some(m.into());
+        self
+    }
+    /// Sets the eviction policy of every node (`fifo`, `lru`, `s3fifo`, ...).
+    pub fn policy(mut self, p: &str) -> Self {
+        self.policy = Some(p.into());
         self
     }
     /// Sets the storage throttling profile (`none`, `nvme`, `sata-ssd`, `sas-raid`).
