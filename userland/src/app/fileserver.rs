@@ -61,9 +61,11 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
     let set = FileSet::load(ex, &run.dir, "fileserver")?;
     let own = set.own_dir(run.env.node);
     fileset::ensure_dir(ex, &own)?;
+    let slots = fileset::Slots::new(fileset::MAX_OPEN);
     let m = run.meter(ex, NAMES);
     let leftovers: core::cell::RefCell<Vec<String>> = core::cell::RefCell::new(Vec::new());
     let result = ex.run_n(run.threads as usize, |t| {
+        let slots = &slots;
         let (ex, m, set, own, leftovers) = (ex, &m, &set, &own, &leftovers);
         let mut rng = Rng::new(run.seed, 2000 + t as u64);
         async move {
@@ -73,22 +75,22 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
                 let path = format!("{own}/t{t}.{k}");
                 k += 1;
                 let step: Result<(), AppError> = async {
-                    let fd = fileset::create(ex, m, CREATE, &path)?;
+                    let fd = fileset::create(ex, m, CREATE, &path, slots).await?;
                     let size = set.mean.max(1);
                     let size = Rng::new(run.seed, hash2(t as u64, k)).gamma15(size);
                     let w =
                         fileset::write_whole(ex, m, WRITE, fd, &path, size, rng.next_u64()).await;
-                    fileset::close(ex, m, CLOSE, fd, &path)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
                     w?;
-                    let fd = fileset::open(ex, m, OPEN, &path)?;
+                    let fd = fileset::open(ex, m, OPEN, &path, slots).await?;
                     let end = Cell::new(size);
                     let a = fileset::append_rand(ex, m, APPEND, fd, &path, &end, &mut rng).await;
-                    fileset::close(ex, m, CLOSE, fd, &path)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
                     a?;
                     let shared = set.next_path(run.seed);
-                    let fd = fileset::open(ex, m, OPEN, &shared)?;
+                    let fd = fileset::open(ex, m, OPEN, &shared, slots).await?;
                     let r = fileset::read_whole(ex, m, READ, fd, &shared).await;
-                    fileset::close(ex, m, CLOSE, fd, &shared)?;
+                    fileset::close(ex, m, CLOSE, fd, &shared, slots)?;
                     r?;
                     if let Some(old) = prev.take() {
                         fileset::delete(ex, m, DELETE, &old)?;

@@ -11,10 +11,14 @@
 //! so two nodes never create or delete the same name.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
 
 use super::dataset::{manifest, pattern_fill, DataFile, Dataset, Manifest, Pattern};
 use super::meter::Meter;
@@ -123,6 +127,60 @@ impl FileSet {
     }
 }
 
+/// Files a run keeps open at once, at most (a node's VFS has 64
+/// descriptors; Filebench's webserver runs 100 threads).
+pub const MAX_OPEN: usize = 48;
+
+/// A counting semaphore for open files: a task that finds none free
+/// waits (its waker queued) until a close gives one back, so the
+/// executor still flushes the I/O of the tasks holding them.
+pub struct Slots {
+    free: Cell<usize>,
+    waiters: RefCell<VecDeque<Waker>>,
+}
+
+impl Slots {
+    /// `n` slots.
+    pub fn new(n: usize) -> Slots {
+        Slots {
+            free: Cell::new(n),
+            waiters: RefCell::new(VecDeque::new()),
+        }
+    }
+
+    /// Wait for a slot and take it.
+    pub fn acquire(&self) -> Acquire<'_> {
+        Acquire { slots: self }
+    }
+
+    /// Give a slot back (and wake a waiter).
+    pub fn release(&self) {
+        self.free.set(self.free.get() + 1);
+        if let Some(w) = self.waiters.borrow_mut().pop_front() {
+            w.wake();
+        }
+    }
+}
+
+/// [`Slots::acquire`].
+pub struct Acquire<'s> {
+    slots: &'s Slots,
+}
+
+impl Future for Acquire<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let s = self.slots;
+        if s.free.get() > 0 {
+            s.free.set(s.free.get() - 1);
+            return Poll::Ready(());
+        }
+        s.waiters.borrow_mut().push_back(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
 /// Run `f` on the OS and record its time as operation `op`.
 pub fn timed<R>(
     ex: &Tasks<'_>,
@@ -139,26 +197,64 @@ pub fn timed<R>(
     r
 }
 
-/// `openfile`: open `path` for reading and writing.
-pub fn open(ex: &Tasks<'_>, m: &Meter, op: usize, path: &str) -> Result<Fd, AppError> {
-    timed(ex, m, op, |os| os.open(path, OpenFlags::default()))
-        .map_err(|e| AppError::new(format!("{path}: open: {e}")))
+/// `openfile`: open `path` for reading and writing (after waiting for
+/// a slot of `slots`, not timed).
+pub async fn open(
+    ex: &Tasks<'_>,
+    m: &Meter,
+    op: usize,
+    path: &str,
+    slots: &Slots,
+) -> Result<Fd, AppError> {
+    open_with(ex, m, op, path, slots, OpenFlags::default(), "open").await
 }
 
-/// `createfile`: create (or truncate) `path`.
-pub fn create(ex: &Tasks<'_>, m: &Meter, op: usize, path: &str) -> Result<Fd, AppError> {
+/// `createfile`: create (or truncate) `path` (after waiting for a
+/// slot).
+pub async fn create(
+    ex: &Tasks<'_>,
+    m: &Meter,
+    op: usize,
+    path: &str,
+    slots: &Slots,
+) -> Result<Fd, AppError> {
     let flags = OpenFlags {
         create: true,
         truncate: true,
         ..OpenFlags::default()
     };
-    timed(ex, m, op, |os| os.open(path, flags))
-        .map_err(|e| AppError::new(format!("{path}: create: {e}")))
+    open_with(ex, m, op, path, slots, flags, "create").await
 }
 
-/// `closefile`.
-pub fn close(ex: &Tasks<'_>, m: &Meter, op: usize, fd: Fd, path: &str) -> Result<(), AppError> {
-    timed(ex, m, op, |os| os.close(fd)).map_err(|e| AppError::new(format!("{path}: close: {e}")))
+async fn open_with(
+    ex: &Tasks<'_>,
+    m: &Meter,
+    op: usize,
+    path: &str,
+    slots: &Slots,
+    flags: OpenFlags,
+    what: &str,
+) -> Result<Fd, AppError> {
+    slots.acquire().await;
+    let r = timed(ex, m, op, |os| os.open(path, flags));
+    if r.is_err() {
+        slots.release();
+    }
+    r.map_err(|e| AppError::new(format!("{path}: {what}: {e}")))
+}
+
+/// `closefile` (the slot is given back even if the close fails).
+pub fn close(
+    ex: &Tasks<'_>,
+    m: &Meter,
+    op: usize,
+    fd: Fd,
+    path: &str,
+    slots: &Slots,
+) -> Result<(), AppError> {
+    let r = timed(ex, m, op, |os| os.close(fd));
+    slots.release();
+    r.map_err(|e| AppError::new(format!("{path}: close: {e}")))
 }
 
 /// `fsync`.

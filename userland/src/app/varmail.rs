@@ -61,9 +61,11 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
     let set = FileSet::load(ex, &run.dir, "varmail")?;
     let own = set.own_dir(run.env.node);
     fileset::ensure_dir(ex, &own)?;
+    let slots = fileset::Slots::new(fileset::MAX_OPEN);
     let m = run.meter(ex, NAMES);
     let leftovers: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let result = ex.run_n(run.threads as usize, |t| {
+        let slots = &slots;
         let (ex, m, set, own, leftovers) = (ex, &m, &set, &own, &leftovers);
         let mut rng = Rng::new(run.seed, 3000 + t as u64);
         async move {
@@ -77,27 +79,27 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
                         fileset::delete(ex, m, DELETE, &old)?;
                     }
                     let end = Cell::new(0);
-                    let fd = fileset::create(ex, m, CREATE, &path)?;
+                    let fd = fileset::create(ex, m, CREATE, &path, slots).await?;
                     let r = async {
                         fileset::append_rand(ex, m, APPEND, fd, &path, &end, &mut rng).await?;
                         fileset::fsync(ex, m, FSYNC, fd, &path)
                     }
                     .await;
-                    fileset::close(ex, m, CLOSE, fd, &path)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
                     r?;
-                    let fd = fileset::open(ex, m, OPEN, &path)?;
+                    let fd = fileset::open(ex, m, OPEN, &path, slots).await?;
                     let r = async {
                         fileset::read_whole(ex, m, READ, fd, &path).await?;
                         fileset::append_rand(ex, m, APPEND, fd, &path, &end, &mut rng).await?;
                         fileset::fsync(ex, m, FSYNC, fd, &path)
                     }
                     .await;
-                    fileset::close(ex, m, CLOSE, fd, &path)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
                     r?;
                     let shared = set.next_path(run.seed);
-                    let fd = fileset::open(ex, m, OPEN, &shared)?;
+                    let fd = fileset::open(ex, m, OPEN, &shared, slots).await?;
                     let r = fileset::read_whole(ex, m, READ, fd, &shared).await;
-                    fileset::close(ex, m, CLOSE, fd, &shared)?;
+                    fileset::close(ex, m, CLOSE, fd, &shared, slots)?;
                     r.map(|_| ())
                 }
                 .await;

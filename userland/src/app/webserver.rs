@@ -58,8 +58,10 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
             .map_err(|e| AppError::new(format!("{log}: stat: {e}")))?
             .size,
     );
+    let slots = fileset::Slots::new(fileset::MAX_OPEN);
     let m = run.meter(ex, NAMES);
     let result = ex.run_n(run.threads as usize, |t| {
+        let slots = &slots;
         let (ex, m, set, log, log_end) = (ex, &m, &set, &log, &log_end);
         let mut rng = Rng::new(run.seed, 1000 + t as u64);
         async move {
@@ -67,9 +69,9 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
                 let step: Result<(), AppError> = async {
                     for _ in 0..READS_PER_LOOP {
                         let path = set.next_path(run.seed);
-                        let fd = fileset::open(ex, m, 0, &path)?;
+                        let fd = fileset::open(ex, m, 0, &path, slots).await?;
                         let r = fileset::read_whole(ex, m, 1, fd, &path).await;
-                        fileset::close(ex, m, 2, fd, &path)?;
+                        fileset::close(ex, m, 2, fd, &path, slots)?;
                         r?;
                     }
                     fileset::append_rand(ex, m, 3, logfd, log, log_end, &mut rng).await?;

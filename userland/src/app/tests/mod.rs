@@ -14,7 +14,7 @@ mod workloads;
 pub(super) fn os_with(app: &str, size: u64, seed: u64) -> MockOs {
     let mut os = MockOs::new();
     os.capacity = 256 << 20;
-    os.max_fds = 512;
+    os.max_fds = 64; // as a node's VFS
     os.can_seek = true;
     os.can_mmap = true;
     let ds = plan(app, size, seed, &alloc::format!("/apps/{app}")).unwrap();

@@ -190,3 +190,17 @@ fn every_workload_prints_a_summary_and_one_result() {
         assert_eq!(num(&j, "operations"), 4);
     }
 }
+
+#[test]
+fn webserver_default_threads_fit_the_nodes_descriptors() {
+    // 100 threads (Filebench's default), 64 descriptors: opens wait for
+    // one of 48 slots instead of failing.
+    let mut os = os_with("webserver", 1 << 20, 9);
+    let out = app(&mut os, "webserver --ops 100").unwrap();
+    let j = result_line(&out);
+    assert_eq!(num(&j, "threads"), 100);
+    assert_eq!(num(&j, "operations"), 100);
+    assert_eq!(num(&j, "count"), 1000, "openfile");
+    assert!(num(&j, "max_iodepth") > 8, "{j}");
+    assert_eq!(os.open_fds(), 0);
+}
