@@ -39,10 +39,13 @@ Options:
                      | net (NFS-like baseline: private caches, file data
                      over TCP/IP, smoltcp on virtio-net, one unix-socket
                      link per node)
-  --storage P        throttle the directory's disk (QEMU throttling.*) to a
-                     profile: none (default) | nvme (3400 MB/s, 500k IOPS) |
-                     sata-ssd (145 MB/s, 20k IOPS) | sas-raid (4000 MB/s,
-                     400k IOPS: RAID-0 of four 1 GB/s SAS SSDs, DPC's testbed)
+  --storage P        model the directory's disk: rate caps by QEMU
+                     throttling.*, access latency per request added by the
+                     directory's driver (up to 16 requests in flight):
+                     none (default) | nvme (3400 MB/s, 500k IOPS, 80 us) |
+                     sata-ssd (145 MB/s, 20k IOPS, 120 us) | sas-raid
+                     (4000 MB/s, 400k IOPS, 100 us: RAID-0 of four 1 GB/s
+                     SAS SSDs, DPC's testbed)
   --cxl-latency-ns N extra latency added to every copy from a peer's frame
                      (emulated CXL access; 0..100000, default 0); mmap loads
                      run at host-memory speed
@@ -151,7 +154,9 @@ DATASET_SPEC=
 SHM_MB=64
 # The largest shared region a node can use. A node keeps one 8-byte entry per
 # frame of its pool on its kernel heap (the free list of dirsvc's NodeCache),
-# and that heap is fixed: HEAP_BYTES = 24 MiB in kernel/src/mm/mod.rs. With
+# and that heap is half the node's RAM, at least HEAP_BYTES = 24 MiB and at
+# most 64 MiB (kernel/src/mm/mod.rs), a third of it for the node's own page
+# cache; the limit holds for the smallest heap. With
 # --nodes 1 the node's pool is the whole region: 8192 MiB is 2M frames, 16 MiB
 # of list, and boots and works (measured: fill, sum, mmap-read of 16 MiB, fio,
 # every mode); 16384 MiB needs 32 MiB and the node panics at boot ("memory
@@ -323,7 +328,7 @@ done
 ((SHM_MB >= 16)) || die_usage "--shm-mb must be at least 16, got $SHM_MB"
 (((SHM_MB & (SHM_MB - 1)) == 0)) || die_usage "--shm-mb must be a power of two (QEMU's ivshmem BAR), got $SHM_MB"
 ((SHM_MB <= SHM_MB_MAX)) ||
-    die_usage "--shm-mb $SHM_MB is too large: the maximum is $SHM_MB_MAX, because a node keeps 8 bytes per frame of its pool (with --nodes 1 the whole region) on its fixed 24 MiB kernel heap (HEAP_BYTES in kernel/src/mm/mod.rs): $SHM_MB MiB would take $((SHM_MB / 512)) MiB of it"
+    die_usage "--shm-mb $SHM_MB is too large: the maximum is $SHM_MB_MAX, because a node keeps 8 bytes per frame of its pool (with --nodes 1 the whole region) on its kernel heap, which is at least 24 MiB (HEAP_BYTES in kernel/src/mm/mod.rs): $SHM_MB MiB would take $((SHM_MB / 512)) MiB of it"
 [[ -n $RUN_DIR_ARG ]] || die_usage "--run-dir needs a value"
 RUN_DIR=$(realpath -m -- "$RUN_DIR_ARG")
 [[ ! -e $RUN_DIR || -d $RUN_DIR ]] || die_usage "--run-dir $RUN_DIR exists and is not a directory"

@@ -6,11 +6,15 @@
 //! * [`server`]: the serving loop: membership, the request rings, the file
 //!   server over [`flatfs`].
 //! * [`netserve`]: `net` mode, the same server reached over a byte stream.
+//! * [`diskq`]: the disk queue of page fills in flight (asynchronous
+//!   storage); [`fakedisk`]: an asynchronous in-memory disk for tests.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
 
+pub mod diskq;
+pub mod fakedisk;
 pub mod netserve;
 pub mod pagedir;
 pub mod server;

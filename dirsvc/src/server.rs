@@ -29,6 +29,7 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
+use crate::diskq::DiskQueue;
 use crate::pagedir::PageDir;
 use fabric::layout::{DirState, Header, Layout};
 use fabric::proto::{DecodeError, Desc, DirStats, Op, PageDirStats};
@@ -39,6 +40,7 @@ use flatfs::{BlockDevice, Fs};
 mod dispatch;
 mod executor;
 mod fileserver;
+mod fills;
 mod membership;
 
 /// Something worth a log line.
@@ -86,6 +88,10 @@ pub struct Config {
     pub heartbeat_timeout_ns: u64,
     /// Most requests taken from one node per poll (fairness).
     pub batch: usize,
+    /// Most page fills in flight on the disk at once (bounded by the
+    /// device's queue depth); 0: every fill is a synchronous read that the
+    /// loop waits for (the behaviour before asynchronous fills).
+    pub fill_depth: usize,
 }
 
 impl Default for Config {
@@ -93,6 +99,7 @@ impl Default for Config {
         Config {
             heartbeat_timeout_ns: 3_000_000_000,
             batch: 32,
+            fill_depth: 32,
         }
     }
 }
@@ -150,6 +157,11 @@ pub struct Directory<D: BlockDevice> {
     page_ops: BTreeMap<(u8, u32), Op>,
     /// Requests served per sweep (index = batch size, capped at 64).
     batches: [u64; 65],
+    /// Page fills waiting for the disk or in flight.
+    disk: DiskQueue,
+    /// Most fills in flight: `Config::fill_depth` bounded by the device's
+    /// queue depth (0: synchronous fills).
+    fill_depth: usize,
 }
 
 /// Result of one [`Directory::poll`].
@@ -164,6 +176,8 @@ pub struct Poll {
     pub responded: u64,
     /// Nodes that got notices (DIR_INV) since the last pass (bit `node - 1`).
     pub noticed: u64,
+    /// Disk reads (page fills) that completed in this pass.
+    pub completed: usize,
 }
 
 impl Poll {
@@ -192,6 +206,9 @@ impl<D: BlockDevice> Directory<D> {
         } else {
             DirState::NoStorage
         });
+        let fill_depth = fs
+            .as_ref()
+            .map_or(0, |f| cfg.fill_depth.min(f.device().queue_depth()));
         let peers = (1..=layout.max_nodes)
             .map(|n| Peer::new(&layout, n))
             .collect();
@@ -206,6 +223,8 @@ impl<D: BlockDevice> Directory<D> {
             pages: PageDir::for_nodes(layout.max_nodes),
             page_ops: BTreeMap::new(),
             batches: [0; 65],
+            disk: DiskQueue::new(fill_depth),
+            fill_depth,
         }
     }
 
@@ -240,6 +259,14 @@ impl<D: BlockDevice> Directory<D> {
         fs
     }
 
+    /// Responses and invalidations of `node` waiting for room in its
+    /// rings (a node that stopped draining them).
+    pub fn backlogs(&self, node: u32) -> (usize, usize) {
+        self.peers
+            .get((node as usize).wrapping_sub(1))
+            .map_or((0, 0), |p| (p.backlog.len(), p.notify_backlog.len()))
+    }
+
     /// Counters for `dir stats` and [`Op::Stats`].
     pub fn stats(&self) -> DirStats {
         let mut s = DirStats {
@@ -271,6 +298,7 @@ impl<D: BlockDevice> Directory<D> {
         p.events.extend(s.events);
         p.responded = s.responded;
         p.noticed = s.noticed;
+        p.completed = s.completed;
         p
     }
 
@@ -312,3 +340,5 @@ impl<D: BlockDevice> Directory<D> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fills;

@@ -2,8 +2,10 @@
 //! the serving loop of [`dirsvc::server::Directory`] on this instance's
 //! (dedicated) core.
 //!
-//! Idle policy: the loop spins while requests arrive and for
-//! `dir_spin_us` after the last one, then halts between timer ticks (1 ms)
+//! Idle policy: the loop spins while requests arrive or page fills are in
+//! flight on the disk (their completions are polled from the used ring in
+//! every pass) and for `dir_spin_us` after that, then halts between timer
+//! ticks (1 ms)
 //! so an idle directory does not burn a host core. With doorbells it
 //! halts at once when every member rings it, wakes on vector 0, and rings
 //! the sleeping nodes it published responses or notices for.
@@ -71,14 +73,19 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         fs,
         Config {
             heartbeat_timeout_ns: cfg.hb_timeout_ms * 1_000_000,
+            fill_depth: cfg.fill_depth as usize,
             ..Config::default()
         },
     );
     log::info!(
-        "directory ready: serving {} nodes ({}), heartbeat timeout {} ms",
+        "directory ready: serving {} nodes ({}), heartbeat timeout {} ms, page fills in flight {}",
         cfg.nodes,
         if storage { "storage up" } else { "NO STORAGE" },
-        cfg.hb_timeout_ms
+        cfg.hb_timeout_ms,
+        match dir.fill_depth() {
+            0 => alloc::string::String::from("1 (synchronous)"),
+            n => alloc::format!("up to {n}"),
+        }
     );
     let mut links = net_links(cfg, nics);
     let h = Header::new(&shm, layout);
@@ -92,6 +99,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     let mut last_beat = 0u64;
     let mut last_ping = h.ping();
     let mut bell = crate::drivers::ivshmem::doorbell().map(DirBell::new);
+    let mut disk_log = DiskLog::default();
     loop {
         if let Some(b) = bell.as_mut() {
             b.echo(cfg.nodes); // doorbell round trips (`doorbell_selftest`)
@@ -132,7 +140,13 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             l.set_member(dir.is_member(node).then(|| h.node_epoch(node)));
             net_served += l.serve(|node, f| dir.serve_net(&shm, node, f));
         }
-        if p.served > 0 || net_served > 0 || events || !p.events.is_empty() {
+        // Fills in flight count as work: their completions are found by
+        // polling the disk's used ring in `serve`.
+        let disk_busy = p.completed > 0 || dir.fills_pending() > 0;
+        if disk_busy {
+            disk_log.note(&dir.disk_queue_stats());
+        }
+        if p.served > 0 || net_served > 0 || events || !p.events.is_empty() || disk_busy {
             last_work = now;
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
             // Doorbells: halt at once when every member rings us for its
@@ -170,6 +184,27 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         // While spinning there is deliberately no PAUSE: under TCG it
         // leaves the translated-code loop (about a microsecond each).
+    }
+}
+
+/// Log lines about asynchronous fills: each new high of reads in flight,
+/// and the first page request answered while reads were in flight.
+#[derive(Default)]
+struct DiskLog {
+    max_in_flight: u64,
+    answered: bool,
+}
+
+impl DiskLog {
+    fn note(&mut self, s: &dirsvc::diskq::QueueStats) {
+        if s.max_in_flight > self.max_in_flight {
+            self.max_in_flight = s.max_in_flight;
+            log::info!("disk: {} page fills in flight", s.max_in_flight);
+        }
+        if !self.answered && s.answered_while_busy > 0 {
+            self.answered = true;
+            log::info!("disk: page request answered while page fills were in flight");
+        }
     }
 }
 

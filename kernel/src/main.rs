@@ -82,7 +82,7 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
     }
     match cfg.role {
         Role::Dir => {
-            let disk = match drivers::virtio::probe_blk(&mut root) {
+            let disk = match drivers::virtio::probe_blk(&mut root, cfg.disk_latency_us()) {
                 Ok(d) => d,
                 Err(e) => {
                     log::error!("virtio-blk: {e}");

@@ -35,8 +35,18 @@ pub struct BootConfig {
     pub tick_hz: u32,
     /// Emulated CXL latency added to every copy from a peer's frame (ns).
     pub cxl_ns: u64,
-    /// Storage profile name given by the launcher (recorded in results).
+    /// Storage profile name given by the launcher (recorded in results;
+    /// the directory's disk driver adds its access latency, see
+    /// [`BootConfig::disk_latency_us`]).
     pub storage: String,
+    /// Directory: most page fills in flight on the disk (`fill_depth=N`,
+    /// 0..=64, default 32, bounded by the device's queue); 0: every fill is
+    /// a synchronous read the serving loop waits for (the old behaviour,
+    /// kept for comparison).
+    pub fill_depth: u32,
+    /// Directory: access latency the disk driver adds to every request
+    /// (`disk_lat_us=N`, 0..=100000); `None`: the storage profile's.
+    pub disk_lat_us: Option<u64>,
     /// Log level (`log=error|warn|info|debug|trace`, default info).
     pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
@@ -92,6 +102,8 @@ impl BootConfig {
             tick_hz: 1000,
             cxl_ns: 0,
             storage: "none".to_string(),
+            fill_depth: 32,
+            disk_lat_us: None,
             log: log::LevelFilter::Info,
             unknown: Vec::new(),
         };
@@ -108,6 +120,8 @@ impl BootConfig {
                 "ring_reads" => c.ring_reads = num(k, v, 1, 32)? as u32,
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
                 "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
+                "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
+                "disk_lat_us" => c.disk_lat_us = Some(num(k, v, 0, 100_000)?),
                 "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
                 "doorbell" => {
                     c.doorbell = match v {
@@ -160,6 +174,29 @@ impl BootConfig {
             None => return Err("missing role=dir or role=node".to_string()),
         };
         Ok(c)
+    }
+}
+
+impl BootConfig {
+    /// Access latency of one disk request (us): `disk_lat_us`, else the
+    /// storage profile's (a 4 KiB random read at queue depth 1 of such a
+    /// device). QEMU's throttling (the launcher's `--storage`) caps the
+    /// rate (IOPS, bytes/s) but adds no latency of its own, so without
+    /// this a request at a time costs what the host's page cache costs.
+    pub fn disk_latency_us(&self) -> u64 {
+        self.disk_lat_us
+            .unwrap_or_else(|| profile_latency_us(&self.storage))
+    }
+}
+
+/// The access latency (us) of a storage profile: `nvme` 80, `sata-ssd`
+/// 120, `sas-raid` 100, `none` (and anything else) 0.
+pub fn profile_latency_us(profile: &str) -> u64 {
+    match profile {
+        "nvme" => 80,
+        "sata-ssd" => 120,
+        "sas-raid" => 100,
+        _ => 0,
     }
 }
 
@@ -268,6 +305,20 @@ mod tests {
         let c = BootConfig::parse("role=node id=1 nodes=1 ring_reads=1").unwrap();
         assert_eq!(c.ring_reads, 1);
         assert!(c.unknown.is_empty());
+    }
+
+    #[test]
+    fn fill_depth_and_disk_latency_options() {
+        let c = BootConfig::parse("role=dir nodes=2").unwrap();
+        assert_eq!((c.fill_depth, c.disk_latency_us()), (32, 0));
+        let c = BootConfig::parse("role=dir nodes=2 storage=sata-ssd").unwrap();
+        assert_eq!(c.disk_latency_us(), 120);
+        let c =
+            BootConfig::parse("role=dir nodes=2 storage=nvme disk_lat_us=7 fill_depth=0").unwrap();
+        assert_eq!((c.fill_depth, c.disk_latency_us()), (0, 7));
+        assert!(BootConfig::parse("role=dir fill_depth=65").is_err());
+        assert!(BootConfig::parse("role=dir disk_lat_us=100001").is_err());
+        assert!(BootConfig::parse("role=dir disk_lat_us=x").is_err());
     }
 
     #[test]

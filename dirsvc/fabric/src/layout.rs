@@ -31,6 +31,7 @@
 //! | 40  | channel_bytes u64    | 128 | epoch u64 (dynamic)      |
 //! | 48  | bulk_off u64         | 136 | dir_state u32 (dynamic)  |
 //! | 56  | bulk_bytes u64       | 144 | dir_heartbeat u64        |
+//! |     |                      | 160 | meta_epoch u64 (dynamic) |
 //! |     |                      | 192 | ping u64 (`bench pingpong`) |
 //! |     |                      | 8128 | pong u64 (directory's echo) |
 //!
@@ -80,6 +81,9 @@ const OFF_DIR_STATE: usize = 136;
 const OFF_DIR_HEARTBEAT: usize = 144;
 /// `bench pingpong`: a node writes here (own cache line)...
 const OFF_PING: usize = 192;
+/// Metadata epoch: bumped by the directory (its only writer) before it
+/// serves any request that may change a file's version or size.
+const OFF_META_EPOCH: usize = 160;
 /// ...and the directory echoes the value here (another cache line, at the
 /// end of the header, after the node table).
 const OFF_PONG: usize = HEADER_BYTES - 64;

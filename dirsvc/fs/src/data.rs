@@ -10,6 +10,22 @@ use super::disk::{self, Inode};
 use super::{BlockDevice, Fs, BLOCK_SIZE, BS};
 use fabric::proto::{Attr, Errno, FileKind};
 
+/// Where a block of a file comes from, for a reader that fetches it from
+/// the device itself ([`Fs::block_source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockSource {
+    /// Past the end of the file: the block reads as zeros.
+    Zeros,
+    /// Device block `lba`; the first `len` bytes (1..=4096) are file data,
+    /// the rest of the block reads as zeros.
+    Disk {
+        /// Device block.
+        lba: u64,
+        /// Bytes of file data in it.
+        len: usize,
+    },
+}
+
 /// Blocks needed to hold `size` bytes.
 fn blocks_for(size: u64) -> u64 {
     size.div_ceil(BS)
@@ -45,6 +61,36 @@ impl<D: BlockDevice> Fs<D> {
             done += take;
         }
         Ok(len)
+    }
+
+    /// Where block `block` (file offset `block * 4096`) of file `ino` lives
+    /// now. The caller reads it from the device and checks it with
+    /// [`Fs::check_block`] before using it; a change of the file in between
+    /// (a write, a truncate) is the caller's to order.
+    pub fn block_source(&self, ino: u64, block: u64) -> Result<BlockSource, Errno> {
+        let n = self.file(ino)?;
+        let start = block.checked_mul(BS).ok_or(Errno::Invalid)?;
+        if start >= n.size {
+            return Ok(BlockSource::Zeros);
+        }
+        let lba = disk::map_block(&n.extents, block).ok_or(Errno::Io)?;
+        let len = (n.size - start).min(BS) as usize;
+        Ok(BlockSource::Disk { lba, len })
+    }
+
+    /// Check bytes the caller read from device block `lba` (block `block`
+    /// of file `ino`, from [`Fs::block_source`]) against the block's
+    /// checksum, as [`Fs::read`] does, and count the read in the stats. A
+    /// mismatch is logged and is an `Io` error.
+    pub fn check_block(
+        &mut self,
+        ino: u64,
+        block: u64,
+        lba: u64,
+        buf: &[u8; BLOCK_SIZE],
+    ) -> Result<(), Errno> {
+        self.reads += 1;
+        self.check_sum(ino, block, lba, buf)
     }
 
     /// Write `data` at `offset`, extending the file; a gap past the old end

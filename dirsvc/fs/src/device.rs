@@ -1,6 +1,23 @@
 //! The device under the file system: 4 KiB blocks, read, written and flushed.
+//!
+//! A device may also take reads without waiting for them
+//! ([`BlockDevice::submit_read`], [`BlockDevice::poll_reads`]): the
+//! directory's page fills use that to keep several reads in flight while it
+//! goes on serving. The default is a synchronous device (queue depth 0).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 
 use super::BLOCK_SIZE;
+
+/// A finished asynchronous read ([`BlockDevice::submit_read`]).
+#[derive(Debug)]
+pub struct ReadDone {
+    /// The id it was submitted with.
+    pub id: u64,
+    /// The block's bytes, or the device's error.
+    pub result: Result<Box<[u8; BLOCK_SIZE]>, IoError>,
+}
 
 /// A device-level I/O failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +33,36 @@ pub trait BlockDevice {
     fn write_block(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Result<(), IoError>;
     /// Make every completed write durable.
     fn flush(&mut self) -> Result<(), IoError>;
+
+    /// Most reads [`BlockDevice::submit_read`] keeps in flight at once;
+    /// 0 (the default): the device is synchronous only.
+    fn queue_depth(&self) -> usize {
+        0
+    }
+
+    /// Start reading block `lba` without waiting; the completion carries
+    /// `id`. The caller keeps at most [`BlockDevice::queue_depth`] reads in
+    /// flight. `Err`: the read could not be started (it will not complete).
+    /// Synchronous reads and writes may be issued while reads are in
+    /// flight; a read in flight and a write of the same block are not
+    /// ordered (the caller orders them).
+    fn submit_read(&mut self, id: u64, lba: u64) -> Result<(), IoError> {
+        let _ = (id, lba);
+        Err(IoError)
+    }
+
+    /// Move the reads that completed since the last call to `out`, in the
+    /// order the device finished them (any order relative to submission).
+    fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
+        let _ = out;
+    }
+
+    /// Like [`BlockDevice::poll_reads`], but wait until at least one read
+    /// completes if any is in flight. Bounded: a device that does not
+    /// answer within its own timeout reports the read failed.
+    fn wait_reads(&mut self, out: &mut Vec<ReadDone>) {
+        self.poll_reads(out);
+    }
 }
 
 impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
@@ -30,5 +77,17 @@ impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
     }
     fn flush(&mut self) -> Result<(), IoError> {
         (**self).flush()
+    }
+    fn queue_depth(&self) -> usize {
+        (**self).queue_depth()
+    }
+    fn submit_read(&mut self, id: u64, lba: u64) -> Result<(), IoError> {
+        (**self).submit_read(id, lba)
+    }
+    fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
+        (**self).poll_reads(out)
+    }
+    fn wait_reads(&mut self, out: &mut Vec<ReadDone>) {
+        (**self).wait_reads(out)
     }
 }

@@ -117,7 +117,8 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-pub use device::{BlockDevice, IoError};
+pub use data::BlockSource;
+pub use device::{BlockDevice, IoError, ReadDone};
 pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VERSION};
 pub use error::{MountError, ParentProblem};
 pub use memdisk::MemDisk;
@@ -338,6 +339,13 @@ impl<D: BlockDevice> Fs<D> {
     /// The device.
     pub fn device(&self) -> &D {
         &self.dev
+    }
+
+    /// The device, for reads its owner issues itself (asynchronous page
+    /// fills, see [`Fs::block_source`] and [`Fs::check_block`]). Never
+    /// write through it: the file system's caches would not know.
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.dev
     }
 
     /// Where the superblock puts things.

@@ -162,6 +162,18 @@ impl<D: BlockDevice> Fs<D> {
         buf: &mut [u8; BLOCK_SIZE],
     ) -> Result<(), Errno> {
         self.read_blk(lba, buf)?;
+        self.check_sum(ino, block, lba, buf)
+    }
+
+    /// Check `buf`, read from data block `block` of `ino` (device block
+    /// `lba`), against its checksum; a mismatch is logged and is `Io`.
+    pub(crate) fn check_sum(
+        &self,
+        ino: u64,
+        block: u64,
+        lba: u64,
+        buf: &[u8; BLOCK_SIZE],
+    ) -> Result<(), Errno> {
         if self.sums.matches(lba, buf) {
             return Ok(());
         }

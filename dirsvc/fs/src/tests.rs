@@ -2387,3 +2387,39 @@ fn datasets_are_written_byte_for_byte() {
     assert_eq!(e, Errno::NoSpace);
     assert!(path.starts_with("/apps/kv/"), "{path}");
 }
+
+#[test]
+fn block_source_and_check_block_match_read() {
+    let mut fs = fresh(256, 16);
+    let a = fs.create("/f", false).unwrap();
+    let data = pattern(3, 4096 + 100);
+    fs.write(a.ino, 0, &data).unwrap();
+    // Block 0: full; block 1: 100 bytes of data; block 2: past the end.
+    let BlockSource::Disk { lba, len } = fs.block_source(a.ino, 0).unwrap() else {
+        panic!("block 0 is on disk")
+    };
+    assert_eq!(len, 4096);
+    assert_eq!(fs.file_blocks(a.ino).unwrap()[0], lba);
+    let BlockSource::Disk { lba: lba1, len } = fs.block_source(a.ino, 1).unwrap() else {
+        panic!("block 1 is on disk")
+    };
+    assert_eq!(len, 100);
+    assert_eq!(fs.block_source(a.ino, 2), Ok(BlockSource::Zeros));
+    assert_eq!(fs.block_source(a.ino, u64::MAX), Err(Errno::Invalid));
+    assert_eq!(fs.block_source(1, 0), Err(Errno::IsDir));
+    assert_eq!(fs.block_source(99, 0), Err(Errno::NotFound));
+    // Reading it ourselves and checking it: the same bytes as `read`.
+    let mut blk = [0u8; BLOCK_SIZE];
+    let reads = fs.stats().disk_reads;
+    fs.device_mut().read_block(lba1, &mut blk).unwrap();
+    assert_eq!(fs.check_block(a.ino, 1, lba1, &blk), Ok(()));
+    assert_eq!(fs.stats().disk_reads, reads + 1, "counted");
+    assert_eq!(&blk[..100], &data[4096..]);
+    // A damaged block is an I/O error.
+    blk[7] ^= 1;
+    assert_eq!(fs.check_block(a.ino, 1, lba1, &blk), Err(Errno::Io));
+    let mut blk0 = [0u8; BLOCK_SIZE];
+    fs.device_mut().read_block(lba, &mut blk0).unwrap();
+    assert_eq!(fs.check_block(a.ino, 0, lba, &blk0), Ok(()));
+    assert_eq!(&blk0[..], &data[..4096]);
+}

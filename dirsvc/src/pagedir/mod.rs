@@ -305,6 +305,16 @@ impl PageDir {
             PageReq::Drop { key, dirty } => {
                 self.stats.drops += 1;
                 match self.table.get(&key) {
+                    // The reserving node gives back an E it will not fill
+                    // (its LOOKUP_LOCK timed out and the grant came late):
+                    // no copy exists anywhere, so the page returns to I.
+                    Some(e)
+                        if e.owner == node
+                            && matches!(e.phase, Phase::Exclusive { by_dir: false, .. }) =>
+                    {
+                        self.table.remove(&key);
+                        reply(&mut out, PageReply::Done { written: false });
+                    }
                     Some(mut e) if e.owner != node && e.sharers & bit(node) != 0 => {
                         e.dirty |= dirty;
                         match e.phase {

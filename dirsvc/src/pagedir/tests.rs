@@ -333,6 +333,55 @@ fn lookup_lock_miss_reserves_then_unlock_commits_dirty() {
 }
 
 #[test]
+fn a_drop_from_the_e_holder_gives_the_reservation_back() {
+    // The node gave up on its full-page write (its LOOKUP_LOCK timed out)
+    // and the grant came late: its DROP returns the page to I.
+    let mut t = T::new();
+    let g = t.f(3, 0);
+    assert_eq!(
+        t.lock(3, 4),
+        vec![reply(3, 4, PageReply::Exclusive { gfn: g })]
+    );
+    // Nobody else can give it back.
+    t.refused(
+        2,
+        PageReq::Drop {
+            key: K,
+            dirty: false,
+        },
+    );
+    assert_eq!(
+        t.req(
+            3,
+            5,
+            PageReq::Drop {
+                key: K,
+                dirty: false
+            }
+        ),
+        vec![reply(3, 5, DONE)]
+    );
+    assert_eq!(t.entry(), None);
+    assert!(!t.d.holds_frames_of(3));
+    // A directory fill in flight (E by READ) is not the node's to give back.
+    let r = t.read(2, 6);
+    assert_eq!(
+        r,
+        vec![Action::Fill {
+            key: K,
+            gfn: t.f(2, 0)
+        }]
+    );
+    t.refused(
+        2,
+        PageReq::Drop {
+            key: K,
+            dirty: false,
+        },
+    );
+}
+
+#[test]
 fn lookup_lock_on_an_owned_page_shares() {
     let mut t = T::new();
     let g = t.own(1);

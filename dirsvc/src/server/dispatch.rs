@@ -12,11 +12,15 @@ use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
 use super::{Directory, Event, Poll};
+use crate::pagedir::Action;
 
 impl<D: BlockDevice> Directory<D> {
     /// Serve up to `cfg.batch` requests of every member.
     pub fn serve(&mut self, mem: &(impl SharedMem + ?Sized)) -> Poll {
-        let mut out = Poll::default();
+        let mut out = Poll {
+            completed: self.poll_disk(mem),
+            ..Poll::default()
+        };
         for node in 1..=self.layout.max_nodes {
             if !self.peers[(node - 1) as usize].member {
                 continue;
@@ -113,6 +117,7 @@ impl<D: BlockDevice> Directory<D> {
         };
         let op = op_of(&req);
         self.ops[(op as usize).min(31)] += 1;
+        log::trace!("node {node} tag {tag}: {req:?}");
         if let Request::Page(p) = req {
             if self.fs.is_none() {
                 self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));
@@ -120,7 +125,15 @@ impl<D: BlockDevice> Directory<D> {
             }
             self.page_ops.insert((node as u8, tag), op);
             log::debug!("node {node} tag {tag}: {p:?}");
+            let busy = self.disk.in_flight() > 0;
             let a = self.pages.handle(&self.layout, node as u8, tag, p);
+            if busy
+                && a.iter().any(|x| {
+                    matches!(x, Action::Reply { node: n, tag: t, .. } if u32::from(*n) == node && *t == tag)
+                })
+            {
+                self.disk.count_answered_while_busy();
+            }
             self.run(mem, a);
             return;
         }

@@ -19,7 +19,17 @@ impl<D: BlockDevice> Directory<D> {
     /// Execute page-directory actions (which may produce more).
     pub(super) fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
         let mut queue: VecDeque<Action> = actions.into();
-        while let Some(a) = queue.pop_front() {
+        let mut more = Vec::new();
+        loop {
+            let Some(a) = queue.pop_front() else {
+                // Fills that finished at once, or failed to start.
+                self.pump(&mut more);
+                if more.is_empty() {
+                    break;
+                }
+                queue.extend(more.drain(..));
+                continue;
+            };
             log::debug!("page action {a:?}");
             match a {
                 Action::Reply { node, tag, reply } => {
@@ -28,8 +38,8 @@ impl<D: BlockDevice> Directory<D> {
                     self.respond(mem, node as u32, d);
                 }
                 Action::Fill { key, gfn } => {
-                    let ok = self.load_frame(mem, key, gfn).is_ok();
-                    queue.extend(self.pages.filled(key, ok));
+                    self.start_fill(mem, key, gfn, &mut more);
+                    queue.extend(more.drain(..));
                 }
                 Action::WriteBack { key, gfn } => self.write_back(mem, key, gfn),
                 Action::Invalidate { node, key } => {

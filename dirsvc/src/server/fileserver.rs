@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 
 use crate::pagedir::{Action, Phase};
 use fabric::bulk::Bulk;
+use fabric::layout::Header;
 use fabric::proto::{Errno, Op, PageKey, Request, Response, DIRENT_SIZE};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
@@ -35,6 +36,12 @@ impl<D: BlockDevice> Directory<D> {
         if let Request::PageStats = req {
             return Ok(Response::PageStats(self.page_stats()));
         }
+        if req.may_change_files() {
+            // Before the change can be seen: a node whose read ends at an
+            // unchanged epoch needs no validation round trip.
+            Header::new(mem, self.layout).bump_meta_epoch();
+        }
+        self.order_before(mem, &req);
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         match req {
             Request::Nop | Request::Stats | Request::PageStats | Request::Page(_) => {

@@ -31,6 +31,7 @@ impl Rig {
             Config {
                 heartbeat_timeout_ns: 1_000_000,
                 batch: 32,
+                ..Config::default()
             },
         );
         Rig {

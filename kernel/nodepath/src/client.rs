@@ -6,6 +6,9 @@
 //! directory gone). The kernel's closure halts or spins and checks the
 //! clock; host tests run the directory inside it.
 
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
 use fabric::layout::{Header, Layout, NodeState};
 use fabric::proto::{Desc, Errno, Raw, Request, Response};
 use fabric::ring::{Consumer, Producer, RingError};
@@ -23,7 +26,14 @@ pub struct Client {
     resp: Consumer,
     next_tag: u32,
     epoch: u64,
+    /// Answers to calls given up (timed out), newest last, at most
+    /// [`MAX_LATE`]: a late grant must still be released (see
+    /// `ScState::late_answer`).
+    late: VecDeque<(u32, Desc)>,
 }
+
+/// Late answers kept for the session to look at.
+pub const MAX_LATE: usize = 64;
 
 fn ring_err(e: RingError) -> Errno {
     match e {
@@ -85,6 +95,7 @@ impl Client {
             resp: Consumer::new(ch.response),
             next_tag: 1,
             epoch: h.node_epoch(node),
+            late: VecDeque::new(),
         })
     }
 
@@ -106,6 +117,20 @@ impl Client {
     /// Offset and size of one of this node's bulk slots.
     pub fn bulk(&self, slot: u32) -> Option<(usize, usize)> {
         self.layout.bulk_slot(self.node, slot)
+    }
+
+    /// Keep the answer `d` to a call nobody waits for any more (the
+    /// oldest goes beyond [`MAX_LATE`]).
+    pub fn keep_late(&mut self, tag: u32, d: Desc) {
+        if self.late.len() >= MAX_LATE {
+            self.late.pop_front();
+        }
+        self.late.push_back((tag, d));
+    }
+
+    /// The late answers kept so far (see [`Client::keep_late`]).
+    pub fn take_late(&mut self) -> Vec<(u32, Desc)> {
+        self.late.drain(..).collect()
     }
 
     /// Send `req` without waiting; returns its tag. `Full` comes back as
@@ -166,7 +191,11 @@ impl Client {
                         };
                     }
                     // A late answer to an abandoned call, or garbage.
-                    _ => continue,
+                    other => {
+                        log::trace!("call {tag}: late or unreadable answer {other:?}");
+                        self.keep_late(Raw::decode(&r).tag, r);
+                        continue;
+                    }
                 }
             }
             // Answers usually come within microseconds: poll the ring

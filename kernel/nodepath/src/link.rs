@@ -168,6 +168,16 @@ impl<E: Env> Link<E> {
         self.layout
     }
 
+    /// The region's metadata epoch (rings modes, once the layout is
+    /// known): it moves before any file's version or size can change.
+    pub fn meta_epoch(&self) -> Option<u64> {
+        if self.mode == Mode::Net {
+            return None;
+        }
+        self.layout
+            .map(|l| Header::new(self.env.mem(), l).meta_epoch())
+    }
+
     /// The ring client, if joined.
     pub fn client(&self) -> Option<&Client> {
         self.client.as_ref()
@@ -354,6 +364,33 @@ impl<E: Env> Link<E> {
         let tag = client.send(env.mem(), req, &mut wait)?;
         env.ring_directory();
         Ok(tag)
+    }
+
+    /// Answers that came after their call was given up (see
+    /// [`Client::keep_late`]); none without a session.
+    pub fn take_late(&mut self) -> Vec<(u32, Desc)> {
+        self.client
+            .as_mut()
+            .map(|c| c.take_late())
+            .unwrap_or_default()
+    }
+
+    /// Between calls every answer on the response ring is late: keep them
+    /// (see [`Link::take_late`]).
+    pub fn drain_late(&mut self) {
+        let Some(c) = self.client.as_mut() else {
+            return;
+        };
+        while let Ok(Some((tag, d))) = c.recv(self.env.mem()) {
+            c.keep_late(tag, d);
+        }
+    }
+
+    /// Keep a late answer `d` met while waiting for others.
+    pub fn keep_late(&mut self, tag: u32, d: Desc) {
+        if let Some(c) = self.client.as_mut() {
+            c.keep_late(tag, d);
+        }
     }
 
     /// A response, if one is waiting.

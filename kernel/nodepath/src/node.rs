@@ -47,6 +47,13 @@ pub struct NodeConfig {
     pub cache_pages: usize,
 }
 
+/// The pages a node's own caches may hold (`private`/`net` page cache,
+/// `relaxed` private copies) on a kernel heap of `heap` bytes: a third of
+/// it, the same in every mode (the smallest heap, 24 MiB, gives 2048).
+pub fn cache_pages_for_heap(heap: usize) -> usize {
+    (heap / 3 / fabric::PAGE_SIZE).max(1)
+}
+
 /// The data path for `mode`: the only place the mode picks code.
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
@@ -110,6 +117,20 @@ impl<E: Env> Node<E> {
             self.link.recovering = false;
         }
         self.link.check(self.vfs.session());
+        self.release_late();
+    }
+
+    /// Between operations (the membership check): answers that came after
+    /// their call was given up are looked at, and a late E grant is given
+    /// back at once, so no other node's request for that page is told to
+    /// retry until this node's next page request.
+    fn release_late(&mut self) {
+        self.link.drain_late();
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            if let Err(e) = st.release_late(&mut self.link) {
+                log::debug!("giving back late grants: {e}");
+            }
+        }
     }
 
     /// Service pending notices (idle loop).
@@ -240,6 +261,20 @@ impl<E: Env> Node<E> {
             .invalidate_page(&mut self.link, ino, idx)
     }
 
+    /// Does this node hold every page the batch's reads touch?
+    fn batch_held(&self, ios: &[BatchIo<'_>]) -> bool {
+        let dp = self.vfs.data_path_ref();
+        ios.iter()
+            .filter(|io| !io.write && !io.buf.is_empty())
+            .all(|io| {
+                let Ok((ino, size)) = self.vfs.fd_info(io.fd) else {
+                    return false;
+                };
+                let end = (io.offset + io.buf.len() as u64).min(size);
+                (io.offset / 4096..end.div_ceil(4096)).all(|idx| dp.holds(ino, idx))
+            })
+    }
+
     /// The pages a batch's reads touch, as (inode, index), sorted.
     pub fn batch_pages(&self, ios: &[BatchIo<'_>]) -> Result<Vec<(u64, u64)>, Errno> {
         let mut pages = Vec::new();
@@ -263,6 +298,9 @@ impl<E: Env> Node<E> {
     /// Before a batch of I/Os: bring every page its reads touch in, the
     /// misses in flight together (the reads are hits afterwards).
     pub fn prepare_batch(&mut self, ios: &[BatchIo<'_>]) -> Result<(), Errno> {
+        if self.batch_held(ios) {
+            return Ok(()); // all hits: nothing to ask, nothing to allocate
+        }
         let pages = self.batch_pages(ios)?;
         let (dp, meta) = self.vfs.parts();
         dp.prefetch(&mut self.link, meta, &pages)

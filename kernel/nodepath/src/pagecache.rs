@@ -47,6 +47,9 @@ pub struct NodeCache {
     /// Owned pages in install order: reclaim victims (FIFO).
     owned: VecDeque<PageKey>,
     remote: usize,
+    /// Private copies (relaxed), counted as they come and go: the bound
+    /// is checked on every write.
+    private: usize,
     remote_limit: usize,
     stats: CacheStats,
 }
@@ -66,6 +69,7 @@ impl NodeCache {
             pool,
             owned: VecDeque::new(),
             remote: 0,
+            private: 0,
             remote_limit,
             stats: CacheStats::default(),
         }
@@ -108,6 +112,11 @@ impl NodeCache {
             }
         }
         c
+    }
+
+    /// Private copies held (relaxed mode), without a walk of the slots.
+    pub fn private_count(&self) -> usize {
+        self.private
     }
 
     /// The slot of a page.
@@ -254,6 +263,19 @@ impl NodeCache {
         true
     }
 
+    /// The page whose cancelled miss left frame `gfn` an orphan.
+    pub fn orphan_key(&self, gfn: u64) -> Option<PageKey> {
+        self.orphans.get(&gfn).copied()
+    }
+
+    /// The directory let go of orphan frame `gfn` (a late E grant we gave
+    /// back): it is free again.
+    pub fn free_orphan(&mut self, gfn: u64) {
+        if self.orphans.remove(&gfn).is_some() {
+            self.free.push(gfn);
+        }
+    }
+
     fn apply_answer(
         &mut self,
         key: PageKey,
@@ -334,7 +356,7 @@ impl NodeCache {
                 self.free.push(gfn)
             }
             Slot::Remote { .. } => self.remote -= 1,
-            Slot::Private(_) => {}
+            Slot::Private(_) => self.private -= 1,
         }
     }
 
@@ -363,6 +385,7 @@ impl NodeCache {
         if let Some(old) = self.slots.insert(key, Slot::Private(data)) {
             self.forget_slot(old);
         }
+        self.private += 1;
         had_remote
     }
 
@@ -379,6 +402,7 @@ impl NodeCache {
     pub fn drop_private(&mut self, key: &PageKey) {
         if matches!(self.slots.get(key), Some(Slot::Private(_))) {
             self.slots.remove(key);
+            self.private -= 1;
         }
     }
 
@@ -510,6 +534,7 @@ impl NodeCache {
         self.orphans.clear();
         self.owned.clear();
         self.remote = 0;
+        self.private = 0;
         self.free = (self.pool.0..self.pool.1).rev().collect();
     }
 }

@@ -321,6 +321,11 @@ impl Rig {
         Rig { sh, nodes }
     }
 
+    /// Is the directory running (not frozen by [`Rig::set_dir_up`])?
+    pub fn dir_is_up(&self) -> bool {
+        self.sh.dir_up.get()
+    }
+
     /// Node `k` (1..), borrowed (its idle loop pauses meanwhile).
     pub fn node(&self, k: u32) -> RefMut<'_, Node<HostEnv>> {
         self.nodes[k as usize - 1].borrow_mut()

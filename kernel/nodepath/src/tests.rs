@@ -290,8 +290,16 @@ fn unlink_forgets_the_file_everywhere() {
 
 #[test]
 fn mmap_io_loads_and_stores_through_the_window() {
-    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    for mode in [Mode::Strong, Mode::Relaxed] {
+        mmap_io_through_the_window(mode);
+    }
+}
+
+fn mmap_io_through_the_window(mode: Mode) {
+    let rig = Rig::new(RigConfig::new(2, mode));
     write_file(&mut rig.node(1), "/m", &pattern(2 * 4096, 4));
+    // Node 1 owns the pages (relaxed: its writes went back at close).
+    assert_eq!(read_file(&mut rig.node(1), "/m"), pattern(2 * 4096, 4));
     let mut buf = vec![0u8; 6000];
     let sh = rig.sh.clone();
     // Loads: through node 2's recorded mappings into the shared region.
@@ -315,10 +323,13 @@ fn mmap_io_loads_and_stores_through_the_window() {
         Some(Errno::Invalid),
         "past the end"
     );
+    // A store into node 1's frame (relaxed mode too: the one copy).
     let mut w = b"stored".to_vec();
     n.mmap_io("/m", 4090, 6, true, &mut w, &mut io).unwrap();
     drop(n);
     assert_eq!(&read_file(&mut rig.node(1), "/m")[4090..4096], b"stored");
+    rig.node(2).sync().unwrap();
+    assert_eq!(&disk_bytes(&rig, "/m")[4090..4096], b"stored", "{mode:?}");
 }
 
 #[test]

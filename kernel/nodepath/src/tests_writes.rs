@@ -4,10 +4,12 @@
 //! unsynced writes.
 
 use fabric::config::{BaselineWrites, Mode};
+use fabric::proto::PageKey;
 use userland::os::OpenFlags;
 use userland::stats::keys::cache as keys;
 
 use crate::rig::{Rig, RigConfig};
+use crate::singlecopy::BATCH;
 use crate::tests::{create, disk_bytes, pattern, read_file, stat_value, write_file};
 
 use fabric::PAGE_SIZE as PAGE;
@@ -125,6 +127,7 @@ fn a_dropped_private_node_loses_exactly_its_unsynced_writes() {
     let rig = private_rig(BaselineWrites::Back, 0);
     let old = pattern(2 * PAGE, 5);
     write_file(&mut rig.node(2), "/f", &old);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), old); // node 2 owns it
     let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
     rig.node(1).write(fd, &[0xAA; PAGE]).unwrap();
     rig.node(1).fsync(fd).unwrap();
@@ -191,6 +194,7 @@ fn a_dropped_relaxed_node_loses_exactly_its_unsynced_copies() {
     let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
     let old = pattern(2 * PAGE, 9);
     write_file(&mut rig.node(2), "/f", &old);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), old); // node 2 owns it
     let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
     rig.node(1).write(fd, &[0xAA; PAGE]).unwrap();
     rig.node(1).fsync(fd).unwrap();
@@ -218,4 +222,129 @@ fn truncating_open_discards_buffered_writes_past_the_end() {
     rig.node(1).close(fd2).unwrap();
     rig.node(1).close(fd).unwrap();
     assert_eq!(read_file(&mut rig.node(2), "/f"), b"new");
+}
+
+#[test]
+fn relaxed_writes_over_remote_pages_never_wait_for_the_directory() {
+    // Node 2 owns the file; node 1 maps its pages (CM-R), then writes
+    // every page: each write makes a private copy, and the DROPs of the
+    // replaced mappings go out together (one batch per BATCH writes),
+    // not one directory round trip per write.
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let pages = 2 * BATCH + 5;
+    let old = pattern(pages * PAGE, 3);
+    write_file(&mut rig.node(2), "/f", &old);
+    assert_eq!(read_file(&mut rig.node(2), "/f"), old); // node 2 owns it
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    let mut buf = vec![0u8; old.len()];
+    assert_eq!(rig.node(1).read(fd, &mut buf).unwrap(), old.len());
+    assert!(buf == old);
+    rig.node(1).seek(fd, 0).unwrap();
+    let ino = rig.node(1).stat("/f").unwrap().ino;
+    let key = |idx: usize| PageKey {
+        ino,
+        idx: idx as u64,
+    };
+    let sharers = |idx: usize| {
+        rig.sh
+            .dir
+            .borrow()
+            .pages()
+            .entry(&key(idx))
+            .map(|e| e.sharers)
+    };
+    assert_eq!(sharers(0), Some(1), "node 1 maps node 2's page");
+    let new = pattern(pages * PAGE, 4);
+    let before = rig.sh.dir.borrow().page_stats().page_requests;
+    for chunk in new.chunks(PAGE) {
+        rig.node(1).write(fd, chunk).unwrap();
+    }
+    let during = rig.sh.dir.borrow().page_stats().page_requests - before;
+    // Two full batches of DROPs went out; the last 5 wait for the next batch.
+    assert_eq!(
+        during,
+        2 * BATCH as u64,
+        "page requests during {pages} writes"
+    );
+    assert_eq!(sharers(0), Some(0), "the first DROPs were served");
+    assert_eq!(
+        sharers(pages - 1),
+        Some(1),
+        "the newest DROP is still deferred"
+    );
+    rig.node(1).fsync(fd).unwrap();
+    assert_eq!(sharers(pages - 1), Some(0), "fsync sent the deferred DROPs");
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(read_file(&mut rig.node(2), "/f"), new);
+    assert_eq!(read_file(&mut rig.node(1), "/f"), new);
+    assert!(disk_bytes(&rig, "/f") == new);
+}
+
+#[test]
+fn a_read_miss_skips_validation_while_no_file_changed() {
+    use fabric::proto::Op;
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let data = pattern(4 * PAGE, 5);
+    write_file(&mut rig.node(2), "/f", &data);
+    let getattrs = || rig.sh.dir.borrow().ops()[Op::Getattr as usize];
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    let mut page = vec![0u8; PAGE];
+    // The first miss is validated once (a Getattr)...
+    let g0 = getattrs();
+    assert_eq!(rig.node(1).read(fd, &mut page).unwrap(), PAGE);
+    assert!(page[..] == data[..PAGE]);
+    assert_eq!(getattrs() - g0, 1, "the first miss is validated");
+    // ...later misses are not, while the metadata epoch stands still.
+    assert_eq!(rig.node(1).read(fd, &mut page).unwrap(), PAGE);
+    assert!(page[..] == data[PAGE..2 * PAGE]);
+    assert_eq!(getattrs() - g0, 1, "no round trip while no file changed");
+    // Another node shrinks the file: the next miss sees the epoch move,
+    // validates, and reads at the new size.
+    let f2 = rig.node(2).open("/f", OpenFlags::default()).unwrap();
+    rig.node(2).truncate(f2, 3 * PAGE as u64 - 100).unwrap();
+    rig.node(2).close(f2).unwrap();
+    let mut rest = vec![0u8; 2 * PAGE];
+    let n = rig.node(1).read(fd, &mut rest).unwrap();
+    assert_eq!(n, PAGE - 100, "read clipped at the new end of file");
+    assert!(rest[..n] == data[2 * PAGE..3 * PAGE - 100]);
+    assert!(getattrs() - g0 >= 2, "the moved epoch was validated");
+    rig.node(1).close(fd).unwrap();
+}
+
+#[test]
+fn a_late_exclusive_grant_is_given_back() {
+    // Node 1's full-page write times out before the directory serves its
+    // LOOKUP_LOCK; the grant (E) comes later, when nobody waits for it.
+    // Unreleased, every other node's request for the page would be told
+    // to retry until node 1 left. Node 1's idle check gives it back.
+    let mut cfg = RigConfig::new(2, Mode::Strong);
+    cfg.rpc_timeout_ns = 1_000_000;
+    let rig = Rig::new(cfg);
+    let old = pattern(2 * PAGE, 7);
+    write_file(&mut rig.node(2), "/e", &old);
+    rig.node(2).cache_drop().unwrap();
+    let fd = rig.node(1).open("/e", OpenFlags::default()).unwrap();
+    rig.set_dir_up(false);
+    assert!(rig.node(1).write(fd, &[0xEE; PAGE]).is_err(), "timed out");
+    rig.set_dir_up(true);
+    rig.idle(10); // the directory serves the LOOKUP_LOCK: E for node 1
+    let ino = rig.node(1).stat("/e").unwrap().ino;
+    let phase = || {
+        rig.sh
+            .dir
+            .borrow()
+            .pages()
+            .entry(&PageKey { ino, idx: 0 })
+            .map(|e| e.phase)
+    };
+    assert!(
+        matches!(phase(), Some(dirsvc::pagedir::Phase::Exclusive { .. })),
+        "{:?}",
+        phase()
+    );
+    rig.node(1).check(); // the idle loop's membership check
+    rig.idle(10);
+    assert_eq!(phase(), None, "the late grant was given back");
+    assert_eq!(read_file(&mut rig.node(2), "/e"), old);
+    rig.node(1).close(fd).unwrap();
 }

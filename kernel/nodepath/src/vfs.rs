@@ -42,6 +42,10 @@ pub struct FileMeta {
 pub struct Meta {
     files: BTreeMap<u64, FileMeta>,
     local: BTreeMap<u64, u64>,
+    /// Single copy: the region's metadata epoch read just before the
+    /// directory last confirmed the version we hold (see
+    /// [`Meta::validated_at`]).
+    validated: BTreeMap<u64, u64>,
 }
 
 impl Meta {
@@ -60,7 +64,27 @@ impl Meta {
         changed |= e.version != a.version;
         e.version = a.version;
         e.size = a.size.max(local);
+        if changed {
+            self.validated.remove(&a.ino);
+        }
         changed
+    }
+
+    /// The metadata epoch `e` read before the directory last confirmed
+    /// our version of `ino`. While the region's epoch still reads `e`, the
+    /// directory has served no request that could change any file since,
+    /// so that version is still current (single-copy reads skip their
+    /// validation round trip).
+    pub fn validated_at(&self, ino: u64) -> Option<u64> {
+        self.validated.get(&ino).copied()
+    }
+
+    /// The directory confirmed our version of `ino`; `epoch` was read
+    /// before asking.
+    pub fn set_validated(&mut self, ino: u64, epoch: u64) {
+        if self.files.contains_key(&ino) {
+            self.validated.insert(ino, epoch);
+        }
     }
 
     /// What we know of `ino`.
@@ -72,6 +96,9 @@ impl Meta {
     pub fn set(&mut self, ino: u64, m: FileMeta) {
         let local = self.local.get(&ino).copied().unwrap_or(0);
         if let Some(e) = self.files.get_mut(&ino) {
+            if e.version != m.version {
+                self.validated.remove(&ino);
+            }
             *e = FileMeta {
                 version: m.version,
                 size: m.size.max(local),
@@ -107,6 +134,7 @@ impl Meta {
     pub fn remove(&mut self, ino: u64) {
         self.files.remove(&ino);
         self.local.remove(&ino);
+        self.validated.remove(&ino);
     }
 }
 
@@ -187,6 +215,12 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// Write back everything this node dirtied (before the global flush).
     fn write_back_all(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> Result<(), Errno> {
         Ok(())
+    }
+    /// Is page `idx` of `ino` here and usable for a read without asking
+    /// anyone (so a batch whose pages are all held needs no prefetch)?
+    /// `false` when unsure.
+    fn holds(&self, _ino: u64, _idx: u64) -> bool {
+        false
     }
     /// Bring the pages (inode, index) in, misses in flight together.
     fn prefetch(
@@ -388,7 +422,9 @@ impl<E: Env> Vfs<E> {
         // validated after copying: if the version moved, the copy may mix
         // sizes and data (zeros of an evicted page under a new size), so
         // copy again at the new size. A read served from pages this node
-        // already held needs no check (see `DataPath::page_requests`).
+        // already held needs no check (see `DataPath::page_requests`), nor
+        // does one during which the region's metadata epoch did not move
+        // since this version was confirmed (`Meta::validated_at`).
         for _ in 0..MAX_READ_TRIES {
             let Some(before) = self.meta.get(ino) else {
                 return Err(Errno::Io);
@@ -401,13 +437,21 @@ impl<E: Env> Vfs<E> {
                 self.dp
                     .read(link, &mut self.meta, ino, pos, &mut buf[..want])?
             };
-            if self.dp.page_requests() == asked {
+            // No page asked for, or no file changed anywhere since the
+            // directory last confirmed this version: the copy is whole.
+            let epoch = link.meta_epoch();
+            if self.dp.page_requests() == asked
+                || (epoch.is_some() && epoch == self.meta.validated_at(ino))
+            {
                 self.file(fd)?.pos = pos + n as u64;
                 return Ok(n);
             }
             let a = getattr(link, &mut *self.dp, ino)?;
             self.learn(&a);
             if a.version == before.version && a.size == before.size {
+                if let Some(e) = epoch {
+                    self.meta.set_validated(ino, e);
+                }
                 self.file(fd)?.pos = pos + n as u64;
                 return Ok(n);
             }

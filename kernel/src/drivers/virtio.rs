@@ -1,16 +1,36 @@
 //! virtio-blk through `virtio-drivers`: the directory's backing disk, as a
-//! [`flatfs::BlockDevice`].
+//! [`flatfs::BlockDevice`] with asynchronous reads.
+//!
+//! Every request goes out with the crate's non-blocking API
+//! (`read_blocks_nb` / `write_blocks_nb`) and is matched to its buffers by
+//! the token when the used ring hands it back, whatever the order:
+//! asynchronous reads (the directory's page fills, up to the queue size
+//! less one) and the synchronous requests of the file system, which wait
+//! for their own token and set aside the completions they meet. The
+//! completion is found by polling the used ring (the directory's loop does,
+//! on its dedicated core; the device's interrupts stay off, see
+//! `probe_blk`).
+//!
+//! Device model (`--storage`): QEMU's throttling caps the rate; this
+//! driver adds the profile's access latency to every request (a request
+//! is not reported done before `latency` after it was submitted), so a
+//! device serving one request at a time is slow and one with many in
+//! flight overlaps them, as a real SSD with internal parallelism does.
 
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
 use core::ptr::NonNull;
 
-use flatfs::{BlockDevice, IoError, BLOCK_SIZE};
-use virtio_drivers::device::blk::VirtIOBlk;
+use flatfs::{BlockDevice, IoError, ReadDone, BLOCK_SIZE};
+use virtio_drivers::device::blk::{BlkReq, BlkResp, RespStatus, VirtIOBlk};
 use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::{virtio_device_type, PciTransport};
 use virtio_drivers::transport::DeviceType;
 use virtio_drivers::{BufferDirection, Hal, PhysAddr};
 
 use super::pci::{self, PortCam};
+use crate::arch::{cpu, time};
 use crate::mm::{frames, paging};
 
 /// DMA and address translation for `virtio-drivers`: all RAM and device
@@ -47,14 +67,50 @@ unsafe impl Hal for KernelHal {
     unsafe fn unshare(_pa: PhysAddr, _buffer: NonNull<[u8]>, _dir: BufferDirection) {}
 }
 
+/// A request the device holds; its buffers are boxed so they stay put
+/// until the device hands the request back.
+struct InFlight {
+    /// `Some`: an asynchronous read with this id; `None`: a synchronous
+    /// request somebody waits for.
+    id: Option<u64>,
+    write: bool,
+    /// Given up (timed out): the completion is dropped when it comes.
+    abandoned: bool,
+    submitted: u64,
+    req: Box<BlkReq>,
+    buf: Box<[u8; BLOCK_SIZE]>,
+    resp: Box<BlkResp>,
+}
+
+/// A request the device finished, kept until its modelled latency passed.
+struct Finished {
+    due: u64,
+    result: Result<Box<[u8; BLOCK_SIZE]>, IoError>,
+}
+
+/// A request gets this long (seconds) before it is reported failed.
+const TIMEOUT_S: u64 = 5;
+
 /// The directory's disk.
 pub struct VirtioDisk {
     blk: VirtIOBlk<KernelHal, PciTransport>,
     blocks: u64,
+    /// By virtio token.
+    in_flight: BTreeMap<u16, InFlight>,
+    /// Finished asynchronous reads by id; synchronous requests by token
+    /// (`u64::MAX - token`).
+    finished: BTreeMap<u64, Finished>,
+    lat_cycles: u64,
+    timeout_cycles: u64,
+    queue: usize,
 }
 
-/// Find and initialise the first virtio-blk device, if any.
-pub fn probe_blk(root: &mut PciRoot<PortCam>) -> Result<Option<VirtioDisk>, &'static str> {
+/// Find and initialise the first virtio-blk device, if any; every request
+/// is reported done no earlier than `latency_us` after its submission.
+pub fn probe_blk(
+    root: &mut PciRoot<PortCam>,
+    latency_us: u64,
+) -> Result<Option<VirtioDisk>, &'static str> {
     let Some((df, _)) = pci::devices(root)
         .into_iter()
         .find(|(_, i)| virtio_device_type(i) == Some(DeviceType::Block))
@@ -70,15 +126,158 @@ pub fn probe_blk(root: &mut PciRoot<PortCam>) -> Result<Option<VirtioDisk>, &'st
     blk.disable_interrupts();
     blk.ack_interrupt();
     let sectors = blk.capacity();
+    let queue = usize::from(blk.virt_queue_size());
     log::info!(
-        "virtio-blk at {df} (irq {}): {} MiB",
+        "virtio-blk at {df} (irq {}): {} MiB, queue of {queue}, access latency {latency_us} us",
         pci::interrupt_line(df),
         sectors / 2048
     );
+    let hz = time::tsc_hz();
     Ok(Some(VirtioDisk {
         blk,
         blocks: sectors / (BLOCK_SIZE as u64 / 512),
+        in_flight: BTreeMap::new(),
+        finished: BTreeMap::new(),
+        lat_cycles: latency_us * hz / 1_000_000,
+        timeout_cycles: TIMEOUT_S * hz,
+        queue,
     }))
+}
+
+fn sync_key(token: u16) -> u64 {
+    u64::MAX - u64::from(token)
+}
+
+impl VirtioDisk {
+    /// Submit one request; its token.
+    fn submit(
+        &mut self,
+        id: Option<u64>,
+        lba: u64,
+        data: Option<&[u8; BLOCK_SIZE]>,
+    ) -> Result<u16, IoError> {
+        if lba >= self.blocks {
+            return Err(IoError);
+        }
+        let mut f = InFlight {
+            id,
+            write: data.is_some(),
+            abandoned: false,
+            submitted: cpu::rdtsc(),
+            req: Box::new(BlkReq::default()),
+            buf: Box::new([0u8; BLOCK_SIZE]),
+            resp: Box::new(BlkResp::default()),
+        };
+        let sector = lba as usize * (BLOCK_SIZE / 512);
+        let token = match data {
+            Some(d) => {
+                f.buf.copy_from_slice(d);
+                // SAFETY: `req`, `buf` and `resp` are boxed in the entry
+                // kept in `in_flight` until the device hands the token
+                // back (`reap`), and nothing touches them meanwhile.
+                unsafe {
+                    self.blk
+                        .write_blocks_nb(sector, &mut f.req, &f.buf[..], &mut f.resp)
+                }
+            }
+            // SAFETY: as above.
+            None => unsafe {
+                self.blk
+                    .read_blocks_nb(sector, &mut f.req, &mut f.buf[..], &mut f.resp)
+            },
+        }
+        .map_err(|_| IoError)?;
+        self.in_flight.insert(token, f);
+        Ok(token)
+    }
+
+    /// Take every request the device finished off the used ring; requests
+    /// in flight past the timeout are reported failed and abandoned.
+    fn reap(&mut self) {
+        while let Some(token) = self.blk.peek_used() {
+            let Some(mut f) = self.in_flight.remove(&token) else {
+                // Not ours: the ring is corrupt. Nothing to complete it
+                // with; stop looking (requests time out).
+                log::error!("virtio-blk: unknown token {token} in the used ring");
+                return;
+            };
+            let r = if f.write {
+                // SAFETY: the same buffers that `submit` passed with this
+                // token.
+                unsafe {
+                    self.blk
+                        .complete_write_blocks(token, &f.req, &f.buf[..], &mut f.resp)
+                }
+            } else {
+                // SAFETY: as above.
+                unsafe {
+                    self.blk
+                        .complete_read_blocks(token, &f.req, &mut f.buf[..], &mut f.resp)
+                }
+            };
+            if f.abandoned {
+                continue;
+            }
+            let ok = r.is_ok() && f.resp.status() == RespStatus::OK;
+            let key = f.id.unwrap_or(sync_key(token));
+            self.finished.insert(
+                key,
+                Finished {
+                    due: f.submitted + self.lat_cycles,
+                    result: if ok { Ok(f.buf) } else { Err(IoError) },
+                },
+            );
+        }
+        let now = cpu::rdtsc();
+        for (&token, f) in self.in_flight.iter_mut() {
+            if !f.abandoned && now.wrapping_sub(f.submitted) > self.timeout_cycles {
+                log::error!("virtio-blk: request (token {token}) timed out after {TIMEOUT_S} s");
+                f.abandoned = true;
+                let key = f.id.unwrap_or(sync_key(token));
+                self.finished.insert(
+                    key,
+                    Finished {
+                        due: 0,
+                        result: Err(IoError),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Requests the device holds that somebody still waits for.
+    fn live(&self) -> usize {
+        self.in_flight.values().filter(|f| !f.abandoned).count()
+    }
+
+    /// One synchronous request: submit and wait for exactly its answer
+    /// (and its modelled latency), setting others' completions aside.
+    fn sync(
+        &mut self,
+        lba: u64,
+        data: Option<&[u8; BLOCK_SIZE]>,
+    ) -> Result<Box<[u8; BLOCK_SIZE]>, IoError> {
+        let start = cpu::rdtsc();
+        while self.in_flight.len() >= self.queue {
+            self.reap();
+            if cpu::rdtsc().wrapping_sub(start) > self.timeout_cycles {
+                return Err(IoError);
+            }
+        }
+        let token = self.submit(None, lba, data)?;
+        loop {
+            self.reap();
+            if let Some(f) = self.finished.get(&sync_key(token)) {
+                if cpu::rdtsc() >= f.due {
+                    return self
+                        .finished
+                        .remove(&sync_key(token))
+                        .ok_or(IoError)?
+                        .result;
+                }
+            }
+        }
+    }
 }
 
 impl BlockDevice for VirtioDisk {
@@ -87,24 +286,77 @@ impl BlockDevice for VirtioDisk {
     }
 
     fn read_block(&mut self, lba: u64, buf: &mut [u8; BLOCK_SIZE]) -> Result<(), IoError> {
-        if lba >= self.blocks {
-            return Err(IoError);
-        }
-        self.blk
-            .read_blocks(lba as usize * (BLOCK_SIZE / 512), buf)
-            .map_err(|_| IoError)
+        let b = self.sync(lba, None)?;
+        buf.copy_from_slice(&b[..]);
+        Ok(())
     }
 
     fn write_block(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Result<(), IoError> {
-        if lba >= self.blocks {
-            return Err(IoError);
-        }
-        self.blk
-            .write_blocks(lba as usize * (BLOCK_SIZE / 512), buf)
-            .map_err(|_| IoError)
+        self.sync(lba, Some(buf)).map(|_| ())
     }
 
     fn flush(&mut self) -> Result<(), IoError> {
+        // The crate's flush waits for the next used element to be its own:
+        // let every other request finish first.
+        let start = cpu::rdtsc();
+        while !self.in_flight.is_empty() {
+            self.reap();
+            if self.live() == 0 && !self.in_flight.is_empty() {
+                return Err(IoError); // only abandoned ones left: broken
+            }
+            if cpu::rdtsc().wrapping_sub(start) > self.timeout_cycles {
+                return Err(IoError);
+            }
+        }
         self.blk.flush().map_err(|_| IoError)
+    }
+
+    fn queue_depth(&self) -> usize {
+        // One slot stays free for the file system's synchronous requests.
+        self.queue.saturating_sub(1)
+    }
+
+    fn submit_read(&mut self, id: u64, lba: u64) -> Result<(), IoError> {
+        if self.in_flight.len() >= self.queue {
+            return Err(IoError);
+        }
+        self.submit(Some(id), lba, None).map(|_| ())
+    }
+
+    fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
+        self.reap();
+        let now = cpu::rdtsc();
+        let due: Vec<u64> = self
+            .finished
+            .iter()
+            .filter(|(&k, f)| k < u64::MAX - u64::from(u16::MAX) && f.due <= now)
+            .map(|(&k, _)| k)
+            .collect();
+        for id in due {
+            if let Some(f) = self.finished.remove(&id) {
+                out.push(ReadDone {
+                    id,
+                    result: f.result,
+                });
+            }
+        }
+    }
+
+    fn wait_reads(&mut self, out: &mut Vec<ReadDone>) {
+        loop {
+            self.poll_reads(out);
+            let pending = self
+                .in_flight
+                .values()
+                .any(|f| f.id.is_some() && !f.abandoned)
+                || self
+                    .finished
+                    .keys()
+                    .any(|&k| k < u64::MAX - u64::from(u16::MAX));
+            // `reap` fails requests past the timeout, so this ends.
+            if !out.is_empty() || !pending {
+                return;
+            }
+        }
     }
 }

@@ -182,8 +182,13 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         ring_reads: cfg.ring_reads as usize,
         cxl_ns: cfg.cxl_ns,
         baseline_writes: cfg.baseline_writes,
-        cache_pages: 0,
+        cache_pages: nodepath::node::cache_pages_for_heap(crate::mm::heap_bytes()),
     };
+    log::info!(
+        "node cache: {} pages (a third of the {} MiB kernel heap)",
+        ncfg.cache_pages,
+        crate::mm::heap_bytes() >> 20
+    );
     *NODE.lock() = Some(Node::new(env, ncfg, net));
     crate::arch::interrupts::set_window_fault_handler(window_fault);
     if with(|n| n.join(BOOT_WAIT_NS)).is_err() {

@@ -187,8 +187,7 @@ pub const GROUP_HOST: &str = "host";
 /// True where a mode has no such operation by design, so that the node's
 /// `not supported` answer is recorded as n/a rather than a failure:
 /// private and net modes (independent per-node caches) have no mmap path
-/// and no page directory; relaxed mode cannot write a peer's frame through
-/// a mapping (its writes need a private copy). `bench inv` exists in every
+/// and no page directory. `bench inv` exists in every
 /// mode: in private and net it drops one page of the node's own copy (the
 /// baseline's invalidation, DPC's 11 us), so it must be a number there too.
 pub fn na_allowed(group: &str, mode: &str, workload: &str, engine: Option<&str>) -> bool {
@@ -197,7 +196,6 @@ pub fn na_allowed(group: &str, mode: &str, workload: &str, engine: Option<&str>)
             (group == GROUP_FIO && engine == Some("mmap"))
                 || (group == GROUP_DIR && workload == "bench dir")
         }
-        "relaxed" => group == GROUP_FIO && engine == Some("mmap") && workload.starts_with("write-"),
         _ => false,
     }
 }
@@ -212,9 +210,6 @@ pub fn na_reason(group: &str, mode: &str) -> &'static str {
         }
         ("net", GROUP_DIR) => {
             "net mode has no page directory (the directory serves files over TCP/IP only)"
-        }
-        ("relaxed", GROUP_FIO) => {
-            "relaxed mode: a store through a mapping cannot go to a peer's frame (relaxed writes need a private copy)"
         }
         _ => "",
     }
@@ -477,14 +472,14 @@ mod tests {
             "read-lat",
             Some("libaio")
         ));
-        assert!(na_allowed(GROUP_FIO, "relaxed", "write-bw", Some("mmap")));
+        assert!(!na_allowed(GROUP_FIO, "relaxed", "write-bw", Some("mmap")));
         assert!(!na_allowed(GROUP_FIO, "relaxed", "read-bw", Some("mmap")));
         assert!(!na_allowed(GROUP_FIO, "strong", "write-bw", Some("mmap")));
         assert!(!na_allowed(GROUP_INV, "private", "bench inv", None));
         assert!(!na_allowed(GROUP_INV, "strong", "bench inv", None));
         assert!(na_allowed(GROUP_DIR, "private", "bench dir", None));
         assert!(!na_allowed(GROUP_DIR, "private", "bench ring", None));
-        assert!(!na_reason(GROUP_FIO, "relaxed").is_empty());
+        assert!(na_reason(GROUP_FIO, "relaxed").is_empty());
         // net: like private.
         assert!(na_allowed(GROUP_FIO, "net", "read-lat", Some("mmap")));
         assert!(na_allowed(GROUP_FIO, "net", "write-bw", Some("mmap")));

@@ -62,7 +62,7 @@ fn intro(s: &mut String, r: &Runner, problems: &[String]) {
         r.opts.cxl_latency_ns
     );
     if problems.is_empty() {
-        let _ = writeln!(s, "Complete: every expected figure is a number (n/a only where a mode has no such operation: private and net have no mmap and no page directory; relaxed cannot store into a peer's frame through a mapping).\n");
+        let _ = writeln!(s, "Complete: every expected figure is a number (n/a only where a mode has no such operation: private and net have no mmap and no page directory).\n");
     } else {
         let _ = writeln!(
             s,
@@ -147,9 +147,10 @@ fn params_section(s: &mut String, r: &Runner) {
         s,
         "\nEvery fio run is size-based (one pass over each file, every block once; no \
          `--time_based`, so CM-R really is a first touch) with `--invalidate=0`; the caches \
-         are emptied with `cache drop`. The `libaio` engine submits each job's `--iodepth` \
-         I/Os as one batch (`effective_iodepth` in the RESULT json says how many were in \
-         flight); the jobs of one run interleave round-robin on one vCPU. Mean latency is \
+         are emptied with `cache drop`. Every job is a task on the node's one vCPU: the \
+         I/Os of all waiting jobs go out together (`psync`: one per job; `libaio`: each \
+         job's `--iodepth` I/Os); `effective_iodepth` and `max_iodepth` in the RESULT json \
+         say how many were in flight (mean per flush, rounded, and most). Mean latency is \
          DPC's latency metric (for a batch, its completion time); bandwidth is MiB/s over \
          all jobs.\n"
     );

@@ -13,8 +13,8 @@
 //! * [`run`] lays the files out (not timed; reads need data, so files are
 //!   extended with the [`pattern`](crate::pattern) bytes), drops this
 //!   node's cache if `--invalidate=1` (the default), then runs all
-//!   `numjobs` jobs interleaved round-robin, one I/O per job per turn,
-//!   timing every I/O with [`Os::uptime_ns`]. A job does `size / bs`
+//!   `numjobs` jobs together (as tasks, see *Depth*), timing every I/O
+//!   with [`Os::uptime_ns`]. A job does `size / bs`
 //!   measured I/Os, or with `--time_based` keeps going (wrapping around)
 //!   until `--runtime` has passed; `--runtime` also stops a size-limited
 //!   run early. I/Os started during `--ramp_time` are not measured and do
@@ -22,10 +22,13 @@
 //! * Offsets: see [`offsets`]. Sequential jobs walk from 0; random jobs
 //!   visit every block once per pass in a seeded order (fio's random map);
 //!   job `j` is seeded with `randseed + j`.
-//! * `--ioengine=psync` uses `read`/`write` at the descriptor position,
-//!   moved with [`Os::seek`] (random and mixed patterns need it; a
-//!   sequential job that wraps around reopens its file if the OS cannot
-//!   seek). `--ioengine=mmap` calls [`Os::mmap_io`] for every I/O.
+//! * `--ioengine=psync` does positioned reads and writes, through
+//!   [`Os::io_batch`] as tasks; without positioned batches it falls back
+//!   to `read`/`write` at the descriptor position, moved with [`Os::seek`]
+//!   (random and mixed patterns need it; a sequential job that wraps
+//!   around reopens its file if the OS cannot seek). `--ioengine=mmap` loads and stores through the mapping
+//!   ([`Os::mmap_batch`], which the default implements with
+//!   [`Os::mmap_io`]).
 //!   `--ioengine=libaio` submits I/Os in batches with [`Os::io_batch`]
 //!   (see *Depth*).
 //! * [`Report`]: IOPS, bandwidth and completion latency (min, mean, p50,
@@ -34,12 +37,17 @@
 //!
 //! # Depth
 //!
-//! [`Os`] calls are synchronous. With psync and mmap one request per node
-//! is in flight at a time, however large `--iodepth` is (as with fio's
-//! psync); the report says so (`effective_iodepth` 1). Jobs still overlap
-//! in the sense that their I/Os interleave, one from each job per turn.
+//! [`Os`] calls are synchronous, so the jobs run as tasks of
+//! [`crate::task::Tasks`]: each psync or mmap job does one I/O at a time,
+//! and when every job waits, the I/Os of all of them go out in one
+//! [`Os::io_batch`] (psync) or [`Os::mmap_batch`] (mmap) call, so
+//! `--numjobs=N` has up to N I/Os in flight. An I/O's completion latency
+//! runs from its queueing to the end of the call that carried it. If the
+//! OS cannot do positioned batches (the probe, an empty read, answers
+//! `NotSupported`), psync jobs take turns round-robin with synchronous
+//! calls instead, one I/O in flight (as with fio's psync).
 //!
-//! With `--ioengine=libaio` the depth is real: each turn gathers,
+//! With `--ioengine=libaio` each turn gathers,
 //! round-robin across the jobs (one I/O per job per round, continuing with
 //! the job after the last one served), up to `iodepth` I/Os of every job
 //! into one [`Os::io_batch`] call, at most [`runner::MAX_BATCH`] (256) per
@@ -49,8 +57,9 @@
 //! full queue depth). Offsets, directions, sizes, ramp, runtime (checked
 //! before each batch) and `--fsync` (a job stops adding I/Os at the write
 //! that makes an fsync due; the fsync follows the batch) keep the psync
-//! semantics. `effective_iodepth` is the mean number of I/Os per batch
-//! (all jobs together, rounded). An I/O of a batch that fails or comes up
+//! semantics. For every engine the report gives the depth measured:
+//! `effective_iodepth`, the mean number of I/Os per flush (all jobs
+//! together, rounded), `mean_iodepth` and `max_iodepth`. An I/O that fails or comes up
 //! short fails the run, naming its file, direction and offset.
 
 use alloc::string::String;

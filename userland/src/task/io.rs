@@ -6,7 +6,6 @@
 //! is borrowed across the `.await`.
 
 use alloc::string::{String, ToString};
-use alloc::vec;
 use alloc::vec::Vec;
 use core::future::Future;
 use core::pin::Pin;
@@ -79,6 +78,12 @@ pub(super) struct Queue {
     free: Vec<usize>,
     /// Wakers of the I/Os the last flush completed.
     woken: Vec<Waker>,
+    /// Scratch of [`Queue::flush`], kept to avoid allocating per flush
+    /// (the kernel heap is a linked list): slot indices of the positioned
+    /// and the mapped I/Os, and their results.
+    fd_at: Vec<usize>,
+    map_at: Vec<usize>,
+    done: Vec<Result<usize, Errno>>,
 }
 
 impl Queue {
@@ -141,11 +146,20 @@ impl Queue {
     /// call. A call that fails as a whole fails each of its I/Os with
     /// its error. Returns how many I/Os went out.
     pub(super) fn flush(&mut self, os: &mut dyn Os) -> usize {
-        let mut fd_at: Vec<usize> = Vec::new();
-        let mut map_at: Vec<usize> = Vec::new();
+        let Queue {
+            slots,
+            woken,
+            fd_at,
+            map_at,
+            done,
+            ..
+        } = self;
+        fd_at.clear();
+        map_at.clear();
+        done.clear();
         let mut ios: Vec<BatchIo<'_>> = Vec::new();
         let mut maps: Vec<MmapIo<'_>> = Vec::new();
-        for (i, entry) in self.slots.iter_mut().enumerate() {
+        for (i, entry) in slots.iter_mut().enumerate() {
             let Some(s) = entry else { continue };
             if !matches!(s.state, State::Queued) {
                 continue;
@@ -171,46 +185,47 @@ impl Queue {
         if n == 0 {
             return 0;
         }
-        let fd_done: Vec<Result<usize, Errno>> = if ios.is_empty() {
-            Vec::new()
-        } else {
+        if !ios.is_empty() {
             match os.io_batch(&mut ios) {
-                Ok(()) => ios.iter().map(|io| io.done).collect(),
-                Err(e) => vec![Err(e); ios.len()],
+                Ok(()) => done.extend(ios.iter().map(|io| io.done)),
+                Err(e) => done.extend(ios.iter().map(|_| Err(e))),
             }
-        };
-        let map_done: Vec<Result<usize, Errno>> = if maps.is_empty() {
-            Vec::new()
-        } else {
+        }
+        if !maps.is_empty() {
             match os.mmap_batch(&mut maps) {
-                Ok(()) => maps.iter().map(|io| io.done).collect(),
-                Err(e) => vec![Err(e); maps.len()],
+                Ok(()) => done.extend(maps.iter().map(|io| io.done)),
+                Err(e) => done.extend(maps.iter().map(|_| Err(e))),
             }
-        };
+        }
         drop(ios);
         drop(maps);
         let completed_ns = os.uptime_ns();
-        for (i, result) in fd_at
-            .into_iter()
-            .zip(fd_done)
-            .chain(map_at.into_iter().zip(map_done))
-        {
-            if let Some(Some(s)) = self.slots.get_mut(i) {
+        for (&i, &result) in fd_at.iter().chain(map_at.iter()).zip(done.iter()) {
+            if let Some(Some(s)) = slots.get_mut(i) {
                 s.state = State::Done {
                     result,
                     completed_ns,
                 };
                 if let Some(w) = s.waker.take() {
-                    self.woken.push(w);
+                    woken.push(w);
                 }
             }
         }
         n
     }
 
-    /// The wakers of the I/Os the last flush completed.
+    /// The wakers of the I/Os the last flush completed (give the vector
+    /// back with [`Queue::return_wakers`] to reuse it).
     pub(super) fn take_wakers(&mut self) -> Vec<Waker> {
         core::mem::take(&mut self.woken)
+    }
+
+    /// The emptied vector of [`Queue::take_wakers`], for the next flush.
+    pub(super) fn return_wakers(&mut self, mut v: Vec<Waker>) {
+        v.clear();
+        if self.woken.is_empty() {
+            self.woken = v;
+        }
     }
 }
 

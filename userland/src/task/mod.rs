@@ -242,11 +242,12 @@ impl<'a> Tasks<'a> {
             s.max = s.max.max(n as u64);
             self.stats.set(s);
         }
-        let wake = q.take_wakers();
+        let mut wake = q.take_wakers();
         drop(q);
-        for w in wake {
+        for w in wake.drain(..) {
             w.wake();
         }
+        self.queue.borrow_mut().return_wakers(wake);
         n
     }
 }

@@ -2,7 +2,8 @@
 //! heartbeat, ping/pong, and each node's record in the node table.
 
 use super::{
-    DirState, Layout, NodeState, OFF_DIR_HEARTBEAT, OFF_DIR_STATE, OFF_EPOCH, OFF_PING, OFF_PONG,
+    DirState, Layout, NodeState, OFF_DIR_HEARTBEAT, OFF_DIR_STATE, OFF_EPOCH, OFF_META_EPOCH,
+    OFF_PING, OFF_PONG,
 };
 use crate::shm::SharedMem;
 
@@ -44,6 +45,18 @@ impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
     /// Bump the directory heartbeat.
     pub fn beat_dir(&self) {
         self.mem.fetch_add_u64(OFF_DIR_HEARTBEAT, 1);
+    }
+    /// The metadata epoch: it moves before any file's version or size
+    /// can change. A node that validated a file's version at epoch `e`
+    /// and still reads `e` knows no file changed since.
+    pub fn meta_epoch(&self) -> u64 {
+        self.mem.load_u64(OFF_META_EPOCH)
+    }
+    /// Bump the metadata epoch (the directory only: a plain store, so it
+    /// must stay single-writer).
+    pub fn bump_meta_epoch(&self) {
+        let e = self.mem.load_u64(OFF_META_EPOCH);
+        self.mem.store_u64(OFF_META_EPOCH, e.wrapping_add(1));
     }
     /// The ping word (`bench pingpong`).
     pub fn ping(&self) -> u64 {

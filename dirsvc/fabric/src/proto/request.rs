@@ -76,6 +76,26 @@ pub enum Request {
 }
 
 impl Request {
+    /// May serving this change some file's version, size or entries
+    /// (everything but lookups, reads, attributes, flushes, counters and
+    /// page requests)? The directory bumps the region's metadata epoch
+    /// before serving such a request (see
+    /// [`crate::layout::Header::meta_epoch`]).
+    pub fn may_change_files(&self) -> bool {
+        match self {
+            Request::Path { op, .. } => *op != Op::Lookup,
+            Request::Setattr { .. } => true,
+            Request::Data { op, .. } => *op != Op::Read,
+            Request::Nop
+            | Request::Readdir { .. }
+            | Request::Getattr { .. }
+            | Request::Fsync { .. }
+            | Request::Stats
+            | Request::Page(_)
+            | Request::PageStats => false,
+        }
+    }
+
     /// Encode with the given tag.
     pub fn encode(&self, tag: u32) -> Desc {
         let (op, args): (Op, [u64; 7]) = match *self {

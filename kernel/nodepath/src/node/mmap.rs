@@ -65,7 +65,7 @@ impl<E: Env + 'static> Node<E> {
                 .data_path()
                 .single_copy()
                 .ok_or(Errno::NotSupported)?;
-            let va = st.map_for_io(&mut self.link, key, write)?;
+            let (va, _) = st.map_page(&mut self.link, key)?;
             let bytes = buf.get_mut(done..done + n).ok_or(Errno::Invalid)?;
             access(va + in_page as u64, bytes, write)?;
             if write {

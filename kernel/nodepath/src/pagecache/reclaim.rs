@@ -50,6 +50,7 @@ impl NodeCache {
                 }
                 Some(Slot::Private(_)) => {
                     self.slots.remove(&key);
+                    self.private -= 1;
                 }
                 Some(Slot::Reclaiming { .. }) | None => {}
             }

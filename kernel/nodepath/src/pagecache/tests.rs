@@ -34,6 +34,7 @@ fn no(_: u64) -> bool {
 /// a slot; the remote count matches; deferred DIR_INVs are in flight.
 #[track_caller]
 fn pool_ok(c: &NodeCache) {
+    assert_eq!(c.private_count(), c.counts().2, "private copies counted");
     let mut seen = BTreeSet::new();
     let held = c.slots.values().filter_map(|s| match s {
         Slot::Local { gfn, .. } | Slot::Reserved { gfn } | Slot::Reclaiming { gfn } => Some(*gfn),
@@ -400,6 +401,14 @@ fn private_copies_replace_mappings_in_relaxed_mode() {
     assert_eq!(c.private_pages(3), vec![key(0), key(1)]);
     assert_eq!(c.dirty_inodes(), vec![3]);
     assert_eq!(c.counts(), (0, 0, 2));
+    assert!(
+        !c.make_private(key(1), Box::new([9; PAGE])),
+        "a copy replaced"
+    );
+    assert_eq!(c.private_count(), 2);
+    c.evict_local(3, 1);
+    assert_eq!(c.private_count(), 1);
+    assert!(!c.make_private(key(1), Box::new([9; PAGE])));
     c.drop_private(&key(0));
     assert_eq!(c.private_pages(3), vec![key(1)]);
     assert_eq!(c.stats().hits_private, 1);

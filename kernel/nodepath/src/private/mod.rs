@@ -315,6 +315,10 @@ impl<E: Env> DataPath<E> for Private {
         self.discard_from(ino, size.div_ceil(PAGE as u64));
     }
 
+    fn holds(&self, ino: u64, idx: u64) -> bool {
+        self.cached(ino, idx)
+    }
+
     /// Every page of `pages` that is not cached comes in, with the reads in
     /// flight together where the transport can pipeline them (`net`: up to
     /// 32 requests per batch; the rings: one at a time). Contiguous pages

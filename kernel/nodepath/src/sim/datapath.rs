@@ -385,14 +385,49 @@ fn finish(
         let mut first: Option<Vec<u8>> = None;
         for (i, n) in nodes.iter().enumerate() {
             // Never written (or its creation lost in a crash): empty.
-            let got = match whole_read(&mut n.borrow_mut(), name, 1 << 17) {
+            let read = whole_read(&mut n.borrow_mut(), name, 1 << 17);
+            let got = match read {
                 Err(fabric::proto::Errno::NotFound) => Ok(Vec::new()),
                 r => r,
             }
             .map_err(|e| {
+                let dir = rig.sh.dir.borrow();
+                let entries: Vec<String> = dir
+                    .pages()
+                    .entries()
+                    .map(|(k, e)| format!("{k:?}: {e:?}"))
+                    .collect();
+                let slots: Vec<String> = n
+                    .borrow_mut()
+                    .vfs
+                    .data_path()
+                    .single_copy()
+                    .and_then(|st| st.coherence().map(|c| {
+                        c.cache.slots().map(|(k, s)| format!("{k:?}: {s:?}")).collect()
+                    }))
+                    .unwrap_or_default();
+                let members: Vec<(u32, (usize, usize), [u32; 4])> = (1..=nodes.len() as u32)
+                    .filter(|k| dir.is_member(*k))
+                    .map(|k| {
+                        let ch = rig.sh.layout.channel(k);
+                        let m = &*rig.sh.mem;
+                        let idx = |off: usize| fabric::shm::SharedMem::load_u32(m, off);
+                        (
+                            k,
+                            dir.backlogs(k),
+                            [
+                                idx(ch.request.off),
+                                idx(ch.request.off + 64),
+                                idx(ch.response.off),
+                                idx(ch.response.off + 64),
+                            ],
+                        )
+                    })
+                    .collect();
                 format!(
-                    "seed {seed:#x}: at the end node {} cannot read {name}: {e}",
-                    i + 1
+                    "seed {seed:#x}: at the end node {} cannot read {name}: {e}\nmembers (backlogs): {members:?}, directory up: {}\ndirectory: {entries:#?}\nnode slots: {slots:#?}",
+                    i + 1,
+                    rig.dir_is_up()
                 )
             })?;
             let w = world.borrow();
@@ -444,6 +479,7 @@ fn env_u64(name: &str) -> Option<u64> {
 /// hundred steps.
 #[test]
 fn sim_drives_the_real_data_path() {
+    super::init_log();
     let steps = env_u64("ONECOPY_SIM_STEPS").unwrap_or(120);
     let seeds: Vec<u64> = match env_u64("ONECOPY_SIM_SEED") {
         Some(s) => vec![s],
@@ -475,19 +511,35 @@ fn sim_drives_the_real_data_path() {
     );
 }
 
-/// Known open finding: after several timed-out batches a node can stay
-/// unable to read one file ("directory unavailable") until it rejoins: a
-/// liveness problem, never a wrong read (every step's safety checks pass
-/// on these seeds up to that point). Likely a late grant for a cancelled
-/// full-page write leaves the page in E for this node. Seeds: 0x5eed0006
-/// at 300 steps (node 2, `/m2`), 0x5eed0002 at 120 steps (node 2, `/m1`,
-/// since reads served from held pages skip the validation round trip,
-/// which shifted the schedule). Run them with
-/// `cargo test -p nodepath sim_known_liveness -- --ignored`.
+/// Seed 0x5eed0006 at 300 steps, once the open liveness finding below;
+/// it passes since this session's changes to the schedule (deferred
+/// DROPs, reads without a validation round trip). Kept: a longer run.
+#[test]
+fn sim_seed_0x5eed0006_long_run() {
+    super::init_log();
+    if let Err(e) = run(0x5eed_0006, 300) {
+        panic!("{e}");
+    }
+}
+
+/// Known open finding (liveness, never a wrong read: every step's safety
+/// checks pass up to that point). The suspected cause, a late E grant to
+/// a node that had given up on its full-page write, was real and is fixed
+/// (`a_late_exclusive_grant_is_given_back` in `tests_writes.rs`), but it
+/// is not what this seed hits. Seed 0x5eed0002 (120 steps) ends with node
+/// 2 unable to read `/m1`:
+/// node 1's corrupt notify ring leaves a truncate's invalidation unacked
+/// while node 2 retries the page 20,000 times, and at the end node 2's
+/// calls time out on the rig's shared fake clock (its answers come one
+/// call late, `ONECOPY_SIM_LOG=trace` shows `late or unreadable answer`).
+/// Whether that is the rig's clock or the node's retry and timeout policy
+/// is not analysed yet. Run with
+/// `cargo test -p nodepath sim_known_liveness -- --ignored`;
+/// `ONECOPY_SIM_LOG=debug` prints the data path's and directory's log.
 #[test]
 #[ignore = "open liveness finding, see the doc comment"]
 fn sim_known_liveness_seeds() {
-    for (seed, steps) in [(0x5eed_0006, 300), (0x5eed_0002, 120)] {
+    for (seed, steps) in [(0x5eed_0002, 120)] {
         if let Err(e) = run(seed, steps) {
             panic!("seed {seed:#x}: {e}");
         }

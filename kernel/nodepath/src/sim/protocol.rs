@@ -43,6 +43,16 @@
 //! is free and unexported, and the disk holds the last written value of
 //! every page.
 //!
+//! Fills: in a quarter of the seeds the directory fills pages
+//! synchronously (the fill completes inside the step that asked for it);
+//! in the others they go through the real disk queue
+//! ([`dirsvc::diskq::DiskQueue`], 1..=3 reads in flight) and complete later,
+//! one random read in flight per "fill completes" event, out of order,
+//! while everything else goes on: requests for other pages are served,
+//! requesters crash (their fills are cancelled and a late completion must
+//! not touch the frame, checked through [`Fill::wanted`]), files are
+//! evicted.
+//!
 //! `ONECOPY_SIM_SEED=0x...` replays one seed (in every scenario test;
 //! the failure message names the test); `ONECOPY_SIM_STEPS` overrides the
 //! steps per seed. Release builds run ten times as many seeds.
@@ -50,6 +60,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::pagecache::{Hit, Installed, Mode, NodeCache, Slot};
+use dirsvc::diskq::{DiskQueue, Fill};
 use dirsvc::pagedir::{Action, Entry, PageDir, PageState, Phase};
 use fabric::layout::Layout;
 use fabric::proto::{PageKey, PageReply, PageReq};
@@ -86,6 +97,8 @@ struct Params {
     evict_pm: u64,
     loss_pm: u64,
     fill_error_pm: u64,
+    /// Page fills in flight (0: synchronous fills).
+    fill_depth: usize,
 }
 
 impl Params {
@@ -104,6 +117,7 @@ impl Params {
             evict_pm: if sc.evict { rng.range(2, 10) } else { 0 },
             loss_pm: if sc.lossy { rng.range(10, 60) } else { 0 },
             fill_error_pm: rng.range(0, 10),
+            fill_depth: 0,
         }
     }
 }
@@ -195,6 +209,7 @@ enum Ev {
     Restart(u8),
     Evict(u64),
     Freeze(usize, u8, u64),
+    FillDone(PageKey, u8, bool),
 }
 
 /// Which queue a freeze stalls: 0 request, 1 ack, 2 response, 3 notify.
@@ -222,6 +237,13 @@ struct Sim {
     /// Events kept for the failure message (more when replaying a seed).
     trace_len: usize,
     seen: Seen,
+    /// Page fills waiting and in flight (asynchronous seeds).
+    fills: DiskQueue,
+    /// What each read in flight returns: the page's disk value when it was
+    /// submitted, or `None` for a failed read.
+    fill_reads: BTreeMap<u64, Option<u64>>,
+    /// The page of every fill pushed (by id).
+    fill_keys: BTreeMap<u64, PageKey>,
 }
 
 type Res = Result<(), String>;
@@ -239,6 +261,8 @@ struct Seen {
     evictions: u64,
     lost: u64,
     dup_acks: u64,
+    async_fills: u64,
+    stale_fills: u64,
 }
 
 impl Seen {
@@ -253,6 +277,8 @@ impl Seen {
         self.evictions += o.evictions;
         self.lost += o.lost;
         self.dup_acks += o.dup_acks;
+        self.async_fills += o.async_fills;
+        self.stale_fills += o.stale_fills;
     }
 }
 
@@ -267,7 +293,9 @@ fn bit(node: u8) -> u64 {
 impl Sim {
     fn new(sc: Scenario, seed: u64) -> Sim {
         let mut rng = Rng::new(seed);
-        let p = Params::draw(&mut rng, &sc);
+        let mut p = Params::draw(&mut rng, &sc);
+        // From the seed, not the stream: synchronous seeds run as before.
+        p.fill_depth = (fabric::rng::mix64(seed ^ 0xF111) % 4) as usize;
         let layout = Layout::compute(8 << 20, u32::from(p.nodes)).expect("layout");
         let nodes = (1..=p.nodes)
             .map(|id| {
@@ -312,6 +340,9 @@ impl Sim {
                 40
             },
             seen: Seen::default(),
+            fills: DiskQueue::new(p.fill_depth),
+            fill_reads: BTreeMap::new(),
+            fill_keys: BTreeMap::new(),
         }
     }
 
@@ -665,6 +696,27 @@ impl Sim {
                     if self.layout.gfn_owner(gfn).is_none() {
                         return Err(format!("fill of {key:?} into non-pool frame {gfn}"));
                     }
+                    if self.p.fill_depth > 0 {
+                        let Some(Entry {
+                            owner,
+                            phase: Phase::Exclusive { by_dir: true, tag },
+                            ..
+                        }) = self.dir.entry(&key)
+                        else {
+                            return Err(format!("fill of {key:?} without a reservation"));
+                        };
+                        let id = self.fills.push(Fill {
+                            key,
+                            gfn,
+                            node: owner,
+                            tag,
+                            lba: key.idx,
+                            len: 4096,
+                        });
+                        self.fill_keys.insert(id, key);
+                        self.submit_fills();
+                        continue;
+                    }
                     let ok = !self.rng.chance(self.p.fill_error_pm);
                     if ok {
                         let v = self.disk_val(&key);
@@ -773,7 +825,44 @@ impl Sim {
         node.invs_out = 0;
         node.cache.forget_all();
         self.unlocks.retain(|(m, _), _| *m != n);
+        self.fills.cancel_node(n);
         let actions = self.dir.node_failed(n);
+        self.run(actions)
+    }
+
+    /// Start the fills the disk queue lets go (the read's outcome is fixed
+    /// now: the page's disk value, or a failure).
+    fn submit_fills(&mut self) {
+        while let Some((id, _)) = self.fills.next_submit() {
+            let ok = !self.rng.chance(self.p.fill_error_pm);
+            let value = self.fill_keys.get(&id).map(|k| self.disk_val(k));
+            self.fill_reads.insert(id, value.filter(|_| ok));
+        }
+    }
+
+    /// One read in flight (picked at random) completes.
+    fn complete_fill(&mut self) -> Res {
+        let ids: Vec<u64> = self.fill_reads.keys().copied().collect();
+        let id = ids[self.rng.below(ids.len() as u64) as usize];
+        let value = self.fill_reads.remove(&id).flatten();
+        self.fill_keys.remove(&id);
+        let Some(f) = self.fills.complete(id) else {
+            self.seen.stale_fills += 1;
+            self.submit_fills();
+            return Ok(());
+        };
+        self.log(Ev::FillDone(f.key, f.node, value.is_some()));
+        self.seen.async_fills += 1;
+        let mut actions = Vec::new();
+        if f.wanted(self.dir.entry(&f.key)) {
+            if let Some(v) = value {
+                self.mem.insert(f.gfn, v);
+            }
+            actions = self.dir.filled(f.key, value.is_some());
+        } else {
+            self.seen.stale_fills += 1;
+        }
+        self.submit_fills();
         self.run(actions)
     }
 
@@ -860,6 +949,10 @@ impl Sim {
                 }
             }
         }
+        if !self.fill_reads.is_empty() {
+            // The disk finishes a read (kind 7).
+            cands.push((self.p.w[0], 7, 0));
+        }
         let total: u64 = cands.iter().map(|c| c.0).sum();
         if total == 0 {
             return Ok(());
@@ -913,6 +1006,7 @@ impl Sim {
                 self.housekeeping(n);
                 Ok(())
             }
+            7 => self.complete_fill(),
             _ => {
                 self.log(Ev::Restart(n));
                 self.node(n).alive = true;
@@ -1137,7 +1231,7 @@ impl Sim {
                     && n.notify.is_empty()
                     && n.ack.is_empty()
             });
-            if quiet {
+            if quiet && self.fills.is_idle() {
                 if self.dir.is_empty()
                     && self.nodes.iter().all(|n| n.cache.slots().next().is_none())
                 {

@@ -87,7 +87,11 @@ impl ScState {
 
     /// Make one page mapped in its window (resolving it if needed) and
     /// return its address and whether it is a peer's frame. Private copies
-    /// (relaxed writes) cannot be mapped: `NotSupported`.
+    /// (relaxed writes) cannot be mapped: `NotSupported`. A store through
+    /// a mapping of a peer's frame goes into the one copy in relaxed mode
+    /// too (a mapping cannot point at a private heap copy): as strong as
+    /// strong mode, which relaxed mode allows; the page is written back
+    /// like any dirty mapping.
     pub fn map_page<E: Env>(
         &mut self,
         link: &mut Link<E>,
@@ -120,22 +124,6 @@ impl ScState {
             }
         }
         Err(Errno::Io)
-    }
-
-    /// [`ScState::map_page`] for a load (`write` false) or a store through
-    /// the mapping; a store into a peer's frame in relaxed mode would
-    /// need a private copy: `NotSupported`.
-    pub fn map_for_io<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        key: PageKey,
-        write: bool,
-    ) -> Result<u64, Errno> {
-        let (va, remote) = self.map_page(link, key)?;
-        if write && remote && self.mode == crate::pagecache::Mode::Relaxed {
-            return Err(Errno::NotSupported);
-        }
-        Ok(va)
     }
 
     /// Record a store through the mapping of `key` (into the one frame; the

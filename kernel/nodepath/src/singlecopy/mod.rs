@@ -70,7 +70,24 @@ pub struct Coherence {
     broken: bool,
     /// Disconnected: nothing to service until the next join.
     detached: bool,
+    /// Relaxed mode: remote mappings replaced by private copies whose DROP
+    /// is not sent yet. They go out in front of the next batch of page
+    /// requests (so before any new request for the same page), or on
+    /// their own once [`BATCH`] are waiting: a write that makes a private
+    /// copy never waits for the directory.
+    pending_drops: Vec<PageKey>,
+    /// LOOKUP_LOCKs given up unanswered, by tag: if the E grant comes
+    /// late, nobody would ever UNLOCK it and every other node's request
+    /// for the page would be told to retry until we leave; such a grant
+    /// is given back with a DROP (see [`ScState::late_answer`]).
+    abandoned: BTreeMap<u32, PageKey>,
+    /// Late E grants being given back: page -> our orphan frame, freed
+    /// once the directory answers the DROP.
+    releasing: BTreeMap<PageKey, u64>,
 }
+
+/// Most abandoned LOOKUP_LOCK tags remembered.
+const MAX_ABANDONED: usize = 256;
 
 /// The single-copy session: none until joined.
 pub struct ScState {
@@ -151,6 +168,9 @@ impl<E: Env> Session<E> for ScState {
             fault_misses: 0,
             broken: false,
             detached: false,
+            pending_drops: Vec::new(),
+            abandoned: BTreeMap::new(),
+            releasing: BTreeMap::new(),
         });
     }
 
@@ -203,6 +223,9 @@ impl<E: Env> Session<E> for ScState {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
+            c.pending_drops.clear();
+            c.abandoned.clear();
+            c.releasing.clear();
             c.broken = false;
             c.detached = true;
         }
@@ -226,6 +249,17 @@ impl ScState {
 
     fn c(&mut self) -> Result<&mut Coherence, Errno> {
         self.coh.as_mut().ok_or(Errno::Unavailable)
+    }
+
+    /// Is `key` usable here without a page request (ours, mapped, a
+    /// private copy)? A slot being torn down or filled is not.
+    pub fn holds(&self, key: &PageKey) -> bool {
+        self.coh.as_ref().is_some_and(|c| {
+            matches!(
+                c.cache.slot(key),
+                Some(s) if !matches!(s, Slot::Reclaiming { .. }) && !c.cache.in_flight(key)
+            )
+        })
     }
 
     /// The cache, if joined.
@@ -260,6 +294,129 @@ impl ScState {
         link: &mut Link<E>,
         reqs: &[PageReq],
     ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
+        for (tag, d) in link.take_late() {
+            self.late_answer(tag, &d);
+        }
+        let drops = self.take_drops(reqs.len());
+        if drops.is_empty() {
+            return self.send_batch(link, reqs);
+        }
+        let mut all: Vec<PageReq> = drops
+            .iter()
+            .map(|&key| PageReq::Drop { key, dirty: false })
+            .collect();
+        all.extend_from_slice(reqs);
+        let (mut out, fatal) = self.send_batch(link, &all);
+        let rest = out.split_off(drops.len());
+        self.drops_answered(&drops, out);
+        (rest, fatal)
+    }
+
+    /// Look at late answers now and give back late E grants at once
+    /// (idle loop; see [`ScState::late_answer`]).
+    pub fn release_late<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
+        for (tag, d) in link.take_late() {
+            self.late_answer(tag, &d);
+        }
+        if self.coh.as_ref().is_some_and(|c| !c.releasing.is_empty()) {
+            self.flush_drops(link)?;
+        }
+        Ok(())
+    }
+
+    /// Relaxed mode: remember to DROP `key` (a remote mapping replaced by
+    /// a private copy); once [`BATCH`] are waiting they go out now.
+    fn defer_drop<E: Env>(&mut self, link: &mut Link<E>, key: PageKey) -> Result<(), Errno> {
+        let due = match self.coh.as_mut() {
+            Some(c) => {
+                c.pending_drops.push(key);
+                c.pending_drops.len() >= BATCH
+            }
+            None => false,
+        };
+        if due {
+            self.flush_drops(link)?;
+        }
+        Ok(())
+    }
+
+    /// Send every deferred DROP now (fsync, `cache drop`, at the bound).
+    pub fn flush_drops<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
+        let drops = self.take_drops(0);
+        if drops.is_empty() {
+            return Ok(());
+        }
+        let all: Vec<PageReq> = drops
+            .iter()
+            .map(|&key| PageReq::Drop { key, dirty: false })
+            .collect();
+        let (out, fatal) = self.send_batch(link, &all);
+        self.drops_answered(&drops, out);
+        fatal.map_or(Ok(()), Err)
+    }
+
+    /// The deferred DROPs that fit in front of `others` requests (the
+    /// ring's slots bound a batch: at most `2 * BATCH` go out together).
+    fn take_drops(&mut self, others: usize) -> Vec<PageKey> {
+        let room = (2 * BATCH).saturating_sub(others);
+        match self.coh.as_mut() {
+            Some(c) if room > 0 && !c.pending_drops.is_empty() => {
+                let n = c.pending_drops.len().min(room);
+                c.pending_drops.drain(..n).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The answers to deferred DROPs: an answered one is done; a refused
+    /// one raced a DIR_INV that already took the mapping away (acked), and
+    /// an unanswered one (the wait gave up) leaves at worst one stale
+    /// sharer entry, whose next DIR_INV we acknowledge.
+    fn drops_answered(
+        &mut self,
+        drops: &[PageKey],
+        answers: Vec<Option<Result<PageReply, Errno>>>,
+    ) {
+        let Some(c) = self.coh.as_mut() else { return };
+        for (k, a) in drops.iter().zip(answers) {
+            if let Some(Ok(reply)) = a {
+                c.cache.drop_done(k);
+                if let Some(gfn) = c.releasing.remove(k) {
+                    if matches!(reply, PageReply::Done { .. }) {
+                        c.cache.free_orphan(gfn);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An answer whose call was given up. A late E grant of an abandoned
+    /// LOOKUP_LOCK is given back (a DROP of a reservation we hold: the
+    /// directory returns the page to I); other late answers need nothing
+    /// (a late fill is adopted when the page is asked for again, see
+    /// `NodeCache::apply_answer`).
+    fn late_answer(&mut self, tag: u32, d: &fabric::proto::Desc) {
+        let Some(c) = self.coh.as_mut() else { return };
+        let Some(key) = c.abandoned.remove(&tag) else {
+            return;
+        };
+        if let Ok((_, Response::Page(PageReply::Exclusive { gfn }))) =
+            Response::decode(d, fabric::proto::Op::PageLookupLock)
+        {
+            if c.cache.orphan_key(gfn) == Some(key) {
+                log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
+                c.releasing.insert(key, gfn);
+                c.pending_drops.push(key);
+            }
+        }
+    }
+
+    /// [`ScState::page_batch`] without the deferred DROPs.
+    fn send_batch<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        reqs: &[PageReq],
+    ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
         let mut out: Vec<Option<Result<PageReply, Errno>>> = alloc::vec![None; reqs.len()];
         let mut tags = Vec::with_capacity(reqs.len());
         let mut fatal = None;
@@ -278,7 +435,9 @@ impl ScState {
             match link.recv() {
                 Ok(Some((tag, d))) => {
                     let Some(i) = tags.iter().position(|(t, _)| *t == tag) else {
-                        continue; // a late answer to an abandoned call
+                        // A late answer to an abandoned call.
+                        self.late_answer(tag, &d);
+                        continue;
                     };
                     let reply = match Response::decode(&d, tags[i].1) {
                         Ok((_, Response::Page(p))) => Ok(p),
@@ -298,6 +457,19 @@ impl ScState {
                 Err(e) => {
                     fatal.get_or_insert(e);
                     break;
+                }
+            }
+        }
+        if left > 0 {
+            // Given up: remember the LOOKUP_LOCKs, whose grant may still come.
+            if let Some(c) = self.coh.as_mut() {
+                for (i, (tag, _)) in tags.iter().enumerate() {
+                    if let (None, PageReq::LookupLock { key, .. }) = (&out[i], reqs[i]) {
+                        if c.abandoned.len() >= MAX_ABANDONED {
+                            c.abandoned.pop_first();
+                        }
+                        c.abandoned.insert(*tag, key);
+                    }
                 }
             }
         }
@@ -537,6 +709,7 @@ impl ScState {
     /// `cache drop`: give back every page through the protocol. Returns
     /// (owned pages invalidated, remote mappings dropped).
     pub fn drop_all<E: Env>(&mut self, link: &mut Link<E>) -> Result<(usize, usize), Errno> {
+        self.flush_drops(link)?;
         let remote = self.cache().map(|c| c.all_remote()).unwrap_or_default();
         let nr = remote.len();
         self.drop_mappings(link, remote, BATCH)?;

@@ -96,7 +96,12 @@ impl SingleCopy {
 
     /// At the bound: write back and free the oldest private copies.
     fn bound_private<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
-        let count = |s: &Self| s.st.coh.as_ref().map(|c| c.cache.counts().2).unwrap_or(0);
+        let count = |s: &Self| {
+            s.st.coh
+                .as_ref()
+                .map(|c| c.cache.private_count())
+                .unwrap_or(0)
+        };
         while count(self) >= self.max_private {
             let mut batch: Vec<PageKey> = Vec::new();
             while batch.len() < PRIVATE_WRITEBACK_BATCH {
@@ -326,6 +331,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
 
     fn write_back_all(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
         self.fsync_dirty(link, meta)
+    }
+
+    fn holds(&self, ino: u64, idx: u64) -> bool {
+        self.st.holds(&PageKey { ino, idx })
     }
 
     /// Resolve the pages together (up to [`super::BATCH`] page requests per

@@ -127,10 +127,8 @@ impl ScState {
                         .map(|c| c.make_private(key, p))
                         .unwrap_or(false)
                     {
-                        self.page_calls(link, &[PageReq::Drop { key, dirty: false }])?;
-                        if let Some(c) = self.cache() {
-                            c.drop_done(&key);
-                        }
+                        // The DROP goes with the next batch (no wait here).
+                        self.defer_drop(link, key)?;
                     }
                 }
                 (Hit::Private, _) => {
@@ -178,6 +176,7 @@ impl ScState {
     /// WRITEBACK, relaxed private copies through the storage server and
     /// this node's bulk slot 2), then flush.
     pub fn fsync<E: Env>(&mut self, link: &mut Link<E>, ino: u64, size: u64) -> Result<(), Errno> {
+        self.flush_drops(link)?;
         let dirty = self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default();
         for chunk in dirty.chunks(BATCH) {
             let reqs: Vec<PageReq> = chunk

@@ -233,8 +233,10 @@ pub(super) fn aggregate(f: &mut Figure, shots: &[Shot]) {
         .min_by(|a, b| (a.0 - m).abs().total_cmp(&(b.0 - m).abs()));
     if let Some((_, r)) = best {
         f.busy_instances = r.get("busy_instances").and_then(Value::as_u64);
-        if let Some(eff) = r.get("effective_iodepth") {
-            f.params["effective_iodepth"] = eff.clone();
+        for key in ["effective_iodepth", "max_iodepth"] {
+            if let Some(v) = r.get(key) {
+                f.params[key] = v.clone();
+            }
         }
         f.raw = r.clone();
     }

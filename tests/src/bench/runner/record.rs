@@ -101,7 +101,7 @@ impl Runner {
     /// Problems that make the run incomplete: expected figures that are
     /// missing, failed or not a number (n/a is accepted only where the
     /// mode has no such operation: mmap and `bench dir` in private and net
-    /// modes, relaxed mmap writes).
+    /// modes).
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         for id in self.expected_ids() {

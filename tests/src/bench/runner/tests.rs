@@ -32,7 +32,7 @@ fn fio_records() {
         node: 2,
         cmd: "fio".into(),
         lines: vec![format!(
-            r#"RESULT {{"busy_instances":2,"effective_iodepth":1,"read":{{"ios":256,"iops":3341.5,"bw_bytes":13688392,"lat_ns":{{"mean":{mean}}}}}}}"#
+            r#"RESULT {{"busy_instances":2,"effective_iodepth":1,"max_iodepth":1,"read":{{"ios":256,"iops":3341.5,"bw_bytes":13688392,"lat_ns":{{"mean":{mean}}}}}}}"#
         )],
         status: crate::Status::Ok,
         logs: vec![],
@@ -47,6 +47,7 @@ fn fio_records() {
     assert_eq!(f.status, Status::Ok(295.539));
     assert_eq!(f.busy_instances, Some(2));
     assert_eq!(f.params["effective_iodepth"], json!(1));
+    assert_eq!(f.params["max_iodepth"], json!(1));
     assert_eq!(f.raw["read"]["lat_ns"]["mean"], json!(295539));
     assert_eq!(f.params["values"], json!([295.539, 100.0, 400.0]));
     let w2 = Workload::by_key("write-iops").unwrap();
@@ -105,7 +106,6 @@ fn net_mode_expected_and_not_applicable() {
         let parts: Vec<&str> = id.split('/').collect();
         (parts[1] == "private" || parts[1] == "net")
             && (parts[3] == "mmap" || parts[2] == "bench dir")
-            || (parts[1] == "relaxed" && parts[3] == "mmap" && parts[2].starts_with("write-"))
     };
     for id in &ids {
         let parts: Vec<&str> = id.split('/').collect();
