@@ -14,6 +14,7 @@ usage: ./qemu-run.sh [options] [-e 'K: command' ...]
        ./qemu-run.sh status [--run-dir DIR]
        ./qemu-run.sh attach [--run-dir DIR] [--console K]
        ./qemu-run.sh exec   [--run-dir DIR] [--cmd-timeout S] -e 'K: command' ...
+       ./qemu-run.sh restart [--run-dir DIR] [--boot-timeout S] K
        ./qemu-run.sh --help
 
 Boots a onecopy cluster: one directory instance (role=dir, owns the disk) and
@@ -32,6 +33,10 @@ kernel and host tools first, creates RUN/disk.img from tools/sample when no
 
 Options:
   --nodes N          number of node instances, 1..16 (default 2)
+  --policy NAME      eviction policy of every node's owned pages (single-copy
+                     modes): fifo (default) | lru | clock | lfu | mru | s3fifo
+                     | sieve | arc | get-scan | cluster; `cache policy NAME`
+                     changes it on one node at run time
   --mode M           page cache: strong (single copy, coherent writes; the
                      default) | relaxed (single copy for reads, private
                      writable copies reconciled at write-back) | private
@@ -49,19 +54,22 @@ Options:
   --cxl-latency-ns N extra latency added to every copy from a peer's frame
                      (emulated CXL access; 0..100000, default 0); mmap loads
                      run at host-memory speed
-  --doorbell on|off  on: start our ivshmem server
+  --doorbell on|off  on (default): start our ivshmem server
                      (target/release/onecopy-ivshmem-server, RUN/ivshmem.sock,
                      log RUN/ivshmem.log) before the instances and give each
                      -device ivshmem-doorbell (interrupts between instances,
                      MSI-X) on the same shared region, kernel option
-                     doorbell=1; off (default): ivshmem-plain, polling on
-                     the 1 kHz tick (doorbells are experimental: a lost
-                     wakeup waits for their 10 Hz safety tick, see README)
+                     doorbell=1: idle kernels halt until a doorbell or a
+                     timer they armed (tickless; net mode keeps its tick);
+                     off: ivshmem-plain, polling on the 1 kHz tick
   --pin MODE         auto | off (default auto: with 2+ host CPUs the directory
                      runs on CPU 0, its dedicated core, and the nodes on the
                      others, so a node never waits for the directory's core)
-  --accel MODE       auto | tcg | kvm (default auto: kvm only if the CPU has
-                     vmx/svm and /dev/kvm opens, else tcg)
+  --accel MODE       auto | tcg | tcg-multi | kvm (default auto: kvm only if
+                     the CPU has vmx/svm and /dev/kvm opens, else tcg);
+                     tcg-multi is multi-threaded TCG with room for a second
+                     vCPU (-smp 1,maxcpus=2), the only TCG where lock-prefixed
+                     instructions are atomic across instances (bench atomics)
   --disk IMG         disk image for the directory (default RUN/disk.img, made
                      with mkfs from tools/sample, 64 MiB, if missing)
   --dataset SPEC     application datasets built on the host into the default
@@ -71,6 +79,12 @@ Options:
                      64m), or 'apps' for all six at 32m; not with --disk
   --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
                      nodes' fixed kernel heap limits it; default 64)
+  --shm-path PATH    use this existing file or device as the shared region
+                     instead of a new /dev/shm file (a hugetlbfs file, a file
+                     another tool made, a DAX-like device; what a user with
+                     real CXL shared memory passes): a file must hold at
+                     least --shm-mb MiB; the directory formats it; it is
+                     never removed; the ivshmem server gets the same path
   --mem-mb M         guest memory per instance in MiB, 32..16384 (default 128)
   --run-dir DIR      logs, console sockets, pid files (default ./run); one
                      cluster per run dir: a second launch there is refused
@@ -104,6 +118,10 @@ Subcommands:
   attach   attach to a running cluster's console (Ctrl-] detaches, the cluster
            keeps running)
   exec     run -e commands on a running cluster and leave it running
+  restart  boot a new instance of node K into the running cluster after
+           its QEMU died or was killed (same flags as launched, from
+           cluster.env; the old log is kept as nodeK.log.<ms>); waits until
+           it joined; refused while node K runs and in net mode
 
 Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles;
 netK.sock: node K's network link in net mode),
@@ -139,7 +157,7 @@ info() { echo "$*" 2>/dev/null; } # a closed stdout ends us through the PIPE tra
 SUB=run
 if [[ $# -gt 0 ]]; then
     case "$1" in
-        stop | status | attach | exec)
+        stop | status | attach | exec | restart)
             SUB=$1
             shift
             ;;
@@ -152,6 +170,7 @@ DISK=
 DATASETS=()
 DATASET_SPEC=
 SHM_MB=64
+SHM_USER= # --shm-path: an existing region the user owns
 # The largest shared region a node can use. A node keeps one 8-byte entry per
 # frame of its pool on its kernel heap (the free list of dirsvc's NodeCache),
 # and that heap is half the node's RAM, at least HEAP_BYTES = 24 MiB and at
@@ -173,21 +192,24 @@ BOOT_TIMEOUT=30
 CMD_TIMEOUT=60
 APPEND_EXTRA=
 MODE=strong
+POLICY=fifo
 PIN=auto
-DOORBELL=off
+DOORBELL=on
 STORAGE=none
 CXL_NS=0
 KERNEL=
 CHECK=0
 EXECS=()
 SEEN=" "
+RESTART_NODE=
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--check --nodes --mode --doorbell --storage --cxl-latency-ns --pin --accel --disk --dataset --shm-mb --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --pin --accel --disk --dataset --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--check --run-dir" ;;
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
+    restart) ALLOWED="--check --run-dir --boot-timeout" ;;
 esac
 
 is_uint() { [[ $1 =~ ^[0-9]{1,9}$ ]]; }
@@ -223,7 +245,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --dataset | --shm-mb | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --dataset | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -245,6 +267,10 @@ while [[ $# -gt 0 ]]; do
                 EXECS+=("$arg")
                 continue
             fi
+            if [[ $SUB == restart && -z $RESTART_NODE ]]; then
+                int_in RESTART_NODE "restart's node" "$arg" 1 16
+                continue
+            fi
             die_usage "unexpected argument '$arg'"
             ;;
     esac
@@ -257,8 +283,14 @@ while [[ $# -gt 0 ]]; do
         --nodes) int_in NODES --nodes "$val" 1 16 ;;
         --accel)
             case "$val" in
-                auto | tcg | kvm) ACCEL_REQ=$val ;;
-                *) die_usage "--accel must be auto, tcg or kvm, got '$val'" ;;
+                auto | tcg | tcg-multi | kvm) ACCEL_REQ=$val ;;
+                *) die_usage "--accel must be auto, tcg, tcg-multi or kvm, got '$val'" ;;
+            esac
+            ;;
+        --policy)
+            case "$val" in
+                fifo | lru | clock | lfu | mru | s3fifo | sieve | arc | get-scan | cluster) POLICY=$val ;;
+                *) die_usage "--policy must be one of fifo, lru, clock, lfu, mru, s3fifo, sieve, arc, get-scan, cluster, got '$val'" ;;
             esac
             ;;
         --mode)
@@ -301,6 +333,10 @@ while [[ $# -gt 0 ]]; do
                 DATASETS+=("$ds")
             done
             DATASET_SPEC=$val
+            ;;
+        --shm-path)
+            [[ -n $val ]] || die_usage "--shm-path needs a path"
+            SHM_USER=$val
             ;;
         --shm-mb)
             is_uint "$val" || die_usage "--shm-mb needs a power of two in 16..$SHM_MB_MAX, got '$val'"
@@ -391,6 +427,9 @@ for spec in ${EXECS[@]+"${EXECS[@]}"}; do
     k=$((10#${BASH_REMATCH[1]}))
     ((k >= 1 && k <= SPEC_NODES)) || die_usage "-e '$spec': node $k is not in 1..$SPEC_NODES"
 done
+if [[ $SUB == restart && -z $RESTART_NODE ]]; then
+    die_usage "restart needs the node to boot again: ./qemu-run.sh restart [--run-dir DIR] K"
+fi
 if ((CHECK)); then
     echo "$PROG: flags ok"
     exit 0
@@ -570,12 +609,19 @@ shm_of() {
 # (the one cluster.env names, if not removed yet, and any one its processes
 # map), sockets, pid files and half-written files. Logs stay.
 stop_cluster() {
-    local quiet=${1:-0} pids p f g i shm wrappers=" " regions=()
+    local quiet=${1:-0} pids p f g i shm user_shm wrappers=" " regions=()
     pids=$(cluster_pids)
     if [[ -n $pids ]]; then
         [[ $quiet == 1 ]] || info "stopping cluster in $RUN_DIR"
         # shellcheck disable=SC2086 # one pid per word
         mapfile -t regions < <(shm_of $pids)
+        # Never the user's own region (--shm-path), whatever its name.
+        if [[ $(env_get SHM_OWNED) == 0 && -n $(env_get SHM_PATH) ]]; then
+            user_shm=$(env_get SHM_PATH)
+            for i in "${!regions[@]}"; do
+                [[ ${regions[$i]} != "$user_shm" ]] || unset 'regions[i]'
+            done
+        fi
         # SIGTERM to all but the wrappers: QEMU quits (its wrapper then
         # records the exit status), a launcher still running stops its part.
         # Whole process groups and whatever is left get SIGKILL after 5 s.
@@ -633,6 +679,122 @@ print_log_tails() {
         tail -n 20 "$f" | tr -d '\r' >&2
         echo >&2
     done
+}
+
+# CPU placement: the directory's vCPU gets CPU 0 to itself (its dedicated
+# core); nodes share the rest.
+HOST_CPUS=$(nproc 2>/dev/null || echo 1)
+pin_for() { # pin_for NAME -> "taskset -c LIST" or nothing
+    if [[ $PIN == auto && $HOST_CPUS -ge 2 ]] && command -v taskset >/dev/null; then
+        if [[ $1 == dir ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((HOST_CPUS - 1))"; fi
+    fi
+}
+
+# launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
+# session under a small wrapper that records QEMU's pid and exit status.
+# Multi-threaded TCG sets its "parallel" flag (host atomics for lock-prefixed
+# instructions) only for a VM that can have more than one vCPU.
+launch() {
+    local name=$1 cmdline=$2 i pin accel_args=(-accel "$ACCEL" -smp 1)
+    shift 2
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    [[ $ACCEL != tcg-multi ]] || accel_args=(-accel tcg,thread=multi -smp 1,maxcpus=2)
+    read -r -a pin <<<"$(pin_for "$name")"
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    local qemu=("${pin[@]}" qemu-system-x86_64 -name "onecopy-$name"
+        -machine pc -cpu max -m "${MEM_MB}M" "${accel_args[@]}"
+        -display none -no-reboot -monitor none -nodefaults
+        -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
+        -serial chardev:ser0
+        "${IVSHMEM_ARGS[@]}"
+        -device isa-debug-exit,iobase=0xf4,iosize=0x04
+        -kernel "$KERNEL" -append "$cmdline" "$@")
+    # shellcheck disable=SC2016 # expanded by the wrapper, not here
+    setsid bash -c '
+        base=$0
+        echo "$$" >"$base.pgid"
+        "$@" </dev/null >"$base.stderr" 2>&1 &
+        q=$!
+        echo "$q" >"$base.pid.tmp" && mv -f "$base.pid.tmp" "$base.pid"
+        wait "$q"
+        rc=$?
+        echo "$rc" >"$base.exit"
+        # A signal leaves no word of QEMU: say it where its messages go.
+        if [ "$rc" -eq 135 ]; then
+            echo "qemu-run.sh: QEMU died of SIGBUS (exit status 135): the shared region shrank or vanished under it" >>"$base.stderr"
+        elif [ "$rc" -gt 128 ]; then
+            echo "qemu-run.sh: QEMU was killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)))) (exit status $rc)" >>"$base.stderr"
+        fi
+    ' "$RUN_DIR/$name" "${qemu[@]}" </dev/null >/dev/null 2>&1 &
+    for ((i = 0; i < 500; i++)); do
+        [[ -f $RUN_DIR/$name.pid ]] && return 0
+        sleep 0.01
+    done
+    die "$name did not start (no $RUN_DIR/$name.pid after 5 s)"
+}
+
+# set_ivshmem_args: IVSHMEM_ARGS for DOORBELL, RUN_DIR, SHM_PATH, SHM_MB.
+IVSHMEM_VECTORS=4
+set_ivshmem_args() {
+    # shellcheck disable=SC2054 # commas are QEMU option syntax
+    if [[ $DOORBELL == on ]]; then
+        IVSHMEM_ARGS=(-chardev "socket,path=$RUN_DIR/ivshmem.sock,id=iv"
+            -device "ivshmem-doorbell,chardev=iv,vectors=$IVSHMEM_VECTORS")
+    else
+        IVSHMEM_ARGS=(-object "memory-backend-file,id=shm,share=on,mem-path=$SHM_PATH,size=${SHM_MB}M"
+            -device ivshmem-plain,memdev=shm)
+    fi
+}
+
+# restart_node K: boot a new instance of node K into the running cluster of
+# RUN_DIR (after its QEMU died or was killed), with what cluster.env says
+# was launched; it inherits RUN/cluster.lock like the others. The old log
+# is kept as nodeK.log.<epoch ms>. Waits until it joined.
+restart_node() {
+    local k=$1 name=node$1 p hold start old
+    [[ -f $RUN_DIR/cluster.env ]] || die "no cluster in $RUN_DIR (no cluster.env)"
+    [[ $(env_get STATE) == running ]] || die "the cluster in $RUN_DIR is not running (state $(env_get STATE))"
+    NODES=$(env_get NODES)
+    ((k >= 1 && k <= NODES)) || die_usage "restart: node $k is not in 1..$NODES"
+    p=$(read_pid "$RUN_DIR/dir.pid")
+    if [[ -z $p ]] || ! pid_ours "$p"; then
+        die "the directory of $RUN_DIR is not running: restart the whole cluster instead"
+    fi
+    p=$(read_pid "$RUN_DIR/$name.pid")
+    if [[ -n $p ]] && pid_ours "$p"; then
+        die "node $k is still running (pid $p): a restart boots a replacement for an instance that died"
+    fi
+    ACCEL=$(env_get ACCEL) SHM_PATH=$(env_get SHM_PATH) SHM_MB=$(env_get SHM_MB)
+    MEM_MB=$(env_get MEM_MB) MODE=$(env_get MODE) DOORBELL=$(env_get DOORBELL)
+    STORAGE=$(env_get STORAGE) CXL_NS=$(env_get CXL_NS) KERNEL=$(env_get KERNEL)
+    APPEND_EXTRA=$(env_get APPEND_EXTRA)
+    [[ $MODE != net ]] || die "restart: net mode is not supported (QEMU 7.2's stream netdev does not take a new client on node $k's link)"
+    [[ -e $SHM_PATH ]] || die "the shared region $SHM_PATH is gone"
+    [[ -f $KERNEL ]] || die "kernel not found: $KERNEL"
+    if [[ $DOORBELL == on && ! -S $RUN_DIR/ivshmem.sock ]]; then
+        die "the ivshmem server of $RUN_DIR is not running (no ivshmem.sock)"
+    fi
+    set_ivshmem_args
+    old="$RUN_DIR/$name.log.$(now_ms)"
+    [[ ! -f $RUN_DIR/$name.log ]] || mv -f -- "$RUN_DIR/$name.log" "$old"
+    [[ ! -f $RUN_DIR/$name.stderr ]] || mv -f -- "$RUN_DIR/$name.stderr" "$old.stderr"
+    rm -f -- "$RUN_DIR/$name.pid" "$RUN_DIR/$name.pgid" "$RUN_DIR/$name.exit" "$RUN_DIR/$name.sock"
+    # The new instance holds RUN/cluster.lock like the others (inherited).
+    exec {hold}>>"$RUN_DIR/cluster.lock" || die "cannot open $RUN_DIR/cluster.lock"
+    local extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
+    [[ $DOORBELL != on ]] || extra+=" doorbell=1"
+    start=$(now_ms)
+    launch "$name" "role=node id=$k nodes=$NODES$extra"
+    exec {hold}>&-
+    PIDS=$(for n in dir $(seq -f 'node%g' 1 "$NODES"); do read_pid "$RUN_DIR/$n.pid"; echo; done | grep . | tr '\n' ' ' | sed 's/ $//')
+    sed -i -e "s/^PIDS=.*/PIDS='$PIDS'/" "$RUN_DIR/cluster.env"
+    find_ctl
+    if "$CTL" wait-ready --run-dir "$RUN_DIR" --nodes "$NODES" \
+        --timeout-ms "$((BOOT_TIMEOUT * 1000))" --since-ms "$start" >"$RUN_DIR/ready.out"; then
+        info "node $k restarted (pid $(read_pid "$RUN_DIR/$name.pid")) and joined in $(tr -dc '0-9' <"$RUN_DIR/ready.out") ms${old:+; its previous log is $old}"
+    else
+        die "node $k did not join within $BOOT_TIMEOUT s (see $RUN_DIR/$name.log)"
+    fi
 }
 
 # ------------------------------------------------------------------ subcommands
@@ -695,8 +857,12 @@ case "$SUB" in
         else
             what="down (no instance running)"
         fi
-        info "state $what, accel $(env_get ACCEL), shared region $shm ($shm_mb MiB), disk $(env_get DISK)"
+        info "state $what, accel $(env_get ACCEL), mode $(env_get MODE), policy $(env_get POLICY), shared region $shm ($shm_mb MiB), disk $(env_get DISK)"
         if [[ $what == running ]]; then exit 0; else exit 1; fi
+        ;;
+    restart)
+        restart_node "$RESTART_NODE"
+        exit 0
         ;;
     attach | exec)
         find_ctl
@@ -743,7 +909,8 @@ on_exit() {
     if [[ -n $STTY_SAVED ]]; then stty "$STTY_SAVED" 2>/dev/null || stty sane 2>/dev/null || true; fi
     if [[ $LAUNCHED == 1 && $KEEP == 0 ]]; then
         stop_cluster 1
-        [[ -z ${SHM_PATH:-} ]] || rm -f -- "$SHM_PATH" # even if cluster.env never named it
+        # even if cluster.env never named it; never a --shm-path region
+        [[ -z ${SHM_PATH:-} || ${SHM_OWNED:-1} != 1 ]] || rm -f -- "$SHM_PATH"
         info "cluster stopped (logs in $RUN_DIR)"
     fi
     exit "$rc"
@@ -873,6 +1040,10 @@ fi
 ACCEL=tcg
 case "$ACCEL_REQ" in
     tcg) ACCEL_WHY="requested" ;;
+    tcg-multi)
+        ACCEL=tcg-multi
+        ACCEL_WHY="requested: multi-threaded TCG, -smp 1,maxcpus=2"
+        ;;
     kvm)
         (exec 3<>/dev/kvm) 2>/dev/null || die "--accel kvm: /dev/kvm cannot be opened"
         ACCEL=kvm
@@ -895,10 +1066,24 @@ case "$ACCEL_REQ" in
 esac
 
 # 6. shared region
-[[ -d /dev/shm ]] || die "/dev/shm does not exist"
-avail_kb=$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')
-if [[ $avail_kb =~ ^[0-9]+$ ]] && ((avail_kb < SHM_MB * 1024)); then
-    die "not enough space in /dev/shm for a $SHM_MB MiB shared region ($((avail_kb / 1024)) MiB free)"
+SHM_OWNED=1
+if [[ -n $SHM_USER ]]; then
+    [[ -e $SHM_USER ]] || die "--shm-path $SHM_USER: no such file or device"
+    [[ -f $SHM_USER || -c $SHM_USER || -b $SHM_USER ]] ||
+        die "--shm-path $SHM_USER: not a regular file or a device"
+    [[ -r $SHM_USER && -w $SHM_USER ]] || die "--shm-path $SHM_USER: not readable and writable"
+    if [[ -f $SHM_USER ]]; then
+        size=$(stat -L -c %s -- "$SHM_USER") || die "--shm-path $SHM_USER: cannot stat it"
+        ((size >= SHM_MB * 1048576)) ||
+            die "--shm-path $SHM_USER holds $size bytes; --shm-mb $SHM_MB needs $((SHM_MB * 1048576)) (size it first, e.g. truncate -s ${SHM_MB}M, or pass a smaller --shm-mb)"
+    fi
+    SHM_OWNED=0
+else
+    [[ -d /dev/shm ]] || die "/dev/shm does not exist"
+    avail_kb=$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')
+    if [[ $avail_kb =~ ^[0-9]+$ ]] && ((avail_kb < SHM_MB * 1024)); then
+        die "not enough space in /dev/shm for a $SHM_MB MiB shared region ($((avail_kb / 1024)) MiB free)"
+    fi
 fi
 write_env() {
     local state=$1 pids=${2:-} start=${3:-}
@@ -909,10 +1094,11 @@ NODES='$NODES'
 ACCEL='$ACCEL'
 SHM_PATH='$SHM_PATH'
 SHM_MB='$SHM_MB'
-SHM_OWNED='1'
+SHM_OWNED='$SHM_OWNED'
 MEM_MB='$MEM_MB'
 DISK='$DISK'
 MODE='$MODE'
+POLICY='$POLICY'
 DOORBELL='$DOORBELL'
 STORAGE='$STORAGE'
 CXL_NS='$CXL_NS'
@@ -925,66 +1111,26 @@ LAUNCHER_PID='$$'
 EOF
     mv -f -- "$RUN_DIR/cluster.env.tmp" "$RUN_DIR/cluster.env"
 }
-SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
-LAUNCHED=1 # from here on the EXIT trap cleans up
-write_env starting # names the region at once: `stop` removes it from now on
-truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
+if [[ $SHM_OWNED == 1 ]]; then
+    SHM_PATH=$(mktemp /dev/shm/onecopy-XXXXXXXX) || die "cannot create a file in /dev/shm"
+    LAUNCHED=1 # from here on the EXIT trap cleans up
+    write_env starting # names the region at once: `stop` removes it from now on
+    truncate -s "${SHM_MB}M" -- "$SHM_PATH" || die "cannot size $SHM_PATH"
+else
+    SHM_PATH=$(realpath -- "$SHM_USER")
+    LAUNCHED=1
+    write_env starting # SHM_OWNED=0: `stop` leaves the region alone
+    info "shared region: $SHM_PATH (--shm-path; not removed at stop)"
+fi
 
 
 # 7. launch
 info "accel: $ACCEL ($ACCEL_WHY)"
-# CPU placement: the directory's vCPU gets CPU 0 to itself (its dedicated
-# core); nodes share the rest.
-HOST_CPUS=$(nproc 2>/dev/null || echo 1)
-pin_for() { # pin_for NAME -> "taskset -c LIST" or nothing
-    if [[ $PIN == auto && $HOST_CPUS -ge 2 ]] && command -v taskset >/dev/null; then
-        if [[ $1 == dir ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((HOST_CPUS - 1))"; fi
-    fi
-}
 if [[ -n $(pin_for dir) ]]; then
     info "cpus: directory pinned to CPU 0 (dedicated), nodes to CPUs 1-$((HOST_CPUS - 1))"
 else
     info "cpus: not pinned (--pin $PIN, $HOST_CPUS host CPUs)"
 fi
-
-# launch NAME CMDLINE [extra QEMU args...]: starts one instance in its own
-# session under a small wrapper that records QEMU's pid and exit status.
-launch() {
-    local name=$1 cmdline=$2 i pin
-    shift 2
-    read -r -a pin <<<"$(pin_for "$name")"
-    # shellcheck disable=SC2054 # commas are QEMU option syntax
-    local qemu=("${pin[@]}" qemu-system-x86_64 -name "onecopy-$name"
-        -machine pc -cpu max -smp 1 -m "${MEM_MB}M" -accel "$ACCEL"
-        -display none -no-reboot -monitor none -nodefaults
-        -chardev "socket,id=ser0,path=$RUN_DIR/$name.sock,server=on,wait=off,logfile=$RUN_DIR/$name.log"
-        -serial chardev:ser0
-        "${IVSHMEM_ARGS[@]}"
-        -device isa-debug-exit,iobase=0xf4,iosize=0x04
-        -kernel "$KERNEL" -append "$cmdline" "$@")
-    # shellcheck disable=SC2016 # expanded by the wrapper, not here
-    setsid bash -c '
-        base=$0
-        echo "$$" >"$base.pgid"
-        "$@" </dev/null >"$base.stderr" 2>&1 &
-        q=$!
-        echo "$q" >"$base.pid.tmp" && mv -f "$base.pid.tmp" "$base.pid"
-        wait "$q"
-        rc=$?
-        echo "$rc" >"$base.exit"
-        # A signal leaves no word of QEMU: say it where its messages go.
-        if [ "$rc" -eq 135 ]; then
-            echo "qemu-run.sh: QEMU died of SIGBUS (exit status 135): the shared region shrank or vanished under it" >>"$base.stderr"
-        elif [ "$rc" -gt 128 ]; then
-            echo "qemu-run.sh: QEMU was killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)))) (exit status $rc)" >>"$base.stderr"
-        fi
-    ' "$RUN_DIR/$name" "${qemu[@]}" </dev/null >/dev/null 2>&1 &
-    for ((i = 0; i < 500; i++)); do
-        [[ -f $RUN_DIR/$name.pid ]] && return 0
-        sleep 0.01
-    done
-    die "$name did not start (no $RUN_DIR/$name.pid after 5 s)"
-}
 
 # Storage profiles (bytes/s, IOPS), recorded in cluster.env and every result.
 case "$STORAGE" in
@@ -994,21 +1140,13 @@ case "$STORAGE" in
     sas-raid) THROTTLE=",throttling.bps-total=4000000000,throttling.iops-total=400000" ;;
 esac
 info "storage: $STORAGE${THROTTLE:+ ($THROTTLE)}; cxl latency: $CXL_NS ns"
-extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
+extra=" mode=$MODE policy=$POLICY storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
 # The shared region: ivshmem-plain over the memory backend, or (doorbells)
 # ivshmem-doorbell, which gets the very same /dev/shm file from our ivshmem
 # server (it passes the fd) plus one eventfd per peer and vector. QEMU reads
 # the server's setup when the device is realized: the server starts first.
-IVSHMEM_VECTORS=4
-# shellcheck disable=SC2054 # commas are QEMU option syntax
-if [[ $DOORBELL == on ]]; then
-    IVSHMEM_ARGS=(-chardev "socket,path=$RUN_DIR/ivshmem.sock,id=iv"
-        -device "ivshmem-doorbell,chardev=iv,vectors=$IVSHMEM_VECTORS")
-    extra+=" doorbell=1"
-else
-    IVSHMEM_ARGS=(-object "memory-backend-file,id=shm,share=on,mem-path=$SHM_PATH,size=${SHM_MB}M"
-        -device ivshmem-plain,memdev=shm)
-fi
+set_ivshmem_args
+[[ $DOORBELL != on ]] || extra+=" doorbell=1"
 gdb_args() { # gdb_args K
     if [[ -n $GDB && $GDB == "$1" ]]; then
         echo "-gdb tcp:127.0.0.1:$((1234 + $1))"
@@ -1081,7 +1219,7 @@ if run_bg "$CTL" wait-ready --run-dir "$RUN_DIR" --nodes "$NODES" \
     ready_ms=$(tr -dc '0-9' <"$RUN_DIR/ready.out")
     plural=s
     ((NODES > 1)) || plural=
-    info "cluster up: 1 directory + $NODES node$plural joined in $ready_ms ms (mode $MODE)"
+    info "cluster up: 1 directory + $NODES node$plural joined in $ready_ms ms (mode $MODE, policy $POLICY)"
 else
     echo "$PROG: error: the cluster did not come up (see the reason above); logs in $RUN_DIR" >&2
     print_log_tails

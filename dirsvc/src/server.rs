@@ -41,6 +41,7 @@ mod dispatch;
 mod executor;
 mod fileserver;
 mod fills;
+mod locality;
 mod membership;
 
 /// Something worth a log line.

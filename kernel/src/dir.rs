@@ -5,10 +5,14 @@
 //! Idle policy: the loop spins while requests arrive or page fills are in
 //! flight on the disk (their completions are polled from the used ring in
 //! every pass) and for `dir_spin_us` after that, then halts between timer
-//! ticks (1 ms)
-//! so an idle directory does not burn a host core. With doorbells it
-//! halts at once when every member rings it, wakes on vector 0, and rings
-//! the sleeping nodes it published responses or notices for.
+//! ticks (1 ms) so an idle directory does not burn a host core. With
+//! doorbells (when every member rings it) it halts `dir_bell_spin_us`
+//! after its last work, tickless: it wakes on vector 0 and on its own
+//! timer (the heartbeat beat, [`BEAT_PERIOD_NS`]), and rings the sleeping
+//! nodes it published responses or notices for. Tickless, a pass that
+//! found nothing to do while fills are in flight halts briefly
+//! ([`DISK_POLL_HALT_NS`]) instead of spinning: QEMU's threads that carry
+//! the disk I/O share this instance's pinned host CPU.
 
 use dirsvc::server::{Config, Directory, Event};
 use fabric::config::BootConfig;
@@ -22,6 +26,14 @@ use crate::arch::{cpu, time};
 use crate::drivers::net::Nic;
 use crate::drivers::virtio::VirtioDisk;
 use crate::net::DirLink;
+
+/// Tickless (doorbells): the directory wakes at least this often to beat
+/// its heartbeat and sweep membership while idle (nodes presume it failed
+/// after `nodepath::wait::DIR_SILENT_NS`, 1.5 s, of silence).
+pub const BEAT_PERIOD_NS: u64 = nodepath::wait::DIR_SILENT_NS / 6;
+
+/// Tickless: how long a pass that found only fills in flight halts.
+pub const DISK_POLL_HALT_NS: u64 = 20_000;
 
 /// Serve forever (`nics`: the `net` mode's links, one per node).
 pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Nic>) -> ! {
@@ -92,6 +104,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     // The hot loop compares raw TSC values; nanoseconds only for logs.
     let hz = time::tsc_hz();
     let spin_cycles = cfg.dir_spin_us * hz / 1_000_000;
+    let bell_spin_cycles = cfg.dir_bell_spin_us * hz / 1_000_000;
     let member_cycles = hz / 20_000; // membership sweep every 50 us
     let beat_cycles = hz / 1000; // directory heartbeat every 1 ms
     let mut last_work = cpu::rdtsc();
@@ -148,11 +161,21 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() || disk_busy {
             last_work = now;
+            let idle_pass = p.served == 0 && p.completed == 0 && net_served == 0;
+            if disk_busy && idle_pass && crate::arch::timer::tickless() {
+                // Only fills in flight: let QEMU's I/O threads, which
+                // share our pinned host CPU, run (a doorbell or the timer
+                // ends the halt).
+                crate::arch::timer::halt_for(DISK_POLL_HALT_NS);
+            }
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
-            // Doorbells: halt at once when every member rings us for its
-            // requests (else after `dir_spin_us`, as without doorbells);
-            // vector 0 or the tick wakes us.
-            if now - last_work > spin_cycles || b.members_ring(&h, cfg.nodes) {
+            // Doorbells: when every member rings us for its requests,
+            // halt `dir_bell_spin_us` after the last work (acks and
+            // follow-up requests that come sooner need no wakeup), else
+            // after `dir_spin_us` as without doorbells; vector 0 or the
+            // tick wakes us.
+            let quiet = now - last_work;
+            if quiet > spin_cycles || (quiet > bell_spin_cycles && b.members_ring(&h, cfg.nodes)) {
                 let mut found = None;
                 b.sleep(|| {
                     let p = dir.serve(&shm);
@@ -162,6 +185,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
                     work
                 });
                 if let Some(p) = found {
+                    if p.served > 0 || !p.events.is_empty() {
+                        last_work = cpu::rdtsc();
+                    }
                     b.deliver(&p);
                 }
             }

@@ -94,16 +94,14 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
             } else {
                 alloc::vec::Vec::new()
             };
-            // Doorbells (rings only): every node rings us, a slow safety
-            // tick is enough (net mode keeps its tick for the NICs' timers).
-            let hz = if drivers::ivshmem::doorbell().is_some()
-                && cfg.mode != fabric::config::Mode::Net
-            {
-                fabric::doorbell::SAFETY_TICK_HZ
+            // Doorbells (rings only): every node rings us, so no tick:
+            // the loop wakes on doorbells and on a self-armed timer for its
+            // heartbeat (net mode keeps its tick for the TCP timers).
+            if drivers::ivshmem::doorbell().is_some() && cfg.mode != fabric::config::Mode::Net {
+                arch::interrupts::init_tickless(|| {}, dir::BEAT_PERIOD_NS);
             } else {
-                cfg.tick_hz
-            };
-            arch::interrupts::init_timer(|| {}, hz);
+                arch::interrupts::init_timer(|| {}, cfg.tick_hz);
+            }
             x86_64::instructions::interrupts::enable();
             dir::run(&cfg, shm, disk, nics)
         }

@@ -117,6 +117,7 @@ impl Cluster {
         push("--mem-mb", opts.mem_mb.map(|v| v.to_string()));
         push("--append-extra", opts.append_extra.clone());
         push("--mode", opts.mode.clone());
+        push("--policy", opts.policy.clone());
         push("--storage", opts.storage.clone());
         push("--doorbell", opts.doorbell.clone());
         push(
@@ -350,6 +351,29 @@ impl Cluster {
         self.kill_instance(Instance::Node(node))
     }
 
+    /// Boots a replacement for node `node` (whose QEMU died or was killed)
+    /// into the running cluster (`qemu-run.sh restart`) and waits until it
+    /// joined; returns the launcher's output.
+    pub fn restart_node(&mut self, node: u8) -> Result<String> {
+        self.check_node(node)?;
+        self.consoles.remove(&node);
+        let dir = self.run.path().to_string_lossy().into_owned();
+        let k = node.to_string();
+        let out = qemu_run(
+            &["restart", "--run-dir", &dir, &k],
+            &self.ctl,
+            Duration::from_secs(90),
+        )?;
+        if out.code != Some(0) {
+            return Err(Error::Usage(format!(
+                "qemu-run.sh restart {node} failed ({:?}): {}",
+                out.code,
+                out.text()
+            )));
+        }
+        Ok(out.text())
+    }
+
     /// SIGKILLs the directory's QEMU and waits (5 s at most) until it is gone.
     pub fn kill_directory(&mut self) -> Result<()> {
         self.kill_instance(Instance::Dir)
@@ -447,6 +471,21 @@ impl Cluster {
             if let Some(reason) = self.run.exit_reason(inst) {
                 eprintln!("----- {reason}");
             }
+        }
+        // Logs of instances replaced by `qemu-run.sh restart`
+        // (NAME.log.<ms>), and the ivshmem server's.
+        let mut extra: Vec<std::path::PathBuf> = std::fs::read_dir(self.run.path())
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        extra.retain(|p| {
+            let n = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            n.is_some_and(|n| n.contains(".log.") || n == "ivshmem.log")
+        });
+        extra.sort();
+        for p in extra {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            eprintln!("----- {} ({} bytes) -----", p.display(), text.len());
+            eprintln!("{}", text.replace('\r', ""));
         }
         eprintln!("===== end of logs =====");
     }

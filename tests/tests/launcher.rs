@@ -444,3 +444,72 @@ fn gdb_port_in_use_is_refused_before_booting() {
     let shm = clean.shm.clone();
     assert_nothing_left(&clean.run, &shm);
 }
+
+/// `--shm-path`: a region the user made is used, formatted by the
+/// directory and left in place at stop; a missing or too small one is
+/// refused before anything boots.
+#[test]
+fn shm_path_uses_and_keeps_the_users_region() {
+    let run_dir = absent_run_dir("shm-path");
+    let rd = run_dir.display().to_string();
+    let region = PathBuf::from(format!("/dev/shm/onecopy-test-user-{}", std::process::id()));
+    let small = PathBuf::from(format!("{}-small", region.display()));
+    fs::File::create(&small)
+        .and_then(|f| f.set_len(1 << 20))
+        .expect("small region");
+    let out = run(&[
+        "--no-build",
+        "--run-dir",
+        &rd,
+        "--shm-path",
+        &small.display().to_string(),
+    ]);
+    assert_ne!(out.code, Some(0), "a 1 MiB region: {}", out.text());
+    assert!(
+        out.stderr_text().contains("--shm-mb 64 needs 67108864"),
+        "{}",
+        out.stderr_text()
+    );
+    let out = run(&[
+        "--no-build",
+        "--run-dir",
+        &rd,
+        "--shm-path",
+        "/dev/shm/onecopy-test-none",
+    ]);
+    assert_ne!(out.code, Some(0), "a missing region: {}", out.text());
+    assert!(
+        out.stderr_text().contains("no such file"),
+        "{}",
+        out.stderr_text()
+    );
+    fs::remove_file(&small).ok();
+    fs::File::create(&region)
+        .and_then(|f| f.set_len(64 << 20))
+        .expect("region");
+    let out = run(&[
+        "--no-build",
+        "--run-dir",
+        &rd,
+        "--nodes",
+        "2",
+        "--shm-path",
+        &region.display().to_string(),
+        "-e",
+        "1: write /x through the user's region",
+        "-e",
+        "2: cat /x",
+    ]);
+    let text = out.text();
+    let kept = fs::read(&region).map(|b| b.get(..8).map(|m| m.to_vec()));
+    fs::remove_file(&region).ok();
+    assert_eq!(out.code, Some(0), "{text}");
+    assert!(text.contains("[n2] through the user's region"), "{text}");
+    assert!(text.contains("not removed at stop"), "{text}");
+    assert_eq!(
+        kept.ok().flatten().as_deref(),
+        Some(&b"ONECOPY1"[..]),
+        "the region survives the stop, formatted by the directory"
+    );
+    let _ = fs::remove_dir_all(&run_dir);
+}

@@ -6,8 +6,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::os::{
-    Attr, BatchIo, ClusterInfo, DirEntry, Errno, Fd, FileKind, MmapIo, NodeInfo, OpenFlags, Os,
-    RingSamples,
+    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Errno, Fd, FileKind, LocalityRange,
+    MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
 };
 use fabric::proto::MAX_NAME;
 
@@ -54,6 +54,8 @@ pub struct MockOs {
     pub ring_samples: Vec<u64>,
     /// `bench_doorbell` is supported (returns the ring samples).
     pub doorbells: bool,
+    /// The atomics probe of `bench atomics`.
+    pub atomic_probe: u64,
     /// Every path handed to the OS, in order.
     pub paths: Vec<String>,
     /// Number of `sync` / `fsync` calls.
@@ -72,6 +74,10 @@ pub struct MockOs {
     next_fd: u32,
     next_ino: u64,
     faults: BTreeMap<&'static str, Fault>,
+    /// The eviction controls (`None`: the mode has none, NotSupported).
+    pub controls: Option<CacheControls>,
+    /// What `locality` answers, by path (other paths: `NotFound`).
+    pub locality: BTreeMap<String, Vec<LocalityRange>>,
 }
 
 impl Default for MockOs {
@@ -125,6 +131,7 @@ impl MockOs {
             },
             ring_samples: alloc::vec![250, 230, 240, 900, 235],
             doorbells: false,
+            atomic_probe: 0,
             paths: Vec::new(),
             syncs: 0,
             write_sizes: Vec::new(),
@@ -136,6 +143,8 @@ impl MockOs {
             next_fd: 3,
             next_ino: 2,
             faults: BTreeMap::new(),
+            controls: Some(CacheControls::default()),
+            locality: BTreeMap::new(),
         }
     }
 
@@ -310,6 +319,21 @@ impl MockOs {
 }
 
 impl Os for MockOs {
+    fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
+        self.controls.ok_or(Errno::NotSupported)
+    }
+
+    fn set_cache_controls(&mut self, controls: CacheControls) -> Result<(), Errno> {
+        let c = self.controls.as_mut().ok_or(Errno::NotSupported)?;
+        *c = controls;
+        Ok(())
+    }
+
+    fn locality(&mut self, path: &str) -> Result<Vec<LocalityRange>, Errno> {
+        self.paths.push(path.to_string());
+        self.locality.get(path).cloned().ok_or(Errno::NotFound)
+    }
+
     fn print(&mut self, s: &str) {
         self.out.push_str(s);
     }
@@ -625,6 +649,14 @@ impl Os for MockOs {
             .cycle()
             .take(count)
             .collect())
+    }
+
+    /// One instance alone: every increment lands; 1 ns each.
+    fn bench_atomics(&mut self, count: u64) -> Result<(u64, u64, u64), Errno> {
+        self.check("bench_atomics")?;
+        let before = self.atomic_probe;
+        self.atomic_probe = if count == 0 { 0 } else { before + count };
+        Ok((before, self.atomic_probe, count))
     }
 
     fn bench_rpc(&mut self, count: usize) -> Result<(&'static str, RingSamples), Errno> {

@@ -5,7 +5,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-pub use fabric::proto::{Attr, DirEntry, Errno, FileKind};
+pub use fabric::config::PolicyName;
+pub use fabric::proto::{Attr, DirEntry, Errno, FileKind, LocalityRange};
 
 /// A file descriptor handed out by [`Os::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +111,21 @@ impl<'a> MmapIo<'a> {
     }
 }
 
+/// Smallest owned-page limit `cache config limit=` accepts: two batches of
+/// page requests, so a batch of misses never has to reclaim its own pages.
+pub const MIN_CACHE_LIMIT: u64 = 64;
+
+/// A node cache's eviction controls (`cache policy`, `cache config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheControls {
+    /// Eviction policy of the owned pages.
+    pub policy: PolicyName,
+    /// Most owned pages (`None`: the whole frame pool).
+    pub limit: Option<u64>,
+    /// Owned pages idle this many seconds are evicted (0: never).
+    pub ttl_s: u64,
+}
+
 /// Largest batch of page requests `bench dir` publishes at once (a ring
 /// holds 64 descriptors).
 pub const MAX_DIR_BATCH: usize = 64;
@@ -160,6 +176,13 @@ pub trait Os {
         Err(Errno::NotSupported)
     }
 
+    /// `bench atomics`: `count` atomic increments (`lock xadd`) of the
+    /// region's atomics probe, or with `count` 0 a reset of it to 0;
+    /// (probe before, probe after, nanoseconds spent).
+    fn bench_atomics(&mut self, _count: u64) -> Result<(u64, u64, u64), Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// `count` doorbell round trips with the directory (ring it, it
     /// answers through the region; it is halted and woken only by the
     /// doorbell), in nanoseconds. `NotSupported` without doorbells.
@@ -183,6 +206,24 @@ pub trait Os {
     /// Give back every cached page through the protocol (`cache drop`);
     /// returns a one-line summary.
     fn cache_drop(&mut self) -> Result<String, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// The node cache's eviction controls (`cache policy`, `cache config`).
+    fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Set the eviction controls at run time (pages now over the limit or
+    /// idle past the TTL are evicted at once).
+    fn set_cache_controls(&mut self, _controls: CacheControls) -> Result<(), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Where the pages of `path` live, as the directory says: runs of
+    /// pages with their owner node and sharer count, or on disk only
+    /// (`locality`).
+    fn locality(&mut self, _path: &str) -> Result<Vec<LocalityRange>, Errno> {
         Err(Errno::NotSupported)
     }
 

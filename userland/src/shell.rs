@@ -29,7 +29,7 @@
 //! # Adding a command
 //!
 //! Add a handler `fn(&mut Ctx, &Args) -> Result<(), Error>` to the module
-//! for its job (`files`, `node`, `bench`) and one [`Command`] entry to
+//! for its job (`files`, `node`, `bench`, `control`) and one [`Command`] entry to
 //! `COMMANDS` (in `commands`). Names of several words (`bench ring`,
 //! `cache stats`) are subcommands: the longest matching name wins, and a
 //! known first word with an unknown second word gets a helpful error.
@@ -46,6 +46,7 @@ use crate::parse::{self, Word};
 
 mod bench;
 mod commands;
+mod control;
 mod files;
 mod node;
 

@@ -5,6 +5,10 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+mod policy;
+
+pub use policy::PolicyName;
+
 /// Which part an instance plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -26,6 +30,13 @@ pub struct BootConfig {
     /// How long the directory keeps spinning after its last request before
     /// it halts between timer ticks (microseconds).
     pub dir_spin_us: u64,
+    /// With doorbells: how long the directory keeps spinning after its last
+    /// request before it halts until a doorbell (microseconds, default
+    /// 200): acks and follow-up requests that come soon need no wakeup.
+    pub dir_bell_spin_us: u64,
+    /// With doorbells: how long a node waiting for the directory spins
+    /// before it sleeps until a doorbell (microseconds, default 20).
+    pub bell_spin_us: u64,
     /// How long a node waits for one directory answer (ms).
     pub rpc_timeout_ms: u64,
     /// Page-cache mode (`mode=private|strong|relaxed|net`, default strong).
@@ -68,6 +79,9 @@ pub struct BootConfig {
     /// fsync, close, sync and under memory pressure, or sent to the file
     /// server on every write.
     pub baseline_writes: BaselineWrites,
+    /// Eviction policy of every node's owned pages (`policy=NAME`,
+    /// default `fifo`; see [`PolicyName`]).
+    pub policy: PolicyName,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -92,6 +106,8 @@ impl BootConfig {
             nodes: 2,
             hb_timeout_ms: 3000,
             dir_spin_us: 5000,
+            dir_bell_spin_us: 200,
+            bell_spin_us: 20,
             rpc_timeout_ms: 10_000,
             mode: Mode::Strong,
             remote_limit: 8192,
@@ -105,6 +121,7 @@ impl BootConfig {
             fill_depth: 32,
             disk_lat_us: None,
             log: log::LevelFilter::Info,
+            policy: PolicyName::Fifo,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -115,6 +132,8 @@ impl BootConfig {
                 "nodes" => c.nodes = num(k, v, 1, crate::layout::MAX_NODES as u64)? as u32,
                 "hb_timeout_ms" => c.hb_timeout_ms = num(k, v, 50, 3_600_000)?,
                 "dir_spin_us" => c.dir_spin_us = num(k, v, 0, 10_000_000)?,
+                "dir_bell_spin_us" => c.dir_bell_spin_us = num(k, v, 0, 10_000_000)?,
+                "bell_spin_us" => c.bell_spin_us = num(k, v, 0, 10_000_000)?,
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
                 "ring_reads" => c.ring_reads = num(k, v, 1, 32)? as u32,
@@ -133,6 +152,11 @@ impl BootConfig {
                 "baseline_writes" => {
                     c.baseline_writes = BaselineWrites::parse(v).ok_or_else(|| {
                         alloc::format!("baseline_writes={v}: expected back or through")
+                    })?
+                }
+                "policy" => {
+                    c.policy = PolicyName::parse(v).ok_or_else(|| {
+                        alloc::format!("policy={v}: expected one of {}", PolicyName::names())
                     })?
                 }
                 "storage" => match v {
@@ -296,6 +320,11 @@ mod tests {
         assert_eq!(c.doorbell_selftest, 0);
         let c = BootConfig::parse("role=node id=1 nodes=1 doorbell_selftest=200").unwrap();
         assert_eq!(c.doorbell_selftest, 200);
+        assert_eq!((c.bell_spin_us, c.dir_bell_spin_us), (20, 200));
+        let c = BootConfig::parse("role=dir nodes=1 bell_spin_us=0 dir_bell_spin_us=1000").unwrap();
+        assert_eq!((c.bell_spin_us, c.dir_bell_spin_us), (0, 1000));
+        assert!(BootConfig::parse("role=dir bell_spin_us=x").is_err());
+        assert!(BootConfig::parse("role=dir dir_bell_spin_us=99999999999").is_err());
     }
 
     #[test]
@@ -338,6 +367,18 @@ mod tests {
         }
         assert!(BootConfig::parse("role=dir baseline_writes=").is_err());
         assert!(BootConfig::parse("role=dir baseline_writes=always").is_err());
+    }
+
+    #[test]
+    fn policy_option() {
+        let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert_eq!(c.policy, PolicyName::Fifo);
+        let c = BootConfig::parse("role=node id=1 nodes=1 policy=s3fifo").unwrap();
+        assert_eq!(c.policy, PolicyName::S3Fifo);
+        assert!(c.unknown.is_empty());
+        let e = BootConfig::parse("role=node id=1 nodes=1 policy=random").unwrap_err();
+        assert!(e.contains("fifo, lru"), "{e}");
+        assert!(BootConfig::parse("role=dir policy=").is_err());
     }
 
     #[test]

@@ -27,10 +27,12 @@
 //! sets its sleeping word, then re-checks for work and halts only if there
 //! is none; a waker publishes its work first and rings only if the target's
 //! word is set. With a full fence on both sides between the store and the
-//! load, one of them sees the other (Dekker), so no wakeup is lost. Under
-//! single-threaded TCG the guest's `mfence` is not emitted as a host fence,
-//! so the window is not closed on this machine: the kernels keep their
-//! timer tick as the backstop (a lost wakeup costs at most one tick).
+//! load, one of them sees the other (Dekker), so no wakeup is lost. Both
+//! functions take that fence as a parameter: a guest's `mfence` is not a
+//! host fence under TCG without its parallel flag (QEMU drops it), so the
+//! kernel passes one that is (`arch::cpu::full_fence`: a port read, which
+//! takes QEMU's big lock, a locked instruction on the host); host tests
+//! pass [`seqcst_fence`].
 
 use core::sync::atomic::{fence, Ordering};
 
@@ -56,11 +58,6 @@ pub const VEC_NOTIFY: u16 = 1;
 pub const VEC_RESPONSE: u16 = 2;
 /// Vectors the kernels use (the device may have more).
 pub const VECTORS_USED: u16 = 3;
-/// Timer tick of an instance that sleeps on doorbells (Hz): only a safety
-/// net for heartbeats, membership checks and a doorbell lost in the
-/// suppression race (TCG drops guest fences); everything else is woken
-/// by doorbells, the console or a NIC.
-pub const SAFETY_TICK_HZ: u32 = 10;
 
 /// Flag: this instance rings the directory when it publishes a request, so
 /// the directory may halt at once when idle instead of spinning.
@@ -230,14 +227,17 @@ impl<'a, M: SharedMem + ?Sized> PeerMap<'a, M> {
 /// Sleeper side: announce the sleep, then re-check `has_work`. Returns true
 /// if the caller may halt (it must clear the word with [`finish_sleep`] when
 /// it wakes); false if work arrived meanwhile (the word is cleared again).
+/// `full_fence` must order the store of the sleeping word before the loads
+/// of `has_work` for every other agent (StoreLoad).
 pub fn prepare_sleep<M: SharedMem + ?Sized>(
     map: &PeerMap<'_, M>,
     me: u32,
+    full_fence: impl FnOnce(),
     has_work: impl FnOnce() -> bool,
 ) -> bool {
     map.set_sleeping(me, true);
     // StoreLoad: the sleeping word must be visible before we look for work.
-    fence(Ordering::SeqCst);
+    full_fence();
     if has_work() {
         map.set_sleeping(me, false);
         return false;
@@ -250,10 +250,21 @@ pub fn finish_sleep<M: SharedMem + ?Sized>(map: &PeerMap<'_, M>, me: u32) {
     map.set_sleeping(me, false);
 }
 
-/// Waker side, after publishing work for `target`: ring or not.
-pub fn ring_decision<M: SharedMem + ?Sized>(map: &PeerMap<'_, M>, target: u32) -> Ring {
-    // StoreLoad: our work must be visible before we read the sleeping word.
+/// The fence of processes that share memory natively (host threads, KVM).
+pub fn seqcst_fence() {
     fence(Ordering::SeqCst);
+}
+
+/// Waker side, after publishing work for `target`: ring or not.
+/// `full_fence` orders the publication before the load of the sleeping
+/// word (StoreLoad), see [`prepare_sleep`].
+pub fn ring_decision<M: SharedMem + ?Sized>(
+    map: &PeerMap<'_, M>,
+    target: u32,
+    full_fence: impl FnOnce(),
+) -> Ring {
+    // StoreLoad: our work must be visible before we read the sleeping word.
+    full_fence();
     match map.peer_of(target) {
         None => Ring::NoPeer,
         Some(p) if map.sleeping(target) => Ring::Peer(p),
@@ -350,17 +361,17 @@ mod tests {
     fn sleeping_word_decides_the_ring() {
         let mem = region();
         let m = PeerMap::new(&**mem);
-        assert_eq!(ring_decision(&m, 0), Ring::NoPeer);
+        assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::NoPeer);
         m.publish(0, 3).unwrap();
-        assert_eq!(ring_decision(&m, 0), Ring::Suppressed);
-        assert!(prepare_sleep(&m, 0, || false));
-        assert_eq!(ring_decision(&m, 0), Ring::Peer(3));
+        assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::Suppressed);
+        assert!(prepare_sleep(&m, 0, seqcst_fence, || false));
+        assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::Peer(3));
         finish_sleep(&m, 0);
-        assert_eq!(ring_decision(&m, 0), Ring::Suppressed);
+        assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::Suppressed);
         // Work found by the re-check: no halt, the word is cleared again.
-        assert!(!prepare_sleep(&m, 0, || true));
+        assert!(!prepare_sleep(&m, 0, seqcst_fence, || true));
         assert!(!m.sleeping(0));
-        assert_eq!(ring_decision(&m, 99), Ring::NoPeer);
+        assert_eq!(ring_decision(&m, 99, seqcst_fence), Ring::NoPeer);
     }
 
     /// Two threads: a producer publishes items and rings only a sleeping
@@ -389,7 +400,9 @@ mod tests {
                         consumed += 1;
                         continue;
                     }
-                    if !prepare_sleep(&m, 1, || produced.load(Ordering::SeqCst) > consumed) {
+                    if !prepare_sleep(&m, 1, seqcst_fence, || {
+                        produced.load(Ordering::SeqCst) > consumed
+                    }) {
                         continue;
                     }
                     // "hlt": wait for the bell, or time out (the tick).
@@ -412,7 +425,7 @@ mod tests {
         let mut rung = 0u64;
         for i in 1..=ITEMS {
             produced.store(i, Ordering::SeqCst);
-            if let Ring::Peer(p) = ring_decision(&m, 1) {
+            if let Ring::Peer(p) = ring_decision(&m, 1, seqcst_fence) {
                 assert_eq!(p, 1);
                 bell.store(true, Ordering::SeqCst);
                 rung += 1;

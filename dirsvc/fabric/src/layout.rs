@@ -32,6 +32,7 @@
 //! | 48  | bulk_off u64         | 136 | dir_state u32 (dynamic)  |
 //! | 56  | bulk_bytes u64       | 144 | dir_heartbeat u64        |
 //! |     |                      | 160 | meta_epoch u64 (dynamic) |
+//! |     |                      | 168 | atomic_probe u64 (`bench atomics`) |
 //! |     |                      | 192 | ping u64 (`bench pingpong`) |
 //! |     |                      | 8128 | pong u64 (directory's echo) |
 //!
@@ -84,6 +85,10 @@ const OFF_PING: usize = 192;
 /// Metadata epoch: bumped by the directory (its only writer) before it
 /// serves any request that may change a file's version or size.
 const OFF_META_EPOCH: usize = 160;
+/// The one word several instances read-modify-write, and only to measure
+/// whether that is atomic across instances (`bench atomics`); every other
+/// shared word has a single writer.
+const OFF_ATOMIC_PROBE: usize = 168;
 /// ...and the directory echoes the value here (another cache line, at the
 /// end of the header, after the node table).
 const OFF_PONG: usize = HEADER_BYTES - 64;

@@ -256,11 +256,19 @@ pub enum Op {
     InvAck = 41,
     /// Page-directory counters -> [`Response::PageStats`].
     PageStats = 42,
+    /// Where a file's pages live: args `[slot, ino, first_page]` ->
+    /// `[count, next_page]` like `Readdir` ([`Response::Entries`]),
+    /// [`LocalityRange`] records in the slot; `next_page == 0` means the
+    /// end.
+    Locality = 43,
+    /// Directory -> owner on the notify ring: `[ino, idx, sharers]`, the
+    /// number of nodes now mapping a page it owns (no ack).
+    Sharers = 44,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 22] = [
+    pub const ALL: [Op; 24] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -283,6 +291,8 @@ impl Op {
         Op::DirInv,
         Op::InvAck,
         Op::PageStats,
+        Op::Locality,
+        Op::Sharers,
     ];
 
     /// Decode a wire opcode.
@@ -375,9 +385,11 @@ fn small(v: u64) -> Result<u32, DecodeError> {
     u32::try_from(v).map_err(|_| DecodeError::BadArgument)
 }
 
+mod locality;
 mod page;
 mod request;
 mod response;
+pub use locality::{LocalityRange, LOCALITY_RECORD};
 pub use page::{reply_code, Notice, PageDirStats, PageKey, PageReply, PageReq};
 pub use request::{op_of, Request};
 pub use response::{DirStats, Response};

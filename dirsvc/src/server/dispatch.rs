@@ -77,10 +77,14 @@ impl<D: BlockDevice> Directory<D> {
                     let a = self.pages.ack(node as u8, key, dirty);
                     self.run(mem, a);
                 }
-                Ok(Notice::DirInv(_)) => {
+                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. })) => {
+                    let op = match n {
+                        Notice::DirInv(_) => Op::DirInv,
+                        _ => Op::Sharers,
+                    };
                     self.last_bad = Some(Event::BadRequest {
                         node,
-                        error: DecodeError::BadOpcode(Op::DirInv as u16),
+                        error: DecodeError::BadOpcode(op as u16),
                     })
                 }
                 Err(error) => self.last_bad = Some(Event::BadRequest { node, error }),
@@ -125,6 +129,7 @@ impl<D: BlockDevice> Directory<D> {
             }
             self.page_ops.insert((node as u8, tag), op);
             log::debug!("node {node} tag {tag}: {p:?}");
+            let before = self.sharer_view(&p.key());
             let busy = self.disk.in_flight() > 0;
             let a = self.pages.handle(&self.layout, node as u8, tag, p);
             if busy
@@ -135,6 +140,7 @@ impl<D: BlockDevice> Directory<D> {
                 self.disk.count_answered_while_busy();
             }
             self.run(mem, a);
+            self.report_sharers(mem, p.key(), before);
             return;
         }
         let mut bulk = ShmBulk::new(mem, self.layout, node);

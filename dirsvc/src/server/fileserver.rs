@@ -152,6 +152,7 @@ impl<D: BlockDevice> Directory<D> {
                 }
             }
             Request::Fsync { .. } => fs.sync().map(|_| Response::Ok),
+            Request::Locality { slot, ino, first } => self.locality(bulk, slot, ino, first),
         }
     }
 

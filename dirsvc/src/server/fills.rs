@@ -121,6 +121,7 @@ impl<D: BlockDevice> Directory<D> {
     /// Commit completed reads, then refill the device.
     fn finish_reads(&mut self, mem: &(impl SharedMem + ?Sized), done: Vec<ReadDone>) {
         let mut acts = Vec::new();
+        let mut filled = Vec::new();
         for d in done {
             let Some(f) = self.disk.complete(d.id) else {
                 continue; // cancelled: the requester failed meanwhile
@@ -150,10 +151,18 @@ impl<D: BlockDevice> Directory<D> {
                 _ => false,
             };
             acts.extend(self.pages.filled(f.key, ok));
+            filled.push(f.key);
         }
         self.pump(&mut acts);
         if !acts.is_empty() {
             self.run(mem, acts);
+        }
+        // Requests that waited for a fill may now map the page: its new
+        // owner learns the sharer count (it started at 0).
+        for key in filled {
+            if let Some((owner, _)) = self.sharer_view(&key) {
+                self.report_sharers(mem, key, Some((owner, 0)));
+            }
         }
     }
 

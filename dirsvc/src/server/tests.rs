@@ -4,7 +4,7 @@
 use super::*;
 use core::cell::{Cell, RefCell};
 use fabric::layout::NodeState;
-use fabric::proto::{DirEntry, Errno, FileKind, Request, Response, DIRENT_SIZE};
+use fabric::proto::{DirEntry, Errno, FileKind, Notice, Request, Response, DIRENT_SIZE};
 use fabric::shm::HeapShm;
 use flatfs::MemDisk;
 use nodepath::client::Client;
@@ -422,7 +422,7 @@ fn single_copy_read_invalidate_with_a_sharer() {
         rig.step();
     }
     assert_eq!(a.recv(&*rig.mem), Ok(None), "no answer before the ack");
-    assert_eq!(nb.poll(&*rig.mem), Ok(Some(key)));
+    assert_eq!(nb.poll(&*rig.mem), Ok(Some(Notice::DirInv(key))));
     nb.ack(&*rig.mem, key, false, &mut || true).unwrap();
     rig.step();
     let (t, d) = a.recv(&*rig.mem).unwrap().expect("answer after the ack");
@@ -456,7 +456,11 @@ fn failed_owner_tears_down_its_pages() {
     // Node 1 goes silent; node 2 keeps beating.
     let h = Header::new(&*rig.mem, rig.layout);
     assert!(rig.step_until_failed(1, &[2], 5000));
-    assert_eq!(nb.poll(&*rig.mem), Ok(Some(key)), "sharer told to unmap");
+    assert_eq!(
+        nb.poll(&*rig.mem),
+        Ok(Some(Notice::DirInv(key))),
+        "sharer told to unmap"
+    );
     // Node 1 cannot rejoin while node 2 still maps its frame.
     h.set_node_state(1, NodeState::Joining);
     h.beat_node(2);
@@ -562,7 +566,7 @@ fn a_pass_reports_which_nodes_got_responses_and_notices() {
     assert_eq!((p.responded, p.noticed), (0, 0b10));
     assert_eq!(p.deliveries().collect::<Vec<_>>(), [(2, true)]);
     let mut nb = nodepath::client::Notifier::new(&rig.layout, 2);
-    assert_eq!(nb.poll(&*rig.mem), Ok(Some(key)));
+    assert_eq!(nb.poll(&*rig.mem), Ok(Some(Notice::DirInv(key))));
     nb.ack(&*rig.mem, key, false, &mut || true).unwrap();
     let p = rig.step();
     assert_eq!((p.responded, p.noticed), (0b01, 0));

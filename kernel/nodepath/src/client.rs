@@ -232,16 +232,19 @@ impl Notifier {
         }
     }
 
-    /// The next invalidation, if any (malformed notices are skipped and
-    /// reported as `Err(Invalid)`).
+    /// The next notice for this node, if any: an invalidation (DIR_INV)
+    /// or a sharer count of a page we own. Malformed notices (and acks,
+    /// which never travel this way) are skipped and reported as
+    /// `Err(Invalid)`.
     pub fn poll(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
-    ) -> Result<Option<fabric::proto::PageKey>, Errno> {
+    ) -> Result<Option<fabric::proto::Notice>, Errno> {
+        use fabric::proto::Notice;
         match self.notify.pop(mem).map_err(ring_err)? {
             None => Ok(None),
-            Some(d) => match fabric::proto::Notice::decode(&d) {
-                Ok(fabric::proto::Notice::DirInv(k)) => Ok(Some(k)),
+            Some(d) => match Notice::decode(&d) {
+                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. })) => Ok(Some(n)),
                 _ => Err(Errno::Invalid),
             },
         }

@@ -44,6 +44,14 @@ pub trait Doorbell {
     fn sleep_until_event(&self, _deadline_ns: u64, _has_work: &mut dyn FnMut() -> bool) -> bool {
         false
     }
+    /// How long a wait spins before it sleeps ([`crate::wait::SPIN_NS`]
+    /// without doorbells). With doorbells a short spin: a node that spins
+    /// keeps its host CPU from the instance whose answer it waits for (a
+    /// sharer it must wait for may run on the same host CPU), and a
+    /// doorbell wakes it when the answer comes.
+    fn spin_ns(&self) -> u64 {
+        crate::wait::SPIN_NS
+    }
 }
 
 /// Page-table entries of the mmap windows.

@@ -13,6 +13,9 @@
 //! * [`private`]: `private` and `net` (per-node caches).
 //! * [`node`]: one node, the operations the shell reaches.
 //! * [`client`]: the node's ring endpoints (requests, notices, acks).
+//! * [`control`]: eviction controls (`cache policy`, `cache config`) and
+//!   `locality PATH`.
+//! * [`policy`]: eviction policies with cache_ext's interface.
 //! * [`pagecache`]: the node cache's bookkeeping (frame pool, owned pages,
 //!   remote mappings, private copies, deferred acks).
 //! * [`netclient`]: `net` mode's client end of a stream connection.
@@ -22,11 +25,13 @@
 extern crate alloc;
 
 pub mod client;
+pub mod control;
 pub mod env;
 pub mod link;
 pub mod netclient;
 pub mod node;
 pub mod pagecache;
+pub mod policy;
 pub mod private;
 #[cfg(test)]
 pub mod rig;
@@ -35,6 +40,8 @@ mod sim;
 pub mod singlecopy;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_policy;
 #[cfg(test)]
 mod tests_writes;
 pub mod vfs;

@@ -132,6 +132,7 @@ impl<E: Env> Link<E> {
     /// mode's transport, if its device was found (file requests never fall
     /// back to the rings in that mode; other modes ignore it).
     pub fn new(env: E, id: u32, mode: Mode, rpc_timeout_ns: u64, net: Option<E::Net>) -> Link<E> {
+        let spin_ns = env.spin_ns();
         Link {
             env,
             id,
@@ -140,7 +141,7 @@ impl<E: Env> Link<E> {
             client: None,
             rpc_timeout_ns,
             reported: false,
-            pending: Waiter::new(rpc_timeout_ns),
+            pending: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             dir_hb: (0, 0),
             recovering: false,
             ring_reads: MAX_RING_READS,
@@ -264,7 +265,7 @@ impl<E: Env> Link<E> {
     pub fn join(&mut self, wait_ns: u64, svc: &mut dyn Session<E>) -> Result<(), Errno> {
         let layout = self.read_layout(wait_ns, svc)?;
         let nonce = self.env.nonce();
-        let mut w = Waiter::new(wait_ns.max(1_000_000_000));
+        let mut w = Waiter::new(wait_ns.max(1_000_000_000)).spinning(self.env.spin_ns());
         let env = &self.env;
         let id = self.id;
         let mut rung = false;
@@ -335,7 +336,7 @@ impl<E: Env> Link<E> {
     /// One synchronous call on the rings.
     pub fn call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<Response, Errno> {
         let layout = self.ensure_joined(svc)?;
-        let mut w = Waiter::new(self.rpc_timeout_ns);
+        let mut w = Waiter::new(self.rpc_timeout_ns).spinning(self.env.spin_ns());
         let env = &self.env;
         let id = self.id;
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
@@ -356,7 +357,7 @@ impl<E: Env> Link<E> {
     /// Publish a request on the rings; returns its tag.
     pub fn send(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<u32, Errno> {
         let layout = self.ensure_joined(svc)?;
-        let mut w = Waiter::new(self.rpc_timeout_ns);
+        let mut w = Waiter::new(self.rpc_timeout_ns).spinning(self.env.spin_ns());
         let env = &self.env;
         let id = self.id;
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;

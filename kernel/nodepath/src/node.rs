@@ -45,6 +45,8 @@ pub struct NodeConfig {
     /// Most pages the node's own caches hold (private-cache pages, relaxed
     /// private copies); 0: the mode's default.
     pub cache_pages: usize,
+    /// Eviction policy of the single-copy cache's owned pages at boot.
+    pub policy: fabric::config::PolicyName,
 }
 
 /// The pages a node's own caches may hold (`private`/`net` page cache,
@@ -57,12 +59,11 @@ pub fn cache_pages_for_heap(heap: usize) -> usize {
 /// The data path for `mode`: the only place the mode picks code.
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
-        Mode::Strong | Mode::Relaxed => Box::new(SingleCopy::new(
-            cfg.mode,
-            cfg.remote_limit,
-            cfg.cxl_ns,
-            cfg.cache_pages,
-        )),
+        Mode::Strong | Mode::Relaxed => {
+            let mut sc = SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns, cfg.cache_pages);
+            sc.set_default_policy(cfg.policy);
+            Box::new(sc)
+        }
         Mode::Private | Mode::Net => {
             Box::new(Private::new(cfg.mode, cfg.baseline_writes, cfg.cache_pages))
         }
@@ -302,8 +303,20 @@ impl<E: Env> Node<E> {
             return Ok(()); // all hits: nothing to ask, nothing to allocate
         }
         let pages = self.batch_pages(ios)?;
+        let epoch = self.link.meta_epoch();
         let (dp, meta) = self.vfs.parts();
-        dp.prefetch(&mut self.link, meta, &pages)
+        dp.prefetch(&mut self.link, meta, &pages)?;
+        // The batch's reads copy pages it fetched without a validation of
+        // their own: if any file changed while it fetched (a truncate by
+        // another node can complete meanwhile), refresh the batch's files
+        // first, so no read sees fetched pages under a stale size.
+        if epoch.is_some() && self.link.meta_epoch() != epoch {
+            let inos: alloc::collections::BTreeSet<u64> = pages.iter().map(|p| p.0).collect();
+            for ino in inos {
+                self.vfs.revalidate(&mut self.link, ino)?;
+            }
+        }
+        Ok(())
     }
 
     /// `bench dir`: map and drop every page of `ino` (`size` bytes, owned

@@ -9,15 +9,18 @@
 //! through one method, so the kernel and the simulation cannot drift apart.
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 pub use fabric::config::Mode;
 use fabric::proto::{PageKey, PageReply, PageReq};
 
+use crate::policy::{Evictor, PolicyName};
+
 /// Page size (the one constant, re-exported for the data path).
 pub use fabric::PAGE_SIZE as PAGE;
 
+mod policy;
 mod reclaim;
 mod types;
 
@@ -44,8 +47,21 @@ pub struct NodeCache {
     /// page is (an `Owner` answer, or a DIR_INV) or the session ends.
     orphans: BTreeMap<u64, PageKey>,
     pool: (u64, u64),
-    /// Owned pages in install order: reclaim victims (FIFO).
-    owned: VecDeque<PageKey>,
+    /// Owned pages (`Local`), in the eviction policy's lists: reclaim
+    /// victims come from its `evict_folios` (see `reclaim`).
+    evict: Evictor,
+    /// Most owned pages (plus misses in flight) kept, below the pool
+    /// (`cache config limit=`); `None`: the pool is the limit.
+    limit: Option<usize>,
+    /// Owned pages idle longer than this (ns) are reclaimed by
+    /// [`NodeCache::expired`] (`cache config ttl=`); 0: never.
+    ttl_ns: u64,
+    /// Pages `[first, end)` of an inode that reclaim must not take: a
+    /// write's chunk whose new size is not published yet (pages past the
+    /// published end of file are not written back, so reclaiming them
+    /// would lose the data; with FIFO they were never the oldest, with
+    /// other policies they may be the first candidates).
+    pinned: Option<(u64, u64, u64)>,
     remote: usize,
     /// Private copies (relaxed), counted as they come and go: the bound
     /// is checked on every write.
@@ -67,7 +83,10 @@ impl NodeCache {
             free: (pool.0..pool.1).rev().collect(),
             orphans: BTreeMap::new(),
             pool,
-            owned: VecDeque::new(),
+            evict: Evictor::new(PolicyName::Fifo),
+            limit: None,
+            ttl_ns: 0,
+            pinned: None,
             remote: 0,
             private: 0,
             remote_limit,
@@ -138,8 +157,10 @@ impl NodeCache {
     pub fn lookup(&mut self, key: &PageKey) -> Hit {
         match self.slots.get(key) {
             Some(Slot::Local { gfn, .. }) => {
+                let gfn = *gfn;
                 self.stats.hits_local += 1;
-                Hit::Local(*gfn)
+                self.evict.accessed(*key);
+                Hit::Local(gfn)
             }
             Some(Slot::Remote { gfn, .. }) => {
                 self.stats.hits_remote += 1;
@@ -174,6 +195,13 @@ impl NodeCache {
     /// pool is empty (reclaim first) or the page is already in flight.
     pub fn start_miss(&mut self, key: PageKey, full_write: bool) -> Option<PageReq> {
         if self.inflight.contains_key(&key) {
+            return None;
+        }
+        if self
+            .limit
+            .is_some_and(|l| self.evict.len() + self.inflight.len() >= l)
+        {
+            // At the configured limit: reclaim first, as for an empty pool.
             return None;
         }
         let frame = self.free.pop()?;
@@ -340,7 +368,7 @@ impl NodeCache {
 
     fn install(&mut self, key: PageKey, slot: Slot) {
         self.replace(key, slot);
-        self.owned.push_back(key);
+        self.evict.added(key);
     }
 
     /// Set a slot, releasing what the old one held.
@@ -515,7 +543,7 @@ impl NodeCache {
             | Some(Slot::Reclaiming { gfn })
             | Some(Slot::Reserved { gfn }) => {
                 self.slots.remove(key);
-                self.owned.retain(|k| k != key);
+                self.evict.removed(key);
                 self.free.push(gfn);
                 false
             }
@@ -532,12 +560,14 @@ impl NodeCache {
         self.acks.clear();
         self.dropped_dirty.clear();
         self.orphans.clear();
-        self.owned.clear();
+        self.evict.reset();
         self.remote = 0;
         self.private = 0;
         self.free = (self.pool.0..self.pool.1).rev().collect();
     }
 }
 
+#[cfg(test)]
+mod policy_tests;
 #[cfg(test)]
 mod tests;

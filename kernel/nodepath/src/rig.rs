@@ -239,6 +239,8 @@ pub struct RigConfig {
     pub baseline_writes: BaselineWrites,
     /// Most pages a node's own cache holds (0: the mode's default).
     pub cache_pages: usize,
+    /// Eviction policy of every node at boot.
+    pub policy: fabric::config::PolicyName,
 }
 
 impl RigConfig {
@@ -253,6 +255,7 @@ impl RigConfig {
             rpc_timeout_ns: 10_000_000_000,
             baseline_writes: BaselineWrites::Back,
             cache_pages: 0,
+            policy: fabric::config::PolicyName::Fifo,
         }
     }
 }
@@ -312,6 +315,7 @@ impl Rig {
                 cxl_ns: 0,
                 baseline_writes: cfg.baseline_writes,
                 cache_pages: cfg.cache_pages,
+                policy: cfg.policy,
             };
             let node = Rc::new(RefCell::new(Node::new(env, ncfg, None)));
             sh.nodes.borrow_mut().push((id, Rc::downgrade(&node)));

@@ -1,6 +1,9 @@
 //! Host tests of the whole node data path: a real directory and two (or
 //! more) nodes in one process ([`crate::rig`]).
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use fabric::config::Mode;
 use fabric::proto::{Errno, PageKey};
 use fabric::shm::SharedMem;
@@ -637,4 +640,40 @@ fn a_sleeping_node_rechecks_its_rings_and_waits_still_complete() {
     rig.node(1).ring_call(&Request::Nop).unwrap();
     write_file(&mut rig.node(1), "/g", &pattern(4096, 3));
     assert_eq!(read_file(&mut rig.node(1), "/g"), pattern(4096, 3));
+}
+
+#[test]
+fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
+    // Node 1 truncates the file while node 2's batch waits for its pages:
+    // the batch's reads must clip at the new size, not copy the fetched
+    // (or zeroed) pages under the old one.
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let data = pattern(8 * 4096, 11);
+    write_file(&mut rig.node(1), "/t", &data);
+    let fd2 = rig.node(2).open("/t", OpenFlags::default()).unwrap();
+    let n1 = rig.node_rc(1);
+    let done = Rc::new(Cell::new(false));
+    let flag = done.clone();
+    rig.set_hook(Some(Box::new(move |me| {
+        if me != 2 || flag.get() {
+            return;
+        }
+        if let Ok(mut n) = n1.try_borrow_mut() {
+            let fd = n.open("/t", OpenFlags::default()).unwrap();
+            n.truncate(fd, 4096).unwrap();
+            n.close(fd).unwrap();
+            flag.set(true);
+        }
+    })));
+    let mut n = rig.node(2);
+    let mut buf = vec![0u8; 8 * 4096];
+    n.prepare_batch(&[BatchIo::new(fd2, 0, false, &mut buf)])
+        .unwrap();
+    rig.set_hook(None);
+    assert!(done.get(), "the truncate ran inside the batch");
+    // The batch's read, as `Os::io_batch` runs it after the prefetch.
+    n.seek(fd2, 0).unwrap();
+    let got = n.read(fd2, &mut buf).unwrap();
+    assert_eq!(got, 4096, "the read clipped at the new size");
+    assert_eq!(&buf[..4096], &data[..4096]);
 }

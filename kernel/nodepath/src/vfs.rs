@@ -304,6 +304,12 @@ impl<E: Env> Vfs<E> {
     }
 
     /// Refresh the size of `ino` from the directory.
+    /// Learn the directory's current attributes of `ino` (a batch that
+    /// saw the metadata epoch move, see `Node::prepare_batch`).
+    pub fn revalidate(&mut self, link: &mut Link<E>, ino: u64) -> Result<(), Errno> {
+        self.refresh(link, ino).map(|_| ())
+    }
+
     fn refresh(&mut self, link: &mut Link<E>, ino: u64) -> Result<u64, Errno> {
         let a = getattr(link, &mut *self.dp, ino)?;
         self.learn(&a);

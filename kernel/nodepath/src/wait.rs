@@ -6,7 +6,9 @@
 
 /// The directory is considered gone when its heartbeat stops this long.
 pub const DIR_SILENT_NS: u64 = 1_500_000_000;
-/// Spin this long before halting while waiting for an answer.
+/// Spin this long before halting while waiting for an answer (without
+/// doorbells: a halt then lasts until the next timer tick). With doorbells
+/// the kernel picks a shorter spin ([`crate::env::Doorbell::spin_ns`]).
 pub const SPIN_NS: u64 = 200_000;
 
 /// What to do next.
@@ -25,6 +27,7 @@ pub enum Step {
 #[derive(Debug, Clone, Copy)]
 pub struct Waiter {
     timeout_ns: u64,
+    spin_ns: u64,
     /// (start, last heartbeat seen, when it last changed)
     state: Option<(u64, u64, u64)>,
 }
@@ -34,8 +37,15 @@ impl Waiter {
     pub fn new(timeout_ns: u64) -> Waiter {
         Waiter {
             timeout_ns,
+            spin_ns: SPIN_NS,
             state: None,
         }
+    }
+
+    /// The same wait, spinning `spin_ns` before it halts.
+    pub fn spinning(mut self, spin_ns: u64) -> Waiter {
+        self.spin_ns = spin_ns;
+        self
     }
 
     /// Start over (progress was made).
@@ -67,7 +77,7 @@ impl Waiter {
             self.state = None;
             return Step::GiveUp;
         }
-        if elapsed < SPIN_NS {
+        if elapsed < self.spin_ns {
             Step::Spin
         } else {
             Step::Halt
@@ -120,6 +130,16 @@ mod tests {
         assert_eq!(w.deadline(), 1_001);
         assert_ne!(w.step(1_000, 0), Step::GiveUp);
         assert_eq!(w.step(w.deadline(), 0), Step::GiveUp);
+    }
+
+    #[test]
+    fn the_spin_is_configurable() {
+        let mut w = Waiter::new(1_000_000).spinning(20_000);
+        assert_eq!(w.step(0, 0), Step::Spin);
+        assert_eq!(w.step(19_999, 0), Step::Spin);
+        assert_eq!(w.step(20_000, 0), Step::Halt);
+        let mut w = Waiter::new(1_000_000).spinning(0);
+        assert_eq!(w.step(5, 0), Step::Halt);
     }
 
     #[test]

@@ -89,3 +89,38 @@ pub fn eoi() {
         write(REG_EOI, 0);
     }
 }
+
+const REG_LVT_TIMER: usize = 0x320;
+const REG_TIMER_INIT: usize = 0x380;
+const REG_TIMER_CURRENT: usize = 0x390;
+const REG_TIMER_DIVIDE: usize = 0x3E0;
+/// Divide configuration "by 1".
+const DIVIDE_BY_1: u32 = 0b1011;
+const LVT_MASKED: u32 = 1 << 16;
+
+/// Calibrate the APIC timer against the TSC over `us` microseconds: its
+/// counts per microsecond (QEMU's counts at 1 GHz with divide 1), at least
+/// 1. Leaves the timer masked and stopped.
+pub fn timer_calibrate(us: u64) -> u64 {
+    write(
+        REG_LVT_TIMER,
+        LVT_MASKED | super::interrupts::APIC_TIMER_VECTOR as u32,
+    );
+    write(REG_TIMER_DIVIDE, DIVIDE_BY_1);
+    write(REG_TIMER_INIT, u32::MAX);
+    let t0 = super::time::now_ns();
+    while super::time::now_ns() - t0 < us * 1000 {
+        core::hint::spin_loop();
+    }
+    let elapsed = u32::MAX - read(REG_TIMER_CURRENT);
+    let ns = (super::time::now_ns() - t0).max(1);
+    write(REG_TIMER_INIT, 0);
+    (elapsed as u64 * 1000 / ns).max(1)
+}
+
+/// Arm the APIC timer once: interrupt [`super::interrupts::APIC_TIMER_VECTOR`]
+/// after `counts` (replaces any armed count; 0 stops it).
+pub fn timer_oneshot(counts: u32) {
+    write(REG_LVT_TIMER, super::interrupts::APIC_TIMER_VECTOR as u32); // one-shot, unmasked
+    write(REG_TIMER_INIT, counts);
+}

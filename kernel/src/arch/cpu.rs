@@ -89,3 +89,44 @@ pub fn halt_forever() -> ! {
 pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
     x86_64::instructions::interrupts::without_interrupts(f)
 }
+
+/// Does the CPU run under KVM (CPUID hypervisor leaf "KVMKVMKVM")? Then a
+/// guest `mfence` is a real fence; under TCG it is not (see [`full_fence`]).
+fn under_kvm() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    // 0 = not probed, 1 = no, 2 = yes.
+    static KVM: AtomicU8 = AtomicU8::new(0);
+    match KVM.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            use core::arch::x86_64::__cpuid;
+            // `cpuid` is safe on x86_64; leaf 0x4000_0000 is the hypervisor
+            // range (garbage without a hypervisor, which fails the compare).
+            let hv = __cpuid(1).ecx & (1 << 31) != 0;
+            let l = __cpuid(0x4000_0000);
+            let sig = [l.ebx, l.ecx, l.edx];
+            let yes = hv && sig == [0x4b4d_564b, 0x564b_4d56, 0x0000_004d];
+            KVM.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
+/// A StoreLoad fence that holds against the other instances sharing the
+/// region (the doorbells' event suppression needs one on both sides).
+/// Under TCG without its parallel flag (one vCPU per QEMU), QEMU drops a
+/// guest `mfence`, so the store of a sleeping word and the load of a ring
+/// index could pass each other in the host CPU's store buffer and a
+/// wakeup be lost. A port read is dispatched by QEMU under its big lock
+/// (`prepare_mmio_access`): taking a host mutex is a locked instruction,
+/// a full fence on the host. Under KVM `mfence` is enough (a port read
+/// would be a VM exit).
+#[inline]
+pub fn full_fence() {
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    if !under_kvm() {
+        // The master PIC's mask register: reading it has no side effect.
+        let _ = super::inb(0x21);
+    }
+}

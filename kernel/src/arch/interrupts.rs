@@ -44,6 +44,8 @@ static TICK_HOOK: Once<fn()> = Once::new();
 static TICK_DRIVER_HOOK: Once<fn()> = Once::new();
 /// First vector of the APIC-delivered (MSI-X) interrupts.
 pub const MSI_BASE: u8 = 48;
+/// Vector of the local APIC timer (tickless mode, [`super::timer`]).
+pub const APIC_TIMER_VECTOR: u8 = 52;
 /// How many MSI-X vectors have entry stubs (`MSI_BASE..MSI_BASE+MSI_COUNT`).
 pub const MSI_COUNT: u8 = 4;
 static MSI_HANDLER: Once<fn(u8)> = Once::new();
@@ -103,7 +105,7 @@ isr_stub_\n:
     .irp n, 32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47
     ISR_NOERR \n
     .endr
-    .irp n, 48,49,50,51,255
+    .irp n, 48,49,50,51,52,255
     ISR_NOERR \n
     .endr
 
@@ -219,6 +221,7 @@ extern "C" {
     fn isr_stub_49();
     fn isr_stub_50();
     fn isr_stub_51();
+    fn isr_stub_52();
     fn isr_stub_255();
 }
 
@@ -293,6 +296,7 @@ pub fn init_idt() {
             for (i, f) in msis.iter().enumerate() {
                 idt[MSI_BASE + i as u8].set_handler_addr(addr(*f));
             }
+            idt[APIC_TIMER_VECTOR].set_handler_addr(addr(isr_stub_52));
             idt[super::apic::SPURIOUS_VECTOR].set_handler_addr(addr(isr_stub_255));
         }
         idt
@@ -328,6 +332,25 @@ fn set_pic_mask(line: u8, masked: bool) {
     let bit = 1u8 << (line % 8);
     let m = inb(port);
     outb(port, if masked { m | bit } else { m & !bit });
+}
+
+/// Tickless mode (doorbells): remap the PICs as [`init_timer`] does, stop
+/// the PIT (one-shot mode, IRQ 0 masked: QEMU then runs no timer for it)
+/// and let the local APIC timer run `hook` every `period_ns` and end the
+/// halts at their deadlines ([`super::timer`]). Needs the local APIC.
+pub fn init_tickless(hook: fn(), period_ns: u64) {
+    init_timer(hook, 1000);
+    super::cpu::without_interrupts(|| {
+        outb(0x43, 0x30); // channel 0, lo/hi, mode 0 (one count, no reload)
+        outb(0x40, 0xFF);
+        outb(0x40, 0xFF);
+        set_pic_mask(0, true);
+        TICK_HZ.store(
+            (1_000_000_000 / period_ns.max(1)).max(1) as u32,
+            Ordering::Relaxed,
+        );
+        super::timer::init(period_ns);
+    });
 }
 
 /// Route a level-triggered device line (8259 line 1..15, e.g. a PCI INTx
@@ -407,18 +430,32 @@ const NAMES: [&str; 32] = [
     "reserved",
 ];
 
+/// A tick (the PIT's, or a tickless kernel's housekeeping beat).
+fn run_tick_hooks() {
+    TICKS.fetch_add(1, Ordering::Relaxed);
+    if let Some(h) = TICK_HOOK.get() {
+        h();
+    }
+    if let Some(h) = TICK_DRIVER_HOOK.get() {
+        h();
+    }
+}
+
 #[unsafe(no_mangle)]
 extern "C" fn isr_dispatch(f: &mut TrapFrame) {
     let v = f.vector;
     if v == TIMER_VECTOR as u64 {
-        TICKS.fetch_add(1, Ordering::Relaxed);
-        if let Some(h) = TICK_HOOK.get() {
-            h();
-        }
-        if let Some(h) = TICK_DRIVER_HOOK.get() {
-            h();
+        if !super::timer::tickless() {
+            run_tick_hooks();
         }
         outb(0x20, 0x20);
+        return;
+    }
+    if v == APIC_TIMER_VECTOR as u64 {
+        if super::timer::on_interrupt() {
+            run_tick_hooks();
+        }
+        super::apic::eoi();
         return;
     }
     if (MSI_BASE as u64..(MSI_BASE + MSI_COUNT) as u64).contains(&v) {

@@ -8,6 +8,7 @@ pub mod interrupts;
 pub mod pvh;
 pub mod serial;
 pub mod time;
+pub mod timer;
 
 use x86_64::instructions::port::Port;
 

@@ -214,7 +214,8 @@ fn on_msi(index: u8) {
 
 fn on_tick() {
     if let Some(d) = DOORBELL.get() {
-        if interrupts::ticks().is_multiple_of(8) {
+        // Tickless: every housekeeping beat (a few per second).
+        if crate::arch::timer::tickless() || interrupts::ticks().is_multiple_of(8) {
             d.publish();
         }
     }
@@ -288,7 +289,7 @@ impl Doorbell {
     /// sleeps (its sleeping word is set), with its current peer id from the
     /// region (bounds-checked). Returns what was done.
     pub fn ring_instance(&self, instance: u32, vector: u16) -> Ring {
-        let r = db::ring_decision(&self.map(), instance);
+        let r = db::ring_decision(&self.map(), instance, cpu::full_fence);
         match r {
             Ring::Peer(p) => {
                 if self.ring(p, vector).is_err() {
@@ -334,14 +335,15 @@ impl Doorbell {
         self.map().flags(instance) & db::FLAG_RINGS_DIRECTORY != 0
     }
 
-    /// Sleep until a doorbell (or any interrupt: the tick bounds it),
+    /// Sleep until a doorbell or any other interrupt (tickless: the APIC
+    /// timer armed for `deadline_ns` or the next housekeeping beat),
     /// unless `has_work` (checked after the sleeping word is set, with
     /// interrupts off) finds work, or `deadline_ns` (`time::now_ns`) passed.
     /// Halts at most once; callers loop.
     pub fn sleep_until_event(&self, deadline_ns: u64, has_work: impl FnOnce() -> bool) -> Wake {
         x86_64::instructions::interrupts::disable();
         let m = self.map();
-        if !db::prepare_sleep(&m, self.me, has_work) {
+        if !db::prepare_sleep(&m, self.me, cpu::full_fence, has_work) {
             x86_64::instructions::interrupts::enable();
             return Wake::Work;
         }
@@ -352,7 +354,9 @@ impl Doorbell {
         }
         let before = self.received_total();
         self.sleeps.fetch_add(1, Ordering::Relaxed);
-        cpu::wait_for_interrupt(); // sti; hlt: returns after the handler
+        // sti; hlt with the timer armed for the deadline (tickless):
+        // returns after the handler of whatever interrupt came.
+        crate::arch::timer::halt_until(deadline_ns);
         db::finish_sleep(&m, self.me);
         if self.received_total() != before {
             Wake::Doorbell

@@ -263,6 +263,7 @@ impl VirtioDisk {
             if cpu::rdtsc().wrapping_sub(start) > self.timeout_cycles {
                 return Err(IoError);
             }
+            io_pause();
         }
         let token = self.submit(None, lba, data)?;
         loop {
@@ -276,7 +277,29 @@ impl VirtioDisk {
                         .result;
                 }
             }
+            io_pause();
         }
+    }
+}
+
+/// Tickless (doorbells): halt this long between polls of the used ring.
+const IO_POLL_HALT_NS: u64 = 20_000;
+
+/// Between two polls of the used ring (the disk's interrupts are off).
+/// Tickless, halt `IO_POLL_HALT_NS`: QEMU's threads that carry the I/O
+/// (its main loop and AIO workers) share the directory's pinned host CPU,
+/// and a vCPU spinning without any interrupt kept them off it for
+/// milliseconds. With the tick, spin as before. The interrupt flag is
+/// left as it was.
+fn io_pause() {
+    if crate::arch::timer::tickless() {
+        let were_on = x86_64::instructions::interrupts::are_enabled();
+        crate::arch::timer::halt_for(IO_POLL_HALT_NS);
+        if !were_on {
+            x86_64::instructions::interrupts::disable();
+        }
+    } else {
+        core::hint::spin_loop();
     }
 }
 
@@ -307,6 +330,7 @@ impl BlockDevice for VirtioDisk {
             if cpu::rdtsc().wrapping_sub(start) > self.timeout_cycles {
                 return Err(IoError);
             }
+            io_pause();
         }
         self.blk.flush().map_err(|_| IoError)
     }
@@ -357,6 +381,7 @@ impl BlockDevice for VirtioDisk {
             if !out.is_empty() || !pending {
                 return;
             }
+            io_pause();
         }
     }
 }

@@ -24,6 +24,11 @@ use crate::arch::{cpu, serial, time};
 use crate::klog;
 use crate::mm::paging;
 
+/// How often an idle node checks its membership (directory silent, failed).
+const IDLE_CHECK_NS: u64 = 100_000_000;
+/// The same, tickless (doorbells): every timer wakeup costs the host CPU.
+const IDLE_CHECK_BELL_NS: u64 = 250_000_000;
+
 /// How long a booting node waits for the directory to format the region.
 const BOOT_WAIT_NS: u64 = 15_000_000_000;
 
@@ -35,7 +40,8 @@ static NODE: Mutex<Option<Node<KEnv>>> = Mutex::new(None);
 // The library's window addresses are the range the kernel reserves.
 const _: () = assert!(nodepath::singlecopy::MMAP_BASE == paging::WINDOW.start);
 
-/// Timer hook: bump this node's heartbeat every 10 ms.
+/// Timer hook: bump this node's heartbeat every 10 ms (tickless: every
+/// housekeeping beat).
 fn tick() {
     let every = (crate::arch::interrupts::tick_hz() / 100).max(1) as u64;
     if !crate::arch::interrupts::ticks().is_multiple_of(every) {
@@ -53,6 +59,8 @@ pub struct KEnv {
     zero_pa: u64,
     /// The doorbell (`None`: off, or `net` mode): waits sleep on it.
     bell: Option<&'static crate::drivers::ivshmem::Doorbell>,
+    /// With doorbells: how long a wait spins before it sleeps (ns).
+    bell_spin_ns: u64,
 }
 
 impl Doorbell for KEnv {
@@ -68,6 +76,12 @@ impl Doorbell for KEnv {
         b.sleep_until_event(deadline_ns, has_work);
         true
     }
+    fn spin_ns(&self) -> u64 {
+        match self.bell {
+            Some(_) => self.bell_spin_ns,
+            None => nodepath::wait::SPIN_NS,
+        }
+    }
 }
 
 impl Clock for KEnv {
@@ -78,7 +92,9 @@ impl Clock for KEnv {
         if spinning {
             cpu::pause();
         } else {
-            cpu::wait_for_interrupt();
+            // Tickless: a polling wait's step is a 1 ms timer (else the
+            // next tick).
+            crate::arch::timer::halt_for(1_000_000);
         }
     }
 }
@@ -150,19 +166,30 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let shm: &'static RawShm = SHM.call_once(|| shm);
     // Doorbells (the rings' modes): tickless idle. The node rings the
     // directory for every request, sleeps until a doorbell or console
-    // input, and keeps only a slow safety tick (heartbeat, checks).
+    // input, and is tickless (a self-armed timer for its deadlines and the
+    // heartbeat).
     let bell = crate::drivers::ivshmem::doorbell().filter(|_| cfg.mode != Mode::Net);
-    let hz = match bell {
-        Some(_) => fabric::doorbell::SAFETY_TICK_HZ,
-        None => cfg.tick_hz,
-    };
-    crate::arch::interrupts::init_timer(tick, hz);
+    // Tickless: the heartbeat is a self-armed timer, four beats per
+    // directory timeout (hb_timeout_ms), at most every 250 ms.
+    let beat_ns = (cfg.hb_timeout_ms * 1_000_000 / 4).min(IDLE_CHECK_BELL_NS);
+    match bell {
+        Some(_) => crate::arch::interrupts::init_tickless(tick, beat_ns),
+        None => crate::arch::interrupts::init_timer(tick, cfg.tick_hz),
+    }
     if let Some(b) = bell {
         serial::enable_rx_irq();
         crate::arch::interrupts::claim_irq(serial::IRQ);
         b.set_rings_directory(true);
-        log::info!("doorbell: node sleeps on doorbells, safety tick {hz} Hz");
+        log::info!(
+            "doorbell: node sleeps on doorbells, tickless (heartbeat every {} ms)",
+            beat_ns / 1_000_000
+        );
     }
+    let check_ns = if bell.is_some() {
+        IDLE_CHECK_BELL_NS
+    } else {
+        IDLE_CHECK_NS
+    };
     x86_64::instructions::interrupts::enable();
     let net = if cfg.mode == Mode::Net {
         net_link(id, cfg.rpc_timeout_ms * 1_000_000)
@@ -173,6 +200,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         shm,
         zero_pa: paging::zero_page().unwrap_or(0),
         bell,
+        bell_spin_ns: cfg.bell_spin_us * 1000,
     };
     let ncfg = NodeConfig {
         id,
@@ -183,6 +211,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         cxl_ns: cfg.cxl_ns,
         baseline_writes: cfg.baseline_writes,
         cache_pages: nodepath::node::cache_pages_for_heap(crate::mm::heap_bytes()),
+        policy: cfg.policy,
     };
     log::info!(
         "node cache: {} pages (a third of the {} MiB kernel heap)",
@@ -202,13 +231,15 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     loop {
         let Some(b) = serial::try_read() else {
             let now = time::now_ns();
-            let check = now - last_check > 100_000_000;
+            let check = now - last_check > check_ns;
             if check {
                 last_check = now;
             }
             let _ = with(|n| {
                 if check {
                     n.check();
+                    // Pages idle past `cache config ttl=` go now.
+                    n.expire();
                 }
                 Ok(n.service())
             });
@@ -217,7 +248,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
                 // next membership check; the node's lock is held, which
                 // only the window fault handler tries (never while idle).
                 crate::arch::interrupts::rearm_irq(serial::IRQ);
-                let deadline = last_check + 100_000_000;
+                let deadline = last_check + check_ns + 1;
                 let _ = with(|n| Ok(n.idle_sleep(deadline, &mut serial::rx_ready)));
             } else {
                 cpu::wait_for_interrupt();

@@ -10,7 +10,8 @@ use userland::stats::keys;
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, Request, Response};
 use userland::os::{
-    Attr, BatchIo, ClusterInfo, DirEntry, Fd, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
+    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Fd, LocalityRange, MmapIo, NodeInfo,
+    OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -187,6 +188,33 @@ impl Os for NodeOs {
         })
     }
 
+    fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
+        let k = with(|n| n.cache_controls())?;
+        Ok(CacheControls {
+            policy: k.policy,
+            limit: k.limit.map(|l| l as u64),
+            ttl_s: k.ttl_ns / 1_000_000_000,
+        })
+    }
+
+    fn set_cache_controls(&mut self, k: CacheControls) -> Result<(), Errno> {
+        let limit = match k.limit {
+            Some(l) => Some(usize::try_from(l).map_err(|_| Errno::Invalid)?),
+            None => None,
+        };
+        with(|n| {
+            n.set_cache_controls(nodepath::control::Controls {
+                policy: k.policy,
+                limit,
+                ttl_ns: k.ttl_s.saturating_mul(1_000_000_000),
+            })
+        })
+    }
+
+    fn locality(&mut self, path: &str) -> Result<Vec<LocalityRange>, Errno> {
+        with(|n| n.locality(path))
+    }
+
     fn cache_drop(&mut self) -> Result<String, Errno> {
         with(|n| n.cache_drop())
     }
@@ -329,6 +357,23 @@ impl Os for NodeOs {
         Ok((ops, time::cycles_to_ns(cpu::rdtsc() - t0)))
     }
 
+    fn bench_atomics(&mut self, count: u64) -> Result<(u64, u64, u64), Errno> {
+        let layout = with(|n| n.link.layout().ok_or(Errno::Unavailable))?;
+        let shm = SHM.get().ok_or(Errno::Unavailable)?;
+        let h = Header::new(shm, layout);
+        let before = h.atomic_probe();
+        if count == 0 {
+            h.set_atomic_probe(0);
+            return Ok((before, 0, 0));
+        }
+        let t0 = cpu::rdtsc();
+        for _ in 0..count {
+            h.atomic_probe_add();
+        }
+        let ns = time::cycles_to_ns(cpu::rdtsc() - t0);
+        Ok((before, h.atomic_probe(), ns))
+    }
+
     fn bench_pingpong(&mut self, count: usize) -> Result<RingSamples, Errno> {
         let layout = with(|n| n.link.layout().ok_or(Errno::Unavailable))?;
         let shm = SHM.get().ok_or(Errno::Unavailable)?;
@@ -402,6 +447,10 @@ fn doorbell_stats(v: &mut Vec<(String, String)>) {
     put(k::DOORBELL_SUPPRESSED, format!("{}", s.suppressed));
     put(k::DOORBELL_NO_PEER, format!("{}", s.no_peer));
     put(k::DOORBELL_SLEEPS, format!("{}", s.sleeps));
+    put(
+        k::TIMER_INTERRUPTS,
+        format!("{}", crate::arch::timer::fired()),
+    );
 }
 
 /// Warm up with 16 calls (they wake a halted directory), then time

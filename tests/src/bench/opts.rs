@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 pub const USAGE: &str = "\
 usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
+                     [--doorbell on|off]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
                      [--baseline-writes back|through] [--keep-runs]
 
@@ -34,6 +35,9 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      ratios vs private / vs net need that mode in the list
   --storage P        qemu-run.sh --storage profile (default none)
   --cxl-latency-ns N qemu-run.sh --cxl-latency-ns (default 0)
+  --doorbell on|off  qemu-run.sh --doorbell: interrupts between instances and
+                     tickless kernels (default on), or polling on the 1 kHz
+                     tick
   --jobs N           jobs of the bandwidth / IOPS workloads (1..=64)
   --job-size SIZE    file per job of the bandwidth / IOPS workloads (4k..256m)
   --lat-size SIZE    file of the latency workloads (4k..256m)
@@ -74,6 +78,8 @@ pub struct BenchOpts {
     pub storage: String,
     /// Emulated CXL latency (ns).
     pub cxl_latency_ns: u32,
+    /// qemu-run.sh `--doorbell` (true: on).
+    pub doorbell: bool,
     /// Keep run folders.
     pub keep_runs: bool,
     /// `--jobs`.
@@ -96,6 +102,7 @@ impl Default for BenchOpts {
             modes: MODES.iter().map(|m| m.to_string()).collect(),
             storage: "none".into(),
             cxl_latency_ns: 0,
+            doorbell: true,
             keep_runs: false,
             jobs: None,
             job_size: None,
@@ -178,6 +185,14 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                             "--cxl-latency-ns must be an integer 0..=100000, got '{v}'"
                         ))
                     }
+                };
+            }
+            "--doorbell" => {
+                let v = value("--doorbell")?;
+                o.doorbell = match v.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("--doorbell must be on or off, got '{v}'")),
                 };
             }
             "--baseline-writes" => {
@@ -440,6 +455,11 @@ mod tests {
         assert_eq!(o.storage, "sata-ssd");
         assert_eq!(o.cxl_latency_ns, 300);
         assert_eq!(o.baseline_writes, "back");
+        assert!(o.doorbell);
+        let Ok(Parsed::Run(o)) = p(&["--doorbell", "off"]) else {
+            panic!("should parse")
+        };
+        assert!(!o.doorbell);
         let Ok(Parsed::Run(o)) = p(&["--baseline-writes", "through"]) else {
             panic!("should parse")
         };
@@ -479,6 +499,8 @@ mod tests {
             &["--out", ""],
             &["--baseline-writes", "always"],
             &["--baseline-writes"],
+            &["--doorbell", "maybe"],
+            &["--doorbell"],
             &["--quick=1"],
             &["extra"],
         ] {

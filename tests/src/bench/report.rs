@@ -150,6 +150,7 @@ pub fn results_json(r: &Runner, machine: &Value, plots: &[String], problems: &[S
         "modes": r.opts.modes,
         "storage": r.opts.storage,
         "cxl_latency_ns": r.opts.cxl_latency_ns,
+        "doorbell": r.opts.doorbell,
         "accel": first_accel(r),
         "params": r.params.to_json(),
         "machine": machine,

@@ -86,6 +86,15 @@ fn machine_section(s: &mut String, r: &Runner, machine: &Value) {
     let _ = writeln!(s, "| CXL latency | {} ns |", r.opts.cxl_latency_ns);
     let _ = writeln!(
         s,
+        "| doorbells | {} |",
+        if r.opts.doorbell {
+            "on: interrupts between instances (MSI-X), tickless kernels"
+        } else {
+            "off: polling on the 1 kHz tick"
+        }
+    );
+    let _ = writeln!(
+        s,
         "| instances | one cluster at a time: 1 directory + 2 nodes (fio, larger-than-pool read), 1 directory + 3 nodes (invalidation, directory microbenchmarks); one vCPU each, the directory pinned to CPU 0, the nodes to the other CPUs; busy during a measurement: the node running it and the directory |"
     );
     let _ = writeln!(s, "\n`free -g`:\n\n```\n{}\n```\n", m("free_g"));

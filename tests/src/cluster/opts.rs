@@ -25,13 +25,17 @@ pub struct ClusterOpts {
     /// Page-cache mode (qemu-run.sh `--mode`: `strong`, `relaxed` or
     /// `private`; default: qemu-run.sh's `strong`).
     pub mode: Option<String>,
+    /// Eviction policy of every node (qemu-run.sh `--policy`: `fifo`,
+    /// `lru`, `s3fifo`, ...; default: qemu-run.sh's `fifo`).
+    pub policy: Option<String>,
     /// Storage throttling profile (qemu-run.sh `--storage`: `none`, `nvme`,
     /// `sata-ssd` or `sas-raid`; default: qemu-run.sh's `none`).
     pub storage: Option<String>,
     /// Emulated CXL latency in ns added to every copy from a peer's frame
     /// (qemu-run.sh `--cxl-latency-ns`; default: qemu-run.sh's 0).
     pub cxl_latency_ns: Option<u32>,
-    /// Doorbells (qemu-run.sh `--doorbell on|off`; default: qemu-run.sh's).
+    /// Doorbells (qemu-run.sh `--doorbell on|off`; default:
+    /// `ONECOPY_TEST_DOORBELL`, else qemu-run.sh's).
     pub doorbell: Option<String>,
     /// Require "directory ready" and every node joined (default). When
     /// false, a cluster that boots but is not ready (e.g. a bad disk image)
@@ -57,14 +61,27 @@ impl Default for ClusterOpts {
             mem_mb: None,
             append_extra: None,
             mode: None,
+            policy: None,
             storage: None,
             cxl_latency_ns: None,
-            doorbell: None,
+            doorbell: doorbell_from_env(),
             expect_ready: true,
             boot_timeout: Duration::from_secs(60),
             cmd_timeout: Duration::from_secs(60),
             ctl: None,
         }
+    }
+}
+
+/// `ONECOPY_TEST_DOORBELL=on|off`: the doorbell setting of every cluster a
+/// test starts without choosing one (so the integration tests run in both
+/// settings: `ONECOPY_TEST_DOORBELL=off tests/run.sh --integration`);
+/// unset: qemu-run.sh's default. Any other value is refused loudly.
+fn doorbell_from_env() -> Option<String> {
+    match std::env::var("ONECOPY_TEST_DOORBELL").ok().as_deref() {
+        None | Some("") => None,
+        Some(v @ ("on" | "off")) => Some(v.to_string()),
+        Some(v) => panic!("ONECOPY_TEST_DOORBELL must be on or off, got {v:?}"),
     }
 }
 
@@ -109,6 +126,11 @@ impl ClusterOpts {
     /// Sets the page-cache mode (`strong`, `relaxed`, `private` or `net`).
     pub fn mode(mut self, m: &str) -> Self {
         self.mode = Some(m.into());
+        self
+    }
+    /// Sets the eviction policy of every node (`fifo`, `lru`, `s3fifo`, ...).
+    pub fn policy(mut self, p: &str) -> Self {
+        self.policy = Some(p.into());
         self
     }
     /// Sets the storage throttling profile (`none`, `nvme`, `sata-ssd`, `sas-raid`).

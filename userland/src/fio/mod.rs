@@ -20,8 +20,9 @@
 //!   run early. I/Os started during `--ramp_time` are not measured and do
 //!   not count towards the size.
 //! * Offsets: see [`offsets`]. Sequential jobs walk from 0; random jobs
-//!   visit every block once per pass in a seeded order (fio's random map);
-//!   job `j` is seeded with `randseed + j`.
+//!   visit every block once per pass in a seeded order (fio's random map),
+//!   or with `--random_distribution=zipf:THETA` draw blocks from a Zipf
+//!   law (see [`zipf`]); job `j` is seeded with `randseed + j`.
 //! * `--ioengine=psync` does positioned reads and writes, through
 //!   [`Os::io_batch`] as tasks; without positioned batches it falls back
 //!   to `read`/`write` at the descriptor position, moved with [`Os::seek`]
@@ -67,11 +68,13 @@ use core::fmt;
 
 use crate::os::Os;
 
+mod fmath;
 pub mod json;
 pub mod offsets;
 pub mod options;
 pub mod report;
 pub mod runner;
+pub mod zipf;
 
 pub use options::{parse, Engine, JobSpec, Rw};
 pub use report::{DirStats, Invalidated, Latency, Report};

@@ -8,12 +8,17 @@
 //!   pseudo-random order; the next pass uses a new order. Each offset is
 //!   therefore uniform over the bs-aligned offsets, and a size-limited
 //!   run touches every block once (a cold-cache run stays cold).
+//! * With `--random_distribution=zipf:THETA`, a random pattern draws each
+//!   block's rank from a Zipf law ([`Zipf`]) instead; ranks are scattered
+//!   over the file by a fixed seeded permutation, so the hot blocks are not
+//!   all at the start (fio hashes them for the same reason).
 //! * Mixed patterns pick the direction of each I/O with its own generator:
 //!   read with probability `rwmixread` percent.
 //!
 //! Everything is a pure function of the seed (`randseed + job index`).
 
 use super::options::{JobSpec, Rw};
+use super::zipf::Zipf;
 
 /// The direction of one I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +105,8 @@ pub struct OffsetGen {
     perm: Permutation,
     idx: u64,
     pass: u64,
+    /// Zipf ranks, their generator, and the permutation scattering them.
+    zipf: Option<(Zipf, SplitMix64, Permutation)>,
 }
 
 impl OffsetGen {
@@ -116,6 +123,13 @@ impl OffsetGen {
             perm: Permutation::new(blocks, pass_seed(seed, 0)),
             idx: 0,
             pass: 0,
+            zipf: spec.zipf_theta.filter(|_| spec.rw.is_random()).map(|t| {
+                (
+                    Zipf::new(blocks, t),
+                    SplitMix64::new(mix64(seed ^ 0x7a69_7066)),
+                    Permutation::new(blocks, mix64(seed ^ 0x0073_6361_7474)),
+                )
+            }),
         }
     }
 
@@ -126,7 +140,9 @@ impl OffsetGen {
 
     /// The offset of the next I/O in direction `dir`.
     pub fn next_offset(&mut self, dir: Ddir) -> u64 {
-        let block = if self.random {
+        let block = if let Some((z, rng, scatter)) = &mut self.zipf {
+            scatter.apply(z.next(rng))
+        } else if self.random {
             let b = self.perm.apply(self.idx);
             self.idx += 1;
             if self.idx >= self.blocks {

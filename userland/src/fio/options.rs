@@ -153,6 +153,9 @@ pub struct JobSpec {
     pub ramp_ns: u64,
     /// `--randseed` (default 0x89, like fio); job `j` uses `randseed + j`.
     pub randseed: u64,
+    /// `--random_distribution=zipf:THETA`: theta in millionths (random
+    /// patterns only); `None` is fio's default `random` (the random map).
+    pub zipf_theta: Option<u32>,
 }
 
 impl JobSpec {
@@ -164,6 +167,14 @@ impl JobSpec {
         match &self.filename {
             Some(f) => parse::normalize(&format!("{dir}/{f}")),
             None => parse::normalize(&format!("{dir}/{}.{job}.0", self.name)),
+        }
+    }
+
+    /// `--random_distribution` as fio writes it: `random` or `zipf:THETA`.
+    pub fn random_distribution(&self) -> String {
+        match self.zipf_theta {
+            None => String::from("random"),
+            Some(t) => format!("zipf:{}", super::zipf::theta_str(t)),
         }
     }
 
@@ -195,6 +206,7 @@ const OPTIONS: &[(&str, bool)] = &[
     ("fsync", true),
     ("ramp_time", true),
     ("randseed", true),
+    ("random_distribution", true),
     // Accepted for script compatibility; the report is always grouped.
     ("group_reporting", false),
 ];
@@ -285,6 +297,7 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
         fsync: 0,
         ramp_ns: 0,
         randseed: DEFAULT_RANDSEED,
+        zipf_theta: None,
     };
     let mut have_size = false;
     let mut have_name = false;
@@ -397,6 +410,16 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
             "invalidate" => spec.invalidate = flag(Some(v), key)?,
             "fsync" => spec.fsync = ranged(v, key, 0, u64::from(u32::MAX))? as u32,
             "randseed" => spec.randseed = int(v).ok_or_else(|| bad(v, key, "an integer"))?,
+            "random_distribution" => {
+                let hint = "random, or zipf:THETA with THETA > 0, not 1, at most 100";
+                spec.zipf_theta = match v.split_once(':') {
+                    None if v == "random" => None,
+                    Some(("zipf", t)) => {
+                        Some(super::zipf::parse_theta(t).ok_or_else(|| bad(v, key, hint))?)
+                    }
+                    _ => return Err(bad(v, key, hint)),
+                };
+            }
             // Every value option is handled above.
             _ => return Err(FioError::new(format!("unrecognized option '--{key}'"))),
         }
@@ -410,6 +433,11 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
         return Err(FioError::new(format!(
             "size {} is smaller than bs {}",
             spec.size, spec.bs
+        )));
+    }
+    if spec.zipf_theta.is_some() && !spec.rw.is_random() {
+        return Err(FioError::new(String::from(
+            "random_distribution=zipf needs a random pattern (--rw=randread, randwrite or randrw)",
         )));
     }
     if spec.time_based && spec.runtime_ns == 0 {

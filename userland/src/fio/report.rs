@@ -410,6 +410,7 @@ impl Report {
             .boolean("invalidate", s.invalidate)
             .string(Some("invalidated"), self.invalidated.short())
             .uint("randseed", s.randseed)
+            .string(Some("random_distribution"), &s.random_distribution())
             .begin_array("files");
         for f in &self.files {
             w.string(None, f);

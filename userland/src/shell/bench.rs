@@ -71,6 +71,38 @@ pub(super) fn cmd_bench_pingpong(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(
     print_summary(ctx, "cache-line round trip", &mut samples)
 }
 
+/// Most increments of one `bench atomics`.
+pub const MAX_ATOMIC_COUNT: u64 = 100_000_000;
+
+pub(super) fn cmd_bench_atomics(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let count = match args.get(0) {
+        Some("reset") => 0,
+        Some(s) => match s.parse::<u64>() {
+            Ok(n) if (1..=MAX_ATOMIC_COUNT).contains(&n) => n,
+            _ => {
+                return Err(Error::Msg(format!(
+                    "bad count '{s}' (1 to {MAX_ATOMIC_COUNT}, or reset)"
+                )))
+            }
+        },
+        None => 1_000_000,
+    };
+    let (before, after, ns) = ctx
+        .os
+        .bench_atomics(count)
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    if count == 0 {
+        ctx.println(&format!("atomics probe reset (was {before})"));
+    } else {
+        let per = ns.checked_div(count).unwrap_or(0);
+        ctx.println(&format!(
+            "atomics: {count} increments in {} us ({per} ns each); probe {before} -> {after}",
+            ns / 1000
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn cmd_bench_doorbell(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     let count = bench_count(args)?;
     let mut samples = ctx

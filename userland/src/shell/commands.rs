@@ -4,6 +4,7 @@ use alloc::format;
 use alloc::vec::Vec;
 
 use super::bench::*;
+use super::control::*;
 use super::files::*;
 use super::node::*;
 use super::{quoted, Args, Command, Ctx, Error};
@@ -156,6 +157,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_bench_pingpong,
     },
     Command {
+        name: "bench atomics",
+        usage: "bench atomics [COUNT|reset]",
+        help: "COUNT (default 1000000) lock-xadd increments of the region's atomics probe, or reset it to 0: run it on two nodes at once to see whether read-modify-writes are atomic across instances",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_atomics,
+    },
+    Command {
         name: "bench doorbell",
         usage: "bench doorbell [COUNT]",
         help: "time COUNT doorbell round trips with the directory (halted, woken only by the doorbell)",
@@ -202,6 +211,30 @@ pub(super) static COMMANDS: &[Command] = &[
         min_args: 0,
         max_args: 0,
         run: cmd_cache_drop,
+    },
+    Command {
+        name: "cache policy",
+        usage: "cache policy [NAME]",
+        help: "show the eviction policy of this node's owned pages, or set it (fifo lru clock lfu mru s3fifo sieve arc get-scan cluster)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_cache_policy,
+    },
+    Command {
+        name: "cache config",
+        usage: "cache config [KEY=VALUE ...]",
+        help: "show or set eviction controls: ttl=SECONDS (idle pages evicted; 0 off), limit=PAGES (owned pages, 64 or more; 0/none: the pool), policy=NAME",
+        min_args: 0,
+        max_args: 8,
+        run: cmd_cache_config,
+    },
+    Command {
+        name: "locality",
+        usage: "locality PATH",
+        help: "where the pages of PATH live, per run of pages: owner node and sharers, or on disk only (asks the directory)",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_locality,
     },
     Command {
         name: "mmap-read",

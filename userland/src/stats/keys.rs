@@ -92,12 +92,15 @@ pub mod cache {
     pub const DOORBELL_SUPPRESSED: &str = "doorbells suppressed";
     /// Rings impossible: the target had no peer id published.
     pub const DOORBELL_NO_PEER: &str = "doorbells without a peer";
-    /// Halts until a doorbell (or the safety tick).
+    /// Halts until a doorbell (or the self-armed timer).
     pub const DOORBELL_SLEEPS: &str = "doorbell sleeps";
+    /// Tickless: interrupts of the self-armed APIC timer (wait deadlines,
+    /// housekeeping beats); there is no periodic tick.
+    pub const TIMER_INTERRUPTS: &str = "timer interrupts (tickless)";
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 41] = [
+    pub const ALL: [&str; 42] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -139,6 +142,7 @@ pub mod cache {
         DOORBELL_SUPPRESSED,
         DOORBELL_NO_PEER,
         DOORBELL_SLEEPS,
+        TIMER_INTERRUPTS,
     ];
 }
 

@@ -2,8 +2,8 @@
 //! heartbeat, ping/pong, and each node's record in the node table.
 
 use super::{
-    DirState, Layout, NodeState, OFF_DIR_HEARTBEAT, OFF_DIR_STATE, OFF_EPOCH, OFF_META_EPOCH,
-    OFF_PING, OFF_PONG,
+    DirState, Layout, NodeState, OFF_ATOMIC_PROBE, OFF_DIR_HEARTBEAT, OFF_DIR_STATE, OFF_EPOCH,
+    OFF_META_EPOCH, OFF_PING, OFF_PONG,
 };
 use crate::shm::SharedMem;
 
@@ -57,6 +57,20 @@ impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
     pub fn bump_meta_epoch(&self) {
         let e = self.mem.load_u64(OFF_META_EPOCH);
         self.mem.store_u64(OFF_META_EPOCH, e.wrapping_add(1));
+    }
+    /// The atomics probe (`bench atomics`): the only word that several
+    /// instances read-modify-write, to measure whether `lock xadd` is
+    /// atomic across QEMU instances (under single-threaded TCG it is not).
+    pub fn atomic_probe(&self) -> u64 {
+        self.mem.load_u64(OFF_ATOMIC_PROBE)
+    }
+    /// One `lock xadd` of 1 on the atomics probe; the previous value.
+    pub fn atomic_probe_add(&self) -> u64 {
+        self.mem.fetch_add_u64(OFF_ATOMIC_PROBE, 1)
+    }
+    /// Set the atomics probe (to 0 before a measurement).
+    pub fn set_atomic_probe(&self, v: u64) {
+        self.mem.store_u64(OFF_ATOMIC_PROBE, v)
     }
     /// The ping word (`bench pingpong`).
     pub fn ping(&self) -> u64 {

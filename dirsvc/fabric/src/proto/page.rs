@@ -319,6 +319,13 @@ pub enum Notice {
         /// The node had written the page.
         dirty: bool,
     },
+    /// To the owner: this many nodes map its page now (no ack).
+    Sharers {
+        /// Page.
+        key: PageKey,
+        /// Nodes mapping it (0..=64).
+        count: u32,
+    },
 }
 
 impl Notice {
@@ -327,6 +334,7 @@ impl Notice {
         let (op, k, d) = match *self {
             Notice::DirInv(k) => (Op::DirInv, k, 0),
             Notice::InvAck { key, dirty } => (Op::InvAck, key, dirty as u64),
+            Notice::Sharers { key, count } => (Op::Sharers, key, count as u64),
         };
         Raw {
             op: op as u16,
@@ -351,6 +359,11 @@ impl Notice {
                 dirty: r.args[2] == 1,
             }),
             Some(Op::InvAck) => Err(DecodeError::BadArgument),
+            Some(Op::Sharers) if r.args[2] <= 64 => Ok(Notice::Sharers {
+                key,
+                count: r.args[2] as u32,
+            }),
+            Some(Op::Sharers) => Err(DecodeError::BadArgument),
             _ => Err(DecodeError::BadOpcode(r.op)),
         }
     }

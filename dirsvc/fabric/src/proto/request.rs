@@ -73,6 +73,15 @@ pub enum Request {
     Page(PageReq),
     /// Page-directory counters.
     PageStats,
+    /// Where the pages of `ino` from `first` on live (records in the slot).
+    Locality {
+        /// Bulk slot for the records.
+        slot: u32,
+        /// Inode.
+        ino: u64,
+        /// First page to report.
+        first: u64,
+    },
 }
 
 impl Request {
@@ -88,6 +97,7 @@ impl Request {
             Request::Data { op, .. } => *op != Op::Read,
             Request::Nop
             | Request::Readdir { .. }
+            | Request::Locality { .. }
             | Request::Getattr { .. }
             | Request::Fsync { .. }
             | Request::Stats
@@ -133,6 +143,9 @@ impl Request {
             Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
             Request::PageStats => (Op::PageStats, [0; 7]),
+            Request::Locality { slot, ino, first } => {
+                (Op::Locality, [slot as u64, ino, first, 0, 0, 0, 0])
+            }
             Request::Page(p) => {
                 let [ino, idx, third] = p.to_args();
                 (p.op(), [ino, idx, third, 0, 0, 0, 0])
@@ -192,6 +205,11 @@ impl Request {
             Op::Fsync => Request::Fsync { ino: a[0] },
             Op::Stats => Request::Stats,
             Op::PageStats => Request::PageStats,
+            Op::Locality => Request::Locality {
+                slot: small(a[0])?,
+                ino: a[1],
+                first: a[2],
+            },
             Op::PageRead
             | Op::PageLookupLock
             | Op::PageUnlock
@@ -202,7 +220,7 @@ impl Request {
                     .ok_or(DecodeError::BadOpcode(r.op))??,
             ),
             // Notifications are not requests.
-            Op::DirInv | Op::InvAck => return Err(DecodeError::BadOpcode(r.op)),
+            Op::DirInv | Op::InvAck | Op::Sharers => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
     }
@@ -219,6 +237,7 @@ pub fn op_of(r: &Request) -> Op {
         Request::Fsync { .. } => Op::Fsync,
         Request::Stats => Op::Stats,
         Request::PageStats => Op::PageStats,
+        Request::Locality { .. } => Op::Locality,
         Request::Page(p) => p.op(),
     }
 }

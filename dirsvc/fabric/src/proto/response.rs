@@ -144,7 +144,7 @@ impl Response {
             Op::Lookup | Op::Create | Op::Mkdir | Op::Getattr | Op::Setattr => {
                 Response::Attr(attr()?)
             }
-            Op::Readdir => Response::Entries {
+            Op::Readdir | Op::Locality => Response::Entries {
                 count: small(a[4])?,
                 next_cookie: a[5],
             },
@@ -159,7 +159,7 @@ impl Response {
             | Op::PageDrop
             | Op::PageWriteback => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
             Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
-            Op::DirInv | Op::InvAck => return Err(DecodeError::BadOpcode(r.op)),
+            Op::DirInv | Op::InvAck | Op::Sharers => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };
         Ok((r.tag, resp))

@@ -234,9 +234,33 @@ fn page_ops_and_notices_round_trip() {
             assert_eq!(Response::decode(&d, op), Ok((7, Response::Page(reply))));
         }
     }
-    for n in [Notice::DirInv(key), Notice::InvAck { key, dirty: true }] {
+    for n in [
+        Notice::DirInv(key),
+        Notice::InvAck { key, dirty: true },
+        Notice::Sharers { key, count: 3 },
+    ] {
         assert_eq!(Notice::decode(&n.encode()), Ok(n));
     }
+    // A sharer count above 64 nodes is malformed.
+    let mut n = Raw::decode(&Notice::Sharers { key, count: 64 }.encode());
+    n.args[2] = 65;
+    assert_eq!(Notice::decode(&n.encode()), Err(DecodeError::BadArgument));
+    assert!(Request::decode(&Notice::Sharers { key, count: 1 }.encode()).is_err());
+    // Locality: a request and its Entries-shaped answer.
+    let q = Request::Locality {
+        slot: 2,
+        ino: 9,
+        first: 100,
+    };
+    assert_eq!(Request::decode(&q.encode(5)), Ok((5, q)));
+    let a = Response::Entries {
+        count: 3,
+        next_cookie: 640,
+    };
+    assert_eq!(
+        Response::decode(&a.encode(Op::Locality, 5), Op::Locality),
+        Ok((5, a))
+    );
     // Malformed: dirty flag 2, owner 0, kind 99, notices as requests.
     let mut r = Raw::decode(&Request::Page(PageReq::Inv { key, dirty: true }).encode(1));
     r.args[2] = 2;
@@ -288,7 +312,7 @@ fn every_opcode_round_trips_through_its_number() {
         assert_eq!(Op::from_u16(*op as u16), Some(*op));
         assert!(!Op::ALL[..i].contains(op), "{op:?} twice in Op::ALL");
     }
-    for v in [0u16, 2, 29, 36, 43, u16::MAX] {
+    for v in [0u16, 2, 29, 36, 45, u16::MAX] {
         assert_eq!(Op::from_u16(v), None, "{v}");
     }
 }

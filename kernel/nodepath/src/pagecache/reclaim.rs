@@ -8,23 +8,62 @@ use fabric::proto::PageKey;
 use super::{NodeCache, Slot};
 
 impl NodeCache {
-    /// Pick up to `n` owned pages to reclaim (oldest first); they become
+    /// Pick up to `n` owned pages to reclaim, as the eviction policy
+    /// proposes them (up to 32 per `evict_folios` call); they become
     /// `Reclaiming` and are returned with their dirty bits for the INV.
+    /// A candidate that is not an owned, settled page here (`Local`, no
+    /// miss in flight) is refused and skipped. If the policy proposes
+    /// nothing usable twice in a row, owned pages are taken in list order,
+    /// so this returns `n` pages whenever `n` are owned.
     pub fn pick_victims(&mut self, n: usize) -> Vec<(PageKey, bool)> {
         let mut out = Vec::new();
-        let mut scanned = self.owned.len();
-        while out.len() < n && scanned > 0 {
-            scanned -= 1;
-            let Some(key) = self.owned.pop_front() else {
+        let mut empty_rounds = 0;
+        while out.len() < n && !self.evict.is_empty() {
+            let want = n - out.len();
+            let mut took = 0;
+            if empty_rounds >= 2 {
+                let slots = &self.slots;
+                let inflight = &self.inflight;
+                let pinned = self.pinned;
+                let keys = self.evict.fallback(want, |k| {
+                    matches!(slots.get(k), Some(Slot::Local { .. }))
+                        && !inflight.contains_key(k)
+                        && !is_pinned(pinned, k)
+                });
+                for key in keys {
+                    if let Some(v) = self.take_owned(&key) {
+                        out.push(v);
+                    }
+                }
                 break;
-            };
-            if let Some(Slot::Local { gfn, dirty }) = self.slots.get(&key).cloned() {
-                self.slots.insert(key, Slot::Reclaiming { gfn });
-                self.stats.invs_sent += 1;
-                out.push((key, dirty));
             }
+            for key in self.evict.propose(want) {
+                match self.take_owned(&key) {
+                    Some(v) => {
+                        out.push(v);
+                        took += 1;
+                    }
+                    None => self.evict.refused(&key),
+                }
+            }
+            empty_rounds = if took == 0 { empty_rounds + 1 } else { 0 };
         }
         out
+    }
+
+    /// Validate a candidate: an owned page with no miss in flight becomes
+    /// `Reclaiming` and leaves the policy's lists.
+    fn take_owned(&mut self, key: &PageKey) -> Option<(PageKey, bool)> {
+        if self.inflight.contains_key(key) || is_pinned(self.pinned, key) {
+            return None;
+        }
+        let Some(Slot::Local { gfn, dirty }) = self.slots.get(key).cloned() else {
+            return None;
+        };
+        self.slots.insert(*key, Slot::Reclaiming { gfn });
+        self.evict.removed(key);
+        self.stats.invs_sent += 1;
+        Some((*key, dirty))
     }
 
     /// The file shrank (truncate / unlink) from page `from_idx` on: retire
@@ -42,7 +81,7 @@ impl NodeCache {
             match self.slots.get(&key).cloned() {
                 Some(Slot::Local { gfn, .. }) | Some(Slot::Reserved { gfn }) => {
                     self.slots.insert(key, Slot::Reclaiming { gfn });
-                    self.owned.retain(|k| *k != key);
+                    self.evict.removed(&key);
                 }
                 Some(Slot::Remote { .. }) => {
                     self.slots.remove(&key);
@@ -64,7 +103,7 @@ impl NodeCache {
             return None;
         };
         self.slots.insert(*key, Slot::Reclaiming { gfn });
-        self.owned.retain(|k| k != key);
+        self.evict.removed(key);
         self.stats.invs_sent += 1;
         Some(dirty)
     }
@@ -87,7 +126,7 @@ impl NodeCache {
     pub fn reclaim_failed(&mut self, key: &PageKey) {
         if let Some(Slot::Reclaiming { gfn }) = self.slots.get(key).cloned() {
             self.slots.insert(*key, Slot::Local { gfn, dirty: true });
-            self.owned.push_back(*key);
+            self.evict.added(*key);
         }
     }
 
@@ -136,4 +175,9 @@ impl NodeCache {
         }
         keys
     }
+}
+
+/// Is `key` in the pinned range `(ino, first, end)`?
+fn is_pinned(pinned: Option<(u64, u64, u64)>, key: &PageKey) -> bool {
+    pinned.is_some_and(|(ino, first, end)| key.ino == ino && (first..end).contains(&key.idx))
 }

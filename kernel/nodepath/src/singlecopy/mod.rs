@@ -25,10 +25,12 @@
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
+mod control;
 mod mmap;
 mod path;
 mod rw;
 
+pub use control::Controls;
 pub use mmap::{window_va, MMAP_BASE};
 pub use path::SingleCopy;
 
@@ -36,7 +38,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use fabric::layout::Layout;
-use fabric::proto::{op_of, Errno, Request, Response};
+use fabric::proto::{op_of, Errno, Notice, Request, Response};
 use fabric::proto::{PageKey, PageReply, PageReq};
 use fabric::shm::SharedMem;
 
@@ -93,6 +95,9 @@ const MAX_ABANDONED: usize = 256;
 pub struct ScState {
     mode: Mode,
     remote_limit: usize,
+    /// Eviction controls, kept across rejoins (each join makes a new
+    /// cache): see `control`.
+    controls: control::Controls,
     coh: Option<Coherence>,
 }
 
@@ -172,6 +177,9 @@ impl<E: Env> Session<E> for ScState {
             abandoned: BTreeMap::new(),
             releasing: BTreeMap::new(),
         });
+        if let Some(c) = self.coh.as_mut() {
+            self.controls.apply(&mut c.cache);
+        }
     }
 
     /// Service pending invalidations: forget, unmap + flush, acknowledge.
@@ -187,7 +195,15 @@ impl<E: Env> Session<E> for ScState {
         let mut n = 0;
         loop {
             let key = match c.notifier.poll(env.mem()) {
-                Ok(Some(k)) => k,
+                Ok(Some(Notice::DirInv(k))) => k,
+                Ok(Some(Notice::Sharers { key, count })) => {
+                    // Not an invalidation: an input of cluster-aware
+                    // eviction (a rise is a remote access of our page).
+                    c.cache.sharers(key, count);
+                    n += 1;
+                    continue;
+                }
+                Ok(Some(Notice::InvAck { .. })) => continue,
                 Ok(None) => break,
                 Err(e) => {
                     // A ring that stays corrupt answers the same error
@@ -238,6 +254,7 @@ impl ScState {
         ScState {
             mode,
             remote_limit,
+            controls: control::Controls::default(),
             coh: None,
         }
     }
@@ -476,9 +493,20 @@ impl ScState {
         (out, fatal)
     }
 
-    /// Invalidate up to `n` of our oldest owned pages (one BATCH_INV).
+    /// Invalidate up to `n` owned pages the eviction policy picks (one
+    /// BATCH_INV).
     pub fn reclaim<E: Env>(&mut self, link: &mut Link<E>, n: usize) -> Result<usize, Errno> {
         let victims = self.cache().map(|c| c.pick_victims(n)).unwrap_or_default();
+        self.invalidate_victims(link, victims)
+    }
+
+    /// Invalidate pages already taken as victims (`Reclaiming`) in one
+    /// BATCH_INV; returns how many.
+    fn invalidate_victims<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        victims: Vec<(PageKey, bool)>,
+    ) -> Result<usize, Errno> {
         if victims.is_empty() {
             return Ok(0);
         }

@@ -59,6 +59,13 @@ impl SingleCopy {
         }
     }
 
+    /// The eviction policy every cache of this node starts with.
+    pub fn set_default_policy(&mut self, p: fabric::config::PolicyName) {
+        let mut k = self.st.controls();
+        k.policy = p;
+        self.st.set_controls(k);
+    }
+
     fn is_private(&self, key: &PageKey) -> bool {
         self.st
             .coh
@@ -188,14 +195,28 @@ impl SingleCopy {
             } else {
                 None
             };
-            let n = self.st.write(link, ino, pos, data)?;
+            // Until the size is published, reclaim must not take these
+            // pages (not written back past the end of file): see `pin`.
+            let first = pos / PAGE as u64;
+            let last = end.div_ceil(PAGE as u64);
+            self.st.pin(grow.map(|_| (ino, first, last)));
+            let n = self.st.write(link, ino, pos, data);
+            let n = match n {
+                Ok(n) => n,
+                Err(e) => {
+                    self.st.pin(None);
+                    return Err(e);
+                }
+            };
             let Some(version) = grow else { return Ok(n) };
             let req = Request::Setattr {
                 ino,
                 size: end,
                 expect: Some(version),
             };
-            match link.fs_call(&req, self) {
+            let published = link.fs_call(&req, self);
+            self.st.pin(None);
+            match published {
                 Ok(r) => {
                     let a = attr_of(r)?;
                     meta.set(

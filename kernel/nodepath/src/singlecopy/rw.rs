@@ -41,6 +41,11 @@ impl ScState {
         let mut done = 0usize;
         let mut idx = first;
         while idx < last {
+            // The time the eviction policy stamps on these accesses (TTL).
+            let now = link.env.now_ns();
+            if let Some(c) = self.cache() {
+                c.set_clock(now);
+            }
             // Resolve a batch of upcoming misses at once.
             let end = (idx + BATCH as u64).min(last);
             let missing: Vec<PageKey> = (idx..end)
@@ -99,6 +104,10 @@ impl ScState {
         let mode = self.c()?.cache.mode();
         let mut done = 0usize;
         let mut tries = 0u32;
+        let now = link.env.now_ns();
+        if let Some(c) = self.cache() {
+            c.set_clock(now);
+        }
         while done < data.len() {
             let at = pos + done as u64;
             let key = PageKey {

@@ -86,7 +86,11 @@ impl Runner {
             fig.context = s.ctx.clone();
             fig.params = file_params.clone();
             fig.params["sharers_idle"] = json!(true);
-            fig.params["tick_hz"] = json!(1000);
+            fig.params["wakeup"] = json!(if self.opts.doorbell {
+                "doorbell (tickless)"
+            } else {
+                "1 kHz tick"
+            });
             fig.params["operation"] = json!(if crate::bench::opts::BASELINES.contains(&mode) {
                 "drop one page of node 1's own cached copy (the baseline's invalidation, no protocol; the other nodes' copies are independent)"
             } else {

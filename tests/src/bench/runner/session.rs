@@ -162,6 +162,7 @@ impl Runner {
             .ctl(&self.ctl)
             .storage(&self.opts.storage)
             .cxl_latency_ns(self.opts.cxl_latency_ns)
+            .doorbell(self.opts.doorbell)
             .append_extra(&format!("baseline_writes={}", p.baseline_writes))
             .cmd_timeout(p.cmd_timeout)
             .boot_timeout(p.boot_timeout);
@@ -242,6 +243,7 @@ impl Runner {
             "pool_mib_per_node": s.ctx.pool_mib,
             "storage": s.ctx.storage,
             "cxl_latency_ns": s.ctx.cxl_latency_ns,
+            "doorbell": self.opts.doorbell,
             "accel": s.ctx.accel,
             "launch_output": s.launch,
             "broken": s.broken,

@@ -18,6 +18,7 @@ mod fake;
 mod jsonck;
 mod libaio;
 mod tasks;
+mod zipf;
 
 use fake::{FakeOs, Op};
 
@@ -82,6 +83,7 @@ fn defaults() {
             fsync: 0,
             ramp_ns: 0,
             randseed: DEFAULT_RANDSEED,
+            zipf_theta: None,
         }
     );
     assert_eq!(s.file_for(0), "/job.0.0");
@@ -1132,6 +1134,7 @@ fn result_json_exact_and_valid() {
         r#""numjobs":2,"ioengine":"psync","rwmixread":50,"#,
         r#""runtime_ns":10000000000,"time_based":false,"ramp_ns":0,"fsync":8,"#,
         r#""invalidate":true,"invalidated":"dropped","randseed":137,"#,
+        r#""random_distribution":"random","#,
         r#""files":["/lat\"x.0.0","/lat\"x.1.0"],"mode":"onecopy","node":1,"#,
         r#""busy_instances":2,"vcpus_per_instance":1,"#,
         r#""read":{"iops":12345.600,"bw_kib":49382,"bw_bytes":50567577,"ios":123456,"#,
@@ -1342,6 +1345,7 @@ fn random_arg(rng: &mut Rng) -> String {
         "fsync",
         "ramp_time",
         "randseed",
+        "random_distribution",
         "group_reporting",
         "foo",
         "",
@@ -1349,6 +1353,7 @@ fn random_arg(rng: &mut Rng) -> String {
     ];
     const VALUES: &[&str] = &[
         "",
+        "zipf:0.99",
         "0",
         "1",
         "2",

@@ -1,0 +1,111 @@
+//! The cache's eviction controls: which policy orders its owned pages
+//! (`cache policy`), the owned-page limit and TTL (`cache config`), the
+//! group and clock stamped on accesses, and the sharer counts the
+//! directory reports for our pages.
+
+use alloc::vec::Vec;
+
+use fabric::proto::PageKey;
+
+use super::{NodeCache, Slot};
+use crate::policy::{PolicyName, PolicyStats};
+
+/// Smallest owned-page limit (`cache config limit=`, which refuses less):
+/// two batches, so a batch of misses never has to reclaim its own pages.
+pub const MIN_LIMIT: usize = userland::os::MIN_CACHE_LIMIT as usize;
+
+impl NodeCache {
+    /// The eviction policy running.
+    pub fn policy(&self) -> PolicyName {
+        self.evict.name()
+    }
+
+    /// Switch the eviction policy (at run time: every owned page stays,
+    /// only the eviction order is rebuilt).
+    pub fn set_policy(&mut self, name: PolicyName) {
+        if name != self.evict.name() {
+            self.evict.set_policy(name);
+        }
+    }
+
+    /// The policy's counters.
+    pub fn policy_stats(&self) -> PolicyStats {
+        self.evict.stats()
+    }
+
+    /// Owned pages tracked by the policy.
+    pub fn owned_pages(&self) -> usize {
+        self.evict.len()
+    }
+
+    /// The policy's lists (for checks).
+    pub fn policy_lists(&self) -> &crate::policy::Lists {
+        self.evict.lists()
+    }
+
+    /// The owned-page limit.
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// Set the owned-page limit (`None`: the pool); below [`MIN_LIMIT`]
+    /// is raised to it.
+    pub fn set_limit(&mut self, limit: Option<usize>) {
+        self.limit = limit.map(|l| l.max(MIN_LIMIT));
+    }
+
+    /// Owned pages above the limit (reclaim them).
+    pub fn over_owned_limit(&self) -> usize {
+        self.limit.map_or(0, |l| {
+            (self.evict.len() + self.inflight.len()).saturating_sub(l)
+        })
+    }
+
+    /// The idle time after which owned pages are reclaimed (ns; 0: never).
+    pub fn ttl_ns(&self) -> u64 {
+        self.ttl_ns
+    }
+
+    /// Set the TTL (ns; 0: never).
+    pub fn set_ttl_ns(&mut self, ttl: u64) {
+        self.ttl_ns = ttl;
+    }
+
+    /// Keep reclaim off pages `[first, end)` of `ino` (a write's chunk
+    /// until its size is published); `None` unpins.
+    pub fn pin(&mut self, range: Option<(u64, u64, u64)>) {
+        self.pinned = range;
+    }
+
+    /// The group of the task doing the next accesses (GET-SCAN).
+    pub fn set_group(&mut self, group: u32) {
+        self.evict.set_group(group);
+    }
+
+    /// The time (ns) stamped on the next accesses.
+    pub fn set_clock(&mut self, now: u64) {
+        self.evict.set_clock(now);
+    }
+
+    /// Owned pages idle for longer than the TTL at `now`, as victims
+    /// (`Reclaiming`, with their dirty bits); none with no TTL.
+    pub fn expired(&mut self, now: u64) -> Vec<(PageKey, bool)> {
+        if self.ttl_ns == 0 {
+            return Vec::new();
+        }
+        let keys = self.evict.expired(now, self.ttl_ns);
+        keys.iter()
+            .filter_map(|k| self.take_victim(k).map(|d| (*k, d)))
+            .collect()
+    }
+
+    /// The directory reports `n` nodes mapping our page `key` (a rise is
+    /// a remote access). Ignored for pages we do not own.
+    pub fn sharers(&mut self, key: PageKey, n: u32) {
+        if !matches!(self.slots.get(&key), Some(Slot::Local { .. })) {
+            return;
+        }
+        let old = self.evict.lists().sharers(&key);
+        self.evict.sharers(key, n, n > old);
+    }
+}

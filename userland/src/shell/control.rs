@@ -1,0 +1,140 @@
+//! The node cache's control commands: `cache policy [NAME]`, `cache config
+//! [KEY=VALUE ...]` and `locality PATH`.
+
+use alloc::format;
+use alloc::string::String;
+
+use super::{quoted, Args, Ctx, Error};
+use crate::os::{CacheControls, PolicyName, MIN_CACHE_LIMIT};
+
+/// Longest TTL `cache config ttl=` accepts (30 days).
+pub const MAX_TTL_S: u64 = 30 * 24 * 3600;
+/// Largest page limit `cache config limit=` accepts.
+pub const MAX_LIMIT: u64 = 1 << 32;
+
+fn os_err(e: crate::os::Errno) -> Error {
+    Error::Msg(format!("{e}"))
+}
+
+fn unknown_policy(name: &str) -> Error {
+    Error::Msg(format!(
+        "unknown policy '{}' (valid: {})",
+        quoted(name),
+        PolicyName::names()
+    ))
+}
+
+pub(super) fn cmd_cache_policy(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    if let Some(name) = args.get(0) {
+        let p = PolicyName::parse(name).ok_or_else(|| unknown_policy(name))?;
+        let mut k = ctx.os.cache_controls().map_err(os_err)?;
+        k.policy = p;
+        ctx.os.set_cache_controls(k).map_err(os_err)?;
+    }
+    let k = ctx.os.cache_controls().map_err(os_err)?;
+    ctx.println(&format!("policy     {}", k.policy.as_str()));
+    ctx.println(&format!("available  {}", PolicyName::names()));
+    Ok(())
+}
+
+/// Apply `KEY=VALUE` words to `k`: all of them or none (the first bad one
+/// is the error).
+pub fn apply_config<'a>(
+    k: &mut CacheControls,
+    words: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
+    let mut new = *k;
+    for w in words {
+        let Some((key, v)) = w.split_once('=') else {
+            return Err(format!("'{}': expected KEY=VALUE", quoted(w)));
+        };
+        match key {
+            "ttl" => {
+                new.ttl_s = v.parse().ok().filter(|s| *s <= MAX_TTL_S).ok_or_else(|| {
+                    format!(
+                        "ttl={}: expected seconds, 0 (off) to {MAX_TTL_S}",
+                        quoted(v)
+                    )
+                })?
+            }
+            "limit" => {
+                new.limit = match v {
+                    "0" | "none" => None,
+                    _ => Some(
+                        v.parse()
+                            .ok()
+                            .filter(|n| (MIN_CACHE_LIMIT..=MAX_LIMIT).contains(n))
+                            .ok_or_else(|| {
+                                format!(
+                                "limit={}: expected pages, {MIN_CACHE_LIMIT} to {MAX_LIMIT} (0 or none: the pool)",
+                                quoted(v)
+                            )
+                            })?,
+                    ),
+                }
+            }
+            "policy" => {
+                new.policy = PolicyName::parse(v).ok_or_else(|| {
+                    format!(
+                        "policy={}: expected one of {}",
+                        quoted(v),
+                        PolicyName::names()
+                    )
+                })?
+            }
+            _ => {
+                return Err(format!(
+                    "unknown key '{}' (valid: ttl, limit, policy)",
+                    quoted(key)
+                ))
+            }
+        }
+    }
+    *k = new;
+    Ok(())
+}
+
+pub(super) fn cmd_cache_config(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    if args.len() > 0 {
+        let mut k = ctx.os.cache_controls().map_err(os_err)?;
+        apply_config(&mut k, args.words.iter().map(|w| w.text.as_str())).map_err(Error::Msg)?;
+        ctx.os.set_cache_controls(k).map_err(os_err)?;
+    }
+    let k = ctx.os.cache_controls().map_err(os_err)?;
+    ctx.println(&format!("policy  {}", k.policy.as_str()));
+    match k.limit {
+        Some(l) => ctx.println(&format!("limit   {l}")),
+        None => ctx.println("limit   none"),
+    }
+    match k.ttl_s {
+        0 => ctx.println("ttl     off"),
+        s => ctx.println(&format!("ttl     {s}")),
+    }
+    Ok(())
+}
+
+pub(super) fn cmd_locality(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let path = args.path(0)?;
+    let runs = ctx
+        .os
+        .locality(&path)
+        .map_err(|e| Error::Msg(format!("{}: {e}", quoted(&path))))?;
+    if runs.is_empty() {
+        ctx.println(&format!("{}: no pages", quoted(&path)));
+        return Ok(());
+    }
+    let mut out = String::new();
+    for r in runs {
+        let last = r.first.saturating_add(u64::from(r.pages).saturating_sub(1));
+        if r.owner == 0 {
+            out.push_str(&format!("pages {}-{} on disk only\n", r.first, last));
+        } else {
+            out.push_str(&format!(
+                "pages {}-{} owner={} sharers={}\n",
+                r.first, last, r.owner, r.sharers
+            ));
+        }
+    }
+    ctx.print(&out);
+    Ok(())
+}
