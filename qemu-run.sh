@@ -72,6 +72,11 @@ Options:
                      instructions are atomic across instances (bench atomics)
   --disk IMG         disk image for the directory (default RUN/disk.img, made
                      with mkfs from tools/sample, 64 MiB, if missing)
+  --dataset SPEC     application datasets built on the host into the default
+                     disk (RUN/disk-apps.img, rebuilt when SPEC changes):
+                     NAME:SIZE[:SEED] entries separated by commas (NAME one
+                     of webserver fileserver varmail kv infer ann, SIZE like
+                     64m), or 'apps' for all six at 32m; not with --disk
   --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
                      nodes' fixed kernel heap limits it; default 64)
   --shm-path PATH    use this existing file or device as the shared region
@@ -162,6 +167,8 @@ fi
 NODES=2
 ACCEL_REQ=auto
 DISK=
+DATASETS=()
+DATASET_SPEC=
 SHM_MB=64
 SHM_USER= # --shm-path: an existing region the user owns
 # The largest shared region a node can use. A node keeps one 8-byte entry per
@@ -198,7 +205,7 @@ RESTART_NODE=
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --pin --accel --disk --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --pin --accel --disk --dataset --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--check --run-dir" ;;
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
@@ -238,7 +245,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --dataset | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -312,6 +319,21 @@ while [[ $# -gt 0 ]]; do
             esac
             ;;
         --disk) DISK=$val ;;
+        --dataset)
+            [[ $val == apps ]] && val=webserver:32m,fileserver:32m,varmail:32m,kv:32m,infer:32m,ann:32m
+            DATASETS=()
+            IFS=, read -r -a ds_items <<<"$val"
+            ((${#ds_items[@]} > 0)) || die_usage "--dataset needs NAME:SIZE[:SEED][,...] or apps"
+            for ds in "${ds_items[@]}"; do
+                [[ $ds =~ ^(webserver|fileserver|varmail|kv|infer|ann):[0-9]+[kKmMgG]?(:[0-9]+)?$ ]] ||
+                    die_usage "--dataset: '$ds' is not NAME:SIZE[:SEED] (NAME: webserver fileserver varmail kv infer ann; SIZE like 64m; SEED digits)"
+                for prev in "${DATASETS[@]}"; do
+                    [[ ${prev%%:*} != "${ds%%:*}" ]] || die_usage "--dataset: ${ds%%:*} given twice"
+                done
+                DATASETS+=("$ds")
+            done
+            DATASET_SPEC=$val
+            ;;
         --shm-path)
             [[ -n $val ]] || die_usage "--shm-path needs a path"
             SHM_USER=$val
@@ -367,6 +389,7 @@ fi
 if [[ -n $GDB ]]; then
     int_in GDB --gdb "$GDB" 0 "$NODES"
 fi
+[[ -z $DATASET_SPEC || -z $DISK ]] || die_usage "--dataset builds its own disk (RUN/disk-apps.img); drop --disk, or build IMG with mkfs --dataset"
 if [[ -n $DISK ]]; then
     [[ -f $DISK ]] || die_usage "--disk $DISK is not an existing file"
     [[ -r $DISK && -w $DISK ]] || die_usage "--disk $DISK must be readable and writable"
@@ -966,6 +989,24 @@ stop_cluster 1
 rm -f -- "$RUN_DIR"/*.log "$RUN_DIR"/*.exit "$RUN_DIR"/*.stderr "$RUN_DIR/cluster.env" "$RUN_DIR/ready.out"
 
 DISK_ARG=$DISK
+if [[ -n $DATASET_SPEC && -z $DISK ]]; then
+    # Datasets go into their own image, rebuilt when the spec changes.
+    DISK="$RUN_DIR/disk-apps.img"
+    if [[ ! -f $DISK || $(cat "$DISK.spec" 2>/dev/null) != "$DATASET_SPEC" || -n $(stale_format "$DISK") ]]; then
+        [[ -x $MKFS ]] || die "mkfs not found: $MKFS (build it with: cargo build --release -p flatfs --bins, or drop --no-build)"
+        mkfs_args=(--size-mb 64)
+        [[ -d $ROOT/tools/sample ]] && mkfs_args+=(--from "$ROOT/tools/sample")
+        for ds in "${DATASETS[@]}"; do mkfs_args+=(--dataset "$ds"); done
+        "$MKFS" "${mkfs_args[@]}" "$DISK.tmp" >"$RUN_DIR/mkfs.out" 2>&1 {LOCK_FD}>&- ||
+            die "mkfs --dataset failed: $(tail -n 1 "$RUN_DIR/mkfs.out")"
+        mv -f -- "$DISK.tmp" "$DISK"
+        printf '%s\n' "$DATASET_SPEC" >"$DISK.spec"
+        info "disk: created $DISK with datasets $DATASET_SPEC ($(cat "$RUN_DIR/mkfs.out"))"
+    else
+        info "disk: using existing $DISK (datasets $DATASET_SPEC)"
+    fi
+    DISK_ARG=$DISK
+fi
 if [[ -z $DISK ]]; then
     DISK="$RUN_DIR/disk.img"
     stale=

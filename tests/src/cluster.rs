@@ -18,8 +18,8 @@ mod host;
 mod opts;
 
 pub use host::{
-    default_ctl, host_tool, inspect, mkfs, qemu_run, repo_root, run_with_timeout, serial_guard,
-    tail_lines, target_dir, unique_run_dir, HostOutput,
+    default_ctl, host_tool, inspect, mkfs, mkfs_datasets, qemu_run, repo_root, run_with_timeout,
+    serial_guard, tail_lines, target_dir, unique_run_dir, HostOutput,
 };
 pub use opts::ClusterOpts;
 
@@ -229,6 +229,49 @@ impl Cluster {
     pub fn stats(&mut self, node: u8, cmd: &str) -> Result<crate::shell::Stats> {
         let out = self.exec_ok(node, cmd)?;
         Ok(crate::shell::Stats::parse(node, cmd, &out.text()))
+    }
+
+    /// Runs one command on each of several nodes at the same time (one
+    /// thread per console, each with the default timeout); their answers
+    /// in the order given. A node may appear once.
+    pub fn exec_together(&mut self, cmds: &[(u8, &str)]) -> Result<Vec<CmdOutput>> {
+        let timeout = self.cmd_timeout;
+        for (i, (node, _)) in cmds.iter().enumerate() {
+            if cmds[..i].iter().any(|(n, _)| n == node) {
+                return Err(Error::Usage(format!("exec_together: n{node} given twice")));
+            }
+            self.console(*node, timeout)?;
+        }
+        let mut consoles: Vec<(u8, &mut Console)> = self
+            .consoles
+            .iter_mut()
+            .filter(|(n, _)| cmds.iter().any(|(c, _)| c == *n))
+            .map(|(n, c)| (*n, c))
+            .collect();
+        let mut outs: Vec<Option<Result<CmdOutput>>> = cmds.iter().map(|_| None).collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = consoles
+                .iter_mut()
+                .map(|(n, c)| {
+                    let cmd = cmds.iter().find(|(k, _)| k == n).map_or("", |(_, c)| *c);
+                    let n = *n;
+                    (n, s.spawn(move || c.exec(cmd, timeout)))
+                })
+                .collect();
+            for (n, h) in handles {
+                let r = h.join().unwrap_or_else(|_| {
+                    Err(Error::Usage(format!(
+                        "exec_together: n{n}: thread panicked"
+                    )))
+                });
+                if let Some(i) = cmds.iter().position(|(k, _)| *k == n) {
+                    outs[i] = Some(r);
+                }
+            }
+        });
+        outs.into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(Error::Usage("exec_together: no answer".into()))))
+            .collect()
     }
 
     /// Runs raw bytes (no `\r`/`\n` inside) as a command line.

@@ -28,8 +28,8 @@ pub mod run;
 pub mod shell;
 
 pub use cluster::{
-    default_ctl, host_tool, inspect, mkfs, qemu_run, repo_root, run_with_timeout, serial_guard,
-    target_dir, unique_run_dir, with_cluster, Cluster, ClusterOpts, HostOutput,
+    default_ctl, host_tool, inspect, mkfs, mkfs_datasets, qemu_run, repo_root, run_with_timeout,
+    serial_guard, target_dir, unique_run_dir, with_cluster, Cluster, ClusterOpts, HostOutput,
 };
 pub use console::{CmdOutput, Console, Status};
 pub use error::{Error, Result};

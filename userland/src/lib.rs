@@ -19,6 +19,7 @@
 
 extern crate alloc;
 
+pub mod app;
 pub mod fio;
 pub mod line;
 pub mod os;

@@ -99,6 +99,7 @@ extern crate alloc;
 
 mod allocate;
 mod data;
+pub mod dataset;
 mod device;
 mod disk;
 mod error;

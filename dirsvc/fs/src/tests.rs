@@ -2361,6 +2361,34 @@ fn file_blocks_follow_the_extents() {
 }
 
 #[test]
+fn datasets_are_written_byte_for_byte() {
+    use userland::app::dataset::plan;
+    let mut fs = Fs::format(MemDisk::new(4096), 256).unwrap();
+    for app in ["kv", "webserver", "ann"] {
+        let root = format!("/apps/{app}");
+        let ds = plan(app, 256 << 10, 5, &root).unwrap();
+        let (blocks, inodes) = crate::dataset::needs(&ds);
+        assert!(blocks > 0 && inodes >= 2);
+        crate::dataset::write(&mut fs, &ds).unwrap();
+        for f in &ds.files {
+            let attr = fs.lookup(&f.path).unwrap();
+            assert_eq!(attr.size, f.size, "{}", f.path);
+            let mut want = vec![0u8; f.size as usize];
+            f.gen.fill(0, &mut want);
+            let mut got = vec![0u8; f.size as usize];
+            assert_eq!(fs.read(attr.ino, 0, &mut got).unwrap(), got.len());
+            assert_eq!(got, want, "{}", f.path);
+        }
+    }
+    // Too small a disk is an error naming the file, not a panic.
+    let mut tiny = Fs::format(MemDisk::new(64), 16).unwrap();
+    let ds = plan("kv", 1 << 20, 5, "/apps/kv").unwrap();
+    let (path, e) = crate::dataset::write(&mut tiny, &ds).unwrap_err();
+    assert_eq!(e, Errno::NoSpace);
+    assert!(path.starts_with("/apps/kv/"), "{path}");
+}
+
+#[test]
 fn block_source_and_check_block_match_read() {
     let mut fs = fresh(256, 16);
     let a = fs.create("/f", false).unwrap();

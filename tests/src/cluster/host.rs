@@ -241,6 +241,27 @@ pub fn mkfs(image: &Path, size_mb: u32, from: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
+/// Builds a disk image holding application datasets (`mkfs --dataset
+/// SPEC` for each of `datasets`, e.g. `kv:4m`).
+pub fn mkfs_datasets(image: &Path, datasets: &[&str]) -> Result<()> {
+    let mut cmd = Command::new(host_tool("mkfs"));
+    cmd.arg("--size-mb").arg("16");
+    for d in datasets {
+        cmd.arg("--dataset").arg(d);
+    }
+    cmd.arg(image);
+    let out = run_with_timeout(cmd, Duration::from_secs(300))?;
+    if out.code != Some(0) {
+        return Err(Error::Usage(format!(
+            "mkfs --dataset {} failed ({:?}): {}",
+            image.display(),
+            out.code,
+            out.text()
+        )));
+    }
+    Ok(())
+}
+
 /// Runs the host `inspect IMAGE ARGS...`.
 pub fn inspect(image: &Path, args: &[&str]) -> Result<HostOutput> {
     let mut cmd = Command::new(host_tool("inspect"));

@@ -261,6 +261,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_fio,
     },
     Command {
+        name: "app",
+        usage: "app NAME [--runtime S] [--threads N] [--seed X] [--ops N] [--dir PATH] ...",
+        help: "run a workload over its dataset (webserver fileserver varmail kv infer ann): summary + RESULT {json}",
+        min_args: 1,
+        max_args: MANY,
+        run: cmd_app,
+    },
+    Command {
         name: "shutdown",
         usage: "shutdown",
         help: "shut this node down",

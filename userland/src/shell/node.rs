@@ -85,6 +85,14 @@ pub(super) fn cmd_fio(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     Ok(())
 }
 
+pub(super) fn cmd_app(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let argv: Vec<&str> = args.words.iter().map(|w| w.text.as_str()).collect();
+    let out = crate::app::command(&mut *ctx.os, &argv)
+        .map_err(|e| Error::Msg(String::from(e.message())))?;
+    ctx.print(&out);
+    Ok(())
+}
+
 pub(super) fn cmd_shutdown(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
     ctx.shutdown = true;
     Ok(())

@@ -840,6 +840,34 @@ fn bench_doorbell_reports_percentiles_or_not_supported() {
     );
 }
 
+// --- app -----------------------------------------------------------------
+
+#[test]
+fn app_runs_a_workload_and_refuses_bad_input() {
+    let mut os = MockOs::new();
+    os.capacity = 64 << 20;
+    os.can_seek = true;
+    let ds = crate::app::dataset::plan("kv", 256 << 10, 1, "/apps/kv").unwrap();
+    crate::app::dataset::write_os(&mut os, &ds).unwrap();
+    let out = ok(&mut os, "app kv --ops 20 --threads 4");
+    assert!(out.starts_with("app kv on node 1"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("RESULT {")).count(), 1);
+    assert!(
+        err(&mut os, "app").starts_with("usage: app NAME"),
+        "missing NAME"
+    );
+    assert_eq!(
+        err(&mut os, "app nope"),
+        "app: unknown app 'nope' (one of webserver, fileserver, varmail, kv, infer, ann)"
+    );
+    assert_eq!(
+        err(&mut os, "app kv --threads 0"),
+        "app: bad value '0' for --threads (1..=256)"
+    );
+    assert!(err(&mut os, "app ann --ops 1").contains("--dataset ann:SIZE"));
+    assert!(ok(&mut os, "help app").contains("app NAME [--runtime S]"));
+}
+
 // --- cache policy, cache config, locality ----------------------------------
 
 #[test]

@@ -1,7 +1,7 @@
 //! `mkfs`: build a onecopy disk image, optionally filled from a host folder.
 //!
 //! ```text
-//! mkfs [--size-mb N] [--inodes N] [--from DIR] IMAGE
+//! mkfs [--size-mb N] [--inodes N] [--from DIR] [--dataset NAME:SIZE[:SEED] ...] IMAGE
 //! ```
 //!
 //! Exit status: 0 on success, 2 on bad arguments, a missing folder, or data
@@ -19,7 +19,7 @@ use fabric::proto::{Errno, MAX_NAME};
 use flatfs::{Fs, BLOCK_SIZE};
 
 const USAGE: &str = "\
-usage: mkfs [--size-mb N] [--inodes N] [--from DIR] IMAGE
+usage: mkfs [--size-mb N] [--inodes N] [--from DIR] [--dataset NAME:SIZE[:SEED] ...] IMAGE
 
 Create (or overwrite) IMAGE as an empty onecopy file system, then copy the
 files and subdirectories of DIR into it (symlinks and special files are
@@ -29,6 +29,11 @@ options:
   --size-mb N   image size in MiB (default 64)
   --inodes N    inode slots, rounded up to a multiple of 16 (default 1024)
   --from DIR    folder to copy into the image
+  --dataset NAME:SIZE[:SEED]
+                an application workload's dataset (webserver, fileserver,
+                varmail, kv, infer, ann; SIZE like 64m; SEED default 1),
+                generated deterministically into /apps/NAME; repeatable;
+                --size-mb and --inodes grow to fit it
   -h, --help    print this help";
 
 const MIB: u64 = 1 << 20;
@@ -37,6 +42,7 @@ struct Args {
     size_mb: u64,
     inodes: u32,
     from: Option<PathBuf>,
+    datasets: Vec<(String, u64, u64)>,
     image: PathBuf,
 }
 
@@ -51,6 +57,7 @@ fn parse_args(argv: &[String]) -> Result<Option<Args>, Fail> {
     let mut size_mb = 64u64;
     let mut inodes = 1024u32;
     let mut from = None;
+    let mut datasets = Vec::new();
     let mut image = None;
     let mut i = 0;
     while i < argv.len() {
@@ -94,6 +101,18 @@ fn parse_args(argv: &[String]) -> Result<Option<Args>, Fail> {
                 })?;
             }
             "--from" => from = Some(PathBuf::from(value(flag)?)),
+            "--dataset" => {
+                let v = value(flag)?;
+                let spec = userland::app::dataset::parse_spec(&v)
+                    .map_err(|e| usage_error(format!("mkfs: --dataset: {e}")))?;
+                if datasets.iter().any(|d: &(String, u64, u64)| d.0 == spec.0) {
+                    return Err(usage_error(format!(
+                        "mkfs: --dataset: {} given twice",
+                        spec.0
+                    )));
+                }
+                datasets.push(spec);
+            }
             _ if flag.starts_with('-') && flag.len() > 1 => {
                 return Err(usage_error(format!("mkfs: unknown option {arg}")));
             }
@@ -110,6 +129,7 @@ fn parse_args(argv: &[String]) -> Result<Option<Args>, Fail> {
         size_mb,
         inodes,
         from,
+        datasets,
         image,
     }))
 }
@@ -220,6 +240,35 @@ fn run(args: &Args, created: &mut bool) -> Result<String, Fail> {
             Err(e) => return Err(Fail(format!("mkfs: {}: {e}", dir.display()), 2)),
         }
     }
+    // Plan the datasets first: the image grows to hold them.
+    let mut plans = Vec::new();
+    let (mut size_mb, mut inodes) = (args.size_mb, u64::from(args.inodes));
+    let (mut need_blocks, mut need_inodes) = (0u64, 0u64);
+    for (name, size, seed) in &args.datasets {
+        let ds = userland::app::dataset::plan(name, *size, *seed, &format!("/apps/{name}"))
+            .map_err(|e| Fail(format!("mkfs: --dataset: {e}"), 2))?;
+        let (b, i) = flatfs::dataset::needs(&ds);
+        need_blocks += b;
+        need_inodes += i;
+        plans.push(ds);
+    }
+    if !plans.is_empty() {
+        // Room for the datasets, the inode table, checksums and --from.
+        let want_inodes = (inodes + need_inodes + 2).next_multiple_of(16);
+        inodes = inodes.max(want_inodes);
+        let meta = inodes / 16 + (need_blocks / 1023) + 64;
+        let want_mb = (need_blocks + meta).div_ceil(MIB / BLOCK_SIZE as u64) + args.size_mb;
+        size_mb = size_mb.max(want_mb);
+    }
+    let inodes = u32::try_from(inodes)
+        .map_err(|_| Fail(format!("mkfs: {image}: {inodes} inodes is too many"), 2))?;
+    let args = &Args {
+        size_mb,
+        inodes,
+        from: args.from.clone(),
+        datasets: args.datasets.clone(),
+        image: args.image.clone(),
+    };
     let blocks = args.size_mb * (MIB / BLOCK_SIZE as u64);
     let disk = FileDisk::create(&args.image, blocks)
         .map_err(|e| Fail(format!("mkfs: {image}: {e}"), 1))?;
@@ -243,6 +292,21 @@ fn run(args: &Args, created: &mut bool) -> Result<String, Fail> {
             inodes: fs.stats().inodes_total,
         };
         copy_tree(&mut fs, dir, "/", &mut n, &ctx)?;
+    }
+    for ds in &plans {
+        flatfs::dataset::write(&mut fs, ds).map_err(|(path, e)| match e {
+            Errno::NoSpace => Fail(
+                format!(
+                    "mkfs: {image}: dataset {} does not fit in {} MiB ({path}; try a larger --size-mb)",
+                    ds.app, args.size_mb
+                ),
+                2,
+            ),
+            e => Fail(format!("mkfs: {image}: dataset {}: {path}: {e}", ds.app), 1),
+        })?;
+        n.files += ds.files.len() as u64;
+        n.dirs += ds.dirs.len() as u64;
+        n.bytes += ds.bytes();
     }
     fs.sync()
         .map_err(|e| Fail(format!("mkfs: {image}: sync: {e}"), 1))?;

@@ -1,0 +1,97 @@
+//! Integration tests of the application workloads (issue #11): two
+//! nodes run the same `app` at the same time over one dataset built on
+//! the host (`mkfs --dataset`), in strong mode.
+//!
+//! ```text
+//! cargo test -p onecopy-tests --test apps -- --test-threads=1
+//! ```
+//!
+//! They check behaviour (where misses were served from, that RESULT
+//! lines parse and agree), never timing.
+
+use std::time::Duration;
+
+use onecopy_tests::{mkfs_datasets, unique_run_dir, with_cluster, ClusterOpts, Error, Result};
+use serde_json::Value;
+
+const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
+
+fn fail(msg: String) -> Error {
+    Error::Usage(msg)
+}
+
+/// The RESULT json of an `app` answer.
+fn result(node: u8, out: &str) -> Result<Value> {
+    let line = out
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("RESULT "))
+        .ok_or_else(|| fail(format!("n{node}: no RESULT line: {out}")))?;
+    serde_json::from_str(line).map_err(|e| fail(format!("n{node}: RESULT json: {e}: {line}")))
+}
+
+fn cache(v: &Value, key: &str) -> u64 {
+    v["cache"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("cache '{key}' missing in {v}"))
+}
+
+/// Node 1 reads the kv table first (it owns every page); then both
+/// nodes run `app kv` at once. Node 2's misses are remote maps of node
+/// 1's frames, never disk reads; both find every key.
+#[test]
+fn two_nodes_run_kv_at_once_and_the_second_maps_remote_pages() {
+    let dir = unique_run_dir("apps-kv-img").expect("run dir");
+    std::fs::create_dir_all(&dir).expect("run dir");
+    let image = dir.join("apps.img");
+    mkfs_datasets(&image, &["kv:4m", "infer:1m"]).expect("mkfs --dataset");
+    let opts = ClusterOpts::new("apps-kv")
+        .ctl(CTL)
+        .disk(&image)
+        .cmd_timeout(Duration::from_secs(240))
+        .boot_timeout(Duration::from_secs(60));
+    with_cluster(opts, |c| {
+        c.exec_ok(1, "sum /apps/kv/table.sst")?;
+        let outs = c.exec_together(&[
+            (1, "app kv --ops 400 --threads 8 --seed 1"),
+            (2, "app kv --ops 400 --threads 8 --seed 2"),
+        ])?;
+        let mut rs = Vec::new();
+        for (node, out) in [1u8, 2].into_iter().zip(outs) {
+            let text = out.into_result()?.text();
+            rs.push(result(node, &text)?);
+        }
+        for (i, v) in rs.iter().enumerate() {
+            assert_eq!(v["app"], "kv", "{v}");
+            assert_eq!(v["mode"], "strong", "{v}");
+            assert_eq!(v["operations"].as_u64(), Some(400), "n{}: {v}", i + 1);
+            assert_eq!(v["ops"]["get"]["count"].as_u64(), Some(400), "{v}");
+        }
+        let n2 = &rs[1];
+        let misses = cache(n2, "misses");
+        assert!(misses > 0, "n2 had no misses: {n2}");
+        assert_eq!(
+            cache(n2, "disk reads caused (fills)"),
+            0,
+            "n2 read from disk: {n2}"
+        );
+        assert!(cache(n2, "remote maps (CM-R)") > 0, "n2: {n2}");
+        assert_eq!(cache(&rs[0], "disk reads caused (fills)"), 0, "{}", rs[0]);
+
+        // infer: both nodes decode the same sequences at once; the
+        // checksums agree (the same weights were read on both).
+        let outs = c.exec_together(&[
+            (1, "app infer --ops 2 --seq-len 2 --threads 2"),
+            (2, "app infer --ops 2 --seq-len 2 --threads 1"),
+        ])?;
+        let mut sums = Vec::new();
+        for (node, out) in [1u8, 2].into_iter().zip(outs) {
+            let v = result(node, &out.into_result()?.text())?;
+            assert_eq!(v["sequences"].as_u64(), Some(2), "{v}");
+            sums.push(v["checksum"].as_str().unwrap_or("").to_string());
+        }
+        assert!(!sums[0].is_empty());
+        assert_eq!(sums[0], sums[1], "nodes decoded different tokens");
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

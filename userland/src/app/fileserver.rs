@@ -1,0 +1,125 @@
+//! `app fileserver`: Filebench's fileserver personality. Each thread
+//! loops over `createfile`, `writewholefile` (a gamma-sized file, 128
+//! KiB mean, in I/Os of up to 1 MiB), `closefile`, `openfile`,
+//! `appendfilerand` (1..=16 KiB), `closefile`, `openfile` of the shared
+//! fileset (round robin), `readwholefile`, `closefile`, `deletefile`,
+//! `statfile`. Defaults as in `fileserver.f`: 50 threads, 128 KiB mean
+//! files, 20 per directory. Created, appended and deleted files are this
+//! node's own (`DIR/nK/`: the file a thread created in its previous
+//! loop is the one it deletes); reads and stats go to the shared
+//! fileset. Metric: geometric mean of the per-flowop throughputs.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::Cell;
+
+use super::dataset::Dataset;
+use super::fileset::{self, FileSet};
+use super::options::Options;
+use super::report::Report;
+use super::rng::{hash2, Rng};
+use super::{AppError, Run};
+use crate::task::Tasks;
+
+/// Operation kinds.
+pub const NAMES: &[&str] = &[
+    "createfile",
+    "writewholefile",
+    "closefile",
+    "openfile",
+    "appendfilerand",
+    "readwholefile",
+    "deletefile",
+    "statfile",
+];
+/// Filebench's `nthreads`.
+pub const DEFAULT_THREADS: u32 = 50;
+/// Filebench's `filesize` mean.
+pub const MEAN_SIZE: u64 = 128 << 10;
+/// Filebench's `meandirwidth`.
+pub const DIR_WIDTH: u64 = 20;
+/// Options of its own: none.
+pub const OPTIONS: &[&str] = &[];
+
+/// The dataset: the fileset, about `size` bytes.
+pub fn plan(size: u64, seed: u64, root: &str) -> Result<Dataset, String> {
+    fileset::plan("fileserver", size, seed, root, MEAN_SIZE, DIR_WIDTH)
+}
+
+const CREATE: usize = 0;
+const WRITE: usize = 1;
+const CLOSE: usize = 2;
+const OPEN: usize = 3;
+const APPEND: usize = 4;
+const READ: usize = 5;
+const DELETE: usize = 6;
+const STAT: usize = 7;
+
+/// Run it.
+pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppError> {
+    let set = FileSet::load(ex, &run.dir, "fileserver")?;
+    let own = set.own_dir(run.env.node);
+    fileset::ensure_dir(ex, &own)?;
+    let slots = fileset::Slots::new(fileset::MAX_OPEN);
+    let m = run.meter(ex, NAMES);
+    let leftovers: core::cell::RefCell<Vec<String>> = core::cell::RefCell::new(Vec::new());
+    let result = ex.run_n(run.threads as usize, |t| {
+        let slots = &slots;
+        let (ex, m, set, own, leftovers) = (ex, &m, &set, &own, &leftovers);
+        let mut rng = Rng::new(run.seed, 2000 + t as u64);
+        async move {
+            let mut prev: Option<String> = None;
+            let mut k = 0u64;
+            while m.begin(ex.uptime_ns()) {
+                let path = format!("{own}/t{t}.{k}");
+                k += 1;
+                let step: Result<(), AppError> = async {
+                    let fd = fileset::create(ex, m, CREATE, &path, slots).await?;
+                    let size = set.mean.max(1);
+                    let size = Rng::new(run.seed, hash2(t as u64, k)).gamma15(size);
+                    let w =
+                        fileset::write_whole(ex, m, WRITE, fd, &path, size, rng.next_u64()).await;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
+                    w?;
+                    let fd = fileset::open(ex, m, OPEN, &path, slots).await?;
+                    let end = Cell::new(size);
+                    let a = fileset::append_rand(ex, m, APPEND, fd, &path, &end, &mut rng).await;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
+                    a?;
+                    let shared = set.next_path(run.seed);
+                    let fd = fileset::open(ex, m, OPEN, &shared, slots).await?;
+                    let r = fileset::read_whole(ex, m, READ, fd, &shared).await;
+                    fileset::close(ex, m, CLOSE, fd, &shared, slots)?;
+                    r?;
+                    if let Some(old) = prev.take() {
+                        fileset::delete(ex, m, DELETE, &old)?;
+                    }
+                    let shared = set.next_path(run.seed);
+                    fileset::stat(ex, m, STAT, &shared)?;
+                    Ok(())
+                }
+                .await;
+                prev = Some(path);
+                if let Err(e) = step {
+                    m.fail(e);
+                    break;
+                }
+            }
+            if let Some(p) = prev {
+                leftovers.borrow_mut().push(p);
+            }
+        }
+    });
+    // Leave the node's directory as it was (not timed).
+    let mut cleanup = Ok(());
+    for p in leftovers.borrow().iter() {
+        if let Err(e) = ex.with_os(|os| os.unlink(p)) {
+            if e != crate::os::Errno::NotFound && cleanup.is_ok() {
+                cleanup = Err(AppError::new(format!("{p}: delete: {e}")));
+            }
+        }
+    }
+    run.finish(ex, "fileserver", result, &m, cleanup)
+        .map(|r| r.with_geomean())
+}

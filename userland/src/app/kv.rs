@@ -1,0 +1,363 @@
+//! `app kv`: RocksDB's `db_bench readrandom` over one immutable sorted
+//! table. The table (`DIR/table.sst`, built on the host) holds 24-byte
+//! keys (`user` and 20 decimal digits, so byte order is key order) with
+//! 1 KiB values, three entries to a 4 KiB data block; after the data
+//! blocks comes the block index (each block's first key) and a footer
+//! block. A run reads the footer and the index into memory (not timed),
+//! then each thread does point lookups: pick a key (uniform, or
+//! `--dist zipf:THETA`, YCSB's scrambled zipfian), binary-search the
+//! in-memory index for its block, read the block (queued with the other
+//! threads' reads), find the key and check its value. Metric: lookups
+//! per second.
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use core::cell::Cell;
+
+use super::dataset::{manifest, pattern_fill, DataFile, Dataset, Gen, Manifest};
+use super::options::{bad, parse_fraction, Options};
+use super::report::{Extra, Report};
+use super::rng::{hash2, Rng, Zipf, MAX_ZIPF_ITEMS};
+use super::{AppError, Run};
+use crate::os::OpenFlags;
+use crate::task::Tasks;
+
+/// Operation kinds.
+pub const NAMES: &[&str] = &["get"];
+/// Default threads (db_bench `--threads`).
+pub const DEFAULT_THREADS: u32 = 16;
+/// Its own options.
+pub const OPTIONS: &[&str] = &["dist"];
+/// Key bytes.
+pub const KEY: usize = 24;
+/// Value bytes.
+pub const VALUE: usize = 1024;
+/// Block bytes.
+pub const BLOCK: usize = 4096;
+/// Entries per data block.
+pub const PER_BLOCK: u64 = (BLOCK / (KEY + VALUE)) as u64;
+/// Footer magic.
+pub const MAGIC: &[u8; 8] = b"ONECKVT1";
+/// The table's name in the dataset directory.
+pub const TABLE: &str = "table.sst";
+
+/// Key `k`: `user` and `k` in 20 decimal digits.
+pub fn key_of(k: u64) -> [u8; KEY] {
+    let mut out = [0u8; KEY];
+    out[..4].copy_from_slice(b"user");
+    let mut v = k;
+    for i in (4..KEY).rev() {
+        out[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    out
+}
+
+/// Value of key `k`: its number (8 bytes, little endian), then bytes of
+/// a pattern keyed by the seed and `k`.
+pub fn value_of(seed: u64, k: u64, out: &mut [u8]) {
+    pattern_fill(hash2(seed ^ 0x6b76, k), 0, out);
+    if let Some(head) = out.get_mut(..8) {
+        head.copy_from_slice(&k.to_le_bytes());
+    }
+}
+
+/// The table's geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    /// Data blocks.
+    pub blocks: u64,
+    /// Keys (`blocks * PER_BLOCK`).
+    pub keys: u64,
+    /// Dataset seed.
+    pub seed: u64,
+}
+
+impl Table {
+    fn index_blocks(&self) -> u64 {
+        (self.blocks * KEY as u64).div_ceil(BLOCK as u64)
+    }
+
+    /// File size: data, index, footer.
+    pub fn size(&self) -> u64 {
+        (self.blocks + self.index_blocks() + 1) * BLOCK as u64
+    }
+
+    fn data_block(&self, b: u64, out: &mut [u8]) {
+        out.fill(0);
+        for s in 0..PER_BLOCK {
+            let k = b * PER_BLOCK + s;
+            let at = s as usize * (KEY + VALUE);
+            out[at..at + KEY].copy_from_slice(&key_of(k));
+            value_of(self.seed, k, &mut out[at + KEY..at + KEY + VALUE]);
+        }
+    }
+}
+
+impl Gen for Table {
+    fn fill(&self, offset: u64, buf: &mut [u8]) {
+        let index_start = self.blocks * BLOCK as u64;
+        let footer = index_start + self.index_blocks() * BLOCK as u64;
+        for (i, chunk) in buf.chunks_mut(BLOCK).enumerate() {
+            let at = offset + (i * BLOCK) as u64;
+            let mut block = [0u8; BLOCK];
+            if at < index_start {
+                self.data_block(at / BLOCK as u64, &mut block);
+            } else if at < footer {
+                for (j, b) in block.iter_mut().enumerate() {
+                    let pos = at - index_start + j as u64;
+                    let entry = pos / KEY as u64;
+                    if entry < self.blocks {
+                        *b = key_of(entry * PER_BLOCK)[(pos % KEY as u64) as usize];
+                    }
+                }
+            } else {
+                block[..8].copy_from_slice(MAGIC);
+                block[8..16].copy_from_slice(&self.blocks.to_le_bytes());
+                block[16..24].copy_from_slice(&self.keys.to_le_bytes());
+                block[24..32].copy_from_slice(&index_start.to_le_bytes());
+            }
+            let n = chunk.len();
+            chunk.copy_from_slice(&block[..n]);
+        }
+    }
+}
+
+/// The dataset: one table of about `size` bytes.
+pub fn plan(size: u64, seed: u64, root: &str) -> Result<Dataset, String> {
+    let blocks = (size / BLOCK as u64).saturating_sub(2).max(1);
+    let t = Table {
+        blocks,
+        keys: blocks * PER_BLOCK,
+        seed,
+    };
+    let files = vec![
+        DataFile {
+            path: format!("{root}/manifest"),
+            ..manifest("kv", seed, &[("blocks", t.blocks), ("keys", t.keys)])
+        },
+        DataFile {
+            path: format!("{root}/{TABLE}"),
+            size: t.size(),
+            gen: Box::new(t),
+        },
+    ];
+    Ok(Dataset {
+        app: "kv",
+        root: String::from(root),
+        dirs: vec![String::from(root)],
+        files,
+    })
+}
+
+/// Key choice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dist {
+    /// Every key alike.
+    Uniform,
+    /// YCSB's scrambled zipfian with this exponent.
+    Zipf(f64),
+}
+
+/// `kv`'s own options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// `--dist uniform|zipf:THETA` (uniform).
+    pub dist: Dist,
+}
+
+impl Params {
+    /// From the parsed options (errors name the option).
+    pub fn from(o: &Options) -> Result<Params, AppError> {
+        let dist = match o.take("dist") {
+            None | Some("uniform") => Dist::Uniform,
+            Some(v) => match v.strip_prefix("zipf:").and_then(parse_fraction) {
+                Some(t) if t > 0.0 && t < 1.0 => Dist::Zipf(t),
+                _ => return Err(bad("dist", v, "uniform or zipf:THETA with 0 < THETA < 1")),
+            },
+        };
+        Ok(Params { dist })
+    }
+}
+
+/// Scramble rank `r` of `n` keys into a key (a fixed permutation that
+/// spreads the hot keys over the table).
+fn scramble(r: u64, n: u64) -> u64 {
+    // Multiplying by a constant coprime to n permutes 0..n.
+    let mut p = 0x9e37_79b9_7f4a_7c15u64 % n.max(1);
+    while gcd(p, n) != 1 {
+        p += 1;
+    }
+    ((u128::from(r) * u128::from(p)) % u128::from(n.max(1))) as u64
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Run it.
+pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError> {
+    let params = Params::from(opts)?;
+    let man = ex.with_os(|os| Manifest::load(os, &run.dir, "kv"))?;
+    let t = Table {
+        blocks: man.num_in("blocks", 1, 1 << 34)?,
+        keys: man.num("keys")?,
+        seed: man.num("seed")?,
+    };
+    if t.keys != t.blocks * PER_BLOCK {
+        return Err(AppError::new(format!(
+            "{}/manifest: keys {} != blocks {} x {PER_BLOCK}",
+            run.dir, t.keys, t.blocks
+        )));
+    }
+    let zipf = match params.dist {
+        Dist::Uniform => None,
+        Dist::Zipf(theta) => {
+            if t.keys > MAX_ZIPF_ITEMS {
+                return Err(AppError::new(format!(
+                    "--dist zipf: {} keys, at most {MAX_ZIPF_ITEMS}",
+                    t.keys
+                )));
+            }
+            Zipf::new(t.keys, theta)
+        }
+    };
+    let path = format!("{}/{TABLE}", run.dir);
+    let fd = ex
+        .with_os(|os| os.open(&path, OpenFlags::default()))
+        .map_err(|e| AppError::new(format!("{path}: open: {e}")))?;
+    let out = lookups(ex, run, &t, zipf.as_ref(), fd, &path);
+    let closed = ex
+        .with_os(|os| os.close(fd))
+        .map_err(|e| AppError::new(format!("{path}: close: {e}")));
+    let mut r = out?;
+    closed?;
+    r.metric = "lookups_per_s";
+    r.unit = "lookups/s";
+    r.throughput_milli = r.rate_milli(0);
+    r.extra.push((
+        "dist",
+        Extra::Text(match params.dist {
+            Dist::Uniform => String::from("uniform"),
+            Dist::Zipf(th) => format!("zipf:{}", (th * 1000.0 + 0.5) as u64 as f64 / 1000.0),
+        }),
+    ));
+    Ok(r)
+}
+
+fn lookups(
+    ex: &Tasks<'_>,
+    run: &Run,
+    t: &Table,
+    zipf: Option<&Zipf>,
+    fd: crate::os::Fd,
+    path: &str,
+) -> Result<Report, AppError> {
+    // The index: footer, then each block's first key (not timed).
+    let footer_at = t.size() - BLOCK as u64;
+    let mut foot = vec![0u8; BLOCK];
+    read_exact(ex, fd, footer_at, &mut foot, path)?;
+    let u = |i: usize| u64::from_le_bytes(foot[i..i + 8].try_into().unwrap_or([0; 8]));
+    if &foot[..8] != MAGIC || u(8) != t.blocks || u(16) != t.keys {
+        return Err(AppError::new(format!(
+            "{path}: footer does not match the manifest (not a kv table of this format)"
+        )));
+    }
+    let index_at = u(24);
+    let mut index = vec![0u8; (t.blocks * KEY as u64) as usize];
+    read_exact(ex, fd, index_at, &mut index, path)?;
+
+    let m = run.meter(ex, NAMES);
+    let sum = Cell::new(0u64);
+    let index = &index;
+    let result = ex.run_n(run.threads as usize, |th| {
+        let (m, sum) = (&m, &sum);
+        let mut rng = Rng::new(run.seed, 4000 + th as u64);
+        async move {
+            while m.begin(ex.uptime_ns()) {
+                let k = match zipf {
+                    None => rng.below(t.keys),
+                    Some(z) => scramble(z.sample(&mut rng), t.keys),
+                };
+                let key = key_of(k);
+                // Last block whose first key <= key.
+                let (mut lo, mut hi) = (0u64, t.blocks);
+                while hi - lo > 1 {
+                    let mid = (lo + hi) / 2;
+                    let at = (mid * KEY as u64) as usize;
+                    if index[at..at + KEY] <= key[..] {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                let t0 = ex.uptime_ns();
+                let done = ex.pread(fd, lo * BLOCK as u64, vec![0u8; BLOCK]).await;
+                match done.result {
+                    Ok(n) if n == BLOCK => {}
+                    Ok(n) => {
+                        m.fail(AppError::new(format!(
+                            "{path}: block {lo}: short read ({n} bytes)"
+                        )));
+                        break;
+                    }
+                    Err(e) => {
+                        m.fail(AppError::new(format!("{path}: block {lo}: {e}")));
+                        break;
+                    }
+                }
+                let found = (0..PER_BLOCK as usize)
+                    .map(|s| s * (KEY + VALUE))
+                    .find(|&at| done.buf[at..at + KEY] == key[..]);
+                let ok = found.is_some_and(|at| {
+                    let v = &done.buf[at + KEY..at + KEY + VALUE];
+                    v[..8] == k.to_le_bytes()
+                });
+                if !ok {
+                    m.fail(AppError::new(format!(
+                        "{path}: key {k} not found in block {lo} (corrupt table?)"
+                    )));
+                    break;
+                }
+                if let Some(at) = found {
+                    let v = &done.buf[at + KEY + 8..at + KEY + 16];
+                    sum.set(
+                        sum.get()
+                            .wrapping_add(u64::from_le_bytes(v.try_into().unwrap_or([0; 8]))),
+                    );
+                }
+                let t1 = ex.uptime_ns();
+                m.record(0, t1.saturating_sub(t0), BLOCK as u64, 0, t1);
+            }
+        }
+    });
+    let mut r = run.finish(ex, "kv", result, &m, Ok(()))?;
+    r.extra.push(("keys", Extra::Uint(t.keys)));
+    r.extra.push(("value_checksum", Extra::Uint(sum.get())));
+    Ok(r)
+}
+
+/// Read `buf.len()` bytes at `off` (setup reads, synchronous).
+pub fn read_exact(
+    ex: &Tasks<'_>,
+    fd: crate::os::Fd,
+    off: u64,
+    buf: &mut [u8],
+    path: &str,
+) -> Result<(), AppError> {
+    let n = ex
+        .with_os(|os| crate::os::positioned_io(os, fd, off, false, buf))
+        .map_err(|e| AppError::new(format!("{path}: read at {off}: {e}")))?;
+    if n != buf.len() {
+        return Err(AppError::new(format!(
+            "{path}: read at {off}: short ({n} of {} bytes)",
+            buf.len()
+        )));
+    }
+    Ok(())
+}
