@@ -655,8 +655,14 @@ fn cache_drop_parser() {
 /// node 2 caused no fill, and the directory had several fills in flight
 /// and answered a page request while they were (its log says so). The
 /// cold read is repeated (up to 5 times) until one of node 2's requests
-/// landed inside it.
+/// landed inside it. Ignored in the suite: whether a request lands inside
+/// a fill depends on the host's scheduling (it missed all 5 attempts in
+/// one of about four runs on this loaded 2-core machine, with doorbells on
+/// by default); the directory's scheduling is covered deterministically
+/// by the host tests in `dirsvc/src/server/tests_fills.rs`. Run it with
+/// `cargo test -p onecopy-tests --test pagecache -- --ignored`.
 #[test]
+#[ignore = "depends on host scheduling; see the doc comment"]
 fn lookups_are_answered_while_fills_are_in_flight() {
     let o = opts("asyncfill").append_extra("disk_lat_us=2000");
     with_cluster(o, |c| {
