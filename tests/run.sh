@@ -129,7 +129,7 @@ integration_tests() {
         "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
         rm -rf -- "$d"
     done
-    cargo test -p onecopy-tests --test cluster --test crash --test launcher --test pagecache --test policy --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
+    cargo test --no-fail-fast -p onecopy-tests --test cluster --test crash --test launcher --test pagecache --test policy --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
         cargo test -p onecopy-ivshmem-server --test qemu -- --ignored --test-threads=1
 }
 
