@@ -413,7 +413,11 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     // A READ miss whose disk read is held for 5 passes.
     rig.disk.set_mode(Completion::Hold);
     let tag = a
-        .send(&*rig.mem, &Rig::read(PageKey { ino, idx: 1 }, a0), &mut || true)
+        .send(
+            &*rig.mem,
+            &Rig::read(PageKey { ino, idx: 1 }, a0),
+            &mut || true,
+        )
         .unwrap();
     for _ in 0..5 {
         rig.step();
@@ -424,17 +428,28 @@ fn misses_are_timed_phase_by_phase_per_kind() {
         answers(&rig, &mut a),
         vec![(tag, PageReply::Owner { gfn: a0 })]
     );
-    let s = rig.dir.borrow().miss_stats(MissKind::PageFill).since(&before);
+    let s = rig
+        .dir
+        .borrow()
+        .miss_stats(MissKind::PageFill)
+        .since(&before);
     assert_eq!(s.count, 1, "{s:?}");
     // Queued in one pass, seen complete 5 passes later (1000 ns each).
     assert_eq!(s.disk_ns, 5000, "{s:?}");
-    assert_eq!(s.service_ns(), s.disk_ns, "the rest took no time on this clock");
+    assert_eq!(
+        s.service_ns(),
+        s.disk_ns,
+        "the rest took no time on this clock"
+    );
     // A page already cached is no miss.
     assert_eq!(
         rig.call(&mut a, &Rig::read(PageKey { ino, idx: 1 }, a0 + 1)),
         Ok(Response::Page(PageReply::Owner { gfn: a0 }))
     );
-    assert_eq!(rig.dir.borrow().miss_stats(MissKind::PageFill).count, before.count + 1);
+    assert_eq!(
+        rig.dir.borrow().miss_stats(MissKind::PageFill).count,
+        before.count + 1
+    );
     // A file-server read is the other kind; writes and metadata are none.
     let files = rig.dir.borrow().miss_stats(MissKind::FileRead).count;
     let r = rig.call(
@@ -451,10 +466,20 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
     rig.call(&mut a, &Request::Getattr { ino }).unwrap();
     rig.write(&mut a, ino, 0, 9);
-    assert_eq!(rig.dir.borrow().miss_stats(MissKind::FileRead).count, files + 1);
+    assert_eq!(
+        rig.dir.borrow().miss_stats(MissKind::FileRead).count,
+        files + 1
+    );
     // The counters travel as the answer to MissStats.
     assert_eq!(
-        rig.call(&mut a, &Request::MissStats { kind: MissKind::FileRead }),
-        Ok(Response::MissStats(rig.dir.borrow().miss_stats(MissKind::FileRead)))
+        rig.call(
+            &mut a,
+            &Request::MissStats {
+                kind: MissKind::FileRead
+            }
+        ),
+        Ok(Response::MissStats(
+            rig.dir.borrow().miss_stats(MissKind::FileRead)
+        ))
     );
 }

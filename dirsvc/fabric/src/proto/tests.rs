@@ -429,10 +429,12 @@ fn miss_stats_round_trip_and_subtract() {
         assert_eq!(Request::decode(&d), Ok((3, Request::MissStats { kind })));
     }
     // An unknown kind is refused, not mapped to a known one.
-    let mut r = Raw::decode(&Request::MissStats {
-        kind: MissKind::PageFill,
-    }
-    .encode(1));
+    let mut r = Raw::decode(
+        &Request::MissStats {
+            kind: MissKind::PageFill,
+        }
+        .encode(1),
+    );
     r.args[0] = 2;
     assert_eq!(Request::decode(&r.encode()), Err(DecodeError::BadArgument));
     let s = MissStats {

@@ -428,8 +428,20 @@ impl ScState {
         }
     }
 
-    /// [`ScState::page_batch`] without the deferred DROPs.
+    /// [`ScState::page_batch`] without the deferred DROPs, timed as one
+    /// round trip (see [`crate::link::Probe`]).
     fn send_batch<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        reqs: &[PageReq],
+    ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
+        let t0 = link.env.now_ns();
+        let r = self.exchange(link, reqs);
+        link.add_round_trip(t0);
+        r
+    }
+
+    fn exchange<E: Env>(
         &mut self,
         link: &mut Link<E>,
         reqs: &[PageReq],
@@ -646,6 +658,7 @@ impl ScState {
             // Every page of the batch is completed, whatever happened to
             // the others: its answer applied, or its miss cancelled (frame
             // back to the pool, a deferred ack sent).
+            let t_fill = link.env.now_ns();
             let mut err = fatal;
             for ((key, _), answer) in batch.iter().zip(answers) {
                 let c = self.c()?;
@@ -679,6 +692,7 @@ impl ScState {
                     }
                 }
             }
+            link.add_fill(t_fill);
             // Invalidations that raced these misses are due now.
             if let Some(c) = self.coh.as_mut() {
                 c.send_due_acks(&link.env);
