@@ -2,7 +2,10 @@
 //! modes whose writes a node buffers: `private`, `net` (buffered
 //! baselines, `baseline_writes=back`) and `relaxed` (private copies).
 //!
-//! Node 2 writes file A and syncs it. Then one fio run, time based so that
+//! Node 2 writes file A (a line of text, then zeros up to its size: not
+//! fio's data, which is the `fill` pattern at every offset, so an
+//! overwrite that reached the disk shows) and syncs it. Then one fio run,
+//! time based so that
 //! it is still running when node 2's QEMU is SIGKILLed, overwrites the
 //! first half of A (job 0) and writes a new file B (job 1) with 4 KiB
 //! random writes, without fsync or close. Its working set (48 pages) is far
@@ -48,6 +51,16 @@ fn fail(msg: impl Into<String>) -> Error {
     Error::Usage(msg.into())
 }
 
+/// The first line of A.
+const A_TEXT: &str = "synced by node 2";
+
+/// A as synced: its line, then zeros up to its size.
+fn a_bytes() -> Vec<u8> {
+    let mut v = format!("{A_TEXT}\n").into_bytes();
+    v.resize(A_SIZE, 0);
+    v
+}
+
 /// `len` bytes of the `fill` pattern.
 fn pattern_bytes(len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
@@ -65,16 +78,23 @@ fn killed_writer_loses_exactly_its_unsynced_pages(mode: &str) {
     let run_dir = unique_run_dir(&name).expect("run dir");
     let image = run_dir.join("test.img");
     mkfs(&image, 64, None).expect("mkfs");
-    let a = pattern_bytes(A_SIZE);
+    let a = a_bytes();
     let b = vec![0u8; JOB_SIZE];
     with_cluster(opts(&name).mode(mode).run_dir(&run_dir).disk(&image), |c| {
         c.keep_run_dir(); // the image is examined after the cluster stops
         c.exec_ok(2, "mkdir /d")?;
-        c.exec_ok(2, &format!("fill {A} {}", A_SIZE))?;
+        c.exec_ok(2, &format!("write {A} {A_TEXT}"))?;
+        c.exec_ok(2, &format!("truncate {A} {A_SIZE}"))?;
         c.exec_ok(2, "sync")?;
+        let got = sum(c, 2, A)?;
+        if got != (crc32(&a), A_SIZE as u64) {
+            return Err(fail(format!("n2 reads its synced A as {got:?}")));
+        }
         // Both files through fio's jobs: job 0 on A (already larger than
         // --size: not laid out again), job 1 on B (created and truncated to
-        // --size, then closed: that much reaches the directory).
+        // --size, then closed: that much reaches the directory). fio writes
+        // the `fill` pattern: were any of it written back, A or B on the
+        // disk would show it.
         c.start_command(
             2,
             &format!(
