@@ -43,6 +43,9 @@ mod fileserver;
 mod fills;
 mod locality;
 mod membership;
+pub mod misstime;
+
+use misstime::MissTimer;
 
 /// Something worth a log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +96,10 @@ pub struct Config {
     /// device's queue depth); 0: every fill is a synchronous read that the
     /// loop waits for (the behaviour before asynchronous fills).
     pub fill_depth: usize,
+    /// Nanoseconds on the directory's clock, for the per-phase service
+    /// times of misses ([`Directory::miss_stats`]); [`misstime::no_clock`]
+    /// times nothing.
+    pub clock: fn() -> u64,
 }
 
 impl Default for Config {
@@ -101,6 +108,7 @@ impl Default for Config {
             heartbeat_timeout_ns: 3_000_000_000,
             batch: 32,
             fill_depth: 32,
+            clock: misstime::no_clock,
         }
     }
 }
@@ -163,6 +171,8 @@ pub struct Directory<D: BlockDevice> {
     /// Most fills in flight: `Config::fill_depth` bounded by the device's
     /// queue depth (0: synchronous fills).
     fill_depth: usize,
+    /// Per-phase service times of misses.
+    miss: MissTimer,
 }
 
 /// Result of one [`Directory::poll`].
@@ -226,6 +236,7 @@ impl<D: BlockDevice> Directory<D> {
             batches: [0; 65],
             disk: DiskQueue::new(fill_depth),
             fill_depth,
+            miss: MissTimer::new(cfg.clock),
         }
     }
 
@@ -316,6 +327,12 @@ impl<D: BlockDevice> Directory<D> {
             writebacks: s.writebacks,
             max_batch: max_batch as u64,
         }
+    }
+
+    /// The directory's service times of `kind` of miss, phase by phase
+    /// (`bench miss`, [`Op::MissStats`]).
+    pub fn miss_stats(&self, kind: fabric::proto::MissKind) -> fabric::proto::MissStats {
+        self.miss.stats(kind)
     }
 
     /// The page directory (for tests and `dir stats`).

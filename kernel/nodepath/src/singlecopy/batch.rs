@@ -162,8 +162,21 @@ impl ScState {
         }
     }
 
-    /// [`ScState::page_batch`] without the deferred DROPs.
+    /// [`ScState::page_batch`] without the deferred DROPs, timed as one
+    /// round trip (see [`crate::link::Probe`]).
     pub(super) fn send_batch<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        reqs: &[PageReq],
+    ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
+        let t0 = link.env.now_ns();
+        let r = self.exchange(link, reqs);
+        link.add_round_trip(t0);
+        r
+    }
+
+    /// [`ScState::send_batch`] without the timing.
+    fn exchange<E: Env>(
         &mut self,
         link: &mut Link<E>,
         reqs: &[PageReq],

@@ -439,6 +439,7 @@ impl ScState {
             // Every page of the batch is completed, whatever happened to
             // the others: its answer applied, or its miss cancelled (frame
             // back to the pool, a deferred ack sent).
+            let t_fill = link.env.now_ns();
             let mut err = fatal;
             for ((key, _), answer) in batch.iter().zip(answers) {
                 let c = self.c()?;
@@ -472,6 +473,7 @@ impl ScState {
                     }
                 }
             }
+            link.add_fill(t_fill);
             // Invalidations that raced these misses are due now.
             if let Some(c) = self.coh.as_mut() {
                 c.send_due_acks(&link.env);
