@@ -13,10 +13,11 @@
 //! skipped. If a policy proposes nothing usable twice in a row, the cache
 //! falls back to its lists in order, so reclaim always frees what it can.
 //!
-//! One file per policy: `fifo` (the default, install order), `lru`,
-//! `clock`, `lfu`, `mru`, `s3fifo`, `sieve`, `arc`, `getscan`, and
-//! `cluster` (onecopy's own: evicts pages mapped by many nodes last, with
-//! the sharer counts the directory reports to the owner).
+//! One file per policy: `fifo` (the default, install order), `recency`
+//! (`lru` and `mru`: one policy, evicting from either end), `clock`,
+//! `lfu`, `s3fifo`, `sieve`, `arc`, `getscan`, and `cluster` (onecopy's
+//! own: evicts pages mapped by many nodes last, with the sharer counts the
+//! directory reports to the owner).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -33,8 +34,7 @@ mod getscan;
 mod ghost;
 mod lfu;
 mod lists;
-mod lru;
-mod mru;
+mod recency;
 mod s3fifo;
 mod sieve;
 
@@ -148,10 +148,10 @@ pub trait Policy: core::fmt::Debug + Send {
 pub fn build(name: PolicyName) -> Box<dyn Policy> {
     match name {
         PolicyName::Fifo => Box::new(fifo::Fifo::default()),
-        PolicyName::Lru => Box::new(lru::Lru::default()),
+        PolicyName::Lru => Box::new(recency::Recency::lru()),
         PolicyName::Clock => Box::new(clock::Clock::default()),
         PolicyName::Lfu => Box::new(lfu::Lfu::default()),
-        PolicyName::Mru => Box::new(mru::Mru::default()),
+        PolicyName::Mru => Box::new(recency::Recency::mru()),
         PolicyName::S3Fifo => Box::new(s3fifo::S3Fifo::default()),
         PolicyName::Sieve => Box::new(sieve::Sieve::default()),
         PolicyName::Arc => Box::new(arc::Arc::default()),
