@@ -32,6 +32,7 @@ mod evictor;
 mod fifo;
 mod getscan;
 mod ghost;
+mod groups;
 mod lfu;
 mod lists;
 mod recency;
@@ -45,6 +46,10 @@ mod tests;
 
 pub use evictor::{Evictor, PolicyStats};
 pub use ghost::Ghost;
+pub use groups::{
+    valid_name, GroupConf, GroupError, GroupId, GroupInfo, GroupStats, Groups, Target,
+    DEFAULT_GROUP, DEFAULT_NAME, MAX_GROUPS, MAX_NAME,
+};
 pub use lists::{From, Iter, ListError, ListId, Lists, View};
 
 /// Most candidates one `evict_folios` call proposes (cache_ext's array).
@@ -55,8 +60,8 @@ pub const MAX_CANDIDATES: usize = 32;
 pub struct Folio {
     /// The page.
     pub key: PageKey,
-    /// Group of the task touching it (the cgroup analogue; 0 until tasks
-    /// carry groups).
+    /// Group of the task touching it (the cgroup analogue, see
+    /// [`Groups`]); 0 when the task is in the group owning the lists.
     pub group: u32,
     /// The access came from another node (the directory reported a new
     /// mapping of our page), not from a read here.
