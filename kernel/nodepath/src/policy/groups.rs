@@ -35,24 +35,18 @@ use super::{Evictor, PolicyName, PolicyStats};
 pub type GroupId = u32;
 /// The node's group.
 pub const DEFAULT_GROUP: GroupId = 0;
+/// Is `s` a usable group name: 1..=32 of `A-Z a-z 0-9 _ - .`?
+pub use userland::os::valid_group_name as valid_name;
 /// Its name.
-pub const DEFAULT_NAME: &str = "default";
+pub use userland::os::DEFAULT_GROUP_NAME as DEFAULT_NAME;
 /// Most groups on a node, `default` included (groups are never removed).
-pub const MAX_GROUPS: usize = 16;
+pub use userland::os::MAX_GROUPS;
 /// Longest group name.
-pub const MAX_NAME: usize = 32;
+pub use userland::os::MAX_GROUP_NAME as MAX_NAME;
 /// Most pages filled and not yet read that are remembered so that the
 /// read the fill was for does not count as a hit (a fill nobody reads
 /// stays until the set is full; then the set starts over).
 const MAX_FRESH: usize = 4096;
-
-/// Is `s` a usable group name: 1..=32 of `A-Z a-z 0-9 _ - .`?
-pub fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_NAME
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
-}
 
 /// Why a group could not be made or found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
