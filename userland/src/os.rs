@@ -411,6 +411,28 @@ pub trait Os {
     }
 }
 
+/// Run `f` with this node's tasks in group `name` (`app`/`fio --group`),
+/// then back in `default`, whatever `f` returned. `Err` if the group
+/// cannot be entered (nothing ran): a bad name, too many groups, or a
+/// mode without a single-copy cache.
+pub fn in_group<O: Os + ?Sized, T>(
+    os: &mut O,
+    name: &str,
+    f: impl FnOnce(&mut O) -> T,
+) -> Result<T, String> {
+    os.set_task_group(name).map_err(|e| match e {
+        Errno::NotSupported => {
+            String::from("task groups need a single-copy mode (strong or relaxed): not supported")
+        }
+        Errno::NoSpace => alloc::format!("too many groups (at most {MAX_GROUPS})"),
+        e => alloc::format!("{e}"),
+    })?;
+    let out = f(os);
+    // `default` always exists, and the mode took `name`: this cannot fail.
+    let _ = os.set_task_group(DEFAULT_GROUP_NAME);
+    Ok(out)
+}
+
 /// One positioned I/O through [`Os::seek`] and [`Os::read`] /
 /// [`Os::write`]: all of `buf`, or less when a read reaches the end of the
 /// file. The building block of [`Os::io_batch`] for implementations that

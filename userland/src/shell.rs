@@ -48,6 +48,7 @@ mod bench;
 mod commands;
 mod control;
 mod files;
+mod groups;
 mod node;
 
 use commands::COMMANDS;
@@ -391,6 +392,8 @@ impl Args<'_> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_groups;
 
 #[cfg(test)]
 mod fuzz;
