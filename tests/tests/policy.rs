@@ -193,7 +193,10 @@ fn cache_config_set_show_and_reject() {
             ),
             ("ttl=abc", "ttl=abc: expected seconds, 0 (off) to 2592000"),
             ("ttl=-5", "ttl=-5: expected seconds, 0 (off) to 2592000"),
-            ("foo=1", "unknown key 'foo' (valid: ttl, limit, policy, group)"),
+            (
+                "foo=1",
+                "unknown key 'foo' (valid: ttl, limit, policy, group)",
+            ),
             ("ttl", "'ttl': expected KEY=VALUE"),
             (
                 "policy=nope",
