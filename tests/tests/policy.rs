@@ -193,7 +193,10 @@ fn cache_config_set_show_and_reject() {
             ),
             ("ttl=abc", "ttl=abc: expected seconds, 0 (off) to 2592000"),
             ("ttl=-5", "ttl=-5: expected seconds, 0 (off) to 2592000"),
-            ("foo=1", "unknown key 'foo' (valid: ttl, limit, policy)"),
+            (
+                "foo=1",
+                "unknown key 'foo' (valid: ttl, limit, policy, group)",
+            ),
             ("ttl", "'ttl': expected KEY=VALUE"),
             (
                 "policy=nope",
@@ -317,4 +320,102 @@ fn policy_switch_and_reclaim_keep_dirty_data() {
     let out = inspect(&image, &["--check"]).expect("inspect");
     assert_eq!(out.code, Some(0), "inspect --check: {}", out.text());
     let _ = fs::remove_dir_all(&run_dir);
+}
+
+/// `cache groups` on `node`: group name -> (pages, hits, misses,
+/// evictions).
+fn groups_of(c: &mut Cluster, node: u8) -> Result<Vec<(String, [u64; 4])>> {
+    let out = c.exec_ok(node, "cache groups")?;
+    let mut v = Vec::new();
+    for line in out.lines.iter().skip(1) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() != 7 {
+            continue;
+        }
+        let n = |i: usize| w[i].parse::<u64>().ok();
+        match (n(3), n(4), n(5), n(6)) {
+            (Some(p), Some(h), Some(m), Some(e)) => v.push((w[0].to_string(), [p, h, m, e])),
+            _ => return Err(fail(format!("n{node}: cache groups: bad line {line:?}"))),
+        }
+    }
+    Ok(v)
+}
+
+/// (pages, hits, misses, evictions) of group `name` on `node`.
+fn group_of(c: &mut Cluster, node: u8, name: &str) -> Result<[u64; 4]> {
+    let gs = groups_of(c, node)?;
+    gs.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| fail(format!("n{node}: no group {name} in {gs:?}")))
+}
+
+/// Read all of `path` (`size`) once with fio in group `group`, keeping
+/// the cache (`--invalidate=0`).
+fn fio_read(c: &mut Cluster, group: &str, path: &str, size: &str, rw: &str) -> Result<()> {
+    c.exec_ok(
+        1,
+        &format!(
+            "fio --name={group} --rw={rw} --bs=4k --size={size} --filename={path} --invalidate=0 --group {group}"
+        ),
+    )?;
+    Ok(())
+}
+
+/// Issue #12 item 3: two task groups on one node. A key-value-like hot
+/// set (64 pages read at random by fio in group `kv`) next to a
+/// sequential scan of 1024 pages in group `scan`, with the node's owned
+/// pages capped at 256. With `cache config group=scan limit=64` the
+/// scan evicts only its own pages and the hot set is all hits after it;
+/// without the limit (groups `kv2`/`scan2` sharing the node's FIFO
+/// lists) the scan flushes the hot set. Counts, not timing.
+#[test]
+fn a_scan_group_with_a_limit_leaves_the_kv_group_cached() {
+    with_cluster(opts("policy-groups"), |c| {
+        c.exec_ok(1, "fill /hot 256k")?;
+        c.exec_ok(1, "fill /scan 4m")?;
+        c.exec_ok(1, "cache drop")?;
+        config_of(c, 1, "limit=256")?;
+        // Errors change nothing.
+        let m = error_of(c, 1, "cache config group=scan limit=8")?;
+        assert_eq!(
+            m,
+            "cache config: limit=8: expected pages, 64 to 4294967296 (0 or none: no limit of its own)"
+        );
+        let m = error_of(c, 1, "fio --size=4k --group bad/name")?;
+        assert!(m.contains("for option 'group'"), "{m}");
+        assert_eq!(groups_of(c, 1)?.len(), 1, "only default exists");
+
+        fio_read(c, "kv", "/hot", "256k", "randread")?;
+        fio_read(c, "kv", "/hot", "256k", "randread")?;
+        let [pages, hits, misses, _] = group_of(c, 1, "kv")?;
+        assert_eq!((pages, misses), (64, 64), "kv after two passes");
+        assert!(hits >= 64, "kv's second pass hit: {hits}");
+
+        let out = c.exec_ok(1, "cache config group=scan limit=64 policy=mru")?;
+        assert!(out.text().contains("limit   64"), "{}", out.text());
+        fio_read(c, "scan", "/scan", "4m", "read")?;
+        let [spages, _, smisses, sevict] = group_of(c, 1, "scan")?;
+        assert!(spages <= 64, "scan kept to its limit: {spages}");
+        assert_eq!(smisses, 1024, "scan read every page once");
+        assert_eq!(sevict, 1024 - spages, "scan evicted only its own");
+        let kv = group_of(c, 1, "kv")?;
+        assert_eq!((kv[0], kv[3]), (64, 0), "kv untouched by the scan");
+        fio_read(c, "kv", "/hot", "256k", "randread")?;
+        let after = group_of(c, 1, "kv")?;
+        assert_eq!(after[2], misses, "kv missed after the limited scan");
+        assert!(after[1] >= hits + 64, "kv hits {} -> {}", hits, after[1]);
+
+        // The same without a limit on the scan: the hot set is flushed.
+        c.exec_ok(1, "cache drop")?;
+        fio_read(c, "kv2", "/hot", "256k", "randread")?;
+        fio_read(c, "kv2", "/hot", "256k", "randread")?;
+        fio_read(c, "scan2", "/scan", "4m", "read")?;
+        let [pages, _, misses, evictions] = group_of(c, 1, "kv2")?;
+        assert_eq!((pages, evictions), (0, 64), "kv2 flushed by the scan");
+        fio_read(c, "kv2", "/hot", "256k", "randread")?;
+        let after = group_of(c, 1, "kv2")?;
+        assert_eq!(after[2], misses + 64, "kv2 missed every page again");
+        Ok(())
+    });
 }

@@ -6,8 +6,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::os::{
-    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Errno, Fd, FileKind, LocalityRange,
-    MissCounters, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
+    valid_group_name, Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Errno, Fd,
+    FileKind, GroupSettings, LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, Os,
+    PolicyName, RingSamples, DEFAULT_GROUP_NAME, MAX_GROUPS,
 };
 use fabric::proto::{MissStats, MAX_NAME};
 
@@ -84,6 +85,10 @@ pub struct MockOs {
     pub miss_per_read: Option<MissCounters>,
     /// `read` calls so far.
     pub reads: u64,
+    /// Task groups (`default` first); only with `controls`.
+    pub groups: Vec<CacheGroup>,
+    /// Every `set_task_group` name, in order.
+    pub task_groups: Vec<String>,
 }
 
 /// How far the clock moves per `read` with [`MockOs::miss_per_read`].
@@ -156,6 +161,8 @@ impl MockOs {
             locality: BTreeMap::new(),
             miss_per_read: None,
             reads: 0,
+            groups: alloc::vec![mock_group(DEFAULT_GROUP_NAME)],
+            task_groups: Vec::new(),
         }
     }
 
@@ -329,7 +336,70 @@ impl MockOs {
     }
 }
 
+/// A group with nothing of its own, as the kernel makes it.
+fn mock_group(name: &str) -> CacheGroup {
+    CacheGroup {
+        settings: GroupSettings {
+            name: name.to_string(),
+            policy: None,
+            limit: None,
+        },
+        policy: PolicyName::default(),
+        own_lists: name == DEFAULT_GROUP_NAME,
+        pages: 0,
+        hits: 0,
+        misses: 0,
+        evictions: 0,
+    }
+}
+
+impl MockOs {
+    /// The group named `name`, made if missing (the kernel's rules).
+    fn mock_ensure_group(&mut self, name: &str) -> Result<&mut CacheGroup, Errno> {
+        self.controls.ok_or(Errno::NotSupported)?;
+        let at = match self.groups.iter().position(|g| g.settings.name == name) {
+            Some(i) => i,
+            None if !valid_group_name(name) => return Err(Errno::Invalid),
+            None if self.groups.len() >= MAX_GROUPS => return Err(Errno::NoSpace),
+            None => {
+                self.groups.push(mock_group(name));
+                self.groups.len() - 1
+            }
+        };
+        Ok(&mut self.groups[at])
+    }
+}
+
 impl Os for MockOs {
+    fn cache_groups(&mut self) -> Result<Vec<CacheGroup>, Errno> {
+        let node = self.controls.ok_or(Errno::NotSupported)?.policy;
+        Ok((self.groups.iter().cloned())
+            .map(|mut g| {
+                g.policy = g.settings.policy.unwrap_or(node);
+                g
+            })
+            .collect())
+    }
+
+    fn set_cache_group(&mut self, settings: &GroupSettings) -> Result<(), Errno> {
+        let mut s = settings.clone();
+        if s.name == DEFAULT_GROUP_NAME {
+            if let (Some(p), Some(k)) = (s.policy.take(), self.controls.as_mut()) {
+                k.policy = p;
+            }
+        }
+        let g = self.mock_ensure_group(&s.name)?;
+        g.own_lists |= s.policy.is_some() || s.limit.is_some();
+        g.settings = s;
+        Ok(())
+    }
+
+    fn set_task_group(&mut self, name: &str) -> Result<(), Errno> {
+        self.mock_ensure_group(name)?;
+        self.task_groups.push(name.to_string());
+        Ok(())
+    }
+
     fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
         self.controls.ok_or(Errno::NotSupported)
     }

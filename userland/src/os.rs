@@ -140,6 +140,53 @@ pub struct MissCounters {
     pub file_reads: MissStats,
 }
 
+/// The group of tasks started without `--group` (the node's).
+pub const DEFAULT_GROUP_NAME: &str = "default";
+/// Most task groups on a node, `default` included.
+pub const MAX_GROUPS: usize = 16;
+/// Longest task group name.
+pub const MAX_GROUP_NAME: usize = 32;
+
+/// Is `s` a usable task group name: 1 to [`MAX_GROUP_NAME`] of
+/// `A-Z a-z 0-9 _ - .`?
+pub fn valid_group_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_GROUP_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+}
+
+/// A task group's settings (`cache policy NAME --group G`, `cache config
+/// group=G ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// The group.
+    pub name: String,
+    /// Its own eviction policy (`None`: the node's).
+    pub policy: Option<PolicyName>,
+    /// Most pages charged to it (`None`: no limit of its own).
+    pub limit: Option<u64>,
+}
+
+/// A task group as `cache groups` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheGroup {
+    /// Settings.
+    pub settings: GroupSettings,
+    /// The policy ordering its pages (its own, or the node's).
+    pub policy: PolicyName,
+    /// Its pages are in lists of its own (otherwise in `default`'s).
+    pub own_lists: bool,
+    /// Owned pages charged to it.
+    pub pages: u64,
+    /// Page accesses by its tasks served without a miss.
+    pub hits: u64,
+    /// Misses its tasks sent.
+    pub misses: u64,
+    /// Its pages evicted.
+    pub evictions: u64,
+}
+
 /// Largest batch of page requests `bench dir` publishes at once (a ring
 /// holds 64 descriptors).
 pub const MAX_DIR_BATCH: usize = 64;
@@ -231,6 +278,26 @@ pub trait Os {
     /// Set the eviction controls at run time (pages now over the limit or
     /// idle past the TTL are evicted at once).
     fn set_cache_controls(&mut self, _controls: CacheControls) -> Result<(), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Every task group of this node's cache (`cache groups`), `default`
+    /// first.
+    fn cache_groups(&mut self) -> Result<Vec<CacheGroup>, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Make a task group or replace its settings (its pages move to lists
+    /// of its own once it has a policy or a limit; pages over a lowered
+    /// limit are evicted at once).
+    fn set_cache_group(&mut self, _settings: &GroupSettings) -> Result<(), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// The group of the tasks doing I/O from now on (`app`/`fio
+    /// --group NAME`; made, with the node's policy and no limit, if
+    /// missing): their misses are charged to it.
+    fn set_task_group(&mut self, _name: &str) -> Result<(), Errno> {
         Err(Errno::NotSupported)
     }
 
@@ -362,6 +429,28 @@ pub trait Os {
             .unwrap_or_else(|| String::from("unknown"));
         (info.self_id, mode, 1 + u32::from(dir_up))
     }
+}
+
+/// Run `f` with this node's tasks in group `name` (`app`/`fio --group`),
+/// then back in `default`, whatever `f` returned. `Err` if the group
+/// cannot be entered (nothing ran): a bad name, too many groups, or a
+/// mode without a single-copy cache.
+pub fn in_group<O: Os + ?Sized, T>(
+    os: &mut O,
+    name: &str,
+    f: impl FnOnce(&mut O) -> T,
+) -> Result<T, String> {
+    os.set_task_group(name).map_err(|e| match e {
+        Errno::NotSupported => {
+            String::from("task groups need a single-copy mode (strong or relaxed): not supported")
+        }
+        Errno::NoSpace => alloc::format!("too many groups (at most {MAX_GROUPS})"),
+        e => alloc::format!("{e}"),
+    })?;
+    let out = f(os);
+    // `default` always exists, and the mode took `name`: this cannot fail.
+    let _ = os.set_task_group(DEFAULT_GROUP_NAME);
+    Ok(out)
 }
 
 /// One positioned I/O through [`Os::seek`] and [`Os::read`] /

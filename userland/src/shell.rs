@@ -48,6 +48,7 @@ mod bench;
 mod commands;
 mod control;
 mod files;
+mod groups;
 mod miss;
 mod node;
 
@@ -392,6 +393,8 @@ impl Args<'_> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_groups;
 
 #[cfg(test)]
 mod fuzz;

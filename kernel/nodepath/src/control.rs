@@ -1,7 +1,7 @@
 //! The node's control API behind the shell's `cache policy`, `cache
-//! config` and `locality PATH`: eviction controls of the single-copy
-//! cache, the reclaim they drive when idle, and where a file's pages live
-//! as the directory tells it.
+//! config`, `cache groups` and `locality PATH`: eviction controls of the
+//! single-copy cache and its task groups, the reclaim they drive when
+//! idle, and where a file's pages live as the directory tells it.
 
 use alloc::vec::Vec;
 
@@ -9,6 +9,8 @@ use fabric::proto::{Errno, FileKind, LocalityRange, Request, Response, LOCALITY_
 
 use crate::env::Env;
 use crate::node::Node;
+pub use crate::policy::{GroupConf, GroupInfo};
+use crate::singlecopy::group_errno;
 pub use crate::singlecopy::Controls;
 
 /// The bulk slot `locality` uses (the one `readdir` uses: never two at
@@ -35,6 +37,36 @@ impl<E: Env + 'static> Node<E> {
             .ok_or(Errno::NotSupported)?;
         st.set_controls(k);
         st.expire(&mut self.link).map(|_| ())
+    }
+
+    /// Every task group with its pages and counters (`NotSupported` in
+    /// the private-cache modes).
+    pub fn cache_groups(&mut self) -> Result<Vec<GroupInfo>, Errno> {
+        let st = self.vfs.data_path().single_copy();
+        st.map(|s| s.groups()).ok_or(Errno::NotSupported)
+    }
+
+    /// Make a task group or replace its settings; pages over a lowered
+    /// limit are reclaimed at once.
+    pub fn set_cache_group(&mut self, conf: &GroupConf) -> Result<(), Errno> {
+        let st = self
+            .vfs
+            .data_path()
+            .single_copy()
+            .ok_or(Errno::NotSupported)?;
+        st.configure_group(conf).map_err(group_errno)?;
+        st.expire(&mut self.link).map(|_| ())
+    }
+
+    /// The tasks doing I/O from now on are in group `name` (made if
+    /// missing).
+    pub fn set_task_group(&mut self, name: &str) -> Result<(), Errno> {
+        let st = self
+            .vfs
+            .data_path()
+            .single_copy()
+            .ok_or(Errno::NotSupported)?;
+        st.enter_group(name).map_err(group_errno)
     }
 
     /// Idle-time reclaim (TTL, limit): pages invalidated.

@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 pub use fabric::config::Mode;
 use fabric::proto::{PageKey, PageReply, PageReq};
 
-use crate::policy::{Evictor, PolicyName};
+use crate::policy::{GroupId, Groups, PolicyName};
 
 /// Page size (the one constant, re-exported for the data path).
 pub use fabric::PAGE_SIZE as PAGE;
@@ -47,9 +47,10 @@ pub struct NodeCache {
     /// page is (an `Owner` answer, or a DIR_INV) or the session ends.
     orphans: BTreeMap<u64, PageKey>,
     pool: (u64, u64),
-    /// Owned pages (`Local`), in the eviction policy's lists: reclaim
-    /// victims come from its `evict_folios` (see `reclaim`).
-    evict: Evictor,
+    /// Owned pages (`Local`), charged to task groups and in the eviction
+    /// policies' lists: reclaim victims come from their `evict_folios`
+    /// (see `reclaim`).
+    evict: Groups,
     /// Most owned pages (plus misses in flight) kept, below the pool
     /// (`cache config limit=`); `None`: the pool is the limit.
     limit: Option<usize>,
@@ -83,7 +84,7 @@ impl NodeCache {
             free: (pool.0..pool.1).rev().collect(),
             orphans: BTreeMap::new(),
             pool,
-            evict: Evictor::new(PolicyName::Fifo),
+            evict: Groups::new(PolicyName::Fifo),
             limit: None,
             ttl_ns: 0,
             pinned: None,
@@ -159,15 +160,19 @@ impl NodeCache {
             Some(Slot::Local { gfn, .. }) => {
                 let gfn = *gfn;
                 self.stats.hits_local += 1;
+                self.evict.found(key);
                 self.evict.accessed(*key);
                 Hit::Local(gfn)
             }
             Some(Slot::Remote { gfn, .. }) => {
+                let gfn = *gfn;
                 self.stats.hits_remote += 1;
-                Hit::Remote(*gfn)
+                self.evict.found(key);
+                Hit::Remote(gfn)
             }
             Some(Slot::Private(_)) => {
                 self.stats.hits_private += 1;
+                self.evict.found(key);
                 Hit::Private
             }
             _ => Hit::Miss,
@@ -204,8 +209,14 @@ impl NodeCache {
             // At the configured limit: reclaim first, as for an empty pool.
             return None;
         }
+        if self.evict.at_limit() {
+            // The task's group is at its limit: reclaim from it first
+            // (see `reclaim_target`).
+            return None;
+        }
         let frame = self.free.pop()?;
         self.inflight.insert(key, frame);
+        self.evict.miss_started(key);
         self.stats.misses += 1;
         Some(if full_write && self.mode == Mode::Strong {
             PageReq::LookupLock { key, frame }
@@ -234,11 +245,12 @@ impl NodeCache {
         let Some(frame) = self.inflight.remove(&key) else {
             return Installed::Failed;
         };
+        let group = self.evict.miss_ended(&key);
         // A DROP of the page went out before this miss: its answer came
         // first on the response ring.
         let dropped_dirty = self.dropped_dirty.remove(&key);
         if !self.deferred.remove(&key) {
-            return self.apply_answer(key, frame, reply, exported);
+            return self.apply_answer(key, frame, reply, exported, group);
         }
         let (got, dirty) = match reply {
             PageReply::Shared { .. } => {
@@ -248,9 +260,11 @@ impl NodeCache {
             }
             // E cannot have been invalidated (only owned pages are); the
             // notice was about an older copy.
-            PageReply::Exclusive { .. } => (self.apply_answer(key, frame, reply, exported), false),
+            PageReply::Exclusive { .. } => {
+                (self.apply_answer(key, frame, reply, exported, group), false)
+            }
             _ => {
-                let got = self.apply_answer(key, frame, reply, exported);
+                let got = self.apply_answer(key, frame, reply, exported, group);
                 let dirty = self.teardown(&key);
                 match got {
                     Installed::Local(_) => (Installed::Retry, dirty),
@@ -279,6 +293,7 @@ impl NodeCache {
         let Some(frame) = self.inflight.remove(key) else {
             return false;
         };
+        self.evict.miss_ended(key);
         if unanswered {
             self.orphans.insert(frame, *key);
         } else {
@@ -310,6 +325,7 @@ impl NodeCache {
         frame: u64,
         reply: PageReply,
         exported: impl Fn(u64) -> bool,
+        group: GroupId,
     ) -> Installed {
         match reply {
             PageReply::Owner { gfn } if self.orphans.get(&gfn) == Some(&key) => {
@@ -317,12 +333,14 @@ impl NodeCache {
                 // in that frame.
                 self.orphans.remove(&gfn);
                 self.free.push(frame);
-                self.install(key, Slot::Local { gfn, dirty: false });
+                self.install(key, Slot::Local { gfn, dirty: false }, group);
+                self.evict.filled(key);
                 self.stats.fills += 1;
                 Installed::Local(gfn)
             }
             PageReply::Owner { gfn } if gfn == frame => {
-                self.install(key, Slot::Local { gfn, dirty: false });
+                self.install(key, Slot::Local { gfn, dirty: false }, group);
+                self.evict.filled(key);
                 self.stats.fills += 1;
                 Installed::Local(gfn)
             }
@@ -351,6 +369,7 @@ impl NodeCache {
                     },
                 );
                 self.remote += 1;
+                self.evict.filled(key);
                 self.stats.remote_maps += 1;
                 Installed::Remote(gfn)
             }
@@ -366,9 +385,10 @@ impl NodeCache {
         }
     }
 
-    fn install(&mut self, key: PageKey, slot: Slot) {
+    /// Own `key` in `slot`, charged to `group`.
+    fn install(&mut self, key: PageKey, slot: Slot, group: GroupId) {
         self.replace(key, slot);
-        self.evict.added(key);
+        self.evict.added_for(key, group);
     }
 
     /// Set a slot, releasing what the old one held.
@@ -393,7 +413,8 @@ impl NodeCache {
     pub fn unlocked(&mut self, key: PageKey) {
         if let Some(Slot::Reserved { gfn }) = self.slots.get(&key).cloned() {
             self.slots.remove(&key);
-            self.install(key, Slot::Local { gfn, dirty: true });
+            let g = self.evict.current();
+            self.install(key, Slot::Local { gfn, dirty: true }, g);
         }
     }
 

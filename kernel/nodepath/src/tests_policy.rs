@@ -36,7 +36,7 @@ fn sharer_counts_reach_the_owner_and_locality_reports_them() {
         let mut n = rig.node(1);
         let st = n.vfs.data_path().single_copy().unwrap();
         let c = &st.coherence().unwrap().cache;
-        c.policy_lists().sharers(&PageKey { ino, idx })
+        c.sharers_of(&PageKey { ino, idx })
     };
     assert_eq!(
         (sharers(0), sharers(3), sharers(4), sharers(7)),

@@ -10,8 +10,8 @@ use userland::stats::keys;
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, MissKind, Request, Response};
 use userland::os::{
-    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Fd, LocalityRange, MissCounters, MmapIo,
-    NodeInfo, OpenFlags, Os, RingSamples,
+    Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Fd, GroupSettings,
+    LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -209,6 +209,43 @@ impl Os for NodeOs {
                 ttl_ns: k.ttl_s.saturating_mul(1_000_000_000),
             })
         })
+    }
+
+    fn cache_groups(&mut self) -> Result<Vec<CacheGroup>, Errno> {
+        let gs = with(|n| n.cache_groups())?;
+        Ok(gs
+            .into_iter()
+            .map(|g| CacheGroup {
+                settings: GroupSettings {
+                    name: g.conf.name,
+                    policy: g.conf.policy,
+                    limit: g.conf.limit.map(|l| l as u64),
+                },
+                policy: g.policy,
+                own_lists: g.own_lists,
+                pages: g.pages as u64,
+                hits: g.stats.hits,
+                misses: g.stats.misses,
+                evictions: g.stats.evictions,
+            })
+            .collect())
+    }
+
+    fn set_cache_group(&mut self, s: &GroupSettings) -> Result<(), Errno> {
+        let limit = match s.limit {
+            Some(l) => Some(usize::try_from(l).map_err(|_| Errno::Invalid)?),
+            None => None,
+        };
+        let conf = nodepath::control::GroupConf {
+            name: s.name.clone(),
+            policy: s.policy,
+            limit,
+        };
+        with(|n| n.set_cache_group(&conf))
+    }
+
+    fn set_task_group(&mut self, name: &str) -> Result<(), Errno> {
+        with(|n| n.set_task_group(name))
     }
 
     fn locality(&mut self, path: &str) -> Result<Vec<LocalityRange>, Errno> {

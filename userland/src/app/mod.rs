@@ -12,7 +12,8 @@
 //!
 //! Shared options ([`options`]): `--runtime S` (10 s), `--threads N`
 //! (the workload's default), `--seed X` (1), `--ops N` (stop after N
-//! top-level operations), `--dir PATH` (`/apps/NAME`).
+//! top-level operations), `--dir PATH` (`/apps/NAME`), `--group NAME`
+//! (the task group its tasks run in: issue #12, `cache groups`).
 
 use alloc::format;
 use alloc::string::String;
@@ -49,7 +50,7 @@ pub const NAMES: &[&str] = &["webserver", "fileserver", "varmail", "kv", "infer"
 
 /// The command's usage line.
 pub const USAGE: &str =
-    "app NAME [--runtime S] [--threads N] [--seed X] [--ops N] [--dir PATH] [workload options]";
+    "app NAME [--runtime S] [--threads N] [--seed X] [--ops N] [--dir PATH] [--group NAME] [workload options]";
 
 /// Why a workload did not run or did not finish (shown as `app: ...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +176,20 @@ pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, AppError> {
         }
         _ => {}
     }
+    match opts.group.clone() {
+        Some(g) => crate::os::in_group(os, &g, |os| run_named(os, name, &opts, default_threads))
+            .map_err(|e| AppError::new(format!("--group {g}: {e}")))?,
+        None => run_named(os, name, &opts, default_threads),
+    }
+}
+
+/// Run workload `name` (known) with checked `opts`.
+fn run_named(
+    os: &mut dyn Os,
+    name: &str,
+    opts: &Options,
+    default_threads: u32,
+) -> Result<String, AppError> {
     let env = RunEnv::from_os(os);
     let run = Run {
         env,
@@ -187,12 +202,12 @@ pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, AppError> {
     };
     let ex = Tasks::new(os);
     let report = match name {
-        "webserver" => webserver::run(&ex, &run, &opts),
-        "fileserver" => fileserver::run(&ex, &run, &opts),
-        "varmail" => varmail::run(&ex, &run, &opts),
-        "kv" => kv::run(&ex, &run, &opts),
-        "infer" => infer::run(&ex, &run, &opts),
-        _ => ann::run(&ex, &run, &opts),
+        "webserver" => webserver::run(&ex, &run, opts),
+        "fileserver" => fileserver::run(&ex, &run, opts),
+        "varmail" => varmail::run(&ex, &run, opts),
+        "kv" => kv::run(&ex, &run, opts),
+        "infer" => infer::run(&ex, &run, opts),
+        _ => ann::run(&ex, &run, opts),
     }?;
     Ok(report.render())
 }

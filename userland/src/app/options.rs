@@ -1,5 +1,5 @@
 //! The options every `app` shares (`--runtime S`, `--threads N`,
-//! `--seed X`, `--ops N`, `--dir PATH`) and the workload's own ones,
+//! `--seed X`, `--ops N`, `--dir PATH`, `--group NAME`) and the workload's own ones,
 //! each as `--opt VALUE` or `--opt=VALUE`. Everything is checked before
 //! anything runs; an unknown option or a bad value is one clear error.
 
@@ -35,6 +35,9 @@ pub struct Options {
     pub ops: u64,
     /// `--dir`: the dataset's directory (default `/apps/NAME`).
     pub dir: Option<String>,
+    /// `--group`: the task group the workload's tasks run in (`None`:
+    /// the node's, `default`).
+    pub group: Option<String>,
     extra: Vec<(String, String)>,
 }
 
@@ -64,6 +67,7 @@ impl Options {
             seed: DEFAULT_SEED,
             ops: 0,
             dir: None,
+            group: None,
             extra: Vec::new(),
         };
         let mut i = 0;
@@ -115,6 +119,14 @@ impl Options {
                         .map_err(|_| bad(key, value, "an absolute path without . or .."))?;
                     o.dir = Some(p);
                 }
+                "group" => {
+                    if !crate::os::valid_group_name(value) {
+                        return Err(bad(key, value, "1 to 32 of A-Z a-z 0-9 _ - ."));
+                    }
+                    if o.group.replace(value.to_string()).is_some() {
+                        return Err(AppError::new(String::from("--group given twice")));
+                    }
+                }
                 k if known.contains(&k) => {
                     if o.extra.iter().any(|(e, _)| e == k) {
                         return Err(AppError::new(format!("--{k} given twice")));
@@ -123,7 +135,7 @@ impl Options {
                 }
                 k => {
                     let mut all: Vec<&str> =
-                        Vec::from(["runtime", "threads", "seed", "ops", "dir"]);
+                        Vec::from(["runtime", "threads", "seed", "ops", "dir", "group"]);
                     all.extend_from_slice(known);
                     return Err(AppError::new(format!(
                         "unknown option --{} (known: --{})",

@@ -63,6 +63,7 @@
 //! together, rounded), `mean_iodepth` and `max_iodepth`. An I/O that fails or comes up
 //! short fails the run, naming its file, direction and offset.
 
+use alloc::format;
 use alloc::string::String;
 use core::fmt;
 
@@ -139,5 +140,10 @@ impl RunEnv {
 pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, FioError> {
     let spec = parse(args)?;
     let env = RunEnv::from_os(os);
-    Ok(run(os, &spec, &env)?.render())
+    let Some(group) = spec.group.as_deref() else {
+        return Ok(run(os, &spec, &env)?.render());
+    };
+    crate::os::in_group(os, group, |os| run(os, &spec, &env))
+        .map_err(|e| FioError::new(format!("--group {group}: {e}")))?
+        .map(|r| r.render())
 }

@@ -156,6 +156,10 @@ pub struct JobSpec {
     /// `--random_distribution=zipf:THETA`: theta in millionths (random
     /// patterns only); `None` is fio's default `random` (the random map).
     pub zipf_theta: Option<u32>,
+    /// `--group NAME` (or `--group=NAME`): the task group the jobs run in
+    /// (issue #12: their misses are charged to it, its policy and limit
+    /// apply); `None`: the node's (`default`).
+    pub group: Option<String>,
 }
 
 impl JobSpec {
@@ -298,10 +302,28 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
         ramp_ns: 0,
         randseed: DEFAULT_RANDSEED,
         zipf_theta: None,
+        group: None,
     };
     let mut have_size = false;
     let mut have_name = false;
-    for &arg in args {
+    let mut it = args.iter();
+    while let Some(&arg) = it.next() {
+        if arg == "--group" || arg.starts_with("--group=") {
+            // Not a fio option: onecopy's task group, also `--group NAME`.
+            let v = match arg.strip_prefix("--group=") {
+                Some(v) => v,
+                None => it.next().copied().ok_or_else(|| {
+                    FioError::new(String::from("option '--group' requires a NAME"))
+                })?,
+            };
+            if !crate::os::valid_group_name(v) {
+                return Err(bad(v, "group", "1 to 32 of A-Z a-z 0-9 _ - ."));
+            }
+            if spec.group.replace(String::from(v)).is_some() {
+                return Err(FioError::new(String::from("--group given twice")));
+            }
+            continue;
+        }
         let Some(body) = arg.strip_prefix("--") else {
             return Err(FioError::new(format!(
                 "unrecognized option '{}' (job files are not supported; use --opt=value)",

@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 use super::bench::*;
 use super::control::*;
 use super::files::*;
+use super::groups::cmd_cache_groups;
 use super::miss::cmd_bench_miss;
 use super::node::*;
 use super::{quoted, Args, Command, Ctx, Error};
@@ -223,19 +224,27 @@ pub(super) static COMMANDS: &[Command] = &[
     },
     Command {
         name: "cache policy",
-        usage: "cache policy [NAME]",
-        help: "show the eviction policy of this node's owned pages, or set it (fifo lru clock lfu mru s3fifo sieve arc get-scan cluster)",
+        usage: "cache policy [NAME] [--group G]",
+        help: "show the eviction policy of this node's owned pages, or set it (fifo lru clock lfu mru s3fifo sieve arc get-scan cluster); --group G: task group G's own policy (the group is made if missing)",
         min_args: 0,
-        max_args: 1,
+        max_args: 3,
         run: cmd_cache_policy,
     },
     Command {
         name: "cache config",
-        usage: "cache config [KEY=VALUE ...]",
-        help: "show or set eviction controls: ttl=SECONDS (idle pages evicted; 0 off), limit=PAGES (owned pages, 64 or more; 0/none: the pool), policy=NAME",
+        usage: "cache config [group=G] [KEY=VALUE ...]",
+        help: "show or set eviction controls: ttl=SECONDS (idle pages evicted; 0 off), limit=PAGES (owned pages, 64 or more; 0/none: the pool), policy=NAME; with group=G, task group G's limit=PAGES (pages charged to it; 0/none: no limit of its own) and policy=NAME",
         min_args: 0,
         max_args: 8,
         run: cmd_cache_config,
+    },
+    Command {
+        name: "cache groups",
+        usage: "cache groups",
+        help: "task groups of this node's cache: policy, limit, pages charged, hits, misses, evictions",
+        min_args: 0,
+        max_args: 0,
+        run: cmd_cache_groups,
     },
     Command {
         name: "locality",

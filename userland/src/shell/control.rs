@@ -12,11 +12,11 @@ pub const MAX_TTL_S: u64 = 30 * 24 * 3600;
 /// Largest page limit `cache config limit=` accepts.
 pub const MAX_LIMIT: u64 = 1 << 32;
 
-fn os_err(e: crate::os::Errno) -> Error {
+pub(super) fn os_err(e: crate::os::Errno) -> Error {
     Error::Msg(format!("{e}"))
 }
 
-fn unknown_policy(name: &str) -> Error {
+pub(super) fn unknown_policy(name: &str) -> Error {
     Error::Msg(format!(
         "unknown policy '{}' (valid: {})",
         quoted(name),
@@ -24,8 +24,44 @@ fn unknown_policy(name: &str) -> Error {
     ))
 }
 
+/// `cache policy [NAME] [--group G]`: the policy name and the group, or
+/// a usage error.
+fn policy_args<'a>(args: &'a Args<'_>) -> Result<(Option<&'a str>, Option<&'a str>), Error> {
+    let mut name = None;
+    let mut group = None;
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        i += 1;
+        if w == "--group" {
+            let g = args
+                .get(i)
+                .ok_or_else(|| Error::Msg("--group needs a NAME".into()))?;
+            i += 1;
+            if group.replace(g).is_some() {
+                return Err(Error::Msg("--group given twice".into()));
+            }
+        } else if let Some(g) = w.strip_prefix("--group=") {
+            if group.replace(g).is_some() {
+                return Err(Error::Msg("--group given twice".into()));
+            }
+        } else if w.starts_with("--") {
+            return Err(Error::Msg(format!(
+                "unknown option '{}' (valid: --group NAME)",
+                quoted(w)
+            )));
+        } else if name.replace(w).is_some() {
+            return Err(Error::Usage);
+        }
+    }
+    Ok((name, group))
+}
+
 pub(super) fn cmd_cache_policy(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
-    if let Some(name) = args.get(0) {
+    let (name, group) = policy_args(args)?;
+    if let Some(g) = group {
+        return super::groups::group_policy(ctx, name, g);
+    }
+    if let Some(name) = name {
         let p = PolicyName::parse(name).ok_or_else(|| unknown_policy(name))?;
         let mut k = ctx.os.cache_controls().map_err(os_err)?;
         k.policy = p;
@@ -84,7 +120,7 @@ pub fn apply_config<'a>(
             }
             _ => {
                 return Err(format!(
-                    "unknown key '{}' (valid: ttl, limit, policy)",
+                    "unknown key '{}' (valid: ttl, limit, policy, group)",
                     quoted(key)
                 ))
             }
@@ -95,6 +131,14 @@ pub fn apply_config<'a>(
 }
 
 pub(super) fn cmd_cache_config(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let words = || args.words.iter().map(|w| w.text.as_str());
+    if let Some(g) = words().find_map(|w| w.strip_prefix("group=")) {
+        let rest = words().filter(|w| !w.starts_with("group="));
+        if words().filter(|w| w.starts_with("group=")).count() > 1 {
+            return Err(Error::Msg("group= given twice".into()));
+        }
+        return super::groups::group_config(ctx, g, rest);
+    }
     if args.len() > 0 {
         let mut k = ctx.os.cache_controls().map_err(os_err)?;
         apply_config(&mut k, args.words.iter().map(|w| w.text.as_str())).map_err(Error::Msg)?;

@@ -888,7 +888,7 @@ fn cache_policy_shows_and_sets_and_names_the_valid_ones_on_error() {
     assert_eq!(os.controls.unwrap().policy, PolicyName::S3Fifo, "unchanged");
     assert_eq!(
         err(&mut os, "cache policy lru mru"),
-        "usage: cache policy [NAME]"
+        "usage: cache policy [NAME] [--group G]"
     );
     os.controls = None;
     assert_eq!(err(&mut os, "cache policy"), "cache policy: not supported");
@@ -914,7 +914,7 @@ fn cache_config_shows_sets_all_or_nothing_and_explains_bad_input() {
         "policy  lfu\nlimit   none\nttl     off\n"
     );
     for (line, msg) in [
-        ("cache config foo=1", "unknown key 'foo' (valid: ttl, limit, policy)"),
+        ("cache config foo=1", "unknown key 'foo' (valid: ttl, limit, policy, group)"),
         ("cache config ttl", "'ttl': expected KEY=VALUE"),
         ("cache config ttl=abc", "ttl=abc: expected seconds, 0 (off) to 2592000"),
         ("cache config ttl=-1", "ttl=-1: expected seconds, 0 (off) to 2592000"),

@@ -1,6 +1,7 @@
 //! The cache's eviction controls: which policy orders its owned pages
-//! (`cache policy`), the owned-page limit and TTL (`cache config`), the
-//! group and clock stamped on accesses, and the sharer counts the
+//! (`cache policy`), the owned-page limit and TTL (`cache config`), task
+//! groups with their own policies and limits (`--group`, `cache groups`),
+//! the group and clock stamped on accesses, and the sharer counts the
 //! directory reports for our pages.
 
 use alloc::vec::Vec;
@@ -8,7 +9,7 @@ use alloc::vec::Vec;
 use fabric::proto::PageKey;
 
 use super::{NodeCache, Slot};
-use crate::policy::{PolicyName, PolicyStats};
+use crate::policy::{GroupConf, GroupError, GroupId, GroupInfo, PolicyName, PolicyStats};
 
 /// Smallest owned-page limit (`cache config limit=`, which refuses less):
 /// two batches, so a batch of misses never has to reclaim its own pages.
@@ -38,9 +39,47 @@ impl NodeCache {
         self.evict.len()
     }
 
-    /// The policy's lists (for checks).
-    pub fn policy_lists(&self) -> &crate::policy::Lists {
-        self.evict.lists()
+    /// Every page in the policies' lists (for checks).
+    pub fn listed_pages(&self) -> Vec<PageKey> {
+        self.evict.all_keys()
+    }
+
+    /// The sharer count of our `key` as the directory last reported it.
+    pub fn sharers_of(&self, key: &PageKey) -> u32 {
+        self.evict.sharers_of(key)
+    }
+
+    /// The group `key` is charged to.
+    pub fn group_of(&self, key: &PageKey) -> Option<GroupId> {
+        self.evict.group_of(key)
+    }
+
+    /// Make or change a task group (its own policy and page limit; a
+    /// limit below [`MIN_LIMIT`] is raised to it).
+    pub fn configure_group(&mut self, conf: &GroupConf) -> Result<GroupId, GroupError> {
+        let mut conf = conf.clone();
+        conf.limit = conf.limit.map(|l| l.max(MIN_LIMIT));
+        self.evict.configure(&conf)
+    }
+
+    /// The group named `name`, made if missing.
+    pub fn ensure_group(&mut self, name: &str) -> Result<GroupId, GroupError> {
+        self.evict.ensure(name)
+    }
+
+    /// Every group with its pages and counters.
+    pub fn groups(&self) -> Vec<GroupInfo> {
+        self.evict.info()
+    }
+
+    /// Every group's settings.
+    pub fn group_confs(&self) -> Vec<GroupConf> {
+        self.evict.confs()
+    }
+
+    /// The group of the task doing the next accesses and misses.
+    pub fn group(&self) -> GroupId {
+        self.evict.current()
     }
 
     /// The owned-page limit.
@@ -77,9 +116,11 @@ impl NodeCache {
         self.pinned = range;
     }
 
-    /// The group of the task doing the next accesses (GET-SCAN).
-    pub fn set_group(&mut self, group: u32) {
-        self.evict.set_group(group);
+    /// The group of the task doing the next accesses and misses (an
+    /// unknown id is `default`): its misses are charged to it, its
+    /// limit applies, GET-SCAN sees it.
+    pub fn set_group(&mut self, group: GroupId) {
+        self.evict.set_current(group);
     }
 
     /// The time (ns) stamped on the next accesses.
@@ -105,7 +146,7 @@ impl NodeCache {
         if !matches!(self.slots.get(&key), Some(Slot::Local { .. })) {
             return;
         }
-        let old = self.evict.lists().sharers(&key);
+        let old = self.evict.sharers_of(&key);
         self.evict.sharers(key, n, n > old);
     }
 }

@@ -32,20 +32,23 @@ fn takeable(c: &NodeCache) -> Vec<(PageKey, bool)> {
 
 #[track_caller]
 fn lists_match_owned(c: &NodeCache, ctx: &str) {
-    let listed: BTreeSet<PageKey> = c.policy_lists().all_keys().into_iter().collect();
+    let listed: BTreeSet<PageKey> = c.listed_pages().into_iter().collect();
     let owned: BTreeSet<PageKey> = c
         .slots()
         .filter(|(_, s)| matches!(s, Slot::Local { .. }))
         .map(|(k, _)| *k)
         .collect();
     assert_eq!(listed, owned, "{ctx}");
-    assert_eq!(c.policy_lists().total(), c.owned_pages(), "{ctx}");
+    assert_eq!(c.listed_pages().len(), c.owned_pages(), "{ctx}");
 }
 
 fn history(policy: PolicyName, seed: u64) {
     let mut rng = SplitMix64::new(seed);
     let mut c = NodeCache::new(Mode::Strong, POOL, 64);
     c.set_policy(policy);
+    // A second task group, sharing the node's lists until a step gives it
+    // lists of its own.
+    assert_eq!(c.ensure_group("scan"), Ok(1));
     let mut reclaiming: Vec<PageKey> = Vec::new();
     let mut now = 0u64;
     for step in 0..400 {
@@ -91,9 +94,26 @@ fn history(policy: PolicyName, seed: u64) {
                 c.invalidate(&k);
             }
             12 => c.evict_local(9, 70 + rng.below(10)),
-            13 => {
+            13 if rng.below(2) == 0 => {
                 let p = PolicyName::ALL[rng.below(PolicyName::ALL.len() as u64) as usize];
                 c.set_policy(p);
+            }
+            13 => {
+                // The second group gets a policy and/or a limit of its own.
+                let p = PolicyName::ALL[rng.below(PolicyName::ALL.len() as u64) as usize];
+                let conf = crate::policy::GroupConf {
+                    name: "scan".into(),
+                    policy: (rng.below(2) == 0).then_some(p),
+                    limit: (rng.below(2) == 0).then_some(rng.range(1, 40) as usize),
+                };
+                assert_eq!(c.configure_group(&conf), Ok(1), "{ctx}");
+                if let Some((1, over)) = c.over_group_limits().first().copied() {
+                    let v = c.pick_victims_in(crate::policy::Target::Group(1), over);
+                    for (k, _) in &v {
+                        assert!(matches!(c.slot(k), Some(Slot::Reclaiming { .. })), "{ctx}");
+                        reclaiming.push(*k);
+                    }
+                }
             }
             14 => {
                 // Answer the reclaims in flight: done, refused or nothing.

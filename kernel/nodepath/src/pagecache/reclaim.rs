@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 use fabric::proto::PageKey;
 
 use super::{NodeCache, Slot};
+use crate::policy::{GroupId, Target};
 
 impl NodeCache {
     /// Pick up to `n` owned pages to reclaim, as the eviction policy
@@ -16,6 +17,28 @@ impl NodeCache {
     /// nothing usable twice in a row, owned pages are taken in list order,
     /// so this returns `n` pages whenever `n` are owned.
     pub fn pick_victims(&mut self, n: usize) -> Vec<(PageKey, bool)> {
+        self.pick_victims_in(Target::Node, n)
+    }
+
+    /// Where a miss that [`NodeCache::start_miss`] refused must reclaim
+    /// from: the task's group if it is at its own limit, else the node.
+    pub fn reclaim_target(&self) -> Target {
+        if self.evict.at_limit() {
+            Target::Group(self.evict.current())
+        } else {
+            Target::Node
+        }
+    }
+
+    /// Groups over their page limits (lowered at run time), with the
+    /// pages too many.
+    pub fn over_group_limits(&self) -> Vec<(GroupId, usize)> {
+        self.evict.over_limits()
+    }
+
+    /// [`NodeCache::pick_victims`] from `target` only: the node (every
+    /// group's lists, by size) or one group (through its policy).
+    pub fn pick_victims_in(&mut self, target: Target, n: usize) -> Vec<(PageKey, bool)> {
         let mut out = Vec::new();
         let mut empty_rounds = 0;
         while out.len() < n && !self.evict.is_empty() {
@@ -25,7 +48,7 @@ impl NodeCache {
                 let slots = &self.slots;
                 let inflight = &self.inflight;
                 let pinned = self.pinned;
-                let keys = self.evict.fallback(want, |k| {
+                let keys = self.evict.fallback(target, want, |k| {
                     matches!(slots.get(k), Some(Slot::Local { .. }))
                         && !inflight.contains_key(k)
                         && !is_pinned(pinned, k)
@@ -37,7 +60,7 @@ impl NodeCache {
                 }
                 break;
             }
-            for key in self.evict.propose(want) {
+            for key in self.evict.propose(target, want) {
                 match self.take_owned(&key) {
                     Some(v) => {
                         out.push(v);
@@ -61,6 +84,7 @@ impl NodeCache {
             return None;
         };
         self.slots.insert(*key, Slot::Reclaiming { gfn });
+        self.evict.evicted(key);
         self.evict.removed(key);
         self.stats.invs_sent += 1;
         Some((*key, dirty))
@@ -103,6 +127,7 @@ impl NodeCache {
             return None;
         };
         self.slots.insert(*key, Slot::Reclaiming { gfn });
+        self.evict.evicted(key);
         self.evict.removed(key);
         self.stats.invs_sent += 1;
         Some(dirty)

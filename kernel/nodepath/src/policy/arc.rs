@@ -79,8 +79,8 @@ impl Policy for Arc {
             quota -= 1;
             Iter::Evict
         });
-        lists.iterate(self.t2, From::Head, ctx, |_| Iter::Evict);
-        lists.iterate(self.t1, From::Head, ctx, |_| Iter::Evict);
+        lists.take_in_order(self.t2, From::Head, ctx);
+        lists.take_in_order(self.t1, From::Head, ctx);
     }
 }
 

@@ -10,7 +10,8 @@
 
 use fabric::proto::PageKey;
 
-use super::{EvictCtx, Folio, ListId, Lists, Policy, PolicyName};
+use super::recency::RecencyList;
+use super::{EvictCtx, Folio, Lists, Policy, PolicyName};
 
 /// Least recently used pages scored per call.
 pub const SAMPLE: usize = 64;
@@ -18,7 +19,7 @@ pub const SAMPLE: usize = 64;
 /// Cluster-aware LRU.
 #[derive(Debug, Default)]
 pub struct Cluster {
-    list: ListId,
+    order: RecencyList,
 }
 
 impl Policy for Cluster {
@@ -27,21 +28,23 @@ impl Policy for Cluster {
     }
 
     fn policy_init(&mut self, lists: &mut Lists) {
-        self.list = lists.list_create();
+        self.order.init(lists);
     }
 
     fn folio_added(&mut self, lists: &mut Lists, folio: &Folio) {
-        let _ = lists.list_add(self.list, folio.key, true);
+        self.order.add(lists, folio.key);
     }
 
     fn folio_accessed(&mut self, lists: &mut Lists, folio: &Folio) {
-        let _ = lists.list_move(self.list, &folio.key, true);
+        self.order.touch(lists, &folio.key);
     }
 
     fn folio_removed(&mut self, _: &mut Lists, _: &PageKey) {}
 
     fn evict_folios(&mut self, lists: &mut Lists, ctx: &mut EvictCtx) {
-        lists.score(self.list, SAMPLE, false, ctx, |v| i64::from(v.sharers));
+        lists.score(self.order.id(), SAMPLE, false, ctx, |v| {
+            i64::from(v.sharers)
+        });
     }
 }
 

@@ -113,6 +113,13 @@ impl Evictor {
         }
     }
 
+    /// Take over `key` from other lists, with what the cache knew of it.
+    pub fn adopt(&mut self, key: PageKey, sharers: u32, atime: u64) {
+        if !self.lists.contains(&key) {
+            self.add_tracked(key, sharers, atime);
+        }
+    }
+
     fn add_tracked(&mut self, key: PageKey, sharers: u32, atime: u64) {
         let f = self.folio(key, false);
         self.policy.folio_added(&mut self.lists, &f);

@@ -5,12 +5,13 @@
 
 use fabric::proto::PageKey;
 
-use super::{EvictCtx, Folio, From, Iter, ListId, Lists, Policy, PolicyName};
+use super::recency::RecencyList;
+use super::{EvictCtx, Folio, From, Lists, Policy, PolicyName};
 
 /// FIFO.
 #[derive(Debug, Default)]
 pub struct Fifo {
-    list: ListId,
+    order: RecencyList,
 }
 
 impl Policy for Fifo {
@@ -19,11 +20,11 @@ impl Policy for Fifo {
     }
 
     fn policy_init(&mut self, lists: &mut Lists) {
-        self.list = lists.list_create();
+        self.order.init(lists);
     }
 
     fn folio_added(&mut self, lists: &mut Lists, folio: &Folio) {
-        let _ = lists.list_add(self.list, folio.key, true);
+        self.order.add(lists, folio.key);
     }
 
     fn folio_accessed(&mut self, _: &mut Lists, _: &Folio) {}
@@ -31,7 +32,7 @@ impl Policy for Fifo {
     fn folio_removed(&mut self, _: &mut Lists, _: &PageKey) {}
 
     fn evict_folios(&mut self, lists: &mut Lists, ctx: &mut EvictCtx) {
-        lists.iterate(self.list, From::Head, ctx, |_| Iter::Evict);
+        self.order.take(lists, From::Head, ctx);
     }
 }
 

@@ -11,7 +11,7 @@
 
 use fabric::proto::PageKey;
 
-use super::{EvictCtx, Folio, From, Iter, ListId, Lists, Policy, PolicyName};
+use super::{EvictCtx, Folio, From, ListId, Lists, Policy, PolicyName};
 
 /// GET-SCAN.
 #[derive(Debug, Default)]
@@ -48,8 +48,8 @@ impl Policy for GetScan {
     fn folio_removed(&mut self, _: &mut Lists, _: &PageKey) {}
 
     fn evict_folios(&mut self, lists: &mut Lists, ctx: &mut EvictCtx) {
-        lists.iterate(self.scan, From::Head, ctx, |_| Iter::Evict);
-        lists.iterate(self.get, From::Head, ctx, |_| Iter::Evict);
+        lists.take_in_order(self.scan, From::Head, ctx);
+        lists.take_in_order(self.get, From::Head, ctx);
     }
 }
 

@@ -318,6 +318,13 @@ impl Lists {
         }
     }
 
+    /// Simple mode proposing every page met: `list` in order from `from`
+    /// until `ctx` is full (the walk FIFO, LRU, MRU and the fallbacks of
+    /// the multi-list policies share).
+    pub fn take_in_order(&mut self, list: ListId, from: From, ctx: &mut EvictCtx) {
+        self.iterate(list, from, ctx, |_| Iter::Evict);
+    }
+
     /// Batch-scoring mode: score the first `sample` pages of `list` (from
     /// the head) with `score`, propose the lowest-scored ones (ties: nearer
     /// the head first) until `ctx` has what it asked for. `requeue`: the

@@ -13,10 +13,11 @@
 //! skipped. If a policy proposes nothing usable twice in a row, the cache
 //! falls back to its lists in order, so reclaim always frees what it can.
 //!
-//! One file per policy: `fifo` (the default, install order), `lru`,
-//! `clock`, `lfu`, `mru`, `s3fifo`, `sieve`, `arc`, `getscan`, and
-//! `cluster` (onecopy's own: evicts pages mapped by many nodes last, with
-//! the sharer counts the directory reports to the owner).
+//! One file per policy: `fifo` (the default, install order), `recency`
+//! (`lru` and `mru`: one policy, evicting from either end), `clock`,
+//! `lfu`, `s3fifo`, `sieve`, `arc`, `getscan`, and `cluster` (onecopy's
+//! own: evicts pages mapped by many nodes last, with the sharer counts the
+//! directory reports to the owner).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -31,10 +32,10 @@ mod evictor;
 mod fifo;
 mod getscan;
 mod ghost;
+mod groups;
 mod lfu;
 mod lists;
-mod lru;
-mod mru;
+mod recency;
 mod s3fifo;
 mod sieve;
 
@@ -45,6 +46,10 @@ mod tests;
 
 pub use evictor::{Evictor, PolicyStats};
 pub use ghost::Ghost;
+pub use groups::{
+    valid_name, GroupConf, GroupError, GroupId, GroupInfo, GroupStats, Groups, Target,
+    DEFAULT_GROUP, DEFAULT_NAME, MAX_GROUPS, MAX_NAME,
+};
 pub use lists::{From, Iter, ListError, ListId, Lists, View};
 
 /// Most candidates one `evict_folios` call proposes (cache_ext's array).
@@ -55,8 +60,8 @@ pub const MAX_CANDIDATES: usize = 32;
 pub struct Folio {
     /// The page.
     pub key: PageKey,
-    /// Group of the task touching it (the cgroup analogue; 0 until tasks
-    /// carry groups).
+    /// Group of the task touching it (the cgroup analogue, see
+    /// [`Groups`]); 0 when the task is in the group owning the lists.
     pub group: u32,
     /// The access came from another node (the directory reported a new
     /// mapping of our page), not from a read here.
@@ -148,10 +153,10 @@ pub trait Policy: core::fmt::Debug + Send {
 pub fn build(name: PolicyName) -> Box<dyn Policy> {
     match name {
         PolicyName::Fifo => Box::new(fifo::Fifo::default()),
-        PolicyName::Lru => Box::new(lru::Lru::default()),
+        PolicyName::Lru => Box::new(recency::Recency::lru()),
         PolicyName::Clock => Box::new(clock::Clock::default()),
         PolicyName::Lfu => Box::new(lfu::Lfu::default()),
-        PolicyName::Mru => Box::new(mru::Mru::default()),
+        PolicyName::Mru => Box::new(recency::Recency::mru()),
         PolicyName::S3Fifo => Box::new(s3fifo::S3Fifo::default()),
         PolicyName::Sieve => Box::new(sieve::Sieve::default()),
         PolicyName::Arc => Box::new(arc::Arc::default()),

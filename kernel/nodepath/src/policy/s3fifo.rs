@@ -93,7 +93,7 @@ impl Policy for S3Fifo {
         });
         if !ctx.full() {
             // Everything in M still had frequency left: S pages go next.
-            lists.iterate(self.small, From::Head, ctx, |_| Iter::Evict);
+            lists.take_in_order(self.small, From::Head, ctx);
         }
     }
 }

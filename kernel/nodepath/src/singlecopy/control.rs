@@ -62,7 +62,8 @@ impl ScState {
     }
 
     /// Reclaim what the controls say must go now: owned pages idle past
-    /// the TTL and pages above the limit (idle loop, `cache config`).
+    /// the TTL, pages above the node's limit and above groups' limits
+    /// (idle loop, `cache config`).
     /// Returns the pages invalidated.
     pub fn expire<E: Env>(&mut self, link: &mut Link<E>) -> Result<usize, Errno> {
         let now = link.env.now_ns();
@@ -94,6 +95,7 @@ impl ScState {
             }
             done += n;
         }
+        done += self.reclaim_groups(link)?;
         Ok(done)
     }
 }

@@ -28,11 +28,13 @@
 
 mod batch;
 mod control;
+mod groups;
 mod mmap;
 mod path;
 mod rw;
 
 pub use control::Controls;
+pub use groups::group_errno;
 pub use mmap::{window_va, MMAP_BASE};
 pub use path::SingleCopy;
 
@@ -100,6 +102,11 @@ pub struct ScState {
     /// Eviction controls, kept across rejoins (each join makes a new
     /// cache): see `control`.
     controls: control::Controls,
+    /// Task groups' settings in id order, kept across rejoins: see
+    /// `groups`.
+    groups: Vec<crate::policy::GroupConf>,
+    /// The group of the tasks running.
+    task_group: crate::policy::GroupId,
     coh: Option<Coherence>,
 }
 
@@ -179,8 +186,10 @@ impl<E: Env> Session<E> for ScState {
             abandoned: BTreeMap::new(),
             releasing: BTreeMap::new(),
         });
-        if let Some(c) = self.coh.as_mut() {
+        if let Some(mut c) = self.coh.take() {
             self.controls.apply(&mut c.cache);
+            self.apply_groups(&mut c.cache);
+            self.coh = Some(c);
         }
     }
 
@@ -257,6 +266,8 @@ impl ScState {
             mode,
             remote_limit,
             controls: control::Controls::default(),
+            groups: Vec::new(),
+            task_group: crate::policy::DEFAULT_GROUP,
             coh: None,
         }
     }
@@ -290,6 +301,15 @@ impl ScState {
     /// BATCH_INV).
     pub fn reclaim<E: Env>(&mut self, link: &mut Link<E>, n: usize) -> Result<usize, Errno> {
         let victims = self.cache().map(|c| c.pick_victims(n)).unwrap_or_default();
+        self.invalidate_victims(link, victims)
+    }
+
+    /// Reclaim for a miss the cache refused: from the task's group if it
+    /// is at its own limit (through its policy), else for the node.
+    fn reclaim_for_miss<E: Env>(&mut self, link: &mut Link<E>, n: usize) -> Result<usize, Errno> {
+        let victims = (self.cache())
+            .map(|c| c.pick_victims_in(c.reclaim_target(), n))
+            .unwrap_or_default();
         self.invalidate_victims(link, victims)
     }
 
@@ -416,8 +436,9 @@ impl ScState {
                     // empty pool.
                     None if c.cache.in_flight(&key) => rest.push(key),
                     None => {
-                        // Pool empty: reclaim, then try this page again.
-                        let freed = self.reclaim(link, BATCH)?;
+                        // Pool empty (or the node's or group's limit):
+                        // reclaim, then try this page again.
+                        let freed = self.reclaim_for_miss(link, BATCH)?;
                         if freed == 0 && batch.is_empty() {
                             return Err(Errno::NoSpace);
                         }

@@ -25,6 +25,7 @@ fn defaults() {
             ramp_ns: 0,
             randseed: DEFAULT_RANDSEED,
             zipf_theta: None,
+            group: None,
         }
     );
     assert_eq!(s.file_for(0), "/job.0.0");
