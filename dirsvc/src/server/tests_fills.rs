@@ -112,6 +112,36 @@ impl Rig {
         self.call(c, &w).unwrap();
     }
 
+    /// Send a write of page `idx` of `ino` (every byte `v`) while the
+    /// disk holds its completions, let the directory take it (one pass),
+    /// then let the disk complete everything and wait for the answer.
+    fn write_then_release(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
+        let (off, _) = c.bulk(2).unwrap();
+        self.mem.write(off, &[v; 4096]);
+        let w = Request::Data {
+            op: Op::Write,
+            slot: 2,
+            at: 0,
+            ino,
+            offset: idx * 4096,
+            len: 4096,
+        };
+        let tag = c.send(&*self.mem, &w, &mut || true).unwrap();
+        self.step();
+        self.disk.set_mode(Completion::InOrder);
+        for _ in 0..100 {
+            self.step();
+            if let Some((t, d)) = c.recv(&*self.mem).unwrap() {
+                assert_eq!(t, tag);
+                let r = Response::decode(&d, Op::Write).map(|x| x.1);
+                assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
+                self.disk.set_mode(Completion::Hold);
+                return;
+            }
+        }
+        panic!("the write was never answered");
+    }
+
     fn frame(&self, gfn: u64) -> [u8; 4096] {
         let mut page = [0u8; 4096];
         self.mem
@@ -340,8 +370,8 @@ fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
     // read the old bytes) is committed first, then the write refreshes
     // the new owner's frame. Had the write overtaken it, node 1 would
     // hold the old bytes over a disk with the new ones.
-    rig.write(&mut b, ino, 0, 0x55);
-    assert!(rig.disk.in_flight().is_empty(), "drained by the write");
+    rig.write_then_release(&mut b, ino, 0, 0x55);
+    assert!(rig.disk.in_flight().is_empty());
     assert_eq!(
         answers(&rig, &mut a),
         vec![(tag, PageReply::Owner { gfn: a0 })]
