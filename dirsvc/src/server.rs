@@ -363,3 +363,5 @@ impl<D: BlockDevice> Directory<D> {
 mod tests;
 #[cfg(test)]
 mod tests_fills;
+#[cfg(test)]
+mod tests_writes;

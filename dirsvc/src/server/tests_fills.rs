@@ -11,18 +11,18 @@ use nodepath::client::Client;
 
 const REGION: usize = 4 << 20;
 
-struct Rig {
-    mem: HeapShm,
-    layout: Layout,
-    dir: RefCell<Directory<FakeDisk>>,
-    disk: FakeControl,
+pub(super) struct Rig {
+    pub(super) mem: HeapShm,
+    pub(super) layout: Layout,
+    pub(super) dir: RefCell<Directory<FakeDisk>>,
+    pub(super) disk: FakeControl,
     now: Cell<u64>,
 }
 
 impl Rig {
     /// A directory over a fake disk with `depth` reads in flight, fills
     /// allowed up to `fill_depth`.
-    fn new(nodes: u32, depth: usize, fill_depth: usize) -> Rig {
+    pub(super) fn new(nodes: u32, depth: usize, fill_depth: usize) -> Rig {
         let mem = HeapShm::new(REGION);
         let layout = Layout::compute(REGION, nodes).unwrap();
         layout.format(&*mem, 0);
@@ -48,7 +48,7 @@ impl Rig {
         }
     }
 
-    fn step(&self) -> Poll {
+    pub(super) fn step(&self) -> Poll {
         self.now.set(self.now.get() + 1000);
         let h = Header::new(&*self.mem, self.layout);
         for n in 1..=self.layout.max_nodes {
@@ -57,7 +57,7 @@ impl Rig {
         self.dir.borrow_mut().poll(&*self.mem, self.now.get())
     }
 
-    fn join(&self, node: u32) -> Client {
+    pub(super) fn join(&self, node: u32) -> Client {
         let mut w = || {
             self.step();
             true
@@ -65,7 +65,7 @@ impl Rig {
         Client::join(&*self.mem, self.layout, node, 1, &mut w).unwrap()
     }
 
-    fn call(&self, c: &mut Client, req: &Request) -> Result<Response, Errno> {
+    pub(super) fn call(&self, c: &mut Client, req: &Request) -> Result<Response, Errno> {
         let mut budget = 100;
         let mut w = || {
             self.step();
@@ -76,7 +76,7 @@ impl Rig {
     }
 
     /// Create `/f` with `pages` pages, page i filled with byte i + 1.
-    fn file(&self, c: &mut Client, pages: u64) -> u64 {
+    pub(super) fn file(&self, c: &mut Client, pages: u64) -> u64 {
         let (off, _) = c.bulk(0).unwrap();
         self.mem.write(off, b"/f");
         let r = self.call(
@@ -98,7 +98,7 @@ impl Rig {
     }
 
     /// Write page `idx` of `ino` through the file server, every byte `v`.
-    fn write(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
+    pub(super) fn write(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
         let (off, _) = c.bulk(2).unwrap();
         self.mem.write(off, &[v; 4096]);
         let w = Request::Data {
@@ -115,7 +115,7 @@ impl Rig {
     /// Send a write of page `idx` of `ino` (every byte `v`) while the
     /// disk holds its completions, let the directory take it (one pass),
     /// then let the disk complete everything and wait for the answer.
-    fn write_then_release(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
+    pub(super) fn write_then_release(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
         let (off, _) = c.bulk(2).unwrap();
         self.mem.write(off, &[v; 4096]);
         let w = Request::Data {
@@ -142,20 +142,20 @@ impl Rig {
         panic!("the write was never answered");
     }
 
-    fn frame(&self, gfn: u64) -> [u8; 4096] {
+    pub(super) fn frame(&self, gfn: u64) -> [u8; 4096] {
         let mut page = [0u8; 4096];
         self.mem
             .read(self.layout.frame_off(gfn).unwrap(), &mut page);
         page
     }
 
-    fn read(key: PageKey, frame: u64) -> Request {
+    pub(super) fn read(key: PageKey, frame: u64) -> Request {
         Request::Page(PageReq::Read { key, frame })
     }
 }
 
 /// Take `c`'s answers, decoded as page replies, by tag.
-fn answers(rig: &Rig, c: &mut Client) -> Vec<(u32, PageReply)> {
+pub(super) fn answers(rig: &Rig, c: &mut Client) -> Vec<(u32, PageReply)> {
     let mut out = Vec::new();
     while let Some((tag, d)) = c.recv(&*rig.mem).unwrap() {
         match Response::decode(&d, Op::PageRead) {
