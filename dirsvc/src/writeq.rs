@@ -21,7 +21,7 @@
 //! page fills' on the device's one completion stream.
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
 use flatfs::BLOCK_SIZE;
@@ -109,6 +109,10 @@ pub struct WriteQueue<T> {
     blocks: BTreeMap<u64, VecDeque<(u64, usize)>>,
     /// By write id: (job, index).
     in_flight: BTreeMap<u64, (u64, usize)>,
+    /// Writes that may go out now (their job's phase, first of their
+    /// block), oldest job first: kept up to date on every push and
+    /// completion, so a submission does not scan the queue.
+    ready: BTreeSet<(u64, usize)>,
     finished: Vec<Finished<T>>,
     stats: WriteStats,
 }
@@ -128,6 +132,7 @@ impl<T> WriteQueue<T> {
             jobs: BTreeMap::new(),
             blocks: BTreeMap::new(),
             in_flight: BTreeMap::new(),
+            ready: BTreeSet::new(),
             finished: Vec::new(),
             stats: WriteStats::default(),
         }
@@ -159,6 +164,7 @@ impl<T> WriteQueue<T> {
         for (i, w) in writes.iter().enumerate() {
             self.blocks.entry(w.lba).or_default().push_back((id, i));
         }
+        let n = writes.len();
         self.jobs.insert(
             id,
             Job {
@@ -168,30 +174,34 @@ impl<T> WriteQueue<T> {
                 then,
             },
         );
+        for i in 0..n {
+            self.consider(id, i);
+        }
         self.stats.max_jobs = self.stats.max_jobs.max(self.jobs.len() as u64);
+    }
+
+    /// Mark write `i` of job `jid` ready if it may go out now.
+    fn consider(&mut self, jid: u64, i: usize) {
+        let Some(job) = self.jobs.get(&jid) else {
+            return;
+        };
+        let Some(w) = job.writes.get(i) else {
+            return;
+        };
+        if matches!(w.state, State::Waiting(_))
+            && job.phase() == Some(w.phase)
+            && self.blocks.get(&w.lba).and_then(|q| q.front()) == Some(&(jid, i))
+        {
+            self.ready.insert((jid, i));
+        }
     }
 
     /// The next write that may go to the device (id, block, bytes): of a
     /// job's current phase and first in its block's order. It counts as in
     /// flight from now.
     pub fn next_submit(&mut self) -> Option<(u64, u64, Box<[u8; BLOCK_SIZE]>)> {
-        let mut pick = None;
-        'jobs: for (&jid, job) in &self.jobs {
-            let Some(phase) = job.phase() else {
-                continue;
-            };
-            for (i, w) in job.writes.iter().enumerate() {
-                if w.phase == phase
-                    && matches!(w.state, State::Waiting(_))
-                    && self.blocks.get(&w.lba).and_then(|q| q.front()) == Some(&(jid, i))
-                {
-                    pick = Some((jid, i));
-                    break 'jobs;
-                }
-            }
-        }
-        let (jid, i) = pick?;
-        let w = &mut self.jobs.get_mut(&jid)?.writes[i];
+        let (jid, i) = self.ready.pop_first()?;
+        let w = self.jobs.get_mut(&jid)?.writes.get_mut(i)?;
         let State::Waiting(buf) = core::mem::replace(&mut w.state, State::Flying) else {
             return None;
         };
@@ -208,20 +218,34 @@ impl<T> WriteQueue<T> {
     pub fn complete(&mut self, id: u64, ok: bool) -> Option<u64> {
         let (jid, i) = self.in_flight.remove(&id)?;
         let job = self.jobs.get_mut(&jid)?;
-        let w = &mut job.writes[i];
+        let phase_before = job.phase();
+        let w = job.writes.get_mut(i)?;
         w.state = State::Done;
         let lba = w.lba;
         if !ok {
             job.failed = true;
             self.stats.failed += 1;
         }
+        let phase_after = job.phase();
+        let mut next = None;
         if let Some(q) = self.blocks.get_mut(&lba) {
             q.retain(|&x| x != (jid, i));
+            next = q.front().copied();
             if q.is_empty() {
                 self.blocks.remove(&lba);
             }
         }
-        if job.phase().is_none() {
+        if let Some((j2, i2)) = next {
+            self.consider(j2, i2);
+        }
+        if phase_after.is_some() && phase_after != phase_before {
+            // The job moved on to its next phase.
+            let n = self.jobs.get(&jid).map_or(0, |j| j.writes.len());
+            for k in 0..n {
+                self.consider(jid, k);
+            }
+        }
+        if phase_after.is_none() {
             if let Some(job) = self.jobs.remove(&jid) {
                 self.finished.push(Finished {
                     inos: job.inos,
