@@ -256,7 +256,7 @@ fn measure(o: &Opts, fill_depth: Option<u32>) -> Result<Side> {
     side.fio_depth = v["effective_iodepth"].as_f64().unwrap_or(f64::NAN);
     let dir = c.log("dir");
     for what in ["page fills in flight", "block writes in flight"] {
-        if let Some(l) = dir.lines().filter(|l| l.contains(what)).last() {
+        if let Some(l) = dir.lines().rfind(|l| l.contains(what)) {
             eprintln!("  {}", l.trim());
         }
     }
