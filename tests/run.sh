@@ -11,7 +11,7 @@
 # host crates and for the kernel (x86_64-unknown-none); shellcheck of the
 # scripts (when installed); release build of the kernel and host tools; the
 # integration tests (cargo test -p onecopy-tests --test cluster --test
-# launcher --test pagecache --test policy --test net --test doorbell --test replace --test tasks --test apps, one at a time, and the ivshmem
+# launcher --test pagecache --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps, one at a time, and the ivshmem
 # server with real QEMU doorbell devices); the benchmark report's --quick smoke test
 # (cargo test -p onecopy-tests --test bench -- --ignored). A failed step does not stop the independent ones; the exit status is
 # non-zero if any step failed. No QEMU process and no /dev/shm/onecopy-* file
@@ -105,8 +105,12 @@ host_unit_tests() {
         cargo test -p onecopy-tests --doc
 }
 host_clippy() {
-    cargo clippy --workspace "${HOST_EXCLUDES[@]}" --all-targets -- -D warnings
+    cargo clippy --workspace "${HOST_EXCLUDES[@]}" --all-targets -- -D warnings &&
+        # --all-targets skips the QEMU tests (test = false in tests/Cargo.toml)
+        cargo clippy -p onecopy-tests "${QEMU_TESTS[@]}" -- -D warnings
 }
+# Every [[test]] of tests/Cargo.toml, as --test NAME arguments.
+mapfile -t QEMU_TESTS < <(sed -n '/^\[\[test\]\]/,/^name/s/^name = "\(.*\)"/--test\n\1/p' "$ROOT/tests/Cargo.toml")
 kernel_clippy() {
     cargo clippy -p onecopy-kernel -p onecopy-boot --target x86_64-unknown-none -- -D warnings
 }
@@ -129,7 +133,7 @@ integration_tests() {
         "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
         rm -rf -- "$d"
     done
-    cargo test --no-fail-fast -p onecopy-tests --test cluster --test crash --test launcher --test pagecache --test policy --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
+    cargo test --no-fail-fast -p onecopy-tests --test cluster --test crash --test launcher --test pagecache --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
         cargo test -p onecopy-ivshmem-server --test qemu -- --ignored --test-threads=1
 }
 

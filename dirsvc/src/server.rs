@@ -46,7 +46,10 @@ mod fileserver;
 mod fills;
 mod locality;
 mod membership;
+pub mod misstime;
 mod writes;
+
+use misstime::MissTimer;
 
 /// Something worth a log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +101,10 @@ pub struct Config {
     /// write is synchronous and the loop waits for it (the behaviour
     /// before the asynchronous directory).
     pub fill_depth: usize,
+    /// Nanoseconds on the directory's clock, for the per-phase service
+    /// times of misses ([`Directory::miss_stats`]); [`misstime::no_clock`]
+    /// times nothing.
+    pub clock: fn() -> u64,
 }
 
 impl Default for Config {
@@ -106,6 +113,7 @@ impl Default for Config {
             heartbeat_timeout_ns: 3_000_000_000,
             batch: 32,
             fill_depth: 32,
+            clock: misstime::no_clock,
         }
     }
 }
@@ -177,6 +185,8 @@ pub struct Directory<D: BlockDevice> {
     defer_writes: bool,
     /// Writes the last deferred request staged.
     staged: Vec<flatfs::Staged>,
+    /// Per-phase service times of misses.
+    miss: MissTimer,
 }
 
 /// Result of one [`Directory::poll`].
@@ -244,6 +254,7 @@ impl<D: BlockDevice> Directory<D> {
             fsyncs: Vec::new(),
             defer_writes: false,
             staged: Vec::new(),
+            miss: MissTimer::new(cfg.clock),
         }
     }
 
@@ -336,6 +347,12 @@ impl<D: BlockDevice> Directory<D> {
             writebacks: s.writebacks,
             max_batch: max_batch as u64,
         }
+    }
+
+    /// The directory's service times of `kind` of miss, phase by phase
+    /// (`bench miss`, [`Op::MissStats`]).
+    pub fn miss_stats(&self, kind: fabric::proto::MissKind) -> fabric::proto::MissStats {
+        self.miss.stats(kind)
     }
 
     /// The page directory (for tests and `dir stats`).

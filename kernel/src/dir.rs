@@ -86,6 +86,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         Config {
             heartbeat_timeout_ns: cfg.hb_timeout_ms * 1_000_000,
             fill_depth: cfg.fill_depth as usize,
+            clock: time::now_ns,
             ..Config::default()
         },
     );

@@ -274,6 +274,17 @@ impl Cluster {
             .collect()
     }
 
+    /// Starts `cmd` on node `node` without waiting for its answer (see
+    /// [`Console::start`]): it must still be running after `settle`. The
+    /// console is forgotten (the next command reconnects); meant for a
+    /// command interrupted by killing the node.
+    pub fn start_command(&mut self, node: u8, cmd: &str, settle: Duration) -> Result<()> {
+        let timeout = self.cmd_timeout;
+        let r = self.console(node, timeout)?.start(cmd, settle);
+        self.consoles.remove(&node);
+        r
+    }
+
     /// Runs raw bytes (no `\r`/`\n` inside) as a command line.
     pub fn exec_bytes(&mut self, node: u8, cmd: &[u8]) -> Result<CmdOutput> {
         self.exec_timeout(node, cmd, self.cmd_timeout)

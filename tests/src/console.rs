@@ -502,6 +502,42 @@ impl Console {
         }
     }
 
+    /// Types `cmd` and returns without its answer: for a command meant to
+    /// be still running when its instance is killed. Fails if the command
+    /// answered (ended) within `settle`, and gives back what it printed.
+    pub fn start(&mut self, cmd: &str, settle: Duration) -> Result<()> {
+        if cmd.contains(['\r', '\n']) {
+            return Err(Error::Usage(format!(
+                "a command line may not contain \\r or \\n: {cmd:?}"
+            )));
+        }
+        self.drain(Duration::from_millis(1), Duration::from_millis(20))?;
+        self.buf.clear();
+        let mut line = cmd.as_bytes().to_vec();
+        line.push(b'\r');
+        self.send(&line)?;
+        let end = Instant::now() + settle;
+        loop {
+            if let Some(out) = parse_response(&self.buf, cmd.as_bytes(), self.node, false) {
+                return Err(Error::Usage(format!(
+                    "n{}: `{cmd}` ended within {settle:?}: {}",
+                    self.node,
+                    out.text()
+                )));
+            }
+            let now = Instant::now();
+            if now >= end {
+                return Ok(());
+            }
+            if self.read(end - now)?.is_none() {
+                return Err(Error::Closed {
+                    what: format!("n{} while `{cmd}` ran", self.node),
+                    partial: String::from_utf8_lossy(&self.buf).into_owned(),
+                });
+            }
+        }
+    }
+
     /// The underlying stream (for `attach`-style forwarding).
     pub fn into_stream(self) -> UnixStream {
         self.stream

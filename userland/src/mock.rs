@@ -7,9 +7,9 @@ use alloc::vec::Vec;
 
 use crate::os::{
     Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Errno, Fd, FileKind, LocalityRange,
-    MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
+    MissCounters, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
 };
-use fabric::proto::MAX_NAME;
+use fabric::proto::{MissStats, MAX_NAME};
 
 #[derive(Debug, Clone)]
 struct Node {
@@ -78,7 +78,16 @@ pub struct MockOs {
     pub controls: Option<CacheControls>,
     /// What `locality` answers, by path (other paths: `NotFound`).
     pub locality: BTreeMap<String, Vec<LocalityRange>>,
+    /// `bench miss` support: what every `read` call adds to the miss
+    /// counters (and it moves the clock by [`MOCK_READ_NS`]); `cache drop`
+    /// succeeds. `None`: both `NotSupported`.
+    pub miss_per_read: Option<MissCounters>,
+    /// `read` calls so far.
+    pub reads: u64,
 }
+
+/// How far the clock moves per `read` with [`MockOs::miss_per_read`].
+pub const MOCK_READ_NS: u64 = 100_000;
 
 impl Default for MockOs {
     fn default() -> Self {
@@ -145,6 +154,8 @@ impl MockOs {
             faults: BTreeMap::new(),
             controls: Some(CacheControls::default()),
             locality: BTreeMap::new(),
+            miss_per_read: None,
+            reads: 0,
         }
     }
 
@@ -388,6 +399,10 @@ impl Os for MockOs {
 
     fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
         self.check("read")?;
+        self.reads += 1;
+        if self.miss_per_read.is_some() {
+            self.now_ns += MOCK_READ_NS;
+        }
         let max_io = self.max_io;
         let (o, n) = self.open_file(fd)?;
         let pos = usize::try_from(o.pos).unwrap_or(usize::MAX);
@@ -616,6 +631,31 @@ impl Os for MockOs {
         self.check("sync")?;
         self.syncs += 1;
         Ok(())
+    }
+
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        match self.miss_per_read {
+            Some(_) => Ok("dropped".to_string()),
+            None => Err(Errno::NotSupported),
+        }
+    }
+
+    fn miss_counters(&mut self) -> Result<MissCounters, Errno> {
+        let per = self.miss_per_read.ok_or(Errno::NotSupported)?;
+        let k = self.reads;
+        let scale = |m: MissStats| MissStats {
+            count: m.count * k,
+            lookup_ns: m.lookup_ns * k,
+            disk_ns: m.disk_ns * k,
+            fill_ns: m.fill_ns * k,
+            reply_ns: m.reply_ns * k,
+        };
+        Ok(MissCounters {
+            round_trip_ns: per.round_trip_ns * k,
+            fill_ns: per.fill_ns * k,
+            page_fills: scale(per.page_fills),
+            file_reads: scale(per.file_reads),
+        })
     }
 
     fn cluster(&mut self) -> ClusterInfo {

@@ -6,7 +6,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 pub use fabric::config::PolicyName;
-pub use fabric::proto::{Attr, DirEntry, Errno, FileKind, LocalityRange};
+pub use fabric::proto::{Attr, DirEntry, Errno, FileKind, LocalityRange, MissStats};
 
 /// A file descriptor handed out by [`Os::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +124,20 @@ pub struct CacheControls {
     pub limit: Option<u64>,
     /// Owned pages idle this many seconds are evicted (0: never).
     pub ttl_s: u64,
+}
+
+/// Counters `bench miss` reads before and after its misses: the node's
+/// own ([`Os::miss_counters`]) and the directory's per kind of miss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MissCounters {
+    /// Time in round trips to the directory, node clock, since boot.
+    pub round_trip_ns: u64,
+    /// Time installing answers (page cache fill, frame mapping).
+    pub fill_ns: u64,
+    /// The directory's single-copy page fills.
+    pub page_fills: MissStats,
+    /// The directory's file-server reads.
+    pub file_reads: MissStats,
 }
 
 /// Largest batch of page requests `bench dir` publishes at once (a ring
@@ -249,6 +263,12 @@ pub trait Os {
     /// together (1..=[`MAX_DIR_BATCH`]); returns (page operations, elapsed
     /// nanoseconds) (`bench dir`).
     fn bench_dir(&mut self, _path: &str, _rounds: u32, _batch: usize) -> Result<(u64, u64), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// This node's and the directory's miss timing counters (`bench
+    /// miss`).
+    fn miss_counters(&mut self) -> Result<MissCounters, Errno> {
         Err(Errno::NotSupported)
     }
 

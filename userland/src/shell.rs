@@ -48,6 +48,7 @@ mod bench;
 mod commands;
 mod control;
 mod files;
+mod miss;
 mod node;
 
 use commands::COMMANDS;

@@ -3,6 +3,7 @@
 //! and `dir stats` tables.
 
 pub mod keys;
+pub mod miss;
 
 /// The `per_mille`-th percentile of `sorted` (ascending) by the
 /// nearest-rank method: the smallest sample such that at least

@@ -264,11 +264,14 @@ pub enum Op {
     /// Directory -> owner on the notify ring: `[ino, idx, sharers]`, the
     /// number of nodes now mapping a page it owns (no ack).
     Sharers = 44,
+    /// Per-phase service times of one kind of miss: args `[kind]`
+    /// ([`MissKind`]) -> [`Response::MissStats`] (`bench miss`).
+    MissStats = 45,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 24] = [
+    pub const ALL: [Op; 25] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -293,6 +296,7 @@ impl Op {
         Op::PageStats,
         Op::Locality,
         Op::Sharers,
+        Op::MissStats,
     ];
 
     /// Decode a wire opcode.
@@ -392,7 +396,7 @@ mod response;
 pub use locality::{LocalityRange, LOCALITY_RECORD};
 pub use page::{reply_code, Notice, PageDirStats, PageKey, PageReply, PageReq};
 pub use request::{op_of, Request};
-pub use response::{DirStats, Response};
+pub use response::{DirStats, MissKind, MissStats, Response};
 
 #[cfg(test)]
 mod tests;

@@ -111,8 +111,16 @@ impl<D: BlockDevice> Directory<D> {
         Ok(served + acks)
     }
 
-    /// Answer (now or later) one request descriptor from `node`.
+    /// Answer (now or later) one request descriptor from `node`, timing
+    /// it if it is a miss (see `misstime`).
     fn handle(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: &Desc) {
+        self.miss.taken();
+        self.handle_one(mem, node, d);
+        self.miss.answered();
+        self.miss.handled();
+    }
+
+    fn handle_one(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: &Desc) {
         let (tag, req) = match Request::decode(d) {
             Ok(x) => x,
             Err(error) => {

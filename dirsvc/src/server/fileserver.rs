@@ -38,6 +38,9 @@ impl<D: BlockDevice> Directory<D> {
         if let Request::PageStats = req {
             return Ok(Response::PageStats(self.page_stats()));
         }
+        if let Request::MissStats { kind } = req {
+            return Ok(Response::MissStats(self.miss.stats(kind)));
+        }
         if req.may_change_files() {
             // Before the change can be seen: a node whose read ends at an
             // unchanged epoch needs no validation round trip.
@@ -46,9 +49,11 @@ impl<D: BlockDevice> Directory<D> {
         self.order_before(mem, &req);
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         match req {
-            Request::Nop | Request::Stats | Request::PageStats | Request::Page(_) => {
-                Ok(Response::Ok)
-            }
+            Request::Nop
+            | Request::Stats
+            | Request::PageStats
+            | Request::MissStats { .. }
+            | Request::Page(_) => Ok(Response::Ok),
             Request::Path {
                 op,
                 slot,
@@ -153,9 +158,13 @@ impl<D: BlockDevice> Directory<D> {
                         attr,
                     })
                 } else {
+                    let lookup = self.miss.now();
                     let n = fs.read(ino, offset, &mut buf)?;
+                    let disk = self.miss.now();
                     bulk.write(slot, at, &buf[..n])?;
                     let attr = fs.getattr(ino)?;
+                    let filled = self.miss.now();
+                    self.miss.file_read(lookup, disk, filled);
                     Ok(Response::Data {
                         bytes: n as u32,
                         attr,

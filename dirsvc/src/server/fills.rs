@@ -89,6 +89,7 @@ impl<D: BlockDevice> Directory<D> {
                 out.extend(self.pages.filled(key, true));
             }
             Ok(BlockSource::Disk { lba, len }) => {
+                self.miss.fill_queued(e.owner, tag);
                 self.disk.push(Fill {
                     key,
                     gfn,
@@ -172,6 +173,7 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Commit completed reads, then refill the device.
     fn finish_reads(&mut self, mem: &(impl SharedMem + ?Sized), done: Vec<ReadDone>) {
+        let seen = self.miss.now();
         let mut acts = Vec::new();
         let mut filled = Vec::new();
         for d in done {
@@ -179,6 +181,7 @@ impl<D: BlockDevice> Directory<D> {
                 continue; // cancelled: the requester failed meanwhile
             };
             if !f.wanted(self.pages.entry(&f.key)) {
+                self.miss.fill_done(f.node, f.tag, seen, false);
                 continue;
             }
             let ok = match (d.result, self.fs.as_mut(), self.layout.frame_off(f.gfn)) {
@@ -202,6 +205,7 @@ impl<D: BlockDevice> Directory<D> {
                 }
                 _ => false,
             };
+            self.miss.fill_done(f.node, f.tag, seen, ok);
             acts.extend(self.pages.filled(f.key, ok));
             filled.push(f.key);
         }
@@ -209,6 +213,7 @@ impl<D: BlockDevice> Directory<D> {
         if !acts.is_empty() {
             self.run(mem, acts);
         }
+        self.miss.fills_answered();
         // Requests that waited for a fill may now map the page: its new
         // owner learns the sharer count (it started at 0).
         for key in filled {
@@ -292,6 +297,7 @@ impl<D: BlockDevice> Directory<D> {
 
     /// `node` failed or left: its fills will not be committed.
     pub(super) fn cancel_fills(&mut self, node: u32) {
+        self.miss.forget_node(node as u8);
         let n = self.disk.cancel_node(node as u8);
         if n > 0 {
             log::debug!("node {node}: {n} page fills cancelled");

@@ -11,6 +11,15 @@ use nodepath::client::Client;
 
 const REGION: usize = 4 << 20;
 
+std::thread_local! {
+    /// The directory's clock in these tests: moved by [`Rig::step`].
+    static CLOCK: Cell<u64> = const { Cell::new(0) };
+}
+
+fn rig_clock() -> u64 {
+    CLOCK.with(|c| c.get())
+}
+
 pub(super) struct Rig {
     pub(super) mem: HeapShm,
     pub(super) layout: Layout,
@@ -37,6 +46,7 @@ impl Rig {
                 heartbeat_timeout_ns: 1_000_000,
                 batch: 32,
                 fill_depth,
+                clock: rig_clock,
             },
         );
         Rig {
@@ -50,6 +60,7 @@ impl Rig {
 
     pub(super) fn step(&self) -> Poll {
         self.now.set(self.now.get() + 1000);
+        CLOCK.with(|c| c.set(self.now.get()));
         let h = Header::new(&*self.mem, self.layout);
         for n in 1..=self.layout.max_nodes {
             h.beat_node(n);
@@ -419,4 +430,88 @@ fn fill_depth_zero_keeps_fills_synchronous() {
     );
     assert_eq!(rig.disk.submitted(), 0, "no asynchronous read");
     assert_eq!(rig.frame(a0), [1u8; 4096]);
+}
+
+#[test]
+fn misses_are_timed_phase_by_phase_per_kind() {
+    use fabric::proto::MissKind;
+    let rig = Rig::new(1, 32, 32);
+    let mut a = rig.join(1);
+    let ino = rig.file(&mut a, 2);
+    let (a0, _) = rig.layout.pool_gfns(1);
+    let before = rig.dir.borrow().miss_stats(MissKind::PageFill);
+    // A READ miss whose disk read is held for 5 passes.
+    rig.disk.set_mode(Completion::Hold);
+    let tag = a
+        .send(
+            &*rig.mem,
+            &Rig::read(PageKey { ino, idx: 1 }, a0),
+            &mut || true,
+        )
+        .unwrap();
+    for _ in 0..5 {
+        rig.step();
+    }
+    assert!(rig.disk.complete(0));
+    rig.step();
+    assert_eq!(
+        answers(&rig, &mut a),
+        vec![(tag, PageReply::Owner { gfn: a0 })]
+    );
+    let s = rig
+        .dir
+        .borrow()
+        .miss_stats(MissKind::PageFill)
+        .since(&before);
+    assert_eq!(s.count, 1, "{s:?}");
+    // Queued in one pass, seen complete 5 passes later (1000 ns each).
+    assert_eq!(s.disk_ns, 5000, "{s:?}");
+    assert_eq!(
+        s.service_ns(),
+        s.disk_ns,
+        "the rest took no time on this clock"
+    );
+    // A page already cached is no miss.
+    assert_eq!(
+        rig.call(&mut a, &Rig::read(PageKey { ino, idx: 1 }, a0 + 1)),
+        Ok(Response::Page(PageReply::Owner { gfn: a0 }))
+    );
+    assert_eq!(
+        rig.dir.borrow().miss_stats(MissKind::PageFill).count,
+        before.count + 1
+    );
+    // A file-server read is the other kind; writes and metadata are none.
+    let files = rig.dir.borrow().miss_stats(MissKind::FileRead).count;
+    let r = rig.call(
+        &mut a,
+        &Request::Data {
+            op: Op::Read,
+            slot: 1,
+            at: 0,
+            ino,
+            offset: 0,
+            len: 4096,
+        },
+    );
+    assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
+    rig.call(&mut a, &Request::Getattr { ino }).unwrap();
+    // (A write is answered once its block writes landed: let them.)
+    rig.disk.set_mode(Completion::InOrder);
+    rig.write(&mut a, ino, 0, 9);
+    assert_eq!(
+        rig.dir.borrow().miss_stats(MissKind::FileRead).count,
+        files + 1
+    );
+    // The counters travel as the answer to MissStats.
+    assert_eq!(
+        rig.call(
+            &mut a,
+            &Request::MissStats {
+                kind: MissKind::FileRead
+            }
+        ),
+        Ok(Response::MissStats(
+            rig.dir.borrow().miss_stats(MissKind::FileRead)
+        ))
+    );
 }

@@ -75,6 +75,23 @@ pub struct Link<E: Env> {
     /// Read batches sent over the rings: (groups, requests, most requests
     /// in flight together).
     pub ring_read_stats: (u64, u64, u64),
+    /// Where this node's time in misses went (`bench miss`).
+    pub probe: Probe,
+}
+
+/// Time this node spent in exchanges with the directory and installing
+/// what their answers brought, summed since boot on the node's clock
+/// (`bench miss`: a miss's time minus these is the node's own work; the
+/// round trips minus the directory's service time is transport).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// From publishing a call's (or a batch's) requests until its last
+    /// answer was taken: every file-server call and page-request batch.
+    pub round_trip_ns: u64,
+    /// Answers installed: a private read's bytes copied from the bulk slot
+    /// into the page cache; a page miss's answer applied to the node cache
+    /// (frame owned, or the owner's frame mapped).
+    pub fill_ns: u64,
 }
 
 /// Does node `id` have something to read: a response, a notice, or (while
@@ -146,6 +163,7 @@ impl<E: Env> Link<E> {
             recovering: false,
             ring_reads: MAX_RING_READS,
             ring_read_stats: (0, 0, 0),
+            probe: Probe::default(),
             files: if mode == Mode::Net {
                 Files::Net(net)
             } else {
@@ -336,6 +354,30 @@ impl<E: Env> Link<E> {
     /// One synchronous call on the rings.
     pub fn call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<Response, Errno> {
         let layout = self.ensure_joined(svc)?;
+        let t0 = self.env.now_ns();
+        let r = self.call_joined(layout, req, svc);
+        self.add_round_trip(t0);
+        r
+    }
+
+    /// Count the time since `t0` as a round trip ([`Probe`]).
+    pub fn add_round_trip(&mut self, t0: u64) {
+        let d = self.env.now_ns().saturating_sub(t0);
+        self.probe.round_trip_ns = self.probe.round_trip_ns.saturating_add(d);
+    }
+
+    /// Count the time since `t0` as installing answers ([`Probe`]).
+    pub fn add_fill(&mut self, t0: u64) {
+        let d = self.env.now_ns().saturating_sub(t0);
+        self.probe.fill_ns = self.probe.fill_ns.saturating_add(d);
+    }
+
+    fn call_joined(
+        &mut self,
+        layout: Layout,
+        req: &Request,
+        svc: &mut dyn Session<E>,
+    ) -> Result<Response, Errno> {
         let mut w = Waiter::new(self.rpc_timeout_ns).spinning(self.env.spin_ns());
         let env = &self.env;
         let id = self.id;
@@ -451,7 +493,12 @@ impl<E: Env> Link<E> {
     /// One file-server request (metadata or data).
     pub fn fs_call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<Response, Errno> {
         match &mut self.files {
-            Files::Net(Some(n)) => n.call(req),
+            Files::Net(Some(n)) => {
+                let t0 = self.env.now_ns();
+                let r = n.call(req);
+                self.add_round_trip(t0);
+                r
+            }
             Files::Net(None) => Err(Errno::Unavailable),
             Files::Rings => self.call(req, svc),
         }

@@ -9,8 +9,8 @@ use alloc::vec::Vec;
 use userland::stats::keys;
 
 use fabric::config::{BaselineWrites, Mode};
-use fabric::proto::{Attr, DirEntry, Errno, Request, Response};
-use userland::os::{BatchIo, Fd, OpenFlags};
+use fabric::proto::{Attr, DirEntry, Errno, MissKind, Request, Response};
+use userland::os::{BatchIo, Fd, MissCounters, OpenFlags};
 
 use crate::env::Env;
 use crate::link::{self, Link};
@@ -158,6 +158,27 @@ impl<E: Env> Node<E> {
     /// One call on the rings (`bench ring`, `dir stats`).
     pub fn ring_call(&mut self, req: &Request) -> Result<Response, Errno> {
         self.link.call(req, self.vfs.session())
+    }
+
+    /// `bench miss`'s counters: this node's [`crate::link::Probe`] and the
+    /// directory's service times of both kinds of miss. The two calls
+    /// asking for them are not counted in the probe.
+    pub fn miss_counters(&mut self) -> Result<MissCounters, Errno> {
+        let probe = self.link.probe;
+        let mut kind = |kind| match self.ring_call(&Request::MissStats { kind }) {
+            Ok(Response::MissStats(s)) => Ok(s),
+            Ok(Response::Err(e)) | Err(e) => Err(e),
+            Ok(_) => Err(Errno::Io),
+        };
+        let page_fills = kind(MissKind::PageFill);
+        let file_reads = kind(MissKind::FileRead);
+        self.link.probe = probe;
+        Ok(MissCounters {
+            round_trip_ns: probe.round_trip_ns,
+            fill_ns: probe.fill_ns,
+            page_fills: page_fills?,
+            file_reads: file_reads?,
+        })
     }
 
     /// One file-server request over this mode's transport (`bench rpc`).

@@ -8,10 +8,10 @@ use alloc::vec::Vec;
 use userland::stats::keys;
 
 use fabric::layout::{DirState, Header};
-use fabric::proto::{Errno, Request, Response};
+use fabric::proto::{Errno, MissKind, Request, Response};
 use userland::os::{
-    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Fd, LocalityRange, MmapIo, NodeInfo,
-    OpenFlags, Os, RingSamples,
+    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Fd, LocalityRange, MissCounters, MmapIo,
+    NodeInfo, OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -229,6 +229,10 @@ impl Os for NodeOs {
         r
     }
 
+    fn miss_counters(&mut self) -> Result<MissCounters, Errno> {
+        with(|n| n.miss_counters())
+    }
+
     fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
         let Response::Stats(s) = with(|n| n.ring_call(&Request::Stats))? else {
             return Err(Errno::Io);
@@ -263,6 +267,16 @@ impl Os for NodeOs {
             keys::dir::BLOCKS,
             format!("{}/{}", s.blocks_used, s.blocks_total),
         );
+        for (key, kind) in [
+            (keys::dir::MISS_PAGE_FILLS, MissKind::PageFill),
+            (keys::dir::MISS_FILE_READS, MissKind::FileRead),
+        ] {
+            let Response::MissStats(m) = with(|n| n.ring_call(&Request::MissStats { kind }))?
+            else {
+                return Err(Errno::Io);
+            };
+            put(key, userland::stats::miss::service_line(&m));
+        }
         Ok(v)
     }
 

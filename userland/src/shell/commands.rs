@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 use super::bench::*;
 use super::control::*;
 use super::files::*;
+use super::miss::cmd_bench_miss;
 use super::node::*;
 use super::{quoted, Args, Command, Ctx, Error};
 
@@ -179,6 +180,14 @@ pub(super) static COMMANDS: &[Command] = &[
         min_args: 1,
         max_args: 1,
         run: cmd_bench_read,
+    },
+    Command {
+        name: "bench miss",
+        usage: "bench miss [N]",
+        help: "N cold 4 KiB misses (default 64, at most 1024) of a scratch file /bench-miss in this mode, split into phases: node call, transport, directory lookup/disk read/fill/reply, node fill/map (mean us, share; RESULT json)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_miss,
     },
     Command {
         name: "bench inv",

@@ -125,7 +125,7 @@ fn argument_counts_print_usage() {
         ("help a b", "help [COMMAND]"),
         (
             "bench",
-            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench atomics [COUNT|reset] | bench doorbell [COUNT] | bench read PATH | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
+            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench atomics [COUNT|reset] | bench doorbell [COUNT] | bench read PATH | bench miss [N] | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
         ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");
@@ -979,4 +979,79 @@ fn locality_prints_each_run() {
         }],
     );
     ok(&mut os, "locality /odd");
+}
+
+// --- bench miss ----------------------------------------------------------
+
+fn miss_os() -> MockOs {
+    use crate::os::{MissCounters, MissStats};
+    let mut os = MockOs::new();
+    os.can_seek = true;
+    os.miss_per_read = Some(MissCounters {
+        round_trip_ns: 90_000,
+        fill_ns: 2_000,
+        page_fills: MissStats {
+            count: 1,
+            lookup_ns: 1_000,
+            disk_ns: 80_000,
+            fill_ns: 3_000,
+            reply_ns: 500,
+        },
+        file_reads: MissStats::default(),
+    });
+    os
+}
+
+#[test]
+fn bench_miss_splits_every_miss_into_phases_and_removes_its_file() {
+    let mut os = miss_os();
+    let out = ok(&mut os, "bench miss 8");
+    assert!(
+        out.starts_with(
+            "bench miss: 8 cold 4 KiB misses, mode unknown, directory timed 8 of them\n"
+        ),
+        "{out}"
+    );
+    // Each read takes 100 us on the mock's clock: 90 in round trips (84.5
+    // of them the directory's service), 2 installing.
+    for (phase, us) in [
+        ("node: call + copy out", "8.00"),
+        ("transport", "5.50"),
+        ("directory: lookup", "1.00"),
+        ("directory: disk read", "80.00"),
+        ("directory: fill", "3.00"),
+        ("directory: reply", "0.50"),
+        ("node: fill/map", "2.00"),
+        ("total", "100.00"),
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(phase))
+            .unwrap_or_else(|| panic!("no {phase} line in {out}"));
+        assert!(line.contains(us), "{line}");
+    }
+    assert!(out
+        .contains("RESULT {\"bench\":\"miss\",\"mode\":\"unknown\",\"misses\":8,\"dir_timed\":8,"));
+    assert_eq!(os.file("/bench-miss"), None, "the scratch file is removed");
+    assert_eq!(os.reads, 9, "page 0 untimed, then 8 misses");
+    assert!(os.syncs >= 1);
+}
+
+#[test]
+fn bench_miss_errors_are_one_line_and_leave_no_file() {
+    let mut os = miss_os();
+    for n in ["0", "1025", "x"] {
+        assert_eq!(
+            err(&mut os, &format!("bench miss {n}")),
+            format!("bench miss: bad count '{n}' (1 to 1024)")
+        );
+    }
+    // No cache drop or counters here (the default mock): a clear error.
+    let mut os = MockOs::new();
+    os.can_seek = true;
+    assert_eq!(
+        err(&mut os, "bench miss 2"),
+        "bench miss: /bench-miss: cache drop: not supported"
+    );
+    assert_eq!(os.file("/bench-miss"), None);
 }

@@ -174,9 +174,13 @@ pub mod dir {
     pub const INODES: &str = "inodes used/total";
     /// `used/total` data blocks.
     pub const BLOCKS: &str = "blocks used/total";
+    /// The directory's service time of page fills, per phase (mean us).
+    pub const MISS_PAGE_FILLS: &str = "miss service, page fills";
+    /// The directory's service time of file-server reads, per phase.
+    pub const MISS_FILE_READS: &str = "miss service, file reads";
 
     /// Every key, in the order `dir stats` prints them.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 15] = [
         PAGE_ENTRIES,
         BYTES_PER_ENTRY,
         REQUESTS_SERVED,
@@ -190,6 +194,8 @@ pub mod dir {
         DISK_BLOCKS_WRITTEN,
         INODES,
         BLOCKS,
+        MISS_PAGE_FILLS,
+        MISS_FILE_READS,
     ];
 }
 

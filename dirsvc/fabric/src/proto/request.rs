@@ -1,7 +1,7 @@
 //! Requests (node -> directory) as the directory sees them, with their
 //! encoding and the opcode each travels with.
 
-use super::{small, DecodeError, Desc, Op, PageReq, Raw, MAX_PATH};
+use super::{small, DecodeError, Desc, MissKind, Op, PageReq, Raw, MAX_PATH};
 
 /// A request as the directory sees it after decoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +73,11 @@ pub enum Request {
     Page(PageReq),
     /// Page-directory counters.
     PageStats,
+    /// The directory's service times of one kind of miss.
+    MissStats {
+        /// Which kind.
+        kind: MissKind,
+    },
     /// Where the pages of `ino` from `first` on live (records in the slot).
     Locality {
         /// Bulk slot for the records.
@@ -102,7 +107,8 @@ impl Request {
             | Request::Fsync { .. }
             | Request::Stats
             | Request::Page(_)
-            | Request::PageStats => false,
+            | Request::PageStats
+            | Request::MissStats { .. } => false,
         }
     }
 
@@ -143,6 +149,7 @@ impl Request {
             Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
             Request::PageStats => (Op::PageStats, [0; 7]),
+            Request::MissStats { kind } => (Op::MissStats, [kind as u64, 0, 0, 0, 0, 0, 0]),
             Request::Locality { slot, ino, first } => {
                 (Op::Locality, [slot as u64, ino, first, 0, 0, 0, 0])
             }
@@ -205,6 +212,9 @@ impl Request {
             Op::Fsync => Request::Fsync { ino: a[0] },
             Op::Stats => Request::Stats,
             Op::PageStats => Request::PageStats,
+            Op::MissStats => Request::MissStats {
+                kind: MissKind::from_u64(a[0]).ok_or(DecodeError::BadArgument)?,
+            },
             Op::Locality => Request::Locality {
                 slot: small(a[0])?,
                 ino: a[1],
@@ -237,6 +247,7 @@ pub fn op_of(r: &Request) -> Op {
         Request::Fsync { .. } => Op::Fsync,
         Request::Stats => Op::Stats,
         Request::PageStats => Op::PageStats,
+        Request::MissStats { .. } => Op::MissStats,
         Request::Locality { .. } => Op::Locality,
         Request::Page(p) => p.op(),
     }

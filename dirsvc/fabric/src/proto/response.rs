@@ -51,6 +51,97 @@ impl DirStats {
     }
 }
 
+/// Which misses [`Op::MissStats`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MissKind {
+    /// Single-copy READ misses the directory filled from disk into the
+    /// requester's frame (asynchronous fills).
+    PageFill = 0,
+    /// File-server reads over the rings (`private` mode's misses).
+    FileRead = 1,
+}
+
+impl MissKind {
+    /// Both kinds, in wire order.
+    pub const ALL: [MissKind; 2] = [MissKind::PageFill, MissKind::FileRead];
+
+    /// From the wire value.
+    pub fn from_u64(v: u64) -> Option<MissKind> {
+        MissKind::ALL.into_iter().find(|k| *k as u64 == v)
+    }
+}
+
+/// The directory's own service time of one kind of miss, summed over the
+/// misses it timed, in nanoseconds of its clock, phase by phase: from
+/// taking the request off the ring to the end of the lookup (page
+/// directory and block map; for a file read, everything before the read
+/// itself), the disk read (a fill: queued until its completion was seen;
+/// a file read: the file system's read), the fill (a fill: checksum check
+/// and copy into the requester's frame; a file read: copy into the bulk
+/// slot and the attributes), and the reply (until the answer is on the
+/// response ring). Their sum is the directory's service time; the rest of
+/// a node's round trip is transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MissStats {
+    /// Misses timed.
+    pub count: u64,
+    /// Request taken -> lookup done.
+    pub lookup_ns: u64,
+    /// The disk read.
+    pub disk_ns: u64,
+    /// Data into the frame or the bulk slot.
+    pub fill_ns: u64,
+    /// Answer published.
+    pub reply_ns: u64,
+}
+
+impl MissStats {
+    /// The descriptor arguments, in wire order.
+    pub fn to_args(&self) -> [u64; 7] {
+        [
+            self.count,
+            self.lookup_ns,
+            self.disk_ns,
+            self.fill_ns,
+            self.reply_ns,
+            0,
+            0,
+        ]
+    }
+
+    /// From the descriptor arguments (every value is valid).
+    pub fn from_args(a: [u64; 7]) -> MissStats {
+        MissStats {
+            count: a[0],
+            lookup_ns: a[1],
+            disk_ns: a[2],
+            fill_ns: a[3],
+            reply_ns: a[4],
+        }
+    }
+
+    /// The directory's whole service time.
+    pub fn service_ns(&self) -> u64 {
+        self.lookup_ns
+            .saturating_add(self.disk_ns)
+            .saturating_add(self.fill_ns)
+            .saturating_add(self.reply_ns)
+    }
+
+    /// What was added since `earlier` (counters only grow; a directory
+    /// restart in between gives zeros rather than wrapping).
+    pub fn since(&self, earlier: &MissStats) -> MissStats {
+        MissStats {
+            count: self.count.saturating_sub(earlier.count),
+            lookup_ns: self.lookup_ns.saturating_sub(earlier.lookup_ns),
+            disk_ns: self.disk_ns.saturating_sub(earlier.disk_ns),
+            fill_ns: self.fill_ns.saturating_sub(earlier.fill_ns),
+            reply_ns: self.reply_ns.saturating_sub(earlier.reply_ns),
+        }
+    }
+}
+
 /// A response as the node sees it after decoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Response {
@@ -78,6 +169,8 @@ pub enum Response {
     Page(PageReply),
     /// Page-directory counters.
     PageStats(PageDirStats),
+    /// Service times of one kind of miss.
+    MissStats(MissStats),
     /// Failure.
     Err(Errno),
 }
@@ -106,6 +199,7 @@ impl Response {
             Response::Stats(s) => r.args = s.to_args(),
             Response::Page(p) => r.args[..3].copy_from_slice(&p.to_args()),
             Response::PageStats(s) => r.args = s.to_args(),
+            Response::MissStats(s) => r.args = s.to_args(),
             Response::Err(e) => r.status = *e as u16,
         }
         r.encode()
@@ -159,6 +253,7 @@ impl Response {
             | Op::PageDrop
             | Op::PageWriteback => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
             Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
+            Op::MissStats => Response::MissStats(MissStats::from_args(a)),
             Op::DirInv | Op::InvAck | Op::Sharers => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };

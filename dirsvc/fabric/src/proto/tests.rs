@@ -168,6 +168,9 @@ fn op_of_matches_the_encoded_opcode() {
         Request::Nop,
         Request::Stats,
         Request::PageStats,
+        Request::MissStats {
+            kind: MissKind::FileRead,
+        },
         Request::Getattr { ino: 1 },
         Request::Setattr {
             ino: 1,
@@ -312,7 +315,7 @@ fn every_opcode_round_trips_through_its_number() {
         assert_eq!(Op::from_u16(*op as u16), Some(*op));
         assert!(!Op::ALL[..i].contains(op), "{op:?} twice in Op::ALL");
     }
-    for v in [0u16, 2, 29, 36, 45, u16::MAX] {
+    for v in [0u16, 2, 29, 36, 46, u16::MAX] {
         assert_eq!(Op::from_u16(v), None, "{v}");
     }
 }
@@ -417,6 +420,55 @@ fn page_dir_stats_keep_their_names_on_the_wire() {
         blocks_total: 70,
     };
     assert_eq!(DirStats::from_args(st.to_args()), st);
+}
+
+#[test]
+fn miss_stats_round_trip_and_subtract() {
+    for kind in MissKind::ALL {
+        let d = Request::MissStats { kind }.encode(3);
+        assert_eq!(Request::decode(&d), Ok((3, Request::MissStats { kind })));
+    }
+    // An unknown kind is refused, not mapped to a known one.
+    let mut r = Raw::decode(
+        &Request::MissStats {
+            kind: MissKind::PageFill,
+        }
+        .encode(1),
+    );
+    r.args[0] = 2;
+    assert_eq!(Request::decode(&r.encode()), Err(DecodeError::BadArgument));
+    let s = MissStats {
+        count: 4,
+        lookup_ns: 10,
+        disk_ns: 200,
+        fill_ns: 30,
+        reply_ns: 5,
+    };
+    let d = Response::MissStats(s).encode(Op::MissStats, 9);
+    assert_eq!(
+        Response::decode(&d, Op::MissStats),
+        Ok((9, Response::MissStats(s)))
+    );
+    assert_eq!(s.service_ns(), 245);
+    let later = MissStats {
+        count: 6,
+        lookup_ns: 15,
+        disk_ns: 300,
+        fill_ns: 40,
+        reply_ns: 8,
+    };
+    assert_eq!(
+        later.since(&s),
+        MissStats {
+            count: 2,
+            lookup_ns: 5,
+            disk_ns: 100,
+            fill_ns: 10,
+            reply_ns: 3,
+        }
+    );
+    // A restarted directory's smaller counters give zeros, not a wrap.
+    assert_eq!(s.since(&later), MissStats::default());
 }
 
 #[test]

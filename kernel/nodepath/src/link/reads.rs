@@ -109,6 +109,19 @@ impl<E: Env> Link<E> {
         out: &mut [Option<(Response, Vec<u8>)>],
         svc: &mut dyn Session<E>,
     ) -> Result<(), Errno> {
+        let t0 = self.env.now_ns();
+        let r = self.ring_read_exchange(group, out, svc);
+        self.add_round_trip(t0);
+        r
+    }
+
+    /// [`Link::ring_read_group`] without the timing.
+    fn ring_read_exchange(
+        &mut self,
+        group: &[Sub],
+        out: &mut [Option<(Response, Vec<u8>)>],
+        svc: &mut dyn Session<E>,
+    ) -> Result<(), Errno> {
         let mut tags: Vec<Option<u32>> = Vec::with_capacity(group.len());
         for sub in group {
             match self.send(&sub.req, svc) {

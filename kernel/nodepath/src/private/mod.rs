@@ -167,10 +167,12 @@ impl Private {
         let Response::Data { bytes, attr } = r else {
             return Err(Errno::Io);
         };
+        let t0 = link.env.now_ns();
         let bytes = (bytes as usize).min(n * PAGE);
         let mut data = alloc::vec![0u8; bytes];
         link.bulk_read(1, &mut data)?;
         self.install(meta, ino, first, n, &data, &attr);
+        link.add_fill(t0);
         Ok(())
     }
 
