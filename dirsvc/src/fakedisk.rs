@@ -1,14 +1,15 @@
 //! A fake asynchronous disk for host tests and simulations: an in-memory
-//! disk ([`MemDisk`]) whose reads submitted with
-//! [`BlockDevice::submit_read`] complete when the test says so, in any
-//! order, or fail.
+//! disk ([`MemDisk`]) whose reads and writes submitted with
+//! [`BlockDevice::submit_read`] and [`BlockDevice::submit_write`] complete
+//! when the test says so, in any order, or fail.
 //!
 //! The test keeps a [`FakeControl`] (a handle on the same state) while the
 //! [`FakeDisk`] itself lives inside the file system inside the directory.
 //! A read returns the block as it was when the read was submitted (the
 //! earliest a real device could read it), so a write that overtakes a read
-//! in flight shows up as stale data. Synchronous reads and writes go
-//! straight to the disk.
+//! in flight shows up as stale data. A write reaches the disk when it
+//! completes (so a read of the disk before that sees the old bytes).
+//! Synchronous reads and writes go straight to the disk.
 
 use alloc::boxed::Box;
 use alloc::rc::Rc;
@@ -32,24 +33,40 @@ pub enum Completion {
 /// A read's outcome, fixed at submission.
 type Outcome = Result<Box<[u8; BLOCK_SIZE]>, IoError>;
 
+/// A request in flight.
+enum Req {
+    /// A read and its outcome.
+    Read(Outcome),
+    /// A write: the bytes, or `Err` if it is to fail.
+    Write(Outcome),
+}
+
 struct State {
     disk: MemDisk,
     depth: usize,
-    /// (id, device block, the block's bytes at submission or the error).
-    in_flight: Vec<(u64, u64, Outcome)>,
+    /// (id, device block, the request).
+    in_flight: Vec<(u64, u64, Req)>,
     done: Vec<ReadDone>,
     mode: Completion,
     rng: SplitMix64,
     /// Reads (submitted from now on) that fail, counted down.
     fail_reads: u64,
+    /// Writes (submitted from now on) that fail, counted down.
+    fail_writes: u64,
     submitted: u64,
+    writes_submitted: u64,
     max_in_flight: usize,
 }
 
 impl State {
     /// Finish the read at index `i` of `in_flight`.
     fn finish(&mut self, i: usize) {
-        let (id, _, result) = self.in_flight.remove(i);
+        let (id, lba, req) = self.in_flight.remove(i);
+        let result = match req {
+            Req::Read(r) => r,
+            Req::Write(Ok(b)) => self.disk.write_block(lba, &b).map(|_| b),
+            Req::Write(Err(e)) => Err(e),
+        };
         self.done.push(ReadDone { id, result });
     }
 
@@ -103,7 +120,9 @@ impl FakeDisk {
             mode,
             rng: SplitMix64::new(seed),
             fail_reads: 0,
+            fail_writes: 0,
             submitted: 0,
+            writes_submitted: 0,
             max_in_flight: 0,
         }));
         (FakeDisk { s: s.clone() }, FakeControl { s })
@@ -121,7 +140,30 @@ impl FakeControl {
         self.s.borrow_mut().fail_reads = n;
     }
 
-    /// Reads in flight (id, device block), in submission order.
+    /// The next `n` writes submitted fail when they complete (the disk
+    /// keeps the block's old bytes).
+    pub fn fail_next_writes(&self, n: u64) {
+        self.s.borrow_mut().fail_writes = n;
+    }
+
+    /// Writes in flight (id, device block), in submission order.
+    pub fn writes_in_flight(&self) -> Vec<(u64, u64)> {
+        self.s
+            .borrow()
+            .in_flight
+            .iter()
+            .filter(|x| matches!(x.2, Req::Write(_)))
+            .map(|x| (x.0, x.1))
+            .collect()
+    }
+
+    /// Writes submitted so far.
+    pub fn writes_submitted(&self) -> u64 {
+        self.s.borrow().writes_submitted
+    }
+
+    /// Requests (reads and writes) in flight (id, device block), in
+    /// submission order.
     pub fn in_flight(&self) -> Vec<(u64, u64)> {
         self.s
             .borrow()
@@ -194,8 +236,29 @@ impl BlockDevice for FakeDisk {
             let mut b = Box::new([0u8; BLOCK_SIZE]);
             s.disk.read_block(lba, &mut b).map(|_| b)
         };
-        s.in_flight.push((id, lba, result));
+        s.in_flight.push((id, lba, Req::Read(result)));
         s.submitted += 1;
+        s.max_in_flight = s.max_in_flight.max(s.in_flight.len());
+        Ok(())
+    }
+    fn submit_write(
+        &mut self,
+        id: u64,
+        lba: u64,
+        buf: Box<[u8; BLOCK_SIZE]>,
+    ) -> Result<(), IoError> {
+        let mut s = self.s.borrow_mut();
+        if s.in_flight.len() >= s.depth || lba >= s.disk.block_count() {
+            return Err(IoError);
+        }
+        let req = if s.fail_writes > 0 {
+            s.fail_writes -= 1;
+            Req::Write(Err(IoError))
+        } else {
+            Req::Write(Ok(buf))
+        };
+        s.in_flight.push((id, lba, req));
+        s.writes_submitted += 1;
         s.max_in_flight = s.max_in_flight.max(s.in_flight.len());
         Ok(())
     }

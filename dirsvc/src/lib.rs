@@ -7,7 +7,9 @@
 //!   server over [`flatfs`].
 //! * [`netserve`]: `net` mode, the same server reached over a byte stream.
 //! * [`diskq`]: the disk queue of page fills in flight (asynchronous
-//!   storage); [`fakedisk`]: an asynchronous in-memory disk for tests.
+//!   storage); [`writeq`]: the queue of deferred block writes and what
+//!   waits for them; [`fakedisk`]: an asynchronous in-memory disk for
+//!   tests.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
@@ -18,3 +20,4 @@ pub mod fakedisk;
 pub mod netserve;
 pub mod pagedir;
 pub mod server;
+pub mod writeq;

@@ -10,7 +10,9 @@
 //!   `server/executor.rs`);
 //! * the file server: metadata and data requests against [`flatfs`]
 //!   (`server/fileserver.rs`), shared with `net` mode
-//!   ([`crate::netserve`]).
+//!   ([`crate::netserve`]);
+//! * the disk: page fills (`server/fills.rs`) and writes
+//!   (`server/writes.rs`) in flight while the loop goes on serving.
 //!
 //! [`Directory::poll`] does one pass over every node and returns what it
 //! did; the kernel calls it in its loop on the directory's dedicated core
@@ -31,6 +33,7 @@ use alloc::vec::Vec;
 
 use crate::diskq::DiskQueue;
 use crate::pagedir::PageDir;
+use crate::writeq::WriteQueue;
 use fabric::layout::{DirState, Header, Layout};
 use fabric::proto::{DecodeError, Desc, DirStats, Op, PageDirStats};
 use fabric::ring::{Consumer, Producer, RingError};
@@ -44,6 +47,7 @@ mod fills;
 mod locality;
 mod membership;
 pub mod misstime;
+mod writes;
 
 use misstime::MissTimer;
 
@@ -92,9 +96,10 @@ pub struct Config {
     pub heartbeat_timeout_ns: u64,
     /// Most requests taken from one node per poll (fairness).
     pub batch: usize,
-    /// Most page fills in flight on the disk at once (bounded by the
-    /// device's queue depth); 0: every fill is a synchronous read that the
-    /// loop waits for (the behaviour before asynchronous fills).
+    /// Most disk requests (page fills and writes) in flight at once
+    /// (bounded by the device's queue depth); 0: every fill and every
+    /// write is synchronous and the loop waits for it (the behaviour
+    /// before the asynchronous directory).
     pub fill_depth: usize,
     /// Nanoseconds on the directory's clock, for the per-phase service
     /// times of misses ([`Directory::miss_stats`]); [`misstime::no_clock`]
@@ -168,9 +173,18 @@ pub struct Directory<D: BlockDevice> {
     batches: [u64; 65],
     /// Page fills waiting for the disk or in flight.
     disk: DiskQueue,
-    /// Most fills in flight: `Config::fill_depth` bounded by the device's
-    /// queue depth (0: synchronous fills).
+    /// Most requests in flight: `Config::fill_depth` bounded by the
+    /// device's queue depth (0: synchronous fills and writes).
     fill_depth: usize,
+    /// Deferred block writes in flight and what waits for them.
+    writes: WriteQueue<writes::Then>,
+    /// Fsyncs waiting for their files' writes.
+    fsyncs: Vec<writes::WaitingFsync>,
+    /// Set while the ring path runs a request whose writes may be
+    /// deferred ([`Directory::execute`] stages them in `staged`).
+    defer_writes: bool,
+    /// Writes the last deferred request staged.
+    staged: Vec<flatfs::Staged>,
     /// Per-phase service times of misses.
     miss: MissTimer,
 }
@@ -187,7 +201,7 @@ pub struct Poll {
     pub responded: u64,
     /// Nodes that got notices (DIR_INV) since the last pass (bit `node - 1`).
     pub noticed: u64,
-    /// Disk reads (page fills) that completed in this pass.
+    /// Disk requests (page fills and writes) that completed in this pass.
     pub completed: usize,
 }
 
@@ -236,6 +250,10 @@ impl<D: BlockDevice> Directory<D> {
             batches: [0; 65],
             disk: DiskQueue::new(fill_depth),
             fill_depth,
+            writes: WriteQueue::new(),
+            fsyncs: Vec::new(),
+            defer_writes: false,
+            staged: Vec::new(),
             miss: MissTimer::new(cfg.clock),
         }
     }
@@ -264,6 +282,8 @@ impl<D: BlockDevice> Directory<D> {
     /// Flush and give the file system back (shutdown).
     pub fn shutdown(&mut self, mem: &(impl SharedMem + ?Sized)) -> Option<Fs<D>> {
         Header::new(mem, self.layout).set_dir_state(DirState::Down);
+        self.drain_fills(mem, None);
+        self.drain_writes(mem, None);
         let mut fs = self.fs.take();
         if let Some(f) = fs.as_mut() {
             let _ = f.sync();
@@ -360,3 +380,5 @@ impl<D: BlockDevice> Directory<D> {
 mod tests;
 #[cfg(test)]
 mod tests_fills;
+#[cfg(test)]
+mod tests_writes;

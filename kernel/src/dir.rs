@@ -2,9 +2,9 @@
 //! the serving loop of [`dirsvc::server::Directory`] on this instance's
 //! (dedicated) core.
 //!
-//! Idle policy: the loop spins while requests arrive or page fills are in
-//! flight on the disk (their completions are polled from the used ring in
-//! every pass) and for `dir_spin_us` after that, then halts between timer
+//! Idle policy: the loop spins while requests arrive or disk requests
+//! (page fills, writes) are in flight (their completions are polled from
+//! the used ring in every pass) and for `dir_spin_us` after that, then halts between timer
 //! ticks (1 ms) so an idle directory does not burn a host core. With
 //! doorbells (when every member rings it) it halts `dir_bell_spin_us`
 //! after its last work, tickless: it wakes on vector 0 and on its own
@@ -154,11 +154,11 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             l.set_member(dir.is_member(node).then(|| h.node_epoch(node)));
             net_served += l.serve(|node, f| dir.serve_net(&shm, node, f));
         }
-        // Fills in flight count as work: their completions are found by
-        // polling the disk's used ring in `serve`.
-        let disk_busy = p.completed > 0 || dir.fills_pending() > 0;
+        // Fills and writes in flight count as work: their completions are
+        // found by polling the disk's used ring in `serve`.
+        let disk_busy = p.completed > 0 || dir.io_pending() > 0;
         if disk_busy {
-            disk_log.note(&dir.disk_queue_stats());
+            disk_log.note(&dir.disk_queue_stats(), &dir.write_stats());
         }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() || disk_busy {
             last_work = now;
@@ -214,23 +214,34 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     }
 }
 
-/// Log lines about asynchronous fills: each new high of reads in flight,
-/// and the first page request answered while reads were in flight.
+/// Log lines about the asynchronous disk: each new high of reads or writes
+/// in flight, and the first page request answered while reads, or writes,
+/// were in flight.
 #[derive(Default)]
 struct DiskLog {
     max_in_flight: u64,
+    max_writes: u64,
     answered: bool,
+    answered_writing: bool,
 }
 
 impl DiskLog {
-    fn note(&mut self, s: &dirsvc::diskq::QueueStats) {
+    fn note(&mut self, s: &dirsvc::diskq::QueueStats, w: &dirsvc::writeq::WriteStats) {
         if s.max_in_flight > self.max_in_flight {
             self.max_in_flight = s.max_in_flight;
             log::info!("disk: {} page fills in flight", s.max_in_flight);
         }
+        if w.max_in_flight > self.max_writes {
+            self.max_writes = w.max_in_flight;
+            log::info!("disk: {} block writes in flight", w.max_in_flight);
+        }
         if !self.answered && s.answered_while_busy > 0 {
             self.answered = true;
             log::info!("disk: page request answered while page fills were in flight");
+        }
+        if !self.answered_writing && w.answered_while_busy > 0 {
+            self.answered_writing = true;
+            log::info!("disk: page request answered while writes were in flight");
         }
     }
 }

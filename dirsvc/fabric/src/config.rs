@@ -50,10 +50,10 @@ pub struct BootConfig {
     /// the directory's disk driver adds its access latency, see
     /// [`BootConfig::disk_latency_us`]).
     pub storage: String,
-    /// Directory: most page fills in flight on the disk (`fill_depth=N`,
-    /// 0..=64, default 32, bounded by the device's queue); 0: every fill is
-    /// a synchronous read the serving loop waits for (the old behaviour,
-    /// kept for comparison).
+    /// Directory: most disk requests (page fills and block writes) in
+    /// flight (`fill_depth=N`, 0..=64, default 32, bounded by the device's
+    /// queue); 0: every fill and write is synchronous and the serving loop
+    /// waits for it (the old behaviour, kept for comparison).
     pub fill_depth: u32,
     /// Directory: access latency the disk driver adds to every request
     /// (`disk_lat_us=N`, 0..=100000); `None`: the storage profile's.

@@ -1,21 +1,24 @@
 //! The device under the file system: 4 KiB blocks, read, written and flushed.
 //!
-//! A device may also take reads without waiting for them
-//! ([`BlockDevice::submit_read`], [`BlockDevice::poll_reads`]): the
-//! directory's page fills use that to keep several reads in flight while it
-//! goes on serving. The default is a synchronous device (queue depth 0).
+//! A device may also take reads and writes without waiting for them
+//! ([`BlockDevice::submit_read`], [`BlockDevice::submit_write`],
+//! [`BlockDevice::poll_reads`]): the directory's page fills and write-backs
+//! use that to keep several requests in flight while it goes on serving.
+//! The default is a synchronous device (queue depth 0).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use super::BLOCK_SIZE;
 
-/// A finished asynchronous read ([`BlockDevice::submit_read`]).
+/// A finished asynchronous request: a read ([`BlockDevice::submit_read`])
+/// or a write ([`BlockDevice::submit_write`]).
 #[derive(Debug)]
 pub struct ReadDone {
     /// The id it was submitted with.
     pub id: u64,
-    /// The block's bytes, or the device's error.
+    /// A read: the block's bytes; a write: the bytes written, given back.
+    /// Or the device's error.
     pub result: Result<Box<[u8; BLOCK_SIZE]>, IoError>,
 }
 
@@ -51,14 +54,30 @@ pub trait BlockDevice {
         Err(IoError)
     }
 
-    /// Move the reads that completed since the last call to `out`, in the
-    /// order the device finished them (any order relative to submission).
+    /// Start writing `buf` to block `lba` without waiting; the completion
+    /// ([`BlockDevice::poll_reads`]) carries `id`. Reads and writes in
+    /// flight share [`BlockDevice::queue_depth`] and are not ordered among
+    /// themselves (the caller orders writes of one block). `Err`: the write
+    /// could not be started (it will not complete).
+    fn submit_write(
+        &mut self,
+        id: u64,
+        lba: u64,
+        buf: Box<[u8; BLOCK_SIZE]>,
+    ) -> Result<(), IoError> {
+        let _ = (id, lba, buf);
+        Err(IoError)
+    }
+
+    /// Move the requests (reads and writes) that completed since the last
+    /// call to `out`, in the order the device finished them (any order
+    /// relative to submission).
     fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
         let _ = out;
     }
 
-    /// Like [`BlockDevice::poll_reads`], but wait until at least one read
-    /// completes if any is in flight. Bounded: a device that does not
+    /// Like [`BlockDevice::poll_reads`], but wait until at least one
+    /// request completes if any is in flight. Bounded: a device that does not
     /// answer within its own timeout reports the read failed.
     fn wait_reads(&mut self, out: &mut Vec<ReadDone>) {
         self.poll_reads(out);
@@ -83,6 +102,14 @@ impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
     }
     fn submit_read(&mut self, id: u64, lba: u64) -> Result<(), IoError> {
         (**self).submit_read(id, lba)
+    }
+    fn submit_write(
+        &mut self,
+        id: u64,
+        lba: u64,
+        buf: Box<[u8; BLOCK_SIZE]>,
+    ) -> Result<(), IoError> {
+        (**self).submit_write(id, lba, buf)
     }
     fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
         (**self).poll_reads(out)

@@ -100,6 +100,7 @@ extern crate alloc;
 mod allocate;
 mod data;
 pub mod dataset;
+mod deferred;
 mod device;
 mod disk;
 mod error;
@@ -118,6 +119,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 pub use data::BlockSource;
+pub use deferred::Staged;
 pub use device::{BlockDevice, IoError, ReadDone};
 pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VERSION};
 pub use error::{MountError, ParentProblem};
@@ -192,6 +194,13 @@ pub struct Fs<D: BlockDevice> {
     used: u64,
     reads: u64,
     writes: u64,
+    /// Deferred-write mode ([`Fs::begin_deferred`]): block writes staged
+    /// here instead of going to the device.
+    staged: Option<Vec<Staged>>,
+    /// Blocks with deferred writes staged and not yet reported done
+    /// ([`Fs::write_landed`]): how many, and the newest bytes, which reads
+    /// see instead of the device's.
+    overlay: BTreeMap<u64, (u32, Box<[u8; BLOCK_SIZE]>)>,
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -315,6 +324,8 @@ impl<D: BlockDevice> Fs<D> {
             used: d.used,
             reads: 0,
             writes: 0,
+            staged: None,
+            overlay: BTreeMap::new(),
         }
     }
 
@@ -364,11 +375,30 @@ impl<D: BlockDevice> Fs<D> {
 
     fn read_blk(&mut self, lba: u64, buf: &mut [u8; BLOCK_SIZE]) -> Result<(), Errno> {
         self.reads += 1;
+        if let Some((_, b)) = self.overlay.get(&lba) {
+            // A write of this block is staged or in flight: its bytes are
+            // the block's content.
+            buf.copy_from_slice(&b[..]);
+            return Ok(());
+        }
         self.dev.read_block(lba, buf).map_err(|_| Errno::Io)
     }
 
     fn write_blk(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Result<(), Errno> {
         self.writes += 1;
+        if let Some(staged) = self.staged.as_mut() {
+            let b = Box::new(*buf);
+            let e = self.overlay.entry(lba).or_insert((0, b.clone()));
+            e.0 += 1;
+            e.1.copy_from_slice(buf);
+            staged.push(Staged { lba, buf: b });
+            return Ok(());
+        }
+        if let Some((_, b)) = self.overlay.get_mut(&lba) {
+            // The caller orders this write after the one in flight (see
+            // `Fs::begin_deferred`); reads must see the newest bytes.
+            b.copy_from_slice(buf);
+        }
         self.dev.write_block(lba, buf).map_err(|_| Errno::Io)
     }
 

@@ -3,6 +3,7 @@
 //! server), and publishing answers and notices.
 
 use alloc::collections::VecDeque;
+use alloc::vec;
 
 use fabric::bulk::ShmBulk;
 use fabric::layout::{Header, NodeState};
@@ -11,6 +12,7 @@ use fabric::ring::{Producer, RingError};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
+use super::writes::Then;
 use super::{Directory, Event, Poll};
 use crate::pagedir::Action;
 
@@ -139,23 +141,41 @@ impl<D: BlockDevice> Directory<D> {
             log::debug!("node {node} tag {tag}: {p:?}");
             let before = self.sharer_view(&p.key());
             let busy = self.disk.in_flight() > 0;
+            let writing = self.writes.in_flight() > 0;
             let a = self.pages.handle(&self.layout, node as u8, tag, p);
-            if busy
-                && a.iter().any(|x| {
-                    matches!(x, Action::Reply { node: n, tag: t, .. } if u32::from(*n) == node && *t == tag)
-                })
-            {
+            let answered = a.iter().any(|x| {
+                matches!(x, Action::Reply { node: n, tag: t, .. } if u32::from(*n) == node && *t == tag)
+            });
+            if busy && answered {
                 self.disk.count_answered_while_busy();
+            }
+            if writing && answered {
+                self.writes.count_answered_while_busy();
             }
             self.run(mem, a);
             self.report_sharers(mem, p.key(), before);
             return;
         }
+        if self.defer_fsync(node, op, tag, &req) {
+            return; // answered once its file's writes landed
+        }
+        let ino = match req {
+            Request::Data { ino, .. } => ino,
+            _ => 0,
+        };
         let mut bulk = ShmBulk::new(mem, self.layout, node);
+        self.defer_writes = self.async_writes();
         let resp = self
             .execute(mem, &mut bulk, req)
             .unwrap_or_else(Response::Err);
-        self.respond(mem, node, resp.encode(op, tag));
+        self.defer_writes = false;
+        let staged = core::mem::take(&mut self.staged);
+        if staged.is_empty() {
+            self.respond(mem, node, resp.encode(op, tag));
+        } else {
+            let ok = resp.encode(op, tag);
+            self.queue_writes(mem, vec![ino], staged, Then::Respond { node, op, tag, ok });
+        }
     }
 
     /// Push backlogged responses and notifications of `node`.

@@ -1,6 +1,13 @@
 //! The action executor: runs the page directory's [`Action`]s (replies,
 //! fills from disk, write-backs, DIR_INVs, export bits) against the shared
 //! region and the file system.
+//!
+//! A write-back comes before the reply that follows it in the same action
+//! list. With asynchronous writes, the write-back's block writes go to the
+//! write queue and every reply after the first such write-back in the list
+//! is held in the same job, sent when the writes landed (see
+//! `server/writes.rs`); the other actions run at once (the frame's bytes
+//! were copied when the writes were staged).
 
 use alloc::collections::VecDeque;
 use alloc::vec;
@@ -13,13 +20,18 @@ use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
 
+use super::writes::Then;
 use super::Directory;
+use flatfs::Staged;
 
 impl<D: BlockDevice> Directory<D> {
     /// Execute page-directory actions (which may produce more).
     pub(super) fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
         let mut queue: VecDeque<Action> = actions.into();
         let mut more = Vec::new();
+        // Write-backs gone asynchronous in this list: their files, their
+        // staged writes, and the replies held behind them.
+        let mut held: Option<(Vec<u64>, Vec<Staged>, Vec<Action>)> = None;
         loop {
             let Some(a) = queue.pop_front() else {
                 // Fills that finished at once, or failed to start.
@@ -32,6 +44,11 @@ impl<D: BlockDevice> Directory<D> {
             };
             log::debug!("page action {a:?}");
             match a {
+                Action::Reply { .. } if held.is_some() => {
+                    if let Some(h) = held.as_mut() {
+                        h.2.push(a);
+                    }
+                }
                 Action::Reply { node, tag, reply } => {
                     let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
                     let d = Response::Page(reply).encode(op, tag);
@@ -41,7 +58,16 @@ impl<D: BlockDevice> Directory<D> {
                     self.start_fill(mem, key, gfn, &mut more);
                     queue.extend(more.drain(..));
                 }
-                Action::WriteBack { key, gfn } => self.write_back(mem, key, gfn),
+                Action::WriteBack { key, gfn } => {
+                    let staged = self.write_back(mem, key, gfn);
+                    if !staged.is_empty() {
+                        let h = held.get_or_insert_with(Default::default);
+                        if !h.0.contains(&key.ino) {
+                            h.0.push(key.ino);
+                        }
+                        h.1.extend(staged);
+                    }
+                }
                 Action::Invalidate { node, key } => {
                     if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
                         p.notify_backlog.push_back(Notice::DirInv(key).encode());
@@ -51,6 +77,9 @@ impl<D: BlockDevice> Directory<D> {
                     Header::new(mem, self.layout).set_exported(gfn, on);
                 }
             }
+        }
+        if let Some((inos, staged, replies)) = held {
+            self.queue_writes(mem, inos, staged, Then::Actions(replies));
         }
         // Deliver what was queued for every node right away.
         for n in 1..=self.layout.max_nodes {
@@ -79,20 +108,38 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Write the bytes of pool frame `gfn` that lie inside the file back to
     /// page `key` on disk (best effort: a failed write leaves the disk's
-    /// older copy).
-    fn write_back(&mut self, mem: &(impl SharedMem + ?Sized), key: PageKey, gfn: u64) {
+    /// older copy). With asynchronous writes the block writes are staged
+    /// and returned (the caller queues them); else they are done.
+    fn write_back(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        key: PageKey,
+        gfn: u64,
+    ) -> Vec<Staged> {
+        let deferred = self.async_writes();
         let (Some(fs), Some(off)) = (self.fs.as_mut(), self.layout.frame_off(gfn)) else {
-            return;
+            return Vec::new();
         };
         let start = key.idx * PAGE_SIZE as u64;
         let Ok(attr) = fs.getattr(key.ino) else {
-            return;
+            return Vec::new();
         };
-        if start < attr.size {
-            let n = ((attr.size - start) as usize).min(PAGE_SIZE);
-            let mut page = vec![0u8; n];
-            mem.read(off, &mut page);
-            let _ = fs.write(key.ino, start, &page);
+        if start >= attr.size {
+            return Vec::new();
+        }
+        let n = ((attr.size - start) as usize).min(PAGE_SIZE);
+        let mut page = vec![0u8; n];
+        mem.read(off, &mut page);
+        if deferred {
+            fs.begin_deferred();
+        }
+        if let Err(e) = fs.write(key.ino, start, &page) {
+            log::warn!("write-back of {key:?}: {e:?}");
+        }
+        if deferred {
+            fs.end_deferred()
+        } else {
+            Vec::new()
         }
     }
 }

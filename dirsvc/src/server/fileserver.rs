@@ -2,7 +2,9 @@
 //! for the rings and for `net` mode alike (the request's variable-length
 //! data lives behind a [`Bulk`]). Requests that change cached pages
 //! (unlink, truncate, writes through the storage server) also tear down or
-//! refresh their single copies.
+//! refresh their single copies. On the ring path a write's block writes
+//! may be deferred (`server/writes.rs`): they are staged for the caller,
+//! which answers once they landed.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -104,6 +106,8 @@ impl<D: BlockDevice> Directory<D> {
                     let key = PageKey { ino, idx: size / f };
                     if let Some(gfn) = self.owned_frame(&key) {
                         self.run(mem, vec![Action::WriteBack { key, gfn }]);
+                        // The cut below writes synchronously: after it.
+                        self.drain_writes(mem, None);
                     }
                 }
                 let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
@@ -130,7 +134,14 @@ impl<D: BlockDevice> Directory<D> {
                     let mut head = vec![0u8; at + buf.len()];
                     bulk.read(slot, &mut head)?;
                     buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
-                    let (n, attr) = fs.write(ino, offset, &buf)?;
+                    if self.defer_writes {
+                        fs.begin_deferred();
+                    }
+                    let r = fs.write(ino, offset, &buf);
+                    if self.defer_writes {
+                        self.staged = fs.end_deferred();
+                    }
+                    let (n, attr) = r?;
                     // Reconcile the single copy: refresh the owner's frame
                     // of every cached page this write touched.
                     let f = PAGE_SIZE as u64;

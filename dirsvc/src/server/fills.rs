@@ -8,12 +8,16 @@
 //!
 //! Ordering (see [`crate::diskq`]): a file-server request that changes a
 //! file's blocks first waits for the fills of that file in flight
-//! ([`Directory::order_before`]); writes are synchronous.
+//! ([`Directory::order_before`]); a fill of a block with a write pending
+//! takes the write's bytes instead of reading the device (see
+//! `server/writes.rs`). Fills and writes share the device's queue:
+//! [`Directory::pump`] submits them alternately while there is room.
 
 use alloc::vec::Vec;
 
 use crate::diskq::Fill;
 use crate::pagedir::{Action, Phase};
+use crate::writeq::WRITE_ID;
 use fabric::proto::{Op, PageKey, Request};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
@@ -68,6 +72,18 @@ impl<D: BlockDevice> Directory<D> {
             return;
         };
         match fs.block_source(key.ino, key.idx) {
+            Ok(BlockSource::Disk { lba, len }) if fs.pending_block(lba).is_some() => {
+                // A write of the block is pending: its bytes are the
+                // page's, the device may still hold older ones.
+                let mut page = [0u8; PAGE_SIZE];
+                if let Some(b) = fs.pending_block(lba) {
+                    page.copy_from_slice(&b[..]);
+                }
+                page[len.min(PAGE_SIZE)..].fill(0);
+                mem.write(off, &page);
+                self.writes.count_fill_from_pending();
+                out.extend(self.pages.filled(key, true));
+            }
             Ok(BlockSource::Zeros) => {
                 mem.write(off, &[0u8; PAGE_SIZE]);
                 out.extend(self.pages.filled(key, true));
@@ -87,19 +103,43 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
-    /// Submit waiting fills while the device has room; a read the device
-    /// refuses fails its fill (actions to `out`).
+    /// Submit waiting fills and writes, one of each in turn, while fewer
+    /// than `fill_depth` requests are in flight; a read the device refuses
+    /// fails its fill (actions to `out`), a refused write fails its job.
     pub(super) fn pump(&mut self, out: &mut Vec<Action>) {
-        while let Some((id, lba)) = self.disk.next_submit() {
-            let Some(fs) = self.fs.as_mut() else {
-                let _ = self.disk.submit_failed(id);
-                continue;
-            };
-            if fs.device_mut().submit_read(id, lba).is_err() {
-                if let Some(f) = self.disk.submit_failed(id) {
-                    log::warn!("page fill of {:?}: the disk refused the read", f.key);
-                    out.extend(self.pages.filled(f.key, false));
+        let room = |d: &Self| d.disk.in_flight() + d.writes.in_flight() < d.fill_depth;
+        loop {
+            let mut moved = false;
+            if room(self) {
+                if let Some((id, lba)) = self.disk.next_submit() {
+                    moved = true;
+                    let ok = self
+                        .fs
+                        .as_mut()
+                        .is_some_and(|fs| fs.device_mut().submit_read(id, lba).is_ok());
+                    if !ok {
+                        if let Some(f) = self.disk.submit_failed(id) {
+                            log::warn!("page fill of {:?}: the disk refused the read", f.key);
+                            out.extend(self.pages.filled(f.key, false));
+                        }
+                    }
                 }
+            }
+            if room(self) {
+                if let Some((id, lba, buf)) = self.writes.next_submit() {
+                    moved = true;
+                    let ok = self
+                        .fs
+                        .as_mut()
+                        .is_some_and(|fs| fs.device_mut().submit_write(id, lba, buf).is_ok());
+                    if !ok {
+                        log::warn!("disk: the device refused the write of block {lba}");
+                        self.write_done(id, false);
+                    }
+                }
+            }
+            if !moved {
+                return;
             }
         }
     }
@@ -107,7 +147,7 @@ impl<D: BlockDevice> Directory<D> {
     /// Take the fills the device finished and commit them (answers go out
     /// with the next flush). Returns how many completions were taken.
     pub fn poll_disk(&mut self, mem: &(impl SharedMem + ?Sized)) -> usize {
-        if self.disk.is_idle() {
+        if self.disk.is_idle() && self.writes.is_idle() && self.fsyncs.is_empty() {
             return 0;
         }
         let mut done = Vec::new();
@@ -115,8 +155,20 @@ impl<D: BlockDevice> Directory<D> {
             fs.device_mut().poll_reads(&mut done);
         }
         let n = done.len();
-        self.finish_reads(mem, done);
+        self.finish_io(mem, done);
         n
+    }
+
+    /// Take completed requests: writes to the write queue (and what their
+    /// jobs held), reads to their fills; then refill the device.
+    pub(super) fn finish_io(&mut self, mem: &(impl SharedMem + ?Sized), done: Vec<ReadDone>) {
+        let (writes, reads): (Vec<ReadDone>, Vec<ReadDone>) =
+            done.into_iter().partition(|d| d.id & WRITE_ID != 0);
+        for w in writes {
+            self.write_done(w.id, w.result.is_ok());
+        }
+        self.finish_reads(mem, reads);
+        self.after_writes(mem);
     }
 
     /// Commit completed reads, then refill the device.
@@ -208,15 +260,27 @@ impl<D: BlockDevice> Directory<D> {
                 log::error!("disk: reads in flight never complete; going on without them");
                 break;
             }
-            self.finish_reads(mem, done);
+            self.finish_io(mem, done);
         }
     }
 
-    /// Order a file-server request after the fills it must not overtake:
-    /// a write, truncate or fsync of a file waits for that file's fills;
-    /// namespace changes (create, unlink, mkdir, rmdir) and a global fsync
-    /// for every fill (an unlink frees blocks a fill may be reading).
+    /// Order a file-server request after the disk requests it must not
+    /// overtake: a write, truncate or fsync of a file waits for that
+    /// file's fills; namespace changes (create, unlink, mkdir, rmdir) and a
+    /// global fsync for every fill (an unlink frees blocks a fill may be
+    /// reading). A request that will write synchronously (every change but
+    /// a deferred write) or flush first waits for every write in flight
+    /// (they may write the same metadata blocks), an fsync of a file for
+    /// that file's writes.
     pub(super) fn order_before(&mut self, mem: &(impl SharedMem + ?Sized), req: &Request) {
+        if !self.writes.is_idle() {
+            match *req {
+                Request::Fsync { ino } => self.drain_writes(mem, (ino != 0).then_some(ino)),
+                Request::Data { op: Op::Write, .. } if self.defer_writes => {}
+                ref r if r.may_change_files() => self.drain_writes(mem, None),
+                _ => {}
+            }
+        }
         if self.disk.is_idle() {
             return;
         }

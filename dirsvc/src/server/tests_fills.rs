@@ -20,18 +20,18 @@ fn rig_clock() -> u64 {
     CLOCK.with(|c| c.get())
 }
 
-struct Rig {
-    mem: HeapShm,
-    layout: Layout,
-    dir: RefCell<Directory<FakeDisk>>,
-    disk: FakeControl,
+pub(super) struct Rig {
+    pub(super) mem: HeapShm,
+    pub(super) layout: Layout,
+    pub(super) dir: RefCell<Directory<FakeDisk>>,
+    pub(super) disk: FakeControl,
     now: Cell<u64>,
 }
 
 impl Rig {
     /// A directory over a fake disk with `depth` reads in flight, fills
     /// allowed up to `fill_depth`.
-    fn new(nodes: u32, depth: usize, fill_depth: usize) -> Rig {
+    pub(super) fn new(nodes: u32, depth: usize, fill_depth: usize) -> Rig {
         let mem = HeapShm::new(REGION);
         let layout = Layout::compute(REGION, nodes).unwrap();
         layout.format(&*mem, 0);
@@ -58,7 +58,7 @@ impl Rig {
         }
     }
 
-    fn step(&self) -> Poll {
+    pub(super) fn step(&self) -> Poll {
         self.now.set(self.now.get() + 1000);
         CLOCK.with(|c| c.set(self.now.get()));
         let h = Header::new(&*self.mem, self.layout);
@@ -68,7 +68,7 @@ impl Rig {
         self.dir.borrow_mut().poll(&*self.mem, self.now.get())
     }
 
-    fn join(&self, node: u32) -> Client {
+    pub(super) fn join(&self, node: u32) -> Client {
         let mut w = || {
             self.step();
             true
@@ -76,7 +76,7 @@ impl Rig {
         Client::join(&*self.mem, self.layout, node, 1, &mut w).unwrap()
     }
 
-    fn call(&self, c: &mut Client, req: &Request) -> Result<Response, Errno> {
+    pub(super) fn call(&self, c: &mut Client, req: &Request) -> Result<Response, Errno> {
         let mut budget = 100;
         let mut w = || {
             self.step();
@@ -87,7 +87,7 @@ impl Rig {
     }
 
     /// Create `/f` with `pages` pages, page i filled with byte i + 1.
-    fn file(&self, c: &mut Client, pages: u64) -> u64 {
+    pub(super) fn file(&self, c: &mut Client, pages: u64) -> u64 {
         let (off, _) = c.bulk(0).unwrap();
         self.mem.write(off, b"/f");
         let r = self.call(
@@ -109,7 +109,7 @@ impl Rig {
     }
 
     /// Write page `idx` of `ino` through the file server, every byte `v`.
-    fn write(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
+    pub(super) fn write(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
         let (off, _) = c.bulk(2).unwrap();
         self.mem.write(off, &[v; 4096]);
         let w = Request::Data {
@@ -123,20 +123,50 @@ impl Rig {
         self.call(c, &w).unwrap();
     }
 
-    fn frame(&self, gfn: u64) -> [u8; 4096] {
+    /// Send a write of page `idx` of `ino` (every byte `v`) while the
+    /// disk holds its completions, let the directory take it (one pass),
+    /// then let the disk complete everything and wait for the answer.
+    pub(super) fn write_then_release(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
+        let (off, _) = c.bulk(2).unwrap();
+        self.mem.write(off, &[v; 4096]);
+        let w = Request::Data {
+            op: Op::Write,
+            slot: 2,
+            at: 0,
+            ino,
+            offset: idx * 4096,
+            len: 4096,
+        };
+        let tag = c.send(&*self.mem, &w, &mut || true).unwrap();
+        self.step();
+        self.disk.set_mode(Completion::InOrder);
+        for _ in 0..100 {
+            self.step();
+            if let Some((t, d)) = c.recv(&*self.mem).unwrap() {
+                assert_eq!(t, tag);
+                let r = Response::decode(&d, Op::Write).map(|x| x.1);
+                assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
+                self.disk.set_mode(Completion::Hold);
+                return;
+            }
+        }
+        panic!("the write was never answered");
+    }
+
+    pub(super) fn frame(&self, gfn: u64) -> [u8; 4096] {
         let mut page = [0u8; 4096];
         self.mem
             .read(self.layout.frame_off(gfn).unwrap(), &mut page);
         page
     }
 
-    fn read(key: PageKey, frame: u64) -> Request {
+    pub(super) fn read(key: PageKey, frame: u64) -> Request {
         Request::Page(PageReq::Read { key, frame })
     }
 }
 
 /// Take `c`'s answers, decoded as page replies, by tag.
-fn answers(rig: &Rig, c: &mut Client) -> Vec<(u32, PageReply)> {
+pub(super) fn answers(rig: &Rig, c: &mut Client) -> Vec<(u32, PageReply)> {
     let mut out = Vec::new();
     while let Some((tag, d)) = c.recv(&*rig.mem).unwrap() {
         match Response::decode(&d, Op::PageRead) {
@@ -351,8 +381,8 @@ fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
     // read the old bytes) is committed first, then the write refreshes
     // the new owner's frame. Had the write overtaken it, node 1 would
     // hold the old bytes over a disk with the new ones.
-    rig.write(&mut b, ino, 0, 0x55);
-    assert!(rig.disk.in_flight().is_empty(), "drained by the write");
+    rig.write_then_release(&mut b, ino, 0, 0x55);
+    assert!(rig.disk.in_flight().is_empty());
     assert_eq!(
         answers(&rig, &mut a),
         vec![(tag, PageReply::Owner { gfn: a0 })]
@@ -465,6 +495,8 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     );
     assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
     rig.call(&mut a, &Request::Getattr { ino }).unwrap();
+    // (A write is answered once its block writes landed: let them.)
+    rig.disk.set_mode(Completion::InOrder);
     rig.write(&mut a, ino, 0, 9);
     assert_eq!(
         rig.dir.borrow().miss_stats(MissKind::FileRead).count,

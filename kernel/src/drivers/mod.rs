@@ -1,6 +1,8 @@
 //! Device drivers: PCI configuration access, the ivshmem shared region,
-//! virtio-blk and virtio-net (through `virtio-drivers`).
+//! virtio-blk (our own request queue on `virtio-drivers` types) and
+//! virtio-net (through `virtio-drivers`).
 
+pub mod blkdev;
 pub mod ivshmem;
 pub mod net;
 pub mod pci;

@@ -1,12 +1,14 @@
-//! virtio-blk through `virtio-drivers`: the directory's backing disk, as a
-//! [`flatfs::BlockDevice`] with asynchronous reads.
+//! virtio-blk: the directory's backing disk, as a [`flatfs::BlockDevice`]
+//! with asynchronous reads and writes, over our own request queue
+//! ([`super::blkdev`], 64 entries on `virtio-drivers`' transport and
+//! queue types).
 //!
-//! Every request goes out with the crate's non-blocking API
-//! (`read_blocks_nb` / `write_blocks_nb`) and is matched to its buffers by
+//! Every request goes out without waiting and is matched to its buffers by
 //! the token when the used ring hands it back, whatever the order:
-//! asynchronous reads (the directory's page fills, up to the queue size
-//! less one) and the synchronous requests of the file system, which wait
-//! for their own token and set aside the completions they meet. The
+//! asynchronous reads and writes (the directory's page fills and
+//! write-backs, up to the queue's requests less one) and the synchronous
+//! requests of the file system, which wait for their own token and set
+//! aside the completions they meet. The
 //! completion is found by polling the used ring (the directory's loop does,
 //! on its dedicated core; the device's interrupts stay off, see
 //! `probe_blk`).
@@ -23,12 +25,12 @@ use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use flatfs::{BlockDevice, IoError, ReadDone, BLOCK_SIZE};
-use virtio_drivers::device::blk::{BlkReq, BlkResp, RespStatus, VirtIOBlk};
 use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::{virtio_device_type, PciTransport};
 use virtio_drivers::transport::DeviceType;
 use virtio_drivers::{BufferDirection, Hal, PhysAddr};
 
+use super::blkdev::{self, BlkDev, Kind, Request};
 use super::pci::{self, PortCam};
 use crate::arch::{cpu, time};
 use crate::mm::{frames, paging};
@@ -67,19 +69,14 @@ unsafe impl Hal for KernelHal {
     unsafe fn unshare(_pa: PhysAddr, _buffer: NonNull<[u8]>, _dir: BufferDirection) {}
 }
 
-/// A request the device holds; its buffers are boxed so they stay put
-/// until the device hands the request back.
+/// What the driver remembers of a request the device holds.
 struct InFlight {
-    /// `Some`: an asynchronous read with this id; `None`: a synchronous
-    /// request somebody waits for.
+    /// `Some`: an asynchronous request with this id; `None`: a
+    /// synchronous request somebody waits for.
     id: Option<u64>,
-    write: bool,
     /// Given up (timed out): the completion is dropped when it comes.
     abandoned: bool,
     submitted: u64,
-    req: Box<BlkReq>,
-    buf: Box<[u8; BLOCK_SIZE]>,
-    resp: Box<BlkResp>,
 }
 
 /// A request the device finished, kept until its modelled latency passed.
@@ -93,15 +90,16 @@ const TIMEOUT_S: u64 = 5;
 
 /// The directory's disk.
 pub struct VirtioDisk {
-    blk: VirtIOBlk<KernelHal, PciTransport>,
+    dev: BlkDev,
     blocks: u64,
     /// By virtio token.
     in_flight: BTreeMap<u16, InFlight>,
-    /// Finished asynchronous reads by id; synchronous requests by token
+    /// Finished asynchronous requests by id; synchronous requests by token
     /// (`u64::MAX - token`).
     finished: BTreeMap<u64, Finished>,
     lat_cycles: u64,
     timeout_cycles: u64,
+    /// Requests the queue holds at once.
     queue: usize,
 }
 
@@ -119,22 +117,22 @@ pub fn probe_blk(
     };
     pci::enable(root, df);
     let t = PciTransport::new::<KernelHal, _>(root, df).map_err(|_| "virtio-blk transport")?;
-    let mut blk = VirtIOBlk::<KernelHal, _>::new(t).map_err(|_| "virtio-blk init")?;
+    let mut dev = BlkDev::new(t)?;
     // The driver polls for completions. Without this, every completion
     // would leave the (level-triggered, possibly shared) INTx line
     // asserted, and a NIC on the same line could no longer wake us.
-    blk.disable_interrupts();
-    blk.ack_interrupt();
-    let sectors = blk.capacity();
-    let queue = usize::from(blk.virt_queue_size());
+    dev.quiet();
+    let sectors = dev.sectors();
+    let queue = dev.max_requests();
     log::info!(
-        "virtio-blk at {df} (irq {}): {} MiB, queue of {queue}, access latency {latency_us} us",
+        "virtio-blk at {df} (irq {}): {} MiB, queue of {} ({queue} requests), access latency {latency_us} us",
         pci::interrupt_line(df),
-        sectors / 2048
+        sectors / 2048,
+        blkdev::QUEUE_SIZE
     );
     let hz = time::tsc_hz();
     Ok(Some(VirtioDisk {
-        blk,
+        dev,
         blocks: sectors / (BLOCK_SIZE as u64 / 512),
         in_flight: BTreeMap::new(),
         finished: BTreeMap::new(),
@@ -148,83 +146,60 @@ fn sync_key(token: u16) -> u64 {
     u64::MAX - u64::from(token)
 }
 
+/// Is `k` a key of `finished` that belongs to an asynchronous request?
+fn is_async_key(k: u64) -> bool {
+    k < u64::MAX - u64::from(u16::MAX)
+}
+
 impl VirtioDisk {
     /// Submit one request; its token.
-    fn submit(
+    fn submit(&mut self, id: Option<u64>, r: Request) -> Result<u16, IoError> {
+        let token = self.dev.submit(r).map_err(|_| IoError)?;
+        self.in_flight.insert(
+            token,
+            InFlight {
+                id,
+                abandoned: false,
+                submitted: cpu::rdtsc(),
+            },
+        );
+        Ok(token)
+    }
+
+    /// A read or write of block `lba`.
+    fn block_request(
         &mut self,
         id: Option<u64>,
         lba: u64,
-        data: Option<&[u8; BLOCK_SIZE]>,
+        write: Option<Box<[u8; BLOCK_SIZE]>>,
     ) -> Result<u16, IoError> {
         if lba >= self.blocks {
             return Err(IoError);
         }
-        let mut f = InFlight {
-            id,
-            write: data.is_some(),
-            abandoned: false,
-            submitted: cpu::rdtsc(),
-            req: Box::new(BlkReq::default()),
-            buf: Box::new([0u8; BLOCK_SIZE]),
-            resp: Box::new(BlkResp::default()),
+        let r = match write {
+            Some(b) => Request::new(Kind::Write, lba, b),
+            None => Request::new(Kind::Read, lba, Box::new([0u8; BLOCK_SIZE])),
         };
-        let sector = lba as usize * (BLOCK_SIZE / 512);
-        let token = match data {
-            Some(d) => {
-                f.buf.copy_from_slice(d);
-                // SAFETY: `req`, `buf` and `resp` are boxed in the entry
-                // kept in `in_flight` until the device hands the token
-                // back (`reap`), and nothing touches them meanwhile.
-                unsafe {
-                    self.blk
-                        .write_blocks_nb(sector, &mut f.req, &f.buf[..], &mut f.resp)
-                }
-            }
-            // SAFETY: as above.
-            None => unsafe {
-                self.blk
-                    .read_blocks_nb(sector, &mut f.req, &mut f.buf[..], &mut f.resp)
-            },
-        }
-        .map_err(|_| IoError)?;
-        self.in_flight.insert(token, f);
-        Ok(token)
+        self.submit(id, r)
     }
 
     /// Take every request the device finished off the used ring; requests
     /// in flight past the timeout are reported failed and abandoned.
     fn reap(&mut self) {
-        while let Some(token) = self.blk.peek_used() {
-            let Some(mut f) = self.in_flight.remove(&token) else {
-                // Not ours: the ring is corrupt. Nothing to complete it
-                // with; stop looking (requests time out).
-                log::error!("virtio-blk: unknown token {token} in the used ring");
-                return;
-            };
-            let r = if f.write {
-                // SAFETY: the same buffers that `submit` passed with this
-                // token.
-                unsafe {
-                    self.blk
-                        .complete_write_blocks(token, &f.req, &f.buf[..], &mut f.resp)
-                }
-            } else {
-                // SAFETY: as above.
-                unsafe {
-                    self.blk
-                        .complete_read_blocks(token, &f.req, &mut f.buf[..], &mut f.resp)
-                }
+        while let Some((token, r)) = self.dev.pop() {
+            let Some(f) = self.in_flight.remove(&token) else {
+                continue;
             };
             if f.abandoned {
                 continue;
             }
-            let ok = r.is_ok() && f.resp.status() == RespStatus::OK;
             let key = f.id.unwrap_or(sync_key(token));
+            let ok = r.ok();
             self.finished.insert(
                 key,
                 Finished {
                     due: f.submitted + self.lat_cycles,
-                    result: if ok { Ok(f.buf) } else { Err(IoError) },
+                    result: if ok { Ok(r.buf) } else { Err(IoError) },
                 },
             );
         }
@@ -245,27 +220,18 @@ impl VirtioDisk {
         }
     }
 
-    /// Requests the device holds that somebody still waits for.
-    fn live(&self) -> usize {
-        self.in_flight.values().filter(|f| !f.abandoned).count()
-    }
-
     /// One synchronous request: submit and wait for exactly its answer
     /// (and its modelled latency), setting others' completions aside.
-    fn sync(
-        &mut self,
-        lba: u64,
-        data: Option<&[u8; BLOCK_SIZE]>,
-    ) -> Result<Box<[u8; BLOCK_SIZE]>, IoError> {
+    fn sync(&mut self, make: impl Fn() -> Request) -> Result<Box<[u8; BLOCK_SIZE]>, IoError> {
         let start = cpu::rdtsc();
-        while self.in_flight.len() >= self.queue {
+        while self.dev.held() >= self.queue {
             self.reap();
             if cpu::rdtsc().wrapping_sub(start) > self.timeout_cycles {
                 return Err(IoError);
             }
             io_pause();
         }
-        let token = self.submit(None, lba, data)?;
+        let token = self.submit(None, make())?;
         loop {
             self.reap();
             if let Some(f) = self.finished.get(&sync_key(token)) {
@@ -309,30 +275,27 @@ impl BlockDevice for VirtioDisk {
     }
 
     fn read_block(&mut self, lba: u64, buf: &mut [u8; BLOCK_SIZE]) -> Result<(), IoError> {
-        let b = self.sync(lba, None)?;
+        if lba >= self.blocks {
+            return Err(IoError);
+        }
+        let b = self.sync(|| Request::new(Kind::Read, lba, Box::new([0u8; BLOCK_SIZE])))?;
         buf.copy_from_slice(&b[..]);
         Ok(())
     }
 
     fn write_block(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Result<(), IoError> {
-        self.sync(lba, Some(buf)).map(|_| ())
+        if lba >= self.blocks {
+            return Err(IoError);
+        }
+        self.sync(|| Request::new(Kind::Write, lba, Box::new(*buf)))
+            .map(|_| ())
     }
 
     fn flush(&mut self) -> Result<(), IoError> {
-        // The crate's flush waits for the next used element to be its own:
-        // let every other request finish first.
-        let start = cpu::rdtsc();
-        while !self.in_flight.is_empty() {
-            self.reap();
-            if self.live() == 0 && !self.in_flight.is_empty() {
-                return Err(IoError); // only abandoned ones left: broken
-            }
-            if cpu::rdtsc().wrapping_sub(start) > self.timeout_cycles {
-                return Err(IoError);
-            }
-            io_pause();
-        }
-        self.blk.flush().map_err(|_| IoError)
+        // Requests complete in any order: the flush covers the writes that
+        // completed before it, which is what the caller waited for.
+        self.sync(|| Request::new(Kind::Flush, 0, Box::new([0u8; BLOCK_SIZE])))
+            .map(|_| ())
     }
 
     fn queue_depth(&self) -> usize {
@@ -341,10 +304,22 @@ impl BlockDevice for VirtioDisk {
     }
 
     fn submit_read(&mut self, id: u64, lba: u64) -> Result<(), IoError> {
-        if self.in_flight.len() >= self.queue {
+        if self.dev.held() >= self.queue {
             return Err(IoError);
         }
-        self.submit(Some(id), lba, None).map(|_| ())
+        self.block_request(Some(id), lba, None).map(|_| ())
+    }
+
+    fn submit_write(
+        &mut self,
+        id: u64,
+        lba: u64,
+        buf: Box<[u8; BLOCK_SIZE]>,
+    ) -> Result<(), IoError> {
+        if self.dev.held() >= self.queue {
+            return Err(IoError);
+        }
+        self.block_request(Some(id), lba, Some(buf)).map(|_| ())
     }
 
     fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
@@ -353,7 +328,7 @@ impl BlockDevice for VirtioDisk {
         let due: Vec<u64> = self
             .finished
             .iter()
-            .filter(|(&k, f)| k < u64::MAX - u64::from(u16::MAX) && f.due <= now)
+            .filter(|(&k, f)| is_async_key(k) && f.due <= now)
             .map(|(&k, _)| k)
             .collect();
         for id in due {
@@ -373,10 +348,7 @@ impl BlockDevice for VirtioDisk {
                 .in_flight
                 .values()
                 .any(|f| f.id.is_some() && !f.abandoned)
-                || self
-                    .finished
-                    .keys()
-                    .any(|&k| k < u64::MAX - u64::from(u16::MAX));
+                || self.finished.keys().any(|&k| is_async_key(k));
             // `reap` fails requests past the timeout, so this ends.
             if !out.is_empty() || !pending {
                 return;

@@ -13,10 +13,17 @@
 //! * CM read: node 1's `fio` 4k random reads, libaio, iodepth 32, on a
 //!   file cached nowhere (IOPS and bandwidth).
 //!
+//! `--busy writebacks`: node 1's busy work is `sync` of a file it just
+//! wrote (`fill /wb`, every page dirty in its frames: the directory writes
+//! each page back) instead of the cold read. `--depths A,B` compares two
+//! `fill_depth` values (`default` for the boot default) instead of 0 and
+//! the default.
+//!
 //! Prints a table and one `RESULT {json}` line. Needs a release build
 //! (`qemu-run.sh` is started with `--no-build`).
 //!
 //! usage: onecopy-fill-bench [--storage P] [--cold-mb N] [--fio-mb N] [--rounds N]
+//!        [--busy fills|writebacks] [--depths A,B]
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -32,11 +39,29 @@ struct Opts {
     cold_mb: u32,
     fio_mb: u32,
     rounds: u32,
+    /// Node 1's busy work: "fills" (cold read) or "writebacks" (sync).
+    busy: String,
+    /// The two `fill_depth` values compared (`None`: the boot default).
+    depths: [Option<u32>; 2],
+}
+
+const USAGE: &str = "usage: onecopy-fill-bench [--storage none|nvme|sata-ssd|sas-raid] [--cold-mb N] [--fio-mb N] [--rounds N] [--busy fills|writebacks] [--depths A,B]";
+
+/// A `fill_depth` value: 0..=64 or `default`.
+fn depth(v: &str) -> std::result::Result<Option<u32>, String> {
+    if v == "default" {
+        return Ok(None);
+    }
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| *n <= 64)
+        .map(Some)
+        .ok_or_else(|| format!("a depth is 0..=64 or 'default', got '{v}'"))
 }
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("onecopy-fill-bench: error: {msg}");
-    eprintln!("usage: onecopy-fill-bench [--storage none|nvme|sata-ssd|sas-raid] [--cold-mb N] [--fio-mb N] [--rounds N]");
+    eprintln!("{USAGE}");
     ExitCode::from(2)
 }
 
@@ -46,6 +71,8 @@ fn parse_opts() -> std::result::Result<Opts, String> {
         cold_mb: 8,
         fio_mb: 4,
         rounds: 3,
+        busy: "fills".into(),
+        depths: [Some(0), None],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -67,6 +94,20 @@ fn parse_opts() -> std::result::Result<Opts, String> {
             "--cold-mb" => o.cold_mb = num(val()?, 1, 32)?,
             "--fio-mb" => o.fio_mb = num(val()?, 1, 32)?,
             "--rounds" => o.rounds = num(val()?, 1, 20)?,
+            "--busy" => {
+                let v = val()?;
+                if !["fills", "writebacks"].contains(&v.as_str()) {
+                    return Err(format!("--busy is fills or writebacks, got '{v}'"));
+                }
+                o.busy = v;
+            }
+            "--depths" => {
+                let v = val()?;
+                let (a, b) = v
+                    .split_once(',')
+                    .ok_or_else(|| format!("--depths wants A,B, got '{v}'"))?;
+                o.depths = [depth(a)?, depth(b)?];
+            }
             "-h" | "--help" => return Err("help".into()),
             _ => return Err(format!("unknown argument '{a}'")),
         }
@@ -156,11 +197,18 @@ fn measure(o: &Opts, fill_depth: Option<u32>) -> Result<Side> {
         // Quiet: node 2 looks up node 1's pages, then forgets them.
         side.quiet.push(bench_read(&mut c, 2, "/hot")?);
         c.exec_ok(2, "cache drop")?;
-        // Under fills: node 1 reads the cold file meanwhile.
+        // Under fills: node 1 reads the cold file meanwhile (or writes a
+        // file back: `--busy writebacks`).
+        let writebacks = o.busy == "writebacks";
+        if writebacks {
+            n1.exec(&format!("fill /wb {}m", o.cold_mb), long)?
+                .into_result()?;
+        }
         let (busy, cold) = thread::scope(|s| -> Result<(Vec<(Lookups, bool)>, f64)> {
             let cold = s.spawn(|| -> Result<f64> {
                 let t = std::time::Instant::now();
-                n1.exec("sum /cold", long)?.into_result()?;
+                let cmd = if writebacks { "sync" } else { "sum /cold" };
+                n1.exec(cmd, long)?.into_result()?;
                 Ok(t.elapsed().as_secs_f64() * 1000.0)
             });
             thread::sleep(Duration::from_millis(200));
@@ -207,8 +255,10 @@ fn measure(o: &Opts, fill_depth: Option<u32>) -> Result<Side> {
     side.fio_kib = v["read"]["bw_kib"].as_f64().unwrap_or(f64::NAN);
     side.fio_depth = v["effective_iodepth"].as_f64().unwrap_or(f64::NAN);
     let dir = c.log("dir");
-    if let Some(l) = dir.lines().find(|l| l.contains("page fills in flight")) {
-        eprintln!("  {}", l.trim());
+    for what in ["page fills in flight", "block writes in flight"] {
+        if let Some(l) = dir.lines().rfind(|l| l.contains(what)) {
+            eprintln!("  {}", l.trim());
+        }
     }
     c.stop()?;
     Ok(side)
@@ -218,13 +268,13 @@ fn main() -> ExitCode {
     let o = match parse_opts() {
         Ok(o) => o,
         Err(e) if e == "help" => {
-            println!("usage: onecopy-fill-bench [--storage none|nvme|sata-ssd|sas-raid] [--cold-mb N] [--fio-mb N] [--rounds N]");
+            println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         Err(e) => return usage(&e),
     };
     let mut sides = Vec::new();
-    for depth in [Some(0), None] {
+    for depth in o.depths {
         eprintln!(
             "onecopy-fill-bench: storage {}, fill_depth {}",
             o.storage,
@@ -247,9 +297,13 @@ fn main() -> ExitCode {
         };
         println!("| {name} | {before:.1} {unit} | {after:.1} {unit} | {ratio:.2}x |");
     };
+    let name = |d: Option<u32>| d.map_or("default".to_string(), |d| d.to_string());
     println!(
-        "storage {}; before = fill_depth=0 (synchronous fills), after = asynchronous fills",
-        o.storage
+        "storage {}; busy work: {}; before = fill_depth={}, after = fill_depth={} (0: synchronous disk)",
+        o.storage,
+        if o.busy == "writebacks" { "node 1 syncs a dirty file (write-backs)" } else { "node 1 reads a cold file (fills)" },
+        name(o.depths[0]),
+        name(o.depths[1])
     );
     println!("| figure | before | after | after vs before |");
     println!("| --- | --- | --- | --- |");
@@ -277,7 +331,7 @@ fn main() -> ExitCode {
         );
     }
     row(
-        "cold file read (sum, longest)",
+        "node 1's busy work (cold sum, or sync), longest",
         b.cold_ms,
         a.cold_ms,
         "ms",
@@ -321,7 +375,7 @@ fn main() -> ExitCode {
     };
     println!(
         "RESULT {}",
-        json!({"storage": o.storage, "before": j(b), "after": j(a)})
+        json!({"storage": o.storage, "busy": o.busy, "before": j(b), "after": j(a)})
     );
     if b.overlapped == 0 || a.overlapped == 0 {
         eprintln!("onecopy-fill-bench: no lookup overlapped the cold read; raise --cold-mb");

@@ -1,0 +1,152 @@
+//! Deferred writes: the file system's block writes handed to the caller
+//! instead of the device, so a caller with an asynchronous device (the
+//! directory) can keep serving while they are in flight.
+//!
+//! Between [`Fs::begin_deferred`] and [`Fs::end_deferred`] every block
+//! write of an operation ([`Fs::write`], [`Fs::set_size`], ...) updates
+//! the caches as usual but goes to a list of [`Staged`] writes, and to an
+//! overlay that every later read of the file system consults first: a read
+//! of a block whose write is staged or in flight sees the new bytes, never
+//! the device's older ones. The caller writes the staged blocks to the
+//! device in [`Staged::phase`] order (data blocks, then the checksum-table
+//! blocks that cover them, then inode-table blocks and the superblock:
+//! the order the synchronous path writes them in, which is what keeps a
+//! crash from leaving a record that points at blocks whose checksums were
+//! never written), at most one write of a block in flight at a time and
+//! in the order they were staged, and reports each landed write with
+//! [`Fs::write_landed`] or failed with [`Fs::write_failed`].
+//!
+//! While deferred writes are in flight the caller must not use the
+//! synchronous path for writes (it would race them on the device).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use super::{BlockDevice, Fs, BLOCK_SIZE};
+
+/// One block write the caller owes the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    /// Device block.
+    pub lba: u64,
+    /// Its bytes.
+    pub buf: Box<[u8; BLOCK_SIZE]>,
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Start staging block writes instead of writing them (see the module
+    /// doc). Nested calls keep the writes staged so far.
+    pub fn begin_deferred(&mut self) {
+        if self.staged.is_none() {
+            self.staged = Some(Vec::new());
+        }
+    }
+
+    /// Stop staging; the writes staged since [`Fs::begin_deferred`], in
+    /// the order the file system made them.
+    pub fn end_deferred(&mut self) -> Vec<Staged> {
+        self.staged.take().unwrap_or_default()
+    }
+
+    /// The write phase of device block `lba`: 0 data, 1 checksum table,
+    /// 2 inode table or superblock. A phase's writes may land in any order
+    /// among themselves; a later phase only after the earlier ones.
+    pub fn write_phase(&self, lba: u64) -> u8 {
+        if lba >= self.sb.data_start {
+            0
+        } else if lba >= self.sb.sums_start {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The staged or in-flight bytes of device block `lba`, if a deferred
+    /// write of it has not landed yet (a page fill must use them: the
+    /// device may still hold the block's older bytes).
+    pub fn pending_block(&self, lba: u64) -> Option<&[u8; BLOCK_SIZE]> {
+        self.overlay.get(&lba).map(|(_, b)| &**b)
+    }
+
+    /// Blocks with deferred writes staged or in flight.
+    pub fn pending_blocks(&self) -> usize {
+        self.overlay.len()
+    }
+
+    /// One deferred write of `lba` reached the device (the caller lands
+    /// a block's writes in staging order). Once the last one has, reads go
+    /// to the device again.
+    pub fn write_landed(&mut self, lba: u64) {
+        if let Some(e) = self.overlay.get_mut(&lba) {
+            e.0 = e.0.saturating_sub(1);
+            if e.0 == 0 {
+                self.overlay.remove(&lba);
+            }
+        }
+    }
+
+    /// One deferred write of `lba` failed: the device's block is unknown.
+    /// Once no newer write of it is pending, reads go to the device again
+    /// (a data block whose bytes do not match its checksum reads as an I/O
+    /// error, as after a failed synchronous write).
+    pub fn write_failed(&mut self, lba: u64) {
+        log::warn!("fs: deferred write of device block {lba} failed");
+        self.write_landed(lba);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemDisk;
+
+    #[test]
+    fn deferred_writes_are_staged_in_phase_order_and_read_back_before_they_land() {
+        let mut fs = Fs::format(MemDisk::new(256), 16).unwrap();
+        let ino = fs.create("/f", false).unwrap().ino;
+        fs.write(ino, 0, &[1u8; BLOCK_SIZE]).unwrap();
+        let before = fs.stats().disk_writes;
+        fs.begin_deferred();
+        fs.write(ino, 0, &[2u8; BLOCK_SIZE]).unwrap();
+        let staged = fs.end_deferred();
+        let phases: Vec<u8> = staged.iter().map(|s| fs.write_phase(s.lba)).collect();
+        assert_eq!(phases, vec![0, 1, 2], "data, checksums, record");
+        assert_eq!(fs.stats().disk_writes, before + 3);
+        let data = staged[0].lba;
+        // The device still has the old bytes; the file system reads the new.
+        let mut raw = [0u8; BLOCK_SIZE];
+        fs.device_mut().read_block(data, &mut raw).unwrap();
+        assert_eq!(raw, [1u8; BLOCK_SIZE]);
+        let mut buf = [0u8; BLOCK_SIZE];
+        fs.read(ino, 0, &mut buf).unwrap();
+        assert_eq!(buf, [2u8; BLOCK_SIZE]);
+        assert_eq!(fs.pending_block(data), Some(&[2u8; BLOCK_SIZE]));
+        assert_eq!(fs.pending_blocks(), 3);
+        // A second write of the block before the first landed: reads keep
+        // the newest bytes until both landed.
+        fs.begin_deferred();
+        fs.write(ino, 0, &[3u8; BLOCK_SIZE]).unwrap();
+        let again = fs.end_deferred();
+        for s in &staged {
+            fs.device_mut().write_block(s.lba, &s.buf).unwrap();
+            fs.write_landed(s.lba);
+        }
+        assert!(
+            fs.pending_block(data).is_some(),
+            "the newer write is pending"
+        );
+        for s in &again {
+            fs.device_mut().write_block(s.lba, &s.buf).unwrap();
+            fs.write_landed(s.lba);
+        }
+        assert_eq!(fs.pending_blocks(), 0);
+        fs.read(ino, 0, &mut buf).unwrap();
+        assert_eq!(buf, [3u8; BLOCK_SIZE], "from the device, checksum ok");
+        // A failed write: the block reads as an I/O error, not old bytes.
+        fs.begin_deferred();
+        fs.write(ino, 0, &[4u8; BLOCK_SIZE]).unwrap();
+        let st = fs.end_deferred();
+        fs.write_failed(st[0].lba);
+        assert_eq!(fs.read(ino, 0, &mut buf), Err(fabric::proto::Errno::Io));
+    }
+}

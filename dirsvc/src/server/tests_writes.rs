@@ -1,0 +1,305 @@
+//! Asynchronous writes: the loop against a heap region, the fake
+//! asynchronous disk ([`crate::fakedisk`]) and real node clients. The disk
+//! holds completions ([`Completion::Hold`]) so the tests see what is
+//! answered while writes are in flight, and what waits for them.
+
+use super::tests_fills::Rig;
+use super::*;
+use crate::fakedisk::Completion;
+use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request, Response};
+use nodepath::client::Client;
+
+/// Node 1 owns pages `0..n` of a fresh `pages`-page file (page i holds
+/// byte i + 1) and has overwritten each of its frames with `0xE0 + i`
+/// (strong mode writes go to the owner's frame). Returns the inode.
+fn dirty_pages(rig: &Rig, a: &mut Client, pages: u64, n: u64) -> u64 {
+    let ino = rig.file(a, pages);
+    let (a0, _) = rig.layout.pool_gfns(1);
+    for i in 0..n {
+        let key = PageKey { ino, idx: i };
+        assert_eq!(
+            rig.call(a, &Rig::read(key, a0 + i)),
+            Ok(Response::Page(PageReply::Owner { gfn: a0 + i }))
+        );
+        let off = rig.layout.frame_off(a0 + i).unwrap();
+        rig.mem.write(off, &[0xE0 + i as u8; 4096]);
+    }
+    ino
+}
+
+/// The owner evicts its dirty copy (INV with the dirty bit): with no
+/// sharers the page is written back and forgotten, then the owner is
+/// answered.
+fn evict_req(key: PageKey) -> Request {
+    Request::Page(PageReq::Inv { key, dirty: true })
+}
+
+/// Take `c`'s answers to evictions (INV), decoded, by tag.
+fn answers(rig: &Rig, c: &mut Client) -> Vec<(u32, PageReply)> {
+    let mut out = Vec::new();
+    while let Some((tag, d)) = c.recv(&*rig.mem).unwrap() {
+        match Response::decode(&d, Op::PageInv) {
+            Ok((_, Response::Page(r))) => out.push((tag, r)),
+            x => panic!("not an eviction's answer: {x:?}"),
+        }
+    }
+    out
+}
+
+/// Read 4 KiB of `ino` at `offset` through the file server.
+fn fs_read(rig: &Rig, c: &mut Client, ino: u64, offset: u64) -> Result<Vec<u8>, Errno> {
+    let (off, _) = c.bulk(3).unwrap();
+    let r = rig.call(
+        c,
+        &Request::Data {
+            op: Op::Read,
+            slot: 3,
+            at: 0,
+            ino,
+            offset,
+            len: 4096,
+        },
+    )?;
+    let Response::Data { bytes, .. } = r else {
+        panic!("{r:?}")
+    };
+    let mut v = vec![0u8; bytes as usize];
+    rig.mem.read(off, &mut v);
+    Ok(v)
+}
+
+#[test]
+fn a_cached_page_lookup_is_answered_while_32_write_backs_are_in_flight() {
+    let rig = Rig::new(3, 64, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let mut c = rig.join(3);
+    let ino = dirty_pages(&rig, &mut a, 34, 32);
+    let (b0, _) = rig.layout.pool_gfns(2);
+    let (c0, _) = rig.layout.pool_gfns(3);
+    // Node 2 caches page 33.
+    let k33 = PageKey { ino, idx: 33 };
+    assert_eq!(
+        rig.call(&mut b, &Rig::read(k33, b0)),
+        Ok(Response::Page(PageReply::Owner { gfn: b0 }))
+    );
+    // Node 1 evicts its 32 dirty pages; the disk holds every write.
+    rig.disk.set_mode(Completion::Hold);
+    let tags: Vec<u32> = (0..32)
+        .map(|i| {
+            a.send(&*rig.mem, &evict_req(PageKey { ino, idx: i }), &mut || true)
+                .unwrap()
+        })
+        .collect();
+    rig.step();
+    assert_eq!(
+        rig.disk.writes_in_flight().len(),
+        32,
+        "the 32 data blocks are written at once"
+    );
+    assert_eq!(rig.dir.borrow().writes_pending(), 32);
+    assert!(
+        answers(&rig, &mut a).is_empty(),
+        "an eviction is answered once its write landed"
+    );
+    // Node 3's lookup of the page node 2 caches is answered meanwhile.
+    assert_eq!(
+        rig.call(&mut c, &Rig::read(k33, c0)),
+        Ok(Response::Page(PageReply::Shared { owner: 2, gfn: b0 }))
+    );
+    assert_eq!(rig.disk.writes_in_flight().len(), 32, "still in flight");
+    assert!(rig.dir.borrow().write_stats().answered_while_busy >= 1);
+    // The writes land (last submitted first); every eviction is
+    // answered, written, and the disk holds the frames' bytes.
+    let mut got = Vec::new();
+    for _ in 0..50 {
+        rig.disk.complete_all_reversed();
+        rig.step();
+        got.extend(answers(&rig, &mut a));
+        if got.len() == 32 {
+            break;
+        }
+    }
+    got.sort_by_key(|x| x.0);
+    let want: Vec<(u32, PageReply)> = tags
+        .iter()
+        .map(|&t| (t, PageReply::Done { written: true }))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(rig.dir.borrow().writes_pending(), 0);
+    rig.disk.set_mode(Completion::InOrder);
+    for i in [0u64, 17, 31] {
+        assert_eq!(
+            fs_read(&rig, &mut b, ino, i * 4096).unwrap(),
+            vec![0xE0 + i as u8; 4096]
+        );
+    }
+    assert_eq!(
+        fs_read(&rig, &mut b, ino, 32 * 4096).unwrap(),
+        vec![33u8; 4096],
+        "a page nobody wrote is untouched"
+    );
+    rig.dir.borrow().pages().check().unwrap();
+}
+
+#[test]
+fn a_fill_of_a_block_with_a_write_in_flight_sees_the_new_bytes() {
+    let rig = Rig::new(2, 64, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = dirty_pages(&rig, &mut a, 2, 1);
+    let (b0, _) = rig.layout.pool_gfns(2);
+    let k0 = PageKey { ino, idx: 0 };
+    rig.disk.set_mode(Completion::Hold);
+    let tag = a.send(&*rig.mem, &evict_req(k0), &mut || true).unwrap();
+    rig.step();
+    assert_eq!(rig.disk.writes_in_flight().len(), 1);
+    let reads = rig.disk.submitted();
+    // The device still holds the old bytes; node 2's miss is filled from
+    // the write's bytes at once, with no disk read.
+    assert_eq!(
+        rig.call(&mut b, &Rig::read(k0, b0)),
+        Ok(Response::Page(PageReply::Owner { gfn: b0 }))
+    );
+    assert_eq!(rig.frame(b0), [0xE0; 4096]);
+    assert_eq!(rig.disk.submitted(), reads, "no device read");
+    assert_eq!(rig.dir.borrow().write_stats().fills_from_pending, 1);
+    // A file-server read of the block sees them too.
+    assert_eq!(fs_read(&rig, &mut b, ino, 0).unwrap(), vec![0xE0; 4096]);
+    // Then the write lands and the eviction is answered.
+    assert!(answers(&rig, &mut a).is_empty());
+    rig.disk.set_mode(Completion::InOrder);
+    for _ in 0..10 {
+        rig.step();
+    }
+    assert_eq!(
+        answers(&rig, &mut a),
+        vec![(tag, PageReply::Done { written: true })]
+    );
+}
+
+#[test]
+fn an_fsync_is_answered_only_after_its_writes_completed() {
+    let rig = Rig::new(1, 64, 32);
+    let mut a = rig.join(1);
+    let ino = dirty_pages(&rig, &mut a, 3, 3);
+    rig.disk.set_mode(Completion::Hold);
+    // fsync: the three dirty pages written back, then the file flushed.
+    let mut wb = Vec::new();
+    for i in 0..3 {
+        let key = PageKey { ino, idx: i };
+        let r = Request::Page(PageReq::Writeback { key, dirty: true });
+        wb.push(a.send(&*rig.mem, &r, &mut || true).unwrap());
+    }
+    let fsync = a
+        .send(&*rig.mem, &Request::Fsync { ino }, &mut || true)
+        .unwrap();
+    rig.step();
+    let mut seen = Vec::new();
+    let mut rounds = 0;
+    // Complete one write at a time: the fsync is not answered while any
+    // of the file's writes waits or flies.
+    while !rig.disk.in_flight().is_empty() {
+        rounds += 1;
+        assert!(rounds < 100);
+        while let Some((t, _)) = a.recv(&*rig.mem).unwrap() {
+            assert_ne!(t, fsync, "fsync answered with writes still pending");
+            seen.push(t);
+        }
+        assert!(rig.disk.complete(0));
+        rig.step();
+    }
+    assert!(rounds >= 9, "3 jobs of data, checksum and record writes");
+    rig.step();
+    while let Some((t, d)) = a.recv(&*rig.mem).unwrap() {
+        if t == fsync {
+            assert_eq!(
+                Response::decode(&d, Op::Fsync).map(|x| x.1),
+                Ok(Response::Ok)
+            );
+        }
+        seen.push(t);
+    }
+    assert_eq!(seen.last(), Some(&fsync), "{seen:?}");
+    wb.push(fsync);
+    seen.sort();
+    assert_eq!(seen, wb, "every write-back answered, then the fsync");
+}
+
+#[test]
+fn a_file_server_write_is_answered_when_it_landed_and_reads_see_it_before() {
+    let rig = Rig::new(2, 64, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = rig.file(&mut a, 2);
+    rig.disk.set_mode(Completion::Hold);
+    let (off, _) = a.bulk(2).unwrap();
+    rig.mem.write(off, &[0x77; 4096]);
+    let w = Request::Data {
+        op: Op::Write,
+        slot: 2,
+        at: 0,
+        ino,
+        offset: 4096,
+        len: 4096,
+    };
+    let tag = a.send(&*rig.mem, &w, &mut || true).unwrap();
+    rig.step();
+    assert!(a.recv(&*rig.mem).unwrap().is_none(), "not answered yet");
+    assert!(!rig.disk.writes_in_flight().is_empty());
+    // Another node's read of the block is answered meanwhile, new bytes.
+    assert_eq!(fs_read(&rig, &mut b, ino, 4096).unwrap(), vec![0x77; 4096]);
+    // A failed write of the job answers the writer with an I/O error.
+    let w2 = Request::Data {
+        op: Op::Write,
+        slot: 2,
+        at: 0,
+        ino,
+        offset: 0,
+        len: 4096,
+    };
+    rig.disk.set_mode(Completion::InOrder);
+    for _ in 0..10 {
+        rig.step();
+    }
+    let (t, d) = a.recv(&*rig.mem).unwrap().expect("answered");
+    assert_eq!(t, tag);
+    assert!(matches!(
+        Response::decode(&d, Op::Write).map(|x| x.1),
+        Ok(Response::Data { bytes: 4096, .. })
+    ));
+    rig.disk.fail_next_writes(1);
+    assert_eq!(rig.call(&mut a, &w2), Err(Errno::Io));
+    assert_eq!(rig.dir.borrow().write_stats().failed, 1);
+    // The failed block reads as an I/O error (its checksum is the new
+    // bytes'), never as the old bytes.
+    assert_eq!(fs_read(&rig, &mut b, ino, 0), Err(Errno::Io));
+}
+
+#[test]
+fn a_namespace_change_waits_for_the_writes_in_flight() {
+    let rig = Rig::new(1, 64, 32);
+    let mut a = rig.join(1);
+    let ino = dirty_pages(&rig, &mut a, 1, 1);
+    rig.disk.set_mode(Completion::Hold);
+    a.send(&*rig.mem, &evict_req(PageKey { ino, idx: 0 }), &mut || true)
+        .unwrap();
+    rig.step();
+    assert_eq!(rig.dir.borrow().writes_pending(), 1);
+    // A create writes the inode table synchronously: it first waits for
+    // the write-back, whose record shares that block.
+    let (off, _) = a.bulk(0).unwrap();
+    rig.mem.write(off, b"/g");
+    let r = rig.call(
+        &mut a,
+        &Request::Path {
+            op: Op::Create,
+            slot: 0,
+            len: 2,
+            exclusive: false,
+        },
+    );
+    assert!(matches!(r, Ok(Response::Attr(_))), "{r:?}");
+    assert_eq!(rig.dir.borrow().writes_pending(), 0);
+    assert_eq!(rig.dir.borrow().write_stats().barriers, 1);
+}

@@ -1,0 +1,215 @@
+//! Disk writes without blocking the loop: a page write-back or a
+//! file-server write runs the file system in deferred mode
+//! ([`flatfs::Fs::begin_deferred`]), its block writes go to the write
+//! queue ([`crate::writeq`]) and out to the device as asynchronous
+//! writes, and what must wait for them (the replies the page directory
+//! put after a write-back, the file server's answer, an fsync) waits in
+//! the queue while the loop serves everything else.
+//!
+//! Ordering: the file system's overlay makes every read of a block with a
+//! write pending see the new bytes (file-server reads, and page fills,
+//! which take the pending bytes instead of reading the device:
+//! [`Directory::start_fill`]); an fsync is answered once no write of its
+//! file (of any file, for a global one) waits or flies; a request served
+//! synchronously that writes (namespace changes, truncation, `net` mode's
+//! writes) first waits for every write in flight
+//! ([`Directory::drain_writes`]), since it may write the same metadata
+//! blocks. With `Config::fill_depth` 0 every write is synchronous, as
+//! before.
+
+use alloc::vec::Vec;
+
+use crate::pagedir::Action;
+use crate::writeq::{Finished, WriteStats};
+use fabric::bulk::ShmBulk;
+use fabric::proto::{Desc, Errno, Op, Request, Response};
+use fabric::shm::SharedMem;
+use flatfs::{BlockDevice, Staged};
+
+use super::Directory;
+
+/// What a write job does when its writes completed.
+#[derive(Debug)]
+pub(crate) enum Then {
+    /// Run the page-directory actions held back behind a write-back.
+    Actions(Vec<Action>),
+    /// Answer a file-server request: `ok` if every write landed, else
+    /// an I/O error.
+    Respond {
+        /// The requester.
+        node: u32,
+        /// Its opcode.
+        op: Op,
+        /// Its tag.
+        tag: u32,
+        /// The answer when the writes landed.
+        ok: Desc,
+    },
+}
+
+/// An fsync waiting for its file's writes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WaitingFsync {
+    pub node: u32,
+    pub op: Op,
+    pub tag: u32,
+    pub ino: u64,
+}
+
+impl<D: BlockDevice> Directory<D> {
+    /// Do writes go to the device asynchronously (an asynchronous device,
+    /// and `Config::fill_depth` above 0)?
+    pub fn async_writes(&self) -> bool {
+        self.fill_depth() > 0
+    }
+
+    /// The write queue's counters.
+    pub fn write_stats(&self) -> WriteStats {
+        self.writes.stats()
+    }
+
+    /// Write jobs waiting or in flight.
+    pub fn writes_pending(&self) -> usize {
+        self.writes.jobs()
+    }
+
+    /// Disk requests of any kind waiting or in flight (fills, writes,
+    /// fsyncs waiting for writes).
+    pub fn io_pending(&self) -> usize {
+        self.fills_pending() + self.writes.jobs() + self.fsyncs.len()
+    }
+
+    /// Queue the deferred writes `staged` of files `inos`, and what to do
+    /// when they completed; submit what the device has room for.
+    pub(super) fn queue_writes(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        inos: Vec<u64>,
+        staged: Vec<Staged>,
+        then: Then,
+    ) {
+        let Some(fs) = self.fs.as_ref() else {
+            return;
+        };
+        let writes = staged
+            .into_iter()
+            .map(|s| (fs.write_phase(s.lba), s.lba, s.buf))
+            .collect();
+        self.writes.push(inos, writes, then);
+        let mut acts = Vec::new();
+        self.pump(&mut acts);
+        if !acts.is_empty() {
+            self.run(mem, acts);
+        }
+    }
+
+    /// A write completed: tell the file system, so reads go back to the
+    /// device once the block's last pending write landed.
+    pub(super) fn write_done(&mut self, id: u64, ok: bool) {
+        let Some(lba) = self.writes.complete(id, ok) else {
+            return;
+        };
+        if let Some(fs) = self.fs.as_mut() {
+            if ok {
+                fs.write_landed(lba);
+            } else {
+                fs.write_failed(lba);
+            }
+        }
+    }
+
+    /// Run what finished write jobs were holding, then the fsyncs whose
+    /// writes are done.
+    pub(super) fn after_writes(&mut self, mem: &(impl SharedMem + ?Sized)) {
+        loop {
+            let finished = self.writes.take_finished();
+            if finished.is_empty() {
+                break;
+            }
+            for Finished { inos, failed, then } in finished {
+                if failed {
+                    log::warn!("disk: a write of inode(s) {inos:?} failed");
+                }
+                match then {
+                    Then::Actions(a) => self.run(mem, a),
+                    Then::Respond { node, op, tag, ok } => {
+                        let d = if failed {
+                            Response::Err(Errno::Io).encode(op, tag)
+                        } else {
+                            ok
+                        };
+                        self.respond(mem, node, d);
+                    }
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.fsyncs.len() {
+            let f = self.fsyncs[i];
+            if self.writes.busy((f.ino != 0).then_some(f.ino)) {
+                i += 1;
+                continue;
+            }
+            self.fsyncs.remove(i);
+            self.answer_fsync(mem, f);
+        }
+    }
+
+    /// Answer an fsync now (its writes are done).
+    fn answer_fsync(&mut self, mem: &(impl SharedMem + ?Sized), f: WaitingFsync) {
+        let mut bulk = ShmBulk::new(mem, self.layout, f.node);
+        let resp = self
+            .execute(mem, &mut bulk, Request::Fsync { ino: f.ino })
+            .unwrap_or_else(Response::Err);
+        self.respond(mem, f.node, resp.encode(f.op, f.tag));
+    }
+
+    /// An fsync from the rings: answered now if no write of its file
+    /// waits or flies, else once they completed. True if it was deferred.
+    pub(super) fn defer_fsync(&mut self, node: u32, op: Op, tag: u32, req: &Request) -> bool {
+        let Request::Fsync { ino } = *req else {
+            return false;
+        };
+        if !self.writes.busy((ino != 0).then_some(ino)) {
+            return false;
+        }
+        self.fsyncs.push(WaitingFsync { node, op, tag, ino });
+        true
+    }
+
+    /// Wait (bounded by the device's own timeout per request) until no
+    /// write job of `ino` (`None`: of any file) waits or flies, running
+    /// what the finished ones held.
+    pub(super) fn drain_writes(&mut self, mem: &(impl SharedMem + ?Sized), ino: Option<u64>) {
+        if !self.writes.busy(ino) {
+            self.after_writes(mem);
+            return;
+        }
+        self.writes.count_barrier();
+        let mut rounds = 0usize;
+        while self.writes.busy(ino) {
+            rounds += 1;
+            let mut acts = Vec::new();
+            self.pump(&mut acts);
+            if !acts.is_empty() {
+                self.run(mem, acts);
+            }
+            let mut done = Vec::new();
+            if let Some(fs) = self.fs.as_mut() {
+                fs.device_mut().wait_reads(&mut done);
+            }
+            if done.is_empty() && rounds > 1_000_000 {
+                log::error!("disk: writes in flight never complete; going on without them");
+                break;
+            }
+            self.finish_io(mem, done);
+        }
+        self.after_writes(mem);
+    }
+
+    /// `node` failed or left: its waiting fsyncs are dropped (the writes
+    /// themselves still land).
+    pub(super) fn cancel_fsyncs(&mut self, node: u32) {
+        self.fsyncs.retain(|f| f.node != node);
+    }
+}

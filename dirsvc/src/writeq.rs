@@ -1,0 +1,434 @@
+//! The directory's write queue: deferred block writes ([`flatfs::Staged`])
+//! grouped in jobs, what each job answers when its writes landed, and the
+//! order they may reach the device in. Pure bookkeeping; the serving loop
+//! ([`crate::server`]) moves the bytes.
+//!
+//! A job is one operation's writes (a page write-back, a file-server
+//! write) and what to do when all of them completed (the replies the page
+//! directory put after the write-back, the file server's answer). Two
+//! orders hold:
+//!
+//! * within a job, phase by phase ([`flatfs::Fs::write_phase`]: data
+//!   blocks, then checksum-table blocks, then inode-table blocks), as the
+//!   synchronous path writes them, so a crash never leaves a record that
+//!   points at blocks whose checksums were not written;
+//! * per device block, in staging order, one write in flight at a time:
+//!   two writes of one block in flight could land in either order. Jobs
+//!   are staged in order, so the oldest job is at the head of every block
+//!   it writes, and the queue always makes progress.
+//!
+//! Write ids carry [`WRITE_ID`] so the loop tells their completions from
+//! page fills' on the device's one completion stream.
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::vec::Vec;
+
+use flatfs::BLOCK_SIZE;
+
+/// The bit set in every write id (fills' ids are small counters).
+pub const WRITE_ID: u64 = 1 << 63;
+
+/// Where one write of a job stands.
+#[derive(Debug)]
+enum State {
+    /// Waiting for its phase and for its block's earlier writes; holds
+    /// the bytes.
+    Waiting(Box<[u8; BLOCK_SIZE]>),
+    /// On the device.
+    Flying,
+    /// Completed (landed or failed).
+    Done,
+}
+
+#[derive(Debug)]
+struct Write {
+    lba: u64,
+    phase: u8,
+    state: State,
+}
+
+#[derive(Debug)]
+struct Job<T> {
+    inos: Vec<u64>,
+    writes: Vec<Write>,
+    failed: bool,
+    then: T,
+}
+
+impl<T> Job<T> {
+    /// The lowest phase with a write not done.
+    fn phase(&self) -> Option<u8> {
+        self.writes
+            .iter()
+            .filter(|w| !matches!(w.state, State::Done))
+            .map(|w| w.phase)
+            .min()
+    }
+}
+
+/// A job whose writes all completed.
+#[derive(Debug)]
+pub struct Finished<T> {
+    /// The files it wrote.
+    pub inos: Vec<u64>,
+    /// Did any of its writes fail?
+    pub failed: bool,
+    /// What to do now.
+    pub then: T,
+}
+
+/// Counters of the queue.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Jobs pushed.
+    pub jobs: u64,
+    /// Block writes submitted to the device.
+    pub submitted: u64,
+    /// Block writes that failed.
+    pub failed: u64,
+    /// Most block writes in flight at once.
+    pub max_in_flight: u64,
+    /// Most jobs waiting or in flight at once.
+    pub max_jobs: u64,
+    /// Page requests answered at once while writes were in flight.
+    pub answered_while_busy: u64,
+    /// Page fills served from a pending write's bytes.
+    pub fills_from_pending: u64,
+    /// Times a request waited for writes in flight (ordering).
+    pub barriers: u64,
+}
+
+/// Jobs waiting and in flight.
+#[derive(Debug)]
+pub struct WriteQueue<T> {
+    next_job: u64,
+    next_io: u64,
+    jobs: BTreeMap<u64, Job<T>>,
+    /// Per device block, its writes in staging order: (job, index).
+    blocks: BTreeMap<u64, VecDeque<(u64, usize)>>,
+    /// By write id: (job, index).
+    in_flight: BTreeMap<u64, (u64, usize)>,
+    /// Writes that may go out now (their job's phase, first of their
+    /// block), oldest job first: kept up to date on every push and
+    /// completion, so a submission does not scan the queue.
+    ready: BTreeSet<(u64, usize)>,
+    finished: Vec<Finished<T>>,
+    stats: WriteStats,
+}
+
+impl<T> Default for WriteQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> WriteQueue<T> {
+    /// An empty queue.
+    pub fn new() -> WriteQueue<T> {
+        WriteQueue {
+            next_job: 1,
+            next_io: 1,
+            jobs: BTreeMap::new(),
+            blocks: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            ready: BTreeSet::new(),
+            finished: Vec::new(),
+            stats: WriteStats::default(),
+        }
+    }
+
+    /// Queue the writes (phase, device block, bytes) of one operation on
+    /// files `inos`, and what to do when they all completed. A job without
+    /// writes is finished at once.
+    pub fn push(&mut self, inos: Vec<u64>, writes: Vec<(u8, u64, Box<[u8; BLOCK_SIZE]>)>, then: T) {
+        self.stats.jobs += 1;
+        if writes.is_empty() {
+            self.finished.push(Finished {
+                inos,
+                failed: false,
+                then,
+            });
+            return;
+        }
+        let id = self.next_job;
+        self.next_job += 1;
+        let writes: Vec<Write> = writes
+            .into_iter()
+            .map(|(phase, lba, buf)| Write {
+                lba,
+                phase,
+                state: State::Waiting(buf),
+            })
+            .collect();
+        for (i, w) in writes.iter().enumerate() {
+            self.blocks.entry(w.lba).or_default().push_back((id, i));
+        }
+        let n = writes.len();
+        self.jobs.insert(
+            id,
+            Job {
+                inos,
+                writes,
+                failed: false,
+                then,
+            },
+        );
+        for i in 0..n {
+            self.consider(id, i);
+        }
+        self.stats.max_jobs = self.stats.max_jobs.max(self.jobs.len() as u64);
+    }
+
+    /// Mark write `i` of job `jid` ready if it may go out now.
+    fn consider(&mut self, jid: u64, i: usize) {
+        let Some(job) = self.jobs.get(&jid) else {
+            return;
+        };
+        let Some(w) = job.writes.get(i) else {
+            return;
+        };
+        if matches!(w.state, State::Waiting(_))
+            && job.phase() == Some(w.phase)
+            && self.blocks.get(&w.lba).and_then(|q| q.front()) == Some(&(jid, i))
+        {
+            self.ready.insert((jid, i));
+        }
+    }
+
+    /// The next write that may go to the device (id, block, bytes): of a
+    /// job's current phase and first in its block's order. It counts as in
+    /// flight from now.
+    pub fn next_submit(&mut self) -> Option<(u64, u64, Box<[u8; BLOCK_SIZE]>)> {
+        let (jid, i) = self.ready.pop_first()?;
+        let w = self.jobs.get_mut(&jid)?.writes.get_mut(i)?;
+        let State::Waiting(buf) = core::mem::replace(&mut w.state, State::Flying) else {
+            return None;
+        };
+        let id = WRITE_ID | self.next_io;
+        self.next_io += 1;
+        self.in_flight.insert(id, (jid, i));
+        self.stats.submitted += 1;
+        self.stats.max_in_flight = self.stats.max_in_flight.max(self.in_flight.len() as u64);
+        Some((id, w.lba, buf))
+    }
+
+    /// Write `id` completed (`ok`: it landed). Returns its device block;
+    /// `None` for an id that is not in flight (ignored).
+    pub fn complete(&mut self, id: u64, ok: bool) -> Option<u64> {
+        let (jid, i) = self.in_flight.remove(&id)?;
+        let job = self.jobs.get_mut(&jid)?;
+        let phase_before = job.phase();
+        let w = job.writes.get_mut(i)?;
+        w.state = State::Done;
+        let lba = w.lba;
+        if !ok {
+            job.failed = true;
+            self.stats.failed += 1;
+        }
+        let phase_after = job.phase();
+        let mut next = None;
+        if let Some(q) = self.blocks.get_mut(&lba) {
+            q.retain(|&x| x != (jid, i));
+            next = q.front().copied();
+            if q.is_empty() {
+                self.blocks.remove(&lba);
+            }
+        }
+        if let Some((j2, i2)) = next {
+            self.consider(j2, i2);
+        }
+        if phase_after.is_some() && phase_after != phase_before {
+            // The job moved on to its next phase.
+            let n = self.jobs.get(&jid).map_or(0, |j| j.writes.len());
+            for k in 0..n {
+                self.consider(jid, k);
+            }
+        }
+        if phase_after.is_none() {
+            if let Some(job) = self.jobs.remove(&jid) {
+                self.finished.push(Finished {
+                    inos: job.inos,
+                    failed: job.failed,
+                    then: job.then,
+                });
+            }
+        }
+        Some(lba)
+    }
+
+    /// Jobs that finished since the last call, in completion order.
+    pub fn take_finished(&mut self) -> Vec<Finished<T>> {
+        core::mem::take(&mut self.finished)
+    }
+
+    /// Does a job of file `ino` (`None`: any job) wait or fly?
+    pub fn busy(&self, ino: Option<u64>) -> bool {
+        match ino {
+            None => !self.jobs.is_empty(),
+            Some(i) => self.jobs.values().any(|j| j.inos.contains(&i)),
+        }
+    }
+
+    /// Nothing waits, flies or is finished and not yet taken.
+    pub fn is_idle(&self) -> bool {
+        self.jobs.is_empty() && self.finished.is_empty()
+    }
+
+    /// Block writes on the device.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Jobs waiting or in flight.
+    pub fn jobs(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Count one page request answered at once while writes were in flight.
+    pub fn count_answered_while_busy(&mut self) {
+        self.stats.answered_while_busy += 1;
+    }
+
+    /// Count one page fill served from a pending write's bytes.
+    pub fn count_fill_from_pending(&mut self) {
+        self.stats.fills_from_pending += 1;
+    }
+
+    /// Count one request that waited for writes in flight.
+    pub fn count_barrier(&mut self) {
+        self.stats.barriers += 1;
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> WriteStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blk(v: u8) -> Box<[u8; BLOCK_SIZE]> {
+        Box::new([v; BLOCK_SIZE])
+    }
+
+    /// Submit everything submittable; (id, lba, first byte).
+    fn drain(q: &mut WriteQueue<&'static str>) -> Vec<(u64, u64, u8)> {
+        let mut v = Vec::new();
+        while let Some((id, lba, b)) = q.next_submit() {
+            v.push((id, lba, b[0]));
+        }
+        v
+    }
+
+    #[test]
+    fn a_job_goes_out_phase_by_phase() {
+        let mut q = WriteQueue::new();
+        q.push(
+            vec![5],
+            vec![
+                (2, 1, blk(3)),
+                (0, 100, blk(1)),
+                (0, 101, blk(1)),
+                (1, 10, blk(2)),
+            ],
+            "a",
+        );
+        let s = drain(&mut q);
+        assert_eq!(
+            s.iter().map(|x| x.1).collect::<Vec<_>>(),
+            vec![100, 101],
+            "data blocks first"
+        );
+        assert!(q.busy(Some(5)) && !q.busy(Some(6)));
+        assert_eq!(q.complete(s[0].0, true), Some(100));
+        assert!(drain(&mut q).is_empty(), "one data block still in flight");
+        q.complete(s[1].0, true);
+        let s = drain(&mut q);
+        assert_eq!(s.iter().map(|x| x.1).collect::<Vec<_>>(), vec![10]);
+        q.complete(s[0].0, true);
+        let s = drain(&mut q);
+        assert_eq!(s.iter().map(|x| x.1).collect::<Vec<_>>(), vec![1]);
+        assert!(q.take_finished().is_empty());
+        q.complete(s[0].0, true);
+        let f = q.take_finished();
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            (&f[0].inos[..], f[0].failed, f[0].then),
+            (&[5][..], false, "a")
+        );
+        assert!(q.is_idle());
+    }
+
+    #[test]
+    fn writes_of_one_block_go_out_one_at_a_time_in_staging_order() {
+        let mut q = WriteQueue::new();
+        q.push(vec![1], vec![(0, 100, blk(1)), (1, 10, blk(1))], "a");
+        q.push(vec![2], vec![(0, 101, blk(2)), (1, 10, blk(2))], "b");
+        q.push(vec![3], vec![(0, 100, blk(3))], "c");
+        let s = drain(&mut q);
+        // a's and b's data blocks; c waits behind a's write of block 100.
+        assert_eq!(
+            s.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            vec![(100, 1), (101, 2)]
+        );
+        // b's data lands first: its table write must still wait for a's.
+        q.complete(s[1].0, true);
+        assert!(drain(&mut q).is_empty());
+        q.complete(s[0].0, true);
+        let s = drain(&mut q);
+        assert_eq!(
+            s.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            vec![(10, 1), (100, 3)],
+            "a's table block, and c's data block now that a's landed"
+        );
+        q.complete(s[0].0, true);
+        let s2 = drain(&mut q);
+        assert_eq!(
+            s2.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            vec![(10, 2)]
+        );
+        q.complete(s[1].0, true);
+        q.complete(s2[0].0, true);
+        let order: Vec<_> = q.take_finished().into_iter().map(|f| f.then).collect();
+        assert_eq!(order, vec!["a", "c", "b"]);
+        assert!(q.is_idle());
+        assert_eq!(q.stats().max_in_flight, 2);
+    }
+
+    #[test]
+    fn a_failed_write_fails_its_job_and_the_queue_goes_on() {
+        let mut q = WriteQueue::new();
+        q.push(vec![1], vec![(0, 100, blk(1)), (1, 10, blk(1))], "a");
+        q.push(vec![2], vec![(0, 100, blk(2))], "b");
+        let s = drain(&mut q);
+        q.complete(s[0].0, false);
+        let s = drain(&mut q);
+        assert_eq!(s.len(), 2, "a's next phase and b's write of the block");
+        assert_eq!(q.complete(999, true), None, "unknown id");
+        assert_eq!(q.complete(s[0].0, true), Some(10));
+        assert_eq!(q.complete(s[0].0, true), None, "completed twice");
+        q.complete(s[1].0, true);
+        let f = q.take_finished();
+        assert_eq!(
+            f.iter().map(|f| (f.then, f.failed)).collect::<Vec<_>>(),
+            vec![("a", true), ("b", false)]
+        );
+        assert_eq!(q.stats().failed, 1);
+    }
+
+    #[test]
+    fn a_job_without_writes_finishes_at_once_and_ids_are_marked() {
+        let mut q: WriteQueue<&'static str> = WriteQueue::new();
+        q.push(vec![1], Vec::new(), "empty");
+        assert!(!q.busy(None));
+        assert!(!q.is_idle(), "finished, not taken");
+        assert_eq!(q.take_finished()[0].then, "empty");
+        q.push(vec![1], vec![(0, 7, blk(0))], "x");
+        let (id, _, _) = q.next_submit().unwrap();
+        assert_ne!(id & WRITE_ID, 0);
+        assert!(q.busy(None));
+    }
+}

@@ -1,0 +1,237 @@
+//! The virtio-blk device at the virtqueue level, on `virtio-drivers`'
+//! transport and queue types: `virtio-drivers` 0.13 (the newest release)
+//! fixes its own block driver's queue at 16 entries, so this driver sets
+//! the queue up itself with [`QUEUE_SIZE`] entries and speaks the block
+//! request format (virtio 1.2, 5.2.6) directly.
+//!
+//! A [`Request`] owns its buffers; the device holds it (in this struct)
+//! from [`BlkDev::submit`] until [`BlkDev::pop`] hands it back, so no
+//! buffer can be touched or freed while the device may access it.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+
+use flatfs::BLOCK_SIZE;
+use virtio_drivers::queue::VirtQueue;
+use virtio_drivers::transport::pci::PciTransport;
+use virtio_drivers::transport::Transport;
+
+use super::virtio::KernelHal;
+
+/// Entries in the request queue. With indirect descriptors (QEMU offers
+/// them) every request takes one entry; without, three.
+pub const QUEUE_SIZE: usize = 64;
+
+const QUEUE: u16 = 0;
+const T_IN: u32 = 0;
+const T_OUT: u32 = 1;
+const T_FLUSH: u32 = 4;
+const S_OK: u8 = 0;
+
+bitflags::bitflags! {
+    /// The feature bits this driver negotiates.
+    #[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+    struct Features: u64 {
+        const RO = 1 << 5;
+        const FLUSH = 1 << 9;
+        const RING_INDIRECT_DESC = 1 << 28;
+        const RING_EVENT_IDX = 1 << 29;
+        const VERSION_1 = 1 << 32;
+    }
+}
+
+/// What a request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Read one block into the buffer.
+    Read,
+    /// Write the buffer to one block.
+    Write,
+    /// Make completed writes durable.
+    Flush,
+}
+
+/// One block request and its buffers.
+pub struct Request {
+    /// What it does.
+    pub kind: Kind,
+    header: Box<[u8; 16]>,
+    /// The block's bytes (read into, or written from).
+    pub buf: Box<[u8; BLOCK_SIZE]>,
+    status: Box<[u8; 1]>,
+}
+
+impl Request {
+    /// A request of `kind` on 4 KiB block `lba` (ignored for a flush);
+    /// `buf` is the data to write, or the buffer to read into.
+    pub fn new(kind: Kind, lba: u64, buf: Box<[u8; BLOCK_SIZE]>) -> Request {
+        let (t, sector) = match kind {
+            Kind::Read => (T_IN, lba * (BLOCK_SIZE as u64 / 512)),
+            Kind::Write => (T_OUT, lba * (BLOCK_SIZE as u64 / 512)),
+            Kind::Flush => (T_FLUSH, 0),
+        };
+        let mut header = Box::new([0u8; 16]);
+        header[0..4].copy_from_slice(&t.to_le_bytes());
+        header[8..16].copy_from_slice(&sector.to_le_bytes());
+        Request {
+            kind,
+            header,
+            buf,
+            status: Box::new([0xFF]),
+        }
+    }
+
+    /// Did the device report success?
+    pub fn ok(&self) -> bool {
+        self.status[0] == S_OK
+    }
+}
+
+/// The device and its request queue.
+pub struct BlkDev {
+    transport: PciTransport,
+    queue: VirtQueue<KernelHal, QUEUE_SIZE>,
+    sectors: u64,
+    indirect: bool,
+    /// Requests the device holds, by token.
+    held: BTreeMap<u16, Request>,
+}
+
+impl BlkDev {
+    /// Negotiate features, set up the request queue and start the device.
+    pub fn new(mut transport: PciTransport) -> Result<BlkDev, &'static str> {
+        let want = Features::RO
+            | Features::FLUSH
+            | Features::RING_INDIRECT_DESC
+            | Features::RING_EVENT_IDX
+            | Features::VERSION_1;
+        let got = transport.begin_init(want);
+        let sectors = transport
+            .read_consistent(|| {
+                let lo: u32 = transport.read_config_space(0)?;
+                let hi: u32 = transport.read_config_space(4)?;
+                Ok(u64::from(lo) | u64::from(hi) << 32)
+            })
+            .map_err(|_| "virtio-blk: cannot read the capacity")?;
+        let indirect = got.contains(Features::RING_INDIRECT_DESC);
+        let queue = VirtQueue::new(
+            &mut transport,
+            QUEUE,
+            indirect,
+            got.contains(Features::RING_EVENT_IDX),
+        )
+        .map_err(|_| "virtio-blk: the device's queue is smaller than ours")?;
+        transport.finish_init();
+        Ok(BlkDev {
+            transport,
+            queue,
+            sectors,
+            indirect,
+            held: BTreeMap::new(),
+        })
+    }
+
+    /// Capacity in 512-byte sectors.
+    pub fn sectors(&self) -> u64 {
+        self.sectors
+    }
+
+    /// Most requests the queue holds at once.
+    pub fn max_requests(&self) -> usize {
+        if self.indirect {
+            QUEUE_SIZE
+        } else {
+            QUEUE_SIZE / 3
+        }
+    }
+
+    /// Requests the device holds.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Turn the device's used-buffer notifications off (this driver polls)
+    /// and acknowledge any pending interrupt.
+    pub fn quiet(&mut self) {
+        self.queue.set_dev_notify(false);
+        let _ = self.transport.ack_interrupt();
+    }
+
+    /// Hand `r` to the device; its token. `Err` gives it back (queue full).
+    pub fn submit(&mut self, mut r: Request) -> Result<u16, Request> {
+        let Request {
+            kind,
+            header,
+            buf,
+            status,
+        } = &mut r;
+        // SAFETY: the buffers are boxed inside `r`, which is moved into
+        // `held` right below and stays there, untouched, until `pop` takes
+        // it out after the device returned the token; moving the `Request`
+        // does not move the boxed bytes the descriptors point at.
+        let token = unsafe {
+            match kind {
+                Kind::Read => self
+                    .queue
+                    .add(&[&header[..]], &mut [&mut buf[..], &mut status[..]]),
+                Kind::Write => self
+                    .queue
+                    .add(&[&header[..], &buf[..]], &mut [&mut status[..]]),
+                Kind::Flush => self.queue.add(&[&header[..]], &mut [&mut status[..]]),
+            }
+        };
+        let Ok(token) = token else {
+            return Err(r);
+        };
+        self.held.insert(token, r);
+        if self.queue.should_notify() {
+            self.transport.notify(QUEUE);
+        }
+        Ok(token)
+    }
+
+    /// The next request the device finished: its token and the request
+    /// (buffers and status). `None` if none finished, or if the used ring
+    /// names a token this driver never handed out (a broken device: the
+    /// requests it holds then time out in the caller).
+    pub fn pop(&mut self) -> Option<(u16, Request)> {
+        let token = self.queue.peek_used()?;
+        let Some(mut r) = self.held.remove(&token) else {
+            log::error!("virtio-blk: unknown token {token} in the used ring");
+            return None;
+        };
+        let Request {
+            kind,
+            header,
+            buf,
+            status,
+        } = &mut r;
+        // SAFETY: the same buffers `submit` added with this token.
+        let popped = unsafe {
+            match kind {
+                Kind::Read => {
+                    self.queue
+                        .pop_used(token, &[&header[..]], &mut [&mut buf[..], &mut status[..]])
+                }
+                Kind::Write => {
+                    self.queue
+                        .pop_used(token, &[&header[..], &buf[..]], &mut [&mut status[..]])
+                }
+                Kind::Flush => self
+                    .queue
+                    .pop_used(token, &[&header[..]], &mut [&mut status[..]]),
+            }
+        };
+        if popped.is_err() {
+            status[0] = 0xFF; // report it failed
+        }
+        Some((token, r))
+    }
+}
+
+impl Drop for BlkDev {
+    fn drop(&mut self) {
+        // The device must not touch the queue's memory once it is freed.
+        self.transport.queue_unset(QUEUE);
+    }
+}
