@@ -333,6 +333,7 @@ impl<E: Env> Vfs<E> {
             &Request::Path {
                 op,
                 slot: 0,
+                at: 0,
                 len: path.len() as u32,
                 exclusive,
             },
