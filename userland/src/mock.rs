@@ -11,6 +11,9 @@ use crate::os::{
 };
 use fabric::proto::MAX_NAME;
 
+mod meta;
+pub use meta::MetaSplit;
+
 #[derive(Debug, Clone)]
 struct Node {
     ino: u64,
@@ -78,6 +81,8 @@ pub struct MockOs {
     pub controls: Option<CacheControls>,
     /// What `locality` answers, by path (other paths: `NotFound`).
     pub locality: BTreeMap<String, Vec<LocalityRange>>,
+    /// Split metadata calls (off: every call finishes at once).
+    pub meta: MetaSplit,
 }
 
 impl Default for MockOs {
@@ -145,6 +150,7 @@ impl MockOs {
             faults: BTreeMap::new(),
             controls: Some(CacheControls::default()),
             locality: BTreeMap::new(),
+            meta: MetaSplit::default(),
         }
     }
 
@@ -479,6 +485,9 @@ impl Os for MockOs {
     /// Logged in `batches`; fault `"io_batch"` fails the call as a whole.
     fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
         self.batches.push(ios.len());
+        self.meta
+            .events
+            .push(alloc::format!("io_batch {}", ios.len()));
         self.check("io_batch")?;
         for io in ios.iter_mut() {
             io.done = crate::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
@@ -616,6 +625,21 @@ impl Os for MockOs {
         self.check("sync")?;
         self.syncs += 1;
         Ok(())
+    }
+
+    fn meta_start(&mut self, call: crate::meta::MetaCall) -> crate::meta::MetaStart {
+        self.split_start(call)
+    }
+
+    fn meta_poll(
+        &mut self,
+        ticket: crate::meta::MetaTicket,
+    ) -> Option<Result<crate::meta::MetaDone, Errno>> {
+        self.split_poll(ticket)
+    }
+
+    fn meta_wait(&mut self) {
+        self.split_wait();
     }
 
     fn cluster(&mut self) -> ClusterInfo {

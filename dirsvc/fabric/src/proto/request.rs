@@ -124,7 +124,15 @@ impl Request {
                 exclusive,
             } => (
                 op,
-                [slot as u64, len as u64, exclusive as u64, at as u64, 0, 0, 0],
+                [
+                    slot as u64,
+                    len as u64,
+                    exclusive as u64,
+                    at as u64,
+                    0,
+                    0,
+                    0,
+                ],
             ),
             Request::Readdir { slot, ino, cookie } => {
                 (Op::Readdir, [slot as u64, ino, cookie, 0, 0, 0, 0])
