@@ -41,6 +41,8 @@ pub mod singlecopy;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_meta;
+#[cfg(test)]
 mod tests_policy;
 #[cfg(test)]
 mod tests_writes;
