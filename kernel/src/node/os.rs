@@ -10,8 +10,8 @@ use userland::stats::keys;
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, Request, Response};
 use userland::os::{
-    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Fd, LocalityRange, MmapIo, NodeInfo,
-    OpenFlags, Os, RingSamples,
+    Attr, BatchIo, CacheControls, ClusterInfo, DirEntry, Fd, LocalityRange, MetaCall, MetaDone,
+    MetaStart, MetaTicket, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -108,6 +108,21 @@ impl Os for NodeOs {
     }
     fn sync(&mut self) -> Result<(), Errno> {
         with(|n| n.sync())
+    }
+
+    fn meta_start(&mut self, call: MetaCall) -> MetaStart {
+        with(|n| Ok(n.meta_start(call))).unwrap_or_else(|e| MetaStart::Done(Err(e)))
+    }
+
+    fn meta_poll(&mut self, ticket: MetaTicket) -> Option<Result<MetaDone, Errno>> {
+        with(|n| Ok(n.meta_poll(ticket))).unwrap_or_else(|e| Some(Err(e)))
+    }
+
+    fn meta_wait(&mut self) {
+        let _ = with(|n| {
+            n.meta_wait();
+            Ok(())
+        });
     }
 
     fn cluster(&mut self) -> ClusterInfo {
