@@ -6,8 +6,9 @@
 #
 # On one 1 directory + 1 node cluster per kernel (strong mode, datasets
 # varmail:4m,fileserver:8m): `app varmail` and `app fileserver` with
-# --threads 1 and 16, then fio 4k psync random reads of a 2 MiB file
-# (node cache dropped before each run) with --numjobs=1 and 8. With
+# --threads 1 and 16, then fio 4k psync random reads
+# (each job its own 1 MiB file, read once from a dropped cache: misses)
+# with --numjobs=1 and 8. With
 # --base-kernel ELF (a kernel built from an earlier commit, e.g. main,
 # whose metadata calls block the vCPU) the same runs go on that kernel
 # too, alternating; printed: each figure, the 16-vs-1 (8-vs-1) ratios
@@ -43,7 +44,8 @@ KERNEL="$ROOT/target/x86_64-unknown-none/release/onecopy-kernel"
 RUN=$(mktemp -d /tmp/onecopy-bench-meta.XXXXXX)
 trap 'rm -rf "$RUN"' EXIT
 
-FIO="--name=ps --rw=randread --bs=4k --size=2m --ioengine=psync --runtime=$RUNTIME --time_based --invalidate=1"
+# Each job reads its own 1 MiB file once, from a dropped cache: misses.
+FIO="--name=ps --rw=randread --bs=4k --size=1m --ioengine=psync --invalidate=1"
 # run LABEL KERNEL: one cluster, every workload; prints "LABEL-NAME value" lines.
 run() {
     local label=$1 kernel=$2 out
