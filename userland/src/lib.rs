@@ -22,6 +22,7 @@ extern crate alloc;
 pub mod app;
 pub mod fio;
 pub mod line;
+pub mod meta;
 pub mod os;
 pub mod parse;
 pub mod pattern;

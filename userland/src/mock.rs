@@ -12,6 +12,9 @@ use crate::os::{
 };
 use fabric::proto::{MissStats, MAX_NAME};
 
+mod meta;
+pub use meta::MetaSplit;
+
 #[derive(Debug, Clone)]
 struct Node {
     ino: u64,
@@ -89,6 +92,8 @@ pub struct MockOs {
     pub groups: Vec<CacheGroup>,
     /// Every `set_task_group` name, in order.
     pub task_groups: Vec<String>,
+    /// Split metadata calls (off: every call finishes at once).
+    pub meta: MetaSplit,
 }
 
 /// How far the clock moves per `read` with [`MockOs::miss_per_read`].
@@ -163,6 +168,7 @@ impl MockOs {
             reads: 0,
             groups: alloc::vec![mock_group(DEFAULT_GROUP_NAME)],
             task_groups: Vec::new(),
+            meta: MetaSplit::default(),
         }
     }
 
@@ -564,6 +570,9 @@ impl Os for MockOs {
     /// Logged in `batches`; fault `"io_batch"` fails the call as a whole.
     fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
         self.batches.push(ios.len());
+        self.meta
+            .events
+            .push(alloc::format!("io_batch {}", ios.len()));
         self.check("io_batch")?;
         for io in ios.iter_mut() {
             io.done = crate::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
@@ -726,6 +735,21 @@ impl Os for MockOs {
             page_fills: scale(per.page_fills),
             file_reads: scale(per.file_reads),
         })
+    }
+
+    fn meta_start(&mut self, call: crate::meta::MetaCall) -> crate::meta::MetaStart {
+        self.split_start(call)
+    }
+
+    fn meta_poll(
+        &mut self,
+        ticket: crate::meta::MetaTicket,
+    ) -> Option<Result<crate::meta::MetaDone, Errno>> {
+        self.split_poll(ticket)
+    }
+
+    fn meta_wait(&mut self) {
+        self.split_wait();
     }
 
     fn cluster(&mut self) -> ClusterInfo {

@@ -8,6 +8,8 @@ use alloc::vec::Vec;
 pub use fabric::config::PolicyName;
 pub use fabric::proto::{Attr, DirEntry, Errno, FileKind, LocalityRange, MissStats};
 
+pub use crate::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
+
 /// A file descriptor handed out by [`Os::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fd(pub u32);
@@ -409,6 +411,30 @@ pub trait Os {
         }
         Ok(())
     }
+
+    /// Start a metadata call without waiting for its answer (tasks, see
+    /// [`crate::meta`]): `Pending` with a ticket for [`Os::meta_poll`], or
+    /// `Done` when it finished at once. The default performs it
+    /// synchronously ([`crate::meta::run_sync`]). The calls a task starts
+    /// one after the other take effect in that order; calls of different
+    /// tasks in flight together are independent.
+    fn meta_start(&mut self, call: MetaCall) -> MetaStart {
+        MetaStart::Done(crate::meta::run_sync(self, call))
+    }
+
+    /// Is the call of `ticket` finished? `Some` once (the ticket is then
+    /// forgotten); a call whose answer does not come within the OS's call
+    /// timeout finishes with `Unavailable`. An unknown ticket is
+    /// `Some(Err(Invalid))`.
+    fn meta_poll(&mut self, _ticket: MetaTicket) -> Option<Result<MetaDone, Errno>> {
+        Some(Err(Errno::Invalid))
+    }
+
+    /// Nothing else can run: wait a little for answers to the calls in
+    /// flight (one wait step: spin, or sleep until a doorbell or a short
+    /// deadline; notices are serviced meanwhile). Returns at once when
+    /// none is in flight.
+    fn meta_wait(&mut self) {}
 
     /// Where a benchmark runs, for its report: `(node id, cache mode name,
     /// instances kept busy by a run here)`. The default takes the node id

@@ -117,6 +117,7 @@ impl Rig {
         self.call(&Request::Path {
             op,
             slot: 0,
+            at: 0,
             len: p.len() as u32,
             exclusive: false,
         })
@@ -493,6 +494,7 @@ fn bad_requests_get_clear_errors() {
             Request::Path {
                 op: Op::Lookup,
                 slot,
+                at: 0,
                 len: 2,
                 exclusive: false,
             },
@@ -526,6 +528,7 @@ fn bad_requests_get_clear_errors() {
     let lookup = |len| Request::Path {
         op: Op::Lookup,
         slot: 0,
+        at: 0,
         len,
         exclusive: false,
     };

@@ -57,12 +57,16 @@ impl<D: BlockDevice> Directory<D> {
             Request::Path {
                 op,
                 slot,
+                at,
                 len,
                 exclusive,
             } => {
-                let (_, mut buf) = slot_buffer(bulk, slot, 0, len)?;
-                bulk.read(slot, &mut buf)?;
-                let path = core::str::from_utf8(&buf).map_err(|_| Errno::Invalid)?;
+                let (at, buf) = slot_buffer(bulk, slot, at, len)?;
+                // The path sits at `at`: read the slot up to its end.
+                let mut head = vec![0u8; at + buf.len()];
+                bulk.read(slot, &mut head)?;
+                let path = head.get(at..).ok_or(Errno::Invalid)?;
+                let path = core::str::from_utf8(path).map_err(|_| Errno::Invalid)?;
                 match op {
                     Op::Lookup => fs.lookup(path).map(Response::Attr),
                     Op::Create => fs.create(path, exclusive).map(Response::Attr),

@@ -89,6 +89,7 @@ impl Rig {
             &Request::Path {
                 op,
                 slot: 0,
+                at: 0,
                 len: p.len() as u32,
                 exclusive: false,
             },
@@ -245,12 +246,64 @@ fn data_requests_use_sub_slots_side_by_side() {
 }
 
 #[test]
+fn path_requests_use_sub_slots_side_by_side() {
+    // Several paths in slot 0 at once, each request naming its own
+    // offset: all go out before any is served, and each answer is the
+    // one for its own path.
+    let rig = Rig::new(1, true);
+    let mut a = rig.join(1);
+    let (off, cap) = a.bulk(0).unwrap();
+    let paths = ["/p0", "/second", "/third-file"];
+    let mut tags = Vec::new();
+    for (k, p) in paths.iter().enumerate() {
+        let at = k * fabric::proto::MAX_PATH;
+        rig.mem.write(off + at, p.as_bytes());
+        let req = Request::Path {
+            op: Op::Create,
+            slot: 0,
+            at: at as u32,
+            len: p.len() as u32,
+            exclusive: true,
+        };
+        tags.push(a.send(&*rig.mem, &req, &mut || false).unwrap());
+    }
+    rig.step();
+    let mut inos = Vec::new();
+    while let Some((tag, d)) = a.recv(&*rig.mem).unwrap() {
+        let (_, r) = Response::decode(&d, Op::Create).unwrap();
+        let Response::Attr(attr) = r else {
+            panic!("create {tag}: {r:?}")
+        };
+        inos.push((tag, attr.ino));
+    }
+    assert_eq!(inos.len(), 3);
+    for (p, (tag, ino)) in paths.iter().zip(&inos) {
+        assert!(tags.contains(tag));
+        rig.mem.write(off, p.as_bytes());
+        let Response::Attr(x) = rig.path(&mut a, Op::Lookup, p).unwrap() else {
+            panic!("lookup {p}")
+        };
+        assert_eq!(x.ino, *ino, "{p} was created from its own sub-slot");
+    }
+    // A path running past the slot's end is refused.
+    let past = Request::Path {
+        op: Op::Lookup,
+        slot: 0,
+        at: (cap - 1) as u32,
+        len: 2,
+        exclusive: false,
+    };
+    assert_eq!(rig.call(&mut a, &past), Err(Errno::Invalid));
+}
+
+#[test]
 fn bad_slots_lengths_and_opcodes_are_refused() {
     let rig = Rig::new(1, true);
     let mut a = rig.join(1);
     let bad_slot = Request::Path {
         op: Op::Lookup,
         slot: 99,
+        at: 0,
         len: 1,
         exclusive: false,
     };
@@ -270,6 +323,7 @@ fn bad_slots_lengths_and_opcodes_are_refused() {
     let p = Request::Path {
         op: Op::Lookup,
         slot: 0,
+        at: 0,
         len: 2,
         exclusive: false,
     };

@@ -95,6 +95,7 @@ impl Rig {
             &Request::Path {
                 op: Op::Create,
                 slot: 0,
+                at: 0,
                 len: 2,
                 exclusive: false,
             },

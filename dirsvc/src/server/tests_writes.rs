@@ -295,6 +295,7 @@ fn a_namespace_change_waits_for_the_writes_in_flight() {
         &Request::Path {
             op: Op::Create,
             slot: 0,
+            at: 0,
             len: 2,
             exclusive: false,
         },

@@ -6,7 +6,7 @@
 //! directory gone). The kernel's closure halts or spins and checks the
 //! clock; host tests run the directory inside it.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
 use fabric::layout::{Header, Layout, NodeState};
@@ -30,6 +30,10 @@ pub struct Client {
     /// [`MAX_LATE`]: a late grant must still be released (see
     /// `ScState::late_answer`).
     late: VecDeque<(u32, Desc)>,
+    /// Calls in flight that nobody blocks on (tasks' metadata calls, see
+    /// [`Client::register`]): tag -> (give-up time, the answer once it
+    /// came). Whoever reads the response ring stores their answers here.
+    inflight: BTreeMap<u32, (u64, Option<Desc>)>,
 }
 
 /// Late answers kept for the session to look at.
@@ -96,6 +100,7 @@ impl Client {
             next_tag: 1,
             epoch: h.node_epoch(node),
             late: VecDeque::new(),
+            inflight: BTreeMap::new(),
         })
     }
 
@@ -119,9 +124,14 @@ impl Client {
         self.layout.bulk_slot(self.node, slot)
     }
 
-    /// Keep the answer `d` to a call nobody waits for any more (the
-    /// oldest goes beyond [`MAX_LATE`]).
+    /// Keep the answer `d` to a call nobody blocks on: a registered
+    /// call's answer is stored for it, any other is late (the oldest
+    /// goes beyond [`MAX_LATE`]).
     pub fn keep_late(&mut self, tag: u32, d: Desc) {
+        if let Some((_, answer)) = self.inflight.get_mut(&tag) {
+            *answer = Some(d);
+            return;
+        }
         if self.late.len() >= MAX_LATE {
             self.late.pop_front();
         }
@@ -149,12 +159,41 @@ impl Client {
 
     /// The next response, if one is waiting: its tag and raw descriptor
     /// (decode it with [`Response::decode`] and the opcode sent).
+    /// Answers of registered calls ([`Client::register`]) are stored for
+    /// them on the way and never returned here.
     pub fn recv(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<Option<(u32, Desc)>, Errno> {
-        Ok(self
-            .resp
-            .pop(mem)
-            .map_err(ring_err)?
-            .map(|d| (Raw::decode(&d).tag, d)))
+        while let Some(d) = self.resp.pop(mem).map_err(ring_err)? {
+            let tag = Raw::decode(&d).tag;
+            match self.inflight.get_mut(&tag) {
+                Some((_, answer)) => *answer = Some(d),
+                None => return Ok(Some((tag, d))),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The call `tag` (just sent) is in flight with nobody blocking on
+    /// it: store its answer whenever any reader of the ring meets it;
+    /// it is given up at `deadline_ns`.
+    pub fn register(&mut self, tag: u32, deadline_ns: u64) {
+        self.inflight.insert(tag, (deadline_ns, None));
+    }
+
+    /// A registered call: `None` if not registered (any more), else its
+    /// give-up time and its answer if it came.
+    pub fn registered(&self, tag: u32) -> Option<(u64, Option<&Desc>)> {
+        self.inflight.get(&tag).map(|(t, a)| (*t, a.as_ref()))
+    }
+
+    /// Forget a registered call (answered or given up): a later answer
+    /// is late.
+    pub fn unregister(&mut self, tag: u32) -> Option<Desc> {
+        self.inflight.remove(&tag).and_then(|(_, a)| a)
+    }
+
+    /// Registered calls still waiting for their answer.
+    pub fn registered_waiting(&self) -> usize {
+        self.inflight.values().filter(|(_, a)| a.is_none()).count()
     }
 
     /// Send `req` and wait for its response. Responses with other tags

@@ -43,6 +43,8 @@ mod tests;
 #[cfg(test)]
 mod tests_groups;
 #[cfg(test)]
+mod tests_meta;
+#[cfg(test)]
 mod tests_policy;
 #[cfg(test)]
 mod tests_writes;

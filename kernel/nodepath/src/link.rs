@@ -63,6 +63,8 @@ pub struct Link<E: Env> {
     reported: bool,
     /// Wait state of the current asynchronous exchange (reset on progress).
     pending: Waiter,
+    /// Wait state of the calls nobody blocks on (reset on an answer).
+    calls_wait: Waiter,
     /// Last directory heartbeat seen and when it changed.
     dir_hb: (u64, u64),
     /// Calls are allowed although the session is broken: the node writes
@@ -141,6 +143,7 @@ fn wait_once<E: Env>(
     true
 }
 
+mod calls;
 mod reads;
 pub use reads::MAX_RING_READS;
 
@@ -159,6 +162,7 @@ impl<E: Env> Link<E> {
             rpc_timeout_ns,
             reported: false,
             pending: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
+            calls_wait: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             dir_hb: (0, 0),
             recovering: false,
             ring_reads: MAX_RING_READS,
@@ -502,6 +506,11 @@ impl<E: Env> Link<E> {
             Files::Net(None) => Err(Errno::Unavailable),
             Files::Rings => self.call(req, svc),
         }
+    }
+
+    /// Do file-server requests travel on the rings (not `net` mode)?
+    pub fn rings(&self) -> bool {
+        matches!(self.files, Files::Rings)
     }
 
     /// The file-server transport's name (`bench rpc`).

@@ -18,7 +18,10 @@ use crate::private::Private;
 use crate::singlecopy::SingleCopy;
 use crate::vfs::{DataPath, Vfs};
 
+mod meta;
 mod mmap;
+
+pub use meta::MetaJobs;
 
 /// Loads (`false`) or stores (`true`) of the bytes at a window address:
 /// the kernel's volatile window accesses, or a host test's fake.
@@ -79,6 +82,8 @@ pub struct Node<E: Env> {
     /// The files `mmap_io` works on: path, inode, size (looked up once,
     /// forgotten at the next open).
     mmap_files: Vec<(String, u64, u64)>,
+    /// Tasks' metadata calls in flight.
+    meta: MetaJobs,
 }
 
 impl<E: Env + 'static> Node<E> {
@@ -90,6 +95,7 @@ impl<E: Env + 'static> Node<E> {
             link,
             vfs: Vfs::new(data_path(&cfg)),
             mmap_files: Vec::new(),
+            meta: MetaJobs::default(),
         }
     }
 }

@@ -210,8 +210,10 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn close(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _ino: u64) -> Result<(), Errno> {
         Ok(())
     }
-    /// Write back and flush `ino`.
-    fn fsync(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno>;
+    /// Write back `ino`'s dirty data (fsync, before the `Fsync`
+    /// request that flushes the disk).
+    fn fsync_prepare(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64)
+        -> Result<(), Errno>;
     /// Write back everything this node dirtied (before the global flush).
     fn write_back_all(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> Result<(), Errno> {
         Ok(())
@@ -241,6 +243,15 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn single_copy(&mut self) -> Option<&mut ScState> {
         None
     }
+}
+
+/// What an open does after its lookup ([`Vfs::open_looked_up`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenNext {
+    /// Give it a descriptor ([`Vfs::install`]).
+    Ready(Attr),
+    /// Truncate inode `.0` to 0 first ([`Vfs::open_truncated`]).
+    Truncate(u64),
 }
 
 struct OpenFile {
@@ -316,6 +327,30 @@ impl<E: Env> Vfs<E> {
         Ok(a.size)
     }
 
+    /// The request for path operation `op` on `path`, the path written
+    /// at byte `at` of bulk slot 0 (synchronous calls use 0; each of a
+    /// node's calls in flight together has its own sub-slot).
+    pub fn path_request(
+        link: &mut Link<E>,
+        op: Op,
+        path: &str,
+        exclusive: bool,
+        at: usize,
+    ) -> Result<Request, Errno> {
+        let cap = link.bulk_cap(0)?;
+        if path.len() > fabric::proto::MAX_PATH || at.saturating_add(path.len()) > cap {
+            return Err(Errno::NameTooLong);
+        }
+        link.bulk_write(0, at, path.as_bytes())?;
+        Ok(Request::Path {
+            op,
+            slot: 0,
+            at: u32::try_from(at).map_err(|_| Errno::Invalid)?,
+            len: path.len() as u32,
+            exclusive,
+        })
+    }
+
     fn path_op(
         &mut self,
         link: &mut Link<E>,
@@ -323,62 +358,86 @@ impl<E: Env> Vfs<E> {
         path: &str,
         exclusive: bool,
     ) -> Result<Response, Errno> {
-        let cap = link.bulk_cap(0)?;
-        if path.len() > cap || path.len() > fabric::proto::MAX_PATH {
-            return Err(Errno::NameTooLong);
-        }
-        link.bulk_write(0, 0, path.as_bytes())?;
-        self.call(
-            link,
-            &Request::Path {
-                op,
-                slot: 0,
-                len: path.len() as u32,
-                exclusive,
-            },
-        )
+        let req = Self::path_request(link, op, path, exclusive, 0)?;
+        self.call(link, &req)
     }
 
     /// Attributes of a path.
     /// The size is this node's local one if its buffered writes extended
     /// the file.
     pub fn stat(&mut self, link: &mut Link<E>, path: &str) -> Result<Attr, Errno> {
-        let mut a = attr_of(self.path_op(link, Op::Lookup, path, false)?)?;
+        let a = attr_of(self.path_op(link, Op::Lookup, path, false)?)?;
+        Ok(self.stat_attr(a))
+    }
+
+    /// The attributes a lookup answered, as `stat` gives them.
+    pub fn stat_attr(&self, mut a: Attr) -> Attr {
         if let Some(local) = self.meta.local_size(a.ino) {
             a.size = a.size.max(local);
         }
-        Ok(a)
+        a
+    }
+
+    /// Is a descriptor free?
+    pub fn has_free_fd(&self) -> bool {
+        self.free_fds() > 0
+    }
+
+    /// Descriptors free.
+    pub fn free_fds(&self) -> usize {
+        self.files.iter().filter(|f| f.is_none()).count()
     }
 
     /// Open a file.
     pub fn open(&mut self, link: &mut Link<E>, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        if !self.has_free_fd() {
+            return Err(Errno::TooManyFiles);
+        }
+        let op = if flags.create { Op::Create } else { Op::Lookup };
+        let a = attr_of(self.path_op(link, op, path, flags.exclusive)?)?;
+        let a = match self.open_looked_up(a, flags)? {
+            OpenNext::Ready(a) => a,
+            OpenNext::Truncate(ino) => {
+                let req = Request::Setattr {
+                    ino,
+                    size: 0,
+                    expect: None,
+                };
+                let a = attr_of(self.call(link, &req)?)?;
+                self.open_truncated(&link.env, &a);
+                a
+            }
+        };
+        self.install(&a, flags)
+    }
+
+    /// An open's lookup (or create) answered `a`: a directory is refused;
+    /// a file to truncate that holds data (buffered writes past the
+    /// directory's end count too) needs a `Setattr` to size 0 first.
+    pub fn open_looked_up(&self, a: Attr, flags: OpenFlags) -> Result<OpenNext, Errno> {
+        if a.kind == FileKind::Dir {
+            return Err(Errno::IsDir);
+        }
+        if flags.truncate && (a.size != 0 || self.meta.local_size(a.ino).is_some()) {
+            return Ok(OpenNext::Truncate(a.ino));
+        }
+        Ok(OpenNext::Ready(a))
+    }
+
+    /// An open's `Setattr` to size 0 answered `a`: drop the old pages.
+    pub fn open_truncated(&mut self, env: &E, a: &Attr) {
+        self.dp.evict(env, a.ino, 0);
+        self.meta.clear_local_size(a.ino);
+    }
+
+    /// Give the opened file `a` a descriptor.
+    pub fn install(&mut self, a: &Attr, flags: OpenFlags) -> Result<Fd, Errno> {
         let slot = self
             .files
             .iter()
             .position(Option::is_none)
             .ok_or(Errno::TooManyFiles)?;
-        let mut a = if flags.create {
-            attr_of(self.path_op(link, Op::Create, path, flags.exclusive)?)?
-        } else {
-            attr_of(self.path_op(link, Op::Lookup, path, false)?)?
-        };
-        if a.kind == FileKind::Dir {
-            return Err(Errno::IsDir);
-        }
-        // Buffered writes past the directory's end count too.
-        if flags.truncate && (a.size != 0 || self.meta.local_size(a.ino).is_some()) {
-            a = attr_of(self.call(
-                link,
-                &Request::Setattr {
-                    ino: a.ino,
-                    size: 0,
-                    expect: None,
-                },
-            )?)?;
-            self.dp.evict(&link.env, a.ino, 0);
-            self.meta.clear_local_size(a.ino);
-        }
-        self.learn(&a);
+        self.learn(a);
         self.files[slot] = Some(OpenFile {
             ino: a.ino,
             pos: 0,
@@ -492,10 +551,10 @@ impl<E: Env> Vfs<E> {
         Ok(())
     }
 
-    /// Flush an open file.
+    /// Flush an open file: its dirty data, then the directory's flush.
     pub fn fsync(&mut self, link: &mut Link<E>, fd: Fd) -> Result<(), Errno> {
-        let ino = self.file(fd)?.ino;
-        self.dp.fsync(link, &mut self.meta, ino)
+        let ino = self.fsync_prepare(link, fd)?;
+        self.call(link, &Request::Fsync { ino }).map(|_| ())
     }
 
     /// Flush everything.
@@ -571,9 +630,22 @@ impl<E: Env> Vfs<E> {
     pub fn unlink(&mut self, link: &mut Link<E>, path: &str) -> Result<(), Errno> {
         let a = self.stat(link, path)?;
         self.path_op(link, Op::Unlink, path, false)?;
-        self.dp.evict(&link.env, a.ino, 0);
-        self.dp.forget_pages(a.ino);
-        self.meta.remove(a.ino);
+        self.unlinked(&link.env, a.ino);
         Ok(())
+    }
+
+    /// The directory removed `ino`: forget its pages and sizes.
+    pub fn unlinked(&mut self, env: &E, ino: u64) {
+        self.dp.evict(env, ino, 0);
+        self.dp.forget_pages(ino);
+        self.meta.remove(ino);
+    }
+
+    /// Write back `ino`'s dirty data before its flush request (fsync's
+    /// first half; the `Fsync` request is the second).
+    pub fn fsync_prepare(&mut self, link: &mut Link<E>, fd: Fd) -> Result<u64, Errno> {
+        let ino = self.file(fd)?.ino;
+        self.dp.fsync_prepare(link, &mut self.meta, ino)?;
+        Ok(ino)
     }
 }

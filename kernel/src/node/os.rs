@@ -11,7 +11,8 @@ use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, MissKind, Request, Response};
 use userland::os::{
     Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Fd, GroupSettings,
-    LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
+    LocalityRange, MetaCall, MetaDone, MetaStart, MetaTicket, MissCounters, MmapIo, NodeInfo,
+    OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -108,6 +109,21 @@ impl Os for NodeOs {
     }
     fn sync(&mut self) -> Result<(), Errno> {
         with(|n| n.sync())
+    }
+
+    fn meta_start(&mut self, call: MetaCall) -> MetaStart {
+        with(|n| Ok(n.meta_start(call))).unwrap_or_else(|e| MetaStart::Done(Err(e)))
+    }
+
+    fn meta_poll(&mut self, ticket: MetaTicket) -> Option<Result<MetaDone, Errno>> {
+        with(|n| Ok(n.meta_poll(ticket))).unwrap_or_else(|e| Some(Err(e)))
+    }
+
+    fn meta_wait(&mut self) {
+        let _ = with(|n| {
+            n.meta_wait();
+            Ok(())
+        });
     }
 
     fn cluster(&mut self) -> ClusterInfo {

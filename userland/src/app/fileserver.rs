@@ -80,23 +80,23 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
                     let size = Rng::new(run.seed, hash2(t as u64, k)).gamma15(size);
                     let w =
                         fileset::write_whole(ex, m, WRITE, fd, &path, size, rng.next_u64()).await;
-                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots).await?;
                     w?;
                     let fd = fileset::open(ex, m, OPEN, &path, slots).await?;
                     let end = Cell::new(size);
                     let a = fileset::append_rand(ex, m, APPEND, fd, &path, &end, &mut rng).await;
-                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots).await?;
                     a?;
                     let shared = set.next_path(run.seed);
                     let fd = fileset::open(ex, m, OPEN, &shared, slots).await?;
                     let r = fileset::read_whole(ex, m, READ, fd, &shared).await;
-                    fileset::close(ex, m, CLOSE, fd, &shared, slots)?;
+                    fileset::close(ex, m, CLOSE, fd, &shared, slots).await?;
                     r?;
                     if let Some(old) = prev.take() {
-                        fileset::delete(ex, m, DELETE, &old)?;
+                        fileset::delete(ex, m, DELETE, &old).await?;
                     }
                     let shared = set.next_path(run.seed);
-                    fileset::stat(ex, m, STAT, &shared)?;
+                    fileset::stat(ex, m, STAT, &shared).await?;
                     Ok(())
                 }
                 .await;

@@ -181,15 +181,16 @@ impl Future for Acquire<'_> {
     }
 }
 
-/// Run `f` on the OS and record its time as operation `op`.
-pub fn timed<R>(
+/// Await the metadata call `call` (the task yields while it is out) and
+/// record its time as operation `op`.
+pub async fn timed<R>(
     ex: &Tasks<'_>,
     m: &Meter,
     op: usize,
-    f: impl FnOnce(&mut dyn crate::os::Os) -> Result<R, Errno>,
+    call: impl Future<Output = Result<R, Errno>>,
 ) -> Result<R, Errno> {
     let t0 = ex.uptime_ns();
-    let r = ex.with_os(f);
+    let r = call.await;
     let t1 = ex.uptime_ns();
     if r.is_ok() {
         m.record(op, t1.saturating_sub(t0), 0, 0, t1);
@@ -236,7 +237,7 @@ async fn open_with(
     what: &str,
 ) -> Result<Fd, AppError> {
     slots.acquire().await;
-    let r = timed(ex, m, op, |os| os.open(path, flags));
+    let r = timed(ex, m, op, ex.open(path, flags)).await;
     if r.is_err() {
         slots.release();
     }
@@ -244,7 +245,7 @@ async fn open_with(
 }
 
 /// `closefile` (the slot is given back even if the close fails).
-pub fn close(
+pub async fn close(
     ex: &Tasks<'_>,
     m: &Meter,
     op: usize,
@@ -252,30 +253,42 @@ pub fn close(
     path: &str,
     slots: &Slots,
 ) -> Result<(), AppError> {
-    let r = timed(ex, m, op, |os| os.close(fd));
+    let r = timed(ex, m, op, ex.close(fd)).await;
     slots.release();
     r.map_err(|e| AppError::new(format!("{path}: close: {e}")))
 }
 
 /// `fsync`.
-pub fn fsync(ex: &Tasks<'_>, m: &Meter, op: usize, fd: Fd, path: &str) -> Result<(), AppError> {
-    timed(ex, m, op, |os| os.fsync(fd)).map_err(|e| AppError::new(format!("{path}: fsync: {e}")))
+pub async fn fsync(
+    ex: &Tasks<'_>,
+    m: &Meter,
+    op: usize,
+    fd: Fd,
+    path: &str,
+) -> Result<(), AppError> {
+    timed(ex, m, op, ex.fsync(fd))
+        .await
+        .map_err(|e| AppError::new(format!("{path}: fsync: {e}")))
 }
 
 /// `deletefile`: remove `path` (a missing file is fine: nothing to do).
-pub fn delete(ex: &Tasks<'_>, m: &Meter, op: usize, path: &str) -> Result<(), AppError> {
-    match timed(ex, m, op, |os| match os.unlink(path) {
-        Err(Errno::NotFound) => Ok(()),
-        r => r,
-    }) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(AppError::new(format!("{path}: delete: {e}"))),
-    }
+pub async fn delete(ex: &Tasks<'_>, m: &Meter, op: usize, path: &str) -> Result<(), AppError> {
+    let unlink = async {
+        match ex.unlink(path).await {
+            Err(Errno::NotFound) => Ok(()),
+            r => r,
+        }
+    };
+    timed(ex, m, op, unlink)
+        .await
+        .map_err(|e| AppError::new(format!("{path}: delete: {e}")))
 }
 
 /// `statfile`.
-pub fn stat(ex: &Tasks<'_>, m: &Meter, op: usize, path: &str) -> Result<u64, AppError> {
-    timed(ex, m, op, |os| os.stat(path).map(|a| a.size))
+pub async fn stat(ex: &Tasks<'_>, m: &Meter, op: usize, path: &str) -> Result<u64, AppError> {
+    timed(ex, m, op, ex.stat(path))
+        .await
+        .map(|a| a.size)
         .map_err(|e| AppError::new(format!("{path}: stat: {e}")))
 }
 

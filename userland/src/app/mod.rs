@@ -121,6 +121,7 @@ impl Run {
         r.seed = self.seed;
         r.dir = self.dir.clone();
         r.flush = ex.stats();
+        r.meta = ex.meta_stats();
         r.cache = cache_delta(&self.cache0.borrow(), &after);
         Ok(r)
     }

@@ -11,7 +11,7 @@ use crate::fio::json::{milli, JsonWriter};
 use crate::fio::RunEnv;
 use crate::os::Os;
 use crate::stats::keys::cache;
-use crate::task::FlushStats;
+use crate::task::{FlushStats, MetaStats};
 
 /// The `cache stats` counters a report carries (their change over the
 /// run), where the mode has them.
@@ -91,6 +91,8 @@ pub struct Report {
     pub elapsed_ns: u64,
     /// I/Os per executor flush.
     pub flush: FlushStats,
+    /// Metadata calls that yielded, and the most in flight together.
+    pub meta: MetaStats,
     /// Cache counters' change over the run.
     pub cache: Vec<(String, u64)>,
     /// The workload's own figures.
@@ -114,6 +116,7 @@ impl Report {
             started: m.started(),
             elapsed_ns: m.elapsed_ns(),
             flush: FlushStats::default(),
+            meta: MetaStats::default(),
             cache: Vec::new(),
             extra: Vec::new(),
         }
@@ -168,6 +171,10 @@ impl Report {
             milli_text(self.flush.mean_milli()),
             self.flush.max
         ));
+        out.push_str(&format!(
+            "  metadata calls yielded {}, at once {}, in flight together (max) {}\n",
+            self.meta.yielded, self.meta.immediate, self.meta.max_in_flight
+        ));
         if !self.cache.is_empty() {
             let parts: Vec<String> = self.cache.iter().map(|(k, v)| format!("{k} {v}")).collect();
             out.push_str(&format!("  cache: {}\n", parts.join(", ")));
@@ -205,7 +212,9 @@ impl Report {
             .uint("bytes_read", self.bytes_read())
             .uint("bytes_written", self.bytes_written())
             .number("mean_iodepth", &milli(self.flush.mean_milli()))
-            .uint("max_iodepth", self.flush.max);
+            .uint("max_iodepth", self.flush.max)
+            .uint("meta_yielded", self.meta.yielded)
+            .uint("meta_max_in_flight", self.meta.max_in_flight);
         j.begin(Some("ops"));
         for (i, (name, s)) in self.names.iter().zip(&self.ops).enumerate() {
             j.begin(Some(name))

@@ -76,30 +76,30 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
                 k += 1;
                 let step: Result<(), AppError> = async {
                     if let Some(old) = prev.take() {
-                        fileset::delete(ex, m, DELETE, &old)?;
+                        fileset::delete(ex, m, DELETE, &old).await?;
                     }
                     let end = Cell::new(0);
                     let fd = fileset::create(ex, m, CREATE, &path, slots).await?;
                     let r = async {
                         fileset::append_rand(ex, m, APPEND, fd, &path, &end, &mut rng).await?;
-                        fileset::fsync(ex, m, FSYNC, fd, &path)
+                        fileset::fsync(ex, m, FSYNC, fd, &path).await
                     }
                     .await;
-                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots).await?;
                     r?;
                     let fd = fileset::open(ex, m, OPEN, &path, slots).await?;
                     let r = async {
                         fileset::read_whole(ex, m, READ, fd, &path).await?;
                         fileset::append_rand(ex, m, APPEND, fd, &path, &end, &mut rng).await?;
-                        fileset::fsync(ex, m, FSYNC, fd, &path)
+                        fileset::fsync(ex, m, FSYNC, fd, &path).await
                     }
                     .await;
-                    fileset::close(ex, m, CLOSE, fd, &path, slots)?;
+                    fileset::close(ex, m, CLOSE, fd, &path, slots).await?;
                     r?;
                     let shared = set.next_path(run.seed);
                     let fd = fileset::open(ex, m, OPEN, &shared, slots).await?;
                     let r = fileset::read_whole(ex, m, READ, fd, &shared).await;
-                    fileset::close(ex, m, CLOSE, fd, &shared, slots)?;
+                    fileset::close(ex, m, CLOSE, fd, &shared, slots).await?;
                     r.map(|_| ())
                 }
                 .await;

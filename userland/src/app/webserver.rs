@@ -71,7 +71,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
                         let path = set.next_path(run.seed);
                         let fd = fileset::open(ex, m, 0, &path, slots).await?;
                         let r = fileset::read_whole(ex, m, 1, fd, &path).await;
-                        fileset::close(ex, m, 2, fd, &path, slots)?;
+                        fileset::close(ex, m, 2, fd, &path, slots).await?;
                         r?;
                     }
                     fileset::append_rand(ex, m, 3, logfd, log, log_end, &mut rng).await?;

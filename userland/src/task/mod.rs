@@ -45,11 +45,16 @@ use core::task::{Context, Poll, Waker};
 use crate::os::Os;
 
 mod io;
+mod meta;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_meta;
 
 use io::Queue;
 pub use io::{IoDone, IoFuture, YieldNow};
+use meta::Calls;
+pub use meta::{MetaFuture, MetaStats};
 
 /// A task: a boxed future borrowing from the executor's scope.
 pub type Task<'t, T> = Pin<Box<dyn Future<Output = T> + 't>>;
@@ -132,6 +137,8 @@ impl Wake for Flag {
 pub struct Tasks<'a> {
     os: RefCell<&'a mut dyn Os>,
     queue: RefCell<Queue>,
+    /// Metadata calls in flight.
+    calls: RefCell<Calls>,
     stats: Cell<FlushStats>,
     /// The task being polled (for [`Tasks::current`]).
     current: Cell<usize>,
@@ -143,6 +150,7 @@ impl<'a> Tasks<'a> {
         Tasks {
             os: RefCell::new(os),
             queue: RefCell::new(Queue::default()),
+            calls: RefCell::new(Calls::default()),
             stats: Cell::new(FlushStats::default()),
             current: Cell::new(0),
         }
@@ -220,10 +228,23 @@ impl<'a> Tasks<'a> {
             if polled || left == 0 {
                 continue;
             }
-            if self.flush() == 0 {
+            // No task can run: collect the metadata answers already in,
+            // else send the queued data I/O out, else wait for answers.
+            if self.calls.borrow().in_flight() > 0 && self.poll_calls() > 0 {
+                continue;
+            }
+            if self.flush() > 0 {
+                continue;
+            }
+            if self.calls.borrow().in_flight() == 0 {
+                drop(tasks);
+                self.drain_orphans();
                 return Err(Stalled { waiting: left });
             }
+            self.wait_calls();
         }
+        drop(tasks);
+        self.drain_orphans();
         Ok(out.into_iter().flatten().collect())
     }
 

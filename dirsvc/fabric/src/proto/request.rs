@@ -8,12 +8,18 @@ use super::{small, DecodeError, Desc, MissKind, Op, PageReq, Raw, MAX_PATH};
 pub enum Request {
     /// Empty round trip.
     Nop,
-    /// Path operations: which one, bulk slot, path length, flag.
+    /// Path operations: which one, bulk slot, where in it, path length,
+    /// flag.
     Path {
         /// Lookup, Create, Mkdir, Unlink or Rmdir.
         op: Op,
         /// Bulk slot holding the path.
         slot: u32,
+        /// Byte offset of the path in the slot: a slot holds several
+        /// requests' paths side by side, so a node's metadata calls can be
+        /// in flight together. `at + len` must fit the slot (else
+        /// `Invalid`).
+        at: u32,
         /// Path length in bytes.
         len: u32,
         /// `Create`: fail with `Exists` if the file exists.
@@ -119,9 +125,21 @@ impl Request {
             Request::Path {
                 op,
                 slot,
+                at,
                 len,
                 exclusive,
-            } => (op, [slot as u64, len as u64, exclusive as u64, 0, 0, 0, 0]),
+            } => (
+                op,
+                [
+                    slot as u64,
+                    len as u64,
+                    exclusive as u64,
+                    at as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            ),
             Request::Readdir { slot, ino, cookie } => {
                 (Op::Readdir, [slot as u64, ino, cookie, 0, 0, 0, 0])
             }
@@ -182,6 +200,7 @@ impl Request {
                 Request::Path {
                     op,
                     slot: small(a[0])?,
+                    at: small(a[3])?,
                     len,
                     exclusive: a[2] == 1,
                 }

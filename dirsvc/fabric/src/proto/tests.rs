@@ -18,12 +18,14 @@ fn requests_round_trip() {
         Request::Path {
             op: Op::Create,
             slot: 2,
+            at: 3072,
             len: 17,
             exclusive: true,
         },
         Request::Path {
             op: Op::Lookup,
             slot: 0,
+            at: 0,
             len: 1,
             exclusive: false,
         },
@@ -122,6 +124,7 @@ fn malformed_descriptors_are_errors_not_panics() {
         &Request::Path {
             op: Op::Lookup,
             slot: 0,
+            at: 0,
             len: 1,
             exclusive: false,
         }
@@ -188,6 +191,7 @@ fn op_of_matches_the_encoded_opcode() {
         reqs.push(Request::Path {
             op,
             slot: 0,
+            at: 0,
             len: 1,
             exclusive: false,
         });

@@ -142,7 +142,8 @@ impl<E: Env> Link<E> {
             match self.recv()? {
                 Some((tag, d)) => {
                     let Some(k) = tags.iter().position(|t| *t == Some(tag)) else {
-                        continue; // a late answer to an abandoned call
+                        self.keep_late(tag, d); // an abandoned call's answer
+                        continue;
                     };
                     let Some(slot) = answers.get_mut(k) else {
                         continue;

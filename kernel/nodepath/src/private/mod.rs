@@ -302,9 +302,13 @@ impl<E: Env> DataPath<E> for Private {
         self.write_back_ino(link, meta, ino)
     }
 
-    fn fsync(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
-        self.write_back_ino(link, meta, ino)?;
-        link.fs_call(&Request::Fsync { ino }, self).map(|_| ())
+    fn fsync_prepare(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+    ) -> Result<(), Errno> {
+        self.write_back_ino(link, meta, ino)
     }
 
     fn write_back_all(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {

@@ -346,8 +346,16 @@ impl<E: Env> DataPath<E> for SingleCopy {
         Ok(())
     }
 
-    fn fsync(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
-        self.fsync_ino(link, meta, ino)
+    fn fsync_prepare(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+    ) -> Result<(), Errno> {
+        let size = meta.size_of(ino);
+        let r = self.st.write_back(link, ino, size);
+        self.untrack(ino);
+        r
     }
 
     fn write_back_all(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {

@@ -185,6 +185,18 @@ impl ScState {
     /// WRITEBACK, relaxed private copies through the storage server and
     /// this node's bulk slot 2), then flush.
     pub fn fsync<E: Env>(&mut self, link: &mut Link<E>, ino: u64, size: u64) -> Result<(), Errno> {
+        self.write_back(link, ino, size)?;
+        link.call(&Request::Fsync { ino }, self).map(|_| ())
+    }
+
+    /// [`ScState::fsync`] but the `Fsync` request: write back `ino`'s
+    /// dirty pages and private copies.
+    pub fn write_back<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        size: u64,
+    ) -> Result<(), Errno> {
         self.flush_drops(link)?;
         let dirty = self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default();
         for chunk in dirty.chunks(BATCH) {
@@ -211,8 +223,7 @@ impl ScState {
             .cache()
             .map(|c| c.private_pages(ino))
             .unwrap_or_default();
-        self.write_back_private(link, ino, &private, size)?;
-        link.call(&Request::Fsync { ino }, self).map(|_| ())
+        self.write_back_private(link, ino, &private, size)
     }
 
     /// Write the private copies `keys` of `ino` (sorted) back through the

@@ -204,3 +204,22 @@ fn webserver_default_threads_fit_the_nodes_descriptors() {
     assert!(num(&j, "max_iodepth") > 8, "{j}");
     assert_eq!(os.open_fds(), 0);
 }
+
+#[test]
+fn varmail_threads_yield_in_their_metadata_calls() {
+    // fsync, open and unlink answer only after a few wait steps: the
+    // threads' calls are in flight together, and the run still does
+    // every flowop and leaves the files as a synchronous run does.
+    let mut os = os_with("varmail", 512 << 10, 9);
+    for (k, d) in [("fsync", 3), ("open", 1), ("unlink", 2)] {
+        os.meta.delay.insert(k, d);
+    }
+    let before = os.syncs;
+    let out = app(&mut os, "varmail --ops 10 --threads 4").unwrap();
+    let j = result_line(&out);
+    assert_eq!(os.syncs - before, 20);
+    assert!(num(&j, "meta_yielded") >= 20, "{j}");
+    assert!(num(&j, "meta_max_in_flight") >= 2, "{j}");
+    assert!(os.meta.max_in_flight >= 2);
+    assert_eq!(os.open_fds(), 0);
+}

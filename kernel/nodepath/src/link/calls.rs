@@ -1,0 +1,89 @@
+//! Calls on the rings that nobody blocks on: a task's metadata call is
+//! sent ([`Link::start_call`]), and its answer is picked up later
+//! ([`Link::poll_call`]) by whoever reads the response ring first (a
+//! data batch waiting for its own answers stores it on the way, see
+//! [`crate::client::Client::register`]). Several such calls are in
+//! flight together; the directory serves a node's requests in ring
+//! order, so calls sent one after the other take effect in that order.
+
+use fabric::proto::{Errno, Op, Request, Response};
+
+use super::{wait_once, Link, Session};
+use crate::env::Env;
+
+impl<E: Env> Link<E> {
+    /// Send `req` on the rings and return its tag without waiting; its
+    /// answer is kept for [`Link::poll_call`]. Rings modes only (`net`
+    /// mode has no registered calls: `NotSupported`).
+    pub fn start_call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<u32, Errno> {
+        if !self.rings() {
+            return Err(Errno::NotSupported);
+        }
+        let tag = self.send(req, svc)?;
+        let deadline = self.env.now_ns().saturating_add(self.rpc_timeout_ns);
+        let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
+        client.register(tag, deadline);
+        Ok(tag)
+    }
+
+    /// The answer to the call `tag` of opcode `op`, if it came: `None`
+    /// while it is in flight; `Unavailable` past its give-up time or if
+    /// the session that sent it is gone (the answer is then late).
+    pub fn poll_call(&mut self, tag: u32, op: Op) -> Option<Result<Response, Errno>> {
+        let now = self.env.now_ns();
+        let Some(client) = self.client.as_mut() else {
+            return Some(Err(Errno::Unavailable));
+        };
+        // Take in what came: registered answers are stored, the rest is
+        // late (no synchronous call is waiting while a task polls).
+        loop {
+            match client.recv(self.env.mem()) {
+                Ok(Some((t, d))) => client.keep_late(t, d),
+                Ok(None) => break,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let (deadline, answered) = match client.registered(tag) {
+            None => return Some(Err(Errno::Unavailable)),
+            Some((deadline, a)) => (deadline, a.is_some()),
+        };
+        if answered {
+            let d = client.unregister(tag)?;
+            self.calls_wait.reset(); // progress
+            self.reported = false;
+            return Some(match Response::decode(&d, op) {
+                Ok((_, Response::Err(e))) => Err(e),
+                Ok((_, r)) => Ok(r),
+                Err(_) => Err(Errno::Io),
+            });
+        }
+        if now > deadline {
+            client.unregister(tag);
+            log::warn!("call {tag} ({op:?}): no answer within the call timeout");
+            return Some(Err(Errno::Unavailable));
+        }
+        None
+    }
+
+    /// Calls sent with [`Link::start_call`] still waiting for an answer.
+    pub fn calls_in_flight(&self) -> usize {
+        self.client
+            .as_ref()
+            .map(|c| c.registered_waiting())
+            .unwrap_or(0)
+    }
+
+    /// Nothing else to do: one wait step for the answers of the calls in
+    /// flight (spin, then sleep until a doorbell or the wait's give-up
+    /// time; notices are serviced meanwhile). False once the wait gave
+    /// up (the calls' own give-up times then end them).
+    pub fn wait_calls(&mut self, svc: &mut dyn Session<E>) -> bool {
+        let Some(layout) = self.layout else {
+            return false;
+        };
+        if self.calls_in_flight() == 0 {
+            return true;
+        }
+        wait_once(&self.env, layout, self.id, false, &mut self.calls_wait, svc)
+    }
+}

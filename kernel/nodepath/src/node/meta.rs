@@ -1,0 +1,334 @@
+//! A node's metadata calls in two halves, for tasks
+//! ([`userland::os::Os::meta_start`]): a call's request goes out on the
+//! rings and the node returns at once; [`Node::meta_poll`] picks the
+//! answer up and takes the next step (an open that truncates sends its
+//! `Setattr`, an unlink its removal after the lookup), or finishes the
+//! call into the VFS. Each call in flight writes its path into its own
+//! sub-slot of bulk slot 0 (`Request::Path { at }`), so several are out
+//! together; sub-slot 0 stays for synchronous calls.
+//!
+//! What runs at once, inside `meta_start`: `close`, `truncate` and
+//! `readdir` (synchronous as before), fsync's write-back of dirty pages
+//! (its `Fsync` request then goes out as a call in flight), every call
+//! in `net` mode (its file requests are synchronous TCP calls), and any
+//! call when no sub-slot is free.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use fabric::proto::{Errno, Op, Request, Response, MAX_PATH};
+use userland::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
+use userland::os::{Fd, OpenFlags};
+
+use super::Node;
+use crate::env::Env;
+use crate::vfs::{attr_of, OpenNext, Vfs};
+
+/// What a call in flight waits for.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// An open's lookup or create.
+    Open(OpenFlags),
+    /// An open's truncate to 0.
+    OpenTrunc(OpenFlags),
+    /// A stat's lookup.
+    Stat,
+    /// An unlink's lookup (then the removal, from the same sub-slot).
+    UnlinkLookup(Op),
+    /// An unlink's removal of inode `.0`.
+    Unlink(u64),
+    /// mkdir, rmdir: the answer is the result.
+    Plain,
+    /// fsync's flush (its write-back is done).
+    Fsync,
+}
+
+#[derive(Debug)]
+struct Job {
+    tag: u32,
+    op: Op,
+    step: Step,
+    /// Byte offset of the sub-slot of bulk slot 0 holding the path.
+    sub: Option<usize>,
+    /// The path's length.
+    len: u32,
+}
+
+/// The calls in flight and the free path sub-slots.
+#[derive(Debug, Default)]
+pub struct MetaJobs {
+    jobs: BTreeMap<u64, Job>,
+    next: u64,
+    free: Vec<usize>,
+    /// Sub-slots that exist (bulk slot 0 / [`MAX_PATH`]).
+    subs: usize,
+    /// Calls started in flight, and the most in flight together.
+    pub started: u64,
+    /// Most calls in flight together.
+    pub max_in_flight: usize,
+}
+
+impl MetaJobs {
+    /// A free sub-slot's byte offset. With nothing in flight every
+    /// sub-slot is free again (a call given up on its timeout keeps its
+    /// sub-slot until then: the directory may still read it).
+    fn take_sub(&mut self, cap: usize) -> Option<usize> {
+        if self.jobs.is_empty() {
+            self.subs = cap / MAX_PATH;
+            self.free = (1..self.subs).rev().collect();
+        }
+        self.free.pop().map(|k| k * MAX_PATH)
+    }
+
+    fn give_sub(&mut self, at: Option<usize>) {
+        if let Some(at) = at {
+            self.free.push(at / MAX_PATH);
+        }
+    }
+
+    fn add(&mut self, job: Job) -> MetaTicket {
+        self.next += 1;
+        self.jobs.insert(self.next, job);
+        self.started += 1;
+        self.max_in_flight = self.max_in_flight.max(self.jobs.len());
+        MetaTicket(self.next)
+    }
+
+    /// Opens in flight.
+    fn opens(&self) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| matches!(j.step, Step::Open(_) | Step::OpenTrunc(_)))
+            .count()
+    }
+
+    /// Calls in flight.
+    pub fn in_flight(&self) -> usize {
+        self.jobs.len()
+    }
+}
+
+/// Where a step leads.
+enum Next {
+    Wait(Job),
+    Done(Result<MetaDone, Errno>),
+}
+
+impl<E: Env> Node<E> {
+    /// Start a metadata call (see the module doc).
+    pub fn meta_start(&mut self, call: MetaCall) -> MetaStart {
+        if !self.link.rings() {
+            return MetaStart::Done(self.meta_sync(call));
+        }
+        let r = match &call {
+            MetaCall::Open { path, flags } => {
+                // Every open in flight will take a descriptor.
+                if self.vfs.free_fds() <= self.meta.opens() {
+                    return MetaStart::Done(Err(Errno::TooManyFiles));
+                }
+                self.mmap_files.clear(); // sizes may change
+                let op = if flags.create { Op::Create } else { Op::Lookup };
+                self.send_path(op, path, flags.exclusive, Step::Open(*flags))
+            }
+            MetaCall::Stat { path } => self.send_path(Op::Lookup, path, false, Step::Stat),
+            MetaCall::Unlink { path } => {
+                self.send_path(Op::Lookup, path, false, Step::UnlinkLookup(Op::Unlink))
+            }
+            MetaCall::Mkdir { path } => self.send_path(Op::Mkdir, path, false, Step::Plain),
+            MetaCall::Rmdir { path } => self.send_path(Op::Rmdir, path, false, Step::Plain),
+            MetaCall::Fsync { fd } => self.send_fsync(*fd),
+            MetaCall::Close { .. } | MetaCall::Truncate { .. } | MetaCall::Readdir { .. } => None,
+        };
+        match r {
+            Some(Ok(job)) => MetaStart::Pending(self.meta.add(job)),
+            Some(Err(e)) => MetaStart::Done(Err(e)),
+            None => MetaStart::Done(self.meta_sync(call)),
+        }
+    }
+
+    /// Is the call of `t` finished (see [`userland::os::Os::meta_poll`])?
+    pub fn meta_poll(&mut self, t: MetaTicket) -> Option<Result<MetaDone, Errno>> {
+        let Some(job) = self.meta.jobs.get(&t.0) else {
+            return Some(Err(Errno::Invalid));
+        };
+        let r = self.link.poll_call(job.tag, job.op)?;
+        let job = self.meta.jobs.remove(&t.0)?;
+        match self.advance(job, r) {
+            Next::Wait(job) => {
+                self.meta.jobs.insert(t.0, job);
+                None
+            }
+            Next::Done(r) => Some(r),
+        }
+    }
+
+    /// `call` at once, with the synchronous operations.
+    pub fn meta_sync(&mut self, call: MetaCall) -> Result<MetaDone, Errno> {
+        match call {
+            MetaCall::Open { path, flags } => self.open(&path, flags).map(MetaDone::Fd),
+            MetaCall::Stat { path } => self.stat(&path).map(MetaDone::Attr),
+            MetaCall::Close { fd } => self.close(fd).map(|()| MetaDone::Ok),
+            MetaCall::Fsync { fd } => self.fsync(fd).map(|()| MetaDone::Ok),
+            MetaCall::Truncate { fd, size } => self.truncate(fd, size).map(|()| MetaDone::Ok),
+            MetaCall::Unlink { path } => self.unlink(&path).map(|()| MetaDone::Ok),
+            MetaCall::Mkdir { path } => self.mkdir(&path).map(|()| MetaDone::Ok),
+            MetaCall::Rmdir { path } => self.rmdir(&path).map(|()| MetaDone::Ok),
+            MetaCall::Readdir { path } => self.readdir(&path).map(MetaDone::Entries),
+        }
+    }
+
+    /// One wait step for the answers of the calls in flight.
+    pub fn meta_wait(&mut self) {
+        if self.meta.in_flight() > 0 {
+            self.link.wait_calls(self.vfs.session());
+        }
+    }
+
+    /// The calls in flight so far: (started, most in flight together).
+    pub fn meta_counts(&self) -> (u64, usize) {
+        (self.meta.started, self.meta.max_in_flight)
+    }
+
+    /// Send a path request from a free sub-slot; `None`: none is free
+    /// (the caller runs the call synchronously).
+    fn send_path(
+        &mut self,
+        op: Op,
+        path: &str,
+        exclusive: bool,
+        step: Step,
+    ) -> Option<Result<Job, Errno>> {
+        let cap = match self.link.bulk_cap(0) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let at = self.meta.take_sub(cap)?;
+        Some(self.send_path_at(op, path, exclusive, step, at))
+    }
+
+    fn send_path_at(
+        &mut self,
+        op: Op,
+        path: &str,
+        exclusive: bool,
+        step: Step,
+        at: usize,
+    ) -> Result<Job, Errno> {
+        let r = Vfs::path_request(&mut self.link, op, path, exclusive, at)
+            .and_then(|req| self.link.start_call(&req, self.vfs.session()));
+        match r {
+            Ok(tag) => Ok(Job {
+                tag,
+                op,
+                step,
+                sub: Some(at),
+                len: path.len() as u32,
+            }),
+            Err(e) => {
+                self.meta.give_sub(Some(at));
+                Err(e)
+            }
+        }
+    }
+
+    /// fsync: write back now, then the flush request in flight.
+    fn send_fsync(&mut self, fd: Fd) -> Option<Result<Job, Errno>> {
+        let r = self.vfs.fsync_prepare(&mut self.link, fd).and_then(|ino| {
+            self.link
+                .start_call(&Request::Fsync { ino }, self.vfs.session())
+        });
+        Some(r.map(|tag| Job {
+            tag,
+            op: Op::Fsync,
+            step: Step::Fsync,
+            sub: None,
+            len: 0,
+        }))
+    }
+
+    fn start(&mut self, req: &Request, step: Step, sub: Option<usize>, len: u32) -> Next {
+        match self.link.start_call(req, self.vfs.session()) {
+            Ok(tag) => Next::Wait(Job {
+                tag,
+                op: fabric::proto::op_of(req),
+                step,
+                sub,
+                len,
+            }),
+            Err(e) => {
+                self.meta.give_sub(sub);
+                Next::Done(Err(e))
+            }
+        }
+    }
+
+    /// The answer `r` of `job` came: the next request, or the result.
+    fn advance(&mut self, job: Job, r: Result<Response, Errno>) -> Next {
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                // Given up (or no session): the directory may still read
+                // the sub-slot, so it stays taken until nothing is in
+                // flight.
+                if e != Errno::Unavailable {
+                    self.meta.give_sub(job.sub);
+                }
+                return Next::Done(Err(e));
+            }
+        };
+        match job.step {
+            Step::UnlinkLookup(op) => match (attr_of(r), job.sub) {
+                // The path is still in the job's sub-slot: remove it.
+                (Ok(a), Some(at)) => {
+                    let req = Request::Path {
+                        op,
+                        slot: 0,
+                        at: at as u32,
+                        len: job.len,
+                        exclusive: false,
+                    };
+                    self.start(&req, Step::Unlink(a.ino), job.sub, job.len)
+                }
+                (r, _) => {
+                    self.meta.give_sub(job.sub);
+                    Next::Done(r.and(Err(Errno::Io)))
+                }
+            },
+            step => {
+                self.meta.give_sub(job.sub);
+                self.finish(step, r)
+            }
+        }
+    }
+
+    fn finish(&mut self, step: Step, r: Response) -> Next {
+        match step {
+            Step::Open(flags) => {
+                let a = match attr_of(r).and_then(|a| self.vfs.open_looked_up(a, flags)) {
+                    Ok(OpenNext::Ready(a)) => a,
+                    Ok(OpenNext::Truncate(ino)) => {
+                        let req = Request::Setattr {
+                            ino,
+                            size: 0,
+                            expect: None,
+                        };
+                        return self.start(&req, Step::OpenTrunc(flags), None, 0);
+                    }
+                    Err(e) => return Next::Done(Err(e)),
+                };
+                Next::Done(self.vfs.install(&a, flags).map(MetaDone::Fd))
+            }
+            Step::OpenTrunc(flags) => Next::Done(attr_of(r).and_then(|a| {
+                self.vfs.open_truncated(&self.link.env, &a);
+                self.vfs.install(&a, flags).map(MetaDone::Fd)
+            })),
+            Step::Stat => Next::Done(attr_of(r).map(|a| MetaDone::Attr(self.vfs.stat_attr(a)))),
+            Step::Unlink(ino) => {
+                self.vfs.unlinked(&self.link.env, ino);
+                Next::Done(Ok(MetaDone::Ok))
+            }
+            Step::Plain | Step::Fsync => Next::Done(Ok(MetaDone::Ok)),
+            Step::UnlinkLookup(_) => Next::Done(Err(Errno::Io)),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Tasks' metadata calls in two halves over a real directory on the
+//! host ([`crate::rig`]): several in flight together, answers picked up
+//! by a data batch waiting for its own, multi-step calls, give-ups.
+
+use fabric::config::Mode;
+use fabric::proto::Errno;
+use userland::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
+use userland::os::OpenFlags;
+
+use crate::node::Node;
+use crate::rig::{HostEnv, Rig, RigConfig};
+use crate::tests::{create, pattern, read_file, write_file};
+
+fn pending(n: &mut Node<HostEnv>, call: MetaCall) -> MetaTicket {
+    match n.meta_start(call) {
+        MetaStart::Pending(t) => t,
+        MetaStart::Done(r) => panic!("finished at once: {r:?}"),
+    }
+}
+
+/// Poll `t`, waiting between polls, until it finishes.
+fn finish(n: &mut Node<HostEnv>, t: MetaTicket) -> Result<MetaDone, Errno> {
+    for _ in 0..100_000 {
+        if let Some(r) = n.meta_poll(t) {
+            return r;
+        }
+        n.meta_wait();
+    }
+    panic!("call {t:?} never finished");
+}
+
+fn stat_call(p: &str) -> MetaCall {
+    MetaCall::Stat { path: p.into() }
+}
+
+#[test]
+fn several_calls_are_in_flight_together() {
+    for mode in [Mode::Strong, Mode::Private] {
+        let rig = Rig::new(RigConfig::new(1, mode));
+        let mut n = rig.node(1);
+        for (k, p) in ["/a", "/b", "/c"].iter().enumerate() {
+            write_file(&mut n, p, &pattern(1000 * (k + 1), k as u8));
+        }
+        let ts: Vec<MetaTicket> = ["/a", "/b", "/c"]
+            .iter()
+            .map(|p| pending(&mut n, stat_call(p)))
+            .collect();
+        let mk = pending(&mut n, MetaCall::Mkdir { path: "/d".into() });
+        let op = pending(
+            &mut n,
+            MetaCall::Open {
+                path: "/e".into(),
+                flags: create(),
+            },
+        );
+        // Nothing is served until the node waits: all five are out.
+        assert_eq!(n.link.calls_in_flight(), 5, "{mode:?}");
+        for t in &ts {
+            assert_eq!(n.meta_poll(*t), None);
+        }
+        n.meta_wait();
+        let sizes: Vec<u64> = ts
+            .iter()
+            .map(|t| finish(&mut n, *t).unwrap().attr().unwrap().size)
+            .collect();
+        assert_eq!(sizes, [1000, 2000, 3000], "{mode:?}");
+        assert_eq!(finish(&mut n, mk), Ok(MetaDone::Ok));
+        let fd = finish(&mut n, op).unwrap().fd().unwrap();
+        assert_eq!(n.write(fd, b"hello").unwrap(), 5);
+        n.close(fd).unwrap();
+        assert_eq!(read_file(&mut n, "/e"), b"hello");
+        assert_eq!(n.stat("/d").unwrap().kind, fabric::proto::FileKind::Dir);
+        assert_eq!(n.meta_counts(), (5, 5));
+        assert_eq!(n.link.calls_in_flight(), 0);
+    }
+}
+
+#[test]
+fn a_data_batch_picks_up_a_calls_answer_on_the_way() {
+    for mode in [Mode::Strong, Mode::Private] {
+        let rig = Rig::new(RigConfig::new(2, mode));
+        let data = pattern(5 * 4096, 3);
+        write_file(&mut rig.node(1), "/f", &data);
+        write_file(&mut rig.node(1), "/g", b"x");
+        let mut n2 = rig.node(2);
+        let t = pending(&mut n2, stat_call("/g"));
+        // A read that misses: its wait runs the directory, which answers
+        // the stat too; the read stores that answer for the call.
+        assert_eq!(read_file(&mut n2, "/f"), data, "{mode:?}");
+        let r = n2.meta_poll(t).expect("answered during the read");
+        assert_eq!(r.unwrap().attr().unwrap().size, 1);
+    }
+}
+
+#[test]
+fn open_with_truncate_and_unlink_take_two_steps() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/t", &pattern(9000, 1));
+    let mut n = rig.node(2);
+    let t = pending(
+        &mut n,
+        MetaCall::Open {
+            path: "/t".into(),
+            flags: create(),
+        },
+    );
+    let fd = finish(&mut n, t).unwrap().fd().unwrap();
+    assert_eq!(n.fd_info(fd).unwrap().1, 0, "truncated");
+    n.close(fd).unwrap();
+    let t = pending(&mut n, MetaCall::Unlink { path: "/t".into() });
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    assert_eq!(n.stat("/t"), Err(Errno::NotFound));
+    let t = pending(&mut n, MetaCall::Unlink { path: "/t".into() });
+    assert_eq!(finish(&mut n, t), Err(Errno::NotFound));
+    let t = pending(
+        &mut n,
+        MetaCall::Open {
+            path: "/t".into(),
+            flags: OpenFlags::default(),
+        },
+    );
+    assert_eq!(finish(&mut n, t), Err(Errno::NotFound));
+}
+
+#[test]
+fn fsync_writes_back_then_its_flush_is_in_flight() {
+    for mode in [Mode::Strong, Mode::Private] {
+        let rig = Rig::new(RigConfig::new(2, mode));
+        let data = pattern(3 * 4096, 9);
+        let mut n1 = rig.node(1);
+        let fd = n1.open("/s", create()).unwrap();
+        n1.write(fd, &data).unwrap();
+        let t = pending(&mut n1, MetaCall::Fsync { fd });
+        assert_eq!(finish(&mut n1, t), Ok(MetaDone::Ok), "{mode:?}");
+        n1.close(fd).unwrap();
+        drop(n1);
+        // The written-back data is what another node reads.
+        assert_eq!(read_file(&mut rig.node(2), "/s"), data, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_call_without_an_answer_is_given_up() {
+    let rig = Rig::new(RigConfig::new(1, Mode::Strong));
+    write_file(&mut rig.node(1), "/a", b"abc");
+    rig.set_dir_up(false);
+    let mut n = rig.node(1);
+    let t = pending(&mut n, stat_call("/a"));
+    assert_eq!(finish(&mut n, t), Err(Errno::Unavailable));
+    assert_eq!(n.meta_poll(t), Some(Err(Errno::Invalid)), "forgotten");
+}
+
+#[test]
+fn close_truncate_and_readdir_finish_at_once() {
+    let rig = Rig::new(RigConfig::new(1, Mode::Strong));
+    let mut n = rig.node(1);
+    write_file(&mut n, "/a", b"abc");
+    let fd = n.open("/a", OpenFlags::default()).unwrap();
+    for call in [
+        MetaCall::Truncate { fd, size: 1 },
+        MetaCall::Close { fd },
+        MetaCall::Readdir { path: "/".into() },
+    ] {
+        assert!(matches!(n.meta_start(call), MetaStart::Done(Ok(_))));
+    }
+    assert_eq!(n.stat("/a").unwrap().size, 1);
+}
