@@ -59,6 +59,11 @@ pub const APPS: &[App] = &[
 /// enough for TCG.
 pub const MEM_MB: u32 = 48;
 
+/// Free room per node in the datasets' image (MiB): 50 fileserver
+/// threads keep a file of 128 KiB mean each between loops, and a
+/// thread's files live until it deletes them.
+pub const DISK_MARGIN_MB_PER_NODE: u32 = 64;
+
 /// Working set per app as a multiple of one node's cache: beyond one
 /// node (1.5-2x, DPC's 30-60 GB over 32 GB), within two nodes' caches.
 pub const WORKING_SET_FACTOR: f64 = 1.75;
@@ -117,6 +122,9 @@ pub struct Plan {
     pub dataset_bytes: u64,
     /// Shared region of every cluster (MiB), sized for the largest N.
     pub shm_mb: u32,
+    /// Free room in the image beyond the datasets (MiB): the files that
+    /// fileserver, varmail and webserver's log write on every node.
+    pub disk_margin_mb: u32,
     /// Storage profile.
     pub storage: String,
     /// Limit of one app command (s).
@@ -162,6 +170,7 @@ impl Plan {
             cache_pages,
             dataset_bytes: dataset_bytes(cache_pages),
             shm_mb,
+            disk_margin_mb: DISK_MARGIN_MB_PER_NODE * u32::from(max_n),
             storage: if o.storage_set {
                 o.storage.clone()
             } else {
@@ -199,6 +208,7 @@ impl Plan {
             "dataset_bytes_per_app": self.dataset_bytes,
             "working_set_factor": WORKING_SET_FACTOR,
             "shm_mb": self.shm_mb,
+            "disk_margin_mb": self.disk_margin_mb,
             "pool_mib_per_node": self.nodes.iter()
                 .map(|&n| (n.to_string(), json!(crate::bench::runner::pool_mib(self.shm_mb, n))))
                 .collect::<serde_json::Map<_, _>>(),

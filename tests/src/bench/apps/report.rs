@@ -201,10 +201,11 @@ pub fn report_md(r: &AppsRunner, machine: &Value, chart: Option<&str>, run_label
     );
     let _ = writeln!(
         s,
-        "- Datasets: {} each ({WORKING_SET_FACTOR}x one node's cache: beyond one node, within the caches of 2 or more; DPC: 30-60 GB over 32 GB of RAM); built in {:.1} s: `{}`.",
+        "- Datasets: {} each ({WORKING_SET_FACTOR}x one node's cache: beyond one node, within the caches of 2 or more; DPC: 30-60 GB over 32 GB of RAM); built in {:.1} s: `{}`, with {} MiB free in the image for the files the apps write.",
         crate::bench::opts::size_human(p.dataset_bytes),
         r.mkfs_s,
-        p.dataset_specs().join(",")
+        p.dataset_specs().join(","),
+        p.disk_margin_mb
     );
     let _ = writeln!(
         s,

@@ -120,7 +120,9 @@ impl AppsRunner {
 
     fn mkfs(&self, image: &Path) -> Result<(), String> {
         let mut cmd = Command::new(host_tool("mkfs"));
-        cmd.arg("--size-mb").arg("16");
+        // mkfs adds --size-mb to what the datasets need.
+        cmd.arg("--size-mb")
+            .arg(self.plan.disk_margin_mb.to_string());
         for d in self.plan.dataset_specs() {
             cmd.arg("--dataset").arg(d);
         }

@@ -68,6 +68,7 @@ fn plan_from_the_command_line() {
     assert_eq!(p.nodes, vec![1, 2, 4]);
     assert_eq!(p.modes, vec!["private", "strong", "relaxed", "net"]);
     assert_eq!(p.storage, "sas-raid");
+    assert_eq!(p.disk_margin_mb, 4 * 64, "room for 4 nodes' files");
     assert_eq!(p.apps.len(), APPS.len());
     assert_eq!(p.dataset_specs()[0], "kv:14336k");
     assert_eq!(
