@@ -49,12 +49,6 @@ use crate::pagecache::{Installed, Mode, NodeCache, Slot};
 
 /// Page requests published together.
 pub const BATCH: usize = 32;
-
-/// Reclaims tried before a miss that finds the pool full fails with
-/// `NoSpace`: the cache gives victims in list order only after two calls
-/// with nothing usable (see `crate::policy`).
-const RECLAIM_TRIES: usize = 3;
-
 /// Rounds of `Retry` before a page operation gives up.
 const MAX_RETRIES: u32 = 20_000;
 
@@ -630,18 +624,7 @@ impl ScState {
                     None if c.cache.in_flight(&key) => rest.push(key),
                     None => {
                         // Pool empty: reclaim, then try this page again.
-                        // The policy may refuse every candidate on its
-                        // first call (the cache takes pages in list order
-                        // only after two calls with nothing usable), so
-                        // an empty reclaim is tried again before the pool
-                        // counts as full.
-                        let mut freed = 0;
-                        for _ in 0..RECLAIM_TRIES {
-                            freed = self.reclaim(link, BATCH)?;
-                            if freed > 0 {
-                                break;
-                            }
-                        }
+                        let freed = self.reclaim(link, BATCH)?;
                         if freed == 0 && batch.is_empty() {
                             return Err(Errno::NoSpace);
                         }
