@@ -105,8 +105,12 @@ host_unit_tests() {
         cargo test -p onecopy-tests --doc
 }
 host_clippy() {
-    cargo clippy --workspace "${HOST_EXCLUDES[@]}" --all-targets -- -D warnings
+    cargo clippy --workspace "${HOST_EXCLUDES[@]}" --all-targets -- -D warnings &&
+        # --all-targets skips the QEMU tests (test = false in tests/Cargo.toml)
+        cargo clippy -p onecopy-tests "${QEMU_TESTS[@]}" -- -D warnings
 }
+# Every [[test]] of tests/Cargo.toml, as --test NAME arguments.
+mapfile -t QEMU_TESTS < <(sed -n '/^\[\[test\]\]/,/^name/s/^name = "\(.*\)"/--test\n\1/p' "$ROOT/tests/Cargo.toml")
 kernel_clippy() {
     cargo clippy -p onecopy-kernel -p onecopy-boot --target x86_64-unknown-none -- -D warnings
 }

@@ -10,62 +10,15 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::Path;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fabric::doorbell::{ENTRY, TABLE};
-use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Result};
-use regex::Regex;
+use onecopy_tests::peers::{boot_peer, shm_path, table_peer, wait_until};
+use onecopy_tests::{with_cluster, ClusterOpts, Error};
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
 
 fn fail(msg: String) -> Error {
     Error::Usage(msg)
-}
-
-/// The peer id instance `name` logged at boot (`doorbell: peer id P, vectors N, msix on`).
-fn boot_peer(c: &Cluster, name: &str) -> Result<u16> {
-    let line = c.wait_log(
-        name,
-        r"doorbell: peer id \d+, vectors \d+, msix on",
-        Duration::from_secs(20),
-    )?;
-    let re = Regex::new(r"peer id (\d+), vectors (\d+)").expect("static regex");
-    let caps = re
-        .captures(&line)
-        .ok_or_else(|| fail(format!("{name}: no peer id in {line:?}")))?;
-    let vectors: u32 = caps[2].parse().unwrap_or(0);
-    if vectors < 3 {
-        return Err(fail(format!("{name}: only {vectors} vectors: {line:?}")));
-    }
-    caps[1]
-        .parse()
-        .map_err(|_| fail(format!("{name}: bad peer id in {line:?}")))
-}
-
-/// The peer id the region's doorbell table holds for `instance`, read from
-/// the host's view of the shared region file.
-fn table_peer(shm: &Path, instance: usize) -> Option<u16> {
-    let bytes = fs::read(shm).ok()?;
-    let off = TABLE + instance * ENTRY;
-    let v = u32::from_le_bytes(bytes.get(off..off + 4)?.try_into().ok()?);
-    (v != 0 && v - 1 <= 0xFFFF).then(|| (v - 1) as u16)
-}
-
-/// Polls `f` every 50 ms until it holds or `timeout` passes.
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: what.to_string(),
-                partial: String::new(),
-            });
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
 }
 
 #[test]
@@ -94,13 +47,7 @@ fn doorbells_peer_ids_removal_and_cleanup() {
                 return Err(fail(format!("peer ids not distinct: {peers:?}")));
             }
             // The region's map (index 0 = directory, K = node K) matches.
-            let shm = c
-                .run()
-                .env()
-                .get("SHM_PATH")
-                .cloned()
-                .ok_or_else(|| fail("no SHM_PATH in cluster.env".into()))?;
-            let shm = Path::new(&shm).to_path_buf();
+            let shm = shm_path(c)?;
             wait_until(
                 "the doorbell table to hold every boot peer id",
                 Duration::from_secs(10),

@@ -19,20 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::Config;
 
 fn cases(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/launcher_fuzz.txt",
-        ))),
-        ..Config::default()
-    }
+    onecopy_fuzzcfg::config(default, "proptest-regressions/launcher_fuzz.txt")
 }
 
 fn root() -> PathBuf {

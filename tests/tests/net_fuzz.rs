@@ -14,20 +14,10 @@ use fabric::netwire::encode_frame;
 use fabric::proto::{op_of, Errno, Op, Raw, Request, Response};
 use nodepath::netclient::NetClient;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::Config;
 
 fn cases(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/net_fuzz.txt",
-        ))),
-        ..Config::default()
-    }
+    onecopy_fuzzcfg::config(default, "proptest-regressions/net_fuzz.txt")
 }
 
 fn arg() -> impl Strategy<Value = u64> {

@@ -11,47 +11,16 @@
 //! ```
 
 use std::fs;
-use std::path::Path;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fabric::doorbell::{ENTRY, TABLE};
+use onecopy_tests::peers::{logged_peer, shm_path, table_peer, wait_until};
 use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Result};
-use regex::Regex;
 use userland::stats::keys::cache as k;
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
 
 fn fail(msg: String) -> Error {
     Error::Usage(msg)
-}
-
-/// The peer id in `log`'s boot line (`doorbell: peer id P, ...`).
-fn peer_in(log: &str) -> Option<u16> {
-    let re = Regex::new(r"doorbell: peer id (\d+), vectors").expect("static regex");
-    re.captures(log).and_then(|c| c[1].parse().ok())
-}
-
-/// The peer id the region's doorbell table holds for `instance`.
-fn table_peer(shm: &Path, instance: usize) -> Option<u16> {
-    let bytes = fs::read(shm).ok()?;
-    let off = TABLE + instance * ENTRY;
-    let v = u32::from_le_bytes(bytes.get(off..off + 4)?.try_into().ok()?);
-    (v != 0 && v - 1 <= 0xFFFF).then(|| (v - 1) as u16)
-}
-
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: what.to_string(),
-                partial: String::new(),
-            });
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
 }
 
 /// The one line of `sum PATH` on `node`.
@@ -67,7 +36,7 @@ fn replace_node_2(doorbell: bool) -> impl FnOnce(&mut Cluster) -> Result<()> {
     move |c| {
         let old_peer = if doorbell {
             c.wait_log("node2", r"doorbell: peer id \d+", Duration::from_secs(20))?;
-            Some(peer_in(&c.log("node2")).ok_or_else(|| fail("node 2: no peer id".into()))?)
+            Some(logged_peer(&c.log("node2")).ok_or_else(|| fail("node 2: no peer id".into()))?)
         } else {
             None
         };
@@ -93,18 +62,12 @@ fn replace_node_2(doorbell: bool) -> impl FnOnce(&mut Cluster) -> Result<()> {
         }
         if let Some(p) = old_peer {
             // A new peer id, never a reused one, published in the region.
-            let new = peer_in(&c.log("node2"))
+            let new = logged_peer(&c.log("node2"))
                 .ok_or_else(|| fail("the new node 2 logged no peer id".into()))?;
             if new <= p {
                 return Err(fail(format!("new node 2 has peer id {new}, old {p}")));
             }
-            let shm = c
-                .run()
-                .env()
-                .get("SHM_PATH")
-                .cloned()
-                .ok_or_else(|| fail("no SHM_PATH in cluster.env".into()))?;
-            let shm = Path::new(&shm).to_path_buf();
+            let shm = shm_path(c)?;
             wait_until(
                 "the doorbell table to hold node 2's new peer id",
                 Duration::from_secs(10),

@@ -15,22 +15,10 @@ use fabric::proto::{Desc, Notice, Op, Raw, Request, Response, DESC_SIZE};
 use fabric::ring::{Consumer, Producer, RingError, RingLoc, RING_HEADER};
 use fabric::shm::{HeapShm, SharedMem};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::Config;
 
-/// The case budget of one target: `default`, or `PROPTEST_CASES` if set.
 fn cases(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        // Relative to the crate root (cargo runs tests there).
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/fuzz.txt",
-        ))),
-        ..Config::default()
-    }
+    onecopy_fuzzcfg::config(default, "proptest-regressions/fuzz.txt")
 }
 
 /// Argument words biased towards the edges decoders check.

@@ -13,20 +13,10 @@
 use fabric::proto::{Errno, FileKind};
 use flatfs::{Fs, MemDisk, BLOCK_SIZE};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::Config;
 
 fn cases(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/fuzz.txt",
-        ))),
-        ..Config::default()
-    }
+    onecopy_fuzzcfg::config(default, "proptest-regressions/fuzz.txt")
 }
 
 const BLOCKS: u64 = 64;

@@ -15,20 +15,10 @@ use crate::mock::MockOs;
 use alloc::string::ToString;
 use alloc::vec::Vec;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::Config;
 
 fn cases(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/shell.txt",
-        ))),
-        ..Config::default()
-    }
+    onecopy_fuzzcfg::config(default, "proptest-regressions/shell.txt")
 }
 
 /// Argument words: paths, sizes and counts (kept small enough for the

@@ -20,11 +20,13 @@
 //!   idles ([`Session::service`]): the page is forgotten, unmapped from the
 //!   mmap window (with its TLB flush), then acknowledged on the ack ring.
 //!
-//! Files: this one (session, batched page calls, resolve, reclaim), `rw`
-//! (read, write, fsync), `mmap` (windows), `path` (the [`DataPath`]).
+//! Files: this one (session, resolve, reclaim), `batch` (batched page
+//! calls, deferred DROPs, late answers), `rw` (read, write, fsync), `mmap`
+//! (windows), `path` (the [`DataPath`]).
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
+mod batch;
 mod control;
 mod mmap;
 mod path;
@@ -38,7 +40,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use fabric::layout::Layout;
-use fabric::proto::{op_of, Errno, Notice, Request, Response};
+use fabric::proto::{Errno, Notice};
 use fabric::proto::{PageKey, PageReply, PageReq};
 use fabric::shm::SharedMem;
 
@@ -282,215 +284,6 @@ impl ScState {
     /// The cache, if joined.
     fn cache(&mut self) -> Option<&mut NodeCache> {
         self.coh.as_mut().map(|c| &mut c.cache)
-    }
-
-    /// Send `reqs` together and collect their answers in order; the first
-    /// error answer (or the timeout) is returned, after every answer that
-    /// can come has come.
-    fn page_calls<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        reqs: &[PageReq],
-    ) -> Result<Vec<PageReply>, Errno> {
-        let (answers, fatal) = self.page_batch(link, reqs);
-        if let Some(e) = fatal {
-            return Err(e);
-        }
-        answers
-            .into_iter()
-            .map(|a| a.unwrap_or(Err(Errno::Unavailable)))
-            .collect()
-    }
-
-    /// Send `reqs` together and collect every answer: one per request,
-    /// `None` where none came (not sent, or the wait gave up). The second
-    /// value is why some answers are missing. An error answer to one page
-    /// never stops the collection of the others.
-    fn page_batch<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        reqs: &[PageReq],
-    ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
-        for (tag, d) in link.take_late() {
-            self.late_answer(tag, &d);
-        }
-        let drops = self.take_drops(reqs.len());
-        if drops.is_empty() {
-            return self.send_batch(link, reqs);
-        }
-        let mut all: Vec<PageReq> = drops
-            .iter()
-            .map(|&key| PageReq::Drop { key, dirty: false })
-            .collect();
-        all.extend_from_slice(reqs);
-        let (mut out, fatal) = self.send_batch(link, &all);
-        let rest = out.split_off(drops.len());
-        self.drops_answered(&drops, out);
-        (rest, fatal)
-    }
-
-    /// Look at late answers now and give back late E grants at once
-    /// (idle loop; see [`ScState::late_answer`]).
-    pub fn release_late<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
-        for (tag, d) in link.take_late() {
-            self.late_answer(tag, &d);
-        }
-        if self.coh.as_ref().is_some_and(|c| !c.releasing.is_empty()) {
-            self.flush_drops(link)?;
-        }
-        Ok(())
-    }
-
-    /// Relaxed mode: remember to DROP `key` (a remote mapping replaced by
-    /// a private copy); once [`BATCH`] are waiting they go out now.
-    fn defer_drop<E: Env>(&mut self, link: &mut Link<E>, key: PageKey) -> Result<(), Errno> {
-        let due = match self.coh.as_mut() {
-            Some(c) => {
-                c.pending_drops.push(key);
-                c.pending_drops.len() >= BATCH
-            }
-            None => false,
-        };
-        if due {
-            self.flush_drops(link)?;
-        }
-        Ok(())
-    }
-
-    /// Send every deferred DROP now (fsync, `cache drop`, at the bound).
-    pub fn flush_drops<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
-        let drops = self.take_drops(0);
-        if drops.is_empty() {
-            return Ok(());
-        }
-        let all: Vec<PageReq> = drops
-            .iter()
-            .map(|&key| PageReq::Drop { key, dirty: false })
-            .collect();
-        let (out, fatal) = self.send_batch(link, &all);
-        self.drops_answered(&drops, out);
-        fatal.map_or(Ok(()), Err)
-    }
-
-    /// The deferred DROPs that fit in front of `others` requests (the
-    /// ring's slots bound a batch: at most `2 * BATCH` go out together).
-    fn take_drops(&mut self, others: usize) -> Vec<PageKey> {
-        let room = (2 * BATCH).saturating_sub(others);
-        match self.coh.as_mut() {
-            Some(c) if room > 0 && !c.pending_drops.is_empty() => {
-                let n = c.pending_drops.len().min(room);
-                c.pending_drops.drain(..n).collect()
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    /// The answers to deferred DROPs: an answered one is done; a refused
-    /// one raced a DIR_INV that already took the mapping away (acked), and
-    /// an unanswered one (the wait gave up) leaves at worst one stale
-    /// sharer entry, whose next DIR_INV we acknowledge.
-    fn drops_answered(
-        &mut self,
-        drops: &[PageKey],
-        answers: Vec<Option<Result<PageReply, Errno>>>,
-    ) {
-        let Some(c) = self.coh.as_mut() else { return };
-        for (k, a) in drops.iter().zip(answers) {
-            if let Some(Ok(reply)) = a {
-                c.cache.drop_done(k);
-                if let Some(gfn) = c.releasing.remove(k) {
-                    if matches!(reply, PageReply::Done { .. }) {
-                        c.cache.free_orphan(gfn);
-                    }
-                }
-            }
-        }
-    }
-
-    /// An answer whose call was given up. A late E grant of an abandoned
-    /// LOOKUP_LOCK is given back (a DROP of a reservation we hold: the
-    /// directory returns the page to I); other late answers need nothing
-    /// (a late fill is adopted when the page is asked for again, see
-    /// `NodeCache::apply_answer`).
-    fn late_answer(&mut self, tag: u32, d: &fabric::proto::Desc) {
-        let Some(c) = self.coh.as_mut() else { return };
-        let Some(key) = c.abandoned.remove(&tag) else {
-            return;
-        };
-        if let Ok((_, Response::Page(PageReply::Exclusive { gfn }))) =
-            Response::decode(d, fabric::proto::Op::PageLookupLock)
-        {
-            if c.cache.orphan_key(gfn) == Some(key) {
-                log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
-                c.releasing.insert(key, gfn);
-                c.pending_drops.push(key);
-            }
-        }
-    }
-
-    /// [`ScState::page_batch`] without the deferred DROPs.
-    fn send_batch<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        reqs: &[PageReq],
-    ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
-        let mut out: Vec<Option<Result<PageReply, Errno>>> = alloc::vec![None; reqs.len()];
-        let mut tags = Vec::with_capacity(reqs.len());
-        let mut fatal = None;
-        for r in reqs {
-            let req = Request::Page(*r);
-            match link.send(&req, self) {
-                Ok(tag) => tags.push((tag, op_of(&req))),
-                Err(e) => {
-                    fatal = Some(e);
-                    break;
-                }
-            }
-        }
-        let mut left = tags.len();
-        while left > 0 {
-            match link.recv() {
-                Ok(Some((tag, d))) => {
-                    let Some(i) = tags.iter().position(|(t, _)| *t == tag) else {
-                        // A late answer to an abandoned call.
-                        self.late_answer(tag, &d);
-                        continue;
-                    };
-                    let reply = match Response::decode(&d, tags[i].1) {
-                        Ok((_, Response::Page(p))) => Ok(p),
-                        Ok((_, Response::Err(e))) => Err(e),
-                        _ => Ok(PageReply::Refused),
-                    };
-                    if out[i].replace(reply).is_none() {
-                        left -= 1;
-                    }
-                }
-                Ok(None) => {
-                    if !link.wait(self) {
-                        fatal.get_or_insert(Errno::Unavailable);
-                        break;
-                    }
-                }
-                Err(e) => {
-                    fatal.get_or_insert(e);
-                    break;
-                }
-            }
-        }
-        if left > 0 {
-            // Given up: remember the LOOKUP_LOCKs, whose grant may still come.
-            if let Some(c) = self.coh.as_mut() {
-                for (i, (tag, _)) in tags.iter().enumerate() {
-                    if let (None, PageReq::LookupLock { key, .. }) = (&out[i], reqs[i]) {
-                        if c.abandoned.len() >= MAX_ABANDONED {
-                            c.abandoned.pop_first();
-                        }
-                        c.abandoned.insert(*tag, key);
-                    }
-                }
-            }
-        }
-        (out, fatal)
     }
 
     /// Invalidate up to `n` owned pages the eviction policy picks (one
