@@ -4,7 +4,11 @@
 #
 #   tools/bench-report.sh [--quick] [--out DIR] [--modes strong,relaxed,private,net]
 #                         [--storage P] [--cxl-latency-ns N] [--keep-runs]
+#   tools/bench-report.sh --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S] ...
 #
+# --apps runs the application study instead (DPC Fig. 10: N = 1, 2, 4
+# nodes running the same app at once in every mode; about 15 minutes;
+# --apps --quick: N = 1, 2 and 1 s per app).
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
 # --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
 # results/<YYYY-MM-DD-HHMMSS>/, UTC). Modes by default: strong, relaxed,
@@ -16,7 +20,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 for a in "$@"; do
     case "$a" in
-        -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
 done
 cd "$ROOT"

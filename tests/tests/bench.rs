@@ -12,6 +12,9 @@
 //! ```
 //!
 //! It checks that every figure is produced, never how fast anything is.
+//! A second test runs the application study quick (`--apps --quick
+//! --modes private,net`: four clusters, about 2 minutes; not strong or
+//! relaxed, whose webserver fails at N = 2, an open defect: README).
 
 use std::fs;
 use std::path::Path;
@@ -151,5 +154,112 @@ fn quick_bench_produces_every_figure() {
         let p = out.join(p.as_str().expect("plot name"));
         assert!(is_png(&p), "{} is not a PNG", p.display());
     }
+    let _ = fs::remove_dir_all(&out);
+}
+
+/// `onecopy-bench --apps --quick --modes private,net`: one cluster
+/// per (mode, N = 1, 2), every app on all nodes at once (about 2 minutes
+/// on 2 cores). Checks that every cell has a figure, normalized to
+/// single-node private, with each node's RESULT and CPU share kept, and
+/// that the report has the Fig. 10 table and chart; never how fast.
+#[test]
+#[ignore = "boots 4 QEMU clusters (about 2 minutes): run with -- --ignored, as tests/run.sh does"]
+fn quick_apps_produce_every_cell() {
+    let out = unique_run_dir("bench-apps-smoke").expect("results folder");
+    let mut cmd = Command::new(BENCH);
+    cmd.args(["--apps", "--quick", "--modes", "private,net", "--out"])
+        .arg(&out)
+        .env("ONECOPY_CTL", CTL);
+    let o = run_with_timeout(cmd, Duration::from_secs(10 * 60)).expect("run onecopy-bench");
+    assert!(
+        !o.timed_out,
+        "onecopy-bench --apps --quick timed out:\n{}",
+        o.text()
+    );
+    assert_eq!(
+        o.code,
+        Some(0),
+        "onecopy-bench --apps --quick failed (results in {}):\n{}",
+        out.display(),
+        o.stderr_text()
+    );
+    let json: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("results.json")).expect("results.json"))
+            .expect("results.json is JSON");
+    assert_eq!(
+        json["complete"],
+        Value::Bool(true),
+        "problems: {}",
+        json["problems"]
+    );
+    assert_eq!(json["plan"]["nodes"], serde_json::json!([1, 2]));
+    assert_eq!(json["plan"]["cache_pages_per_node"], 2048);
+    let cells = json["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 6 * 2 * 2, "6 apps x 2 modes x 2 node counts");
+    for c in cells {
+        let what = format!("{} {} N={}", c["app"], c["mode"], c["nodes"]);
+        let n = c["nodes"].as_u64().expect("nodes") as usize;
+        assert!(c["error"].is_null(), "{what}: {}", c["error"]);
+        assert_eq!(c["per_node"].as_array().map(Vec::len), Some(n), "{what}");
+        assert_eq!(c["results"].as_array().map(Vec::len), Some(n), "{what}");
+        assert_eq!(
+            c["cpu_share_nodes"].as_array().map(Vec::len),
+            Some(n),
+            "{what}"
+        );
+        assert!(
+            c["normalized_to_1node_private"]
+                .as_f64()
+                .is_some_and(|v| v.is_finite() && v > 0.0),
+            "{what}: normalized"
+        );
+        assert!(
+            c["vs_private_same_n"].as_f64().is_some(),
+            "{what}: vs private"
+        );
+        if c["mode"] == "private" && c["nodes"] == 1 {
+            assert_eq!(
+                c["normalized_to_1node_private"].as_f64(),
+                Some(1.0),
+                "{what}"
+            );
+        }
+        for r in c["results"].as_array().expect("results") {
+            assert_eq!(r["app"], c["app"], "{what}");
+            assert_eq!(r["mode"], c["mode"], "{what}");
+        }
+    }
+    // infer: node K decodes sequences 0.. with its own seed K, so equal
+    // (seed, sequence count) means equal tokens if every cluster read
+    // the same weights, in both modes and at both N.
+    let mut seen: std::collections::HashMap<(u64, u64), String> = Default::default();
+    for c in cells.iter().filter(|c| c["app"] == "infer") {
+        for r in c["results"].as_array().expect("results") {
+            let key = (
+                r["seed"].as_u64().expect("seed"),
+                r["sequences"].as_u64().expect("sequences"),
+            );
+            let sum = r["checksum"].as_str().expect("checksum").to_string();
+            let first = seen.entry(key).or_insert_with(|| sum.clone());
+            assert_eq!(
+                *first, sum,
+                "infer {key:?}: tokens differ in {} N={}",
+                c["mode"], c["nodes"]
+            );
+        }
+    }
+    let report = fs::read_to_string(out.join("report.md")).expect("report.md");
+    for needle in [
+        "## Fig. 10: per-node throughput normalized to single-node `private`",
+        "## Ratio vs `private` at the same N",
+        "## CPU share over each run",
+        "## DPC's published numbers",
+        "## Goals of issue #11",
+        "Cache capacity per node, the same in every mode: 2048 pages",
+        "| **geomean** (DPC's five) |",
+    ] {
+        assert!(report.contains(needle), "report.md lacks '{needle}'");
+    }
+    assert!(is_png(&out.join("apps-fig10.png")), "no Fig. 10 chart");
     let _ = fs::remove_dir_all(&out);
 }

@@ -14,6 +14,7 @@
 //! failed is a [`model::Status::Failed`] with its error text and is shown
 //! as "n/a", never as 0.
 
+pub mod apps;
 pub mod model;
 pub mod opts;
 pub mod parse;

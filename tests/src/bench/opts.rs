@@ -12,6 +12,8 @@ usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--doorbell on|off]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
                      [--baseline-writes back|through] [--keep-runs]
+       onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
+                     [--modes ...] [--storage P] [--out DIR] [--keep-runs]
 
 Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
 2-sharer invalidation) in every mode and measures DPC's microbenchmarks:
@@ -48,6 +50,16 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      baselines DPC measured); through = every write to the
                      file server
   --keep-runs        keep the clusters' run folders (logs) under target/
+  --apps             the application study instead (DPC §6.3, Fig. 10): per
+                     mode and N, one cluster of N nodes runs the same `app`
+                     on every node at once over one dataset built on the
+                     host; per-node throughput normalized to single-node
+                     private. Storage defaults to sas-raid here. With
+                     --quick: N = 1, 2 and 1 s per app (a smoke test)
+  --apps-nodes LIST  node counts of the application study (default 1,2,4;
+                     --quick 1,2); each in 1..=8, 1 is needed (the baseline)
+  --apps-runtime S   --runtime of every app run, seconds (1..=600; default
+                     5, --quick 1)
 
 Writes DIR/results.json, DIR/report.md and DIR/*.png. Exit status: 0 every
 expected figure is a number, 1 some figure is missing or failed (the
@@ -92,6 +104,14 @@ pub struct BenchOpts {
     pub repeats: Option<u32>,
     /// `--baseline-writes`: `back` or `through`.
     pub baseline_writes: String,
+    /// `--storage` was given (the application study's default differs).
+    pub storage_set: bool,
+    /// `--apps`: the application study.
+    pub apps: bool,
+    /// `--apps-nodes`.
+    pub apps_nodes: Option<Vec<u8>>,
+    /// `--apps-runtime` (seconds).
+    pub apps_runtime: Option<u32>,
 }
 
 impl Default for BenchOpts {
@@ -109,6 +129,10 @@ impl Default for BenchOpts {
             lat_size: None,
             repeats: None,
             baseline_writes: "back".into(),
+            storage_set: false,
+            apps: false,
+            apps_nodes: None,
+            apps_runtime: None,
         }
     }
 }
@@ -144,6 +168,30 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             "-h" | "--help" => return Ok(Parsed::Help),
             "--quick" if inline.is_none() => o.quick = true,
             "--keep-runs" if inline.is_none() => o.keep_runs = true,
+            "--apps" if inline.is_none() => o.apps = true,
+            "--apps-runtime" => {
+                o.apps_runtime = Some(int_arg(
+                    "--apps-runtime",
+                    &value("--apps-runtime")?,
+                    1,
+                    600,
+                )?)
+            }
+            "--apps-nodes" => {
+                let v = value("--apps-nodes")?;
+                let mut ns: Vec<u8> = Vec::new();
+                for t in v.split(',').map(str::trim) {
+                    let n = int_arg("--apps-nodes", t, 1, 8)? as u8;
+                    if !ns.contains(&n) {
+                        ns.push(n);
+                    }
+                }
+                ns.sort_unstable();
+                if ns.first() != Some(&1) {
+                    return Err("--apps-nodes must include 1 (the single-node baseline)".into());
+                }
+                o.apps_nodes = Some(ns);
+            }
             "--out" => {
                 let v = value("--out")?;
                 if v.is_empty() {
@@ -175,6 +223,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                     ));
                 }
                 o.storage = v;
+                o.storage_set = true;
             }
             "--cxl-latency-ns" => {
                 let v = value("--cxl-latency-ns")?;
@@ -210,6 +259,10 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             "--lat-size" => o.lat_size = Some(size_value("--lat-size", &value("--lat-size")?)?),
             _ => return Err(format!("unknown argument '{a}' (see --help)")),
         }
+    }
+    let apps_only = o.apps_nodes.is_some() || o.apps_runtime.is_some();
+    if apps_only && !o.apps {
+        return Err("--apps-nodes and --apps-runtime need --apps".into());
     }
     Ok(Parsed::Run(o))
 }
@@ -469,6 +522,38 @@ mod tests {
             Params::from_opts(&o).to_json()["baseline_writes"],
             "through"
         );
+    }
+
+    #[test]
+    fn apps_flags() {
+        let Ok(Parsed::Run(o)) = p(&["--apps", "--quick"]) else {
+            panic!("should parse")
+        };
+        assert!(o.apps && o.quick && !o.storage_set);
+        assert_eq!((o.apps_nodes.clone(), o.apps_runtime), (None, None));
+        let Ok(Parsed::Run(o)) = p(&[
+            "--apps",
+            "--apps-nodes=4,1,2,2",
+            "--apps-runtime",
+            "7",
+            "--storage",
+            "sata-ssd",
+        ]) else {
+            panic!("should parse")
+        };
+        assert_eq!(o.apps_nodes, Some(vec![1, 2, 4]));
+        assert_eq!(o.apps_runtime, Some(7));
+        assert!(o.storage_set);
+        for bad in [
+            &["--apps", "--apps-nodes", "2,4"][..],
+            &["--apps", "--apps-nodes", "0,1"],
+            &["--apps", "--apps-nodes", "1,9"],
+            &["--apps", "--apps-runtime", "0"],
+            &["--apps-runtime", "5"],
+            &["--apps=1"],
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} should be refused");
+        }
     }
 
     #[test]

@@ -57,6 +57,10 @@ fn main() -> ExitCode {
         eprintln!("onecopy-bench: error: cannot create {}: {e}", out.display());
         return ExitCode::from(2);
     }
+    if opts.apps {
+        let label = onecopy_tests::bench::iso(now);
+        return ExitCode::from(onecopy_tests::bench::apps::run(opts, &out, &label));
+    }
     eprintln!(
         "onecopy-bench: {} run, modes {}, storage {}, cxl latency {} ns -> {}",
         if opts.quick { "quick" } else { "full" },

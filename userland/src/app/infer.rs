@@ -28,6 +28,7 @@ use super::options::Options;
 use super::report::{Extra, Report};
 use super::rng::hash2;
 use super::{AppError, Run};
+use crate::os::{Errno, Fd, OpenFlags};
 use crate::task::Tasks;
 
 /// Operation kinds: one decoded token.
@@ -211,12 +212,49 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
             l.size()
         )));
     }
-    let probe = ex.with_os(|os| os.mmap_io(&path, 0, 0, false, &mut []));
-    if let Err(e) = probe {
-        return Err(AppError::new(format!(
-            "{path}: mmap: {e} (infer needs mmap)"
-        )));
+    // The weights are read through `mmap` where the mode has it; the
+    // private-cache modes (`private`, `net`) have no mmap path, so there
+    // the same bytes are read with `pread` through one descriptor (what
+    // a page-cache mapping of a virtiofs or NFS file costs: a page-cache
+    // read per page).
+    let access = match ex.with_os(|os| os.mmap_io(&path, 0, 0, false, &mut [])) {
+        Ok(()) => Access::Mmap,
+        Err(Errno::NotSupported) => Access::Read(
+            ex.with_os(|os| os.open(&path, OpenFlags::default()))
+                .map_err(|e| AppError::new(format!("{path}: open: {e}")))?,
+        ),
+        Err(e) => return Err(AppError::new(format!("{path}: mmap: {e}"))),
+    };
+    let out = decode(ex, run, &p, l, &path, access);
+    if let Access::Read(fd) = access {
+        let closed = ex
+            .with_os(|os| os.close(fd))
+            .map_err(|e| AppError::new(format!("{path}: close: {e}")));
+        let r = out?;
+        closed?;
+        return Ok(r);
     }
+    out
+}
+
+/// How the weights are read.
+#[derive(Debug, Clone, Copy)]
+enum Access {
+    /// Loads through the file's mapping.
+    Mmap,
+    /// `pread` through this descriptor (no mmap in the mode).
+    Read(Fd),
+}
+
+/// Decodes until the run ends; the report.
+fn decode(
+    ex: &Tasks<'_>,
+    run: &Run,
+    p: &Params,
+    l: Layout,
+    path: &str,
+    access: Access,
+) -> Result<Report, AppError> {
     let m = run.meter(ex, NAMES);
     let next_seq = Cell::new(0u64);
     let checksum = Cell::new(0u64);
@@ -241,10 +279,14 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
                         let mut off = 0;
                         while off < len {
                             let n = (len - off).min(CHUNK) as usize;
-                            let done = ex.mmap_read(path, at + off, vec![0u8; n]).await;
+                            let done = match access {
+                                Access::Mmap => ex.mmap_read(path, at + off, vec![0u8; n]).await,
+                                Access::Read(fd) => ex.pread(fd, at + off, vec![0u8; n]).await,
+                            };
                             if let Err(e) = done.result {
                                 m.fail(AppError::new(format!(
-                                    "{path}: mmap read at {}: {e}",
+                                    "{path}: {} at {}: {e}",
+                                    access.name(),
                                     at + off
                                 )));
                                 return;
@@ -273,5 +315,15 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
     r.extra.push(("compute", Extra::Uint(p.compute)));
     r.extra
         .push(("checksum", Extra::Text(format!("{:016x}", checksum.get()))));
+    r.extra.push(("access", Extra::Text(access.name().into())));
     Ok(r)
+}
+
+impl Access {
+    fn name(self) -> &'static str {
+        match self {
+            Access::Mmap => "mmap",
+            Access::Read(_) => "pread",
+        }
+    }
 }

@@ -101,7 +101,7 @@ pub fn pool_mib(shm_mb: u32, nodes: u8) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-pub(super) fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     let mut t: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if t.len() > 600 {
         let mut cut = 600;
@@ -178,6 +178,7 @@ mod micro;
 mod reclaim;
 mod record;
 mod session;
+pub(crate) use session::spawn_guard;
 
 #[cfg(test)]
 mod tests;

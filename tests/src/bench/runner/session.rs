@@ -86,7 +86,7 @@ impl Session {
 /// not reach it): when this process is gone without having stopped the
 /// cluster (Ctrl-C, kill), it runs `qemu-run.sh stop` for it. Killed (by
 /// its pid) once the cluster was stopped normally.
-pub(super) fn spawn_guard(run_dir: &Path, ctl: &Path) -> Option<Child> {
+pub(crate) fn spawn_guard(run_dir: &Path, ctl: &Path) -> Option<Child> {
     let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done
 ONECOPY_CTL="$4" exec bash "$3/qemu-run.sh" stop --run-dir "$2""#;
     Command::new("bash")
