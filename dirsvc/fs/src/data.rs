@@ -105,7 +105,7 @@ impl<D: BlockDevice> Fs<D> {
             .ok_or(Errno::Invalid)?;
         let new_size = old.size.max(end);
         let mut new = old.clone();
-        self.grow(&mut new, blocks_for(new_size))?;
+        self.grow(ino, &mut new, blocks_for(new_size))?;
         if let Err(e) = self.fill(ino, &new, old.size, offset, data, end) {
             self.rebuild();
             return Err(e);
@@ -127,13 +127,14 @@ impl<D: BlockDevice> Fs<D> {
         new.size = size;
         new.version = new.version.wrapping_add(1);
         if size > old.size {
-            self.grow(&mut new, blocks_for(size))?;
+            self.grow(ino, &mut new, blocks_for(size))?;
             if let Err(e) = self.fill(ino, &new, old.size, old.size, &[], size) {
                 self.rebuild();
                 return Err(e);
             }
             self.commit(vec![(ino, Some(Box::new(new)))])?;
         } else {
+            self.release(ino);
             let freed = shrink(&mut new, blocks_for(size));
             self.commit(vec![(ino, Some(Box::new(new)))])?;
             for e in freed {

@@ -149,7 +149,9 @@ pub struct FsStats {
     pub inodes_used: u64,
     /// Inode slots in the table.
     pub inodes_total: u64,
-    /// Data blocks allocated to files.
+    /// Data blocks allocated to files (blocks reserved in memory for
+    /// files' growth count as free: they are given back when space is
+    /// short).
     pub blocks_used: u64,
     /// Blocks in the data area.
     pub blocks_total: u64,
@@ -201,6 +203,12 @@ pub struct Fs<D: BlockDevice> {
     /// ([`Fs::write_landed`]): how many, and the newest bytes, which reads
     /// see instead of the device's.
     overlay: BTreeMap<u64, (u32, Box<[u8; BLOCK_SIZE]>)>,
+    /// Blocks reserved in memory for files' growth, by inode: `(start,
+    /// len)` right behind the file's last extent, marked used in `free`
+    /// (see `allocate`).
+    reserved: BTreeMap<u64, (u64, u64)>,
+    /// Blocks in `reserved`.
+    reserved_total: u64,
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -326,6 +334,8 @@ impl<D: BlockDevice> Fs<D> {
             writes: 0,
             staged: None,
             overlay: BTreeMap::new(),
+            reserved: BTreeMap::new(),
+            reserved_total: 0,
         }
     }
 
@@ -335,6 +345,7 @@ impl<D: BlockDevice> Fs<D> {
         if let Ok(d) = mount::validate(&self.sb, &self.table) {
             self.dirs = d.dirs;
             self.free = d.free;
+            self.forget_reservations();
             // Numbers handed out by this mount stay used even if their
             // inodes are gone.
             self.max_seq = self.max_seq.max(d.max_seq);
@@ -412,7 +423,7 @@ impl<D: BlockDevice> Fs<D> {
         FsStats {
             inodes_used: self.used,
             inodes_total: u64::from(self.sb.inode_count),
-            blocks_used: self.free.used(),
+            blocks_used: self.free.used() - self.reserved_total,
             blocks_total: self.free.total(),
             disk_reads: self.reads,
             disk_writes: self.writes,

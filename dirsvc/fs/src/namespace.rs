@@ -214,6 +214,7 @@ impl<D: BlockDevice> Fs<D> {
         p.version = p.version.wrapping_add(1);
         let parent = n.parent;
         self.commit(vec![(ino, None), (parent, Some(Box::new(p)))])?;
+        self.release(ino);
         for e in &n.extents {
             self.free.set(e.start, u64::from(e.len), false);
         }
