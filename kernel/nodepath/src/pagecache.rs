@@ -110,6 +110,11 @@ impl NodeCache {
         self.stats.writebacks += 1;
     }
 
+    /// Count a batch of page requests sent.
+    pub fn count_batch(&mut self) {
+        self.stats.page_batches += 1;
+    }
+
     /// Free frames left in our pool.
     pub fn free_frames(&self) -> usize {
         self.free.len()

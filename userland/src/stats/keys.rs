@@ -73,6 +73,9 @@ pub mod cache {
     pub const WRITEBACKS: &str = "write-backs";
     /// Single-copy modes: mappings refused (frame not exported).
     pub const REFUSED_MAPPINGS: &str = "refused mappings";
+    /// Single-copy modes: batches of page requests sent (one round trip
+    /// to the directory each, up to 32 requests).
+    pub const PAGE_BATCHES: &str = "page request batches";
     /// Single-copy modes: page faults in the mmap windows.
     pub const MMAP_FAULTS: &str = "mmap page faults";
     /// Single-copy modes: mmap faults on pages invalidated meanwhile.
@@ -100,7 +103,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 42] = [
+    pub const ALL: [&str; 43] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -120,6 +123,7 @@ pub mod cache {
         REMOTE_DROPS,
         WRITEBACKS,
         REFUSED_MAPPINGS,
+        PAGE_BATCHES,
         MMAP_FAULTS,
         MMAP_EVICTED_FAULTS,
         RESIDENT_PRIVATE,

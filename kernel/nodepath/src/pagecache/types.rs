@@ -78,6 +78,8 @@ pub struct CacheStats {
     pub writebacks: u64,
     /// Mappings refused because the frame was not exported.
     pub refused_maps: u64,
+    /// Batches of page requests sent (round trips to the directory).
+    pub page_batches: u64,
 }
 
 /// Result of applying a directory answer to a miss.

@@ -170,6 +170,9 @@ impl ScState {
         reqs: &[PageReq],
     ) -> (Vec<Option<Result<PageReply, Errno>>>, Option<Errno>) {
         let t0 = link.env.now_ns();
+        if let Some(c) = self.cache() {
+            c.count_batch();
+        }
         let r = self.exchange(link, reqs);
         link.add_round_trip(t0);
         r

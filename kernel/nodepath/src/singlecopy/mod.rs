@@ -405,6 +405,25 @@ impl ScState {
         max_batch: usize,
     ) -> Result<Vec<(PageKey, u64)>, Errno> {
         let mut reserved = Vec::new();
+        let r = self.resolve_into(link, keys, full_write, max_batch, &mut reserved);
+        // A caller resolving one page to write never gets E grants with an
+        // error; several pages go through `resolve_into` (see
+        // `rw::write_full_pages`), which hands them back either way.
+        debug_assert!(r.is_ok() || reserved.is_empty());
+        r.map(|()| reserved)
+    }
+
+    /// [`ScState::resolve_in`] that puts the pages granted E (which the
+    /// caller must write and UNLOCK) in `reserved`, also when it returns
+    /// an error for other pages.
+    pub(super) fn resolve_into<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        keys: &[PageKey],
+        full_write: bool,
+        max_batch: usize,
+        reserved: &mut Vec<(PageKey, u64)>,
+    ) -> Result<(), Errno> {
         let mut todo: Vec<PageKey> = keys.to_vec();
         let mut rounds = 0u32;
         while !todo.is_empty() {
@@ -500,17 +519,15 @@ impl ScState {
                 c.send_due_acks(&link.env);
             }
             if let Some(e) = err {
-                // Full-page writes resolve one page at a time, so a page
-                // granted E (which the caller must write and UNLOCK) never
-                // shares a failed batch.
-                debug_assert!(reserved.is_empty());
+                // Pages granted E in this or an earlier round are in
+                // `reserved`: the caller writes and UNLOCKs them.
                 return Err(e);
             }
             if !todo.is_empty() && !link.wait(self) {
                 return Err(Errno::Unavailable);
             }
         }
-        Ok(reserved)
+        Ok(())
     }
 
     /// Drop remote mappings above the limit (called after reads).

@@ -421,6 +421,7 @@ impl<E: Env> DataPath<E> for SingleCopy {
         put(keys::cache::REMOTE_DROPS, format!("{}", s.drops));
         put(keys::cache::WRITEBACKS, format!("{}", s.writebacks));
         put(keys::cache::REFUSED_MAPPINGS, format!("{}", s.refused_maps));
+        put(keys::cache::PAGE_BATCHES, format!("{}", s.page_batches));
         put(keys::cache::MMAP_FAULTS, format!("{faults}"));
         put(keys::cache::MMAP_EVICTED_FAULTS, format!("{misses}"));
         Ok(v)
