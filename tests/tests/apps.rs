@@ -95,3 +95,49 @@ fn two_nodes_run_kv_at_once_and_the_second_maps_remote_pages() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Both nodes run `app webserver` at once: each appends to its own log
+/// (`/apps/webserver/nK/log`), so the two logs grow side by side on the
+/// disk. Before the file system reserved room behind a growing file, each
+/// append of one log took the blocks behind the other, every log ran out
+/// of its 11 extent slots after 130-370 KiB, and the append failed with
+/// `no space left` on a nearly empty disk (issue #11's open defect, seen
+/// in strong and relaxed mode at N >= 2). About 60 loops of 1..16 KiB
+/// appends per node (some 500 KiB) is past that point.
+#[test]
+fn two_nodes_run_webserver_at_once_and_their_logs_keep_growing() {
+    let dir = unique_run_dir("apps-web-img").expect("run dir");
+    std::fs::create_dir_all(&dir).expect("run dir");
+    let image = dir.join("apps.img");
+    mkfs_datasets(&image, &["webserver:1m"]).expect("mkfs --dataset");
+    let opts = ClusterOpts::new("apps-web")
+        .ctl(CTL)
+        .disk(&image)
+        .cmd_timeout(Duration::from_secs(300))
+        .boot_timeout(Duration::from_secs(60));
+    with_cluster(opts, |c| {
+        let outs = c.exec_together(&[
+            (1, "app webserver --ops 64 --threads 8 --seed 1"),
+            (2, "app webserver --ops 64 --threads 8 --seed 2"),
+        ])?;
+        for (node, out) in [1u8, 2].into_iter().zip(outs) {
+            let text = out.into_result()?.text();
+            let v = result(node, &text)?;
+            assert_eq!(v["app"], "webserver", "{v}");
+            assert_eq!(v["operations"].as_u64(), Some(64), "n{node}: {v}");
+            assert_eq!(v["ops"]["appendlog"]["count"].as_u64(), Some(64), "{v}");
+        }
+        for node in [1u8, 2] {
+            let out = c.exec_ok(node, &format!("stat /apps/webserver/n{node}/log"))?;
+            let text = out.text();
+            let size: u64 = text
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("size="))
+                .and_then(|w| w.parse().ok())
+                .ok_or_else(|| fail(format!("n{node}: no size in: {text}")))?;
+            assert!(size >= 64 * 1024, "n{node}: log of {size} bytes");
+        }
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
