@@ -4,7 +4,8 @@
 #
 #   tools/bench-report.sh [--quick] [--out DIR] [--modes strong,relaxed,private,net]
 #                         [--storage P] [--cxl-latency-ns N] [--keep-runs]
-#   tools/bench-report.sh --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S] ...
+#   tools/bench-report.sh --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
+#                         [--apps-list kv,webserver,...] [--policy NAME] ...
 #
 # --apps runs the application study instead (DPC Fig. 10: N = 1, 2, 4
 # nodes running the same app at once in every mode; about 15 minutes;
@@ -20,7 +21,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 for a in "$@"; do
     case "$a" in
-        -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
 done
 cd "$ROOT"

@@ -168,9 +168,15 @@ fn quick_bench_produces_every_figure() {
 fn quick_apps_produce_every_cell() {
     let out = unique_run_dir("bench-apps-smoke").expect("results folder");
     let mut cmd = Command::new(BENCH);
-    cmd.args(["--apps", "--quick", "--modes", "private,strong,net", "--out"])
-        .arg(&out)
-        .env("ONECOPY_CTL", CTL);
+    cmd.args([
+        "--apps",
+        "--quick",
+        "--modes",
+        "private,strong,net",
+        "--out",
+    ])
+    .arg(&out)
+    .env("ONECOPY_CTL", CTL);
     let o = run_with_timeout(cmd, Duration::from_secs(10 * 60)).expect("run onecopy-bench");
     assert!(
         !o.timed_out,

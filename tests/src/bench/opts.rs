@@ -13,6 +13,7 @@ usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
                      [--baseline-writes back|through] [--keep-runs]
        onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
+                     [--apps-list kv,ann,...] [--policy NAME]
                      [--modes ...] [--storage P] [--out DIR] [--keep-runs]
 
 Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
@@ -60,6 +61,13 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      --quick 1,2); each in 1..=8, 1 is needed (the baseline)
   --apps-runtime S   --runtime of every app run, seconds (1..=600; default
                      5, --quick 1)
+  --apps-list LIST   only these apps (default all: kv,ann,infer,webserver,
+                     fileserver,varmail)
+  --policy NAME      eviction policy of every node (qemu-run.sh --policy:
+                     fifo, lru, clock, lfu, mru, s3fifo, sieve, arc,
+                     get-scan, cluster; default fifo); it orders the
+                     single-copy modes' owned pages (private and net have
+                     their own LRU page cache)
 
 Writes DIR/results.json, DIR/report.md and DIR/*.png. Exit status: 0 every
 expected figure is a number, 1 some figure is missing or failed (the
@@ -112,6 +120,10 @@ pub struct BenchOpts {
     pub apps_nodes: Option<Vec<u8>>,
     /// `--apps-runtime` (seconds).
     pub apps_runtime: Option<u32>,
+    /// `--apps-list`: the apps to run (None: all).
+    pub apps_list: Option<Vec<String>>,
+    /// `--policy`: every node's eviction policy (None: the default).
+    pub policy: Option<String>,
 }
 
 impl Default for BenchOpts {
@@ -133,6 +145,8 @@ impl Default for BenchOpts {
             apps: false,
             apps_nodes: None,
             apps_runtime: None,
+            apps_list: None,
+            policy: None,
         }
     }
 }
@@ -191,6 +205,36 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                     return Err("--apps-nodes must include 1 (the single-node baseline)".into());
                 }
                 o.apps_nodes = Some(ns);
+            }
+            "--apps-list" => {
+                let v = value("--apps-list")?;
+                let known: Vec<&str> = crate::bench::apps::plan::APPS
+                    .iter()
+                    .map(|a| a.name)
+                    .collect();
+                let mut list: Vec<String> = Vec::new();
+                for t in v.split(',').map(str::trim) {
+                    if !known.contains(&t) {
+                        return Err(format!(
+                            "--apps-list: unknown app '{t}' ({})",
+                            known.join(", ")
+                        ));
+                    }
+                    if !list.iter().any(|x| x == t) {
+                        list.push(t.to_string());
+                    }
+                }
+                o.apps_list = Some(list);
+            }
+            "--policy" => {
+                let v = value("--policy")?;
+                if fabric::config::PolicyName::parse(&v).is_none() {
+                    return Err(format!(
+                        "--policy: unknown policy '{v}' ({})",
+                        fabric::config::PolicyName::names()
+                    ));
+                }
+                o.policy = Some(v);
             }
             "--out" => {
                 let v = value("--out")?;
@@ -260,9 +304,12 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             _ => return Err(format!("unknown argument '{a}' (see --help)")),
         }
     }
-    let apps_only = o.apps_nodes.is_some() || o.apps_runtime.is_some();
+    let apps_only = o.apps_nodes.is_some()
+        || o.apps_runtime.is_some()
+        || o.apps_list.is_some()
+        || o.policy.is_some();
     if apps_only && !o.apps {
-        return Err("--apps-nodes and --apps-runtime need --apps".into());
+        return Err("--apps-nodes, --apps-runtime, --apps-list and --policy need --apps".into());
     }
     Ok(Parsed::Run(o))
 }
@@ -544,7 +591,26 @@ mod tests {
         assert_eq!(o.apps_nodes, Some(vec![1, 2, 4]));
         assert_eq!(o.apps_runtime, Some(7));
         assert!(o.storage_set);
+        let Ok(Parsed::Run(o)) = p(&[
+            "--apps",
+            "--apps-list",
+            "webserver, kv,webserver",
+            "--policy=cluster",
+        ]) else {
+            panic!("should parse")
+        };
+        assert_eq!(o.apps_list, Some(vec!["webserver".into(), "kv".into()]));
+        assert_eq!(o.policy.as_deref(), Some("cluster"));
+        let plan = crate::bench::apps::plan::Plan::from_opts(&o).expect("plan");
+        let names: Vec<&str> = plan.apps.iter().map(|a| a.name).collect();
+        assert_eq!(names, ["kv", "webserver"], "report order kept");
+        assert_eq!(plan.to_json()["policy"], "cluster");
         for bad in [
+            &["--apps", "--apps-list", "kv,nginx"][..],
+            &["--apps", "--apps-list", ""],
+            &["--apps", "--policy", "LRU"],
+            &["--policy", "lru"],
+            &["--apps-list", "kv"],
             &["--apps", "--apps-nodes", "2,4"][..],
             &["--apps", "--apps-nodes", "0,1"],
             &["--apps", "--apps-nodes", "1,9"],

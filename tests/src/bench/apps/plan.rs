@@ -131,6 +131,8 @@ pub struct Plan {
     pub cmd_timeout_s: u64,
     /// Limit of one boot (s).
     pub boot_timeout_s: u64,
+    /// Every node's eviction policy (`--policy`; None: the default).
+    pub policy: Option<String>,
 }
 
 impl Plan {
@@ -161,10 +163,21 @@ impl Plan {
         let shm_mb = shm_mb_for(cache_pages, max_n).ok_or_else(|| {
             format!("no shared region holds {max_n} pools of {cache_pages} pages")
         })?;
+        let apps: Vec<App> = match &o.apps_list {
+            None => APPS.to_vec(),
+            Some(list) => APPS
+                .iter()
+                .filter(|a| list.iter().any(|n| n == a.name))
+                .copied()
+                .collect(),
+        };
+        if apps.is_empty() {
+            return Err("--apps-list names no app".into());
+        }
         Ok(Plan {
             modes,
             nodes,
-            apps: APPS.to_vec(),
+            apps,
             runtime_s,
             mem_mb: MEM_MB,
             cache_pages,
@@ -178,6 +191,7 @@ impl Plan {
             },
             cmd_timeout_s: u64::from(runtime_s) + 600,
             boot_timeout_s: 180,
+            policy: o.policy.clone(),
         })
     }
 
@@ -215,6 +229,7 @@ impl Plan {
             "storage": self.storage,
             "cmd_timeout_s": self.cmd_timeout_s,
             "boot_timeout_s": self.boot_timeout_s,
+            "policy": self.policy.as_deref().unwrap_or("fifo"),
         })
     }
 }

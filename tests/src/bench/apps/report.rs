@@ -209,11 +209,12 @@ pub fn report_md(r: &AppsRunner, machine: &Value, chart: Option<&str>, run_label
     );
     let _ = writeln!(
         s,
-        "- Storage profile `{}`; doorbells {}; `baseline_writes={}`; `--runtime {}` per app run; each app's default threads (tasks).",
+        "- Storage profile `{}`; doorbells {}; `baseline_writes={}`; `--runtime {}` per app run; each app's default threads (tasks); eviction policy `{}` on every node (it orders the single-copy modes' owned pages).",
         p.storage,
         if r.opts.doorbell { "on" } else { "off" },
         r.opts.baseline_writes,
-        p.runtime_s
+        p.runtime_s,
+        p.policy.as_deref().unwrap_or("fifo")
     );
     let _ = writeln!(
         s,

@@ -178,7 +178,11 @@ impl AppsRunner {
             return self.fail_cluster(mode, n, &format!("copying the datasets' image: {e}"));
         }
         let mut guard = spawn_guard(&run_dir, &self.ctl);
-        let o = ClusterOpts::new(&name)
+        let mut o = ClusterOpts::new(&name);
+        if let Some(p) = &self.plan.policy {
+            o = o.policy(p);
+        }
+        let o = o
             .nodes(n)
             .mode(mode)
             .run_dir(&run_dir)
