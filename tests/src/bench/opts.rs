@@ -157,7 +157,7 @@ pub enum Parsed {
     /// `--help`.
     Help,
     /// A run.
-    Run(BenchOpts),
+    Run(Box<BenchOpts>),
 }
 
 /// Parses the arguments (without the program name).
@@ -311,7 +311,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     if apps_only && !o.apps {
         return Err("--apps-nodes, --apps-runtime, --apps-list and --policy need --apps".into());
     }
-    Ok(Parsed::Run(o))
+    Ok(Parsed::Run(Box::new(o)))
 }
 
 fn int_arg(name: &str, v: &str, lo: u32, hi: u32) -> Result<u32, String> {
@@ -535,7 +535,7 @@ mod tests {
 
     #[test]
     fn defaults_and_flags() {
-        assert_eq!(p(&[]), Ok(Parsed::Run(BenchOpts::default())));
+        assert_eq!(p(&[]), Ok(Parsed::Run(Box::default())));
         assert_eq!(p(&["--help"]), Ok(Parsed::Help));
         let Ok(Parsed::Run(o)) = p(&[
             "--quick",

@@ -20,7 +20,7 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Run(o)) => *o,
         Err(e) => {
             eprintln!("onecopy-bench: error: {e}\n{USAGE}");
             return ExitCode::from(2);

@@ -61,7 +61,7 @@ fn the_region_holds_every_pool() {
 #[test]
 fn plan_from_the_command_line() {
     let o = |a: &[&str]| match parse_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>()) {
-        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Run(o)) => *o,
         other => panic!("{a:?}: {other:?}"),
     };
     let p = Plan::from_opts(&o(&["--apps"])).unwrap();
