@@ -381,3 +381,29 @@ fn strong_full_page_writes_go_out_in_batches() {
     assert!(read_file(&mut rig.node(1), "/f") == want);
     assert!(disk_bytes(&rig, "/f") == want);
 }
+
+/// Relaxed close writes the private copies back (the next open anywhere
+/// sees them, close-to-open) without asking the directory to flush the
+/// disk, as `private` closes; `fsync` flushes.
+#[test]
+fn relaxed_close_writes_back_without_a_flush() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let flushes = || rig.sh.disk.borrow().flushes();
+    let data = pattern(3 * PAGE, 7);
+    let fd = rig.node(1).open("/f", create()).unwrap();
+    rig.node(1).write(fd, &data).unwrap();
+    assert_eq!(stat_value(&rig.node(1), keys::PRIVATE_COPIES), "3");
+    let before = flushes();
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(stat_value(&rig.node(1), keys::PRIVATE_COPIES), "0");
+    assert_eq!(flushes(), before, "close flushed the disk");
+    assert!(read_file(&mut rig.node(2), "/f") == data);
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    rig.node(1).write(fd, &pattern(PAGE, 8)).unwrap();
+    rig.node(1).fsync(fd).unwrap();
+    assert!(flushes() > before, "fsync flushes");
+    rig.node(1).close(fd).unwrap();
+    let mut want = data.clone();
+    want[..PAGE].copy_from_slice(&pattern(PAGE, 8));
+    assert!(disk_bytes(&rig, "/f") == want);
+}

@@ -333,7 +333,11 @@ impl<E: Env> DataPath<E> for SingleCopy {
     }
 
     /// Relaxed mode writes back our private copies at close
-    /// (close-to-open consistency); strong mode has none.
+    /// (close-to-open consistency: the next open anywhere sees them), as
+    /// `private` and `net` write back their dirty pages at close: through
+    /// the storage server, without the directory's flush to stable
+    /// storage, which is `fsync`'s (and `sync`'s) job in every mode.
+    /// Strong mode has no private copies.
     fn close(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
         let dirty = self
             .st
@@ -341,7 +345,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
             .as_ref()
             .is_some_and(|c| !c.cache.private_pages(ino).is_empty());
         if dirty {
-            self.fsync_ino(link, meta, ino)?;
+            let size = meta.size_of(ino);
+            let r = self.st.write_back(link, ino, size);
+            self.untrack(ino);
+            r?;
         }
         Ok(())
     }
