@@ -87,7 +87,7 @@ impl<D: BlockDevice> Fs<D> {
         ino: u64,
         block: u64,
         lba: u64,
-        buf: &[u8; BLOCK_SIZE],
+        buf: &mut [u8; BLOCK_SIZE],
     ) -> Result<(), Errno> {
         self.reads += 1;
         self.check_sum(ino, block, lba, buf)
@@ -194,6 +194,17 @@ impl<D: BlockDevice> Fs<D> {
             }
             let lo = offset.max(bs);
             let hi = data_end.min(be);
+            if !keeps_old && lo >= hi {
+                // A block of zeros past the old end (a gap or an
+                // extension): its checksum entry says "unwritten" and the
+                // block itself is not written (see `sums`).
+                if let Some(i) = self.sums.set_unwritten(lba) {
+                    if !dirty.contains(&i) {
+                        dirty.push(i);
+                    }
+                }
+                continue;
+            }
             if lo < hi {
                 let src = &data[(lo - offset) as usize..(hi - offset) as usize];
                 blk[(lo - bs) as usize..(hi - bs) as usize].copy_from_slice(src);

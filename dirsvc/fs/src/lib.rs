@@ -124,7 +124,7 @@ pub use device::{BlockDevice, IoError, ReadDone};
 pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VERSION};
 pub use error::{MountError, ParentProblem};
 pub use memdisk::MemDisk;
-pub use sums::{BadBlock, SUMS_PER_BLOCK};
+pub use sums::{BadBlock, SumCheck, SUMS_PER_BLOCK, ZERO_SUM};
 
 use disk::{Inode, Superblock, TABLE_START};
 use fabric::proto::{Errno, FileKind};

@@ -12,6 +12,20 @@
 //! allocated block has been written, with its entry, before the inode that
 //! owns it points at it.
 //!
+//! **Unwritten blocks.** A block of zeros that a write or an extension
+//! allocates past the old end of a file (a gap, `set_size` growing the
+//! file) is not written: its entry is set to [`ZERO_SUM`], the checksum of
+//! a zero block, and the block keeps whatever the device held. A read of a
+//! block whose entry is [`ZERO_SUM`] and whose bytes do not match it
+//! returns zeros ([`SumCheck::Unwritten`]); bytes that match are returned
+//! as they are (a zero block, or data whose crc happens to be
+//! [`ZERO_SUM`]). So an extension costs the checksum-table block and the
+//! inode record instead of one device write per block, and a crash can
+//! never show a new block's stale bytes: the entry is written before the
+//! record that makes the block part of the file. The cost: damage to a
+//! zero block, or to one of the 1 in 2^32 data blocks whose crc is
+//! [`ZERO_SUM`], reads as zeros instead of an I/O error.
+//!
 //! The checksum is crc32 (IEEE, `crc32fast`, as for the metadata): the
 //! `crc32c` crate needs `std`, and for detecting damage to a 4 KiB block
 //! the two polynomials are equally good.
@@ -39,6 +53,21 @@ pub fn table_blocks(rest: u64) -> u64 {
 /// The checksum of one data block.
 pub fn block_sum(buf: &[u8; BLOCK_SIZE]) -> u32 {
     crc32fast::hash(buf)
+}
+
+/// The checksum of a block of zeros: the entry of an unwritten block.
+pub const ZERO_SUM: u32 = 0xc71c_0011;
+
+/// What a data block read from the device is, by its checksum entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SumCheck {
+    /// The bytes match the entry.
+    Match,
+    /// The entry says "unwritten" ([`ZERO_SUM`]) and the bytes do not
+    /// match: the block reads as zeros.
+    Unwritten,
+    /// The bytes do not match: damage (or no entry: outside the data area).
+    Mismatch,
 }
 
 /// A data block whose bytes do not match their checksum.
@@ -135,10 +164,32 @@ impl SumTable {
         b
     }
 
-    /// Does `buf` match the entry of data block `lba`?
+    /// Check `buf`, read from data block `lba`, against its entry.
+    pub fn check(&self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> SumCheck {
+        let Some(&want) = self.index(lba).and_then(|i| self.sums.get(i)) else {
+            return SumCheck::Mismatch;
+        };
+        if want == block_sum(buf) {
+            SumCheck::Match
+        } else if want == ZERO_SUM {
+            SumCheck::Unwritten
+        } else {
+            SumCheck::Mismatch
+        }
+    }
+
+    /// Does `buf` read from data block `lba` give good bytes (matching, or
+    /// an unwritten block, which reads as zeros)?
     pub fn matches(&self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> bool {
-        let want = self.index(lba).and_then(|i| self.sums.get(i));
-        want.is_some_and(|&w| w == block_sum(buf))
+        self.check(lba, buf) != SumCheck::Mismatch
+    }
+
+    /// Mark data block `lba` unwritten (it reads as zeros); returns the
+    /// table block that changed (`None` outside the data area).
+    pub fn set_unwritten(&mut self, lba: u64) -> Option<u64> {
+        let i = self.index(lba)?;
+        *self.sums.get_mut(i)? = ZERO_SUM;
+        Some((i / SUMS_PER_BLOCK) as u64)
     }
 
     /// Record the checksum of data block `lba`; returns the table block
@@ -166,16 +217,22 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Check `buf`, read from data block `block` of `ino` (device block
-    /// `lba`), against its checksum; a mismatch is logged and is `Io`.
+    /// `lba`), against its checksum: an unwritten block becomes zeros; a
+    /// mismatch is logged and is `Io`.
     pub(crate) fn check_sum(
         &self,
         ino: u64,
         block: u64,
         lba: u64,
-        buf: &[u8; BLOCK_SIZE],
+        buf: &mut [u8; BLOCK_SIZE],
     ) -> Result<(), Errno> {
-        if self.sums.matches(lba, buf) {
-            return Ok(());
+        match self.sums.check(lba, buf) {
+            SumCheck::Match => return Ok(()),
+            SumCheck::Unwritten => {
+                buf.fill(0);
+                return Ok(());
+            }
+            SumCheck::Mismatch => {}
         }
         log::warn!(
             "fs: inode {ino} block {block} (device block {lba}): data checksum mismatch, I/O error"

@@ -186,7 +186,7 @@ impl<D: BlockDevice> Directory<D> {
             }
             let ok = match (d.result, self.fs.as_mut(), self.layout.frame_off(f.gfn)) {
                 (Ok(mut blk), Some(fs), Some(off)) => {
-                    match fs.check_block(f.key.ino, f.key.idx, f.lba, &blk) {
+                    match fs.check_block(f.key.ino, f.key.idx, f.lba, &mut blk) {
                         Ok(()) => {
                             blk[f.len.min(PAGE_SIZE)..].fill(0);
                             mem.write(off, &blk[..]);

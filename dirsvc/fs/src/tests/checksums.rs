@@ -177,14 +177,78 @@ fn block_source_and_check_block_match_read() {
     let mut blk = [0u8; BLOCK_SIZE];
     let reads = fs.stats().disk_reads;
     fs.device_mut().read_block(lba1, &mut blk).unwrap();
-    assert_eq!(fs.check_block(a.ino, 1, lba1, &blk), Ok(()));
+    assert_eq!(fs.check_block(a.ino, 1, lba1, &mut blk), Ok(()));
     assert_eq!(fs.stats().disk_reads, reads + 1, "counted");
     assert_eq!(&blk[..100], &data[4096..]);
     // A damaged block is an I/O error.
     blk[7] ^= 1;
-    assert_eq!(fs.check_block(a.ino, 1, lba1, &blk), Err(Errno::Io));
+    assert_eq!(fs.check_block(a.ino, 1, lba1, &mut blk), Err(Errno::Io));
     let mut blk0 = [0u8; BLOCK_SIZE];
     fs.device_mut().read_block(lba, &mut blk0).unwrap();
-    assert_eq!(fs.check_block(a.ino, 0, lba, &blk0), Ok(()));
+    assert_eq!(fs.check_block(a.ino, 0, lba, &mut blk0), Ok(()));
     assert_eq!(&blk0[..], &data[..4096]);
+}
+
+#[test]
+fn zero_sum_is_the_checksum_of_a_zero_block() {
+    assert_eq!(crate::ZERO_SUM, crate::sums::block_sum(&[0u8; BLOCK_SIZE]));
+}
+
+/// Growing a file past its end (set_size, or a write beyond the end)
+/// writes no zero blocks: their checksum entries say "unwritten", and they
+/// read as zeros whatever stale bytes the device holds there, also after
+/// a remount and in `check_data`.
+#[test]
+fn extensions_leave_blocks_unwritten_and_they_read_as_zeros() {
+    let mut fs = fresh(256, 16);
+    // Stale bytes everywhere in the data area, as a deleted file leaves.
+    let g = fs.geometry();
+    for lba in g.data_start..g.data_end {
+        fs.device_mut()
+            .write_block(lba, &[0xA5; BLOCK_SIZE])
+            .unwrap();
+    }
+    let f = fs.create("/f", true).unwrap().ino;
+    fs.write(f, 0, &[1; 100]).unwrap();
+    let writes = fs.device().writes();
+    fs.set_size(f, 64 * BS).unwrap();
+    let used = fs.device().writes() - writes;
+    // The first block (its tail zeroed), one checksum-table block and the
+    // inode record: not 64 blocks.
+    assert!(used <= 4, "{used} device writes for a 64-block extension");
+    // A write far past the end leaves the gap unwritten too.
+    let writes = fs.device().writes();
+    fs.write(f, 100 * BS + 5, b"tail").unwrap();
+    assert!(fs.device().writes() - writes <= 4);
+    let mut want = vec![0u8; 100 * BLOCK_SIZE + 9];
+    want[..100].fill(1);
+    want[100 * BLOCK_SIZE + 5..].copy_from_slice(b"tail");
+    assert!(read_all(&mut fs, f) == want);
+    // A page fill (block_source + check_block) sees zeros as well.
+    let BlockSource::Disk { lba, .. } = fs.block_source(f, 50).unwrap() else {
+        panic!("block 50 is on disk")
+    };
+    let mut blk = [0u8; BLOCK_SIZE];
+    fs.device_mut().read_block(lba, &mut blk).unwrap();
+    assert_eq!(
+        blk, [0xA5; BLOCK_SIZE],
+        "the device still holds stale bytes"
+    );
+    assert_eq!(fs.check_block(f, 50, lba, &mut blk), Ok(()));
+    assert_eq!(blk, [0; BLOCK_SIZE]);
+    // Writing into an unwritten block makes it an ordinary one: damage to
+    // it is an I/O error again.
+    fs.write(f, 50 * BS, &[7; BLOCK_SIZE]).unwrap();
+    let mut fs = remount(fs);
+    assert_eq!(fs.check_data(), Ok(vec![]));
+    want[50 * BLOCK_SIZE..51 * BLOCK_SIZE].fill(7);
+    assert!(read_all(&mut fs, f) == want);
+    let lba = fs.file_blocks(f).unwrap()[50];
+    let mut blk = [0u8; BLOCK_SIZE];
+    fs.device_mut().read_block(lba, &mut blk).unwrap();
+    blk[0] ^= 1;
+    fs.device_mut().write_block(lba, &blk).unwrap();
+    assert_eq!(fs.check_data().unwrap().len(), 1, "damage found");
+    let mut buf = [0u8; 10];
+    assert_eq!(fs.read(f, 50 * BS, &mut buf), Err(Errno::Io));
 }
