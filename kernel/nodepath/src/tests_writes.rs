@@ -407,3 +407,45 @@ fn relaxed_close_writes_back_without_a_flush() {
     want[..PAGE].copy_from_slice(&pattern(PAGE, 8));
     assert!(disk_bytes(&rig, "/f") == want);
 }
+
+/// Relaxed: a write that lands in private copies only (whole pages, and
+/// a partial page past the end of the file, which has no old bytes) asks
+/// the directory nothing, not even to publish the new size: the writer
+/// sees its local size, another node the old one until the close writes
+/// the copies back, which publishes both the bytes and the size.
+#[test]
+fn relaxed_private_writes_keep_their_extension_local_until_write_back() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    write_file(&mut rig.node(1), "/f", &pattern(PAGE, 1));
+    let size_seen_by = |k: u32| rig.node(k).stat("/f").unwrap().size;
+    let version_at_dir = || rig.node(2).stat("/f").unwrap().version;
+    let v0 = version_at_dir();
+    // One whole page and a partial one, both past the end.
+    let more = pattern(PAGE + 100, 2);
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    rig.node(1).seek(fd, PAGE as u64).unwrap();
+    assert_eq!(rig.node(1).write(fd, &more).unwrap(), more.len());
+    assert_eq!(stat_value(&rig.node(1), keys::PRIVATE_COPIES), "2");
+    assert_eq!(stat_value(&rig.node(1), keys::MISSES), "0", "no READ fill");
+    assert_eq!(version_at_dir(), v0, "nothing published");
+    assert_eq!(size_seen_by(1), (2 * PAGE + 100) as u64, "local size");
+    assert_eq!(size_seen_by(2), PAGE as u64, "the directory's size");
+    // The writer reads its own bytes at its own size.
+    let mut want = pattern(PAGE, 1);
+    want.extend_from_slice(&more);
+    assert!(read_file(&mut rig.node(1), "/f") == want);
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(size_seen_by(2), want.len() as u64);
+    assert!(read_file(&mut rig.node(2), "/f") == want);
+    assert_eq!(size_seen_by(1), want.len() as u64);
+    // A truncate below the local extension wins over it.
+    let fd = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    rig.node(1).seek(fd, want.len() as u64).unwrap();
+    rig.node(1).write(fd, &pattern(PAGE, 3)).unwrap();
+    rig.node(1).truncate(fd, 10).unwrap();
+    assert_eq!(size_seen_by(1), 10);
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(size_seen_by(2), 10);
+    assert!(read_file(&mut rig.node(2), "/f") == want[..10]);
+    assert!(disk_bytes(&rig, "/f") == want[..10]);
+}

@@ -85,6 +85,22 @@ impl SingleCopy {
         }
     }
 
+    /// `ino`'s private copies were written back (all of them, or a
+    /// batch): forget the tracking of those gone, and once none is left
+    /// the local size too (the write-backs, clipped to it, extended the
+    /// directory's file to it).
+    fn written_back(&mut self, meta: &mut Meta, ino: u64) {
+        self.untrack(ino);
+        let left = self
+            .st
+            .coh
+            .as_ref()
+            .is_some_and(|c| !c.cache.private_pages(ino).is_empty());
+        if !left {
+            meta.clear_local_size(ino);
+        }
+    }
+
     /// Forget the tracking of `ino`'s copies that are gone.
     fn untrack(&mut self, ino: u64) {
         let keys: Vec<PageKey> = self
@@ -129,6 +145,9 @@ impl SingleCopy {
                 let ino = ino_run[0].ino;
                 let size = meta.size_of(ino);
                 self.st.write_back_private(link, ino, ino_run, size)?;
+                if meta.local_size(ino).is_some() {
+                    self.written_back(meta, ino);
+                }
             }
         }
         Ok(())
@@ -143,7 +162,7 @@ impl SingleCopy {
     ) -> Result<(), Errno> {
         let size = meta.size_of(ino);
         let r = self.st.fsync(link, ino, size);
-        self.untrack(ino);
+        self.written_back(meta, ino);
         r
     }
 
@@ -182,6 +201,21 @@ impl SingleCopy {
         // changed the file in between (a truncate evicts our pages), the
         // directory answers Stale and the write is redone.
         let end = pos + data.len() as u64;
+        // Relaxed: a write that lands in private copies only is invisible
+        // to other nodes until it is written back, so it needs no size
+        // publication either: its extension stays local (as `private`
+        // mode's buffered writes) and goes to the directory with the
+        // copies' write-back (see `written_back`).
+        // An unknown file has no known end: every page may hold old bytes.
+        let zeros_from = meta.get(ino).map_or(u64::MAX, |m| m.size);
+        if self.st.private_only(ino, pos, data.len(), zeros_from) {
+            let n = self.st.write(link, ino, pos, data, zeros_from)?;
+            let end = pos + n as u64;
+            if end > meta.size_of(ino) {
+                meta.set_local_size(ino, end);
+            }
+            return Ok(n);
+        }
         let mut tries = 0u32;
         loop {
             tries += 1;
@@ -200,7 +234,8 @@ impl SingleCopy {
             let first = pos / PAGE as u64;
             let last = end.div_ceil(PAGE as u64);
             self.st.pin(grow.map(|_| (ino, first, last)));
-            let n = self.st.write(link, ino, pos, data);
+            let known = meta.get(ino).map_or(u64::MAX, |m| m.size);
+            let n = self.st.write(link, ino, pos, data, known);
             let n = match n {
                 Ok(n) => n,
                 Err(e) => {
@@ -318,6 +353,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
         ino: u64,
         size: u64,
     ) -> Result<Attr, Errno> {
+        // The new size replaces any local extension (private copies past
+        // it are retired below; those before it go back with their size
+        // clipped to the new one).
+        meta.clear_local_size(ino);
         let old = getattr(link, self, ino)?;
         meta.learn(&old);
         let req = Request::Setattr {
@@ -347,7 +386,7 @@ impl<E: Env> DataPath<E> for SingleCopy {
         if dirty {
             let size = meta.size_of(ino);
             let r = self.st.write_back(link, ino, size);
-            self.untrack(ino);
+            self.written_back(meta, ino);
             r?;
         }
         Ok(())
@@ -361,7 +400,7 @@ impl<E: Env> DataPath<E> for SingleCopy {
     ) -> Result<(), Errno> {
         let size = meta.size_of(ino);
         let r = self.st.write_back(link, ino, size);
-        self.untrack(ino);
+        self.written_back(meta, ino);
         r
     }
 

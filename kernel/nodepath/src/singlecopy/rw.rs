@@ -9,7 +9,7 @@ use fabric::shm::SharedMem;
 use super::{ScState, BATCH, MAX_RETRIES};
 use crate::env::{Clock, Env};
 use crate::link::Link;
-use crate::pagecache::{Hit, Mode, PAGE};
+use crate::pagecache::{Hit, Mode, Slot, PAGE};
 
 /// Offset of frame `gfn` in the region (an impossible one is refused by
 /// the region's bounds check).
@@ -93,13 +93,47 @@ impl ScState {
         Ok(done)
     }
 
-    /// Write `data` at `pos` of `ino`.
+    /// Relaxed mode: would a write of `len` bytes at `pos` of `ino` land
+    /// in private copies only (pages already private, pages mapped from a
+    /// peer, whole pages or pages at or past `zeros_from` that this node
+    /// does not hold)? Then it needs no directory call at all, and its
+    /// extension of the file can stay local until the copies are written
+    /// back (see `SingleCopy::write_chunk`). A page in our frame, being
+    /// torn down or in flight, or a partial page with old bytes to read,
+    /// says no.
+    pub fn private_only(&self, ino: u64, pos: u64, len: usize, zeros_from: u64) -> bool {
+        let Some(c) = self.coh.as_ref().filter(|c| c.active()) else {
+            return false;
+        };
+        if c.cache.mode() != Mode::Relaxed || len == 0 {
+            return false;
+        }
+        let page = PAGE as u64;
+        let end = pos + len as u64;
+        (pos / page..end.div_ceil(page)).all(|idx| {
+            let key = PageKey { ino, idx };
+            let start = idx * page;
+            let whole = pos <= start && end >= start + page;
+            !c.cache.in_flight(&key)
+                && match c.cache.slot(&key) {
+                    Some(Slot::Private(_)) | Some(Slot::Remote { .. }) => true,
+                    None => whole || start >= zeros_from,
+                    Some(_) => false,
+                }
+        })
+    }
+
+    /// Write `data` at `pos` of `ino`. Relaxed mode: `zeros_from` is the
+    /// file size this node knows; a page this node does not hold that
+    /// starts there or later has no old bytes to read, so a partial write
+    /// to it makes a private copy at once, as a whole-page write does.
     pub fn write<E: Env>(
         &mut self,
         link: &mut Link<E>,
         ino: u64,
         pos: u64,
         data: &[u8],
+        zeros_from: u64,
     ) -> Result<usize, Errno> {
         let mode = self.c()?.cache.mode();
         let mut done = 0usize;
@@ -154,11 +188,12 @@ impl ScState {
                         p[in_page..in_page + n].copy_from_slice(chunk);
                     }
                 }
-                (Hit::Miss, Mode::Relaxed) if n == PAGE => {
-                    // A full page needs no old data: a private copy at
-                    // once, no READ fill, no directory call.
+                (Hit::Miss, Mode::Relaxed) if n == PAGE || key.idx * PAGE as u64 >= zeros_from => {
+                    // A full page, or one past the end of the file, needs
+                    // no old data: a private copy at once, no READ fill,
+                    // no directory call.
                     let mut p = Box::new([0u8; PAGE]);
-                    p.copy_from_slice(chunk);
+                    p[in_page..in_page + n].copy_from_slice(chunk);
                     if let Some(c) = self.cache() {
                         c.make_private(key, p);
                     }
