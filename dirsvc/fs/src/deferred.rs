@@ -20,6 +20,7 @@
 //! synchronous path for writes (it would race them on the device).
 
 use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::{BlockDevice, Fs, BLOCK_SIZE};
@@ -73,6 +74,31 @@ impl<D: BlockDevice> Fs<D> {
         self.overlay.len()
     }
 
+    /// Keep only the last staged write of each block in `staged` (one
+    /// batch the caller writes as one job, in phase order): consecutive
+    /// writes of one file stage its checksum-table and inode-table blocks
+    /// once per write, and only the last bytes matter (each is encoded
+    /// from the caches, so it holds every earlier change). Data blocks
+    /// keep their order; every dropped write counts as landed for the
+    /// overlay, whose newest bytes are the kept write's. A page
+    /// write-back batch of 32 pages of one file goes from 96 device
+    /// writes to 34.
+    pub fn coalesce_staged(&mut self, staged: Vec<Staged>) -> Vec<Staged> {
+        let mut last: BTreeMap<u64, usize> = BTreeMap::new();
+        for (i, s) in staged.iter().enumerate() {
+            last.insert(s.lba, i);
+        }
+        let mut out = Vec::with_capacity(last.len());
+        for (i, s) in staged.into_iter().enumerate() {
+            if last.get(&s.lba) == Some(&i) {
+                out.push(s);
+            } else {
+                self.write_landed(s.lba);
+            }
+        }
+        out
+    }
+
     /// One deferred write of `lba` reached the device (the caller lands
     /// a block's writes in staging order). Once the last one has, reads go
     /// to the device again.
@@ -99,6 +125,41 @@ impl<D: BlockDevice> Fs<D> {
 mod tests {
     use super::*;
     use crate::MemDisk;
+
+    #[test]
+    fn coalesced_batches_write_each_block_once_and_read_back_the_newest() {
+        let mut fs = Fs::format(MemDisk::new(256), 16).unwrap();
+        let ino = fs.create("/f", false).unwrap().ino;
+        fs.write(ino, 0, &[1u8; 4 * BLOCK_SIZE]).unwrap();
+        fs.begin_deferred();
+        for b in 0..4u64 {
+            fs.write(ino, b * BLOCK_SIZE as u64, &[b as u8 + 5; BLOCK_SIZE])
+                .unwrap();
+        }
+        let staged = fs.end_deferred();
+        assert_eq!(staged.len(), 12, "data, checksums, record per write");
+        let out = fs.coalesce_staged(staged);
+        let phases: Vec<u8> = out.iter().map(|s| fs.write_phase(s.lba)).collect();
+        assert_eq!(phases, vec![0, 0, 0, 0, 1, 2], "4 data blocks, 1 + 1");
+        // Before they land reads see the new bytes; after, the device has them.
+        let mut buf = vec![0u8; 4 * BLOCK_SIZE];
+        fs.read(ino, 0, &mut buf).unwrap();
+        for s in &out {
+            fs.device_mut().write_block(s.lba, &s.buf).unwrap();
+            fs.write_landed(s.lba);
+        }
+        assert_eq!(fs.pending_blocks(), 0, "nothing left in the overlay");
+        let mut fs = Fs::mount(fs.into_device()).unwrap();
+        let mut after = vec![0u8; 4 * BLOCK_SIZE];
+        fs.read(ino, 0, &mut after).unwrap();
+        assert_eq!(buf, after);
+        for b in 0..4 {
+            assert!(after[b * BLOCK_SIZE..(b + 1) * BLOCK_SIZE]
+                .iter()
+                .all(|&x| x == b as u8 + 5));
+        }
+        assert_eq!(fs.check_data(), Ok(vec![]));
+    }
 
     #[test]
     fn deferred_writes_are_staged_in_phase_order_and_read_back_before_they_land() {

@@ -88,10 +88,11 @@ impl<D: BlockDevice> Directory<D> {
         staged: Vec<Staged>,
         then: Then,
     ) {
-        let Some(fs) = self.fs.as_ref() else {
+        let Some(fs) = self.fs.as_mut() else {
             return;
         };
-        let writes = staged
+        let writes = fs
+            .coalesce_staged(staged)
             .into_iter()
             .map(|s| (fs.write_phase(s.lba), s.lba, s.buf))
             .collect();
