@@ -449,3 +449,57 @@ fn relaxed_private_writes_keep_their_extension_local_until_write_back() {
     assert!(read_file(&mut rig.node(2), "/f") == want[..10]);
     assert!(disk_bytes(&rig, "/f") == want[..10]);
 }
+
+/// Relaxed appends whose pages stay private keep a local size; the next
+/// append lands after it, not at the directory's (older) end (fio's
+/// layout appends in 128 KiB writes).
+#[test]
+fn relaxed_appends_land_after_the_local_extension() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let flags = OpenFlags {
+        create: true,
+        append: true,
+        ..OpenFlags::default()
+    };
+    let fd = rig.node(1).open("/f", flags).unwrap();
+    let data = pattern(1 << 20, 9);
+    for c in data.chunks(128 << 10) {
+        assert_eq!(rig.node(1).write(fd, c).unwrap(), c.len());
+    }
+    rig.node(1).close(fd).unwrap();
+    assert!(read_file(&mut rig.node(1), "/f") == data);
+    assert!(read_file(&mut rig.node(2), "/f") == data);
+    assert!(disk_bytes(&rig, "/f") == data);
+}
+
+/// Relaxed: a file this node extended locally (private copies past the
+/// directory's end) reads whole and right while its head comes from
+/// another node's frames and the read has to validate (the metadata epoch
+/// moved): the size it validates against is the one it sees, the local
+/// one.
+#[test]
+fn relaxed_reads_with_a_local_extension_validate() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let head = pattern(16 * PAGE, 4);
+    write_file(&mut rig.node(2), "/f", &head); // node 2 owns the head
+    let flags = OpenFlags {
+        append: true,
+        ..OpenFlags::default()
+    };
+    let fd = rig.node(1).open("/f", flags).unwrap();
+    let tail = pattern(32 * PAGE, 5);
+    rig.node(1).write(fd, &tail).unwrap();
+    let mut want = head.clone();
+    want.extend_from_slice(&tail);
+    // The head's pages are misses here (mapped from node 2), the tail
+    // private copies past the directory's end; another file changes, so
+    // the read cannot skip its validation (the metadata epoch moved).
+    write_file(&mut rig.node(2), "/other", b"x");
+    let fd2 = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    let mut buf = vec![0u8; want.len() + 10];
+    assert_eq!(rig.node(1).read(fd2, &mut buf).unwrap(), want.len());
+    assert!(buf[..want.len()] == want[..]);
+    rig.node(1).close(fd2).unwrap();
+    rig.node(1).close(fd).unwrap();
+    assert!(read_file(&mut rig.node(2), "/f") == want);
+}

@@ -321,10 +321,13 @@ impl<E: Env> Vfs<E> {
         self.refresh(link, ino).map(|_| ())
     }
 
+    /// Learn the directory's attributes of `ino`; the size this node
+    /// sees: the directory's, or this node's local extension past it
+    /// (writes not written back yet), so an append lands after them.
     fn refresh(&mut self, link: &mut Link<E>, ino: u64) -> Result<u64, Errno> {
         let a = getattr(link, &mut *self.dp, ino)?;
         self.learn(&a);
-        Ok(a.size)
+        Ok(a.size.max(self.meta.local_size(ino).unwrap_or(0)))
     }
 
     /// The request for path operation `op` on `path`, the path written
@@ -513,7 +516,10 @@ impl<E: Env> Vfs<E> {
             }
             let a = getattr(link, &mut *self.dp, ino)?;
             self.learn(&a);
-            if a.version == before.version && a.size == before.size {
+            // The size this node sees: the directory's, or its own local
+            // extension past it (relaxed writes not written back yet).
+            let seen = a.size.max(self.meta.local_size(ino).unwrap_or(0));
+            if a.version == before.version && seen == before.size {
                 if let Some(e) = epoch {
                     self.meta.set_validated(ino, e);
                 }
