@@ -207,23 +207,11 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 o.apps_nodes = Some(ns);
             }
             "--apps-list" => {
-                let v = value("--apps-list")?;
                 let known: Vec<&str> = crate::bench::apps::plan::APPS
                     .iter()
                     .map(|a| a.name)
                     .collect();
-                let mut list: Vec<String> = Vec::new();
-                for t in v.split(',').map(str::trim) {
-                    if !known.contains(&t) {
-                        return Err(format!(
-                            "--apps-list: unknown app '{t}' ({})",
-                            known.join(", ")
-                        ));
-                    }
-                    if !list.iter().any(|x| x == t) {
-                        list.push(t.to_string());
-                    }
-                }
+                let list = name_list("--apps-list", "app", &value("--apps-list")?, &known)?;
                 o.apps_list = Some(list);
             }
             "--policy" => {
@@ -243,22 +231,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 }
                 o.out = Some(PathBuf::from(v));
             }
-            "--modes" => {
-                let v = value("--modes")?;
-                let mut modes = Vec::new();
-                for m in v.split(',').map(str::trim) {
-                    if !MODES.contains(&m) {
-                        return Err(format!(
-                            "--modes: unknown mode '{m}' ({})",
-                            MODES.join(", ")
-                        ));
-                    }
-                    if !modes.iter().any(|x| x == m) {
-                        modes.push(m.to_string());
-                    }
-                }
-                o.modes = modes;
-            }
+            "--modes" => o.modes = name_list("--modes", "mode", &value("--modes")?, MODES)?,
             "--storage" => {
                 let v = value("--storage")?;
                 if !STORAGE.contains(&v.as_str()) {
@@ -312,6 +285,24 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         return Err("--apps-nodes, --apps-runtime, --apps-list and --policy need --apps".into());
     }
     Ok(Parsed::Run(Box::new(o)))
+}
+
+/// A comma-separated list of names out of `known`, in the given order,
+/// each once; an unknown one is an error naming the valid ones.
+fn name_list(flag: &str, what: &str, v: &str, known: &[&str]) -> Result<Vec<String>, String> {
+    let mut list: Vec<String> = Vec::new();
+    for t in v.split(',').map(str::trim) {
+        if !known.contains(&t) {
+            return Err(format!(
+                "{flag}: unknown {what} '{t}' ({})",
+                known.join(", ")
+            ));
+        }
+        if !list.iter().any(|x| x == t) {
+            list.push(t.to_string());
+        }
+    }
+    Ok(list)
 }
 
 fn int_arg(name: &str, v: &str, lo: u32, hi: u32) -> Result<u32, String> {
