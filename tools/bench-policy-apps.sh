@@ -12,7 +12,7 @@
 # limit=PAGES` (default 512, 2 MiB), below both. For each policy, switched
 # at run time with `cache policy NAME` on the same node, each run after a
 # `cache drop` (an empty cache):
-#   YCSB-C:   app kv --dist zipf:T (default 0.99) for --runtime S (10)
+#   YCSB-C:   app kv --dist zipf:T (default 0.99) for --runtime S (6)
 #   GET-SCAN: the same with --scan-frac F (0.0005) --scan-len BLOCKS (512)
 #             --scan-group scan (the scans' reads in task group `scan`,
 #             which the get-scan policy keeps on its own list)
@@ -21,9 +21,12 @@
 # run, from the RESULT line's cache counters, where every access counts one
 # local hit; for GET-SCAN the GETs' own, from `cache groups` of group
 # default: hits / (hits + misses)), throughput (lookups/s; GET lookups/s;
-# passes/s) and its ratio to FIFO in the same run. Under TCG on
-# a shared host the throughputs carry noise; hit ratios do not depend on
-# timing beyond how many operations a run does.
+# passes/s) and its ratio to the FIFO run of the same workload made just
+# before it (paired runs: each policy's run follows its own FIFO run, so a
+# change of host load between pairs stays out of the ratios; the fifo row
+# shows the range of its runs). Under TCG on a shared host the throughputs
+# still carry noise; hit ratios do not depend on timing beyond how many
+# operations a run does.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
@@ -31,7 +34,7 @@ LIMIT=512
 KV_SIZE=8m
 SEARCH_SIZE=6m
 THETA=0.99
-RUNTIME=10
+RUNTIME=6
 SCAN_FRAC=0.0005
 SCAN_LEN=512
 PASSES=6
@@ -46,7 +49,7 @@ while [[ $# -gt 0 ]]; do
         --scan-frac) SCAN_FRAC=${2:?--scan-frac needs a value}; shift 2 ;;
         --scan-len) SCAN_LEN=${2:?--scan-len needs a value}; shift 2 ;;
         --passes) PASSES=${2:?--passes needs a value}; shift 2 ;;
-        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-policy-apps.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -61,14 +64,19 @@ RUN=$(mktemp -d /tmp/onecopy-bench-policy-apps.XXXXXX)
 trap 'rm -rf "$RUN"' EXIT
 SEARCH_TIMEOUT=$((RUNTIME * 30))
 KV="app kv --dist zipf:$THETA --runtime $RUNTIME"
+WORK=("$KV" "$KV --scan-frac $SCAN_FRAC --scan-len $SCAN_LEN --scan-group scan"
+    "app search --passes $PASSES --runtime $SEARCH_TIMEOUT")
+# Paired runs: for each policy after fifo and each workload, a FIFO run
+# right before the policy's run, so load changes on the host between
+# pairs do not enter the ratio (each ratio is to its own FIFO run).
 args=(-e "1: cache config limit=$LIMIT")
-for p in "${POL[@]}"; do
-    args+=(-e "1: cache policy $p"
-        -e "1: cache drop" -e "1: $KV"
-        -e "1: cache drop" -e "1: cache groups"
-        -e "1: $KV --scan-frac $SCAN_FRAC --scan-len $SCAN_LEN --scan-group scan"
-        -e "1: cache groups"
-        -e "1: cache drop" -e "1: app search --passes $PASSES --runtime $SEARCH_TIMEOUT")
+for p in "${POL[@]:1}"; do
+    for w in 0 1 2; do
+        for q in fifo "$p"; do
+            args+=(-e "1: cache policy $q" -e "1: cache drop" -e "1: cache groups"
+                -e "1: ${WORK[w]}" -e "1: cache groups")
+        done
+    done
 done
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
@@ -78,12 +86,11 @@ t1=$(date +%s)
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 [[ -z ${BENCH_RAW:-} ]] || echo "$out" >"$BENCH_RAW"
 echo "$out" | grep -E "accel:|cluster up|disk: created" | head -3
-echo "$out" | grep -E "pool frames" | head -1 | sed "s/^\[n1\] */node 1 /" || true
 mapfile -t res < <(echo "$out" | grep -E '^\[n1\] RESULT ')
-# group default's hits and misses, before and after each GET-SCAN run.
+# Group default's hits and misses, before and after each run.
 mapfile -t grp < <(echo "$out" | awk '$1 == "[n1]" && $2 == "default" && NF == 8 { print $6, $7 }')
-want=$((${#POL[@]} * 3))
-if [[ ${#res[@]} -ne $want || ${#grp[@]} -ne $((${#POL[@]} * 2)) ]]; then
+want=$(((${#POL[@]} - 1) * 6))
+if [[ ${#res[@]} -ne $want || ${#grp[@]} -ne $((want * 2)) ]]; then
     echo "bench-policy-apps.sh: error: expected $want RESULT lines, got ${#res[@]} (output below)" >&2
     echo "$out" >&2
     exit 1
@@ -91,34 +98,44 @@ fi
 field() { grep -o "\"$2\":[0-9.]*" <<<"$1" | head -1 | sed 's/.*://'; }
 opfield() { grep -o "\"$2\":{\"count\":[0-9]*,\"per_s\":[0-9.]*" <<<"$1" | grep -o "\"$3\":[0-9.]*" | sed 's/.*://'; }
 # Every page access counts one local hit (a miss's access too, once its
-# page is in), so the accesses are the hits and the hit ratio 1 - misses/hits.
+# page is in), so the accesses are the hits and the hit ratio is
+# 1 - misses/hits; below 0 when pages were filled more than once per read
+# (evicted between their fill and the read that asked for them).
 hr() { awk -v h="$1" -v m="$2" 'BEGIN { if (h > 0) printf "%.3f", 1 - m / h; else print "n/a" }'; }
 # `cache groups` counts hits as accesses served without a miss.
 hr_group() { awk -v h="$1" -v m="$2" 'BEGIN { if (h + m > 0) printf "%.3f", h / (h + m); else print "n/a" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-declare -A HR TP
-for i in "${!POL[@]}"; do
-    kv=${res[i * 3]} gs=${res[i * 3 + 1]} se=${res[i * 3 + 2]}
-    HR[$i,0]=$(hr "$(field "$kv" "hits local")" "$(field "$kv" misses)")
-    TP[$i,0]=$(field "$kv" throughput)
-    read -r h0 m0 <<<"${grp[i * 2]}"
-    read -r h1 m1 <<<"${grp[i * 2 + 1]}"
-    HR[$i,1]=$(hr_group $((h1 - h0)) $((m1 - m0)))
-    TP[$i,1]=$(opfield "$gs" get per_s)
-    SC[$i]=$(opfield "$gs" scan count)
-    HR[$i,2]=$(hr "$(field "$se" "hits local")" "$(field "$se" misses)")
-    TP[$i,2]=$(field "$se" throughput)
-    MB[$i]=$(field "$se" mb_per_s)
-    MP[$i]=$(field "$se" matches_per_pass)
-done
+# Run k: hit ratio, throughput, extra text.
+run_fig() {
+    local k=$1 w=$2 r=${res[$1]} h0 m0 h1 m1
+    case $w in
+        0) echo "$(hr "$(field "$r" "hits local")" "$(field "$r" misses)") $(field "$r" throughput) -" ;;
+        1)
+            read -r h0 m0 <<<"${grp[k * 2]}"
+            read -r h1 m1 <<<"${grp[k * 2 + 1]}"
+            echo "$(hr_group $((h1 - h0)) $((m1 - m0))) $(opfield "$r" get per_s) $(opfield "$r" scan count)"
+            ;;
+        2) echo "$(hr "$(field "$r" "hits local")" "$(field "$r" misses)") $(field "$r" throughput) $(field "$r" mb_per_s)/$(field "$r" matches_per_pass)" ;;
+    esac
+}
 echo "1 directory + 1 node, strong; limit $LIMIT pages; kv:$KV_SIZE, search:$SEARCH_SIZE"
-echo "YCSB-C = app kv --dist zipf:$THETA, ${RUNTIME}s; GET-SCAN = same + --scan-frac $SCAN_FRAC --scan-len $SCAN_LEN --scan-group scan; search = app search --passes $PASSES"
-printf '  %-8s | %-24s | %-32s | %-36s\n' "" "YCSB-C: hit / lookups/s" "GET-SCAN: GET hit / GET/s (scans)" "search: hit / passes/s (MB/s, matches)"
-for i in "${!POL[@]}"; do
-    printf '  %-8s | %5s %8s %6sx | %5s %8s %6sx (%s) | %5s %6s %6sx (%s, %s)\n' "${POL[$i]}" \
-        "${HR[$i,0]}" "${TP[$i,0]}" "$(ratio "${TP[$i,0]}" "${TP[0,0]}")" \
-        "${HR[$i,1]}" "${TP[$i,1]}" "$(ratio "${TP[$i,1]}" "${TP[0,1]}")" "${SC[$i]}" \
-        "${HR[$i,2]}" "${TP[$i,2]}" "$(ratio "${TP[$i,2]}" "${TP[0,2]}")" "${MB[$i]}" "${MP[$i]}"
+echo "YCSB-C = app kv --dist zipf:$THETA, ${RUNTIME}s; GET-SCAN = same + --scan-frac $SCAN_FRAC --scan-len $SCAN_LEN --scan-group scan (GET hit ratio, GET/s; scans run); search = app search --passes $PASSES (MB/s/matches per pass)"
+echo "each policy's ratio is to the FIFO run just before it; the fifo row: the range of its runs"
+declare -A FH FT
+for w in 0 1 2; do
+    case $w in 0) echo "YCSB-C" ;; 1) echo "GET-SCAN" ;; 2) echo "search" ;; esac
+    printf '  %-8s %9s %12s %8s  %s\n' policy "hit ratio" throughput "vs fifo" "(extra; fifo run beside it: hit, throughput)"
+    rows=()
+    for i in $(seq 1 $((${#POL[@]} - 1))); do
+        kf=$((((i - 1) * 3 + w) * 2))
+        read -r fh ft _ <<<"$(run_fig "$kf" "$w")"
+        read -r ph pt px <<<"$(run_fig $((kf + 1)) "$w")"
+        FH[$w]+="$fh " FT[$w]+="$ft "
+        rows+=("$(printf '  %-8s %9s %12s %7sx  (%s; %s, %s)' "${POL[$i]}" "$ph" "$pt" "$(ratio "$pt" "$ft")" "$px" "$fh" "$ft")")
+    done
+    range() { tr ' ' '\n' <<<"$1" | awk 'NF { if (n == 0 || $1 < lo) lo = $1; if (n == 0 || $1 > hi) hi = $1; n++ } END { printf "%s..%s", lo, hi }'; }
+    printf '  %-8s %9s %12s %8s  (%d runs)\n' fifo "$(range "${FH[$w]}")" "$(range "${FT[$w]}")" "1.00x" $((${#POL[@]} - 1))
+    printf '%s\n' "${rows[@]}"
 done
-echo "load average before: $load0, after: $load1; wall time $((t1 - t0)) s; FIFO is the same-run baseline"
+echo "load average before: $load0, after: $load1; wall time $((t1 - t0)) s"
 echo "RESULT {\"policies\":\"${POL[*]}\",\"limit\":$LIMIT,\"runtime\":$RUNTIME,\"scan_frac\":$SCAN_FRAC,\"scan_len\":$SCAN_LEN,\"passes\":$PASSES,\"wall_s\":$((t1 - t0))}"
