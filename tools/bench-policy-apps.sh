@@ -26,7 +26,10 @@
 # change of host load between pairs stays out of the ratios; the fifo row
 # shows the range of its runs). Under TCG on a shared host the throughputs
 # still carry noise; hit ratios do not depend on timing beyond how many
-# operations a run does.
+# operations a run does. Throughput per CPU-second (the node's and the
+# directory's QEMU, utime + stime over the run's command) is reported
+# beside it, with its own ratio: it leaves out the time the guests were
+# not running because other work had the host's cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
@@ -49,7 +52,7 @@ while [[ $# -gt 0 ]]; do
         --scan-frac) SCAN_FRAC=${2:?--scan-frac needs a value}; shift 2 ;;
         --scan-len) SCAN_LEN=${2:?--scan-len needs a value}; shift 2 ;;
         --passes) PASSES=${2:?--passes needs a value}; shift 2 ;;
-        -h | --help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-policy-apps.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -61,27 +64,49 @@ read -ra POL <<<"$POLICIES"
 [[ $LIMIT =~ ^[0-9]+$ && $LIMIT -ge 64 ]] || die "--limit must be 64 pages or more"
 cd "$ROOT"
 RUN=$(mktemp -d /tmp/onecopy-bench-policy-apps.XXXXXX)
-trap 'rm -rf "$RUN"' EXIT
 SEARCH_TIMEOUT=$((RUNTIME * 30))
 KV="app kv --dist zipf:$THETA --runtime $RUNTIME"
 WORK=("$KV" "$KV --scan-frac $SCAN_FRAC --scan-len $SCAN_LEN --scan-group scan"
     "app search --passes $PASSES --runtime $SEARCH_TIMEOUT")
 # Paired runs: for each policy after fifo and each workload, a FIFO run
 # right before the policy's run, so load changes on the host between
-# pairs do not enter the ratio (each ratio is to its own FIFO run).
-args=(-e "1: cache config limit=$LIMIT")
+# pairs do not enter the ratio (each ratio is to its own FIFO run). The
+# cluster stays up (--detach); each app command is one `exec`, with the
+# CPU time (utime + stime, /proc) of the node's and the directory's QEMU
+# read before and after it: operations per CPU-second are what the
+# guests did with the CPU they got, which other work on the host does
+# not change the way it changes wall-clock throughput.
+TICK=$(getconf CLK_TCK)
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+t0=$(date +%s)
+stop_cluster() { ./qemu-run.sh stop --run-dir "$RUN" >/dev/null 2>&1 || true; rm -rf "$RUN"; }
+trap stop_cluster EXIT
+./qemu-run.sh --detach --nodes 1 --mode strong --run-dir "$RUN" --dataset "kv:$KV_SIZE,search:$SEARCH_SIZE" \
+    -e "1: cache config limit=$LIMIT" >"$RUN/boot.out" 2>&1 || { cat "$RUN/boot.out" >&2; exit 1; }
+pids="$(tr -dc '0-9' <"$RUN/node1.pid") $(tr -dc '0-9' <"$RUN/dir.pid")"
+ticks() {
+    local p t=0 f
+    for p in $pids; do
+        f=$(cut -d' ' -f14,15 "/proc/$p/stat") || { echo "bench-policy-apps.sh: error: QEMU $p is gone" >&2; exit 1; }
+        t=$((t + ${f% *} + ${f#* }))
+    done
+    echo "$t"
+}
+ex() { ./qemu-run.sh exec --run-dir "$RUN" --cmd-timeout $((SEARCH_TIMEOUT + 120)) "$@"; }
+out=$(cat "$RUN/boot.out")
+cpu=()
 for p in "${POL[@]:1}"; do
     for w in 0 1 2; do
         for q in fifo "$p"; do
-            args+=(-e "1: cache policy $q" -e "1: cache drop" -e "1: cache groups"
-                -e "1: ${WORK[w]}" -e "1: cache groups")
+            out+=$'\n'$(ex -e "1: cache policy $q" -e "1: cache drop" -e "1: cache groups")
+            c0=$(ticks)
+            out+=$'\n'$(ex -e "1: ${WORK[w]}")
+            c1=$(ticks)
+            cpu+=($((c1 - c0)))
+            out+=$'\n'$(ex -e "1: cache groups")
         done
     done
 done
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
-t0=$(date +%s)
-out=$(./qemu-run.sh --nodes 1 --mode strong --run-dir "$RUN" --dataset "kv:$KV_SIZE,search:$SEARCH_SIZE" \
-    --cmd-timeout $((SEARCH_TIMEOUT + 120)) "${args[@]}")
 t1=$(date +%s)
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 [[ -z ${BENCH_RAW:-} ]] || echo "$out" >"$BENCH_RAW"
@@ -105,36 +130,48 @@ hr() { awk -v h="$1" -v m="$2" 'BEGIN { if (h > 0) printf "%.3f", 1 - m / h; els
 # `cache groups` counts hits as accesses served without a miss.
 hr_group() { awk -v h="$1" -v m="$2" 'BEGIN { if (h + m > 0) printf "%.3f", h / (h + m); else print "n/a" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-# Run k: hit ratio, throughput, extra text.
+# Throughput per CPU-second: throughput x the run's elapsed time / the
+# QEMUs' CPU seconds over its exec.
+per_cpu() { awk -v t="$1" -v e="$2" -v c="$3" -v hz="$TICK" 'BEGIN { if (c > 0) printf "%.2f", t * e / 1e9 / (c / hz); else print "n/a" }'; }
+# Run k: hit ratio, throughput, throughput per CPU-second, extra text.
 run_fig() {
-    local k=$1 w=$2 r=${res[$1]} h0 m0 h1 m1
+    local k=$1 w=$2 r=${res[$1]} h0 m0 h1 m1 tp
+    local e
+    e=$(field "$r" elapsed_ns)
     case $w in
-        0) echo "$(hr "$(field "$r" "hits local")" "$(field "$r" misses)") $(field "$r" throughput) -" ;;
+        0)
+            tp=$(field "$r" throughput)
+            echo "$(hr "$(field "$r" "hits local")" "$(field "$r" misses)") $tp $(per_cpu "$tp" "$e" "${cpu[k]}") -"
+            ;;
         1)
             read -r h0 m0 <<<"${grp[k * 2]}"
             read -r h1 m1 <<<"${grp[k * 2 + 1]}"
-            echo "$(hr_group $((h1 - h0)) $((m1 - m0))) $(opfield "$r" get per_s) $(opfield "$r" scan count)"
+            tp=$(opfield "$r" get per_s)
+            echo "$(hr_group $((h1 - h0)) $((m1 - m0))) $tp $(per_cpu "$tp" "$e" "${cpu[k]}") $(opfield "$r" scan count)"
             ;;
-        2) echo "$(hr "$(field "$r" "hits local")" "$(field "$r" misses)") $(field "$r" throughput) $(field "$r" mb_per_s)/$(field "$r" matches_per_pass)" ;;
+        2)
+            tp=$(field "$r" throughput)
+            echo "$(hr "$(field "$r" "hits local")" "$(field "$r" misses)") $tp $(per_cpu "$tp" "$e" "${cpu[k]}") $(field "$r" mb_per_s)/$(field "$r" matches_per_pass)"
+            ;;
     esac
 }
 echo "1 directory + 1 node, strong; limit $LIMIT pages; kv:$KV_SIZE, search:$SEARCH_SIZE"
 echo "YCSB-C = app kv --dist zipf:$THETA, ${RUNTIME}s; GET-SCAN = same + --scan-frac $SCAN_FRAC --scan-len $SCAN_LEN --scan-group scan (GET hit ratio, GET/s; scans run); search = app search --passes $PASSES (MB/s/matches per pass)"
-echo "each policy's ratio is to the FIFO run just before it; the fifo row: the range of its runs"
-declare -A FH FT
+echo "each policy's ratios are to the FIFO run just before it; the fifo row: the range of its runs; per CPU-s: per second of the node's and directory's QEMU CPU time"
+declare -A FH FT FC
 for w in 0 1 2; do
     case $w in 0) echo "YCSB-C" ;; 1) echo "GET-SCAN" ;; 2) echo "search" ;; esac
-    printf '  %-8s %9s %12s %8s  %s\n' policy "hit ratio" throughput "vs fifo" "(extra; fifo run beside it: hit, throughput)"
+    printf '  %-8s %9s %12s %8s %10s %8s  %s\n' policy "hit ratio" throughput "vs fifo" "per CPU-s" "vs fifo" "(extra; fifo run beside it: hit, throughput, per CPU-s)"
     rows=()
     for i in $(seq 1 $((${#POL[@]} - 1))); do
         kf=$((((i - 1) * 3 + w) * 2))
-        read -r fh ft _ <<<"$(run_fig "$kf" "$w")"
-        read -r ph pt px <<<"$(run_fig $((kf + 1)) "$w")"
-        FH[$w]+="$fh " FT[$w]+="$ft "
-        rows+=("$(printf '  %-8s %9s %12s %7sx  (%s; %s, %s)' "${POL[$i]}" "$ph" "$pt" "$(ratio "$pt" "$ft")" "$px" "$fh" "$ft")")
+        read -r fh ft fc _ <<<"$(run_fig "$kf" "$w")"
+        read -r ph pt pc px <<<"$(run_fig $((kf + 1)) "$w")"
+        FH[$w]+="$fh " FT[$w]+="$ft " FC[$w]+="$fc "
+        rows+=("$(printf '  %-8s %9s %12s %7sx %10s %7sx  (%s; %s, %s, %s)' "${POL[$i]}" "$ph" "$pt" "$(ratio "$pt" "$ft")" "$pc" "$(ratio "$pc" "$fc")" "$px" "$fh" "$ft" "$fc")")
     done
     range() { tr ' ' '\n' <<<"$1" | awk 'NF { if (n == 0 || $1 < lo) lo = $1; if (n == 0 || $1 > hi) hi = $1; n++ } END { printf "%s..%s", lo, hi }'; }
-    printf '  %-8s %9s %12s %8s  (%d runs)\n' fifo "$(range "${FH[$w]}")" "$(range "${FT[$w]}")" "1.00x" $((${#POL[@]} - 1))
+    printf '  %-8s %9s %12s %8s %10s %8s  (%d runs)\n' fifo "$(range "${FH[$w]}")" "$(range "${FT[$w]}")" "1.00x" "$(range "${FC[$w]}")" "1.00x" $((${#POL[@]} - 1))
     printf '%s\n' "${rows[@]}"
 done
 echo "load average before: $load0, after: $load1; wall time $((t1 - t0)) s"
