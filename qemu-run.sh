@@ -75,8 +75,9 @@ Options:
   --dataset SPEC     application datasets built on the host into the default
                      disk (RUN/disk-apps.img, rebuilt when SPEC changes):
                      NAME:SIZE[:SEED] entries separated by commas (NAME one
-                     of webserver fileserver varmail kv infer ann, SIZE like
-                     64m), or 'apps' for all six at 32m; not with --disk
+                     of webserver fileserver varmail kv infer ann search,
+                     SIZE like 64m), or 'apps' for the first six at 32m; not
+                     with --disk
   --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
                      nodes' fixed kernel heap limits it; default 64)
   --shm-path PATH    use this existing file or device as the shared region
@@ -325,8 +326,8 @@ while [[ $# -gt 0 ]]; do
             IFS=, read -r -a ds_items <<<"$val"
             ((${#ds_items[@]} > 0)) || die_usage "--dataset needs NAME:SIZE[:SEED][,...] or apps"
             for ds in "${ds_items[@]}"; do
-                [[ $ds =~ ^(webserver|fileserver|varmail|kv|infer|ann):[0-9]+[kKmMgG]?(:[0-9]+)?$ ]] ||
-                    die_usage "--dataset: '$ds' is not NAME:SIZE[:SEED] (NAME: webserver fileserver varmail kv infer ann; SIZE like 64m; SEED digits)"
+                [[ $ds =~ ^(webserver|fileserver|varmail|kv|infer|ann|search):[0-9]+[kKmMgG]?(:[0-9]+)?$ ]] ||
+                    die_usage "--dataset: '$ds' is not NAME:SIZE[:SEED] (NAME: webserver fileserver varmail kv infer ann search; SIZE like 64m; SEED digits)"
                 for prev in "${DATASETS[@]}"; do
                     [[ ${prev%%:*} != "${ds%%:*}" ]] || die_usage "--dataset: ${ds%%:*} given twice"
                 done

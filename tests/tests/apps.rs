@@ -141,3 +141,52 @@ fn two_nodes_run_webserver_at_once_and_their_logs_keep_growing() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `app search` (issue #12's file search) on one node, with its owned
+/// pages capped below the dataset so every pass reclaims: the matches
+/// per pass are the ones counted on the host from the dataset's plan,
+/// under FIFO and under MRU.
+#[test]
+fn search_counts_the_host_computed_matches_under_reclaim() {
+    use userland::app::{dataset, search};
+    let spec = "search:1m";
+    let (name, size, seed) = dataset::parse_spec(spec).expect("spec");
+    let ds = dataset::plan(&name, size, seed, "/apps/search").expect("plan");
+    let want: u64 = ds
+        .files
+        .iter()
+        .filter(|f| !f.path.ends_with("/manifest"))
+        .map(|f| {
+            let mut b = vec![0u8; f.size as usize];
+            f.gen.fill(0, &mut b);
+            search::count(&b, search::DEFAULT_PATTERN.as_bytes())
+        })
+        .sum();
+    assert!(want > 0);
+    let dir = unique_run_dir("apps-search-img").expect("run dir");
+    std::fs::create_dir_all(&dir).expect("run dir");
+    let image = dir.join("apps.img");
+    mkfs_datasets(&image, &[spec]).expect("mkfs --dataset");
+    let opts = ClusterOpts::new("apps-search")
+        .ctl(CTL)
+        .nodes(1)
+        .disk(&image)
+        .cmd_timeout(Duration::from_secs(240))
+        .boot_timeout(Duration::from_secs(60));
+    with_cluster(opts, |c| {
+        c.exec_ok(1, "cache config limit=64")?;
+        for policy in ["fifo", "mru"] {
+            c.exec_ok(1, &format!("cache policy {policy}"))?;
+            let out = c.exec_ok(1, "app search --passes 2 --threads 4 --runtime 200")?;
+            let v = result(1, &out.text())?;
+            assert_eq!(v["app"], "search", "{v}");
+            assert_eq!(v["mode"], "strong", "{v}");
+            assert_eq!(v["passes_done"].as_u64(), Some(2), "{policy}: {v}");
+            assert_eq!(v["matches_per_pass"].as_u64(), Some(want), "{policy}: {v}");
+            assert_eq!(v["matches"].as_u64(), Some(2 * want), "{policy}: {v}");
+            assert!(cache(&v, "misses") > 0, "{policy}: {v}");
+        }
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -121,6 +121,7 @@ pub fn plan(app: &str, size: u64, seed: u64, root: &str) -> Result<Dataset, Stri
         "kv" => super::kv::plan(size, seed, root),
         "infer" => super::infer::plan(size, seed, root),
         "ann" => super::ann::plan(size, seed, root),
+        "search" => super::search::plan(size, seed, root),
         _ => {
             return Err(format!(
                 "unknown app '{app}' (one of {})",

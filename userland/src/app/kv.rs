@@ -8,7 +8,11 @@
 //! `--dist zipf:THETA`, YCSB's scrambled zipfian), binary-search the
 //! in-memory index for its block, read the block (queued with the other
 //! threads' reads), find the key and check its value. Metric: lookups
-//! per second.
+//! per second. With `--scan-frac F` a fraction F of the operations
+//! are range scans instead (cache_ext's GET-SCAN mix, see [`super::scan`]):
+//! `--scan-len N` consecutive blocks from a random start, each block's
+//! first key checked, reported as operation kind `scan`; lookups per
+//! second stay the headline.
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -20,16 +24,19 @@ use super::dataset::{manifest, pattern_fill, DataFile, Dataset, Gen, Manifest};
 use super::options::{bad, parse_fraction, Options};
 use super::report::{Extra, Report};
 use super::rng::{hash2, Rng, Zipf, MAX_ZIPF_ITEMS};
+use super::scan::{self, ScanMix};
 use super::{AppError, Run};
 use crate::os::OpenFlags;
 use crate::task::Tasks;
 
 /// Operation kinds.
 pub const NAMES: &[&str] = &["get"];
+/// Operation kinds with a scan mix.
+pub const NAMES_SCAN: &[&str] = &["get", "scan"];
 /// Default threads (db_bench `--threads`).
 pub const DEFAULT_THREADS: u32 = 16;
 /// Its own options.
-pub const OPTIONS: &[&str] = &["dist"];
+pub const OPTIONS: &[&str] = &["dist", "scan-frac", "scan-len", "scan-group"];
 /// Key bytes.
 pub const KEY: usize = 24;
 /// Value bytes.
@@ -162,10 +169,12 @@ pub enum Dist {
 }
 
 /// `kv`'s own options.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     /// `--dist uniform|zipf:THETA` (uniform).
     pub dist: Dist,
+    /// `--scan-frac`, `--scan-len`, `--scan-group` (no scans).
+    pub scan: ScanMix,
 }
 
 impl Params {
@@ -178,7 +187,8 @@ impl Params {
                 _ => return Err(bad("dist", v, "uniform or zipf:THETA with 0 < THETA < 1")),
             },
         };
-        Ok(Params { dist })
+        let scan = ScanMix::from(o)?;
+        Ok(Params { dist, scan })
     }
 }
 
@@ -215,6 +225,15 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
             run.dir, t.keys, t.blocks
         )));
     }
+    params.scan.check(t.blocks)?;
+    // The command's group, which scans return to.
+    let home = opts
+        .group
+        .as_deref()
+        .unwrap_or(crate::os::DEFAULT_GROUP_NAME);
+    if let Some(g) = &params.scan.group {
+        ex.with_os(|os| scan::enter(os, g).and_then(|()| scan::enter(os, home)))?;
+    }
     let zipf = match params.dist {
         Dist::Uniform => None,
         Dist::Zipf(theta) => {
@@ -231,7 +250,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
     let fd = ex
         .with_os(|os| os.open(&path, OpenFlags::default()))
         .map_err(|e| AppError::new(format!("{path}: open: {e}")))?;
-    let out = lookups(ex, run, &t, zipf.as_ref(), fd, &path);
+    let out = lookups(ex, run, &t, zipf.as_ref(), &params.scan, home, fd, &path);
     let closed = ex
         .with_os(|os| os.close(fd))
         .map_err(|e| AppError::new(format!("{path}: close: {e}")));
@@ -247,14 +266,26 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
             Dist::Zipf(th) => format!("zipf:{}", (th * 1000.0 + 0.5) as u64 as f64 / 1000.0),
         }),
     ));
+    if params.scan.on() {
+        r.extra
+            .push(("scan_frac", Extra::Text(params.scan.frac_text())));
+        r.extra.push(("scan_len", Extra::Uint(params.scan.len)));
+        r.extra.push((
+            "scan_group",
+            Extra::Text(String::from(params.scan.group.as_deref().unwrap_or(home))),
+        ));
+    }
     Ok(r)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn lookups(
     ex: &Tasks<'_>,
     run: &Run,
     t: &Table,
     zipf: Option<&Zipf>,
+    mix: &ScanMix,
+    home: &str,
     fd: crate::os::Fd,
     path: &str,
 ) -> Result<Report, AppError> {
@@ -272,14 +303,28 @@ fn lookups(
     let mut index = vec![0u8; (t.blocks * KEY as u64) as usize];
     read_exact(ex, fd, index_at, &mut index, path)?;
 
-    let m = run.meter(ex, NAMES);
+    let m = run.meter(ex, if mix.on() { NAMES_SCAN } else { NAMES });
     let sum = Cell::new(0u64);
+    let scanned = Cell::new(0u64);
     let index = &index;
     let result = ex.run_n(run.threads as usize, |th| {
-        let (m, sum) = (&m, &sum);
+        let (m, sum, scanned) = (&m, &sum, &scanned);
         let mut rng = Rng::new(run.seed, 4000 + th as u64);
         async move {
             while m.begin(ex.uptime_ns()) {
+                if mix.is_scan(m.started()) {
+                    let start = rng.below(t.blocks - mix.len + 1);
+                    let t0 = ex.uptime_ns();
+                    let r = ex.with_os(|os| scan_run(os, mix, home, fd, start, path));
+                    let t1 = ex.uptime_ns();
+                    if let Err(e) = r {
+                        m.fail(e);
+                        break;
+                    }
+                    scanned.set(scanned.get() + mix.len * PER_BLOCK);
+                    m.record(1, t1.saturating_sub(t0), mix.len * BLOCK as u64, 0, t1);
+                    continue;
+                }
                 let k = match zipf {
                     None => rng.below(t.keys),
                     Some(z) => scramble(z.sample(&mut rng), t.keys),
@@ -339,7 +384,59 @@ fn lookups(
     let mut r = run.finish(ex, "kv", result, &m, Ok(()))?;
     r.extra.push(("keys", Extra::Uint(t.keys)));
     r.extra.push(("value_checksum", Extra::Uint(sum.get())));
+    if mix.on() {
+        r.extra.push(("scan_keys", Extra::Uint(scanned.get())));
+    }
     Ok(r)
+}
+
+/// One range scan: `mix.len` blocks from block `start`, read in
+/// [`scan::CHUNK_BLOCKS`]-block I/Os (synchronously, in the scan group if
+/// there is one, then back in `home`), each block's first key checked.
+fn scan_run(
+    os: &mut dyn crate::os::Os,
+    mix: &ScanMix,
+    home: &str,
+    fd: crate::os::Fd,
+    start: u64,
+    path: &str,
+) -> Result<(), AppError> {
+    if let Some(g) = &mix.group {
+        scan::enter(os, g)?;
+    }
+    let mut buf = vec![0u8; (scan::CHUNK_BLOCKS as usize) * BLOCK];
+    let mut res = Ok(());
+    let mut b = start;
+    while b < start + mix.len && res.is_ok() {
+        let n = (start + mix.len - b).min(scan::CHUNK_BLOCKS);
+        let want = n as usize * BLOCK;
+        let chunk = &mut buf[..want];
+        res = match crate::os::positioned_io(os, fd, b * BLOCK as u64, false, chunk) {
+            Ok(k) if k == want => (0..n)
+                .find(|&i| {
+                    let at = i as usize * BLOCK;
+                    chunk[at..at + KEY] != key_of((b + i) * PER_BLOCK)
+                })
+                .map_or(Ok(()), |i| {
+                    Err(AppError::new(format!(
+                        "{path}: scan: block {} does not start with its key (corrupt table?)",
+                        b + i
+                    )))
+                }),
+            Ok(k) => Err(AppError::new(format!(
+                "{path}: scan: block {b}: short read ({k} of {want} bytes)"
+            ))),
+            Err(e) => Err(AppError::new(format!("{path}: scan: block {b}: {e}"))),
+        };
+        b += n;
+    }
+    if mix.group.is_some() {
+        let back = scan::enter(os, home);
+        res?;
+        back
+    } else {
+        res
+    }
 }
 
 /// Read `buf.len()` bytes at `off` (setup reads, synchronous).

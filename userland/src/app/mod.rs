@@ -9,6 +9,8 @@
 //! * [`infer`]: mixture-of-experts inference over a memory-mapped
 //!   weights file.
 //! * [`ann`]: DiskANN-style beam search over a disk-resident graph.
+//! * [`search`]: cache_ext's file search, a grep over a fileset, pass
+//!   after pass.
 //!
 //! Shared options ([`options`]): `--runtime S` (10 s), `--threads N`
 //! (the workload's default), `--seed X` (1), `--ops N` (stop after N
@@ -35,6 +37,8 @@ pub mod meter;
 pub mod options;
 pub mod report;
 pub mod rng;
+pub mod scan;
+pub mod search;
 pub mod varmail;
 pub mod webserver;
 
@@ -46,7 +50,15 @@ use options::Options;
 use report::{cache_delta, cache_snapshot, Report};
 
 /// The workloads, as `app NAME` takes them.
-pub const NAMES: &[&str] = &["webserver", "fileserver", "varmail", "kv", "infer", "ann"];
+pub const NAMES: &[&str] = &[
+    "webserver",
+    "fileserver",
+    "varmail",
+    "kv",
+    "infer",
+    "ann",
+    "search",
+];
 
 /// The command's usage line.
 pub const USAGE: &str =
@@ -155,6 +167,7 @@ pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, AppError> {
         "kv" => (kv::OPTIONS, kv::DEFAULT_THREADS),
         "infer" => (infer::OPTIONS, infer::DEFAULT_THREADS),
         "ann" => (ann::OPTIONS, ann::DEFAULT_THREADS),
+        "search" => (search::OPTIONS, search::DEFAULT_THREADS),
         _ => {
             return Err(AppError::new(format!(
                 "unknown app '{}' (one of {})",
@@ -174,6 +187,9 @@ pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, AppError> {
         }
         "ann" => {
             ann::Params::from(&opts)?;
+        }
+        "search" => {
+            search::Params::from(&opts)?;
         }
         _ => {}
     }
@@ -208,6 +224,7 @@ fn run_named(
         "varmail" => varmail::run(&ex, &run, opts),
         "kv" => kv::run(&ex, &run, opts),
         "infer" => infer::run(&ex, &run, opts),
+        "search" => search::run(&ex, &run, opts),
         _ => ann::run(&ex, &run, opts),
     }?;
     Ok(report.render())

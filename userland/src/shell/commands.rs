@@ -281,7 +281,7 @@ pub(super) static COMMANDS: &[Command] = &[
     Command {
         name: "app",
         usage: "app NAME [--runtime S] [--threads N] [--seed X] [--ops N] [--dir PATH] ...",
-        help: "run a workload over its dataset (webserver fileserver varmail kv infer ann): summary + RESULT {json}",
+        help: "run a workload over its dataset (webserver fileserver varmail kv infer ann search): summary + RESULT {json}",
         min_args: 1,
         max_args: MANY,
         run: cmd_app,

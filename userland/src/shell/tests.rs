@@ -858,7 +858,7 @@ fn app_runs_a_workload_and_refuses_bad_input() {
     );
     assert_eq!(
         err(&mut os, "app nope"),
-        "app: unknown app 'nope' (one of webserver, fileserver, varmail, kv, infer, ann)"
+        "app: unknown app 'nope' (one of webserver, fileserver, varmail, kv, infer, ann, search)"
     );
     assert_eq!(
         err(&mut os, "app kv --threads 0"),

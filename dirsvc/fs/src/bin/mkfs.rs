@@ -31,9 +31,9 @@ options:
   --from DIR    folder to copy into the image
   --dataset NAME:SIZE[:SEED]
                 an application workload's dataset (webserver, fileserver,
-                varmail, kv, infer, ann; SIZE like 64m; SEED default 1),
-                generated deterministically into /apps/NAME; repeatable;
-                --size-mb and --inodes grow to fit it
+                varmail, kv, infer, ann, search; SIZE like 64m; SEED
+                default 1), generated deterministically into /apps/NAME;
+                repeatable; --size-mb and --inodes grow to fit it
   -h, --help    print this help";
 
 const MIB: u64 = 1 << 20;

@@ -8,6 +8,7 @@ use super::dataset::{self, parse_spec, plan, write_os};
 use super::*;
 use crate::mock::MockOs;
 
+mod policy_apps;
 mod workloads;
 
 /// A mock holding `app`'s dataset of `size` bytes with `seed`.
