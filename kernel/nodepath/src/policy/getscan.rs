@@ -7,7 +7,8 @@
 //!
 //! In the guest the group is the task group of the command doing the I/O
 //! (`app`/`fio --group`; `app kv --scan-group` puts only the scans' reads
-//! in another group): with everything in one group this behaves as LRU.
+//! in another group), seen as 0 when it is the group owning the lists:
+//! with every access from that group this behaves as LRU.
 //! The host tests tag accesses with groups through the cache's
 //! `set_group`.
 
