@@ -5,9 +5,12 @@
 //! first, so a scan cannot flush the GET working set. A page a GET touches
 //! moves to the GET list.
 //!
-//! Partial: tasks do not carry groups on the nodes yet (issue #12 item 3),
-//! so in the guest every access is group 0 and this behaves as LRU; the
-//! host tests tag accesses with groups through the cache's `set_group`.
+//! In the guest the group is the task group of the command doing the I/O
+//! (`app`/`fio --group`; `app kv --scan-group` puts only the scans' reads
+//! in another group), seen as 0 when it is the group owning the lists:
+//! with every access from that group this behaves as LRU.
+//! The host tests tag accesses with groups through the cache's
+//! `set_group`.
 
 use fabric::proto::PageKey;
 
