@@ -198,11 +198,7 @@ impl<D: BlockDevice> Fs<D> {
                 // A block of zeros past the old end (a gap or an
                 // extension): its checksum entry says "unwritten" and the
                 // block itself is not written (see `sums`).
-                if let Some(i) = self.sums.set_unwritten(lba) {
-                    if !dirty.contains(&i) {
-                        dirty.push(i);
-                    }
-                }
+                note_dirty(dirty, self.sums.set_unwritten(lba));
                 continue;
             }
             if lo < hi {
@@ -210,12 +206,17 @@ impl<D: BlockDevice> Fs<D> {
                 blk[(lo - bs) as usize..(hi - bs) as usize].copy_from_slice(src);
             }
             self.write_blk(lba, &blk)?;
-            if let Some(i) = self.sums.set(lba, &blk) {
-                if !dirty.contains(&i) {
-                    dirty.push(i);
-                }
-            }
+            note_dirty(dirty, self.sums.set(lba, &blk));
         }
         Ok(())
+    }
+}
+
+/// Add checksum-table block `changed` (if any) to `dirty`, once.
+fn note_dirty(dirty: &mut Vec<u64>, changed: Option<u64>) {
+    if let Some(i) = changed {
+        if !dirty.contains(&i) {
+            dirty.push(i);
+        }
     }
 }

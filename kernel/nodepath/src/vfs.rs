@@ -327,7 +327,7 @@ impl<E: Env> Vfs<E> {
     fn refresh(&mut self, link: &mut Link<E>, ino: u64) -> Result<u64, Errno> {
         let a = getattr(link, &mut *self.dp, ino)?;
         self.learn(&a);
-        Ok(a.size.max(self.meta.local_size(ino).unwrap_or(0)))
+        Ok(self.meta.size_of(ino))
     }
 
     /// The request for path operation `op` on `path`, the path written
@@ -516,10 +516,10 @@ impl<E: Env> Vfs<E> {
             }
             let a = getattr(link, &mut *self.dp, ino)?;
             self.learn(&a);
-            // The size this node sees: the directory's, or its own local
-            // extension past it (relaxed writes not written back yet).
-            let seen = a.size.max(self.meta.local_size(ino).unwrap_or(0));
-            if a.version == before.version && seen == before.size {
+            // The size this node sees (learned: the directory's, or its
+            // own local extension past it, relaxed writes not written
+            // back yet).
+            if a.version == before.version && self.meta.size_of(ino) == before.size {
                 if let Some(e) = epoch {
                     self.meta.set_validated(ino, e);
                 }

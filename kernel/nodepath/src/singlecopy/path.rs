@@ -206,8 +206,7 @@ impl SingleCopy {
         // publication either: its extension stays local (as `private`
         // mode's buffered writes) and goes to the directory with the
         // copies' write-back (see `written_back`).
-        // An unknown file has no known end: every page may hold old bytes.
-        let zeros_from = meta.get(ino).map_or(u64::MAX, |m| m.size);
+        let zeros_from = known_end(meta, ino);
         if self.st.private_only(ino, pos, data.len(), zeros_from) {
             let n = self.st.write(link, ino, pos, data, zeros_from)?;
             let end = pos + n as u64;
@@ -234,8 +233,7 @@ impl SingleCopy {
             let first = pos / PAGE as u64;
             let last = end.div_ceil(PAGE as u64);
             self.st.pin(grow.map(|_| (ino, first, last)));
-            let known = meta.get(ino).map_or(u64::MAX, |m| m.size);
-            let n = self.st.write(link, ino, pos, data, known);
+            let n = self.st.write(link, ino, pos, data, known_end(meta, ino));
             let n = match n {
                 Ok(n) => n,
                 Err(e) => {
@@ -476,4 +474,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
     fn single_copy(&mut self) -> Option<&mut ScState> {
         Some(&mut self.st)
     }
+}
+
+/// The end of `ino` this node knows (local extension included), past which
+/// a page has no old bytes; an unknown file has none: every page may.
+fn known_end(meta: &Meta, ino: u64) -> u64 {
+    meta.get(ino).map_or(u64::MAX, |m| m.size)
 }

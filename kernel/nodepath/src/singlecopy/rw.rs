@@ -17,6 +17,13 @@ fn frame_off(gfn: u64) -> usize {
     fabric::layout::Layout::gfn_offset(gfn).unwrap_or(usize::MAX)
 }
 
+/// Relaxed mode: does a write to a page this node does not hold need no
+/// old bytes? Yes if it covers the page `whole`, or the page starts at or
+/// past `zeros_from`, the end of file this node knows.
+fn no_old_bytes(start: u64, whole: bool, zeros_from: u64) -> bool {
+    whole || start >= zeros_from
+}
+
 /// Spin for the emulated CXL latency `ns` (no-op at 0).
 fn cxl_delay(clock: &impl Clock, ns: u64) {
     if ns > 0 {
@@ -117,7 +124,7 @@ impl ScState {
             !c.cache.in_flight(&key)
                 && match c.cache.slot(&key) {
                     Some(Slot::Private(_)) | Some(Slot::Remote { .. }) => true,
-                    None => whole || start >= zeros_from,
+                    None => no_old_bytes(start, whole, zeros_from),
                     Some(_) => false,
                 }
         })
@@ -188,7 +195,9 @@ impl ScState {
                         p[in_page..in_page + n].copy_from_slice(chunk);
                     }
                 }
-                (Hit::Miss, Mode::Relaxed) if n == PAGE || key.idx * PAGE as u64 >= zeros_from => {
+                (Hit::Miss, Mode::Relaxed)
+                    if no_old_bytes(key.idx * PAGE as u64, n == PAGE, zeros_from) =>
+                {
                     // A full page, or one past the end of the file, needs
                     // no old data: a private copy at once, no READ fill,
                     // no directory call.
