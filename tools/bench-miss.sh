@@ -4,6 +4,9 @@
 #
 #   tools/bench-miss.sh [--misses N] [--repeat K] [--modes "private strong"] [--no-build]
 #
+# A mode may carry boot options after a colon, comma-separated, to compare
+# settings in one run: --modes "strong:disk_irq=0 strong" times the
+# directory polling its disk against waking on the disk's interrupt.
 # For each of K rounds (default 3), boots 1 directory + 1 node once per
 # mode (default `private`, then `strong`: the single-copy CM path), back to
 # back, and runs `bench miss N` (default 256) on node 1: N cold misses of a
@@ -24,7 +27,7 @@ while [[ $# -gt 0 ]]; do
         --repeat) REPEAT=${2:?--repeat needs a value}; shift 2 ;;
         --modes) MODES=${2:?--modes needs a value}; shift 2 ;;
         --no-build) BUILD=0; shift ;;
-        -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-miss.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -32,8 +35,8 @@ done
     { echo "bench-miss.sh: error: --misses takes an integer in 1..1024" >&2; exit 2; }
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "bench-miss.sh: error: --repeat takes a positive integer" >&2; exit 2; }
 for m in $MODES; do
-    [[ $m =~ ^(strong|relaxed|private|net)$ ]] ||
-        { echo "bench-miss.sh: error: unknown mode '$m' (strong, relaxed, private, net)" >&2; exit 2; }
+    [[ $m =~ ^(strong|relaxed|private|net)(:[a-z_]+=[a-z0-9_]+(,[a-z_]+=[a-z0-9_]+)*)?$ ]] ||
+        { echo "bench-miss.sh: error: unknown mode '$m' (strong, relaxed, private, net, each optionally :key=value,...)" >&2; exit 2; }
 done
 cd "$ROOT"
 if [[ $BUILD == 1 ]]; then
@@ -49,8 +52,11 @@ trap 'rm -rf "$RUN"' EXIT
 PHASES="node_call transport dir_lookup dir_disk dir_fill dir_reply node_fill"
 for ((r = 1; r <= REPEAT; r++)); do
     for m in $MODES; do
-        out=$(./qemu-run.sh --no-build --nodes 1 --mode "$m" --run-dir "$RUN/c" \
-            --cmd-timeout 600 -e "1: bench miss $MISSES") ||
+        mode=${m%%:*}
+        extra=""
+        [[ $m == *:* ]] && extra=${m#*:} && extra=${extra//,/ }
+        out=$(./qemu-run.sh --no-build --nodes 1 --mode "$mode" --run-dir "$RUN/c" \
+            ${extra:+--append-extra "$extra"} --cmd-timeout 600 -e "1: bench miss $MISSES") ||
             { echo "bench-miss.sh: error: $m round $r failed:" >&2; echo "$out" >&2; exit 1; }
         line=$(echo "$out" | grep 'RESULT {"bench":"miss"' | sed 's/.*RESULT //' | tail -1)
         [[ -n $line ]] || { echo "bench-miss.sh: error: $m round $r: no RESULT" >&2; echo "$out" >&2; exit 1; }

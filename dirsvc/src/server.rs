@@ -279,6 +279,12 @@ impl<D: BlockDevice> Directory<D> {
         self.fs.as_ref()
     }
 
+    /// The device under the file system, if mounted (the kernel arms its
+    /// completion interrupt before halting for it).
+    pub fn device_mut(&mut self) -> Option<&mut D> {
+        self.fs.as_mut().map(|f| f.device_mut())
+    }
+
     /// Flush and give the file system back (shutdown).
     pub fn shutdown(&mut self, mem: &(impl SharedMem + ?Sized)) -> Option<Fs<D>> {
         Header::new(mem, self.layout).set_dir_state(DirState::Down);

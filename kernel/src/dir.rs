@@ -10,9 +10,10 @@
 //! after its last work, tickless: it wakes on vector 0 and on its own
 //! timer (the heartbeat beat, [`BEAT_PERIOD_NS`]), and rings the sleeping
 //! nodes it published responses or notices for. Tickless, a pass that
-//! found nothing to do while fills are in flight halts briefly
-//! ([`DISK_POLL_HALT_NS`]) instead of spinning: QEMU's threads that carry
-//! the disk I/O share this instance's pinned host CPU.
+//! found nothing to do while disk requests are in flight halts instead of
+//! spinning (QEMU's threads that carry the disk I/O share this instance's
+//! pinned host CPU): until the disk's completion interrupt or a doorbell
+//! when both are on ([`sleep_for_disk`]), else for [`DISK_POLL_HALT_NS`].
 
 use dirsvc::server::{Config, Directory, Event};
 use fabric::config::BootConfig;
@@ -24,7 +25,7 @@ use alloc::vec::Vec;
 
 use crate::arch::{cpu, time};
 use crate::drivers::net::Nic;
-use crate::drivers::virtio::VirtioDisk;
+use crate::drivers::virtio::{VirtioDisk, WAKE_SAFETY_NS};
 use crate::net::DirLink;
 
 /// Tickless (doorbells): the directory wakes at least this often to beat
@@ -32,7 +33,9 @@ use crate::net::DirLink;
 /// after `nodepath::wait::DIR_SILENT_NS`, 1.5 s, of silence).
 pub const BEAT_PERIOD_NS: u64 = nodepath::wait::DIR_SILENT_NS / 6;
 
-/// Tickless: how long a pass that found only fills in flight halts.
+/// Tickless, without the disk's completion interrupt (`disk_irq=0`, or a
+/// member that does not ring us): how long a pass that found only disk
+/// requests in flight halts.
 pub const DISK_POLL_HALT_NS: u64 = 20_000;
 
 /// Serve forever (`nics`: the `net` mode's links, one per node).
@@ -164,10 +167,25 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             last_work = now;
             let idle_pass = p.served == 0 && p.completed == 0 && net_served == 0;
             if disk_busy && idle_pass && crate::arch::timer::tickless() {
-                // Only fills in flight: let QEMU's I/O threads, which
-                // share our pinned host CPU, run (a doorbell or the timer
-                // ends the halt).
-                crate::arch::timer::halt_for(DISK_POLL_HALT_NS);
+                // Only disk requests in flight: halt, so QEMU's I/O
+                // threads, which share our pinned host CPU, run. With the
+                // disk's completion interrupt and every member ringing
+                // us, until the disk or a node wakes us; else for
+                // `DISK_POLL_HALT_NS`.
+                let ring = links.is_empty()
+                    && bell.as_ref().is_some_and(|b| b.members_ring(&h, cfg.nodes));
+                let wakes = dir.device_mut().is_some_and(|d| d.wakes());
+                match bell.as_mut().filter(|_| ring && wakes) {
+                    Some(b) => {
+                        let p = sleep_for_disk(&mut dir, &shm, b, &mut disk_log, || {
+                            h.ping() != last_ping
+                        });
+                        if let Some(p) = p {
+                            b.deliver(&p);
+                        }
+                    }
+                    None => crate::arch::timer::halt_for(DISK_POLL_HALT_NS),
+                }
             }
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
             // Doorbells: when every member rings us for its requests,
@@ -178,7 +196,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             let quiet = now - last_work;
             if quiet > spin_cycles || (quiet > bell_spin_cycles && b.members_ring(&h, cfg.nodes)) {
                 let mut found = None;
-                b.sleep(|| {
+                b.sleep(u64::MAX, || {
                     let p = dir.serve(&shm);
                     log_events(&p.events);
                     let work = p.served > 0 || !p.events.is_empty() || h.ping() != last_ping;
@@ -214,6 +232,38 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     }
 }
 
+/// Only disk requests in flight and every member rings us: sleep until
+/// the disk's completion interrupt, a doorbell, the end of a finished
+/// request's modelled latency, or `WAKE_SAFETY_NS`, unless a pass finds
+/// work first (`ping`: the ping word moved). The pass's result, if one ran.
+fn sleep_for_disk(
+    dir: &mut Directory<VirtioDisk>,
+    shm: &RawShm,
+    b: &mut DirBell,
+    log: &mut DiskLog,
+    ping: impl Fn() -> bool,
+) -> Option<dirsvc::server::Poll> {
+    x86_64::instructions::interrupts::disable();
+    let mut found = None;
+    if let Some(deadline) = dir.device_mut().and_then(|d| d.arm_wakeup()) {
+        let deadline = deadline.min(time::now_ns().saturating_add(WAKE_SAFETY_NS));
+        let irqs = crate::arch::interrupts::disk_irqs();
+        b.sleep(deadline, || {
+            let p = dir.serve(shm);
+            log_events(&p.events);
+            let work = p.served > 0 || p.completed > 0 || !p.events.is_empty() || ping();
+            found = Some(p);
+            work
+        });
+        log.slept(crate::arch::interrupts::disk_irqs() != irqs);
+    }
+    if let Some(d) = dir.device_mut() {
+        d.disarm_wakeup();
+    }
+    x86_64::instructions::interrupts::enable();
+    found
+}
+
 /// Log lines about the asynchronous disk: each new high of reads or writes
 /// in flight, and the first page request answered while reads, or writes,
 /// were in flight.
@@ -223,9 +273,21 @@ struct DiskLog {
     max_writes: u64,
     answered: bool,
     answered_writing: bool,
+    /// Halts for the disk its completion interrupt ended.
+    irq_wakes: u64,
 }
 
 impl DiskLog {
+    /// A halt for the disk ended (`by_irq`: its completion interrupt came).
+    fn slept(&mut self, by_irq: bool) {
+        if by_irq {
+            self.irq_wakes += 1;
+            if self.irq_wakes == 1 {
+                log::info!("disk: completion interrupt woke the directory (first time)");
+            }
+        }
+    }
+
     fn note(&mut self, s: &dirsvc::diskq::QueueStats, w: &dirsvc::writeq::WriteStats) {
         if s.max_in_flight > self.max_in_flight {
             self.max_in_flight = s.max_in_flight;
@@ -296,10 +358,11 @@ impl DirBell {
         })
     }
 
-    /// Halt until a doorbell or the tick, unless `has_work` finds work.
-    fn sleep(&mut self, has_work: impl FnOnce() -> bool) {
+    /// Halt until a doorbell, another interrupt or `deadline_ns`, unless
+    /// `has_work` finds work.
+    fn sleep(&mut self, deadline_ns: u64, has_work: impl FnOnce() -> bool) {
         use crate::drivers::ivshmem::Wake;
-        let w = self.d.sleep_until_event(u64::MAX, has_work);
+        let w = self.d.sleep_until_event(deadline_ns, has_work);
         if !self.first_received && self.d.received_total() > 0 {
             self.first_received = true;
             let s = self.d.stats();

@@ -82,13 +82,14 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
     }
     match cfg.role {
         Role::Dir => {
-            let disk = match drivers::virtio::probe_blk(&mut root, cfg.disk_latency_us()) {
-                Ok(d) => d,
-                Err(e) => {
-                    log::error!("virtio-blk: {e}");
-                    None
-                }
-            };
+            let disk =
+                match drivers::virtio::probe_blk(&mut root, cfg.disk_latency_us(), cfg.disk_irq) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        log::error!("virtio-blk: {e}");
+                        None
+                    }
+                };
             let nics = if cfg.mode == fabric::config::Mode::Net {
                 drivers::net::probe_all(&mut root)
             } else {

@@ -13,6 +13,7 @@ use std::fs;
 use std::time::Duration;
 
 use onecopy_tests::peers::{boot_peer, shm_path, table_peer, wait_until};
+use onecopy_tests::shell::{parse_sum, pattern_crc32};
 use onecopy_tests::{with_cluster, ClusterOpts, Error};
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
@@ -70,6 +71,26 @@ fn doorbells_peer_ids_removal_and_cleanup() {
                     )));
                 }
             }
+            // The directory's disk signals completions through MSI-X: a
+            // cold read makes the directory halt for its page fills until
+            // the disk's interrupt wakes it.
+            c.wait_log(
+                "dir",
+                r"completions by interrupt \(MSI-X vector 53\)",
+                Duration::from_secs(10),
+            )?;
+            c.exec_ok(1, "fill /cold 256k")?;
+            c.exec_ok(1, "sync")?;
+            c.exec_ok(1, "cache drop")?;
+            let out = c.exec_ok(1, "sum /cold")?;
+            if parse_sum(&out.text()) != Some((pattern_crc32(256 * 1024), 256 * 1024)) {
+                return Err(fail(format!("sum /cold: {:?}", out.lines)));
+            }
+            c.wait_log(
+                "dir",
+                r"disk: completion interrupt woke the directory",
+                Duration::from_secs(10),
+            )?;
             // Kill node 2: the server announces its removal; node 1 works on.
             c.kill_node(2)?;
             let removed = format!("peer {} removed", peers[2]);
@@ -120,6 +141,8 @@ fn doorbell_off_uses_ivshmem_plain() {
             .doorbell(false),
         |c| {
             c.wait_log("dir", r"ivshmem-plain at", Duration::from_secs(10))?;
+            // Without the local APIC the disk is polled.
+            c.wait_log("dir", r"completions by polling", Duration::from_secs(10))?;
             if c.launch_output().contains("ivshmem server") || c.log("dir").contains("doorbell:") {
                 return Err(fail("doorbell pieces active with --doorbell off".into()));
             }

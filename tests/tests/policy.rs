@@ -195,7 +195,7 @@ fn cache_config_set_show_and_reject() {
             ("ttl=-5", "ttl=-5: expected seconds, 0 (off) to 2592000"),
             (
                 "foo=1",
-                "unknown key 'foo' (valid: ttl, limit, policy, group)",
+                "unknown key 'foo' (valid: ttl, limit, policy, promote, promote_window_ms, group)",
             ),
             ("ttl", "'ttl': expected KEY=VALUE"),
             (
@@ -416,6 +416,54 @@ fn a_scan_group_with_a_limit_leaves_the_kv_group_cached() {
         fio_read(c, "kv2", "/hot", "256k", "randread")?;
         let after = group_of(c, 1, "kv2")?;
         assert_eq!(after[2], misses + 64, "kv2 missed every page again");
+        Ok(())
+    });
+}
+
+/// Hot-page promotion (relaxed mode): a node reading a peer's pages over
+/// and over keeps replicas (`cache stats` counts them and their hits), and
+/// the protocol takes them away: the owner's truncate evicts the file on
+/// every node, and the reader then sees the new bytes. Strong mode never
+/// promotes.
+#[test]
+fn relaxed_hot_pages_are_replicated_and_a_truncate_takes_the_replicas_away() {
+    with_cluster(opts("policy-promote").mode("relaxed"), |c| {
+        c.exec_ok(1, "fill /hot 16k")?;
+        c.exec_ok(1, "sum /hot")?; // node 1 now owns the 4 pages
+        let out = c.exec_ok(2, "cache config promote=4")?;
+        assert!(
+            out.text()
+                .contains("promote 4 reads in 100 ms (relaxed mode)"),
+            "{}",
+            out.text()
+        );
+        c.exec_ok(
+            2,
+            "fio --name=hot --rw=randread --bs=4k --size=16k --filename=/hot --runtime=1 --time_based --invalidate=0",
+        )?;
+        let s = c.stats(2, "cache stats")?;
+        assert_eq!(s.num(cache::PROMOTIONS), 4, "{}", s.text);
+        assert_eq!(s.num(cache::REPLICA_PAGES), 4, "{}", s.text);
+        assert!(s.num(cache::HITS_REPLICA) > 0, "{}", s.text);
+        // Node 1 replaces the file: the truncate evicts its pages from
+        // every node, node 2's replicas with its mappings.
+        c.exec_ok(1, "write /hot new bytes")?;
+        let out = c.exec_ok(2, "cat /hot")?;
+        assert_eq!(out.text().trim_end(), "new bytes");
+        let s = c.stats(2, "cache stats")?;
+        assert_eq!(s.num(cache::REPLICA_PAGES), 0, "{}", s.text);
+        Ok(())
+    });
+    with_cluster(opts("policy-promote-strong").mode("strong"), |c| {
+        c.exec_ok(1, "fill /hot 16k")?;
+        c.exec_ok(2, "cache config promote=4")?;
+        c.exec_ok(
+            2,
+            "fio --name=hot --rw=randread --bs=4k --size=16k --filename=/hot --runtime=1 --time_based --invalidate=0",
+        )?;
+        let s = c.stats(2, "cache stats")?;
+        assert_eq!(s.num(cache::PROMOTIONS), 0, "{}", s.text);
+        assert!(s.num(cache::HITS_REMOTE) > 0, "{}", s.text);
         Ok(())
     });
 }

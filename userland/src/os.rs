@@ -118,7 +118,7 @@ impl<'a> MmapIo<'a> {
 pub const MIN_CACHE_LIMIT: u64 = 64;
 
 /// A node cache's eviction controls (`cache policy`, `cache config`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheControls {
     /// Eviction policy of the owned pages.
     pub policy: PolicyName,
@@ -126,6 +126,26 @@ pub struct CacheControls {
     pub limit: Option<u64>,
     /// Owned pages idle this many seconds are evicted (0: never).
     pub ttl_s: u64,
+    /// Hot-page promotion (relaxed mode): a peer's page read more than
+    /// this many times within the window gets a replica here (0: off).
+    pub promote: u32,
+    /// The promotion window, also how long an unread replica lives (ms).
+    pub promote_window_ms: u64,
+}
+
+/// The default promotion window (ms).
+pub const DEFAULT_PROMOTE_WINDOW_MS: u64 = 100;
+
+impl Default for CacheControls {
+    fn default() -> Self {
+        CacheControls {
+            policy: PolicyName::default(),
+            limit: None,
+            ttl_s: 0,
+            promote: 0,
+            promote_window_ms: DEFAULT_PROMOTE_WINDOW_MS,
+        }
+    }
 }
 
 /// Counters `bench miss` reads before and after its misses: the node's

@@ -70,6 +70,10 @@ pub struct BootConfig {
     /// default 0): the launcher sets it when it started the ivshmem server
     /// and gave every instance `-device ivshmem-doorbell`.
     pub doorbell: bool,
+    /// Directory, doorbell mode: halt for the disk until its completion
+    /// interrupt (`disk_irq=0|1`, default 1: virtio-blk MSI-X) instead of
+    /// polling its used ring every 20 us (0, kept for comparison).
+    pub disk_irq: bool,
     /// Node, doorbell mode: time this many doorbell round trips to the
     /// directory at boot (`doorbell_selftest=N`, 0..=10000, default 0): ring
     /// its vector 1, wait for its echo word; logs median, p99, min, max.
@@ -113,6 +117,7 @@ impl BootConfig {
             remote_limit: 8192,
             ring_reads: 32,
             doorbell: false,
+            disk_irq: true,
             doorbell_selftest: 0,
             baseline_writes: BaselineWrites::Back,
             tick_hz: 1000,
@@ -147,6 +152,13 @@ impl BootConfig {
                         "0" => false,
                         "1" => true,
                         _ => return Err(alloc::format!("doorbell={v}: expected 0 or 1")),
+                    }
+                }
+                "disk_irq" => {
+                    c.disk_irq = match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(alloc::format!("disk_irq={v}: expected 0 or 1")),
                     }
                 }
                 "baseline_writes" => {
@@ -317,6 +329,9 @@ mod tests {
         assert!(c.doorbell);
         let c = BootConfig::parse("role=dir nodes=2 doorbell=0").unwrap();
         assert!(!c.doorbell);
+        assert!(c.disk_irq);
+        let c = BootConfig::parse("role=dir nodes=2 disk_irq=0").unwrap();
+        assert!(!c.disk_irq);
         assert_eq!(c.doorbell_selftest, 0);
         let c = BootConfig::parse("role=node id=1 nodes=1 doorbell_selftest=200").unwrap();
         assert_eq!(c.doorbell_selftest, 200);
@@ -398,6 +413,7 @@ mod tests {
             "role=node id=1 nodes=1 ring_reads=33",
             "role=node id=1 nodes=1 ring_reads=x",
             "role=dir doorbell=yes",
+            "role=dir disk_irq=on",
             "role=dir doorbell=2",
             "role=dir doorbell_selftest=10001",
             "role=dir doorbell_selftest=-1",

@@ -21,9 +21,11 @@ use crate::policy::{GroupId, Groups, PolicyName};
 pub use fabric::PAGE_SIZE as PAGE;
 
 mod policy;
+mod promote;
 mod reclaim;
 mod types;
 
+pub use promote::{Heat, Promotion, DEFAULT_WINDOW_NS as DEFAULT_PROMOTE_WINDOW_NS};
 pub use types::{CacheStats, Hit, Installed, Slot};
 
 /// The node's page cache state.
@@ -69,6 +71,11 @@ pub struct NodeCache {
     private: usize,
     remote_limit: usize,
     stats: CacheStats,
+    /// Hot-page promotion settings and the pages replicated here.
+    promotion: Promotion,
+    replicas: promote::Replicas,
+    /// The clock of the current accesses ([`NodeCache::set_clock`]).
+    now: u64,
 }
 
 impl NodeCache {
@@ -92,6 +99,9 @@ impl NodeCache {
             private: 0,
             remote_limit,
             stats: CacheStats::default(),
+            promotion: Promotion::default(),
+            replicas: promote::Replicas::default(),
+            now: 0,
         }
     }
 
@@ -171,9 +181,14 @@ impl NodeCache {
             }
             Some(Slot::Remote { gfn, .. }) => {
                 let gfn = *gfn;
-                self.stats.hits_remote += 1;
                 self.evict.found(key);
-                Hit::Remote(gfn)
+                if self.remote_read(key, self.now) {
+                    self.stats.hits_replica += 1;
+                    Hit::Replica(gfn)
+                } else {
+                    self.stats.hits_remote += 1;
+                    Hit::Remote(gfn)
+                }
             }
             Some(Slot::Private(_)) => {
                 self.stats.hits_private += 1;
@@ -371,6 +386,7 @@ impl NodeCache {
                         owner,
                         gfn,
                         dirty: false,
+                        heat: Heat::default(),
                     },
                 );
                 self.remote += 1;
@@ -398,6 +414,7 @@ impl NodeCache {
 
     /// Set a slot, releasing what the old one held.
     fn replace(&mut self, key: PageKey, slot: Slot) {
+        self.replicas.gone(&key);
         if let Some(old) = self.slots.insert(key, slot) {
             self.forget_slot(old);
         }
@@ -436,6 +453,7 @@ impl NodeCache {
     /// copy holding `data`. Returns the remote key to DROP, if we had one.
     pub fn make_private(&mut self, key: PageKey, data: Box<[u8; PAGE]>) -> bool {
         let had_remote = matches!(self.slots.get(&key), Some(Slot::Remote { .. }));
+        self.replicas.gone(&key);
         if let Some(old) = self.slots.insert(key, Slot::Private(data)) {
             self.forget_slot(old);
         }
@@ -556,9 +574,11 @@ impl NodeCache {
     }
 
     fn teardown(&mut self, key: &PageKey) -> bool {
-        match self.slots.get(key).cloned() {
+        match self.slots.get(key) {
             Some(Slot::Remote { dirty, .. }) => {
+                let dirty = *dirty;
                 self.slots.remove(key);
+                self.replicas.gone(key);
                 self.remote -= 1;
                 dirty
             }
@@ -568,6 +588,7 @@ impl NodeCache {
             Some(Slot::Local { gfn, .. })
             | Some(Slot::Reclaiming { gfn })
             | Some(Slot::Reserved { gfn }) => {
+                let gfn = *gfn;
                 self.slots.remove(key);
                 self.evict.removed(key);
                 self.free.push(gfn);
@@ -587,6 +608,7 @@ impl NodeCache {
         self.dropped_dirty.clear();
         self.orphans.clear();
         self.evict.reset();
+        self.replicas.clear();
         self.remote = 0;
         self.private = 0;
         self.free = (self.pool.0..self.pool.1).rev().collect();
@@ -595,5 +617,7 @@ impl NodeCache {
 
 #[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+mod promote_tests;
 #[cfg(test)]
 mod tests;

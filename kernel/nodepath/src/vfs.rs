@@ -177,6 +177,9 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// The version of `ino` moved, or its data changed wholesale: drop any
     /// cached copy of its pages (buffered writes not written back stay).
     fn forget_pages(&mut self, _ino: u64) {}
+    /// `ino` was opened (close-to-open: drop what an open must not
+    /// trust).
+    fn opened(&mut self, _ino: u64) {}
     /// `ino` shrank to `size` (0: removed): retire pages from the one
     /// holding the new end on (dirty ones too: their data is gone).
     fn evict(&mut self, _env: &E, _ino: u64, _size: u64) {}
@@ -441,6 +444,7 @@ impl<E: Env> Vfs<E> {
             .position(Option::is_none)
             .ok_or(Errno::TooManyFiles)?;
         self.learn(a);
+        self.dp.opened(a.ino);
         self.files[slot] = Some(OpenFile {
             ino: a.ino,
             pos: 0,

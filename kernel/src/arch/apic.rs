@@ -73,6 +73,11 @@ pub fn init() -> Result<u64, &'static str> {
     Ok(base)
 }
 
+/// Is the local APIC enabled ([`init`] ran)?
+pub fn enabled() -> bool {
+    BASE.load(Ordering::Relaxed) != 0
+}
+
 /// The APIC id of this CPU.
 pub fn id() -> u8 {
     (read(REG_ID) >> 24) as u8

@@ -48,6 +48,16 @@ pub const MSI_BASE: u8 = 48;
 pub const APIC_TIMER_VECTOR: u8 = 52;
 /// How many MSI-X vectors have entry stubs (`MSI_BASE..MSI_BASE+MSI_COUNT`).
 pub const MSI_COUNT: u8 = 4;
+/// Vector of the directory disk's completion interrupt (virtio-blk MSI-X
+/// entry 0, [`crate::drivers::virtio_irq`]).
+pub const DISK_VECTOR: u8 = 53;
+/// Disk completion interrupts taken.
+static DISK_IRQS: AtomicU64 = AtomicU64::new(0);
+
+/// Disk completion interrupts taken since boot.
+pub fn disk_irqs() -> u64 {
+    DISK_IRQS.load(Ordering::Relaxed)
+}
 static MSI_HANDLER: Once<fn(u8)> = Once::new();
 
 /// Register the handler of the MSI-X vectors; it gets the index
@@ -105,7 +115,7 @@ isr_stub_\n:
     .irp n, 32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47
     ISR_NOERR \n
     .endr
-    .irp n, 48,49,50,51,52,255
+    .irp n, 48,49,50,51,52,53,255
     ISR_NOERR \n
     .endr
 
@@ -222,6 +232,7 @@ extern "C" {
     fn isr_stub_50();
     fn isr_stub_51();
     fn isr_stub_52();
+    fn isr_stub_53();
     fn isr_stub_255();
 }
 
@@ -297,6 +308,7 @@ pub fn init_idt() {
                 idt[MSI_BASE + i as u8].set_handler_addr(addr(*f));
             }
             idt[APIC_TIMER_VECTOR].set_handler_addr(addr(isr_stub_52));
+            idt[DISK_VECTOR].set_handler_addr(addr(isr_stub_53));
             idt[super::apic::SPURIOUS_VECTOR].set_handler_addr(addr(isr_stub_255));
         }
         idt
@@ -462,6 +474,13 @@ extern "C" fn isr_dispatch(f: &mut TrapFrame) {
         if let Some(h) = MSI_HANDLER.get() {
             h((v - MSI_BASE as u64) as u8);
         }
+        super::apic::eoi();
+        return;
+    }
+    if v == DISK_VECTOR as u64 {
+        // Its only job is to end the halt of a directory waiting for the
+        // disk; the waiter polls the used ring.
+        DISK_IRQS.fetch_add(1, Ordering::Relaxed);
         super::apic::eoi();
         return;
     }

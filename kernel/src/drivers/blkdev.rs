@@ -35,7 +35,6 @@ bitflags::bitflags! {
         const RO = 1 << 5;
         const FLUSH = 1 << 9;
         const RING_INDIRECT_DESC = 1 << 28;
-        const RING_EVENT_IDX = 1 << 29;
         const VERSION_1 = 1 << 32;
     }
 }
@@ -100,11 +99,12 @@ pub struct BlkDev {
 impl BlkDev {
     /// Negotiate features, set up the request queue and start the device.
     pub fn new(mut transport: PciTransport) -> Result<BlkDev, &'static str> {
-        let want = Features::RO
-            | Features::FLUSH
-            | Features::RING_INDIRECT_DESC
-            | Features::RING_EVENT_IDX
-            | Features::VERSION_1;
+        // No VIRTIO_F_EVENT_IDX: with it, `virtio-drivers` asks for an
+        // interrupt after every completion and ignores `set_dev_notify`;
+        // without it the avail ring's flag turns completion interrupts on
+        // only while the directory halts for the disk.
+        let want =
+            Features::RO | Features::FLUSH | Features::RING_INDIRECT_DESC | Features::VERSION_1;
         let got = transport.begin_init(want);
         let sectors = transport
             .read_consistent(|| {
@@ -114,13 +114,8 @@ impl BlkDev {
             })
             .map_err(|_| "virtio-blk: cannot read the capacity")?;
         let indirect = got.contains(Features::RING_INDIRECT_DESC);
-        let queue = VirtQueue::new(
-            &mut transport,
-            QUEUE,
-            indirect,
-            got.contains(Features::RING_EVENT_IDX),
-        )
-        .map_err(|_| "virtio-blk: the device's queue is smaller than ours")?;
+        let queue = VirtQueue::new(&mut transport, QUEUE, indirect, false)
+            .map_err(|_| "virtio-blk: the device's queue is smaller than ours")?;
         transport.finish_init();
         Ok(BlkDev {
             transport,
@@ -155,6 +150,17 @@ impl BlkDev {
     pub fn quiet(&mut self) {
         self.queue.set_dev_notify(false);
         let _ = self.transport.ack_interrupt();
+    }
+
+    /// Turn the device's used-buffer notifications (completion
+    /// interrupts) on or off.
+    pub fn set_notify(&mut self, on: bool) {
+        self.queue.set_dev_notify(on);
+    }
+
+    /// Has the device finished a request [`BlkDev::pop`] has not taken?
+    pub fn has_used(&self) -> bool {
+        self.queue.can_pop()
     }
 
     /// Hand `r` to the device; its token. `Err` gives it back (queue full).

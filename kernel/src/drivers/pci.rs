@@ -67,25 +67,63 @@ pub const CAP_MSIX: u8 = 0x11;
 const MSIX_ENABLE: u32 = 1 << 31; // message control bit 15, in the cap's dword
 const MSIX_FUNCTION_MASK: u32 = 1 << 30; // message control bit 14
 
-/// Config-space offset of the first capability with id `id`, if any. The
-/// walk is bounded (48 entries) and ignores pointers into the header, so a
-/// malformed list cannot loop.
-pub fn find_capability(df: DeviceFunction, id: u8) -> Option<u8> {
+/// Config-space offsets and ids of `df`'s capabilities, in list order. The
+/// walk is bounded (48 entries) and stops at pointers into the header, so
+/// a malformed list cannot loop.
+pub fn capabilities(df: DeviceFunction) -> alloc::vec::Vec<(u8, u8)> {
+    let mut caps = alloc::vec::Vec::new();
     if PortCam.read_word(df, 0x04) & STATUS_CAP_LIST == 0 {
-        return None;
+        return caps;
     }
     let mut ptr = (PortCam.read_word(df, CAP_PTR) & 0xFC) as u8;
     for _ in 0..48 {
         if ptr < 0x40 {
-            return None;
+            break;
         }
         let w = PortCam.read_word(df, ptr);
-        if (w & 0xFF) as u8 == id {
-            return Some(ptr);
-        }
+        caps.push((ptr, (w & 0xFF) as u8));
         ptr = ((w >> 8) & 0xFC) as u8;
     }
-    None
+    caps
+}
+
+/// Config-space offset of the first capability with id `id`, if any.
+pub fn find_capability(df: DeviceFunction, id: u8) -> Option<u8> {
+    capabilities(df)
+        .into_iter()
+        .find(|&(_, c)| c == id)
+        .map(|(off, _)| off)
+}
+
+/// The config-space dword at `off` (4-byte aligned) of `df`.
+pub fn read_config(df: DeviceFunction, off: u8) -> u32 {
+    PortCam.read_word(df, off)
+}
+
+/// Map `len` bytes at `off` into memory BAR `bar` of `df` (identity,
+/// uncached); the virtual address. Refuses a BAR the firmware did not
+/// assign and a range outside the BAR.
+pub fn map_bar_range(
+    root: &mut PciRoot<PortCam>,
+    df: DeviceFunction,
+    bar: u8,
+    off: u64,
+    len: u64,
+) -> Result<*mut u8, &'static str> {
+    if bar > 5 {
+        return Err("bad BAR index");
+    }
+    let info = root
+        .bar_info(df, bar)
+        .map_err(|_| "BAR unreadable")?
+        .ok_or("BAR missing")?;
+    let (pa, size) = info
+        .memory_address_size()
+        .ok_or("BAR is not a memory BAR")?;
+    if pa == 0 || len == 0 || off.checked_add(len).is_none_or(|end| end > size) {
+        return Err("range outside its BAR (BAR not assigned?)");
+    }
+    crate::mm::paging::identity_map(pa + off, len, true)
 }
 
 /// A device's MSI-X table, mapped.
@@ -110,18 +148,8 @@ impl Msix {
         if bir > 5 {
             return Err("MSI-X table in a bad BAR");
         }
-        let bar = root
-            .bar_info(df, bir)
-            .map_err(|_| "MSI-X BAR unreadable")?
-            .ok_or("MSI-X BAR missing")?;
-        let (pa, size) = bar
-            .memory_address_size()
-            .ok_or("MSI-X BAR is not a memory BAR")?;
-        let len = entries as u64 * 16;
-        if pa == 0 || off.checked_add(len).is_none_or(|end| end > size) {
-            return Err("MSI-X table outside its BAR (BAR not assigned?)");
-        }
-        let va = crate::mm::paging::identity_map(pa + off, len, true)?;
+        let va = map_bar_range(root, df, bir, off, entries as u64 * 16)
+            .map_err(|_| "MSI-X table outside its BAR (BAR not assigned?)")?;
         Ok(Msix {
             df,
             cap,

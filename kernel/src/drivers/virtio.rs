@@ -10,8 +10,12 @@
 //! requests of the file system, which wait for their own token and set
 //! aside the completions they meet. The
 //! completion is found by polling the used ring (the directory's loop does,
-//! on its dedicated core; the device's interrupts stay off, see
-//! `probe_blk`).
+//! on its dedicated core). With doorbells, the device's completion
+//! interrupt (MSI-X, [`super::virtio_irq`]) is bound, and turned on only
+//! while the CPU halts for the disk ([`VirtioDisk::arm_wakeup`]): a busy
+//! directory polls and takes no interrupts, an idle one waiting for a fill
+//! sleeps until the device answers. Without it, a waiting directory polls
+//! every 20 us.
 //!
 //! Device model (`--storage`): QEMU's throttling caps the rate; this
 //! driver adds the profile's access latency to every request (a request
@@ -101,13 +105,19 @@ pub struct VirtioDisk {
     timeout_cycles: u64,
     /// Requests the queue holds at once.
     queue: usize,
+    /// The completion interrupt is bound ([`super::virtio_irq`]).
+    irq: bool,
+    /// TSC ticks per second.
+    hz: u64,
 }
 
 /// Find and initialise the first virtio-blk device, if any; every request
 /// is reported done no earlier than `latency_us` after its submission.
+/// `irq`: bind its completion interrupt (needs the local APIC).
 pub fn probe_blk(
     root: &mut PciRoot<PortCam>,
     latency_us: u64,
+    irq: bool,
 ) -> Result<Option<VirtioDisk>, &'static str> {
     let Some((df, _)) = pci::devices(root)
         .into_iter()
@@ -124,11 +134,26 @@ pub fn probe_blk(
     dev.quiet();
     let sectors = dev.sectors();
     let queue = dev.max_requests();
+    let irq = irq
+        && match super::virtio_irq::bind(root, df) {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!("virtio-blk: completion interrupt off ({e}); polling the used ring");
+                false
+            }
+        };
     log::info!(
-        "virtio-blk at {df} (irq {}): {} MiB, queue of {} ({queue} requests), access latency {latency_us} us",
-        pci::interrupt_line(df),
+        "virtio-blk at {df}: {} MiB, queue of {} ({queue} requests), access latency {latency_us} us, completions by {}",
         sectors / 2048,
-        blkdev::QUEUE_SIZE
+        blkdev::QUEUE_SIZE,
+        if irq {
+            alloc::format!(
+                "interrupt (MSI-X vector {})",
+                crate::arch::interrupts::DISK_VECTOR
+            )
+        } else {
+            alloc::string::String::from("polling")
+        }
     );
     let hz = time::tsc_hz();
     Ok(Some(VirtioDisk {
@@ -139,6 +164,8 @@ pub fn probe_blk(
         lat_cycles: latency_us * hz / 1_000_000,
         timeout_cycles: TIMEOUT_S * hz,
         queue,
+        irq,
+        hz,
     }))
 }
 
@@ -152,6 +179,65 @@ fn is_async_key(k: u64) -> bool {
 }
 
 impl VirtioDisk {
+    /// Can a CPU halt until the disk finishes a request (the completion
+    /// interrupt is bound)?
+    pub fn wakes(&self) -> bool {
+        self.irq
+    }
+
+    /// Before halting for the disk, with interrupts off: turn completion
+    /// interrupts on. `None`: do not halt (a completion already waits in
+    /// the used ring, or a finished request's modelled latency passed);
+    /// else the halt's deadline on [`time::now_ns`] (when the next
+    /// finished request's modelled latency ends; `u64::MAX`: none). Call
+    /// [`VirtioDisk::disarm_wakeup`] after the halt.
+    pub fn arm_wakeup(&mut self) -> Option<u64> {
+        self.dev.set_notify(true);
+        // The device reads the flag after writing the used index; we read
+        // the index after writing the flag: one of us sees the other.
+        cpu::full_fence();
+        if self.dev.has_used() {
+            return None;
+        }
+        let Some(due) = self.finished.values().map(|f| f.due).min() else {
+            return Some(u64::MAX);
+        };
+        let now = cpu::rdtsc();
+        if due <= now {
+            return None;
+        }
+        let wait_ns = ((due - now) as u128 * 1_000_000_000 / self.hz.max(1) as u128) as u64;
+        Some(time::now_ns().saturating_add(wait_ns))
+    }
+
+    /// After the halt: completion interrupts off again (a busy CPU polls).
+    pub fn disarm_wakeup(&mut self) {
+        self.dev.set_notify(false);
+    }
+
+    /// Wait a little for the device: until its completion interrupt (or
+    /// [`WAKE_SAFETY_NS`]) when bound, else [`io_pause`]. The interrupt
+    /// flag is left as it was.
+    fn pause(&mut self) {
+        if !self.irq {
+            io_pause();
+            return;
+        }
+        let were_on = x86_64::instructions::interrupts::are_enabled();
+        x86_64::instructions::interrupts::disable();
+        if let Some(deadline) = self.arm_wakeup() {
+            crate::arch::timer::halt_until(
+                deadline.min(time::now_ns().saturating_add(WAKE_SAFETY_NS)),
+            );
+        }
+        self.disarm_wakeup();
+        if were_on {
+            x86_64::instructions::interrupts::enable();
+        } else {
+            x86_64::instructions::interrupts::disable();
+        }
+    }
+
     /// Submit one request; its token.
     fn submit(&mut self, id: Option<u64>, r: Request) -> Result<u16, IoError> {
         let token = self.dev.submit(r).map_err(|_| IoError)?;
@@ -229,7 +315,7 @@ impl VirtioDisk {
             if cpu::rdtsc().wrapping_sub(start) > self.timeout_cycles {
                 return Err(IoError);
             }
-            io_pause();
+            self.pause();
         }
         let token = self.submit(None, make())?;
         loop {
@@ -243,7 +329,7 @@ impl VirtioDisk {
                         .result;
                 }
             }
-            io_pause();
+            self.pause();
         }
     }
 }
@@ -251,7 +337,11 @@ impl VirtioDisk {
 /// Tickless (doorbells): halt this long between polls of the used ring.
 const IO_POLL_HALT_NS: u64 = 20_000;
 
-/// Between two polls of the used ring (the disk's interrupts are off).
+/// Longest halt for the disk with its interrupt bound: a safety net that
+/// also lets `reap` time requests out; a completion ends the halt sooner.
+pub const WAKE_SAFETY_NS: u64 = 1_000_000;
+
+/// Between two polls of the used ring (the disk's interrupt not bound).
 /// Tickless, halt `IO_POLL_HALT_NS`: QEMU's threads that carry the I/O
 /// (its main loop and AIO workers) share the directory's pinned host CPU,
 /// and a vCPU spinning without any interrupt kept them off it for
@@ -353,7 +443,7 @@ impl BlockDevice for VirtioDisk {
             if !out.is_empty() || !pending {
                 return;
             }
-            io_pause();
+            self.pause();
         }
     }
 }

@@ -210,6 +210,8 @@ impl Os for NodeOs {
             policy: k.policy,
             limit: k.limit.map(|l| l as u64),
             ttl_s: k.ttl_ns / 1_000_000_000,
+            promote: k.promotion.threshold,
+            promote_window_ms: k.promotion.window_ns / 1_000_000,
         })
     }
 
@@ -223,6 +225,10 @@ impl Os for NodeOs {
                 policy: k.policy,
                 limit,
                 ttl_ns: k.ttl_s.saturating_mul(1_000_000_000),
+                promotion: nodepath::pagecache::Promotion {
+                    threshold: k.promote,
+                    window_ns: k.promote_window_ms.saturating_mul(1_000_000),
+                },
             })
         })
     }

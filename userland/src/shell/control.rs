@@ -11,6 +11,10 @@ use crate::os::{CacheControls, PolicyName, MIN_CACHE_LIMIT};
 pub const MAX_TTL_S: u64 = 30 * 24 * 3600;
 /// Largest page limit `cache config limit=` accepts.
 pub const MAX_LIMIT: u64 = 1 << 32;
+/// Largest promotion threshold `cache config promote=` accepts.
+pub const MAX_PROMOTE: u32 = 1 << 20;
+/// Longest promotion window `cache config promote_window_ms=` accepts (1 h).
+pub const MAX_PROMOTE_WINDOW_MS: u64 = 3_600_000;
 
 pub(super) fn os_err(e: crate::os::Errno) -> Error {
     Error::Msg(format!("{e}"))
@@ -109,6 +113,30 @@ pub fn apply_config<'a>(
                     ),
                 }
             }
+            "promote" => {
+                new.promote = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n <= MAX_PROMOTE)
+                    .ok_or_else(|| {
+                        format!(
+                            "promote={}: expected reads per window, 0 (off) to {MAX_PROMOTE}",
+                            quoted(v)
+                        )
+                    })?
+            }
+            "promote_window_ms" => {
+                new.promote_window_ms = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PROMOTE_WINDOW_MS).contains(n))
+                    .ok_or_else(|| {
+                        format!(
+                            "promote_window_ms={}: expected milliseconds, 1 to {MAX_PROMOTE_WINDOW_MS}",
+                            quoted(v)
+                        )
+                    })?
+            }
             "policy" => {
                 new.policy = PolicyName::parse(v).ok_or_else(|| {
                     format!(
@@ -120,7 +148,7 @@ pub fn apply_config<'a>(
             }
             _ => {
                 return Err(format!(
-                    "unknown key '{}' (valid: ttl, limit, policy, group)",
+                    "unknown key '{}' (valid: ttl, limit, policy, promote, promote_window_ms, group)",
                     quoted(key)
                 ))
             }
@@ -153,6 +181,13 @@ pub(super) fn cmd_cache_config(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(),
     match k.ttl_s {
         0 => ctx.println("ttl     off"),
         s => ctx.println(&format!("ttl     {s}")),
+    }
+    match k.promote {
+        0 => ctx.println("promote off"),
+        t => ctx.println(&format!(
+            "promote {t} reads in {} ms (relaxed mode)",
+            k.promote_window_ms
+        )),
     }
     Ok(())
 }

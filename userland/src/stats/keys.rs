@@ -76,6 +76,16 @@ pub mod cache {
     /// Single-copy modes: batches of page requests sent (one round trip
     /// to the directory each, up to 32 requests).
     pub const PAGE_BATCHES: &str = "page request batches";
+    /// Single-copy modes: reads served by replicas of peers' pages
+    /// (hot-page promotion, relaxed mode).
+    pub const HITS_REPLICA: &str = "hits replica";
+    /// Single-copy modes: peers' pages replicated here (promotions).
+    pub const PROMOTIONS: &str = "promotions";
+    /// Single-copy modes: replicas dropped (cold, or the file reopened).
+    pub const DEMOTIONS: &str = "demotions";
+    /// Single-copy modes: pages replicated here now (4 KiB of node memory
+    /// each).
+    pub const REPLICA_PAGES: &str = "replica pages";
     /// Single-copy modes: page faults in the mmap windows.
     pub const MMAP_FAULTS: &str = "mmap page faults";
     /// Single-copy modes: mmap faults on pages invalidated meanwhile.
@@ -103,7 +113,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 43] = [
+    pub const ALL: [&str; 47] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -124,6 +134,10 @@ pub mod cache {
         WRITEBACKS,
         REFUSED_MAPPINGS,
         PAGE_BATCHES,
+        HITS_REPLICA,
+        PROMOTIONS,
+        DEMOTIONS,
+        REPLICA_PAGES,
         MMAP_FAULTS,
         MMAP_EVICTED_FAULTS,
         RESIDENT_PRIVATE,

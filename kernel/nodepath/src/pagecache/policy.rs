@@ -125,6 +125,7 @@ impl NodeCache {
 
     /// The time (ns) stamped on the next accesses.
     pub fn set_clock(&mut self, now: u64) {
+        self.now = now;
         self.evict.set_clock(now);
     }
 

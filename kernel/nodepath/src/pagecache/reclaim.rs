@@ -169,6 +169,7 @@ impl NodeCache {
                     self.dropped_dirty.insert(*k);
                 }
                 self.slots.remove(k);
+                self.replicas.gone(k);
                 self.remote -= 1;
                 self.stats.drops += 1;
             }
@@ -192,6 +193,7 @@ impl NodeCache {
             .collect();
         for (k, dirty) in &keys {
             self.slots.remove(k);
+            self.replicas.gone(k);
             self.remote -= 1;
             self.stats.drops += 1;
             if *dirty {

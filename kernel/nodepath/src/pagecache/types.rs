@@ -2,6 +2,7 @@
 
 use alloc::boxed::Box;
 
+use super::promote::Heat;
 use super::PAGE;
 
 /// Where a page's bytes are, as far as this node knows.
@@ -23,6 +24,9 @@ pub enum Slot {
         /// We wrote the owner's frame (strong mode) since the last
         /// write-back.
         dirty: bool,
+        /// Reads counted for promotion, and the replica once promoted
+        /// (relaxed mode, see `promote`).
+        heat: Heat,
     },
     /// E: granted by LOOKUP_LOCK; being written into our frame `gfn`.
     Reserved {
@@ -45,6 +49,9 @@ pub enum Hit {
     Local(u64),
     /// A peer's frame.
     Remote(u64),
+    /// A peer's frame `gfn`, replicated here: read the replica
+    /// ([`NodeCache::replica`](super::NodeCache::replica)).
+    Replica(u64),
     /// Our private copy (read it with [`NodeCache::private`](super::NodeCache::private)).
     Private,
     /// Not usable here right now (absent, reserved or reclaiming).
@@ -60,6 +67,13 @@ pub struct CacheStats {
     pub hits_remote: u64,
     /// Page reads served from private copies.
     pub hits_private: u64,
+    /// Page reads served from replicas of peers' pages (promotion).
+    pub hits_replica: u64,
+    /// Peers' pages replicated here (hot-page promotions).
+    pub promotions: u64,
+    /// Replicas dropped while their mapping stayed (cold, or an open of
+    /// the file).
+    pub demotions: u64,
     /// Misses sent to the directory.
     pub misses: u64,
     /// Misses the directory filled from disk into our frame (CM).

@@ -11,7 +11,7 @@ use fabric::proto::{Errno, PageKey};
 use super::{ScState, BATCH};
 use crate::env::Env;
 use crate::link::Link;
-use crate::pagecache::NodeCache;
+use crate::pagecache::{NodeCache, Promotion};
 
 /// What `cache policy` and `cache config` set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,6 +22,8 @@ pub struct Controls {
     pub limit: Option<usize>,
     /// Owned pages idle longer than this are reclaimed (ns; 0: never).
     pub ttl_ns: u64,
+    /// Hot-page promotion (relaxed mode; threshold 0: off).
+    pub promotion: Promotion,
 }
 
 impl Controls {
@@ -30,6 +32,7 @@ impl Controls {
         c.set_policy(self.policy);
         c.set_limit(self.limit);
         c.set_ttl_ns(self.ttl_ns);
+        c.set_promotion(self.promotion);
     }
 }
 
@@ -63,10 +66,13 @@ impl ScState {
 
     /// Reclaim what the controls say must go now: owned pages idle past
     /// the TTL, pages above the node's limit and above groups' limits
-    /// (idle loop, `cache config`).
+    /// (idle loop, `cache config`); and drop cold replicas (promotion).
     /// Returns the pages invalidated.
     pub fn expire<E: Env>(&mut self, link: &mut Link<E>) -> Result<usize, Errno> {
         let now = link.env.now_ns();
+        if let Some(c) = self.cache() {
+            c.demote_cold(now);
+        }
         let mut done = 0;
         let expired: Vec<(PageKey, bool)> =
             self.cache().map(|c| c.expired(now)).unwrap_or_default();

@@ -297,6 +297,14 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.st.evict_local(env, ino, size);
     }
 
+    /// Close-to-open: replicas of the file's pages go (see
+    /// `pagecache::promote`).
+    fn opened(&mut self, ino: u64) {
+        if let Some(c) = self.st.cache() {
+            c.drop_replicas(ino);
+        }
+    }
+
     fn page_requests(&self) -> u64 {
         self.st.coh.as_ref().map_or(u64::MAX, |c| {
             let s = c.cache.stats();
@@ -466,6 +474,13 @@ impl<E: Env> DataPath<E> for SingleCopy {
         put(keys::cache::WRITEBACKS, format!("{}", s.writebacks));
         put(keys::cache::REFUSED_MAPPINGS, format!("{}", s.refused_maps));
         put(keys::cache::PAGE_BATCHES, format!("{}", s.page_batches));
+        put(keys::cache::HITS_REPLICA, format!("{}", s.hits_replica));
+        put(keys::cache::PROMOTIONS, format!("{}", s.promotions));
+        put(keys::cache::DEMOTIONS, format!("{}", s.demotions));
+        put(
+            keys::cache::REPLICA_PAGES,
+            format!("{}", c.cache.replica_pages()),
+        );
         put(keys::cache::MMAP_FAULTS, format!("{faults}"));
         put(keys::cache::MMAP_EVICTED_FAULTS, format!("{misses}"));
         Ok(v)

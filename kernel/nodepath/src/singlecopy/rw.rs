@@ -77,7 +77,22 @@ impl ScState {
                     Hit::Remote(g) => {
                         cxl_delay(&link.env, cxl_ns);
                         mem.read(frame_off(g) + in_page, &mut buf[done..done + n]);
+                        if c.cache.wants_replica(&key) {
+                            // Hot: promote it (one more copy of the whole
+                            // frame from the peer, then local reads).
+                            let mut p = Box::new([0u8; PAGE]);
+                            cxl_delay(&link.env, cxl_ns);
+                            mem.read(frame_off(g), &mut p[..]);
+                            c.cache.set_replica(&key, p);
+                        }
                         true
+                    }
+                    Hit::Replica(_) => {
+                        let p = c.cache.replica(&key).map(|p| &p[in_page..in_page + n]);
+                        if let Some(p) = p {
+                            buf[done..done + n].copy_from_slice(p);
+                        }
+                        p.is_some()
                     }
                     Hit::Private => {
                         let p = c.cache.private(&key).map(|p| &p[in_page..in_page + n]);
@@ -170,14 +185,17 @@ impl ScState {
             let hit = self.c()?.cache.lookup(&key);
             log::trace!("write {key:?} +{in_page} len {n}: {hit:?}");
             match (hit, mode) {
-                (Hit::Local(g), _) | (Hit::Remote(g), Mode::Strong) => {
+                (Hit::Local(g), _)
+                | (Hit::Remote(g), Mode::Strong)
+                | (Hit::Replica(g), Mode::Strong) => {
                     link.env.mem().write(frame_off(g) + in_page, chunk);
                     if let Some(c) = self.cache() {
                         c.mark_dirty(&key);
                     }
                 }
-                (Hit::Remote(g), _) => {
-                    // Relaxed: a private copy, written back at fsync.
+                (Hit::Remote(g) | Hit::Replica(g), _) => {
+                    // Relaxed: a private copy, written back at fsync (a
+                    // replica goes with the mapping).
                     let mut p = Box::new([0u8; PAGE]);
                     link.env.mem().read(frame_off(g), &mut p[..]);
                     p[in_page..in_page + n].copy_from_slice(chunk);

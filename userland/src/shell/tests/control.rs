@@ -65,18 +65,36 @@ fn cache_config_shows_sets_all_or_nothing_and_explains_bad_input() {
     let mut os = MockOs::new();
     assert_eq!(
         ok(&mut os, "cache config"),
-        "policy  fifo\nlimit   none\nttl     off\n"
+        "policy  fifo\nlimit   none\nttl     off\npromote off\n"
     );
     assert_eq!(
         ok(&mut os, "cache config ttl=30 limit=128"),
-        "policy  fifo\nlimit   128\nttl     30\n"
+        "policy  fifo\nlimit   128\nttl     30\npromote off\n"
     );
     assert_eq!(
-        ok(&mut os, "cache config limit=none policy=lfu ttl=0"),
-        "policy  lfu\nlimit   none\nttl     off\n"
+        ok(&mut os, "cache config promote=8 promote_window_ms=50"),
+        "policy  fifo\nlimit   128\nttl     30\npromote 8 reads in 50 ms (relaxed mode)\n"
+    );
+    assert_eq!(
+        ok(
+            &mut os,
+            "cache config limit=none policy=lfu ttl=0 promote=0"
+        ),
+        "policy  lfu\nlimit   none\nttl     off\npromote off\n"
     );
     for (line, msg) in [
-        ("cache config foo=1", "unknown key 'foo' (valid: ttl, limit, policy, group)"),
+        (
+            "cache config foo=1",
+            "unknown key 'foo' (valid: ttl, limit, policy, promote, promote_window_ms, group)",
+        ),
+        (
+            "cache config promote=-1",
+            "promote=-1: expected reads per window, 0 (off) to 1048576",
+        ),
+        (
+            "cache config promote_window_ms=0",
+            "promote_window_ms=0: expected milliseconds, 1 to 3600000",
+        ),
         ("cache config ttl", "'ttl': expected KEY=VALUE"),
         ("cache config ttl=abc", "ttl=abc: expected seconds, 0 (off) to 2592000"),
         ("cache config ttl=-1", "ttl=-1: expected seconds, 0 (off) to 2592000"),
@@ -100,6 +118,7 @@ fn cache_config_shows_sets_all_or_nothing_and_explains_bad_input() {
     err(&mut os, "cache config ttl=5 limit=x");
     let k = os.controls.unwrap();
     assert_eq!((k.ttl_s, k.limit, k.policy), (0, None, PolicyName::Lfu));
+    assert_eq!((k.promote, k.promote_window_ms), (0, 50));
 }
 
 #[test]

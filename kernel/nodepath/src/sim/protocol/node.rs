@@ -93,7 +93,7 @@ impl Sim {
                 continue;
             }
             match self.node(n).cache.lookup(&key) {
-                Hit::Local(g) | Hit::Remote(g) => {
+                Hit::Local(g) | Hit::Remote(g) | Hit::Replica(g) => {
                     self.access(n, i, key, g, write, item.value)?;
                 }
                 Hit::Private => return Err(format!("node {n}: private copy in strong mode")),
