@@ -14,9 +14,6 @@ use fabric::proto::{Desc, Errno, Raw, Request, Response};
 use fabric::ring::{Consumer, Producer, RingError};
 use fabric::shm::SharedMem;
 
-/// Ring polls before the first call of the wait hook.
-const SPIN_POLLS: u32 = 4096;
-
 /// A joined node's connection to the directory.
 #[derive(Debug)]
 pub struct Client {
@@ -219,7 +216,6 @@ impl Client {
         let tag = self.send(mem, req, wait)?;
         published();
         let op = fabric::proto::op_of(req);
-        let mut spins = 0u32;
         loop {
             if let Some(r) = self.resp.pop(mem).map_err(ring_err)? {
                 match Response::decode(&r, op) {
@@ -237,14 +233,9 @@ impl Client {
                     }
                 }
             }
-            // Answers usually come within microseconds: poll the ring
-            // alone for a while before paying for the caller's wait hook.
-            // (No PAUSE here: under QEMU's TCG it leaves the translated-code
-            // loop and costs about a microsecond per iteration.)
-            if spins < SPIN_POLLS {
-                spins += 1;
-                continue;
-            }
+            // The caller's wait hook spins, then sleeps, exactly as every
+            // other wait for the directory (the page misses' included), so
+            // a call and a miss wait the same way in every mode.
             if !wait() {
                 return Err(Errno::Unavailable);
             }

@@ -24,6 +24,20 @@ fn no_old_bytes(start: u64, whole: bool, zeros_from: u64) -> bool {
     whole || start >= zeros_from
 }
 
+/// A page holding `chunk` at `in_page` and zeros elsewhere. A whole page
+/// is copied into a fresh allocation without zeroing it first (the common
+/// case of a relaxed write to a page this node does not hold).
+fn page_with(in_page: usize, chunk: &[u8]) -> Box<[u8; PAGE]> {
+    if chunk.len() == PAGE {
+        if let Ok(p) = Box::<[u8; PAGE]>::try_from(chunk.to_vec().into_boxed_slice()) {
+            return p;
+        }
+    }
+    let mut p = Box::new([0u8; PAGE]);
+    p[in_page..in_page + chunk.len()].copy_from_slice(chunk);
+    p
+}
+
 /// Spin for the emulated CXL latency `ns` (no-op at 0).
 fn cxl_delay(clock: &impl Clock, ns: u64) {
     if ns > 0 {
@@ -195,10 +209,16 @@ impl ScState {
                 }
                 (Hit::Remote(g) | Hit::Replica(g), _) => {
                     // Relaxed: a private copy, written back at fsync (a
-                    // replica goes with the mapping).
-                    let mut p = Box::new([0u8; PAGE]);
-                    link.env.mem().read(frame_off(g), &mut p[..]);
-                    p[in_page..in_page + n].copy_from_slice(chunk);
+                    // replica goes with the mapping). A whole page needs
+                    // none of the peer's bytes.
+                    let p = if n == PAGE {
+                        page_with(0, chunk)
+                    } else {
+                        let mut p = Box::new([0u8; PAGE]);
+                        link.env.mem().read(frame_off(g), &mut p[..]);
+                        p[in_page..in_page + n].copy_from_slice(chunk);
+                        p
+                    };
                     if self
                         .cache()
                         .map(|c| c.make_private(key, p))
@@ -219,8 +239,7 @@ impl ScState {
                     // A full page, or one past the end of the file, needs
                     // no old data: a private copy at once, no READ fill,
                     // no directory call.
-                    let mut p = Box::new([0u8; PAGE]);
-                    p[in_page..in_page + n].copy_from_slice(chunk);
+                    let p = page_with(in_page, chunk);
                     if let Some(c) = self.cache() {
                         c.make_private(key, p);
                     }
