@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# tools/bench-cluster-policy.sh: cluster-aware eviction on a multi-node run
+# (issue #12, item 4), as ratios in one run.
+#
+#   tools/bench-cluster-policy.sh [--nodes N] [--size SIZE] [--limit PAGES]
+#                                 [--policies "lru cluster"] [--runtime S]
+#                                 [--rounds R] [--mode strong|relaxed] [--no-build]
+#
+# Boots 1 directory + N nodes (default 4) once, with a webserver dataset of
+# SIZE (default 24m) and every node's owned pages capped at PAGES (default
+# 1024, 4 MiB: the N caches together hold less than the dataset, so nodes
+# evict). Then R times (default 3), per policy in turn (default `lru`, then
+# `cluster`: a page mapped by more nodes is evicted last): `cache drop` on
+# every node, `cache policy NAME` and `cache config limit=PAGES` on every
+# node, and `app webserver --runtime S` (default 10) on all N nodes at once.
+# Prints per run the cluster's ops/s (sum over nodes) and its misses (page
+# requests to the directory), then per policy the medians and the ratio to
+# the first policy. Every node busy (plus the directory).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NODES=4
+SIZE=24m
+LIMIT=1024
+POLICIES="lru cluster"
+RUNTIME=10
+ROUNDS=3
+MODE=strong
+BUILD=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --nodes) NODES=${2:?--nodes needs a value}; shift 2 ;;
+        --size) SIZE=${2:?--size needs a value}; shift 2 ;;
+        --limit) LIMIT=${2:?--limit needs a value}; shift 2 ;;
+        --policies) POLICIES=${2:?--policies needs a value}; shift 2 ;;
+        --runtime) RUNTIME=${2:?--runtime needs a value}; shift 2 ;;
+        --rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
+        --mode) MODE=${2:?--mode needs a value}; shift 2 ;;
+        --no-build) BUILD=(--no-build); shift ;;
+        -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench-cluster-policy.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+for v in "$NODES:--nodes:2:8" "$LIMIT:--limit:64:1048576" "$RUNTIME:--runtime:1:600" "$ROUNDS:--rounds:1:50"; do
+    IFS=: read -r n flag lo hi <<<"$v"
+    [[ $n =~ ^[0-9]+$ && $n -ge $lo && $n -le $hi ]] ||
+        { echo "bench-cluster-policy.sh: error: $flag takes an integer in $lo..$hi, got '$n'" >&2; exit 2; }
+done
+[[ $MODE == strong || $MODE == relaxed ]] ||
+    { echo "bench-cluster-policy.sh: error: --mode takes strong or relaxed, got '$MODE'" >&2; exit 2; }
+[[ $SIZE =~ ^[1-9][0-9]*[km]$ ]] ||
+    { echo "bench-cluster-policy.sh: error: --size takes a size such as 24m, got '$SIZE'" >&2; exit 2; }
+read -r -a pols <<<"$POLICIES"
+[[ ${#pols[@]} -ge 1 ]] || { echo "bench-cluster-policy.sh: error: --policies is empty" >&2; exit 2; }
+cd "$ROOT"
+RUN=$(mktemp -d /tmp/onecopy-bench-cpol.XXXXXX)
+cleanup() { ./qemu-run.sh stop --run-dir "$RUN" >/dev/null 2>&1 || true; rm -rf "$RUN"; }
+trap cleanup EXIT
+./qemu-run.sh "${BUILD[@]}" --detach --nodes "$NODES" --mode "$MODE" --shm-mb 64 \
+    --dataset "webserver:$SIZE" --run-dir "$RUN" --cmd-timeout $((RUNTIME * 4 + 120)) | grep -E "cluster up|accel:" || true
+ex() { ./qemu-run.sh exec --run-dir "$RUN" --cmd-timeout $((RUNTIME * 4 + 120)) "$@"; }
+# The policies must exist (the node refuses an unknown name).
+for p in "${pols[@]}"; do
+    ex -e "1: cache policy $p" >/dev/null || { echo "bench-cluster-policy.sh: error: policy '$p' refused" >&2; exit 2; }
+done
+misses_sum() { awk '/\] misses /{ s += $NF } END { print s + 0 }'; }
+declare -A ops miss
+for ((r = 1; r <= ROUNDS; r++)); do
+    for p in "${pols[@]}"; do
+        setup=()
+        for ((k = 1; k <= NODES; k++)); do
+            setup+=(-e "$k: cache drop" -e "$k: cache policy $p" -e "$k: cache config limit=$LIMIT")
+        done
+        ex "${setup[@]}" >/dev/null
+        before=$(for ((k = 1; k <= NODES; k++)); do ex -e "$k: cache stats"; done | misses_sum)
+        pids=()
+        for ((k = 1; k <= NODES; k++)); do
+            ex -e "$k: app webserver --runtime $RUNTIME --seed $k" >"$RUN/out.$k" 2>&1 &
+            pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || true; done
+        after=$(for ((k = 1; k <= NODES; k++)); do ex -e "$k: cache stats"; done | misses_sum)
+        total=0
+        for ((k = 1; k <= NODES; k++)); do
+            t=$(grep -o 'RESULT {.*' "$RUN/out.$k" | grep -o '"throughput":[0-9.]*' | cut -d: -f2 || true)
+            if [[ -z $t ]]; then
+                echo "bench-cluster-policy.sh: error: node $k gave no RESULT (round $r, policy $p):" >&2
+                cat "$RUN/out.$k" >&2
+                exit 1
+            fi
+            total=$(awk -v a="$total" -v b="$t" 'BEGIN { printf "%.1f", a + b }')
+        done
+        ops[$p]+="$total "
+        miss[$p]+="$((after - before)) "
+        printf 'round %d %-8s cluster ops/s %10s  misses %8d\n' "$r" "$p" "$total" $((after - before))
+    done
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+base=${pols[0]}
+bo=$(echo "${ops[$base]}" | median) bm=$(echo "${miss[$base]}" | median)
+echo "1 directory + $NODES nodes ($MODE), webserver:$SIZE, limit $LIMIT pages per node, ${RUNTIME}s per run, $ROUNDS rounds; all $NODES nodes busy plus the directory"
+json="{\"bench\":\"cluster-policy\",\"mode\":\"$MODE\",\"nodes\":$NODES,\"size\":\"$SIZE\",\"limit\":$LIMIT,\"runtime_s\":$RUNTIME,\"rounds\":$ROUNDS"
+for p in "${pols[@]}"; do
+    o=$(echo "${ops[$p]}" | median) m=$(echo "${miss[$p]}" | median)
+    printf '  %-8s median cluster ops/s %10s (%sx %s)  median misses %10s (%sx %s)\n' "$p" "$o" \
+        "$(awk -v a="$o" -v b="$bo" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base" "$m" \
+        "$(awk -v a="$m" -v b="$bm" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base"
+    json+=",\"$p\":{\"ops\":[${ops[$p]// /,}],\"misses\":[${miss[$p]// /,}]}"
+done
+json=${json//,]/]}
+echo "RESULT $json}"
