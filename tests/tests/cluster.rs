@@ -494,8 +494,13 @@ fn interrupt_leaves_nothing_behind() {
     let shm_before = shm_files();
     let run_dir = unique_run_dir("sigint").expect("run dir");
     let run = RunDir::new(&run_dir);
-    let mut cmd = Command::new("bash");
-    cmd.arg(repo_root().join("qemu-run.sh"))
+    // A shell cannot trap a signal ignored when it started, and a parent
+    // without job control (a CI script's `cmd &`) starts its children
+    // with SIGINT ignored: restore its default first (`env` then execs
+    // bash, so the pid is the launcher's).
+    let mut cmd = Command::new("env");
+    cmd.args(["--default-signal=INT", "bash"])
+        .arg(repo_root().join("qemu-run.sh"))
         .args(["--no-build", "--run-dir"])
         .arg(&run_dir)
         .args(["--cmd-timeout", "600"]);
