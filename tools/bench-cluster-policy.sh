@@ -12,10 +12,13 @@
 # evict). Then R times (default 3), per policy in turn (default `lru`, then
 # `cluster`: a page mapped by more nodes is evicted last): `cache drop` on
 # every node, `cache policy NAME` and `cache config limit=PAGES` on every
-# node, and `app webserver --runtime S` (default 10) on all N nodes at once.
-# Prints per run the cluster's ops/s (sum over nodes) and its misses (page
-# requests to the directory), then per policy the medians and the ratio to
-# the first policy. Every node busy (plus the directory).
+# node (its webserver log truncated), and `app webserver --runtime S`
+# (default 10) on all N nodes at once.
+# Prints per run the cluster's ops/s (sum over nodes), its misses (page
+# requests to the directory), misses per op and the invalidations its
+# nodes received (a mapping taken away by another node's eviction), then per policy the
+# medians of ops/s and misses per op and the ratio to the first policy.
+# Every node busy (plus the directory).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODES=4
@@ -36,7 +39,7 @@ while [[ $# -gt 0 ]]; do
         --rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
         --mode) MODE=${2:?--mode needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
-        -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-cluster-policy.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -62,23 +65,29 @@ ex() { ./qemu-run.sh exec --run-dir "$RUN" --cmd-timeout $((RUNTIME * 4 + 120)) 
 for p in "${pols[@]}"; do
     ex -e "1: cache policy $p" >/dev/null || { echo "bench-cluster-policy.sh: error: policy '$p' refused" >&2; exit 2; }
 done
-misses_sum() { awk '/\] misses /{ s += $NF } END { print s + 0 }'; }
-declare -A ops miss
+# Sum over the nodes' `cache stats` of the line starting KEY.
+key_sum() { awk -v k="$1" 'index($0, "] " k " ") { s += $NF } END { print s + 0 }'; }
+declare -A ops miss mpo invs
 for ((r = 1; r <= ROUNDS; r++)); do
     for p in "${pols[@]}"; do
         setup=()
         for ((k = 1; k <= NODES; k++)); do
             setup+=(-e "$k: cache drop" -e "$k: cache policy $p" -e "$k: cache config limit=$LIMIT")
+            # The logs start empty every run (they would fill the disk);
+            # there is none before the first run.
+            ex -e "$k: truncate /apps/webserver/n$k/log 0" >/dev/null 2>&1 || true
         done
         ex "${setup[@]}" >/dev/null
-        before=$(for ((k = 1; k <= NODES; k++)); do ex -e "$k: cache stats"; done | misses_sum)
+        stats=$(for ((k = 1; k <= NODES; k++)); do ex -e "$k: cache stats"; done)
+        before=$(key_sum misses <<<"$stats") inv0=$(key_sum "invalidations received" <<<"$stats")
         pids=()
         for ((k = 1; k <= NODES; k++)); do
             ex -e "$k: app webserver --runtime $RUNTIME --seed $k" >"$RUN/out.$k" 2>&1 &
             pids+=($!)
         done
         for pid in "${pids[@]}"; do wait "$pid" || true; done
-        after=$(for ((k = 1; k <= NODES; k++)); do ex -e "$k: cache stats"; done | misses_sum)
+        stats=$(for ((k = 1; k <= NODES; k++)); do ex -e "$k: cache stats"; done)
+        after=$(key_sum misses <<<"$stats") inv=$(($(key_sum "invalidations received" <<<"$stats") - inv0))
         total=0
         for ((k = 1; k <= NODES; k++)); do
             t=$(grep -o 'RESULT {.*' "$RUN/out.$k" | grep -o '"throughput":[0-9.]*' | cut -d: -f2 || true)
@@ -91,20 +100,25 @@ for ((r = 1; r <= ROUNDS; r++)); do
         done
         ops[$p]+="$total "
         miss[$p]+="$((after - before)) "
-        printf 'round %d %-8s cluster ops/s %10s  misses %8d\n' "$r" "$p" "$total" $((after - before))
+        per=$(awk -v m=$((after - before)) -v o="$total" -v s="$RUNTIME" 'BEGIN { if (o > 0) printf "%.2f", m / (o * s); else print "n/a" }')
+        mpo[$p]+="$per "
+        invs[$p]+="$inv "
+        printf 'round %d %-8s cluster ops/s %10s  misses %8d  misses per op %s  invalidations received %d\n' \
+            "$r" "$p" "$total" $((after - before)) "$per" "$inv"
     done
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 base=${pols[0]}
-bo=$(echo "${ops[$base]}" | median) bm=$(echo "${miss[$base]}" | median)
+bo=$(echo "${ops[$base]}" | median) bq=$(echo "${mpo[$base]}" | median)
 echo "1 directory + $NODES nodes ($MODE), webserver:$SIZE, limit $LIMIT pages per node, ${RUNTIME}s per run, $ROUNDS rounds; all $NODES nodes busy plus the directory"
 json="{\"bench\":\"cluster-policy\",\"mode\":\"$MODE\",\"nodes\":$NODES,\"size\":\"$SIZE\",\"limit\":$LIMIT,\"runtime_s\":$RUNTIME,\"rounds\":$ROUNDS"
 for p in "${pols[@]}"; do
-    o=$(echo "${ops[$p]}" | median) m=$(echo "${miss[$p]}" | median)
-    printf '  %-8s median cluster ops/s %10s (%sx %s)  median misses %10s (%sx %s)\n' "$p" "$o" \
-        "$(awk -v a="$o" -v b="$bo" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base" "$m" \
-        "$(awk -v a="$m" -v b="$bm" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base"
-    json+=",\"$p\":{\"ops\":[${ops[$p]// /,}],\"misses\":[${miss[$p]// /,}]}"
+    o=$(echo "${ops[$p]}" | median)
+    q=$(echo "${mpo[$p]}" | median)
+    printf '  %-8s median cluster ops/s %10s (%sx %s)  median misses per op %6s (%sx %s)\n' "$p" "$o" \
+        "$(awk -v a="$o" -v b="$bo" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base" "$q" \
+        "$(awk -v a="$q" -v b="$bq" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base"
+    json+=",\"$p\":{\"ops\":[${ops[$p]// /,}],\"misses\":[${miss[$p]// /,}],\"misses_per_op\":[${mpo[$p]// /,}],\"invalidations_received\":[${invs[$p]// /,}]}"
 done
 json=${json//,]/]}
 echo "RESULT $json}"
