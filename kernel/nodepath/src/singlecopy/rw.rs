@@ -439,3 +439,21 @@ impl ScState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{page_with, PAGE};
+
+    #[test]
+    fn a_page_holds_the_chunk_and_zeros_elsewhere() {
+        let whole: alloc::vec::Vec<u8> = (0..PAGE).map(|i| (i % 251) as u8 + 1).collect();
+        assert_eq!(&page_with(0, &whole)[..], &whole[..]);
+        let p = page_with(100, &[7u8; 10]);
+        assert!(p[..100].iter().all(|&b| b == 0));
+        assert_eq!(&p[100..110], &[7u8; 10]);
+        assert!(p[110..].iter().all(|&b| b == 0));
+        let tail = page_with(PAGE - 3, &[9u8; 3]);
+        assert_eq!(&tail[PAGE - 3..], &[9u8; 3]);
+        assert!(tail[..PAGE - 3].iter().all(|&b| b == 0));
+    }
+}
