@@ -117,7 +117,7 @@ kernel_clippy() {
 shell_check() {
     local scripts=(qemu-run.sh tests/run.sh .ci/run)
     local s
-    for s in tools/*.sh; do [[ -f $s ]] && scripts+=("$s"); done
+    for s in tools/*.sh tools/lib/*.sh; do [[ -f $s ]] && scripts+=("$s"); done
     shellcheck "${scripts[@]}"
 }
 release_build() {

@@ -21,6 +21,8 @@
 # Every node busy (plus the directory).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
+. "$ROOT/tools/lib/bench.sh"
 NODES=4
 SIZE=24m
 LIMIT=1024
@@ -43,11 +45,10 @@ while [[ $# -gt 0 ]]; do
         *) echo "bench-cluster-policy.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-for v in "$NODES:--nodes:2:8" "$LIMIT:--limit:64:1048576" "$RUNTIME:--runtime:1:600" "$ROUNDS:--rounds:1:50"; do
-    IFS=: read -r n flag lo hi <<<"$v"
-    [[ $n =~ ^[0-9]+$ && $n -ge $lo && $n -le $hi ]] ||
-        { echo "bench-cluster-policy.sh: error: $flag takes an integer in $lo..$hi, got '$n'" >&2; exit 2; }
-done
+require_int bench-cluster-policy.sh --nodes "$NODES" 2 8
+require_int bench-cluster-policy.sh --limit "$LIMIT" 64 1048576
+require_int bench-cluster-policy.sh --runtime "$RUNTIME" 1 600
+require_int bench-cluster-policy.sh --rounds "$ROUNDS" 1 50
 [[ $MODE == strong || $MODE == relaxed ]] ||
     { echo "bench-cluster-policy.sh: error: --mode takes strong or relaxed, got '$MODE'" >&2; exit 2; }
 [[ $SIZE =~ ^[1-9][0-9]*[km]$ ]] ||
@@ -116,8 +117,7 @@ for p in "${pols[@]}"; do
     o=$(echo "${ops[$p]}" | median)
     q=$(echo "${mpo[$p]}" | median)
     printf '  %-8s median cluster ops/s %10s (%sx %s)  median misses per op %6s (%sx %s)\n' "$p" "$o" \
-        "$(awk -v a="$o" -v b="$bo" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base" "$q" \
-        "$(awk -v a="$q" -v b="$bq" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')" "$base"
+        "$(ratio "$o" "$bo")" "$base" "$q" "$(ratio "$q" "$bq")" "$base"
     json+=",\"$p\":{\"ops\":[${ops[$p]// /,}],\"misses\":[${miss[$p]// /,}],\"misses_per_op\":[${mpo[$p]// /,}],\"invalidations_received\":[${invs[$p]// /,}]}"
 done
 json=${json//,]/]}

@@ -23,6 +23,8 @@
 # Every fio run keeps the cache (--invalidate=0).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
+. "$ROOT/tools/lib/bench.sh"
 KV_SIZE=1m
 SCAN_SIZE=8m
 LIMIT=512
@@ -101,7 +103,6 @@ for c in 0 1; do
     IOPS[$cfg]=$(printf '%s\n' "${iops[@]:first:ROUNDS}" | awk '{ s += $1 } END { printf "%.0f", s / NR }')
     SCANPAGES[$cfg]=$sp
 done
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 echo "kv: randread zipf:$THETA over $KV_SIZE, ${RUNTIME}s after each of $ROUNDS scans of $SCAN_SIZE; node limit $LIMIT pages, policy $POLICY"
 printf '  %-28s %12s %12s %10s %14s\n' configuration "kv hit ratio" "kv read IOPS" "vs shared" "scan pages end"
 printf '  %-28s %12s %12s %9sx %14s\n' "shared (no group limit)" "${HR[A]}" "${IOPS[A]}" 1.00 "${SCANPAGES[A]}"

@@ -32,6 +32,8 @@
 # not running because other work had the host's cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
+. "$ROOT/tools/lib/bench.sh"
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
 LIMIT=512
 KV_SIZE=8m
@@ -129,7 +131,6 @@ opfield() { grep -o "\"$2\":{\"count\":[0-9]*,\"per_s\":[0-9.]*" <<<"$1" | grep 
 hr() { awk -v h="$1" -v m="$2" 'BEGIN { if (h > 0) printf "%.3f", 1 - m / h; else print "n/a" }'; }
 # `cache groups` counts hits as accesses served without a miss.
 hr_group() { awk -v h="$1" -v m="$2" 'BEGIN { if (h + m > 0) printf "%.3f", h / (h + m); else print "n/a" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 # Throughput per CPU-second: throughput x the run's elapsed time / the
 # QEMUs' CPU seconds over its exec.
 per_cpu() { awk -v t="$1" -v e="$2" -v c="$3" -v hz="$TICK" 'BEGIN { if (c > 0) printf "%.2f", t * e / 1e9 / (c / hz); else print "n/a" }'; }

@@ -20,6 +20,8 @@
 # the hit ratios do not depend on timing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
+. "$ROOT/tools/lib/bench.sh"
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc"
 SIZE=8m
 LIMIT=512
@@ -63,7 +65,6 @@ if [[ ${#iops[@]} -ne $want || ${#ios[@]} -ne $want || ${#miss[@]} -ne $((want *
     echo "$out" >&2
     exit 1
 fi
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 hr() { awk -v m="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.3f", 1 - m / n; else print "n/a" }'; }
 for pat in 0 1; do
     if [[ $pat == 0 ]]; then

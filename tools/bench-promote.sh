@@ -20,6 +20,8 @@
 # directory).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
+. "$ROOT/tools/lib/bench.sh"
 CXL=250
 SIZE=1m
 RUNTIME=5
@@ -38,11 +40,10 @@ while [[ $# -gt 0 ]]; do
         *) echo "bench-promote.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-for v in "$CXL:--cxl-latency-ns:0:100000" "$RUNTIME:--runtime:1:600" "$ROUNDS:--rounds:1:50" "$T:--threshold:1:1048576"; do
-    IFS=: read -r n flag lo hi <<<"$v"
-    [[ $n =~ ^[0-9]+$ && $n -ge $lo && $n -le $hi ]] ||
-        { echo "bench-promote.sh: error: $flag takes an integer in $lo..$hi, got '$n'" >&2; exit 2; }
-done
+require_int bench-promote.sh --cxl-latency-ns "$CXL" 0 100000
+require_int bench-promote.sh --runtime "$RUNTIME" 1 600
+require_int bench-promote.sh --rounds "$ROUNDS" 1 50
+require_int bench-promote.sh --threshold "$T" 1 1048576
 cd "$ROOT"
 RUN=$(mktemp -d /tmp/onecopy-bench-promote.XXXXXX)
 trap 'rm -rf "$RUN"' EXIT
@@ -77,7 +78,6 @@ for ((r = 0; r < ROUNDS; r++)); do
         "$(us "${mean[r * 2 + 1]}")/$(us "${p50[r * 2 + 1]}")"
 done
 mo=$(median "${off_m[@]}") mn=$(median "${on_m[@]}") po=$(median "${off_p[@]}") pn=$(median "${on_p[@]}")
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 echo "  median mean: off $(us "$mo") us, on $(us "$mn") us (on/off $(ratio "$mn" "$mo")x); median p50: off $(us "$po") us, on $(us "$pn") us (on/off $(ratio "$pn" "$po")x)"
 echo "  node 2 after the last run: replica pages $(stat 'replica pages') ($(($(stat 'replica pages') * 4)) KiB of node memory), promotions $(stat promotions), demotions $(stat demotions), hits replica $(stat 'hits replica'), hits remote $(stat 'hits remote')"
 echo "one node busy (plus the directory); promotion off is the same-run baseline"

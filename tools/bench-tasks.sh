@@ -17,6 +17,8 @@
 # (default 2) alternate the configurations; medians are reported.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
+. "$ROOT/tools/lib/bench.sh"
 BASE=
 SIZE=1m
 REPEAT=2
@@ -78,7 +80,6 @@ echo "label read-iops effective_iodepth max_iodepth ring-reads-in-flight(max)"
 printf '%s\n' "${results[@]}"
 med() { printf '%s\n' "${results[@]}" | awk -v l="$1" '$1 == l { print $2 }' | sort -n |
     awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 echo "medians of $REPEAT round(s):"
 if [[ -n $BASE ]]; then
     echo "  CM-R psync numjobs=8: after $(med cmr-after) IOPS, before $(med cmr-before) IOPS: $(ratio "$(med cmr-after)" "$(med cmr-before)")x"

@@ -1,0 +1,13 @@
+# shellcheck shell=bash
+# tools/lib/bench.sh: helpers the tools/bench-*.sh scripts share. Sourced,
+# never run: `. "$ROOT/tools/lib/bench.sh"`.
+
+# require_int PROG FLAG VALUE LO HI: exit 2 with one error line unless VALUE
+# is an integer in LO..HI.
+require_int() {
+    [[ $3 =~ ^[0-9]+$ && $3 -ge $4 && $3 -le $5 ]] ||
+        { echo "$1: error: $2 takes an integer in $4..$5, got '$3'" >&2; exit 2; }
+}
+
+# ratio A B: A / B to two decimals, n/a when B is not positive.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
