@@ -18,7 +18,9 @@
 # requests to the directory), misses per op and the invalidations its
 # nodes received (a mapping taken away by another node's eviction), then per policy the
 # medians of ops/s and misses per op and the ratio to the first policy.
-# Every node busy (plus the directory).
+# Every node busy (plus the directory). After the tables: one `ROW {json}`
+# line per table row (rounds, then the medians) and a `RESULT {json}` line
+# with every run's figures, for tools/bench-report.sh --policies.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
@@ -69,6 +71,7 @@ done
 # Sum over the nodes' `cache stats` of the line starting KEY.
 key_sum() { awk -v k="$1" 'index($0, "] " k " ") { s += $NF } END { print s + 0 }'; }
 declare -A ops miss mpo invs
+ROWS=()
 for ((r = 1; r <= ROUNDS; r++)); do
     for p in "${pols[@]}"; do
         setup=()
@@ -106,6 +109,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
         invs[$p]+="$inv "
         printf 'round %d %-8s cluster ops/s %10s  misses %8d  misses per op %s  invalidations received %d\n' \
             "$r" "$p" "$total" $((after - before)) "$per" "$inv"
+        ROWS+=("{\"bench\":\"cluster-policy\",\"row\":\"round\",\"round\":$r,\"policy\":$(jstr "$p"),\"ops\":$(jnum "$total"),\"misses\":$((after - before)),\"misses_per_op\":$(jnum "$per"),\"invalidations\":$inv}")
     done
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -118,7 +122,9 @@ for p in "${pols[@]}"; do
     q=$(echo "${mpo[$p]}" | median)
     printf '  %-8s median cluster ops/s %10s (%sx %s)  median misses per op %6s (%sx %s)\n' "$p" "$o" \
         "$(ratio "$o" "$bo")" "$base" "$q" "$(ratio "$q" "$bq")" "$base"
+    ROWS+=("{\"bench\":\"cluster-policy\",\"row\":\"median\",\"policy\":$(jstr "$p"),\"first\":$(jstr "$base"),\"rounds\":$ROUNDS,\"ops\":$(jnum "$o"),\"ops_vs_first\":$(jnum "$(ratio "$o" "$bo")"),\"misses_per_op\":$(jnum "$q"),\"misses_per_op_vs_first\":$(jnum "$(ratio "$q" "$bq")"),\"misses\":$(jnum "$(echo "${miss[$p]}" | median)"),\"invalidations\":$(jnum "$(echo "${invs[$p]}" | median)")}")
     json+=",\"$p\":{\"ops\":[${ops[$p]// /,}],\"misses\":[${miss[$p]// /,}],\"misses_per_op\":[${mpo[$p]// /,}],\"invalidations_received\":[${invs[$p]// /,}]}"
 done
 json=${json//,]/]}
+for row in "${ROWS[@]}"; do echo "ROW $row"; done
 echo "RESULT $json}"

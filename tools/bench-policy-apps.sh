@@ -5,7 +5,7 @@
 #
 #   tools/bench-policy-apps.sh [--policies "fifo lru ..."] [--limit PAGES]
 #       [--kv-size SIZE] [--search-size SIZE] [--theta T] [--runtime S]
-#       [--scan-frac F] [--scan-len BLOCKS] [--passes N]
+#       [--scan-frac F] [--scan-len BLOCKS] [--passes N] [--no-build]
 #
 # Datasets are built on the host (qemu-run.sh --dataset kv:KV,search:SEARCH;
 # defaults 8m and 6m); the node's owned pages are capped with `cache config
@@ -29,7 +29,10 @@
 # operations a run does. Throughput per CPU-second (the node's and the
 # directory's QEMU, utime + stime over the run's command) is reported
 # beside it, with its own ratio: it leaves out the time the guests were
-# not running because other work had the host's cores.
+# not running because other work had the host's cores. Besides the
+# tables: one `ROW {json}` line per table row (after them) and a
+# `RESULT {json}` line with the parameters, for tools/bench-report.sh
+# --policies. --no-build: qemu-run.sh --no-build (binaries must exist).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
@@ -43,6 +46,7 @@ RUNTIME=6
 SCAN_FRAC=0.0005
 SCAN_LEN=512
 PASSES=6
+BUILD=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --policies) POLICIES=${2:?--policies needs a value}; shift 2 ;;
@@ -54,7 +58,8 @@ while [[ $# -gt 0 ]]; do
         --scan-frac) SCAN_FRAC=${2:?--scan-frac needs a value}; shift 2 ;;
         --scan-len) SCAN_LEN=${2:?--scan-len needs a value}; shift 2 ;;
         --passes) PASSES=${2:?--passes needs a value}; shift 2 ;;
-        -h | --help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-build) BUILD=(--no-build); shift ;;
+        -h | --help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-policy-apps.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -83,7 +88,7 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 stop_cluster() { ./qemu-run.sh stop --run-dir "$RUN" >/dev/null 2>&1 || true; rm -rf "$RUN"; }
 trap stop_cluster EXIT
-./qemu-run.sh --detach --nodes 1 --mode strong --run-dir "$RUN" --dataset "kv:$KV_SIZE,search:$SEARCH_SIZE" \
+./qemu-run.sh "${BUILD[@]}" --detach --nodes 1 --mode strong --run-dir "$RUN" --dataset "kv:$KV_SIZE,search:$SEARCH_SIZE" \
     -e "1: cache config limit=$LIMIT" >"$RUN/boot.out" 2>&1 || { cat "$RUN/boot.out" >&2; exit 1; }
 pids="$(tr -dc '0-9' <"$RUN/node1.pid") $(tr -dc '0-9' <"$RUN/dir.pid")"
 ticks() {
@@ -160,20 +165,34 @@ echo "1 directory + 1 node, strong; limit $LIMIT pages; kv:$KV_SIZE, search:$SEA
 echo "YCSB-C = app kv --dist zipf:$THETA, ${RUNTIME}s; GET-SCAN = same + --scan-frac $SCAN_FRAC --scan-len $SCAN_LEN --scan-group scan (GET hit ratio, GET/s; scans run); search = app search --passes $PASSES (MB/s/matches per pass)"
 echo "each policy's ratios are to the FIFO run just before it; the fifo row: the range of its runs; per CPU-s: per second of the node's and directory's QEMU CPU time"
 declare -A FH FT FC
+NAMES=(YCSB-C GET-SCAN search)
+UNITS=(lookups/s GETs/s passes/s)
+ROWS=()
+# lo_hi "V V ...": the smallest and the largest number among them (n/a
+# for both when none is one).
+lo_hi() { tr ' ' '\n' <<<"$1" | awk '$1 ~ /^-?[0-9.]+$/ { if (n == 0 || $1 + 0 < lo) lo = $1; if (n == 0 || $1 + 0 > hi) hi = $1; n++ } END { if (n) print lo, hi; else print "n/a n/a" }'; }
 for w in 0 1 2; do
-    case $w in 0) echo "YCSB-C" ;; 1) echo "GET-SCAN" ;; 2) echo "search" ;; esac
+    echo "${NAMES[w]}"
     printf '  %-8s %9s %12s %8s %10s %8s  %s\n' policy "hit ratio" throughput "vs fifo" "per CPU-s" "vs fifo" "(extra; fifo run beside it: hit, throughput, per CPU-s)"
     rows=()
+    row0="{\"bench\":\"policy-apps\",\"workload\":$(jstr "${NAMES[w]}"),\"unit\":$(jstr "${UNITS[w]}")"
     for i in $(seq 1 $((${#POL[@]} - 1))); do
         kf=$((((i - 1) * 3 + w) * 2))
         read -r fh ft fc _ <<<"$(run_fig "$kf" "$w")"
         read -r ph pt pc px <<<"$(run_fig $((kf + 1)) "$w")"
         FH[$w]+="$fh " FT[$w]+="$ft " FC[$w]+="$fc "
-        rows+=("$(printf '  %-8s %9s %12s %7sx %10s %7sx  (%s; %s, %s, %s)' "${POL[$i]}" "$ph" "$pt" "$(ratio "$pt" "$ft")" "$pc" "$(ratio "$pc" "$fc")" "$px" "$fh" "$ft" "$fc")")
+        vt=$(ratio "$pt" "$ft") vc=$(ratio "$pc" "$fc")
+        rows+=("$(printf '  %-8s %9s %12s %7sx %10s %7sx  (%s; %s, %s, %s)' "${POL[$i]}" "$ph" "$pt" "$vt" "$pc" "$vc" "$px" "$fh" "$ft" "$fc")")
+        ROWS+=("$row0,\"policy\":$(jstr "${POL[$i]}"),\"hit_ratio\":$(jnum "$ph"),\"throughput\":$(jnum "$pt"),\"vs_fifo\":$(jnum "$vt"),\"per_cpu_s\":$(jnum "$pc"),\"per_cpu_vs_fifo\":$(jnum "$vc"),\"extra\":$(jstr "$px"),\"fifo_hit_ratio\":$(jnum "$fh"),\"fifo_throughput\":$(jnum "$ft"),\"fifo_per_cpu_s\":$(jnum "$fc")}")
     done
     range() { tr ' ' '\n' <<<"$1" | awk 'NF { if (n == 0 || $1 < lo) lo = $1; if (n == 0 || $1 > hi) hi = $1; n++ } END { printf "%s..%s", lo, hi }'; }
     printf '  %-8s %9s %12s %8s %10s %8s  (%d runs)\n' fifo "$(range "${FH[$w]}")" "$(range "${FT[$w]}")" "1.00x" "$(range "${FC[$w]}")" "1.00x" $((${#POL[@]} - 1))
     printf '%s\n' "${rows[@]}"
+    read -r hl hh <<<"$(lo_hi "${FH[$w]}")"
+    read -r tl th <<<"$(lo_hi "${FT[$w]}")"
+    read -r cl ch <<<"$(lo_hi "${FC[$w]}")"
+    ROWS+=("$row0,\"policy\":\"fifo\",\"runs\":$((${#POL[@]} - 1)),\"hit_ratio_min\":$(jnum "$hl"),\"hit_ratio_max\":$(jnum "$hh"),\"throughput_min\":$(jnum "$tl"),\"throughput_max\":$(jnum "$th"),\"per_cpu_s_min\":$(jnum "$cl"),\"per_cpu_s_max\":$(jnum "$ch"),\"vs_fifo\":1,\"per_cpu_vs_fifo\":1}")
 done
 echo "load average before: $load0, after: $load1; wall time $((t1 - t0)) s"
-echo "RESULT {\"policies\":\"${POL[*]}\",\"limit\":$LIMIT,\"runtime\":$RUNTIME,\"scan_frac\":$SCAN_FRAC,\"scan_len\":$SCAN_LEN,\"passes\":$PASSES,\"wall_s\":$((t1 - t0))}"
+for r in "${ROWS[@]}"; do echo "ROW $r"; done
+echo "RESULT {\"bench\":\"policy-apps\",\"mode\":\"strong\",\"nodes\":1,\"policies\":$(jstr "${POL[*]}"),\"limit\":$LIMIT,\"kv_size\":$(jstr "$KV_SIZE"),\"search_size\":$(jstr "$SEARCH_SIZE"),\"theta\":$(jnum "$THETA"),\"runtime\":$RUNTIME,\"scan_frac\":$(jnum "$SCAN_FRAC"),\"scan_len\":$(jnum "$SCAN_LEN"),\"passes\":$PASSES,\"wall_s\":$((t1 - t0))}"

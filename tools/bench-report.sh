@@ -6,22 +6,31 @@
 #                         [--storage P] [--cxl-latency-ns N] [--keep-runs]
 #   tools/bench-report.sh --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
 #                         [--apps-list kv,webserver,...] [--policy NAME] ...
+#   tools/bench-report.sh --policies [--quick] [--out DIR]
 #
 # --apps runs the application study instead (DPC Fig. 10: N = 1, 2, 4
 # nodes running the same app at once in every mode; about 15 minutes;
 # --apps --quick: N = 1, 2 and 1 s per app).
+# --policies runs the eviction-policy section instead (issue #12):
+# tools/bench-policy-apps.sh (YCSB-C, GET-SCAN, file search under every
+# policy, ratios to FIFO), tools/bench-cluster-policy.sh (webserver on 4
+# nodes, lru vs cluster) and tools/bench-promote.sh (CH-R latency with
+# promotion off / on, --cxl-latency-ns 250), one after the other, each
+# with a time limit, their output in DIR/policies/*.log; report.md's
+# "Eviction policies" section sets cache_ext's published figures beside
+# ours (--policies --quick: 6 policies, 1-2 s runs, 2 nodes; about 80 s).
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
 # --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
 # results/<YYYY-MM-DD-HHMMSS>/, UTC). Modes by default: strong, relaxed,
 # private and net (the TCP/IP baseline). --quick takes about 80 s on 2
 # cores with TCG; the full run took about ten minutes with three modes, net
 # adds a fourth. Exit status: that of onecopy-bench (0 complete, 1 some
-# figure missing or failed, 2 usage).
+# figure or script missing or failed, 2 usage).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 for a in "$@"; do
     case "$a" in
-        -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
 done
 cd "$ROOT"

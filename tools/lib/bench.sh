@@ -11,3 +11,15 @@ require_int() {
 
 # ratio A B: A / B to two decimals, n/a when B is not positive.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# jnum V: V as a JSON number, null when it is not one (n/a, empty).
+jnum() {
+    if [[ $1 =~ ^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; then printf '%s' "$1"; else printf null; fi
+}
+
+# jstr S: S as a JSON string (quotes and backslashes escaped).
+jstr() {
+    local s=${1//\\/\\\\}
+    s=${s//\"/\\\"}
+    printf '"%s"' "$s"
+}

@@ -8,6 +8,8 @@
 //! * [`report`]: results.json, ratios vs private, DPC ratios.
 //! * [`reportmd`]: report.md, one function per section.
 //! * [`plot`]: grouped bar charts (scenario x mode) in PNG.
+//! * [`apps`], [`policies`]: the application study (`--apps`) and the
+//!   eviction-policy section (`--policies`), each its own run.
 //!
 //! Nothing in a report is hard-coded except the DPC reference ratios
 //! ([`report::DPC_REFS`]), which are labelled as such. A measurement that
@@ -19,6 +21,7 @@ pub mod model;
 pub mod opts;
 pub mod parse;
 pub mod plot;
+pub mod policies;
 pub mod report;
 pub mod reportmd;
 pub mod runner;

@@ -15,6 +15,7 @@ usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
        onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
                      [--apps-list kv,ann,...] [--policy NAME]
                      [--modes ...] [--storage P] [--out DIR] [--keep-runs]
+       onecopy-bench --policies [--quick] [--out DIR]
 
 Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
 2-sharer invalidation) in every mode and measures DPC's microbenchmarks:
@@ -68,12 +69,28 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      get-scan, cluster; default fifo); it orders the
                      single-copy modes' owned pages (private and net have
                      their own LRU page cache)
+  --policies         the eviction-policy section instead (issue #12): runs
+                     tools/bench-policy-apps.sh (cache_ext's YCSB-C, GET-SCAN
+                     and file search under every policy, ratios to FIFO),
+                     tools/bench-cluster-policy.sh (webserver on 4 nodes,
+                     lru vs cluster) and tools/bench-promote.sh (CH-R
+                     latency, promotion off / on, --cxl-latency-ns 250) one
+                     after the other, each with a time limit, their output
+                     in DIR/policies/*.log; report.md's \"Eviction policies\"
+                     section puts cache_ext's published figures beside
+                     ours. With --quick: 6 policies, 1-2 s runs, 2 nodes
+                     (about 80 s, a smoke test). Takes only --quick and
+                     --out
 
-Writes DIR/results.json, DIR/report.md and DIR/*.png. Exit status: 0 every
-expected figure is a number, 1 some figure is missing or failed (the
-report is still written, failures shown as n/a with their error), 2 wrong
+Writes DIR/results.json, DIR/report.md and DIR/*.png (--policies: no
+charts). Exit status: 0 every expected figure is a number, 1 some figure
+is missing or failed (the report is still written, failures shown as n/a
+with their error; --policies: a script failed or gave no row), 2 wrong
 usage. Needs the release kernel, mkfs and onecopy-ctl built
 (tools/bench-report.sh builds them).";
+
+/// The flags `--policies` goes with.
+const POLICIES_FLAGS: &[&str] = &["--policies", "--quick", "--out"];
 
 /// The page-cache modes onecopy-bench knows.
 pub const MODES: &[&str] = &["strong", "relaxed", "private", "net"];
@@ -124,6 +141,8 @@ pub struct BenchOpts {
     pub apps_list: Option<Vec<String>>,
     /// `--policy`: every node's eviction policy (None: the default).
     pub policy: Option<String>,
+    /// `--policies`: the eviction-policy section (the three scripts).
+    pub policies: bool,
 }
 
 impl Default for BenchOpts {
@@ -147,6 +166,7 @@ impl Default for BenchOpts {
             apps_runtime: None,
             apps_list: None,
             policy: None,
+            policies: false,
         }
     }
 }
@@ -163,6 +183,8 @@ pub enum Parsed {
 /// Parses the arguments (without the program name).
 pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut o = BenchOpts::default();
+    // Every flag given, for the combinations refused below.
+    let mut seen: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -178,11 +200,15 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                     .ok_or_else(|| format!("{name} needs a value")),
             }
         };
+        if !seen.iter().any(|s| s == flag) {
+            seen.push(flag.to_string());
+        }
         match flag {
             "-h" | "--help" => return Ok(Parsed::Help),
             "--quick" if inline.is_none() => o.quick = true,
             "--keep-runs" if inline.is_none() => o.keep_runs = true,
             "--apps" if inline.is_none() => o.apps = true,
+            "--policies" if inline.is_none() => o.policies = true,
             "--apps-runtime" => {
                 o.apps_runtime = Some(int_arg(
                     "--apps-runtime",
@@ -283,6 +309,16 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         || o.policy.is_some();
     if apps_only && !o.apps {
         return Err("--apps-nodes, --apps-runtime, --apps-list and --policy need --apps".into());
+    }
+    if o.policies && o.apps {
+        return Err("--policies and --apps are two different runs: give one of them".into());
+    }
+    if o.policies {
+        if let Some(other) = seen.iter().find(|f| !POLICIES_FLAGS.contains(&f.as_str())) {
+            return Err(format!(
+                "--policies takes only --quick and --out, not {other} (the scripts' parameters are fixed: see --help)"
+            ));
+        }
     }
     Ok(Parsed::Run(Box::new(o)))
 }

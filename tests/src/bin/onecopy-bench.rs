@@ -1,6 +1,8 @@
 //! `onecopy-bench`: DPC's microbenchmarks (§6.2, Fig. 6-9, §6.2.5) on real
 //! onecopy clusters in every mode, written to results.json, report.md and
-//! PNG charts. See `onecopy-bench --help` and `onecopy_tests::bench`.
+//! PNG charts; `--apps` the application study, `--policies` the
+//! eviction-policy section. See `onecopy-bench --help` and
+//! `onecopy_tests::bench`.
 #![forbid(unsafe_code)]
 
 use std::fs;
@@ -60,6 +62,10 @@ fn main() -> ExitCode {
     if opts.apps {
         let label = onecopy_tests::bench::iso(now);
         return ExitCode::from(onecopy_tests::bench::apps::run(opts, &out, &label));
+    }
+    if opts.policies {
+        let label = onecopy_tests::bench::iso(now);
+        return ExitCode::from(onecopy_tests::bench::policies::run(&opts, &out, &label));
     }
     eprintln!(
         "onecopy-bench: {} run, modes {}, storage {}, cxl latency {} ns -> {}",

@@ -1,0 +1,114 @@
+//! The eviction-policy section (`onecopy-bench --policies`,
+//! `tools/bench-report.sh --policies`; issue #12, "What to measure"): the
+//! three scripts that measure it run one after the other, each with a
+//! time limit; their `ROW {json}` / `RESULT {json}` lines become
+//! report.md's "Eviction policies" section and results.json.
+//!
+//! * [`plan`]: the scripts, their arguments (quick / full), time limits.
+//! * [`child`]: one script in its own process group, killed on expiry.
+//! * [`parse`]: the `ROW` / `RESULT` lines, decoded without panics.
+//! * [`published`]: cache_ext's published figures, with their source.
+//! * [`section`]: the decoded rows and what is missing.
+//! * [`report`]: report.md; [`results`]: results.json.
+
+pub mod child;
+pub mod parse;
+pub mod plan;
+pub mod published;
+pub mod report;
+pub mod results;
+pub mod section;
+
+#[cfg(test)]
+mod tests;
+
+use std::fs;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::bench::opts::BenchOpts;
+use crate::repo_root;
+use section::{Part, Section};
+
+/// Runs the section into `out`: 0 complete, 1 some script failed or a
+/// row is missing (the report is written anyway).
+pub fn run(opts: &BenchOpts, out: &Path, now_label: &str) -> u8 {
+    let t0 = Instant::now();
+    let root = repo_root();
+    let logs = out.join("policies");
+    if let Err(e) = fs::create_dir_all(&logs) {
+        eprintln!(
+            "onecopy-bench: error: cannot create {}: {e}",
+            logs.display()
+        );
+        return 1;
+    }
+    let steps = plan::steps(opts.quick);
+    eprintln!(
+        "onecopy-bench: eviction policies ({}), {} scripts -> {}",
+        if opts.quick { "quick" } else { "full" },
+        steps.len(),
+        out.display()
+    );
+    let mut parts = Vec::new();
+    for step in steps {
+        let name = step.kind.log_name();
+        eprintln!(
+            "[{:7.1}s] {} (limit {} s)",
+            t0.elapsed().as_secs_f64(),
+            step.command_line(),
+            step.timeout.as_secs()
+        );
+        let outcome = child::run_step(&root, &step, &logs.join(&name));
+        eprintln!(
+            "[{:7.1}s] {}: {} in {:.0} s",
+            t0.elapsed().as_secs_f64(),
+            step.kind.script(),
+            outcome.failure().unwrap_or_else(|| "ok".into()),
+            outcome.seconds
+        );
+        parts.push(Part::new(step, outcome, format!("policies/{name}")));
+    }
+    let s = Section::collect(opts.quick, parts);
+    let machine = crate::bench::report::machine();
+    let label = format!(
+        "{} run {now_label}",
+        if opts.quick {
+            "--policies --quick"
+        } else {
+            "--policies"
+        }
+    );
+    let secs = t0.elapsed().as_secs_f64();
+    let json = results::results_json(&s, &machine, &label, secs);
+    let md = report::report_md(&s, &machine, &label, secs);
+    let mut status = 0;
+    for (name, text) in [
+        (
+            "results.json",
+            serde_json::to_string_pretty(&json)
+                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
+        ),
+        ("report.md", md),
+    ] {
+        if let Err(e) = fs::write(out.join(name), text) {
+            eprintln!("onecopy-bench: error: writing {name}: {e}");
+            status = 1;
+        }
+    }
+    eprintln!(
+        "onecopy-bench: eviction policies: {secs:.1} s; report: {}",
+        out.join("report.md").display()
+    );
+    if status == 0 {
+        println!("{}", out.join("report.md").display());
+    }
+    if !s.problems.is_empty() {
+        eprintln!("onecopy-bench: {} problem(s):", s.problems.len());
+        for p in &s.problems {
+            eprintln!("  {p}");
+        }
+        status = 1;
+    }
+    status
+}

@@ -1,0 +1,155 @@
+//! What `--policies` runs: the three scripts, their arguments and time
+//! limits, for a quick or a full run. Pure.
+
+use std::time::Duration;
+
+/// Which script a step is (and so how its output is read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `tools/bench-policy-apps.sh`: cache_ext's three workloads.
+    Apps,
+    /// `tools/bench-cluster-policy.sh`: webserver on N nodes.
+    Cluster,
+    /// `tools/bench-promote.sh`: CH-R latency, promotion off / on.
+    Promote,
+}
+
+impl Kind {
+    /// The script's file name under tools/.
+    pub fn script(self) -> &'static str {
+        match self {
+            Kind::Apps => "bench-policy-apps.sh",
+            Kind::Cluster => "bench-cluster-policy.sh",
+            Kind::Promote => "bench-promote.sh",
+        }
+    }
+
+    /// The name of its log under DIR/policies/.
+    pub fn log_name(self) -> String {
+        format!("{}.log", self.script().trim_end_matches(".sh"))
+    }
+
+    /// What it measures, for the report.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Apps => "cache_ext's workloads, every policy (1 node)",
+            Kind::Cluster => "multi-node: webserver, cluster-aware vs LRU",
+            Kind::Promote => "tiering: CH-R latency, promotion off / on",
+        }
+    }
+}
+
+/// One script run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Which script.
+    pub kind: Kind,
+    /// Its arguments (`--no-build` first: bench-report.sh built
+    /// everything).
+    pub args: Vec<String>,
+    /// Its limit: the script's process group is sent SIGTERM then.
+    pub timeout: Duration,
+}
+
+impl Step {
+    /// `tools/NAME ARGS`, quoted where an argument has a space.
+    pub fn command_line(&self) -> String {
+        let mut s = format!("tools/{}", self.kind.script());
+        for a in &self.args {
+            if a.contains(' ') || a.is_empty() {
+                s.push_str(&format!(" \"{a}\""));
+            } else {
+                s.push(' ');
+                s.push_str(a);
+            }
+        }
+        s
+    }
+}
+
+/// The policies of a quick run (fifo first: the baseline).
+pub const QUICK_POLICIES: &str = "fifo lru lfu mru get-scan cluster";
+
+/// The emulated CXL latency of the tiering run (issue #12: 250 ns).
+pub const CXL_LATENCY_NS: u32 = 250;
+
+/// Grace between SIGTERM and SIGKILL of a script's process group: its
+/// EXIT trap stops its cluster (`qemu-run.sh stop`) meanwhile.
+pub const KILL_GRACE: Duration = Duration::from_secs(60);
+
+fn args(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The three steps, in the order they run. The limits are many times
+/// what the runs take on the 2-core TCG host (quick: 60 s, 12 s and 6 s;
+/// full: policy-apps about 6 minutes, the others a few), so only a hung
+/// run meets them.
+pub fn steps(quick: bool) -> Vec<Step> {
+    let cxl = CXL_LATENCY_NS.to_string();
+    if quick {
+        vec![
+            Step {
+                kind: Kind::Apps,
+                args: args(&[
+                    "--no-build",
+                    "--runtime",
+                    "1",
+                    "--passes",
+                    "1",
+                    "--policies",
+                    QUICK_POLICIES,
+                ]),
+                timeout: Duration::from_secs(20 * 60),
+            },
+            Step {
+                kind: Kind::Cluster,
+                args: args(&[
+                    "--no-build",
+                    "--nodes",
+                    "2",
+                    "--runtime",
+                    "2",
+                    "--rounds",
+                    "1",
+                    "--size",
+                    "8m",
+                    "--limit",
+                    "512",
+                ]),
+                timeout: Duration::from_secs(15 * 60),
+            },
+            Step {
+                kind: Kind::Promote,
+                args: args(&[
+                    "--no-build",
+                    "--cxl-latency-ns",
+                    &cxl,
+                    "--runtime",
+                    "1",
+                    "--rounds",
+                    "1",
+                ]),
+                timeout: Duration::from_secs(10 * 60),
+            },
+        ]
+    } else {
+        vec![
+            Step {
+                kind: Kind::Apps,
+                args: args(&["--no-build"]),
+                timeout: Duration::from_secs(60 * 60),
+            },
+            Step {
+                kind: Kind::Cluster,
+                args: args(&["--no-build"]),
+                timeout: Duration::from_secs(40 * 60),
+            },
+            Step {
+                kind: Kind::Promote,
+                args: args(&["--no-build", "--cxl-latency-ns", &cxl]),
+                timeout: Duration::from_secs(20 * 60),
+            },
+        ]
+    }
+}
