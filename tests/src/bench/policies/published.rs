@@ -6,7 +6,7 @@ pub const SOURCE: &str =
     "cache_ext (seed 004; as quoted in issue #12 and README \"Eviction policies\")";
 
 /// How they compare with ours.
-pub const CAVEAT: &str = "cache_ext's ratios are to its own baseline on a disk-backed Linux page cache; ours are to FIFO in the same run, where a miss is a fill from the directory's memory: compare the direction and the winner, not the digits.";
+pub const CAVEAT: &str = "cache_ext's ratios are to Linux's default page-cache policy (its baseline) on a disk-backed page cache; ours are to FIFO in the same run, where a miss is a round trip to the directory and, for a page no node holds, a virtio-blk read under TCG: compare the direction and the winner, not the digits.";
 
 /// One published figure.
 #[derive(Debug, Clone, Copy, PartialEq)]
