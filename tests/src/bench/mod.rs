@@ -26,6 +26,25 @@ pub mod report;
 pub mod reportmd;
 pub mod runner;
 
+/// Writes a run's `results.json` (pretty) and `report.md` into `out`;
+/// false (each failure said on stderr) if either could not be written.
+pub fn write_outputs(out: &std::path::Path, json: &serde_json::Value, md: String) -> bool {
+    let mut ok = true;
+    for (name, text) in [
+        (
+            "results.json",
+            serde_json::to_string_pretty(json).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
+        ),
+        ("report.md", md),
+    ] {
+        if let Err(e) = std::fs::write(out.join(name), text) {
+            eprintln!("onecopy-bench: error: writing {name}: {e}");
+            ok = false;
+        }
+    }
+    ok
+}
+
 /// Formats a duration in seconds as `1m23s` / `45.6s`.
 pub fn fmt_secs(s: f64) -> String {
     if s >= 60.0 {

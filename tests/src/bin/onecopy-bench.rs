@@ -101,20 +101,7 @@ fn main() -> ExitCode {
     }
     let json = report::results_json(&r, &machine, &plots, &problems);
     let md = reportmd::report_md(&r, &machine, &plots, &problems);
-    let mut write_failed = false;
-    for (name, text) in [
-        (
-            "results.json",
-            serde_json::to_string_pretty(&json)
-                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
-        ),
-        ("report.md", md),
-    ] {
-        if let Err(e) = fs::write(out.join(name), text) {
-            eprintln!("onecopy-bench: error: writing {name}: {e}");
-            write_failed = true;
-        }
-    }
+    let write_failed = !onecopy_tests::bench::write_outputs(&out, &json, md);
     eprintln!(
         "onecopy-bench: {} figures, {} charts, {:.1} s; report: {}",
         r.figures.len(),

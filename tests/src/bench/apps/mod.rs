@@ -19,7 +19,6 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
-use std::fs;
 use std::path::Path;
 
 use crate::bench::opts::BenchOpts;
@@ -65,20 +64,7 @@ pub fn run(opts: BenchOpts, out: &Path, now_label: &str) -> u8 {
     };
     let json = report::results_json(&r, &machine, chart.as_deref());
     let md = report::report_md(&r, &machine, chart.as_deref(), &label);
-    let mut status = 0;
-    for (name, text) in [
-        (
-            "results.json",
-            serde_json::to_string_pretty(&json)
-                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
-        ),
-        ("report.md", md),
-    ] {
-        if let Err(e) = fs::write(out.join(name), text) {
-            eprintln!("onecopy-bench: error: writing {name}: {e}");
-            status = 1;
-        }
-    }
+    let mut status = u8::from(!crate::bench::write_outputs(out, &json, md));
     let problems = report::problems(&r);
     eprintln!(
         "onecopy-bench: application study: {} cells, {:.1} s; report: {}",

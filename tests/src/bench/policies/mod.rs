@@ -82,20 +82,7 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str) -> u8 {
     let secs = t0.elapsed().as_secs_f64();
     let json = results::results_json(&s, &machine, &label, secs);
     let md = report::report_md(&s, &machine, &label, secs);
-    let mut status = 0;
-    for (name, text) in [
-        (
-            "results.json",
-            serde_json::to_string_pretty(&json)
-                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
-        ),
-        ("report.md", md),
-    ] {
-        if let Err(e) = fs::write(out.join(name), text) {
-            eprintln!("onecopy-bench: error: writing {name}: {e}");
-            status = 1;
-        }
-    }
+    let mut status = u8::from(!crate::bench::write_outputs(out, &json, md));
     eprintln!(
         "onecopy-bench: eviction policies: {secs:.1} s; report: {}",
         out.join("report.md").display()
