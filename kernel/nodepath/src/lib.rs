@@ -47,6 +47,8 @@ mod tests_meta;
 #[cfg(test)]
 mod tests_policy;
 #[cfg(test)]
+mod tests_profile;
+#[cfg(test)]
 mod tests_promote;
 #[cfg(test)]
 mod tests_writes;
