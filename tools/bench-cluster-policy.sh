@@ -112,17 +112,16 @@ for ((r = 1; r <= ROUNDS; r++)); do
         ROWS+=("{\"bench\":\"cluster-policy\",\"row\":\"round\",\"round\":$r,\"policy\":$(jstr "$p"),\"ops\":$(jnum "$total"),\"misses\":$((after - before)),\"misses_per_op\":$(jnum "$per"),\"invalidations\":$inv}")
     done
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 base=${pols[0]}
-bo=$(echo "${ops[$base]}" | median) bq=$(echo "${mpo[$base]}" | median)
+bo=$(median "${ops[$base]}") bq=$(median "${mpo[$base]}")
 echo "1 directory + $NODES nodes ($MODE), webserver:$SIZE, limit $LIMIT pages per node, ${RUNTIME}s per run, $ROUNDS rounds; all $NODES nodes busy plus the directory"
 json="{\"bench\":\"cluster-policy\",\"mode\":\"$MODE\",\"nodes\":$NODES,\"size\":\"$SIZE\",\"limit\":$LIMIT,\"runtime_s\":$RUNTIME,\"rounds\":$ROUNDS"
 for p in "${pols[@]}"; do
-    o=$(echo "${ops[$p]}" | median)
-    q=$(echo "${mpo[$p]}" | median)
+    o=$(median "${ops[$p]}")
+    q=$(median "${mpo[$p]}")
     printf '  %-8s median cluster ops/s %10s (%sx %s)  median misses per op %6s (%sx %s)\n' "$p" "$o" \
         "$(ratio "$o" "$bo")" "$base" "$q" "$(ratio "$q" "$bq")" "$base"
-    ROWS+=("{\"bench\":\"cluster-policy\",\"row\":\"median\",\"policy\":$(jstr "$p"),\"first\":$(jstr "$base"),\"rounds\":$ROUNDS,\"ops\":$(jnum "$o"),\"ops_vs_first\":$(jnum "$(ratio "$o" "$bo")"),\"misses_per_op\":$(jnum "$q"),\"misses_per_op_vs_first\":$(jnum "$(ratio "$q" "$bq")"),\"misses\":$(jnum "$(echo "${miss[$p]}" | median)"),\"invalidations\":$(jnum "$(echo "${invs[$p]}" | median)")}")
+    ROWS+=("{\"bench\":\"cluster-policy\",\"row\":\"median\",\"policy\":$(jstr "$p"),\"first\":$(jstr "$base"),\"rounds\":$ROUNDS,\"ops\":$(jnum "$o"),\"ops_vs_first\":$(jnum "$(ratio "$o" "$bo")"),\"misses_per_op\":$(jnum "$q"),\"misses_per_op_vs_first\":$(jnum "$(ratio "$q" "$bq")"),\"misses\":$(jnum "$(median "${miss[$p]}")"),\"invalidations\":$(jnum "$(median "${invs[$p]}")")}")
     json+=",\"$p\":{\"ops\":[${ops[$p]// /,}],\"misses\":[${miss[$p]// /,}],\"misses_per_op\":[${mpo[$p]// /,}],\"invalidations_received\":[${invs[$p]// /,}]}"
 done
 json=${json//,]/]}

@@ -67,7 +67,6 @@ if [[ ${#mean[@]} -ne $((ROUNDS * 2)) || ${#p50[@]} -ne $((ROUNDS * 2)) ]]; then
 fi
 stat() { echo "$out" | grep -E "^\[n2\] $1 " | tail -1 | awk '{print $NF}'; }
 us() { awk -v n="$1" 'BEGIN { printf "%.2f", n / 1000 }'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print int((a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 echo "CH-R 4k randread, iodepth 1, libaio, $SIZE file, ${RUNTIME}s per run, cxl latency $CXL ns, promote=$T"
 printf '  %-6s %14s %14s\n' round "off mean/p50" "on mean/p50"
 off_m=() on_m=() off_p=() on_p=()

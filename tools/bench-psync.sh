@@ -61,7 +61,6 @@ if [[ ${#res[@]} -ne $((ROUNDS * 2)) ]]; then
     exit 1
 fi
 field() { grep -o "\"$2\":{\"iops\":[0-9.]*\|\"$2\":[0-9.]*" <<<"$1" | head -1 | sed 's/.*://'; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 echo "4k random psync reads, every read a miss (--invalidate=1), $SIZE per job, mode $MODE, storage $STORAGE"
 printf '  %-6s %22s %22s %8s\n' round "numjobs=1 IOPS (depth)" "numjobs=8 IOPS (depth)" "8 / 1"
 one=() eight=()

@@ -12,6 +12,14 @@ require_int() {
 # ratio A B: A / B to two decimals, n/a when B is not positive.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
+# median V...: the median of the numbers in the words of its arguments
+# (so a space-separated list may come as one word); the mean of the middle
+# two for an even count; empty for none.
+median() {
+    tr ' ' '\n' <<<"$*" | grep . | sort -g |
+        awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
 # jnum V: V as a JSON number, null when it is not one (n/a, empty).
 jnum() {
     if [[ $1 =~ ^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; then printf '%s' "$1"; else printf null; fi
