@@ -18,19 +18,20 @@
 # promotion off / on, --cxl-latency-ns 250), one after the other, each
 # with a time limit, their output in DIR/policies/*.log; report.md's
 # "Eviction policies" section sets cache_ext's published figures beside
-# ours (--policies --quick: 6 policies, 1-2 s runs, 2 nodes; about 80 s).
+# ours (about 8 minutes; --policies --quick: 6 policies, 1-2 s runs, 2
+# nodes; about 80 s).
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
 # --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
 # results/<YYYY-MM-DD-HHMMSS>/, UTC). Modes by default: strong, relaxed,
 # private and net (the TCP/IP baseline). --quick takes about 80 s on 2
-# cores with TCG; the full run took about ten minutes with three modes, net
-# adds a fourth. Exit status: that of onecopy-bench (0 complete, 1 some
+# cores with TCG; the full run about 27 minutes with the four modes. Exit
+# status: that of onecopy-bench (0 complete, 1 some
 # figure or script missing or failed, 2 usage).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 for a in "$@"; do
     case "$a" in
-        -h | --help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
 done
 cd "$ROOT"
