@@ -138,8 +138,9 @@ integration_tests() {
 }
 
 bench_smoke() {
-    # The benchmark report in --quick mode (about a minute): checks that
-    # every figure is produced and is a number, not that it is fast.
+    # The benchmark report in --quick mode, its application study and its
+    # eviction-policy section (about 9 minutes): checks that every figure
+    # is produced and is a number, not that it is fast.
     cargo test -p onecopy-tests --test bench -- --ignored --test-threads=1
 }
 

@@ -13,8 +13,9 @@
 //!
 //! It checks that every figure is produced, never how fast anything is.
 //! A second test runs the application study quick (`--apps --quick
-//! --modes private,net`: four clusters, about 2 minutes; not strong or
-//! relaxed, whose webserver fails at N = 2, an open defect: README).
+//! --modes private,strong,net`: six clusters, about 3 minutes).
+//! A third runs the eviction-policy section quick (`--policies --quick`:
+//! three clusters, about 80 s).
 
 use std::fs;
 use std::path::Path;
@@ -268,5 +269,122 @@ fn quick_apps_produce_every_cell() {
         assert!(report.contains(needle), "report.md lacks '{needle}'");
     }
     assert!(is_png(&out.join("apps-fig10.png")), "no Fig. 10 chart");
+    let _ = fs::remove_dir_all(&out);
+}
+
+/// `onecopy-bench --policies --quick`: the eviction-policy section's
+/// three scripts (cache_ext's workloads under six policies on one node,
+/// the webserver on two nodes with `lru` and `cluster`, promotion off and
+/// on; about 80 s). Checks that every script succeeded, every workload
+/// has a row per policy with its hit ratio and ratio to FIFO, the
+/// multi-node and tiering tables are there and report.md has the
+/// section; never how fast anything is.
+#[test]
+#[ignore = "boots 3 QEMU clusters (about 80 s): run with -- --ignored, as tests/run.sh does"]
+fn quick_policies_produce_every_row() {
+    use onecopy_tests::bench::policies::plan::QUICK_POLICIES;
+    let out = unique_run_dir("bench-policies-smoke").expect("results folder");
+    let mut cmd = Command::new(BENCH);
+    cmd.args(["--policies", "--quick", "--out"])
+        .arg(&out)
+        .env("ONECOPY_CTL", CTL);
+    let o = run_with_timeout(cmd, Duration::from_secs(10 * 60)).expect("run onecopy-bench");
+    assert!(
+        !o.timed_out,
+        "onecopy-bench --policies --quick timed out:\n{}",
+        o.text()
+    );
+    let logs = || {
+        fs::read_dir(out.join("policies"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| {
+                let text = fs::read_to_string(e.path()).unwrap_or_default();
+                format!("--- {}\n{text}", e.path().display())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        o.code,
+        Some(0),
+        "onecopy-bench --policies --quick failed:\n{}\n{}",
+        o.stderr_text(),
+        logs()
+    );
+    let json: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("results.json")).expect("results.json"))
+            .expect("results.json is JSON");
+    assert_eq!(
+        json["complete"],
+        Value::Bool(true),
+        "problems: {}",
+        json["problems"]
+    );
+    let parts = json["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 3, "three scripts");
+    for p in parts {
+        assert_eq!(
+            p["ok"],
+            Value::Bool(true),
+            "{}: {}",
+            p["script"],
+            p["failure"]
+        );
+    }
+    let policies: Vec<&str> = QUICK_POLICIES.split_whitespace().collect();
+    let rows = json["workloads"].as_array().expect("workloads");
+    for w in ["YCSB-C", "GET-SCAN", "search"] {
+        for p in &policies {
+            let row = rows
+                .iter()
+                .find(|r| r["workload"] == w && r["policy"] == *p)
+                .unwrap_or_else(|| panic!("no {w} row for {p}"));
+            let hit = &row["hit_ratio"];
+            assert!(
+                hit.as_f64().is_some() || hit["min"].as_f64().is_some(),
+                "{w} {p}: hit ratio {hit}"
+            );
+            assert!(
+                row["vs_fifo"].as_f64().is_some_and(|v| v > 0.0),
+                "{w} {p}: ratio to FIFO {}",
+                row["vs_fifo"]
+            );
+        }
+    }
+    let multi = json["multi_node"].as_array().expect("multi_node");
+    for p in ["lru", "cluster"] {
+        assert!(
+            multi.iter().any(|r| r["row"] == "median"
+                && r["policy"] == p
+                && r["ops_per_s"].as_f64().is_some_and(|v| v > 0.0)),
+            "no multi-node median for {p}"
+        );
+    }
+    let t = &json["tiering"];
+    for k in ["off_mean_ns", "on_mean_ns", "mean_on_over_off"] {
+        assert!(
+            t[k].as_f64().is_some_and(|v| v > 0.0),
+            "tiering {k}: {}",
+            t[k]
+        );
+    }
+    assert!(
+        t["replica_pages"].as_f64().is_some_and(|n| n > 0.0),
+        "promotion made no replicas: {t}"
+    );
+    let report = fs::read_to_string(out.join("report.md")).expect("report.md");
+    for needle in [
+        "## Eviction policies",
+        "### YCSB-C",
+        "### GET-SCAN",
+        "### File search",
+        "### Multi-node",
+        "### Tiering",
+        "### cache_ext's published figures",
+    ] {
+        assert!(report.contains(needle), "report.md lacks '{needle}'");
+    }
     let _ = fs::remove_dir_all(&out);
 }
