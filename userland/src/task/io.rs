@@ -79,7 +79,7 @@ pub(super) struct Queue {
     /// Wakers of the I/Os the last flush completed.
     woken: Vec<Waker>,
     /// Scratch of [`Queue::flush`], kept to avoid allocating per flush
-    /// (the kernel heap is a linked list): slot indices of the positioned
+    /// (allocations cost under TCG): slot indices of the positioned
     /// and the mapped I/Os, and their results.
     fd_at: Vec<usize>,
     map_at: Vec<usize>,
