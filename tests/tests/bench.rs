@@ -32,29 +32,24 @@ fn is_png(p: &Path) -> bool {
     fs::read(p).is_ok_and(|b| b.len() > 100 && b.starts_with(b"\x89PNG\r\n\x1a\n"))
 }
 
-#[test]
-#[ignore = "boots 12 QEMU clusters (about 2 minutes): run with -- --ignored, as tests/run.sh does"]
-fn quick_bench_produces_every_figure() {
-    let out = unique_run_dir("bench-smoke").expect("results folder");
+/// Runs `onecopy-bench ARGS --out OUT` within `limit` and returns its
+/// results.json, after checking that it ended in time with exit status 0
+/// and that the run is complete (no problems listed). On a failure the
+/// message carries its stderr and `more(out)` (e.g. the scripts' logs).
+fn run_bench(args: &[&str], out: &Path, limit: Duration, more: impl Fn(&Path) -> String) -> Value {
+    let what = format!("onecopy-bench {}", args.join(" "));
     let mut cmd = Command::new(BENCH);
-    cmd.arg("--quick")
-        .arg("--out")
-        .arg(&out)
-        .env("ONECOPY_CTL", CTL);
-    let o = run_with_timeout(cmd, Duration::from_secs(15 * 60)).expect("run onecopy-bench");
-    assert!(
-        !o.timed_out,
-        "onecopy-bench --quick timed out:\n{}",
-        o.text()
-    );
+    cmd.args(args).arg("--out").arg(out).env("ONECOPY_CTL", CTL);
+    let o = run_with_timeout(cmd, limit).expect("run onecopy-bench");
+    assert!(!o.timed_out, "{what} timed out:\n{}", o.text());
     assert_eq!(
         o.code,
         Some(0),
-        "onecopy-bench --quick failed (results in {}):\n{}",
+        "{what} failed (results in {}):\n{}\n{}",
         out.display(),
-        o.stderr_text()
+        o.stderr_text(),
+        more(out)
     );
-
     let json: Value =
         serde_json::from_str(&fs::read_to_string(out.join("results.json")).expect("results.json"))
             .expect("results.json is JSON");
@@ -64,6 +59,16 @@ fn quick_bench_produces_every_figure() {
         "problems: {}",
         json["problems"]
     );
+    json
+}
+
+#[test]
+#[ignore = "boots 12 QEMU clusters (about 2 minutes): run with -- --ignored, as tests/run.sh does"]
+fn quick_bench_produces_every_figure() {
+    let out = unique_run_dir("bench-smoke").expect("results folder");
+    let json = run_bench(&["--quick"], &out, Duration::from_secs(15 * 60), |_| {
+        String::new()
+    });
     assert_eq!(json["quick"], Value::Bool(true));
     let figures = json["figures"].as_array().expect("figures");
     assert_eq!(
@@ -168,37 +173,11 @@ fn quick_bench_produces_every_figure() {
 #[ignore = "boots 6 QEMU clusters (about 3 minutes): run with -- --ignored, as tests/run.sh does"]
 fn quick_apps_produce_every_cell() {
     let out = unique_run_dir("bench-apps-smoke").expect("results folder");
-    let mut cmd = Command::new(BENCH);
-    cmd.args([
-        "--apps",
-        "--quick",
-        "--modes",
-        "private,strong,net",
-        "--out",
-    ])
-    .arg(&out)
-    .env("ONECOPY_CTL", CTL);
-    let o = run_with_timeout(cmd, Duration::from_secs(10 * 60)).expect("run onecopy-bench");
-    assert!(
-        !o.timed_out,
-        "onecopy-bench --apps --quick timed out:\n{}",
-        o.text()
-    );
-    assert_eq!(
-        o.code,
-        Some(0),
-        "onecopy-bench --apps --quick failed (results in {}):\n{}",
-        out.display(),
-        o.stderr_text()
-    );
-    let json: Value =
-        serde_json::from_str(&fs::read_to_string(out.join("results.json")).expect("results.json"))
-            .expect("results.json is JSON");
-    assert_eq!(
-        json["complete"],
-        Value::Bool(true),
-        "problems: {}",
-        json["problems"]
+    let json = run_bench(
+        &["--apps", "--quick", "--modes", "private,strong,net"],
+        &out,
+        Duration::from_secs(10 * 60),
+        |_| String::new(),
     );
     assert_eq!(json["plan"]["nodes"], serde_json::json!([1, 2]));
     assert_eq!(json["plan"]["cache_pages_per_node"], 2048);
@@ -284,17 +263,8 @@ fn quick_apps_produce_every_cell() {
 fn quick_policies_produce_every_row() {
     use onecopy_tests::bench::policies::plan::QUICK_POLICIES;
     let out = unique_run_dir("bench-policies-smoke").expect("results folder");
-    let mut cmd = Command::new(BENCH);
-    cmd.args(["--policies", "--quick", "--out"])
-        .arg(&out)
-        .env("ONECOPY_CTL", CTL);
-    let o = run_with_timeout(cmd, Duration::from_secs(10 * 60)).expect("run onecopy-bench");
-    assert!(
-        !o.timed_out,
-        "onecopy-bench --policies --quick timed out:\n{}",
-        o.text()
-    );
-    let logs = || {
+    // On a failure, every script's log.
+    let logs = |out: &Path| {
         fs::read_dir(out.join("policies"))
             .into_iter()
             .flatten()
@@ -306,21 +276,11 @@ fn quick_policies_produce_every_row() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    assert_eq!(
-        o.code,
-        Some(0),
-        "onecopy-bench --policies --quick failed:\n{}\n{}",
-        o.stderr_text(),
-        logs()
-    );
-    let json: Value =
-        serde_json::from_str(&fs::read_to_string(out.join("results.json")).expect("results.json"))
-            .expect("results.json is JSON");
-    assert_eq!(
-        json["complete"],
-        Value::Bool(true),
-        "problems: {}",
-        json["problems"]
+    let json = run_bench(
+        &["--policies", "--quick"],
+        &out,
+        Duration::from_secs(10 * 60),
+        logs,
     );
     let parts = json["parts"].as_array().expect("parts");
     assert_eq!(parts.len(), 3, "three scripts");
