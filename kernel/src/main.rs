@@ -57,8 +57,10 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
         (total * mm::frames::FRAME) >> 20,
         onecopy_boot::entry_address()
     );
-    let (heap_used, heap_free) = mm::heap_usage();
-    log::debug!("frames used {used}/{total}, heap used {heap_used} free {heap_free}");
+    log::debug!(
+        "frames used {used}/{total}, heap {} KiB",
+        mm::heap_bytes() >> 10
+    );
     for w in &cfg.unknown {
         log::warn!("ignoring unknown boot option '{w}'");
     }

@@ -51,10 +51,3 @@ pub fn init(regions: &[crate::arch::pvh::Region]) -> Result<(), &'static str> {
 pub fn heap_bytes() -> usize {
     HEAP_SIZE.load(Ordering::Relaxed)
 }
-
-/// Heap bytes in use and free.
-pub fn heap_usage() -> (usize, usize) {
-    let h = HEAP.lock();
-    let c = h.counters();
-    (c.allocated_bytes, c.available_bytes)
-}
