@@ -60,7 +60,30 @@ pub fn probe(root: &mut PciRoot<PortCam>) -> Result<RawShm, &'static str> {
     // SAFETY: BAR2 of the ivshmem device is `size` bytes of shared memory,
     // identity mapped just above and never referenced by Rust references;
     // it stays mapped for the kernel's lifetime. The BAR is 4 KiB aligned.
-    Ok(unsafe { RawShm::new(va, size as usize) })
+    let shm = unsafe { RawShm::new(va, size as usize) };
+    prefault(&shm);
+    Ok(shm)
+}
+
+/// Touch every 4 KiB page of the region once (a read), so this QEMU
+/// process's host page tables map all of it before the first miss: QEMU
+/// maps the server's shared-memory fd lazily, and the first access to a
+/// page in each process is a host page fault (about 7 us here, measured
+/// on a page fill's copy into a fresh frame: 9.5 us against 2.0 us for
+/// the same copy again).
+fn prefault(shm: &RawShm) {
+    use fabric::shm::SharedMem;
+    let t0 = crate::arch::time::now_ns();
+    let mut sum = 0u64;
+    for off in (0..shm.size()).step_by(4096) {
+        sum = sum.wrapping_add(shm.load_u64(off));
+    }
+    core::hint::black_box(sum);
+    log::info!(
+        "shared region prefaulted: {} pages in {} ms",
+        shm.size() / 4096,
+        (crate::arch::time::now_ns() - t0) / 1_000_000
+    );
 }
 
 /// Why a sleep ended.

@@ -39,12 +39,29 @@ pub fn init(regions: &[crate::arch::pvh::Region]) -> Result<(), &'static str> {
     let bytes = heap_size_for(ram);
     let pages = bytes / frames::FRAME as usize;
     let base = frames::alloc_contiguous(pages).ok_or("not enough memory for the kernel heap")?;
+    prefault(base as *mut u8, pages);
     // SAFETY: `base..base+bytes` is RAM that the frame allocator handed out
     // exclusively for the heap; it is identity mapped and unused, and the
     // `Manual` source never reclaims it.
     unsafe { HEAP.lock().claim(base as *mut u8, bytes) }.ok_or("kernel heap too small")?;
     HEAP_SIZE.store(bytes, Ordering::Relaxed);
     Ok(())
+}
+
+/// Write one byte of each of the heap's `pages` at `base` before the heap
+/// uses them, so this QEMU process's host page tables map the guest RAM
+/// under the heap at boot: the first write to a guest page is otherwise a
+/// host page fault in the middle of whatever first allocates it (a page
+/// cache copy in `private` mode, a miss's buffers), which no real machine
+/// pays and which the shared region's pages do not pay either
+/// (`drivers::ivshmem::prefault`).
+fn prefault(base: *mut u8, pages: usize) {
+    for i in 0..pages {
+        // SAFETY: `base` is the start of `pages` frames of RAM that the
+        // frame allocator just handed out exclusively for the heap; they
+        // are identity mapped, and nothing else references them yet.
+        unsafe { base.add(i * frames::FRAME as usize).write_volatile(0) };
+    }
 }
 
 /// Bytes of the kernel heap (0 before [`init`]).
