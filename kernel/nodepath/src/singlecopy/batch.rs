@@ -1,13 +1,18 @@
 //! Batched page calls: requests published together and their answers
 //! collected, with the relaxed mode's deferred DROPs riding in front of a
-//! batch and late answers (a LOOKUP_LOCK given up whose E grant came
-//! after all) given back.
+//! batch (or sent on their own without waiting once a batch of them is
+//! due) and late answers (a LOOKUP_LOCK given up whose E grant came after
+//! all) given back.
 
 use alloc::vec::Vec;
 
-use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request, Response};
+use fabric::proto::{Errno, Op, PageKey, PageReply, PageReq, Request, Response};
 
 use super::{ScState, BATCH, MAX_ABANDONED};
+
+/// Most deferred DROPs in flight without waiting: past it, a new batch
+/// first waits for the oldest answers (the directory is not keeping up).
+pub(super) const MAX_DROPS_IN_FLIGHT: usize = 2 * BATCH;
 use crate::env::Env;
 use crate::link::Link;
 use fabric::proto::op_of;
@@ -50,6 +55,7 @@ impl ScState {
         for (tag, d) in link.take_late() {
             self.late_answer(tag, &d);
         }
+        self.reap_drops(link);
         let drops = self.take_drops(reqs.len());
         if drops.is_empty() {
             return self.send_batch(link, reqs);
@@ -68,6 +74,7 @@ impl ScState {
         for (tag, d) in link.take_late() {
             self.late_answer(tag, &d);
         }
+        self.reap_drops(link);
         if self.coh.as_ref().is_some_and(|c| !c.releasing.is_empty()) {
             self.flush_drops(link)?;
         }
@@ -75,7 +82,9 @@ impl ScState {
     }
 
     /// Relaxed mode: remember to DROP `key` (a remote mapping replaced by
-    /// a private copy); once [`BATCH`] are waiting they go out now.
+    /// a private copy); once [`BATCH`] are waiting they go out now,
+    /// without waiting for their answers (see [`ScState::send_drops`]): a
+    /// write never waits for the directory in steady state.
     pub(super) fn defer_drop<E: Env>(
         &mut self,
         link: &mut Link<E>,
@@ -89,21 +98,106 @@ impl ScState {
             None => false,
         };
         if due {
-            self.flush_drops(link)?;
+            self.send_drops(link)?;
         }
         Ok(())
     }
 
-    /// Send every deferred DROP now (fsync, `cache drop`, at the bound).
+    /// Send the deferred DROPs without waiting for their answers: each is
+    /// a call the link registers, whose answer whoever reads the response
+    /// ring next stores; [`ScState::reap_drops`] takes them in. At most
+    /// [`MAX_DROPS_IN_FLIGHT`] are out: past that, first wait for the
+    /// oldest (a directory that does not answer makes every call give up
+    /// at its timeout, so this wait ends).
+    pub(super) fn send_drops<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
+        self.reap_drops(link);
+        loop {
+            let room = self.coh.as_ref().map_or(0, |c| {
+                MAX_DROPS_IN_FLIGHT.saturating_sub(c.drops_in_flight.len())
+            });
+            if room >= BATCH.min(self.coh.as_ref().map_or(0, |c| c.pending_drops.len())) {
+                break;
+            }
+            if !link.wait_calls(self) {
+                return Err(Errno::Unavailable);
+            }
+            self.reap_drops(link);
+        }
+        let drops = self.take_drops(BATCH);
+        for (i, key) in drops.iter().enumerate() {
+            let req = Request::Page(PageReq::Drop {
+                key: *key,
+                dirty: false,
+            });
+            match link.start_call(&req, self) {
+                Ok(tag) => {
+                    if let Some(c) = self.coh.as_mut() {
+                        c.drops_in_flight.push((tag, *key));
+                    }
+                }
+                Err(e) => {
+                    // Not sent: keep them for the next batch.
+                    if let Some(c) = self.coh.as_mut() {
+                        let mut back = drops[i..].to_vec();
+                        back.append(&mut c.pending_drops);
+                        c.pending_drops = back;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Take in the answers to DROPs in flight that came (or gave up).
+    pub(super) fn reap_drops<E: Env>(&mut self, link: &mut Link<E>) {
+        let Some(c) = self.coh.as_mut() else { return };
+        if c.drops_in_flight.is_empty() {
+            return;
+        }
+        let mut done = Vec::new();
+        let mut answers = Vec::new();
+        c.drops_in_flight
+            .retain(|&(tag, key)| match link.poll_call(tag, Op::PageDrop) {
+                None => true,
+                Some(r) => {
+                    done.push(key);
+                    answers.push(Some(match r {
+                        Ok(Response::Page(p)) => Ok(p),
+                        Ok(_) => Ok(PageReply::Refused),
+                        Err(e) => Err(e),
+                    }));
+                    false
+                }
+            });
+        self.drops_answered(&done, answers);
+    }
+
+    /// Send every deferred DROP now and wait for the answers of all DROPs
+    /// in flight (fsync, `cache drop`, a late grant given back).
     pub fn flush_drops<E: Env>(&mut self, link: &mut Link<E>) -> Result<(), Errno> {
         let drops = self.take_drops(0);
-        if drops.is_empty() {
-            return Ok(());
+        if !drops.is_empty() {
+            let all = drop_reqs(&drops);
+            let (out, fatal) = self.send_batch(link, &all);
+            self.drops_answered(&drops, out);
+            if let Some(e) = fatal {
+                return Err(e);
+            }
         }
-        let all = drop_reqs(&drops);
-        let (out, fatal) = self.send_batch(link, &all);
-        self.drops_answered(&drops, out);
-        fatal.map_or(Ok(()), Err)
+        loop {
+            self.reap_drops(link);
+            if self
+                .coh
+                .as_ref()
+                .is_none_or(|c| c.drops_in_flight.is_empty())
+            {
+                return Ok(());
+            }
+            if !link.wait_calls(self) {
+                return Err(Errno::Unavailable);
+            }
+        }
     }
 
     /// The deferred DROPs that fit in front of `others` requests (the

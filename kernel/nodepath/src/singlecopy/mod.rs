@@ -82,6 +82,11 @@ pub struct Coherence {
     /// their own once [`BATCH`] are waiting: a write that makes a private
     /// copy never waits for the directory.
     pending_drops: Vec<PageKey>,
+    /// Relaxed mode: deferred DROPs sent without waiting (a full batch of
+    /// them, see [`ScState::defer_drop`]), by tag, oldest first; their
+    /// answers are stored by the link as they come and taken in by
+    /// [`ScState::reap_drops`].
+    drops_in_flight: Vec<(u32, PageKey)>,
     /// LOOKUP_LOCKs given up unanswered, by tag: if the E grant comes
     /// late, nobody would ever UNLOCK it and every other node's request
     /// for the page would be told to retry until we leave; such a grant
@@ -183,6 +188,7 @@ impl<E: Env> Session<E> for ScState {
             broken: false,
             detached: false,
             pending_drops: Vec::new(),
+            drops_in_flight: Vec::new(),
             abandoned: BTreeMap::new(),
             releasing: BTreeMap::new(),
         });
@@ -251,6 +257,7 @@ impl<E: Env> Session<E> for ScState {
             c.unmap_all(env);
             c.cache.forget_all();
             c.pending_drops.clear();
+            c.drops_in_flight.clear();
             c.abandoned.clear();
             c.releasing.clear();
             c.broken = false;
