@@ -47,6 +47,7 @@ mod fills;
 mod locality;
 mod membership;
 pub mod misstime;
+mod replicas;
 mod writes;
 
 use misstime::MissTimer;
@@ -105,6 +106,15 @@ pub struct Config {
     /// times of misses ([`Directory::miss_stats`]); [`misstime::no_clock`]
     /// times nothing.
     pub clock: fn() -> u64,
+    /// A full memory fence between this instance and the others (the
+    /// kernel's is a port read: QEMU drops a guest `mfence` under
+    /// single-threaded TCG); orders a replica bit's store before the loads
+    /// of the nodes' `writing` words (`server/replicas.rs`).
+    pub fence: fn(),
+}
+
+fn seq_cst_fence() {
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
 }
 
 impl Default for Config {
@@ -114,6 +124,7 @@ impl Default for Config {
             batch: 32,
             fill_depth: 32,
             clock: misstime::no_clock,
+            fence: seq_cst_fence,
         }
     }
 }
@@ -187,6 +198,8 @@ pub struct Directory<D: BlockDevice> {
     staged: Vec<flatfs::Staged>,
     /// Per-phase service times of misses.
     miss: MissTimer,
+    /// Strong-mode replicas granted and revocations in progress.
+    replicas: replicas::Replicas,
 }
 
 /// Result of one [`Directory::poll`].
@@ -255,6 +268,7 @@ impl<D: BlockDevice> Directory<D> {
             defer_writes: false,
             staged: Vec::new(),
             miss: MissTimer::new(cfg.clock),
+            replicas: replicas::Replicas::default(),
         }
     }
 

@@ -90,6 +90,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             heartbeat_timeout_ns: cfg.hb_timeout_ms * 1_000_000,
             fill_depth: cfg.fill_depth as usize,
             clock: time::now_ns,
+            fence: cpu::full_fence,
             ..Config::default()
         },
     );

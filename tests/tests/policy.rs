@@ -432,8 +432,7 @@ fn relaxed_hot_pages_are_replicated_and_a_truncate_takes_the_replicas_away() {
         c.exec_ok(1, "sum /hot")?; // node 1 now owns the 4 pages
         let out = c.exec_ok(2, "cache config promote=4")?;
         assert!(
-            out.text()
-                .contains("promote 4 reads in 100 ms (relaxed mode)"),
+            out.text().contains("promote 4 reads in 100 ms"),
             "{}",
             out.text()
         );
@@ -454,16 +453,38 @@ fn relaxed_hot_pages_are_replicated_and_a_truncate_takes_the_replicas_away() {
         assert_eq!(s.num(cache::REPLICA_PAGES), 0, "{}", s.text);
         Ok(())
     });
+}
+
+/// Promotion keeps strong mode strong: node 2 holds replicas of node 1's
+/// hot pages; node 1's write into one of them (in place: no truncate, and
+/// node 2 neither closes nor reopens anything between) revokes node 2's
+/// replica before the store lands, and node 2's next read sees the bytes.
+#[test]
+fn strong_replicas_are_revoked_before_an_owner_write_lands() {
     with_cluster(opts("policy-promote-strong").mode("strong"), |c| {
-        c.exec_ok(1, "fill /hot 16k")?;
-        c.exec_ok(2, "cache config promote=4")?;
-        c.exec_ok(
-            2,
-            "fio --name=hot --rw=randread --bs=4k --size=16k --filename=/hot --runtime=1 --time_based --invalidate=0",
-        )?;
+        // 4 pages, the last one partial.
+        c.exec_ok(1, "fill /hot 15000")?;
+        // A long window: no replica goes cold between the commands.
+        c.exec_ok(2, "cache config promote=2 promote_window_ms=60000")?;
+        let mut before = String::new();
+        for _ in 0..4 {
+            before = c.exec_ok(2, "sum /hot")?.text();
+        }
         let s = c.stats(2, "cache stats")?;
-        assert_eq!(s.num(cache::PROMOTIONS), 0, "{}", s.text);
-        assert!(s.num(cache::HITS_REMOTE) > 0, "{}", s.text);
+        assert_eq!(s.num(cache::PROMOTIONS), 4, "{}", s.text);
+        assert_eq!(s.num(cache::REPLICA_PAGES), 4, "{}", s.text);
+        assert!(s.num(cache::HITS_REPLICA) >= 4, "{}", s.text);
+        // Node 1 appends into the partial last page, which node 2
+        // replicated.
+        c.exec_ok(1, "append /hot tail")?;
+        let s = c.stats(2, "cache stats")?;
+        assert_eq!(s.num(cache::REVOCATIONS), 1, "{}", s.text);
+        assert_eq!(s.num(cache::REPLICA_PAGES), 3, "{}", s.text);
+        let after2 = c.exec_ok(2, "sum /hot")?.text();
+        let after1 = c.exec_ok(1, "sum /hot")?.text();
+        assert!(after1.contains("size=15005"), "{after1}");
+        assert_ne!(before, after1);
+        assert_eq!(after2, after1, "node 2 reads what node 1 wrote");
         Ok(())
     });
 }

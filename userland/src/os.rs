@@ -126,8 +126,10 @@ pub struct CacheControls {
     pub limit: Option<u64>,
     /// Owned pages idle this many seconds are evicted (0: never).
     pub ttl_s: u64,
-    /// Hot-page promotion (relaxed mode): a peer's page read more than
-    /// this many times within the window gets a replica here (0: off).
+    /// Hot-page promotion (single-copy modes): a peer's page read more
+    /// than this many times within the window gets a replica here (0:
+    /// off; strong mode asks the directory, which revokes the replica
+    /// before any store into the page).
     pub promote: u32,
     /// The promotion window, also how long an unread replica lives (ms).
     pub promote_window_ms: u64,

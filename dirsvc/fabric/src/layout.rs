@@ -14,7 +14,8 @@
 //! | header    | [`HEADER_BYTES`]: fixed fields, dynamic words, node table |
 //! | channels  | per node: request, response, notify, ack rings            |
 //! | bulk      | per node: `bulk_slots` staging buffers                    |
-//! | bitmaps   | per node: one bit per frame of its pool (export bits)     |
+//! | bitmaps   | per node: two bits per frame of its pool: export bits,    |
+//! |           | then (second half) replica bits                           |
 //! | pools     | per node: `pool_frames` 4 KiB frames                      |
 //!
 //! Header words (byte offsets):
@@ -33,12 +34,15 @@
 //! | 56  | bulk_bytes u64       | 144 | dir_heartbeat u64        |
 //! |     |                      | 160 | meta_epoch u64 (dynamic) |
 //! |     |                      | 168 | atomic_probe u64 (`bench atomics`) |
+//! |     |                      | 176 | replicas_used u64 (dynamic) |
 //! |     |                      | 192 | ping u64 (`bench pingpong`) |
 //! |     |                      | 8128 | pong u64 (directory's echo) |
 //!
 //! Node table at [`NODE_TABLE`], one 64-byte record per node id `k`
 //! (1..=max_nodes) at `NODE_TABLE + (k-1)*64`: `state u32` at +0,
-//! `epoch u64` at +8, `heartbeat u64` at +16, `join_nonce u64` at +24.
+//! `epoch u64` at +8, `heartbeat u64` at +16, `join_nonce u64` at +24,
+//! `writing u64` at +32 (strong-mode replicas: the frame the node is
+//! storing into, plus one; written by that node only).
 //!
 //! After the node table (offset 4352, version 2): the doorbell table, one
 //! 32-byte entry per instance (peer id, flags, sleeping word), see
@@ -58,8 +62,9 @@ pub use header::Header;
 
 /// "ONECOPY1" as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ONECOPY1");
-/// Layout version this code reads and writes (2: the doorbell table).
-pub const VERSION: u32 = 2;
+/// Layout version this code reads and writes (2: the doorbell table; 3:
+/// replica bits, the writing words and `replicas_used`).
+pub const VERSION: u32 = 3;
 /// Bytes reserved for the header including the node table.
 pub const HEADER_BYTES: usize = 8192;
 /// Offset of the node table.
@@ -89,6 +94,9 @@ const OFF_META_EPOCH: usize = 160;
 /// whether that is atomic across instances (`bench atomics`); every other
 /// shared word has a single writer.
 const OFF_ATOMIC_PROBE: usize = 168;
+/// Nonzero once the directory granted a strong-mode replica (its only
+/// writer): until then no store needs the replica check.
+const OFF_REPLICAS_USED: usize = 176;
 /// ...and the directory echoes the value here (another cache line, at the
 /// end of the header, after the node table).
 const OFF_PONG: usize = HEADER_BYTES - 64;
@@ -256,7 +264,8 @@ pub struct Layout {
     pub bulk_slot_bytes: u32,
     /// Offset of node 1's export bitmap.
     pub bitmap_off: usize,
-    /// Bytes of bitmap per node.
+    /// Bytes of bitmap per node: the export bits, then as many bytes of
+    /// replica bits.
     pub bitmap_bytes: usize,
     /// Offset of node 1's frame pool.
     pub pool_off: usize,
@@ -290,11 +299,13 @@ impl Layout {
                 need: MIN_REGION.max(need),
             });
         }
-        // Frames left for pools, after reserving bitmaps (one bit per frame,
-        // rounded up to 64 bytes per node) and alignment.
+        // Frames left for pools, after reserving bitmaps (two bits per
+        // frame, each half rounded up to 64 bytes per node) and alignment.
         let mut frames = ((region_size - fixed) / n) / PAGE_SIZE;
         loop {
-            let bitmap_bytes = align_up(frames.div_ceil(8), 64).unwrap_or(usize::MAX);
+            let bitmap_bytes = align_up(frames.div_ceil(8), 64)
+                .and_then(|h| h.checked_mul(2))
+                .unwrap_or(usize::MAX);
             let pool_off = align_up(bitmap_off + n * bitmap_bytes, PAGE_SIZE).unwrap_or(usize::MAX);
             if pool_off
                 .checked_add(n * frames * PAGE_SIZE)
@@ -433,7 +444,7 @@ impl Layout {
             return Err(Bad("bulk slots"));
         }
         let frames = usize::try_from(self.pool_frames).map_err(|_| Bad("pool frames"))?;
-        if self.bitmap_bytes < frames.div_ceil(8) || !self.bitmap_bytes.is_multiple_of(64) {
+        if self.bitmap_bytes / 2 < frames.div_ceil(8) || !self.bitmap_bytes.is_multiple_of(128) {
             return Err(Bad("bitmap size"));
         }
         // Areas in order, each inside the region and after the previous.

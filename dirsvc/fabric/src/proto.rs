@@ -250,6 +250,12 @@ pub enum Op {
     PageDrop = 34,
     /// Page WRITEBACK: args `[ino, idx, dirty]`.
     PageWriteback = 35,
+    /// Page PROMOTE (strong mode): args `[ino, idx]`; a sharer asks to
+    /// keep a read-only replica of the page.
+    PagePromote = 36,
+    /// Page UNPROTECT (strong mode): args `[ino, idx]`; a writer asks the
+    /// directory to revoke the page's replicas before it stores.
+    PageUnprotect = 37,
     /// Directory -> node on the notify ring: unmap `[ino, idx]` and ack.
     DirInv = 40,
     /// Node -> directory on the ack ring: `[ino, idx, dirty]`.
@@ -267,11 +273,17 @@ pub enum Op {
     /// Per-phase service times of one kind of miss: args `[kind]`
     /// ([`MissKind`]) -> [`Response::MissStats`] (`bench miss`).
     MissStats = 45,
+    /// Directory -> replica holder on the notify ring: drop your replica
+    /// of `[ino, idx]` (keep the mapping) and ack.
+    Revoke = 46,
+    /// Node -> directory on the ack ring: the replica of `[ino, idx]` is
+    /// gone.
+    RevokeAck = 47,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 25] = [
+    pub const ALL: [Op; 29] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -291,12 +303,16 @@ impl Op {
         Op::PageInv,
         Op::PageDrop,
         Op::PageWriteback,
+        Op::PagePromote,
+        Op::PageUnprotect,
         Op::DirInv,
         Op::InvAck,
         Op::PageStats,
         Op::Locality,
         Op::Sharers,
         Op::MissStats,
+        Op::Revoke,
+        Op::RevokeAck,
     ];
 
     /// Decode a wire opcode.

@@ -366,6 +366,13 @@ impl PageDir {
                     reply(&mut out, PageReply::Refused);
                 }
             },
+            // Replicas are the server's (`server/replicas.rs`): the page's
+            // state here does not change. A directory that routes them
+            // here refuses them.
+            PageReq::Promote { .. } | PageReq::Unprotect { .. } => {
+                self.stats.refused += 1;
+                reply(&mut out, PageReply::Refused);
+            }
         }
         out
     }

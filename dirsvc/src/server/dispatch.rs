@@ -7,7 +7,7 @@ use alloc::vec;
 
 use fabric::bulk::ShmBulk;
 use fabric::layout::{Header, NodeState};
-use fabric::proto::{op_of, DecodeError, Desc, Errno, Notice, Op, Raw, Request, Response};
+use fabric::proto::{op_of, DecodeError, Desc, Errno, Notice, Op, PageReq, Raw, Request, Response};
 use fabric::ring::{Producer, RingError};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
@@ -79,9 +79,11 @@ impl<D: BlockDevice> Directory<D> {
                     let a = self.pages.ack(node as u8, key, dirty);
                     self.run(mem, a);
                 }
-                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. })) => {
+                Ok(Notice::RevokeAck(key)) => self.revoke_acked(mem, node, key),
+                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. } | Notice::Revoke(_))) => {
                     let op = match n {
                         Notice::DirInv(_) => Op::DirInv,
+                        Notice::Revoke(_) => Op::Revoke,
                         _ => Op::Sharers,
                     };
                     self.last_bad = Some(Event::BadRequest {
@@ -136,6 +138,11 @@ impl<D: BlockDevice> Directory<D> {
             if self.fs.is_none() {
                 self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));
                 return;
+            }
+            match p {
+                PageReq::Promote { key } => return self.promote(mem, node, tag, key),
+                PageReq::Unprotect { key } => return self.unprotect(mem, node, tag, key),
+                _ => {}
             }
             self.page_ops.insert((node as u8, tag), op);
             log::debug!("node {node} tag {tag}: {p:?}");

@@ -75,6 +75,9 @@ impl<D: BlockDevice> Directory<D> {
                 }
                 Action::Export { gfn, on } => {
                     Header::new(mem, self.layout).set_exported(gfn, on);
+                    if !on {
+                        self.frame_unexported(mem, gfn);
+                    }
                 }
             }
         }

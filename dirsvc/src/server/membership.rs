@@ -72,6 +72,7 @@ impl<D: BlockDevice> Directory<D> {
     pub(super) fn lose(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) {
         self.cancel_fills(node);
         self.cancel_fsyncs(node);
+        self.forget_replica_node(mem, node);
         let a = self.pages.node_failed(node as u8);
         self.run(mem, a);
         self.page_ops.retain(|(n, _), _| *n as u32 != node);

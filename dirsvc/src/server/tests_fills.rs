@@ -47,6 +47,7 @@ impl Rig {
                 batch: 32,
                 fill_depth,
                 clock: rig_clock,
+                ..Config::default()
             },
         );
         Rig {

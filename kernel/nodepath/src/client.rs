@@ -262,8 +262,9 @@ impl Notifier {
         }
     }
 
-    /// The next notice for this node, if any: an invalidation (DIR_INV)
-    /// or a sharer count of a page we own. Malformed notices (and acks,
+    /// The next notice for this node, if any: an invalidation (DIR_INV),
+    /// a sharer count of a page we own, or a REVOKE of a replica.
+    /// Malformed notices (and acks,
     /// which never travel this way) are skipped and reported as
     /// `Err(Invalid)`.
     pub fn poll(
@@ -274,7 +275,9 @@ impl Notifier {
         match self.notify.pop(mem).map_err(ring_err)? {
             None => Ok(None),
             Some(d) => match Notice::decode(&d) {
-                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. })) => Ok(Some(n)),
+                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. } | Notice::Revoke(_))) => {
+                    Ok(Some(n))
+                }
                 _ => Err(Errno::Invalid),
             },
         }
@@ -289,8 +292,18 @@ impl Notifier {
         dirty: bool,
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<(), Errno> {
-        let d = fabric::proto::Notice::InvAck { key, dirty }.encode();
-        push_waiting(&mut self.ack, mem, &d, wait)
+        self.send(mem, fabric::proto::Notice::InvAck { key, dirty }, wait)
+    }
+
+    /// Publish `n` on the ack ring (spins while it is full, as
+    /// [`Notifier::ack`]).
+    pub fn send(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        n: fabric::proto::Notice,
+        wait: &mut dyn FnMut() -> bool,
+    ) -> Result<(), Errno> {
+        push_waiting(&mut self.ack, mem, &n.encode(), wait)
     }
 }
 

@@ -121,4 +121,11 @@ pub trait Env: Clock + Mapper + Doorbell {
     /// The region's layout was validated (the kernel starts beating this
     /// node's heartbeat from its timer tick).
     fn layout_known(&self, _layout: &Layout, _node: u32) {}
+    /// A full memory fence between this instance and the others (orders
+    /// a store of our `writing` word before the load of a replica bit,
+    /// see `ScState::begin_store`). The kernel's is a port read: QEMU
+    /// drops a guest `mfence` under single-threaded TCG.
+    fn fence(&self) {
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
 }

@@ -1,11 +1,14 @@
 //! Host tests of hot-page promotion over a real directory: in relaxed
 //! mode a peer's page read often gets a replica that serves the reads, an
 //! open after the writer's close sees the new bytes, and an owner's
-//! reclaim tears the replica down; strong mode never promotes, so a
-//! write on the owner is seen at once by a node reading it hot.
+//! reclaim tears the replica down; in strong mode the directory grants
+//! replicas (never while a store into the frame is announced) and every
+//! store revokes them first, so a write is seen at once by a node that
+//! held a replica.
 
 use fabric::config::Mode;
-use fabric::proto::PageKey;
+use fabric::proto::{Errno, PageKey};
+use fabric::shm::SharedMem;
 use userland::stats::keys;
 
 use userland::os::Fd;
@@ -95,19 +98,177 @@ fn relaxed_hot_pages_get_replicas_and_an_open_sees_a_closed_write() {
     rig.node(2).close(fd).unwrap();
 }
 
+/// Node `n`'s cache of the page `key`: its replica, if any.
+fn replica_of(rig: &Rig, n: u32, key: PageKey) -> Option<Vec<u8>> {
+    let mut node = rig.node(n);
+    let c = &node
+        .vfs
+        .data_path()
+        .single_copy()
+        .unwrap()
+        .coherence()
+        .unwrap()
+        .cache;
+    c.replica(&key).map(|p| p.to_vec())
+}
+
+/// The directory's view: pages with replicas granted, and whether frame
+/// `gfn`'s replica bit is set.
+fn dir_replicas(rig: &Rig, gfn: u64) -> (usize, bool) {
+    let h = fabric::layout::Header::new(&*rig.sh.mem, rig.sh.layout);
+    (rig.sh.dir.borrow().replicated_pages(), h.replicated(gfn))
+}
+
+fn owner_frame(rig: &Rig, key: PageKey) -> u64 {
+    rig.sh.dir.borrow().pages().entry(&key).unwrap().gfn
+}
+
 #[test]
-fn strong_mode_never_promotes_and_sees_every_write_at_once() {
+fn strong_hot_pages_get_replicas_and_an_owner_write_is_seen_at_once() {
+    // Promotion keeps strong mode strong: node 2 replicates node 1's hot
+    // pages, node 1's write revokes the replicas before its store lands,
+    // and node 2's next read (no close, no reopen) sees the new bytes.
     let rig = Rig::new(RigConfig::new(2, Mode::Strong));
     let old = pattern(2 * 4096, 3);
     write_file(&mut rig.node(1), "/s", &old);
-    promote(&mut rig.node(2), 1);
+    promote(&mut rig.node(2), 3);
     let fd = rig.node(2).open("/s", Default::default()).unwrap();
-    assert_eq!(read_n(&mut rig.node(2), fd, old.len(), 10), old);
+    let ino = rig.node(2).fd_info(fd).unwrap().0;
+    let key = PageKey { ino, idx: 0 };
+    let gfn = owner_frame(&rig, key);
+    assert_eq!(read_n(&mut rig.node(2), fd, old.len(), 4), old);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS), 2);
+    assert_eq!(stat(&rig.node(2), keys::cache::REPLICA_PAGES), 2);
+    assert_eq!(replica_of(&rig, 2, key).unwrap(), old[..4096].to_vec());
+    assert_eq!(dir_replicas(&rig, gfn), (2, true));
+    assert_eq!(read_n(&mut rig.node(2), fd, old.len(), 3), old);
+    assert_eq!(stat(&rig.node(2), keys::cache::HITS_REPLICA), 6);
+    // The owner writes both pages.
     let new = pattern(2 * 4096, 4);
     write_at(&mut rig.node(1), "/s", 0, &new);
-    // No close, no reopen: strong mode shows the owner's write at once.
-    assert_eq!(read_n(&mut rig.node(2), fd, old.len(), 1), new);
-    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS), 0);
+    assert_eq!(stat(&rig.node(2), keys::cache::REVOCATIONS), 2);
     assert_eq!(stat(&rig.node(2), keys::cache::REPLICA_PAGES), 0);
+    assert!(replica_of(&rig, 2, key).is_none());
+    assert_eq!(dir_replicas(&rig, gfn), (0, false));
+    assert_eq!(read_n(&mut rig.node(2), fd, old.len(), 1), new);
+    // Hot again: replicas of the new bytes.
+    assert_eq!(read_n(&mut rig.node(2), fd, old.len(), 4), new);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS), 4);
+    assert_eq!(replica_of(&rig, 2, key).unwrap(), new[..4096].to_vec());
     rig.node(2).close(fd).unwrap();
+}
+
+#[test]
+fn a_replica_holder_that_writes_revokes_the_other_replicas() {
+    // Nodes 2 and 3 replicate node 1's page; node 2 writes it (a store
+    // through its mapping into node 1's frame): its own replica and node
+    // 3's go first, and both read the new bytes.
+    let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    let old = pattern(4096, 5);
+    write_file(&mut rig.node(1), "/w", &old);
+    let mut fds = Vec::new();
+    for n in [2, 3] {
+        promote(&mut rig.node(n), 2);
+        let fd = rig.node(n).open("/w", Default::default()).unwrap();
+        assert_eq!(read_n(&mut rig.node(n), fd, old.len(), 3), old);
+        assert_eq!(
+            stat(&rig.node(n), keys::cache::REPLICA_PAGES),
+            1,
+            "node {n}"
+        );
+        fds.push(fd);
+    }
+    let new = pattern(4096, 6);
+    rig.node(2).seek(fds[0], 0).unwrap();
+    assert_eq!(rig.node(2).write(fds[0], &new).unwrap(), new.len());
+    for (n, fd) in [(2, fds[0]), (3, fds[1])] {
+        assert_eq!(
+            stat(&rig.node(n), keys::cache::REPLICA_PAGES),
+            0,
+            "node {n}"
+        );
+        assert_eq!(stat(&rig.node(n), keys::cache::REVOCATIONS), 1, "node {n}");
+        assert_eq!(read_n(&mut rig.node(n), fd, new.len(), 1), new, "node {n}");
+    }
+    assert_eq!(read_file(&mut rig.node(1), "/w"), new);
+    // A store through node 3's mmap window revokes node 2's new replica.
+    assert_eq!(read_n(&mut rig.node(2), fds[0], new.len(), 3), new);
+    assert_eq!(stat(&rig.node(2), keys::cache::REPLICA_PAGES), 1);
+    let sh = rig.sh.clone();
+    let mut n3 = rig.node(3);
+    let mapped = n3.link.env.mapped.clone();
+    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
+        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
+        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
+        if write {
+            sh.mem.write(off, b);
+        } else {
+            sh.mem.read(off, b);
+        }
+        Ok(())
+    };
+    let mut w = b"mapped".to_vec();
+    n3.mmap_io("/w", 10, 6, true, &mut w, &mut io).unwrap();
+    drop(n3);
+    assert_eq!(stat(&rig.node(2), keys::cache::REPLICA_PAGES), 0);
+    assert_eq!(
+        &read_n(&mut rig.node(2), fds[0], new.len(), 1)[10..16],
+        b"mapped"
+    );
+}
+
+#[test]
+fn a_promotion_waits_for_an_announced_store_and_is_refused_if_it_stays() {
+    let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    let data = pattern(4096, 7);
+    write_file(&mut rig.node(1), "/p", &data);
+    let fd = rig.node(2).open("/p", Default::default()).unwrap();
+    let ino = rig.node(2).fd_info(fd).unwrap().0;
+    let gfn = owner_frame(&rig, PageKey { ino, idx: 0 });
+    // Node 3 is (as far as the directory can tell) in the middle of a
+    // store into the frame: no replica may be made now.
+    let h = fabric::layout::Header::new(&*rig.sh.mem, rig.sh.layout);
+    h.set_writing(3, gfn + 1);
+    promote(&mut rig.node(2), 2);
+    assert_eq!(read_n(&mut rig.node(2), fd, data.len(), 3), data);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS), 0);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS_REFUSED), 1);
+    assert_eq!(
+        dir_replicas(&rig, gfn),
+        (0, false),
+        "the bit was taken back"
+    );
+    // The store ended: the next hot streak promotes.
+    h.set_writing(3, 0);
+    assert_eq!(read_n(&mut rig.node(2), fd, data.len(), 3), data);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS), 1);
+    assert_eq!(dir_replicas(&rig, gfn), (1, true));
+    // Node 2 leaves: its replica state goes with it.
+    rig.node(2).close(fd).unwrap();
+    rig.node(2).cache_drop().unwrap();
+    assert_eq!(dir_replicas(&rig, gfn), (0, false));
+}
+
+#[test]
+fn a_replica_holder_that_dies_does_not_hold_a_writer_forever() {
+    // Node 3 holds a replica and dies before it acks the REVOKE: once the
+    // directory declares it failed, the revocation completes without it
+    // and node 1's write lands.
+    let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    let old = pattern(4096, 8);
+    write_file(&mut rig.node(1), "/d", &old);
+    promote(&mut rig.node(3), 2);
+    let fd = rig.node(3).open("/d", Default::default()).unwrap();
+    assert_eq!(read_n(&mut rig.node(3), fd, old.len(), 3), old);
+    assert_eq!(stat(&rig.node(3), keys::cache::REPLICA_PAGES), 1);
+    rig.freeze(3);
+    let new = pattern(4096, 9);
+    write_at(&mut rig.node(1), "/d", 0, &new);
+    assert!(
+        !rig.sh.dir.borrow().is_member(3),
+        "node 3 was declared failed"
+    );
+    assert_eq!(rig.sh.dir.borrow().replicated_pages(), 0);
+    assert_eq!(read_file(&mut rig.node(1), "/d"), new);
+    assert_eq!(read_file(&mut rig.node(2), "/d"), new);
 }

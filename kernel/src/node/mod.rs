@@ -126,6 +126,9 @@ impl Env for KEnv {
     fn layout_known(&self, layout: &Layout, node: u32) {
         HB.call_once(|| (*layout, node));
     }
+    fn fence(&self) {
+        cpu::full_fence();
+    }
 }
 
 impl FileServer for crate::net::NetConn {

@@ -233,7 +233,7 @@ pub(super) static COMMANDS: &[Command] = &[
     Command {
         name: "cache config",
         usage: "cache config [group=G] [KEY=VALUE ...]",
-        help: "show or set eviction controls: ttl=SECONDS (idle pages evicted; 0 off), limit=PAGES (owned pages, 64 or more; 0/none: the pool), policy=NAME, promote=N (relaxed mode: a peer's page read more than N times in the window gets a local replica; 0 off), promote_window_ms=MS (default 100); with group=G, task group G's limit=PAGES (pages charged to it; 0/none: no limit of its own) and policy=NAME",
+        help: "show or set eviction controls: ttl=SECONDS (idle pages evicted; 0 off), limit=PAGES (owned pages, 64 or more; 0/none: the pool), policy=NAME, promote=N (single-copy modes: a peer's page read more than N times in the window gets a local read-only replica; strong mode revokes it before any write; 0 off), promote_window_ms=MS (default 100); with group=G, task group G's limit=PAGES (pages charged to it; 0/none: no limit of its own) and policy=NAME",
         min_args: 0,
         max_args: 8,
         run: cmd_cache_config,

@@ -184,10 +184,7 @@ pub(super) fn cmd_cache_config(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(),
     }
     match k.promote {
         0 => ctx.println("promote off"),
-        t => ctx.println(&format!(
-            "promote {t} reads in {} ms (relaxed mode)",
-            k.promote_window_ms
-        )),
+        t => ctx.println(&format!("promote {t} reads in {} ms", k.promote_window_ms)),
     }
     Ok(())
 }

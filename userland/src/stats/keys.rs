@@ -77,12 +77,17 @@ pub mod cache {
     /// to the directory each, up to 32 requests).
     pub const PAGE_BATCHES: &str = "page request batches";
     /// Single-copy modes: reads served by replicas of peers' pages
-    /// (hot-page promotion, relaxed mode).
+    /// (hot-page promotion).
     pub const HITS_REPLICA: &str = "hits replica";
     /// Single-copy modes: peers' pages replicated here (promotions).
     pub const PROMOTIONS: &str = "promotions";
     /// Single-copy modes: replicas dropped (cold, or the file reopened).
     pub const DEMOTIONS: &str = "demotions";
+    /// Strong mode: replicas dropped because a write to the page was
+    /// coming (the directory's REVOKE, or this node's own store).
+    pub const REVOCATIONS: &str = "replicas revoked";
+    /// Strong mode: promotions the directory refused.
+    pub const PROMOTIONS_REFUSED: &str = "promotions refused";
     /// Single-copy modes: pages replicated here now (4 KiB of node memory
     /// each).
     pub const REPLICA_PAGES: &str = "replica pages";
@@ -113,7 +118,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 47] = [
+    pub const ALL: [&str; 49] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -137,6 +142,8 @@ pub mod cache {
         HITS_REPLICA,
         PROMOTIONS,
         DEMOTIONS,
+        REVOCATIONS,
+        PROMOTIONS_REFUSED,
         REPLICA_PAGES,
         MMAP_FAULTS,
         MMAP_EVICTED_FAULTS,

@@ -1,7 +1,8 @@
-//! Where a pool frame lives in the region and where its export bit is.
-//! This is the one place that knows: the directory sets and clears export
-//! bits through [`Header::set_exported`], nodes test them through
-//! [`Header::exported`], and both find a frame's bytes with
+//! Where a pool frame lives in the region and where its export and
+//! replica bits are. This is the one place that knows: the directory sets
+//! and clears both bits ([`Header::set_exported`],
+//! [`Header::set_replicated`]), nodes test them ([`Header::exported`],
+//! [`Header::replicated`]), and both find a frame's bytes with
 //! [`Layout::frame_off`] (or [`Layout::gfn_offset`]).
 
 use super::{Header, Layout};
@@ -33,6 +34,15 @@ impl Layout {
         let off = self.bitmap_off + (node as usize - 1) * self.bitmap_bytes + (idx / 64) * 8;
         Some((off, 1u64 << (idx % 64)))
     }
+
+    /// Where pool frame `gfn`'s replica bit is (set while nodes other than
+    /// the owner may hold read-only replicas of the page in it, strong
+    /// mode): the same word as its export bit, in the second half of its
+    /// owner's bitmap.
+    pub fn replica_bit(&self, gfn: u64) -> Option<(usize, u64)> {
+        let (off, bit) = self.export_bit(gfn)?;
+        Some((off + self.bitmap_bytes / 2, bit))
+    }
 }
 
 impl<M: SharedMem + ?Sized> Header<'_, M> {
@@ -42,6 +52,25 @@ impl<M: SharedMem + ?Sized> Header<'_, M> {
         self.layout
             .export_bit(gfn)
             .is_some_and(|(off, bit)| self.mem.load_u64(off) & bit != 0)
+    }
+
+    /// Is pool frame `gfn` replicated (a store into it must first have the
+    /// directory revoke the replicas)? `false` for a frame in no pool.
+    pub fn replicated(&self, gfn: u64) -> bool {
+        self.layout
+            .replica_bit(gfn)
+            .is_some_and(|(off, bit)| self.mem.load_u64(off) & bit != 0)
+    }
+
+    /// Set or clear pool frame `gfn`'s replica bit (the directory only).
+    /// Returns `false`, changing nothing, for a frame in no pool.
+    pub fn set_replicated(&self, gfn: u64, on: bool) -> bool {
+        let Some((off, bit)) = self.layout.replica_bit(gfn) else {
+            return false;
+        };
+        let w = self.mem.load_u64(off);
+        self.mem.store_u64(off, if on { w | bit } else { w & !bit });
+        true
     }
 
     /// Set or clear pool frame `gfn`'s export bit (the directory, the only
@@ -81,6 +110,42 @@ mod tests {
         assert_eq!(Layout::gfn_offset(0), Some(0));
         assert_eq!(Layout::gfn_offset(3), Some(3 * PAGE_SIZE));
         assert_eq!(Layout::gfn_offset(u64::MAX), None);
+    }
+
+    #[test]
+    fn replica_bits_are_distinct_from_every_export_bit_and_independent() {
+        let size = 4 << 20;
+        let l = Layout::compute(size, 3).unwrap();
+        let mem = HeapShm::new(size);
+        l.format(&*mem, 1);
+        let h = Header::new(&*mem, l);
+        let mut exports = alloc::collections::BTreeSet::new();
+        let mut replicas = alloc::collections::BTreeSet::new();
+        for node in 1..=3u32 {
+            let (first, end) = l.pool_gfns(node);
+            let lo = l.bitmap_off + (node as usize - 1) * l.bitmap_bytes;
+            for gfn in first..end {
+                exports.insert(l.export_bit(gfn).unwrap());
+                let (off, bit) = l.replica_bit(gfn).unwrap();
+                assert!(off >= lo + l.bitmap_bytes / 2 && off + 8 <= lo + l.bitmap_bytes);
+                assert!(
+                    replicas.insert((off, bit)),
+                    "gfn {gfn} shares a replica bit"
+                );
+            }
+        }
+        assert!(exports.is_disjoint(&replicas));
+        let (first, end) = l.pool_gfns(2);
+        let g = first + 5;
+        assert!(h.set_replicated(g, true));
+        assert!(h.replicated(g) && !h.exported(g));
+        assert!((first..end).filter(|&x| h.replicated(x)).eq([g]));
+        assert!(h.set_exported(g, true));
+        assert!(h.set_replicated(g, false));
+        assert!(!h.replicated(g) && h.exported(g));
+        let below = l.pool_gfns(1).0 - 1;
+        assert_eq!(l.replica_bit(below), None);
+        assert!(!h.set_replicated(below, true), "not a pool frame");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::{
     DirState, Layout, NodeState, OFF_ATOMIC_PROBE, OFF_DIR_HEARTBEAT, OFF_DIR_STATE, OFF_EPOCH,
-    OFF_META_EPOCH, OFF_PING, OFF_PONG,
+    OFF_META_EPOCH, OFF_PING, OFF_PONG, OFF_REPLICAS_USED,
 };
 use crate::shm::SharedMem;
 
@@ -71,6 +71,31 @@ impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
     /// Set the atomics probe (to 0 before a measurement).
     pub fn set_atomic_probe(&self, v: u64) {
         self.mem.store_u64(OFF_ATOMIC_PROBE, v)
+    }
+    /// Has the directory ever granted a strong-mode replica in this region
+    /// (see [`Header::replicated`])?
+    pub fn replicas_used(&self) -> bool {
+        self.mem.load_u64(OFF_REPLICAS_USED) != 0
+    }
+    /// Note that a replica was granted (the directory only).
+    pub fn set_replicas_used(&self) {
+        self.mem.store_u64(OFF_REPLICAS_USED, 1)
+    }
+    /// The frame node `node` is storing into, plus one (0: none); see
+    /// [`Header::set_writing`].
+    pub fn writing(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 32)
+    }
+    /// Announce (`gfn + 1`) or end (0) a store of node `node` into a
+    /// frame (that node only): the directory does not grant a replica of
+    /// a frame while a store into it is announced.
+    pub fn set_writing(&self, node: u32, v: u64) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u64(self.layout.node_rec(node) + 32, v)
+        }
     }
     /// The ping word (`bench pingpong`).
     pub fn ping(&self) -> u64 {

@@ -59,6 +59,20 @@ pub enum PageReq {
         /// The requester wrote it since the last write-back.
         dirty: bool,
     },
+    /// Strong mode: a sharer asks to keep a read-only replica of the page
+    /// in its own memory (hot-page promotion). `Done`: granted, copy the
+    /// frame now; `Refused`: not now.
+    Promote {
+        /// Page.
+        key: PageKey,
+    },
+    /// Strong mode: the requester is about to store into the page and
+    /// found its frame's replica bit set: revoke every other node's
+    /// replica first (`Done` once they are gone).
+    Unprotect {
+        /// Page.
+        key: PageKey,
+    },
 }
 
 /// A page-request flag argument on the wire: 0 or 1, anything else is an
@@ -74,7 +88,7 @@ fn flag(v: u64) -> Result<bool, DecodeError> {
 impl PageReq {
     /// One request of each kind (fields zero): how decoding finds the kind
     /// an opcode stands for through [`PageReq::op`].
-    const KINDS: [PageReq; 6] = {
+    const KINDS: [PageReq; 8] = {
         let key = PageKey { ino: 0, idx: 0 };
         [
             PageReq::Read { key, frame: 0 },
@@ -83,6 +97,8 @@ impl PageReq {
             PageReq::Inv { key, dirty: false },
             PageReq::Drop { key, dirty: false },
             PageReq::Writeback { key, dirty: false },
+            PageReq::Promote { key },
+            PageReq::Unprotect { key },
         ]
     };
 
@@ -94,7 +110,9 @@ impl PageReq {
             | PageReq::Unlock { key }
             | PageReq::Inv { key, .. }
             | PageReq::Drop { key, .. }
-            | PageReq::Writeback { key, .. } => key,
+            | PageReq::Writeback { key, .. }
+            | PageReq::Promote { key }
+            | PageReq::Unprotect { key } => key,
         }
     }
 
@@ -108,6 +126,8 @@ impl PageReq {
             PageReq::Inv { .. } => Op::PageInv,
             PageReq::Drop { .. } => Op::PageDrop,
             PageReq::Writeback { .. } => Op::PageWriteback,
+            PageReq::Promote { .. } => Op::PagePromote,
+            PageReq::Unprotect { .. } => Op::PageUnprotect,
         }
     }
 
@@ -117,7 +137,7 @@ impl PageReq {
         let k = self.key();
         let third = match self {
             PageReq::Read { frame, .. } | PageReq::LookupLock { frame, .. } => frame,
-            PageReq::Unlock { .. } => 0,
+            PageReq::Unlock { .. } | PageReq::Promote { .. } | PageReq::Unprotect { .. } => 0,
             PageReq::Inv { dirty, .. }
             | PageReq::Drop { dirty, .. }
             | PageReq::Writeback { dirty, .. } => dirty as u64,
@@ -140,6 +160,8 @@ impl PageReq {
             PageReq::Inv { .. } => flag(a[2]).map(|dirty| PageReq::Inv { key, dirty }),
             PageReq::Drop { .. } => flag(a[2]).map(|dirty| PageReq::Drop { key, dirty }),
             PageReq::Writeback { .. } => flag(a[2]).map(|dirty| PageReq::Writeback { key, dirty }),
+            PageReq::Promote { .. } => Ok(PageReq::Promote { key }),
+            PageReq::Unprotect { .. } => Ok(PageReq::Unprotect { key }),
         })
     }
 }
@@ -326,6 +348,11 @@ pub enum Notice {
         /// Nodes mapping it (0..=64).
         count: u32,
     },
+    /// To a replica holder (strong mode): drop your replica of this page
+    /// (the mapping stays) and ack with [`Notice::RevokeAck`].
+    Revoke(PageKey),
+    /// The replica is gone.
+    RevokeAck(PageKey),
 }
 
 impl Notice {
@@ -335,6 +362,8 @@ impl Notice {
             Notice::DirInv(k) => (Op::DirInv, k, 0),
             Notice::InvAck { key, dirty } => (Op::InvAck, key, dirty as u64),
             Notice::Sharers { key, count } => (Op::Sharers, key, count as u64),
+            Notice::Revoke(k) => (Op::Revoke, k, 0),
+            Notice::RevokeAck(k) => (Op::RevokeAck, k, 0),
         };
         Raw {
             op: op as u16,
@@ -364,6 +393,8 @@ impl Notice {
                 count: r.args[2] as u32,
             }),
             Some(Op::Sharers) => Err(DecodeError::BadArgument),
+            Some(Op::Revoke) => Ok(Notice::Revoke(key)),
+            Some(Op::RevokeAck) => Ok(Notice::RevokeAck(key)),
             _ => Err(DecodeError::BadOpcode(r.op)),
         }
     }

@@ -244,12 +244,16 @@ impl Request {
             | Op::PageUnlock
             | Op::PageInv
             | Op::PageDrop
-            | Op::PageWriteback => Request::Page(
+            | Op::PageWriteback
+            | Op::PagePromote
+            | Op::PageUnprotect => Request::Page(
                 PageReq::from_args(op, [a[0], a[1], a[2]])
                     .ok_or(DecodeError::BadOpcode(r.op))??,
             ),
             // Notifications are not requests.
-            Op::DirInv | Op::InvAck | Op::Sharers => return Err(DecodeError::BadOpcode(r.op)),
+            Op::DirInv | Op::InvAck | Op::Sharers | Op::Revoke | Op::RevokeAck => {
+                return Err(DecodeError::BadOpcode(r.op))
+            }
         };
         Ok((r.tag, req))
     }

@@ -251,10 +251,14 @@ impl Response {
             | Op::PageUnlock
             | Op::PageInv
             | Op::PageDrop
-            | Op::PageWriteback => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
+            | Op::PageWriteback
+            | Op::PagePromote
+            | Op::PageUnprotect => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
             Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
             Op::MissStats => Response::MissStats(MissStats::from_args(a)),
-            Op::DirInv | Op::InvAck | Op::Sharers => return Err(DecodeError::BadOpcode(r.op)),
+            Op::DirInv | Op::InvAck | Op::Sharers | Op::Revoke | Op::RevokeAck => {
+                return Err(DecodeError::BadOpcode(r.op))
+            }
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };
         Ok((r.tag, resp))

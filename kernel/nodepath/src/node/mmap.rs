@@ -52,6 +52,7 @@ impl<E: Env + 'static> Node<E> {
             return Err(Errno::Invalid);
         }
         let mut done = 0usize;
+        let mut revoked = 0usize;
         while done < len {
             let at = offset + done as u64;
             let key = PageKey {
@@ -67,9 +68,23 @@ impl<E: Env + 'static> Node<E> {
                 .ok_or(Errno::NotSupported)?;
             let (va, _) = st.map_page(&mut self.link, key)?;
             let bytes = buf.get_mut(done..done + n).ok_or(Errno::Invalid)?;
-            access(va + in_page as u64, bytes, write)?;
             if write {
+                // A store into a replicated frame waits for the replicas
+                // to be revoked, then maps the page again.
+                let gfn = st.frame_of(&key).ok_or(Errno::Io)?;
+                if !st.store_allowed(&mut self.link, key, gfn)? {
+                    revoked += 1;
+                    if revoked > 8 {
+                        return Err(Errno::Io);
+                    }
+                    continue;
+                }
+                let r = access(va + in_page as u64, bytes, true);
+                st.store_done(&self.link);
+                r?;
                 st.mapped_write(&key);
+            } else {
+                access(va + in_page as u64, bytes, false)?;
             }
             done += n;
         }

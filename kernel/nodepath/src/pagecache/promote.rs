@@ -1,5 +1,5 @@
 //! Hot-page promotion (the CXL-pools slides' DDR/CXL tiering applied to
-//! the single copy; issue #12 item 5), relaxed mode only.
+//! the single copy; issue #12 item 5).
 //!
 //! A remote mapping (S) read more than `threshold` times within one
 //! window gets a read-only replica in this node's own memory (its "DDR",
@@ -15,8 +15,12 @@
 //! window is dropped (demotion, [`NodeCache::demote_cold`]). At most one
 //! pool's worth of pages is replicated.
 //!
-//! Strong mode never promotes: its stores land in the single frame with no
-//! directory call, so a replica would silently miss them.
+//! Strong mode promotes through the directory (PROMOTE, granted only while
+//! no store into the frame is announced; `dirsvc::server::replicas`), and
+//! a store into a replicated frame first has the directory revoke every
+//! replica (UNPROTECT, REVOKE: [`NodeCache::revoke_replica`]), so a
+//! replica never misses a write that completed. An open does not drop
+//! strong replicas (nothing to catch up on).
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
@@ -104,7 +108,7 @@ impl NodeCache {
     /// it was served by the replica.
     pub(super) fn remote_read(&mut self, key: &PageKey, now: u64) -> bool {
         let window = self.promotion.window_ns;
-        let on = self.promotion.threshold > 0 && self.mode == Mode::Relaxed;
+        let on = self.promotion.threshold > 0;
         let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) else {
             return false;
         };
@@ -128,7 +132,7 @@ impl NodeCache {
     pub fn wants_replica(&self, key: &PageKey) -> bool {
         let p = self.promotion;
         p.threshold > 0
-            && self.mode == Mode::Relaxed
+            && self.mode != Mode::Private
             && self.replicas.keys.len() < self.pool_frames()
             && matches!(
                 self.slots.get(key),
@@ -151,6 +155,33 @@ impl NodeCache {
         self.replicas.keys.insert(*key);
         self.stats.promotions += 1;
         true
+    }
+
+    /// The directory refused to promote `key` (strong mode): start its
+    /// count again, so it asks again a window's worth of reads later at
+    /// the earliest.
+    pub fn promote_refused(&mut self, key: &PageKey) {
+        if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) {
+            heat.hits = 0;
+            heat.window_start = self.now;
+        }
+        self.stats.promotions_refused += 1;
+    }
+
+    /// Drop `key`'s replica because a write to the page is coming (a
+    /// REVOKE from the directory, or our own store): the mapping stays.
+    /// True if there was one.
+    pub fn revoke_replica(&mut self, key: &PageKey) -> bool {
+        let had = self.replica(key).is_some();
+        if had {
+            self.replicas.keys.remove(key);
+            if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) {
+                heat.replica = None;
+                heat.hits = 0;
+            }
+            self.stats.revocations += 1;
+        }
+        had
     }
 
     /// `key`'s replica, if it has one.

@@ -66,14 +66,43 @@ fn reads_spread_over_windows_do_not_promote() {
 }
 
 #[test]
-fn strong_mode_and_threshold_zero_never_promote() {
-    for (mode, t) in [(Mode::Strong, 1), (Mode::Relaxed, 0)] {
-        let mut c = cache(mode, t);
+fn threshold_zero_never_promotes() {
+    for mode in [Mode::Strong, Mode::Relaxed] {
+        let mut c = cache(mode, 0);
         map(&mut c, key(0), PEER);
         assert_eq!(read(&mut c, key(0), 100, MS), Hit::Remote(PEER));
         assert!(!c.wants_replica(&key(0)));
-        assert_eq!(c.replica_pages(), 0, "{mode:?} t={t}");
+        assert_eq!(c.replica_pages(), 0, "{mode:?}");
     }
+}
+
+#[test]
+fn strong_mode_revokes_a_replica_and_a_refusal_starts_the_count_again() {
+    // The cache only proposes; in strong mode the directory grants
+    // (PROMOTE) and takes replicas back before a store (REVOKE).
+    let mut c = cache(Mode::Strong, 2);
+    map(&mut c, key(0), PEER);
+    read(&mut c, key(0), 3, MS);
+    assert_eq!(c.replica_pages(), 1);
+    assert!(c.revoke_replica(&key(0)));
+    assert!(!c.revoke_replica(&key(0)), "only once");
+    assert_eq!(c.replica_pages(), 0);
+    assert_eq!(c.lookup(&key(0)), Hit::Remote(PEER), "the mapping stays");
+    assert_eq!(c.stats().revocations, 1);
+    // Hot again, but the directory says no: the count starts over.
+    c.set_clock(2 * MS);
+    for _ in 0..3 {
+        c.lookup(&key(0));
+    }
+    assert!(c.wants_replica(&key(0)));
+    c.promote_refused(&key(0));
+    assert!(!c.wants_replica(&key(0)));
+    assert_eq!(c.stats().promotions_refused, 1);
+    c.lookup(&key(0));
+    c.lookup(&key(0));
+    assert!(!c.wants_replica(&key(0)), "2 reads are not more than 2");
+    c.lookup(&key(0));
+    assert!(c.wants_replica(&key(0)));
 }
 
 #[test]

@@ -74,6 +74,11 @@ pub struct CacheStats {
     /// Replicas dropped while their mapping stayed (cold, or an open of
     /// the file).
     pub demotions: u64,
+    /// Strong mode: replicas dropped because a write to the page was
+    /// coming (the directory's REVOKE, or this node's own store).
+    pub revocations: u64,
+    /// Strong mode: promotions the directory refused.
+    pub promotions_refused: u64,
     /// Misses sent to the directory.
     pub misses: u64,
     /// Misses the directory filled from disk into our frame (CM).

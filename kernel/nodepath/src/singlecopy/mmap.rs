@@ -126,6 +126,32 @@ impl ScState {
         Err(Errno::Io)
     }
 
+    /// The frame `key` is in here (ours or the owner's), if resident.
+    pub fn frame_of(&self, key: &PageKey) -> Option<u64> {
+        match self.coh.as_ref()?.cache.slot(key)? {
+            Slot::Local { gfn, .. } | Slot::Remote { gfn, .. } => Some(*gfn),
+            _ => None,
+        }
+    }
+
+    /// Before a store through the window into frame `gfn` of `key` (see
+    /// `ScState::begin_store`): true, store now, then
+    /// [`ScState::store_done`]; false: replicas were revoked, map the page
+    /// again and retry.
+    pub fn store_allowed<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        gfn: u64,
+    ) -> Result<bool, Errno> {
+        self.begin_store(link, key, gfn)
+    }
+
+    /// After a store [`ScState::store_allowed`] let through.
+    pub fn store_done<E: Env>(&self, link: &Link<E>) {
+        self.end_store(link)
+    }
+
     /// Record a store through the mapping of `key` (into the one frame; the
     /// page is written back like any dirty page).
     pub fn mapped_write(&mut self, key: &PageKey) {

@@ -148,6 +148,23 @@ impl Coherence {
         }
     }
 
+    /// Drop our replica of `key` (a REVOKE: a writer is about to store
+    /// into its frame) and ack; the mapping stays.
+    fn revoke<E: Env>(&mut self, env: &E, key: PageKey) {
+        self.cache.revoke_replica(&key);
+        let mut spins = 0u32;
+        if self
+            .notifier
+            .send(env.mem(), Notice::RevokeAck(key), &mut || {
+                spins += 1;
+                spins < 10_000_000
+            })
+            .is_err()
+        {
+            log::warn!("ack ring stuck; the directory will time this node out");
+        }
+    }
+
     /// Send the acks of deferred invalidations that became due.
     fn send_due_acks<E: Env>(&mut self, env: &E) {
         for (key, dirty) in self.cache.take_acks() {
@@ -220,7 +237,13 @@ impl<E: Env> Session<E> for ScState {
                     n += 1;
                     continue;
                 }
-                Ok(Some(Notice::InvAck { .. })) => continue,
+                Ok(Some(Notice::Revoke(key))) => {
+                    log::debug!("REVOKE {key:?}: replica dropped, acked");
+                    c.revoke(env, key);
+                    n += 1;
+                    continue;
+                }
+                Ok(Some(Notice::InvAck { .. } | Notice::RevokeAck(_))) => continue,
                 Ok(None) => break,
                 Err(e) => {
                     // A ring that stays corrupt answers the same error

@@ -297,9 +297,13 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.st.evict_local(env, ino, size);
     }
 
-    /// Close-to-open: replicas of the file's pages go (see
-    /// `pagecache::promote`).
+    /// Relaxed mode is close-to-open: replicas of the file's pages go (see
+    /// `pagecache::promote`). Strong replicas never miss a write (every
+    /// store revokes them first), so they stay.
     fn opened(&mut self, ino: u64) {
+        if self.st.mode != Mode::Relaxed {
+            return;
+        }
         if let Some(c) = self.st.cache() {
             c.drop_replicas(ino);
         }
@@ -477,6 +481,11 @@ impl<E: Env> DataPath<E> for SingleCopy {
         put(keys::cache::HITS_REPLICA, format!("{}", s.hits_replica));
         put(keys::cache::PROMOTIONS, format!("{}", s.promotions));
         put(keys::cache::DEMOTIONS, format!("{}", s.demotions));
+        put(keys::cache::REVOCATIONS, format!("{}", s.revocations));
+        put(
+            keys::cache::PROMOTIONS_REFUSED,
+            format!("{}", s.promotions_refused),
+        );
         put(
             keys::cache::REPLICA_PAGES,
             format!("{}", c.cache.replica_pages()),

@@ -3,6 +3,7 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
+use fabric::layout::Header;
 use fabric::proto::{Errno, Op, PageKey, PageReply, PageReq, Request, Response};
 use fabric::shm::SharedMem;
 
@@ -47,6 +48,90 @@ fn cxl_delay(clock: &impl Clock, ns: u64) {
 }
 
 impl ScState {
+    /// Hot page `key`, mapped from a peer's frame `gfn`: keep a replica
+    /// (one more copy of the whole frame from the peer, then local reads).
+    /// Strong mode asks the directory first (PROMOTE); a refusal or a
+    /// failed call only means no replica now.
+    fn promote<E: Env>(&mut self, link: &mut Link<E>, key: PageKey, gfn: u64, cxl_ns: u64) {
+        if self.mode == Mode::Strong {
+            match self
+                .page_calls(link, &[PageReq::Promote { key }])
+                .as_deref()
+            {
+                Ok([PageReply::Done { .. }]) => {}
+                r => {
+                    log::debug!("PROMOTE {key:?}: {r:?}");
+                    if let Some(c) = self.cache() {
+                        c.promote_refused(&key);
+                    }
+                    return;
+                }
+            }
+        }
+        let mut p = Box::new([0u8; PAGE]);
+        cxl_delay(&link.env, cxl_ns);
+        link.env.mem().read(frame_off(gfn), &mut p[..]);
+        // False if the mapping went meanwhile (a DIR_INV while we asked):
+        // the replica goes with it.
+        if let Some(c) = self.cache() {
+            c.set_replica(&key, p);
+        }
+    }
+
+    /// Before a store into frame `gfn` (page `key`): once the directory
+    /// granted any replica in this region, announce the store in this
+    /// node's `writing` word, fence, and read the frame's replica bit.
+    /// Clear: true, store now, then [`ScState::end_store`]. Set: have the
+    /// directory revoke every replica of the page first (UNPROTECT, which
+    /// answers once they are gone) and return false: the caller looks the
+    /// page up again and retries. This node's own replica of the page goes
+    /// first either way (see `dirsvc::server::replicas`).
+    pub(super) fn begin_store<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        gfn: u64,
+    ) -> Result<bool, Errno> {
+        let Some(layout) = self.coh.as_ref().map(|c| c.layout) else {
+            return Ok(true);
+        };
+        let me = link.id();
+        let h = Header::new(link.env.mem(), layout);
+        if !h.replicas_used() {
+            return Ok(true);
+        }
+        if let Some(c) = self.cache() {
+            c.revoke_replica(&key);
+        }
+        let h = Header::new(link.env.mem(), layout);
+        h.set_writing(me, gfn.wrapping_add(1));
+        link.env.fence();
+        if !h.replicated(gfn) {
+            return Ok(true);
+        }
+        h.set_writing(me, 0);
+        match self
+            .page_calls(link, &[PageReq::Unprotect { key }])?
+            .as_slice()
+        {
+            [PageReply::Done { .. }] => Ok(false),
+            other => {
+                log::warn!("UNPROTECT {key:?}: {other:?}");
+                Err(Errno::Io)
+            }
+        }
+    }
+
+    /// After a store that [`ScState::begin_store`] let through.
+    pub(super) fn end_store<E: Env>(&self, link: &Link<E>) {
+        if let Some(c) = self.coh.as_ref() {
+            let h = Header::new(link.env.mem(), c.layout);
+            if h.replicas_used() {
+                h.set_writing(link.id(), 0);
+            }
+        }
+    }
+
     /// Read `buf.len()` bytes at `pos` of `ino` (the caller clipped to
     /// EOF). Copies from a peer's frame cost `cxl_ns` more.
     pub fn read<E: Env>(
@@ -83,6 +168,7 @@ impl ScState {
                 let n = (PAGE - in_page).min(buf.len() - done);
                 let mem = link.env.mem();
                 let c = self.c()?;
+                let mut promote = None;
                 let copied = match c.cache.lookup(&key) {
                     Hit::Local(g) => {
                         mem.read(frame_off(g) + in_page, &mut buf[done..done + n]);
@@ -92,12 +178,7 @@ impl ScState {
                         cxl_delay(&link.env, cxl_ns);
                         mem.read(frame_off(g) + in_page, &mut buf[done..done + n]);
                         if c.cache.wants_replica(&key) {
-                            // Hot: promote it (one more copy of the whole
-                            // frame from the peer, then local reads).
-                            let mut p = Box::new([0u8; PAGE]);
-                            cxl_delay(&link.env, cxl_ns);
-                            mem.read(frame_off(g), &mut p[..]);
-                            c.cache.set_replica(&key, p);
+                            promote = Some(g);
                         }
                         true
                     }
@@ -121,6 +202,9 @@ impl ScState {
                     // Invalidated while we waited for another page: again.
                     self.resolve(link, &[key], false)?;
                     continue;
+                }
+                if let Some(g) = promote {
+                    self.promote(link, key, g, cxl_ns);
                 }
                 done += n;
                 idx += 1;
@@ -202,7 +286,16 @@ impl ScState {
                 (Hit::Local(g), _)
                 | (Hit::Remote(g), Mode::Strong)
                 | (Hit::Replica(g), Mode::Strong) => {
+                    if !self.begin_store(link, key, g)? {
+                        // Replicas revoked: look the page up again.
+                        tries += 1;
+                        if tries > MAX_RETRIES {
+                            return Err(Errno::Io);
+                        }
+                        continue;
+                    }
                     link.env.mem().write(frame_off(g) + in_page, chunk);
+                    self.end_store(link);
                     if let Some(c) = self.cache() {
                         c.mark_dirty(&key);
                     }

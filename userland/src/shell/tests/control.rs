@@ -73,7 +73,7 @@ fn cache_config_shows_sets_all_or_nothing_and_explains_bad_input() {
     );
     assert_eq!(
         ok(&mut os, "cache config promote=8 promote_window_ms=50"),
-        "policy  fifo\nlimit   128\nttl     30\npromote 8 reads in 50 ms (relaxed mode)\n"
+        "policy  fifo\nlimit   128\nttl     30\npromote 8 reads in 50 ms\n"
     );
     assert_eq!(
         ok(
