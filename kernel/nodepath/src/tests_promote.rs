@@ -272,3 +272,53 @@ fn a_replica_holder_that_dies_does_not_hold_a_writer_forever() {
     assert_eq!(read_file(&mut rig.node(1), "/d"), new);
     assert_eq!(read_file(&mut rig.node(2), "/d"), new);
 }
+
+#[test]
+fn the_directory_grants_replicas_only_to_sharers_of_settled_pages() {
+    use fabric::proto::{PageReply, PageReq, Request, Response};
+    let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    write_file(&mut rig.node(1), "/g", &pattern(4096, 2));
+    let ino = rig.node(1).stat("/g").unwrap().ino;
+    let key = PageKey { ino, idx: 0 };
+    let gfn = owner_frame(&rig, key);
+    let call = |n: u32, r: PageReq| match rig.node(n).ring_call(&Request::Page(r)) {
+        Ok(Response::Page(p)) => p,
+        other => panic!("node {n} {r:?}: {other:?}"),
+    };
+    // The owner, and a node that does not map the page, are refused.
+    assert_eq!(call(1, PageReq::Promote { key }), PageReply::Refused);
+    assert_eq!(call(2, PageReq::Promote { key }), PageReply::Refused);
+    assert_eq!(
+        call(
+            2,
+            PageReq::Promote {
+                key: PageKey { ino, idx: 9 }
+            }
+        ),
+        PageReply::Refused
+    );
+    assert_eq!(dir_replicas(&rig, gfn), (0, false));
+    let s = rig.sh.dir.borrow().replica_stats();
+    assert_eq!((s.granted, s.refused), (0, 3));
+    // An UNPROTECT with no replica anywhere is answered at once.
+    assert_eq!(
+        call(1, PageReq::Unprotect { key }),
+        PageReply::Done { written: false }
+    );
+    // Node 2 maps the page and asks: granted, bit set, `replicas_used` on.
+    assert_eq!(read_file(&mut rig.node(2), "/g"), pattern(4096, 2));
+    assert_eq!(
+        call(2, PageReq::Promote { key }),
+        PageReply::Done { written: false }
+    );
+    assert_eq!(dir_replicas(&rig, gfn), (1, true));
+    assert!(fabric::layout::Header::new(&*rig.sh.mem, rig.sh.layout).replicas_used());
+    // Node 2's own UNPROTECT (it dropped its replica first) revokes
+    // nobody: answered at once, and the bit goes.
+    assert_eq!(
+        call(2, PageReq::Unprotect { key }),
+        PageReply::Done { written: false }
+    );
+    assert_eq!(dir_replicas(&rig, gfn), (0, false));
+    assert_eq!(rig.sh.dir.borrow().replica_stats().revokes, 0);
+}
