@@ -14,12 +14,12 @@
 # --policies runs the eviction-policy section instead (issue #12):
 # tools/bench-policy-apps.sh (YCSB-C, GET-SCAN, file search under every
 # policy, ratios to FIFO), tools/bench-cluster-policy.sh (webserver on 4
-# nodes, lru vs cluster) and tools/bench-promote.sh (CH-R latency with
-# promotion off / on, --cxl-latency-ns 250), one after the other, each
-# with a time limit, their output in DIR/policies/*.log; report.md's
-# "Eviction policies" section sets cache_ext's published figures beside
-# ours (about 8 minutes; --policies --quick: 6 policies, 1-2 s runs, 2
-# nodes; about 80 s).
+# nodes, lru vs cluster) and tools/bench-promote.sh in relaxed and in
+# strong mode (CH-R latency with promotion off / on, --cxl-latency-ns
+# 250), one after the other, each with a time limit, their output in
+# DIR/policies/*.log; report.md's "Eviction policies" section sets
+# cache_ext's published figures beside ours (about 9 minutes; --policies
+# --quick: 6 policies, 1-2 s runs, 2 nodes; about 90 s).
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
 # --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
 # results/<YYYY-MM-DD-HHMMSS>/, UTC). Modes by default: strong, relaxed,

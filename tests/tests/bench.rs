@@ -15,7 +15,8 @@
 //! A second test runs the application study quick (`--apps --quick
 //! --modes private,strong,net`: six clusters, about 3 minutes).
 //! A third runs the eviction-policy section quick (`--policies --quick`:
-//! three clusters, about 80 s).
+//! four clusters, bench-promote.sh in relaxed and in strong mode; about
+//! 90 s).
 
 use std::fs;
 use std::path::Path;
@@ -254,12 +255,14 @@ fn quick_apps_produce_every_cell() {
 /// `onecopy-bench --policies --quick`: the eviction-policy section's
 /// three scripts (cache_ext's workloads under six policies on one node,
 /// the webserver on two nodes with `lru` and `cluster`, promotion off and
-/// on; about 80 s). Checks that every script succeeded, every workload
-/// has a row per policy with its hit ratio and ratio to FIFO, the
-/// multi-node and tiering tables are there and report.md has the
-/// section; never how fast anything is.
+/// on in relaxed and then in strong mode; about 90 s). Checks that all
+/// four runs succeeded, every workload has a row per policy with its hit
+/// ratio and ratio to FIFO, the multi-node medians are there, each mode
+/// has its tiering figures (replicas made) in results.json and its row
+/// in report.md, and report.md has the section; never how fast anything
+/// is.
 #[test]
-#[ignore = "boots 3 QEMU clusters (about 80 s): run with -- --ignored, as tests/run.sh does"]
+#[ignore = "boots 4 QEMU clusters (about 90 s): run with -- --ignored, as tests/run.sh does"]
 fn quick_policies_produce_every_row() {
     use onecopy_tests::bench::policies::plan::QUICK_POLICIES;
     let out = unique_run_dir("bench-policies-smoke").expect("results folder");
@@ -283,15 +286,28 @@ fn quick_policies_produce_every_row() {
         logs,
     );
     let parts = json["parts"].as_array().expect("parts");
-    assert_eq!(parts.len(), 3, "three scripts");
+    assert_eq!(parts.len(), 4, "three scripts, bench-promote.sh twice");
     for p in parts {
         assert_eq!(
             p["ok"],
             Value::Bool(true),
             "{}: {}",
-            p["script"],
+            p["command"],
             p["failure"]
         );
+    }
+    // The last two: bench-promote.sh, relaxed then strong mode.
+    for (p, mode) in parts[2..].iter().zip(["relaxed", "strong"]) {
+        assert_eq!(p["script"], "tools/bench-promote.sh");
+        assert!(
+            p["command"]
+                .as_str()
+                .is_some_and(|c| c.contains(&format!(" --mode {mode} "))),
+            "{mode}: {}",
+            p["command"]
+        );
+        assert_eq!(p["log"], format!("policies/bench-promote-{mode}.log"));
+        assert_eq!(p["result"]["mode"], mode, "the script ran in {mode} mode");
     }
     let policies: Vec<&str> = QUICK_POLICIES.split_whitespace().collect();
     let rows = json["workloads"].as_array().expect("workloads");
@@ -322,19 +338,43 @@ fn quick_policies_produce_every_row() {
             "no multi-node median for {p}"
         );
     }
-    let t = &json["tiering"];
-    for k in ["off_mean_ns", "on_mean_ns", "mean_on_over_off"] {
+    let tiering = json["tiering"].as_array().expect("tiering: a list");
+    let modes: Vec<&Value> = tiering.iter().map(|t| &t["mode"]).collect();
+    assert_eq!(modes, ["relaxed", "strong"], "one tiering entry per mode");
+    for t in tiering {
+        let mode = &t["mode"];
+        for k in ["off_mean_ns", "on_mean_ns", "mean_on_over_off"] {
+            assert!(
+                t[k].as_f64().is_some_and(|v| v > 0.0),
+                "tiering {mode} {k}: {}",
+                t[k]
+            );
+        }
         assert!(
-            t[k].as_f64().is_some_and(|v| v > 0.0),
-            "tiering {k}: {}",
-            t[k]
+            t["replica_pages"].as_f64().is_some_and(|n| n > 0.0),
+            "promotion made no replicas in {mode} mode: {t}"
         );
     }
-    assert!(
-        t["replica_pages"].as_f64().is_some_and(|n| n > 0.0),
-        "promotion made no replicas: {t}"
-    );
     let report = fs::read_to_string(out.join("report.md")).expect("report.md");
+    // The tiering table: one row per mode, in the order they ran, with
+    // every figure.
+    let tiers = report
+        .split("### Tiering")
+        .nth(1)
+        .and_then(|t| t.split("\n### ").next())
+        .expect("a tiering section");
+    let rows: Vec<&str> = tiers
+        .lines()
+        .filter(|l| l.starts_with("| relaxed |") || l.starts_with("| strong |"))
+        .collect();
+    assert_eq!(rows.len(), 2, "a tiering row per mode:\n{tiers}");
+    assert!(
+        rows[0].starts_with("| relaxed |") && rows[1].starts_with("| strong |"),
+        "{tiers}"
+    );
+    for r in rows {
+        assert!(!r.contains("n/a"), "a tiering figure missing: {r}");
+    }
     for needle in [
         "## Eviction policies",
         "### YCSB-C",
@@ -342,6 +382,10 @@ fn quick_policies_produce_every_row() {
         "### File search",
         "### Multi-node",
         "### Tiering",
+        // Each tiering run's parameters name its mode (the multi-node
+        // line's "N nodes, MODE mode;" differs).
+        "--mode relaxed --cxl-latency-ns 250 --runtime 1 --rounds 1`): 1 directory + 2 nodes, relaxed mode, `--cxl-latency-ns",
+        "--mode strong --cxl-latency-ns 250 --runtime 1 --rounds 1`): 1 directory + 2 nodes, strong mode (",
         "### cache_ext's published figures",
     ] {
         assert!(report.contains(needle), "report.md lacks '{needle}'");

@@ -73,13 +73,14 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      tools/bench-policy-apps.sh (cache_ext's YCSB-C, GET-SCAN
                      and file search under every policy, ratios to FIFO),
                      tools/bench-cluster-policy.sh (webserver on 4 nodes,
-                     lru vs cluster) and tools/bench-promote.sh (CH-R
-                     latency, promotion off / on, --cxl-latency-ns 250) one
-                     after the other, each with a time limit, their output
-                     in DIR/policies/*.log; report.md's \"Eviction policies\"
+                     lru vs cluster) and tools/bench-promote.sh twice, in
+                     relaxed and in strong mode (CH-R latency, promotion
+                     off / on, --cxl-latency-ns 250) one after the other,
+                     each with a time limit, their output in
+                     DIR/policies/*.log; report.md's \"Eviction policies\"
                      section puts cache_ext's published figures beside
                      ours. With --quick: 6 policies, 1-2 s runs, 2 nodes
-                     (about 80 s, a smoke test). Takes only --quick and
+                     (about 90 s, a smoke test). Takes only --quick and
                      --out
 
 Writes DIR/results.json, DIR/report.md and DIR/*.png (--policies: no

@@ -192,7 +192,7 @@ mod tests {
     use std::time::Duration;
 
     use super::run_step;
-    use crate::bench::policies::plan::{Kind, Step};
+    use crate::bench::policies::plan::{Kind, Step, TierMode};
 
     /// A script that outlives its limit is killed with its whole process
     /// group (here a background `sleep` it started); one that fails keeps
@@ -204,12 +204,12 @@ mod tests {
             std::env::temp_dir().join(format!("onecopy-policies-test-{}", std::process::id()));
         let tools = root.join("tools");
         std::fs::create_dir_all(&tools).unwrap();
-        let script = tools.join(Kind::Promote.script());
+        let script = tools.join(Kind::Promote(TierMode::Relaxed).script());
         let marker = format!("onecopy-policies-test-sleep-{}", std::process::id());
         std::fs::write(&script, format!("#!/bin/bash\necho ROW '{{}}'\necho oops >&2\nbash -c 'exec -a {marker} sleep 300' &\nsleep 300\n")).unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let step = Step {
-            kind: Kind::Promote,
+            kind: Kind::Promote(TierMode::Relaxed),
             args: vec![],
             timeout: Duration::from_secs(1),
         };

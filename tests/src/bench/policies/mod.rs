@@ -1,10 +1,11 @@
 //! The eviction-policy section (`onecopy-bench --policies`,
 //! `tools/bench-report.sh --policies`; issue #12, "What to measure"): the
-//! three scripts that measure it run one after the other, each with a
-//! time limit; their `ROW {json}` / `RESULT {json}` lines become
-//! report.md's "Eviction policies" section and results.json.
+//! three scripts that measure it run one after the other (bench-promote.sh
+//! twice: relaxed, then strong mode), each with a time limit; their
+//! `ROW {json}` / `RESULT {json}` lines become report.md's "Eviction
+//! policies" section and results.json.
 //!
-//! * [`plan`]: the scripts, their arguments (quick / full), time limits.
+//! * [`plan`]: the runs, their arguments (quick / full), time limits.
 //! * [`child`]: one script in its own process group, killed on expiry.
 //! * [`parse`]: the `ROW` / `RESULT` lines, decoded without panics.
 //! * [`published`]: cache_ext's published figures, with their source.
@@ -45,7 +46,7 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str) -> u8 {
     }
     let steps = plan::steps(opts.quick);
     eprintln!(
-        "onecopy-bench: eviction policies ({}), {} scripts -> {}",
+        "onecopy-bench: eviction policies ({}), {} script runs -> {}",
         if opts.quick { "quick" } else { "full" },
         steps.len(),
         out.display()
@@ -63,7 +64,7 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str) -> u8 {
         eprintln!(
             "[{:7.1}s] {}: {} in {:.0} s",
             t0.elapsed().as_secs_f64(),
-            step.kind.script(),
+            step.kind.label(),
             outcome.failure().unwrap_or_else(|| "ok".into()),
             outcome.seconds
         );

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use super::plan::TierMode;
+
 /// The `ROW` and `RESULT` documents of one script's output.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Lines {
@@ -186,6 +188,9 @@ pub fn cluster_row(v: &Value) -> Result<ClusterRow, String> {
 /// bench-promote.sh's RESULT.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Promote {
+    /// The cluster mode (`relaxed`, `strong`); `relaxed` when the RESULT
+    /// has none (the scripts before `--mode` ran only that).
+    pub mode: String,
     /// Emulated CXL latency (ns).
     pub cxl_latency_ns: Option<f64>,
     /// `promote=T`.
@@ -233,12 +238,26 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
+/// A promote RESULT's `mode`: missing or null is relaxed; anything but a
+/// string is an error.
+fn promote_mode(v: &Value) -> Result<String, String> {
+    match v.get("mode") {
+        None | Some(Value::Null) => Ok(TierMode::Relaxed.name().into()),
+        Some(Value::String(m)) => Ok(m.clone()),
+        Some(other) => Err(format!(
+            "promote RESULT with mode {}",
+            clip(&other.to_string())
+        )),
+    }
+}
+
 /// bench-promote.sh's RESULT, or why not.
 pub fn promote(v: &Value) -> Result<Promote, String> {
     if text(v, "bench").as_deref() != Some("promote") {
         return Err("not a promote RESULT".into());
     }
     Ok(Promote {
+        mode: promote_mode(v)?,
         cxl_latency_ns: num(v, "cxl_latency_ns"),
         threshold: num(v, "threshold"),
         size: text(v, "size").unwrap_or_default(),

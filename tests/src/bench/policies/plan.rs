@@ -1,5 +1,6 @@
-//! What `--policies` runs: the three scripts, their arguments and time
-//! limits, for a quick or a full run. Pure.
+//! What `--policies` runs: the three scripts (bench-promote.sh twice, in
+//! relaxed and in strong mode), their arguments and time limits, for a
+//! quick or a full run. Pure.
 
 use std::time::Duration;
 
@@ -10,8 +11,29 @@ pub enum Kind {
     Apps,
     /// `tools/bench-cluster-policy.sh`: webserver on N nodes.
     Cluster,
-    /// `tools/bench-promote.sh`: CH-R latency, promotion off / on.
-    Promote,
+    /// `tools/bench-promote.sh --mode M`: CH-R latency, promotion off /
+    /// on, in mode M.
+    Promote(TierMode),
+}
+
+/// The cluster mode of a tiering run (bench-promote.sh's `--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierMode {
+    /// Relaxed: a node keeps its replicas on its own.
+    Relaxed,
+    /// Strong: the directory grants each replica and revokes it before
+    /// any write to the page.
+    Strong,
+}
+
+impl TierMode {
+    /// Its name, as `--mode` and the RESULT's `mode` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TierMode::Relaxed => "relaxed",
+            TierMode::Strong => "strong",
+        }
+    }
 }
 
 impl Kind {
@@ -20,13 +42,27 @@ impl Kind {
         match self {
             Kind::Apps => "bench-policy-apps.sh",
             Kind::Cluster => "bench-cluster-policy.sh",
-            Kind::Promote => "bench-promote.sh",
+            Kind::Promote(_) => "bench-promote.sh",
         }
     }
 
-    /// The name of its log under DIR/policies/.
+    /// The script's name, with the mode where it runs more than once
+    /// (`bench-promote.sh (strong mode)`): for logs, problems, the report.
+    pub fn label(self) -> String {
+        match self {
+            Kind::Promote(m) => format!("{} ({} mode)", self.script(), m.name()),
+            _ => self.script().to_string(),
+        }
+    }
+
+    /// The name of its log under DIR/policies/, one per step
+    /// (`bench-promote-strong.log`).
     pub fn log_name(self) -> String {
-        format!("{}.log", self.script().trim_end_matches(".sh"))
+        let stem = self.script().trim_end_matches(".sh");
+        match self {
+            Kind::Promote(m) => format!("{stem}-{}.log", m.name()),
+            _ => format!("{stem}.log"),
+        }
     }
 
     /// What it measures, for the report.
@@ -34,7 +70,12 @@ impl Kind {
         match self {
             Kind::Apps => "cache_ext's workloads, every policy (1 node)",
             Kind::Cluster => "multi-node: webserver, cluster-aware vs LRU",
-            Kind::Promote => "tiering: CH-R latency, promotion off / on",
+            Kind::Promote(TierMode::Relaxed) => {
+                "tiering, relaxed mode: CH-R latency, promotion off / on"
+            }
+            Kind::Promote(TierMode::Strong) => {
+                "tiering, strong mode: CH-R latency, promotion off / on"
+            }
         }
     }
 }
@@ -81,12 +122,33 @@ fn args(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// The three steps, in the order they run. The limits are many times
-/// what the runs take on the 2-core TCG host (quick: 60 s, 12 s and 6 s;
-/// full: policy-apps about 6 minutes, the others a few), so only a hung
-/// run meets them.
-pub fn steps(quick: bool) -> Vec<Step> {
+/// bench-promote.sh in `mode` (`--mode` always given, though relaxed is
+/// its default): quick, one 1 s round; full, the script's defaults.
+fn promote_step(mode: TierMode, quick: bool) -> Step {
     let cxl = CXL_LATENCY_NS.to_string();
+    let mut a = args(&[
+        "--no-build",
+        "--mode",
+        mode.name(),
+        "--cxl-latency-ns",
+        &cxl,
+    ]);
+    if quick {
+        a.extend(args(&["--runtime", "1", "--rounds", "1"]));
+    }
+    Step {
+        kind: Kind::Promote(mode),
+        args: a,
+        timeout: Duration::from_secs(if quick { 10 } else { 20 } * 60),
+    }
+}
+
+/// The four steps, in the order they run: policy-apps, cluster-policy,
+/// then promote in relaxed and in strong mode. The limits are many times
+/// what the runs take on the 2-core TCG host (quick: 60 s, 12 s and 6 s
+/// per promote run; full: policy-apps about 6 minutes, the others a few),
+/// so only a hung run meets them.
+pub fn steps(quick: bool) -> Vec<Step> {
     if quick {
         vec![
             Step {
@@ -119,19 +181,8 @@ pub fn steps(quick: bool) -> Vec<Step> {
                 ]),
                 timeout: Duration::from_secs(15 * 60),
             },
-            Step {
-                kind: Kind::Promote,
-                args: args(&[
-                    "--no-build",
-                    "--cxl-latency-ns",
-                    &cxl,
-                    "--runtime",
-                    "1",
-                    "--rounds",
-                    "1",
-                ]),
-                timeout: Duration::from_secs(10 * 60),
-            },
+            promote_step(TierMode::Relaxed, true),
+            promote_step(TierMode::Strong, true),
         ]
     } else {
         vec![
@@ -145,11 +196,8 @@ pub fn steps(quick: bool) -> Vec<Step> {
                 args: args(&["--no-build"]),
                 timeout: Duration::from_secs(40 * 60),
             },
-            Step {
-                kind: Kind::Promote,
-                args: args(&["--no-build", "--cxl-latency-ns", &cxl]),
-                timeout: Duration::from_secs(20 * 60),
-            },
+            promote_step(TierMode::Relaxed, false),
+            promote_step(TierMode::Strong, false),
         ]
     }
 }

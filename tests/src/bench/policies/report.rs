@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::parse::{num, text, Span};
-use super::plan::Kind;
+use super::parse::{num, text, Promote, Span};
+use super::plan::{Kind, TierMode};
 use super::published::{self, CACHE_EXT, CAVEAT, SOURCE};
 use super::section::{Part, Section, WORKLOADS};
 
@@ -60,6 +60,16 @@ fn get(r: Option<&Value>, k: &str) -> String {
     .unwrap_or_else(|| "?".into())
 }
 
+/// How promotion works in `m`, for the parameters.
+fn tier_mode_note(m: TierMode) -> &'static str {
+    match m {
+        TierMode::Relaxed => "",
+        TierMode::Strong => {
+            " (the directory grants each replica and revokes the replicas before any write to the page)"
+        }
+    }
+}
+
 /// The parameters of one part, one list item.
 pub fn params_line(p: &Part) -> String {
     let r = p.result();
@@ -84,9 +94,9 @@ pub fn params_line(p: &Part) -> String {
                 g("mode"), g("size"), g("limit"), g("runtime_s"), g("rounds"), n = g("nodes")
             )
         }
-        Kind::Promote => format!(
-            "1 directory + 2 nodes, relaxed mode, `--cxl-latency-ns {}`; node 2 reads a {} file node 1 owns (CH-R): fio 4k randread, libaio, iodepth 1, {} s per run, `promote=0` then `promote={}`, {} round(s) (medians). Busy: node 2 + the directory (2 of 3 instances)",
-            g("cxl_latency_ns"), g("size"), g("runtime_s"), g("threshold"), g("rounds")
+        Kind::Promote(m) => format!(
+            "1 directory + 2 nodes, {} mode{}, `--cxl-latency-ns {}`; node 2 reads a {} file node 1 owns (CH-R): fio 4k randread, libaio, iodepth 1, {} s per run, `promote=0` then `promote={}`, node 2's cache dropped before each pair, {} round(s) (medians). Busy: node 2 + the directory (2 of 3 instances)",
+            m.name(), tier_mode_note(m), g("cxl_latency_ns"), g("size"), g("runtime_s"), g("threshold"), g("rounds")
         ),
     };
     format!(
@@ -183,36 +193,43 @@ pub fn cluster_table(s: &Section) -> String {
     t
 }
 
-/// The tiering table: off / on, their ratio, the replicas' memory.
-pub fn promote_table(s: &Section) -> String {
-    let Some(p) = &s.promote else {
-        return "No figures (see Problems).\n".into();
+/// One mode's row of the tiering table (n/a throughout without figures).
+fn promote_row(mode: TierMode, p: Option<&Promote>) -> String {
+    let f = |k: fn(&Promote) -> Option<f64>| p.and_then(k);
+    let replicas = match (f(|p| p.replica_pages), f(Promote::replica_kib)) {
+        (Some(n), Some(kib)) => format!("{n:.0} ({kib:.0} KiB)"),
+        _ => "n/a".into(),
     };
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} | {replicas} |",
+        mode.name(),
+        opt(f(|p| p.off_mean_ns), us),
+        opt(f(|p| p.on_mean_ns), us),
+        x(f(Promote::mean_ratio)),
+        opt(f(|p| p.off_p50_ns), us),
+        opt(f(|p| p.on_p50_ns), us),
+        x(f(Promote::p50_ratio)),
+    )
+}
+
+/// The tiering table: one row per mode run, off / on, their ratio, the
+/// replicas' memory.
+pub fn promote_table(s: &Section) -> String {
+    if s.promote.is_empty() {
+        return "No figures (see Problems).\n".into();
+    }
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "| CH-R read latency (us) | promotion off | promotion on | on / off |"
+        "| mode | mean off (us) | mean on (us) | mean on / off | p50 off (us) | p50 on (us) | p50 on / off | replica pages on node 2 |"
     );
-    let _ = writeln!(t, "| --- | --- | --- | --- |");
+    let _ = writeln!(t, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for m in s.promote_modes() {
+        let _ = writeln!(t, "{}", promote_row(m, s.promote_of(m)));
+    }
     let _ = writeln!(
         t,
-        "| mean (median of the rounds) | {} | {} | {} |",
-        opt(p.off_mean_ns, us),
-        opt(p.on_mean_ns, us),
-        x(p.mean_ratio())
-    );
-    let _ = writeln!(
-        t,
-        "| p50 (median of the rounds) | {} | {} | {} |",
-        opt(p.off_p50_ns, us),
-        opt(p.on_p50_ns, us),
-        x(p.p50_ratio())
-    );
-    let _ = writeln!(
-        t,
-        "\nExtra frames used by promotion: {} replica pages on node 2 after the last run ({} KiB of node memory).",
-        opt(p.replica_pages, |v| format!("{v:.0}")),
-        opt(p.replica_kib(), |v| format!("{v:.0}"))
+        "\nCH-R read latency on node 2, each the median of the rounds' mean or p50; on / off below 1: promotion helps. Replica pages: node 2's after the last run, the extra frames promotion used (4 KiB of node memory each)."
     );
     t
 }
@@ -223,7 +240,7 @@ pub fn section_md(s: &Section) -> String {
     let _ = writeln!(t, "## Eviction policies\n");
     let _ = writeln!(
         t,
-        "Issue #12, \"What to measure\", as {} run: three scripts one after the other, each on its own cluster (QEMU, TCG); every ratio is within one script's run. Their full output: `policies/*.log`.\n",
+        "Issue #12, \"What to measure\", as {} run: three scripts one after the other (bench-promote.sh twice, in relaxed and in strong mode), each run on its own cluster (QEMU, TCG); every ratio is within one script's run. Their full output: `policies/*.log`.\n",
         if s.quick { "a `--quick`" } else { "a full" }
     );
     let _ = writeln!(t, "### Parameters\n");
@@ -239,7 +256,7 @@ pub fn section_md(s: &Section) -> String {
         let _ = writeln!(
             t,
             "| {} | {:.0} s | {st} | `{}` |",
-            p.step.kind.script(),
+            p.step.kind.label(),
             p.outcome.seconds,
             p.log
         );
@@ -271,7 +288,10 @@ pub fn section_md(s: &Section) -> String {
         "\n### Multi-node: `webserver` on {nodes} nodes, cluster-aware vs LRU\n"
     );
     let _ = write!(t, "{}", cluster_table(s));
-    let _ = writeln!(t, "\n### Tiering: CH-R read latency, promotion off / on\n");
+    let _ = writeln!(
+        t,
+        "\n### Tiering: CH-R read latency, promotion off / on, per mode\n"
+    );
     let _ = write!(t, "{}", promote_table(s));
     let _ = writeln!(t, "\n### cache_ext's published figures\n");
     let _ = writeln!(t, "Source: {SOURCE}. {CAVEAT}\n");

@@ -1,4 +1,6 @@
-//! results.json of `--policies`: the same data as report.md. Pure.
+//! results.json of `--policies`: the same data as report.md ("tiering":
+//! one object per mode whose run gave figures, each with its "mode").
+//! Pure.
 
 use serde_json::{json, Value};
 
@@ -45,6 +47,7 @@ fn cluster_row(r: &ClusterRow) -> Value {
 
 fn promote(p: &Promote) -> Value {
     json!({
+        "mode": p.mode,
         "cxl_latency_ns": p.cxl_latency_ns,
         "threshold": p.threshold,
         "size": p.size,
@@ -87,7 +90,7 @@ pub fn results_json(s: &Section, machine: &Value, run_label: &str, seconds: f64)
         "parts": s.parts.iter().map(part).collect::<Vec<_>>(),
         "workloads": s.apps.iter().map(policy_row).collect::<Vec<_>>(),
         "multi_node": s.cluster.iter().map(cluster_row).collect::<Vec<_>>(),
-        "tiering": s.promote.as_ref().map(promote),
+        "tiering": s.promote.iter().map(promote).collect::<Vec<_>>(),
         "cache_ext_published": {
             "source": SOURCE,
             "figures": CACHE_EXT.iter().map(|p| json!({

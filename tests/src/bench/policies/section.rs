@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::child::Outcome;
 use super::parse::{self, ClusterRow, Lines, PolicyRow, Promote};
-use super::plan::{Kind, Step};
+use super::plan::{Kind, Step, TierMode};
 
 /// cache_ext's workloads, in report order, as bench-policy-apps.sh names
 /// them.
@@ -41,7 +41,7 @@ impl Part {
         let bench = match self.step.kind {
             Kind::Apps => "policy-apps",
             Kind::Cluster => "cluster-policy",
-            Kind::Promote => "promote",
+            Kind::Promote(_) => "promote",
         };
         parse::result_of(&self.lines, bench)
     }
@@ -58,8 +58,9 @@ pub struct Section {
     pub apps: Vec<PolicyRow>,
     /// bench-cluster-policy.sh's rows.
     pub cluster: Vec<ClusterRow>,
-    /// bench-promote.sh's figures.
-    pub promote: Option<Promote>,
+    /// bench-promote.sh's figures, one per mode whose run gave them, in
+    /// the order they ran.
+    pub promote: Vec<Promote>,
     /// What failed or is missing (each makes the exit status 1).
     pub problems: Vec<String>,
     /// Skipped lines and other remarks.
@@ -91,7 +92,7 @@ impl Section {
             ..Section::default()
         };
         for p in &parts {
-            let script = format!("tools/{}", p.step.kind.script());
+            let script = format!("tools/{}", p.step.kind.label());
             for m in &p.lines.malformed {
                 s.notes.push(format!("{script}: skipped {m}"));
             }
@@ -99,18 +100,14 @@ impl Section {
                 let r = match p.step.kind {
                     Kind::Apps => parse::policy_row(v).map(|r| s.apps.push(r)),
                     Kind::Cluster => parse::cluster_row(v).map(|r| s.cluster.push(r)),
-                    Kind::Promote => Err("bench-promote.sh prints no ROW".into()),
+                    Kind::Promote(_) => Err("bench-promote.sh prints no ROW".into()),
                 };
                 if let Err(e) = r {
                     s.notes.push(format!("{script}: skipped a ROW: {e}"));
                 }
             }
-            if p.step.kind == Kind::Promote {
-                match p.result().map(parse::promote) {
-                    Some(Ok(r)) => s.promote = Some(r),
-                    Some(Err(e)) => s.notes.push(format!("{script}: {e}")),
-                    None => {}
-                }
+            if let Kind::Promote(mode) = p.step.kind {
+                s.take_promote(p, mode, &script);
             }
             if let Some(f) = p.outcome.failure() {
                 let why = last_words(&p.outcome.text)
@@ -123,7 +120,7 @@ impl Section {
             let missing = match p.step.kind {
                 Kind::Apps => s.apps_missing(p),
                 Kind::Cluster => s.cluster_missing(),
-                Kind::Promote => s.promote_missing(),
+                Kind::Promote(mode) => s.promote_missing(mode),
             };
             s.problems
                 .extend(missing.into_iter().map(|m| format!("{script}: {m}")));
@@ -200,8 +197,23 @@ impl Section {
         m
     }
 
-    fn promote_missing(&self) -> Vec<String> {
-        let Some(p) = &self.promote else {
+    /// Keeps the RESULT of `p`, a run in `mode`, if it decodes and is of
+    /// that mode (else a note: it is then missing).
+    fn take_promote(&mut self, p: &Part, mode: TierMode, script: &str) {
+        match p.result().map(parse::promote) {
+            Some(Ok(r)) if r.mode == mode.name() => self.promote.push(r),
+            Some(Ok(r)) => self.notes.push(format!(
+                "{script}: skipped a RESULT of {} mode, not {}",
+                r.mode,
+                mode.name()
+            )),
+            Some(Err(e)) => self.notes.push(format!("{script}: {e}")),
+            None => {}
+        }
+    }
+
+    fn promote_missing(&self, mode: TierMode) -> Vec<String> {
+        let Some(p) = self.promote_of(mode) else {
             return vec!["no RESULT line".into()];
         };
         let mut m = Vec::new();
@@ -224,6 +236,22 @@ impl Section {
         self.apps
             .iter()
             .find(|r| r.workload == workload && r.policy == policy)
+    }
+
+    /// The figures of the tiering run in `mode`, if it gave them.
+    pub fn promote_of(&self, mode: TierMode) -> Option<&Promote> {
+        self.promote.iter().rev().find(|p| p.mode == mode.name())
+    }
+
+    /// The modes of the tiering runs, in the order they ran.
+    pub fn promote_modes(&self) -> Vec<TierMode> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p.step.kind {
+                Kind::Promote(m) => Some(m),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The part of a script, if it ran.
