@@ -42,6 +42,26 @@ pub(crate) fn write_at(n: &mut Node<HostEnv>, path: &str, at: u64, data: &[u8]) 
     n.close(fd).unwrap();
 }
 
+/// The window accesses of node `n` (`Node::mmap_io`'s `access`): loads
+/// and stores through its recorded mappings into the shared region.
+pub(crate) fn window_io(
+    rig: &Rig,
+    n: &Node<HostEnv>,
+) -> impl FnMut(u64, &mut [u8], bool) -> Result<(), Errno> {
+    let sh = rig.sh.clone();
+    let mapped = n.link.env.mapped.clone();
+    move |va: u64, b: &mut [u8], write: bool| {
+        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
+        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
+        if write {
+            sh.mem.write(off, b);
+        } else {
+            sh.mem.read(off, b);
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn read_file(n: &mut Node<HostEnv>, path: &str) -> Vec<u8> {
     let fd = n.open(path, OpenFlags::default()).unwrap();
     let mut out = Vec::new();
@@ -304,20 +324,9 @@ fn mmap_io_through_the_window(mode: Mode) {
     // Node 1 owns the pages (relaxed: its writes went back at close).
     assert_eq!(read_file(&mut rig.node(1), "/m"), pattern(2 * 4096, 4));
     let mut buf = vec![0u8; 6000];
-    let sh = rig.sh.clone();
     // Loads: through node 2's recorded mappings into the shared region.
     let mut n = rig.node(2);
-    let mapped = n.link.env.mapped.clone();
-    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
-        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
-        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
-        if write {
-            sh.mem.write(off, b);
-        } else {
-            sh.mem.read(off, b);
-        }
-        Ok(())
-    };
+    let mut io = window_io(&rig, &n);
     n.mmap_io("/m", 1000, 6000, false, &mut buf, &mut io)
         .unwrap();
     assert_eq!(buf, pattern(2 * 4096, 4)[1000..7000].to_vec());

@@ -7,8 +7,7 @@
 //! held a replica.
 
 use fabric::config::Mode;
-use fabric::proto::{Errno, PageKey};
-use fabric::shm::SharedMem;
+use fabric::proto::PageKey;
 use userland::stats::keys;
 
 use userland::os::Fd;
@@ -16,7 +15,7 @@ use userland::os::Fd;
 use crate::node::Node;
 use crate::pagecache::Promotion;
 use crate::rig::{HostEnv, Rig, RigConfig};
-use crate::tests::{pattern, read_file, stat_value, write_at, write_file};
+use crate::tests::{pattern, read_file, stat_value, window_io, write_at, write_file};
 
 /// Promote after more than `t` reads within a window longer than any test.
 fn promote(n: &mut Node<HostEnv>, t: u32) {
@@ -81,18 +80,7 @@ fn relaxed_hot_pages_get_replicas_and_an_open_sees_a_closed_write() {
     rig.node(2).service();
     assert_eq!(stat(&rig.node(2), keys::cache::REPLICA_PAGES), 0);
     let ino = rig.node(2).fd_info(fd).unwrap().0;
-    {
-        let mut n = rig.node(2);
-        let c = &n
-            .vfs
-            .data_path()
-            .single_copy()
-            .unwrap()
-            .coherence()
-            .unwrap()
-            .cache;
-        assert!(c.replica(&PageKey { ino, idx: 0 }).is_none());
-    }
+    assert!(replica_of(&rig, 2, PageKey { ino, idx: 0 }).is_none());
     let got = read_n(&mut rig.node(2), fd, old.len(), 1);
     assert_eq!(&got[4096..8192], &new[..]);
     rig.node(2).close(fd).unwrap();
@@ -194,19 +182,8 @@ fn a_replica_holder_that_writes_revokes_the_other_replicas() {
     // A store through node 3's mmap window revokes node 2's new replica.
     assert_eq!(read_n(&mut rig.node(2), fds[0], new.len(), 3), new);
     assert_eq!(stat(&rig.node(2), keys::cache::REPLICA_PAGES), 1);
-    let sh = rig.sh.clone();
     let mut n3 = rig.node(3);
-    let mapped = n3.link.env.mapped.clone();
-    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
-        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
-        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
-        if write {
-            sh.mem.write(off, b);
-        } else {
-            sh.mem.read(off, b);
-        }
-        Ok(())
-    };
+    let mut io = window_io(&rig, &n3);
     let mut w = b"mapped".to_vec();
     n3.mmap_io("/w", 10, 6, true, &mut w, &mut io).unwrap();
     drop(n3);
