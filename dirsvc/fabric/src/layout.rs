@@ -42,7 +42,9 @@
 //! (1..=max_nodes) at `NODE_TABLE + (k-1)*64`: `state u32` at +0,
 //! `epoch u64` at +8, `heartbeat u64` at +16, `join_nonce u64` at +24,
 //! `writing u64` at +32 (strong-mode replicas: the frame the node is
-//! storing into, plus one; written by that node only).
+//! storing into, plus one; written by that node only), `sees_replicas
+//! u64` at +40 (nonzero once the node has read `replicas_used` set: from
+//! then on it announces every store; written by that node only).
 //!
 //! After the node table (offset 4352, version 2): the doorbell table, one
 //! 32-byte entry per instance (peer id, flags, sleeping word), see

@@ -279,11 +279,15 @@ pub enum Op {
     /// Node -> directory on the ack ring: the replica of `[ino, idx]` is
     /// gone.
     RevokeAck = 47,
+    /// Directory -> node on the notify ring: replicas are in use (the
+    /// header's `replicas_used`); announce your stores from now on and
+    /// say so (`sees_replicas`). No ack, no arguments.
+    ReplicasUsed = 48,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 29] = [
+    pub const ALL: [Op; 30] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -313,6 +317,7 @@ impl Op {
         Op::MissStats,
         Op::Revoke,
         Op::RevokeAck,
+        Op::ReplicasUsed,
     ];
 
     /// Decode a wire opcode.

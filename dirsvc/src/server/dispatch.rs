@@ -80,10 +80,16 @@ impl<D: BlockDevice> Directory<D> {
                     self.run(mem, a);
                 }
                 Ok(Notice::RevokeAck(key)) => self.revoke_acked(mem, node, key),
-                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. } | Notice::Revoke(_))) => {
+                Ok(
+                    n @ (Notice::DirInv(_)
+                    | Notice::Sharers { .. }
+                    | Notice::Revoke(_)
+                    | Notice::ReplicasUsed),
+                ) => {
                     let op = match n {
                         Notice::DirInv(_) => Op::DirInv,
                         Notice::Revoke(_) => Op::Revoke,
+                        Notice::ReplicasUsed => Op::ReplicasUsed,
                         _ => Op::Sharers,
                     };
                     self.last_bad = Some(Event::BadRequest {

@@ -6,15 +6,24 @@
 //! The rule every store into a frame follows (`nodepath`, `ScState`'s
 //! store guard), against the directory's side here:
 //!
-//! * a writer announces the frame in its node record's `writing` word,
-//!   fences, and reads the frame's replica bit; clear: it stores, then
-//!   clears its word; set: it clears its word and sends UNPROTECT;
-//! * PROMOTE (from a sharer of a settled page) sets the replica bit,
-//!   fences, then waits (bounded, [`WRITER_SPINS`] polls) until no other
-//!   node announces a store into the frame: a store announced before the
-//!   bit was set ends before the grant, so the copy the promoter makes
-//!   after the grant holds it; a store announced after sees the bit. A
-//!   store still announced at the end of the wait refuses the promotion;
+//! * until a node reads the header's `replicas_used` set it stores
+//!   without announcing anything (promotion unused costs nothing); the
+//!   first time it reads it set, it sets its record's `sees_replicas`
+//!   word, and from then on every store is announced;
+//! * an announced store: the writer puts the frame in its record's
+//!   `writing` word, fences, and reads the frame's replica bit; clear: it
+//!   stores, then clears its word; set: it clears its word and sends
+//!   UNPROTECT;
+//! * PROMOTE (from a sharer of a settled page) sets `replicas_used`, and is
+//!   refused while another member has not set `sees_replicas` (it may be
+//!   in the middle of a store it did not announce; its stores before it
+//!   set the word are visible once the word is, stores being seen in
+//!   order). Then it sets the replica bit, fences, and waits (bounded,
+//!   [`WRITER_SPINS`] polls) until no other node announces a store into
+//!   the frame: a store announced before the bit was set ends before the
+//!   grant, so the copy the promoter makes after the grant holds it; a
+//!   store announced after sees the bit. A store still announced at the
+//!   end of the wait refuses the promotion;
 //! * UNPROTECT sends REVOKE to every other holder (notify ring) and
 //!   answers once each acked (its replica is gone): only then does the
 //!   writer store, so no replica ever misses a write that completed. The
@@ -135,8 +144,24 @@ impl<D: BlockDevice> Directory<D> {
             return;
         };
         let h = Header::new(mem, self.layout);
-        h.set_replicated(e.gfn, true);
         h.set_replicas_used();
+        let unseen: Vec<u32> = (1..=self.layout.max_nodes)
+            .filter(|&n| n != node && self.is_member(n) && !h.sees_replicas(n))
+            .collect();
+        if !unseen.is_empty() {
+            log::debug!("PROMOTE {key:?} from node {node}: nodes {unseen:?} do not announce their stores yet");
+            // Wake them to look (an idle node would only at its next store).
+            for n in unseen {
+                if let Some(p) = self.peers.get_mut(n as usize - 1) {
+                    p.notify_backlog.push_back(Notice::ReplicasUsed.encode());
+                    let _ = self.flush(mem, n);
+                }
+            }
+            self.replicas.stats.refused += 1;
+            self.page_answer(mem, node, Op::PagePromote, tag, PageReply::Refused);
+            return;
+        }
+        h.set_replicated(e.gfn, true);
         (self.cfg.fence)();
         let announced = e.gfn.wrapping_add(1);
         let others = (1..=self.layout.max_nodes).filter(|&n| n != node);

@@ -275,9 +275,12 @@ impl Notifier {
         match self.notify.pop(mem).map_err(ring_err)? {
             None => Ok(None),
             Some(d) => match Notice::decode(&d) {
-                Ok(n @ (Notice::DirInv(_) | Notice::Sharers { .. } | Notice::Revoke(_))) => {
-                    Ok(Some(n))
-                }
+                Ok(
+                    n @ (Notice::DirInv(_)
+                    | Notice::Sharers { .. }
+                    | Notice::Revoke(_)
+                    | Notice::ReplicasUsed),
+                ) => Ok(Some(n)),
                 _ => Err(Errno::Invalid),
             },
         }

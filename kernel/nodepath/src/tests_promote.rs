@@ -111,12 +111,26 @@ fn owner_frame(rig: &Rig, key: PageKey) -> u64 {
     rig.sh.dir.borrow().pages().entry(&key).unwrap().gfn
 }
 
+/// Replicas in use, as after the cluster's first PROMOTE: the header says
+/// so and every node has seen it (each announces its stores from now on),
+/// so a promotion is not refused for a node that has not looked yet (see
+/// `replicas_need_every_member_to_announce_its_stores` for that).
+fn replicas_in_use(rig: &Rig) {
+    let h = fabric::layout::Header::new(&*rig.sh.mem, rig.sh.layout);
+    h.set_replicas_used();
+    rig.idle(3);
+    for n in 1..=rig.sh.layout.max_nodes {
+        assert!(h.sees_replicas(n), "node {n} did not look");
+    }
+}
+
 #[test]
 fn strong_hot_pages_get_replicas_and_an_owner_write_is_seen_at_once() {
     // Promotion keeps strong mode strong: node 2 replicates node 1's hot
     // pages, node 1's write revokes the replicas before its store lands,
     // and node 2's next read (no close, no reopen) sees the new bytes.
     let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    replicas_in_use(&rig);
     let old = pattern(2 * 4096, 3);
     write_file(&mut rig.node(1), "/s", &old);
     promote(&mut rig.node(2), 3);
@@ -152,6 +166,7 @@ fn a_replica_holder_that_writes_revokes_the_other_replicas() {
     // through its mapping into node 1's frame): its own replica and node
     // 3's go first, and both read the new bytes.
     let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    replicas_in_use(&rig);
     let old = pattern(4096, 5);
     write_file(&mut rig.node(1), "/w", &old);
     let mut fds = Vec::new();
@@ -197,6 +212,7 @@ fn a_replica_holder_that_writes_revokes_the_other_replicas() {
 #[test]
 fn a_promotion_waits_for_an_announced_store_and_is_refused_if_it_stays() {
     let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    replicas_in_use(&rig);
     let data = pattern(4096, 7);
     write_file(&mut rig.node(1), "/p", &data);
     let fd = rig.node(2).open("/p", Default::default()).unwrap();
@@ -232,6 +248,7 @@ fn a_replica_holder_that_dies_does_not_hold_a_writer_forever() {
     // directory declares it failed, the revocation completes without it
     // and node 1's write lands.
     let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    replicas_in_use(&rig);
     let old = pattern(4096, 8);
     write_file(&mut rig.node(1), "/d", &old);
     promote(&mut rig.node(3), 2);
@@ -282,6 +299,7 @@ fn the_directory_grants_replicas_only_to_sharers_of_settled_pages() {
         call(1, PageReq::Unprotect { key }),
         PageReply::Done { written: false }
     );
+    replicas_in_use(&rig);
     // Node 2 maps the page and asks: granted, bit set, `replicas_used` on.
     assert_eq!(read_file(&mut rig.node(2), "/g"), pattern(4096, 2));
     assert_eq!(
@@ -298,4 +316,30 @@ fn the_directory_grants_replicas_only_to_sharers_of_settled_pages() {
     );
     assert_eq!(dir_replicas(&rig, gfn), (0, false));
     assert_eq!(rig.sh.dir.borrow().replica_stats().revokes, 0);
+}
+
+#[test]
+fn replicas_need_every_member_to_announce_its_stores() {
+    // Until a node has read `replicas_used` set it stores without
+    // announcing: the cluster's first PROMOTE sets the word and is refused
+    // while another member has not said it saw it; the directory's notice
+    // makes the idle members look, and the next hot streak is granted.
+    let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    let data = pattern(4096, 4);
+    write_file(&mut rig.node(1), "/a", &data);
+    let h = fabric::layout::Header::new(&*rig.sh.mem, rig.sh.layout);
+    assert!(!h.replicas_used());
+    promote(&mut rig.node(2), 2);
+    let fd = rig.node(2).open("/a", Default::default()).unwrap();
+    assert_eq!(read_n(&mut rig.node(2), fd, data.len(), 3), data);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS), 0);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS_REFUSED), 1);
+    assert!(h.replicas_used());
+    // Nodes 1 and 3 are idle: the notice wakes them (here they may have
+    // looked already, in the steps node 2's wait for its answer ran).
+    rig.idle(3);
+    assert!(h.sees_replicas(1) && h.sees_replicas(3));
+    assert_eq!(read_n(&mut rig.node(2), fd, data.len(), 3), data);
+    assert_eq!(stat(&rig.node(2), keys::cache::PROMOTIONS), 1);
+    rig.node(2).close(fd).unwrap();
 }

@@ -97,6 +97,19 @@ impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
             self.mem.store_u64(self.layout.node_rec(node) + 32, v)
         }
     }
+    /// Has node `node` seen `replicas_used` set (so every store it makes
+    /// from then on is announced in its `writing` word)?
+    pub fn sees_replicas(&self, node: u32) -> bool {
+        self.layout.valid_node(node) && self.mem.load_u64(self.layout.node_rec(node) + 40) != 0
+    }
+    /// Node `node` says it has (`true`) or has not yet (`false`, at join)
+    /// seen `replicas_used` set (that node only).
+    pub fn set_sees_replicas(&self, node: u32, on: bool) {
+        if self.layout.valid_node(node) {
+            self.mem
+                .store_u64(self.layout.node_rec(node) + 40, u64::from(on))
+        }
+    }
     /// The ping word (`bench pingpong`).
     pub fn ping(&self) -> u64 {
         self.mem.load_u64(OFF_PING)

@@ -353,6 +353,10 @@ pub enum Notice {
     Revoke(PageKey),
     /// The replica is gone.
     RevokeAck(PageKey),
+    /// To a member that has not said it saw replicas in use (strong
+    /// mode): look at the header's `replicas_used` now (it wakes an idle
+    /// node). No ack.
+    ReplicasUsed,
 }
 
 impl Notice {
@@ -364,6 +368,7 @@ impl Notice {
             Notice::Sharers { key, count } => (Op::Sharers, key, count as u64),
             Notice::Revoke(k) => (Op::Revoke, k, 0),
             Notice::RevokeAck(k) => (Op::RevokeAck, k, 0),
+            Notice::ReplicasUsed => (Op::ReplicasUsed, PageKey { ino: 0, idx: 0 }, 0),
         };
         Raw {
             op: op as u16,
@@ -395,6 +400,7 @@ impl Notice {
             Some(Op::Sharers) => Err(DecodeError::BadArgument),
             Some(Op::Revoke) => Ok(Notice::Revoke(key)),
             Some(Op::RevokeAck) => Ok(Notice::RevokeAck(key)),
+            Some(Op::ReplicasUsed) => Ok(Notice::ReplicasUsed),
             _ => Err(DecodeError::BadOpcode(r.op)),
         }
     }

@@ -251,9 +251,12 @@ impl Request {
                     .ok_or(DecodeError::BadOpcode(r.op))??,
             ),
             // Notifications are not requests.
-            Op::DirInv | Op::InvAck | Op::Sharers | Op::Revoke | Op::RevokeAck => {
-                return Err(DecodeError::BadOpcode(r.op))
-            }
+            Op::DirInv
+            | Op::InvAck
+            | Op::Sharers
+            | Op::Revoke
+            | Op::RevokeAck
+            | Op::ReplicasUsed => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
     }

@@ -256,9 +256,12 @@ impl Response {
             | Op::PageUnprotect => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
             Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
             Op::MissStats => Response::MissStats(MissStats::from_args(a)),
-            Op::DirInv | Op::InvAck | Op::Sharers | Op::Revoke | Op::RevokeAck => {
-                return Err(DecodeError::BadOpcode(r.op))
-            }
+            Op::DirInv
+            | Op::InvAck
+            | Op::Sharers
+            | Op::Revoke
+            | Op::RevokeAck
+            | Op::ReplicasUsed => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };
         Ok((r.tag, resp))

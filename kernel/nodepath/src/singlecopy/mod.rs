@@ -87,6 +87,16 @@ pub struct Coherence {
     /// answers are stored by the link as they come and taken in by
     /// [`ScState::reap_drops`].
     drops_in_flight: Vec<(u32, PageKey)>,
+    /// This node's id.
+    node: u32,
+    /// This node has read the header's `replicas_used` set and said so
+    /// (its record's `sees_replicas`): every store is announced from then
+    /// on (see `dirsvc::server::replicas`).
+    sees_replicas: bool,
+    /// Strong mode: the page whose PROMOTE is in flight, and whether a
+    /// REVOKE of it came meanwhile (the notify ring can overtake the
+    /// grant on the response ring): then the grant is not used.
+    promoting: Option<(PageKey, bool)>,
     /// LOOKUP_LOCKs given up unanswered, by tag: if the E grant comes
     /// late, nobody would ever UNLOCK it and every other node's request
     /// for the page would be told to retry until we leave; such a grant
@@ -149,9 +159,15 @@ impl Coherence {
     }
 
     /// Drop our replica of `key` (a REVOKE: a writer is about to store
-    /// into its frame) and ack; the mapping stays.
+    /// into its frame) and ack; the mapping stays. A PROMOTE of `key` in
+    /// flight will not use its grant.
     fn revoke<E: Env>(&mut self, env: &E, key: PageKey) {
         self.cache.revoke_replica(&key);
+        if let Some((k, revoked)) = self.promoting.as_mut() {
+            if *k == key {
+                *revoked = true;
+            }
+        }
         let mut spins = 0u32;
         if self
             .notifier
@@ -163,6 +179,20 @@ impl Coherence {
         {
             log::warn!("ack ring stuck; the directory will time this node out");
         }
+    }
+
+    /// Has this node seen the header's `replicas_used` set? Once it reads
+    /// it set, it says so in its record (`sees_replicas`), after every
+    /// store it made before (see `dirsvc::server::replicas`).
+    pub(super) fn replicas_seen<E: Env>(&mut self, env: &E) -> bool {
+        if !self.sees_replicas {
+            let h = fabric::layout::Header::new(env.mem(), self.layout);
+            if h.replicas_used() {
+                h.set_sees_replicas(self.node, true);
+                self.sees_replicas = true;
+            }
+        }
+        self.sees_replicas
     }
 
     /// Send the acks of deferred invalidations that became due.
@@ -194,6 +224,9 @@ impl<E: Env> Session<E> for ScState {
         if let Some(old) = self.coh.as_mut() {
             old.unmap_all(env);
         }
+        // A new session has seen nothing yet (the word may be left from
+        // an earlier one).
+        fabric::layout::Header::new(env.mem(), layout).set_sees_replicas(node, false);
         self.coh = Some(Coherence {
             notifier: Notifier::new(&layout, node),
             cache: NodeCache::new(self.mode, layout.pool_gfns(node), self.remote_limit),
@@ -206,6 +239,9 @@ impl<E: Env> Session<E> for ScState {
             detached: false,
             pending_drops: Vec::new(),
             drops_in_flight: Vec::new(),
+            node,
+            sees_replicas: false,
+            promoting: None,
             abandoned: BTreeMap::new(),
             releasing: BTreeMap::new(),
         });
@@ -226,6 +262,10 @@ impl<E: Env> Session<E> for ScState {
         if c.broken || c.detached {
             return 0;
         }
+        // An idle node tells the directory it has seen replicas in use
+        // (no store of it is in progress here), so promotions need not
+        // wait for its next store.
+        c.replicas_seen(env);
         let mut n = 0;
         loop {
             let key = match c.notifier.poll(env.mem()) {
@@ -241,6 +281,12 @@ impl<E: Env> Session<E> for ScState {
                     log::debug!("REVOKE {key:?}: replica dropped, acked");
                     c.revoke(env, key);
                     n += 1;
+                    continue;
+                }
+                Ok(Some(Notice::ReplicasUsed)) => {
+                    // Looked at above, before this loop; again for a
+                    // notice that came while it ran.
+                    c.replicas_seen(env);
                     continue;
                 }
                 Ok(Some(Notice::InvAck { .. } | Notice::RevokeAck(_))) => continue,

@@ -54,11 +54,20 @@ impl ScState {
     /// failed call only means no replica now.
     fn promote<E: Env>(&mut self, link: &mut Link<E>, key: PageKey, gfn: u64, cxl_ns: u64) {
         if self.mode == Mode::Strong {
-            match self
-                .page_calls(link, &[PageReq::Promote { key }])
-                .as_deref()
-            {
-                Ok([PageReply::Done { .. }]) => {}
+            if let Some(c) = self.coh.as_mut() {
+                c.promoting = Some((key, false));
+            }
+            let r = self.page_calls(link, &[PageReq::Promote { key }]);
+            // A REVOKE of the page that came while we waited: a writer
+            // stored (or is storing) after the grant; the copy would miss
+            // it, and the directory no longer counts us as a holder.
+            let revoked = self
+                .coh
+                .as_mut()
+                .and_then(|c| c.promoting.take())
+                .is_some_and(|(_, revoked)| revoked);
+            match r.as_deref() {
+                Ok([PageReply::Done { .. }]) if !revoked => {}
                 r => {
                     log::debug!("PROMOTE {key:?}: {r:?}");
                     if let Some(c) = self.cache() {
@@ -96,8 +105,14 @@ impl ScState {
             return Ok(true);
         };
         let me = link.id();
-        let h = Header::new(link.env.mem(), layout);
-        if !h.replicas_used() {
+        // Until this node reads `replicas_used` set, its stores are not
+        // announced; the directory grants no replica before every member
+        // said it saw the word (after its earlier stores).
+        if !self
+            .coh
+            .as_mut()
+            .is_some_and(|c| c.replicas_seen(&link.env))
+        {
             return Ok(true);
         }
         if let Some(c) = self.cache() {
@@ -124,11 +139,8 @@ impl ScState {
 
     /// After a store that [`ScState::begin_store`] let through.
     pub(super) fn end_store<E: Env>(&self, link: &Link<E>) {
-        if let Some(c) = self.coh.as_ref() {
-            let h = Header::new(link.env.mem(), c.layout);
-            if h.replicas_used() {
-                h.set_writing(link.id(), 0);
-            }
+        if let Some(c) = self.coh.as_ref().filter(|c| c.sees_replicas) {
+            Header::new(link.env.mem(), c.layout).set_writing(link.id(), 0);
         }
     }
 
