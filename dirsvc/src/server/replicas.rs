@@ -164,7 +164,9 @@ impl<D: BlockDevice> Directory<D> {
         h.set_replicated(e.gfn, true);
         (self.cfg.fence)();
         let announced = e.gfn.wrapping_add(1);
-        let others = (1..=self.layout.max_nodes).filter(|&n| n != node);
+        // Members only: a node that failed mid-store left its word set, and
+        // stores nothing any more (a rejoin clears it).
+        let others = (1..=self.layout.max_nodes).filter(|&n| n != node && self.is_member(n));
         let mut busy = true;
         for _ in 0..WRITER_SPINS {
             if !others.clone().any(|n| h.writing(n) == announced) {

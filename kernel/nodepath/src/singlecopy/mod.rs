@@ -224,9 +224,11 @@ impl<E: Env> Session<E> for ScState {
         if let Some(old) = self.coh.as_mut() {
             old.unmap_all(env);
         }
-        // A new session has seen nothing yet (the word may be left from
-        // an earlier one).
-        fabric::layout::Header::new(env.mem(), layout).set_sees_replicas(node, false);
+        // A new session has seen nothing yet and stores nothing yet (the
+        // words may be left from an earlier one).
+        let h = fabric::layout::Header::new(env.mem(), layout);
+        h.set_sees_replicas(node, false);
+        h.set_writing(node, 0);
         self.coh = Some(Coherence {
             notifier: Notifier::new(&layout, node),
             cache: NodeCache::new(self.mode, layout.pool_gfns(node), self.remote_limit),
