@@ -78,7 +78,8 @@ pub struct ReplicaStats {
     /// Promotions granted.
     pub granted: u64,
     /// Promotions refused (not a sharer of a settled page, an UNPROTECT in
-    /// progress, or a store that stayed announced).
+    /// progress, a member that does not announce its stores yet, or a
+    /// store that stayed announced).
     pub refused: u64,
     /// UNPROTECT requests.
     pub unprotects: u64,

@@ -426,22 +426,11 @@ fn an_mmap_batch_resolves_its_loads_together() {
     let rig = Rig::new(RigConfig::new(2, Mode::Strong));
     write_file(&mut rig.node(1), "/mb", &pattern(4 * 4096, 9));
     write_file(&mut rig.node(1), "/mc", &pattern(4096, 3));
-    let sh = rig.sh.clone();
     let mut n = rig.node(2);
-    let mapped = n.link.env.mapped.clone();
-    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
-        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
-        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
-        if write {
-            sh.mem.write(off, b);
-        } else {
-            sh.mem.read(off, b);
-        }
-        Ok(())
-    };
+    let mut io = window_io(&rig, &n);
     let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4096]).collect();
     let mut small = vec![0u8; 100];
-    let t0 = sh.now();
+    let t0 = rig.sh.now();
     let mut ios: Vec<userland::os::MmapIo<'_>> = bufs
         .iter_mut()
         .enumerate()
@@ -470,7 +459,7 @@ fn an_mmap_batch_resolves_its_loads_together() {
         assert_eq!(b[..], want[i * 4096..(i + 1) * 4096], "page {i}");
     }
     assert_eq!(stat_value(&n, k::MISSES), "5", "the five pages came in");
-    let batched_ns = sh.now() - t0;
+    let batched_ns = rig.sh.now() - t0;
     drop(n);
     // The same loads one by one, on a fresh cluster: a directory round
     // trip each (the rig's simulated clock; behaviour, not host timing).
