@@ -96,8 +96,8 @@ const OFF_META_EPOCH: usize = 160;
 /// whether that is atomic across instances (`bench atomics`); every other
 /// shared word has a single writer.
 const OFF_ATOMIC_PROBE: usize = 168;
-/// Nonzero once the directory granted a strong-mode replica (its only
-/// writer): until then no store needs the replica check.
+/// Nonzero from the first strong-mode PROMOTE on (the directory, its only
+/// writer): until a node reads it set, its stores need no replica check.
 const OFF_REPLICAS_USED: usize = 176;
 /// ...and the directory echoes the value here (another cache line, at the
 /// end of the header, after the node table).

@@ -72,8 +72,8 @@ impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
     pub fn set_atomic_probe(&self, v: u64) {
         self.mem.store_u64(OFF_ATOMIC_PROBE, v)
     }
-    /// Has the directory ever granted a strong-mode replica in this region
-    /// (see [`Header::replicated`])?
+    /// Has any node asked for a strong-mode replica in this region (the
+    /// first PROMOTE sets it; see [`Header::replicated`])?
     pub fn replicas_used(&self) -> bool {
         self.mem.load_u64(OFF_REPLICAS_USED) != 0
     }

@@ -87,9 +87,10 @@ impl ScState {
         }
     }
 
-    /// Before a store into frame `gfn` (page `key`): once the directory
-    /// granted any replica in this region, announce the store in this
-    /// node's `writing` word, fence, and read the frame's replica bit.
+    /// Before a store into frame `gfn` (page `key`): once this node has
+    /// seen replicas in use (`replicas_used`, which the first PROMOTE
+    /// sets), announce the store in this node's `writing` word, fence,
+    /// and read the frame's replica bit; before that, store at once.
     /// Clear: true, store now, then [`ScState::end_store`]. Set: have the
     /// directory revoke every replica of the page first (UNPROTECT, which
     /// answers once they are gone) and return false: the caller looks the
