@@ -468,17 +468,7 @@ fn an_mmap_batch_resolves_its_loads_together() {
     write_file(&mut rig.node(1), "/mc", &pattern(4096, 3));
     let sh = rig.sh.clone();
     let mut n = rig.node(2);
-    let mapped = n.link.env.mapped.clone();
-    let mut io = |va: u64, b: &mut [u8], write: bool| -> Result<(), Errno> {
-        let pa = *mapped.borrow().get(&(va & !0xFFF)).ok_or(Errno::Io)?;
-        let off = (pa - crate::rig::SHM_PA) as usize + (va & 0xFFF) as usize;
-        if write {
-            sh.mem.write(off, b);
-        } else {
-            sh.mem.read(off, b);
-        }
-        Ok(())
-    };
+    let mut io = window_io(&rig, &n);
     let t0 = sh.now();
     let mut b = vec![0u8; 4096];
     for i in 0..4u64 {
