@@ -1,0 +1,200 @@
+//! The session with the directory, node side: joining (a fresh cache and
+//! notify/ack endpoints, this node's replica words cleared), servicing the
+//! notify ring (DIR_INV: forget, unmap, ack, or defer the ack behind a miss
+//! in flight; `Sharers`; REVOKE and `ReplicasUsed` of strong-mode
+//! replicas), and leaving.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use fabric::layout::Layout;
+use fabric::proto::{Notice, PageKey};
+
+use super::{Coherence, ScState};
+use crate::client::Notifier;
+use crate::env::Env;
+use crate::link::Session;
+use crate::pagecache::NodeCache;
+
+impl Coherence {
+    /// Unmap `key` from the window (flushing the TLB), then acknowledge.
+    fn ack<E: Env>(&mut self, env: &E, key: PageKey, dirty: bool) {
+        self.unmap(env, &key); // the TLB flush comes before the ack
+        let mut spins = 0u32;
+        if self
+            .notifier
+            .ack(env.mem(), key, dirty, &mut || {
+                spins += 1;
+                spins < 10_000_000
+            })
+            .is_err()
+        {
+            log::warn!("ack ring stuck; the directory will time this node out");
+        }
+    }
+
+    /// Drop our replica of `key` (a REVOKE: a writer is about to store
+    /// into its frame) and ack; the mapping stays. A PROMOTE of `key` in
+    /// flight will not use its grant.
+    fn revoke<E: Env>(&mut self, env: &E, key: PageKey) {
+        self.cache.revoke_replica(&key);
+        if let Some((k, revoked)) = self.promoting.as_mut() {
+            if *k == key {
+                *revoked = true;
+            }
+        }
+        let mut spins = 0u32;
+        if self
+            .notifier
+            .send(env.mem(), Notice::RevokeAck(key), &mut || {
+                spins += 1;
+                spins < 10_000_000
+            })
+            .is_err()
+        {
+            log::warn!("ack ring stuck; the directory will time this node out");
+        }
+    }
+
+    /// Has this node seen the header's `replicas_used` set? Once it reads
+    /// it set, it says so in its record (`sees_replicas`), after every
+    /// store it made before (see `dirsvc::server::replicas`).
+    pub(super) fn replicas_seen<E: Env>(&mut self, env: &E) -> bool {
+        if !self.sees_replicas {
+            let h = fabric::layout::Header::new(env.mem(), self.layout);
+            if h.replicas_used() {
+                h.set_sees_replicas(self.node, true);
+                self.sees_replicas = true;
+            }
+        }
+        self.sees_replicas
+    }
+
+    /// Send the acks of deferred invalidations that became due.
+    pub(super) fn send_due_acks<E: Env>(&mut self, env: &E) {
+        for (key, dirty) in self.cache.take_acks() {
+            log::debug!("DIR_INV {key:?}: deferred ack, dirty={dirty}");
+            self.ack(env, key, dirty);
+        }
+    }
+}
+
+impl<E: Env> Session<E> for ScState {
+    /// Fresh notify/ack endpoints, an empty cache over our pool, nothing
+    /// mapped.
+    fn joined(&mut self, env: &E, layout: Layout, node: u32) {
+        if let Some(old) = self.coh.as_mut() {
+            old.unmap_all(env);
+        }
+        // A new session has seen nothing yet and stores nothing yet (the
+        // words may be left from an earlier one).
+        let h = fabric::layout::Header::new(env.mem(), layout);
+        h.set_sees_replicas(node, false);
+        h.set_writing(node, 0);
+        self.coh = Some(Coherence {
+            notifier: Notifier::new(&layout, node),
+            cache: NodeCache::new(self.mode, layout.pool_gfns(node), self.remote_limit),
+            layout,
+            mapped: BTreeMap::new(),
+            windows: BTreeMap::new(),
+            faults: 0,
+            fault_misses: 0,
+            broken: false,
+            detached: false,
+            pending_drops: Vec::new(),
+            drops_in_flight: Vec::new(),
+            node,
+            sees_replicas: false,
+            promoting: None,
+            abandoned: BTreeMap::new(),
+            releasing: BTreeMap::new(),
+        });
+        if let Some(mut c) = self.coh.take() {
+            self.controls.apply(&mut c.cache);
+            self.apply_groups(&mut c.cache);
+            self.coh = Some(c);
+        }
+    }
+
+    /// Service pending invalidations: forget, unmap + flush, acknowledge.
+    /// An invalidation of a page whose READ / LOOKUP_LOCK is still
+    /// unanswered is acknowledged only once the answer is applied
+    /// (`NodeCache::dir_inv`): acking earlier would let the directory
+    /// finish before we install what the answer grants.
+    fn service(&mut self, env: &E) -> usize {
+        let Some(c) = self.coh.as_mut() else { return 0 };
+        if c.broken || c.detached {
+            return 0;
+        }
+        // An idle node tells the directory it has seen replicas in use
+        // (no store of it is in progress here), so promotions need not
+        // wait for its next store.
+        c.replicas_seen(env);
+        let mut n = 0;
+        loop {
+            let key = match c.notifier.poll(env.mem()) {
+                Ok(Some(Notice::DirInv(k))) => k,
+                Ok(Some(Notice::Sharers { key, count })) => {
+                    // Not an invalidation: an input of cluster-aware
+                    // eviction (a rise is a remote access of our page).
+                    c.cache.sharers(key, count);
+                    n += 1;
+                    continue;
+                }
+                Ok(Some(Notice::Revoke(key))) => {
+                    log::debug!("REVOKE {key:?}: replica dropped, acked");
+                    c.revoke(env, key);
+                    n += 1;
+                    continue;
+                }
+                Ok(Some(Notice::ReplicasUsed)) => {
+                    // Looked at above, before this loop; again for a
+                    // notice that came while it ran.
+                    c.replicas_seen(env);
+                    continue;
+                }
+                Ok(Some(Notice::InvAck { .. } | Notice::RevokeAck(_))) => continue,
+                Ok(None) => break,
+                Err(e) => {
+                    // A ring that stays corrupt answers the same error
+                    // forever: stop here, and treat the session as broken
+                    // (calls fail as "directory unavailable" until the next
+                    // membership check rejoins, see `Link::check`).
+                    log::warn!(
+                        "notify ring: {e}; session broken, rejoining at the next membership check"
+                    );
+                    c.broken = true;
+                    break;
+                }
+            };
+            n += 1;
+            match c.cache.dir_inv(&key) {
+                Some(dirty) => {
+                    log::debug!("DIR_INV {key:?}: acked, dirty={dirty}");
+                    c.ack(env, key, dirty);
+                }
+                None => log::debug!("DIR_INV {key:?}: our miss is in flight, ack deferred"),
+            }
+        }
+        c.send_due_acks(env);
+        n
+    }
+
+    fn broken(&self) -> bool {
+        self.coh.as_ref().is_some_and(|c| c.broken)
+    }
+
+    /// Leave the shared cache: forget every page, unmap the window.
+    fn disconnect(&mut self, env: &E) {
+        if let Some(c) = self.coh.as_mut() {
+            c.unmap_all(env);
+            c.cache.forget_all();
+            c.pending_drops.clear();
+            c.drops_in_flight.clear();
+            c.abandoned.clear();
+            c.releasing.clear();
+            c.broken = false;
+            c.detached = true;
+        }
+    }
+}
