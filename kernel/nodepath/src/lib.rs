@@ -27,6 +27,7 @@ extern crate alloc;
 pub mod client;
 pub mod control;
 pub mod env;
+pub mod keymap;
 pub mod link;
 pub mod netclient;
 pub mod node;

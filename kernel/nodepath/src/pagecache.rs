@@ -8,8 +8,9 @@
 //! model of memory. Every transition the directory answers is applied here
 //! through one method, so the kernel and the simulation cannot drift apart.
 
+use crate::keymap::{KeyMap, KeySet};
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 pub use fabric::config::Mode;
@@ -34,15 +35,15 @@ pub struct NodeCache {
     mode: Mode,
     slots: BTreeMap<PageKey, Slot>,
     /// Frames handed to the directory with a READ / LOOKUP_LOCK, by page.
-    inflight: BTreeMap<PageKey, u64>,
+    inflight: KeyMap<u64>,
     /// Pages in `inflight` that got a DIR_INV: acked once answered.
-    deferred: BTreeSet<PageKey>,
+    deferred: KeySet,
     /// Deferred acks now due (see [`NodeCache::take_acks`]).
     acks: Vec<(PageKey, bool)>,
     /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
     /// racing the DROP must report the dirty bit too (see
     /// [`NodeCache::drop_done`]).
-    dropped_dirty: BTreeSet<PageKey>,
+    dropped_dirty: KeySet,
     free: Vec<u64>,
     /// Frames of misses cancelled unanswered (timeout): the directory may
     /// still fill them, so they are not reused until it says where the
@@ -84,10 +85,10 @@ impl NodeCache {
         NodeCache {
             mode,
             slots: BTreeMap::new(),
-            inflight: BTreeMap::new(),
-            deferred: BTreeSet::new(),
+            inflight: KeyMap::default(),
+            deferred: KeySet::default(),
             acks: Vec::new(),
-            dropped_dirty: BTreeSet::new(),
+            dropped_dirty: KeySet::default(),
             free: (pool.0..pool.1).rev().collect(),
             orphans: BTreeMap::new(),
             pool,

@@ -1,13 +1,14 @@
 use super::*;
+use alloc::collections::BTreeSet;
 
 impl NodeCache {
     /// Free frames and frames in flight (for the checks of the tests
     /// and of the simulation).
     pub(crate) fn frames_debug(&self) -> (Vec<u64>, Vec<(PageKey, u64)>) {
-        (
-            self.free.clone(),
-            self.inflight.iter().map(|(k, g)| (*k, *g)).collect(),
-        )
+        let mut inflight: Vec<(PageKey, u64)> =
+            self.inflight.iter().map(|(k, g)| (*k, *g)).collect();
+        inflight.sort_unstable();
+        (self.free.clone(), inflight)
     }
 }
 

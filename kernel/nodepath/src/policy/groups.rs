@@ -23,7 +23,7 @@
 //! task is in the group owning the lists (GET-SCAN: a group's own tasks
 //! are its GETs, other groups' tasks scans).
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use crate::keymap::{KeyMap, KeySet};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
@@ -131,9 +131,9 @@ struct Group {
 #[derive(Debug)]
 pub struct Groups {
     groups: Vec<Group>,
-    charged: BTreeMap<PageKey, GroupId>,
-    pending: BTreeMap<PageKey, GroupId>,
-    fresh: BTreeSet<PageKey>,
+    charged: KeyMap<GroupId>,
+    pending: KeyMap<GroupId>,
+    fresh: KeySet,
     current: GroupId,
     now: u64,
 }
@@ -149,9 +149,9 @@ impl Groups {
                 inflight: 0,
                 stats: GroupStats::default(),
             }],
-            charged: BTreeMap::new(),
-            pending: BTreeMap::new(),
-            fresh: BTreeSet::new(),
+            charged: KeyMap::default(),
+            pending: KeyMap::default(),
+            fresh: KeySet::default(),
             current: DEFAULT_GROUP,
             now: 0,
         }

@@ -8,7 +8,7 @@
 //! maps keyed by folio), plus what the cache knows of it: the sharer count
 //! the directory reported and the last access time.
 
-use alloc::collections::BTreeMap;
+use crate::keymap::KeyMap;
 use alloc::vec::Vec;
 
 use fabric::proto::PageKey;
@@ -92,7 +92,7 @@ pub enum From {
 pub struct Lists {
     arena: Vec<Option<Entry>>,
     free: Vec<Slot>,
-    index: BTreeMap<PageKey, Slot>,
+    index: KeyMap<Slot>,
     ends: Vec<Ends>,
 }
 
