@@ -77,6 +77,9 @@ pub struct Link<E: Env> {
     /// Read batches sent over the rings: (groups, requests, most requests
     /// in flight together).
     pub ring_read_stats: (u64, u64, u64),
+    /// Write batches sent over the rings ([`Link::fs_write_batch`]):
+    /// (groups, requests, most requests in flight together).
+    pub ring_write_stats: (u64, u64, u64),
     /// Where this node's time in misses went (`bench miss`).
     pub probe: Probe,
 }
@@ -145,7 +148,10 @@ fn wait_once<E: Env>(
 
 mod calls;
 mod reads;
+mod writes;
+
 pub use reads::MAX_RING_READS;
+pub use writes::WriteReq;
 
 impl<E: Env> Link<E> {
     /// A link for node `id` in `mode` that is not joined yet. `net`: `net`
@@ -167,6 +173,7 @@ impl<E: Env> Link<E> {
             recovering: false,
             ring_reads: MAX_RING_READS,
             ring_read_stats: (0, 0, 0),
+            ring_write_stats: (0, 0, 0),
             probe: Probe::default(),
             files: if mode == Mode::Net {
                 Files::Net(net)

@@ -273,6 +273,14 @@ impl<E: Env> Node<E> {
             ));
             v.push((keys::cache::RING_READS_MAX.to_string(), format!("{max}")));
         }
+        if matches!(self.mode(), Mode::Private | Mode::Relaxed) {
+            let (groups, writes, max) = self.link.ring_write_stats;
+            v.push((
+                keys::cache::RING_WRITE_GROUPS.to_string(),
+                format!("{groups}/{writes}"),
+            ));
+            v.push((keys::cache::RING_WRITES_MAX.to_string(), format!("{max}")));
+        }
         Ok(v)
     }
 

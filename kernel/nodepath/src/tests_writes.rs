@@ -514,3 +514,56 @@ fn relaxed_reads_with_a_local_extension_validate() {
     rig.node(1).close(fd).unwrap();
     assert!(read_file(&mut rig.node(2), "/f") == want);
 }
+
+/// Write every other page of a 40-page file on node 1 (20 runs of one
+/// page each), then `sync`: the runs go out side by side in the write
+/// slot (16 pages of 64 KiB), so two groups, not 20 round trips. Returns
+/// what the file should hold.
+fn scattered_pages_then_sync(rig: &Rig) -> Vec<u8> {
+    let mut want = vec![0u8; 40 * PAGE];
+    let fd = rig.node(1).open("/s", OpenFlags::default()).unwrap();
+    for idx in (0..40).step_by(2) {
+        let page = pattern(PAGE, 20 + idx as u8);
+        want[idx * PAGE..(idx + 1) * PAGE].copy_from_slice(&page);
+        rig.node(1).seek(fd, (idx * PAGE) as u64).unwrap();
+        assert_eq!(rig.node(1).write(fd, &page).unwrap(), PAGE);
+    }
+    assert_eq!(stat_value(&rig.node(1), keys::RING_WRITE_GROUPS), "0/0");
+    rig.node(1).sync().unwrap();
+    assert_eq!(stat_value(&rig.node(1), keys::RING_WRITE_GROUPS), "2/20");
+    assert_eq!(stat_value(&rig.node(1), keys::RING_WRITES_MAX), "16");
+    rig.node(1).close(fd).unwrap();
+    want
+}
+
+#[test]
+fn private_write_back_sends_scattered_pages_together() {
+    let rig = private_rig(BaselineWrites::Back, 0);
+    write_file(&mut rig.node(2), "/s", &vec![0u8; 40 * PAGE]);
+    // Node 1 caches the whole file first: its writes are to cached pages.
+    assert_eq!(read_file(&mut rig.node(1), "/s").len(), 40 * PAGE);
+    let want = scattered_pages_then_sync(&rig);
+    assert_eq!(stat_value(&rig.node(1), keys::DIRTY_PAGES), "0");
+    assert_eq!(stat_value(&rig.node(1), keys::PAGES_WRITTEN_BACK), "20");
+    // The answers' versions followed one another: node 1 kept its pages
+    // (a version it could not explain would have dropped them).
+    assert_eq!(stat_value(&rig.node(1), keys::RESIDENT_PRIVATE), "40");
+    assert!(read_file(&mut rig.node(2), "/s") == want);
+    assert!(disk_bytes(&rig, "/s") == want);
+}
+
+#[test]
+fn relaxed_write_back_sends_scattered_copies_together() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    write_file(&mut rig.node(2), "/s", &vec![0u8; 40 * PAGE]);
+    // Node 2 reads the pages into its frames, node 1 maps them: node 1's
+    // writes make private copies.
+    assert_eq!(read_file(&mut rig.node(2), "/s").len(), 40 * PAGE);
+    assert_eq!(read_file(&mut rig.node(1), "/s").len(), 40 * PAGE);
+    let want = scattered_pages_then_sync(&rig);
+    assert_eq!(stat_value(&rig.node(1), keys::PRIVATE_COPIES), "0");
+    assert_eq!(stat_value(&rig.node(1), keys::WRITEBACKS), "20");
+    // Node 2's frames were refreshed by the directory.
+    assert!(read_file(&mut rig.node(2), "/s") == want);
+    assert!(disk_bytes(&rig, "/s") == want);
+}

@@ -30,6 +30,12 @@ pub mod cache {
     /// `private` mode: most file-server reads in flight together over the
     /// rings (boot option `ring_reads` caps it).
     pub const RING_READS_MAX: &str = "ring reads in flight (max)";
+    /// `private` and `relaxed` modes: groups of write-backs sent together
+    /// over the rings, and the writes in them (`groups/writes`).
+    pub const RING_WRITE_GROUPS: &str = "ring write groups/writes";
+    /// `private` and `relaxed` modes: most write-backs in flight together
+    /// over the rings (a 64 KiB write slot holds 16 pages).
+    pub const RING_WRITES_MAX: &str = "ring writes in flight (max)";
     /// `net` mode: state of the TCP connection to the directory.
     pub const NET_CONNECTION: &str = "net connection";
     /// `net` mode: RPCs sent.
@@ -118,7 +124,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 49] = [
+    pub const ALL: [&str; 51] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -154,6 +160,8 @@ pub mod cache {
         PAGES_WRITTEN_BACK,
         RING_READ_GROUPS,
         RING_READS_MAX,
+        RING_WRITE_GROUPS,
+        RING_WRITES_MAX,
         NET_CONNECTION,
         NET_RPCS,
         NET_BYTES,

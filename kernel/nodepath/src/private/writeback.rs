@@ -9,7 +9,7 @@ use fabric::proto::{Attr, Errno, Op, Request, Response};
 
 use super::{Private, PAGE, WRITEBACK_BATCH};
 use crate::env::Env;
-use crate::link::Link;
+use crate::link::{Link, WriteReq};
 use crate::vfs::{FileMeta, Meta};
 
 impl Private {
@@ -83,6 +83,8 @@ impl Private {
             return Ok(()); // nothing dirty: no call, not even for the slot
         }
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
+        // The runs: (ino, first page, pages, bytes to send).
+        let mut runs: Vec<(u64, u64, usize, Vec<u8>)> = Vec::new();
         let mut i = 0;
         while i < keys.len() {
             let (ino, first) = keys[i];
@@ -90,64 +92,68 @@ impl Private {
             while i + n < keys.len() && n < max_run && keys[i + n] == (ino, first + n as u64) {
                 n += 1;
             }
-            self.write_run(link, meta, ino, first, n)?;
+            let data = self.run_bytes(meta, ino, first, n);
+            runs.push((ino, first, n, data));
             i += n;
-            if !self.dirty.range((ino, 0)..=(ino, u64::MAX)).any(|_| true) {
-                meta.clear_local_size(ino);
+        }
+        // Every run in flight together (as many as the write slot holds),
+        // answered in order: our versions follow one another.
+        let reqs: Vec<WriteReq<'_>> = runs
+            .iter()
+            .filter(|r| !r.3.is_empty())
+            .map(|(ino, first, _, data)| WriteReq {
+                ino: *ino,
+                offset: first * PAGE as u64,
+                data,
+            })
+            .collect();
+        let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
+        let mut err = None;
+        for (ino, first, n, data) in &runs {
+            if !data.is_empty() {
+                match answers.next() {
+                    Some(Response::Data { bytes, attr }) if bytes as usize >= data.len() => {
+                        self.learn_own_write(meta, &attr);
+                        self.written_back += data.len().div_ceil(PAGE) as u64;
+                    }
+                    Some(Response::Err(e)) => {
+                        err.get_or_insert(e);
+                        continue; // still dirty
+                    }
+                    _ => {
+                        err.get_or_insert(Errno::Io);
+                        continue;
+                    }
+                }
+            }
+            // Pages wholly past the end (the file shrank) had nothing to send.
+            for k in 0..*n as u64 {
+                self.mark_clean(*ino, first + k);
+            }
+            if !self.dirty.range((*ino, 0)..=(*ino, u64::MAX)).any(|_| true) {
+                meta.clear_local_size(*ino);
             }
         }
-        Ok(())
+        err.map_or(Ok(()), Err)
     }
 
-    /// Write back pages `[first, first+n)` of `ino`.
-    pub(super) fn write_run<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        meta: &mut Meta,
-        ino: u64,
-        first: u64,
-        n: usize,
-    ) -> Result<(), Errno> {
+    /// The bytes of pages `[first, first+n)` of `ino` to write back (the
+    /// last page clipped to the file's size; empty past the end).
+    fn run_bytes(&self, meta: &Meta, ino: u64, first: u64, n: usize) -> Vec<u8> {
         let start = first * PAGE as u64;
         let size = meta.size_of(ino);
         let len = (size.saturating_sub(start)).min((n * PAGE) as u64) as usize;
-        if len > 0 {
-            let mut buf = alloc::vec![0u8; len];
-            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
-                if let Some(p) = self
-                    .pages
-                    .get(&ino)
-                    .and_then(|c| c.get(&(first + k as u64)))
-                {
-                    chunk.copy_from_slice(&p[..chunk.len()]);
-                }
+        let mut buf = alloc::vec![0u8; len];
+        for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
+            if let Some(p) = self
+                .pages
+                .get(&ino)
+                .and_then(|c| c.get(&(first + k as u64)))
+            {
+                chunk.copy_from_slice(&p[..chunk.len()]);
             }
-            link.bulk_write(2, 0, &buf)?;
-            let r = link.fs_call(
-                &Request::Data {
-                    op: Op::Write,
-                    slot: 2,
-                    at: 0,
-                    ino,
-                    offset: start,
-                    len: len as u32,
-                },
-                self,
-            )?;
-            let Response::Data { bytes, attr } = r else {
-                return Err(Errno::Io);
-            };
-            if (bytes as usize) < len {
-                return Err(Errno::Io);
-            }
-            self.learn_own_write(meta, &attr);
-            self.written_back += len.div_ceil(PAGE) as u64;
         }
-        // Pages wholly past the end (the file shrank) have nothing to send.
-        for k in 0..n as u64 {
-            self.mark_clean(ino, first + k);
-        }
-        Ok(())
+        buf
     }
 
     /// The directory's answer to our own write: our pages stay if the

@@ -4,12 +4,12 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use fabric::layout::Header;
-use fabric::proto::{Errno, Op, PageKey, PageReply, PageReq, Request, Response};
+use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request, Response};
 use fabric::shm::SharedMem;
 
 use super::{ScState, BATCH, MAX_RETRIES};
 use crate::env::{Clock, Env};
-use crate::link::Link;
+use crate::link::{Link, WriteReq};
 use crate::pagecache::{Hit, Mode, Slot, PAGE};
 
 /// Offset of frame `gfn` in the region (an impossible one is refused by
@@ -488,8 +488,9 @@ impl ScState {
         keys: &[PageKey],
         size: u64,
     ) -> Result<(), Errno> {
-        let bulk = link.ring_bulk(2)?;
-        let max_run = (bulk.1 / PAGE).max(1);
+        let max_run = (link.bulk_cap(2)? / PAGE).max(1);
+        // The runs of contiguous pages: (keys, bytes to send, pages held).
+        let mut runs: Vec<(&[PageKey], Vec<u8>, u64)> = Vec::new();
         let mut i = 0;
         while i < keys.len() {
             let first = keys[i].idx;
@@ -516,33 +517,35 @@ impl ScState {
                     pages += 1;
                 }
             }
-            if len > 0 {
-                link.env.mem().write(bulk.0, &buf);
-                let r = link.call(
-                    &Request::Data {
-                        op: Op::Write,
-                        slot: 2,
-                        at: 0,
-                        ino,
-                        offset: start,
-                        len: len as u32,
-                    },
-                    self,
-                )?;
-                if !matches!(r, Response::Data { .. }) {
-                    return Err(Errno::Io);
-                }
+            runs.push((run, buf, pages));
+        }
+        // Every run in flight together (as many as the write slot holds).
+        let reqs: Vec<WriteReq<'_>> = runs
+            .iter()
+            .filter(|r| !r.1.is_empty())
+            .map(|(run, data, _)| WriteReq {
+                ino,
+                offset: run[0].idx * PAGE as u64,
+                data,
+            })
+            .collect();
+        let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
+        let mut err = None;
+        for (run, data, pages) in &runs {
+            if !data.is_empty() && !matches!(answers.next(), Some(Response::Data { .. })) {
+                err.get_or_insert(Errno::Io);
+                continue; // the copies stay, to be written back again
             }
             if let Some(c) = self.cache() {
-                for _ in 0..pages {
+                for _ in 0..*pages {
                     c.count_writeback();
                 }
-                for key in run {
+                for key in run.iter() {
                     c.drop_private(key);
                 }
             }
         }
-        Ok(())
+        err.map_or(Ok(()), Err)
     }
 }
 

@@ -1,0 +1,161 @@
+//! Several file-server writes in flight together: the write-back of
+//! dirty pages (`private`, `net`) and of relaxed mode's private copies.
+//!
+//! The counterpart of [`super::reads`] for slot 2, the write slot. A
+//! batch of writes is cut into groups whose data fits that slot side by
+//! side: write `k` of a group puts its bytes at its own sub-slot and
+//! names it (`Request::Data { at, .. }`; the directory checks `at + len`
+//! against the slot's capacity in the validated layout). A group's
+//! requests are published together and their answers collected in any
+//! order. The directory serves them in ring order, so the versions it
+//! answers follow the order of the batch, as one write after another
+//! would. So 32 scattered dirty pages cost two round trips (a 64 KiB
+//! slot holds 16), not 32.
+//!
+//! `net` mode sends the writes one at a time (its TCP client stages one
+//! payload at a time).
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use fabric::proto::{Errno, Op, Request, Response};
+
+use super::Link;
+use crate::env::Env;
+use crate::link::reads::MAX_RING_READS;
+use crate::link::Session;
+
+/// The write slot.
+const SLOT: u32 = 2;
+
+/// One write of a batch: `data` at byte `offset` of file `ino`.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteReq<'a> {
+    /// The file.
+    pub ino: u64,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// The bytes (at most the write slot's capacity).
+    pub data: &'a [u8],
+}
+
+impl<E: Env> Link<E> {
+    /// Send `writes` to the file server, several in flight together on
+    /// the rings; one answer per write, in order (`Response::Err` for a
+    /// write refused in place: empty, or larger than the slot). `Err`
+    /// only if the directory is unavailable: then the writes not answered
+    /// may or may not have landed, as with a single call that timed out.
+    pub fn fs_write_batch(
+        &mut self,
+        writes: &[WriteReq<'_>],
+        svc: &mut dyn Session<E>,
+    ) -> Result<Vec<Response>, Errno> {
+        let cap = self.bulk_cap(SLOT)?;
+        let mut out: Vec<Option<Response>> = vec![None; writes.len()];
+        for (i, w) in writes.iter().enumerate() {
+            if w.data.is_empty() || w.data.len() > cap {
+                out[i] = Some(Response::Err(Errno::Invalid));
+            }
+        }
+        if !self.rings() {
+            for (i, w) in writes.iter().enumerate() {
+                if out[i].is_none() {
+                    self.bulk_write(SLOT, 0, w.data)?;
+                    let req = data_req(w, 0);
+                    out[i] = Some(self.fs_call(&req, svc)?);
+                }
+            }
+            return Ok(finish(out));
+        }
+        let mut next = 0usize;
+        while next < writes.len() {
+            // A group: writes that fit the slot side by side.
+            let mut group: Vec<(usize, Request)> = Vec::new();
+            let mut used = 0usize;
+            while let Some(w) = writes.get(next) {
+                if out[next].is_some() {
+                    next += 1;
+                    continue;
+                }
+                if group.len() >= MAX_RING_READS || used + w.data.len() > cap {
+                    break;
+                }
+                self.bulk_write(SLOT, used, w.data)?;
+                group.push((next, data_req(w, used)));
+                used += w.data.len();
+                next += 1;
+            }
+            if !group.is_empty() {
+                let t0 = self.env.now_ns();
+                let r = self.ring_write_group(&group, &mut out, svc);
+                self.add_round_trip(t0);
+                r?;
+            }
+        }
+        Ok(finish(out))
+    }
+
+    /// Publish a group's requests together and collect every answer.
+    fn ring_write_group(
+        &mut self,
+        group: &[(usize, Request)],
+        out: &mut [Option<Response>],
+        svc: &mut dyn Session<E>,
+    ) -> Result<(), Errno> {
+        let mut tags: Vec<Option<u32>> = Vec::with_capacity(group.len());
+        for (idx, req) in group {
+            match self.send(req, svc) {
+                Ok(tag) => tags.push(Some(tag)),
+                Err(Errno::Unavailable) => return Err(Errno::Unavailable),
+                Err(e) => {
+                    out[*idx] = Some(Response::Err(e));
+                    tags.push(None);
+                }
+            }
+        }
+        let mut left = tags.iter().filter(|t| t.is_some()).count();
+        let s = &mut self.ring_write_stats;
+        *s = (s.0 + 1, s.1 + left as u64, s.2.max(left as u64));
+        while left > 0 {
+            match self.recv()? {
+                Some((tag, d)) => {
+                    let Some(k) = tags.iter().position(|t| *t == Some(tag)) else {
+                        self.keep_late(tag, d); // an abandoned call's answer
+                        continue;
+                    };
+                    tags[k] = None; // answered: a duplicate tag is late
+                    let r = match Response::decode(&d, Op::Write) {
+                        Ok((_, r)) => r,
+                        Err(_) => Response::Err(Errno::Io),
+                    };
+                    out[group[k].0] = Some(r);
+                    left -= 1;
+                }
+                None => {
+                    if !self.wait(svc) {
+                        return Err(Errno::Unavailable);
+                    }
+                }
+            }
+        }
+        self.reported = false;
+        Ok(())
+    }
+}
+
+fn data_req(w: &WriteReq<'_>, at: usize) -> Request {
+    Request::Data {
+        op: Op::Write,
+        slot: SLOT,
+        at: at as u32,
+        ino: w.ino,
+        offset: w.offset,
+        len: w.data.len() as u32,
+    }
+}
+
+fn finish(out: Vec<Option<Response>>) -> Vec<Response> {
+    out.into_iter()
+        .map(|o| o.unwrap_or(Response::Err(Errno::Io)))
+        .collect()
+}
