@@ -70,6 +70,9 @@ pub struct NodeCache {
     /// Private copies (relaxed), counted as they come and go: the bound
     /// is checked on every write.
     private: usize,
+    /// Private copies ever made (never decreases): a write that made none
+    /// has no copy to start tracking.
+    private_made: u64,
     remote_limit: usize,
     stats: CacheStats,
     /// Hot-page promotion settings and the pages replicated here.
@@ -98,6 +101,7 @@ impl NodeCache {
             pinned: None,
             remote: 0,
             private: 0,
+            private_made: 0,
             remote_limit,
             stats: CacheStats::default(),
             promotion: Promotion::default(),
@@ -459,7 +463,13 @@ impl NodeCache {
             self.forget_slot(old);
         }
         self.private += 1;
+        self.private_made += 1;
         had_remote
+    }
+
+    /// Private copies made so far (a counter that only grows).
+    pub fn private_made(&self) -> u64 {
+        self.private_made
     }
 
     /// Private copies of `ino` (relaxed mode), to write back.

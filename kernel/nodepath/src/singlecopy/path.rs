@@ -340,14 +340,20 @@ impl<E: Env> DataPath<E> for SingleCopy {
         // At most BATCH pages go in before their size is published: pages
         // beyond the published end of file are not written back, so a
         // write larger than the pool must not reclaim its own pages first.
+        let made = |s: &Self| s.st.coh.as_ref().map_or(0, |c| c.cache.private_made());
+        let made_before = made(self);
         let mut n = 0;
         for chunk in data.chunks(BATCH * PAGE) {
             n += self.write_chunk(link, meta, ino, pos + n as u64, chunk)?;
         }
         if self.st.mode == Mode::Relaxed {
-            let first = pos / PAGE as u64;
-            let last = (pos + n as u64).div_ceil(PAGE as u64);
-            self.track_private(ino, first, last);
+            // A rewrite of copies we hold made none: nothing new to track
+            // (their age is their first write's, as Linux ages dirty data).
+            if made(self) != made_before {
+                let first = pos / PAGE as u64;
+                let last = (pos + n as u64).div_ceil(PAGE as u64);
+                self.track_private(ino, first, last);
+            }
             // Bound the heap: the oldest copies go back in batches.
             self.bound_private(link, meta)?;
         }
