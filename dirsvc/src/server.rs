@@ -196,6 +196,10 @@ pub struct Directory<D: BlockDevice> {
     defer_writes: bool,
     /// Writes the last deferred request staged.
     staged: Vec<flatfs::Staged>,
+    /// Consecutive file-server writes of one node to one file in this
+    /// sweep, not queued yet: they go to the device as one job
+    /// ([`writes::WriteGroup`]).
+    write_group: Option<writes::WriteGroup>,
     /// Per-phase service times of misses.
     miss: MissTimer,
     /// Strong-mode replicas granted and revocations in progress.
@@ -267,6 +271,7 @@ impl<D: BlockDevice> Directory<D> {
             fsyncs: Vec::new(),
             defer_writes: false,
             staged: Vec::new(),
+            write_group: None,
             miss: MissTimer::new(cfg.clock),
             replicas: replicas::Replicas::default(),
         }

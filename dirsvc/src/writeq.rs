@@ -97,6 +97,9 @@ pub struct WriteStats {
     pub fills_from_pending: u64,
     /// Times a request waited for writes in flight (ordering).
     pub barriers: u64,
+    /// File-server writes that joined the job of the write before them
+    /// (same node, same file, one sweep: one job for the group).
+    pub grouped: u64,
 }
 
 /// Jobs waiting and in flight.
@@ -293,6 +296,11 @@ impl<T> WriteQueue<T> {
     /// Count one page fill served from a pending write's bytes.
     pub fn count_fill_from_pending(&mut self) {
         self.stats.fills_from_pending += 1;
+    }
+
+    /// Count one file-server write that joined its predecessor's job.
+    pub fn count_grouped(&mut self) {
+        self.stats.grouped += 1;
     }
 
     /// Count one request that waited for writes in flight.

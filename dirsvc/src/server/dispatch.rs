@@ -112,6 +112,8 @@ impl<D: BlockDevice> Directory<D> {
             served += 1;
             self.handle(mem, node, &d);
         }
+        // The sweep's last writes go to the queue before anything else.
+        self.flush_write_group(mem);
         self.flush(mem, node)?;
         if served > 0 {
             self.batches[served.min(64)] += 1;
@@ -132,11 +134,16 @@ impl<D: BlockDevice> Directory<D> {
         let (tag, req) = match Request::decode(d) {
             Ok(x) => x,
             Err(error) => {
+                self.flush_write_group(mem);
                 self.last_bad = Some(Event::BadRequest { node, error });
                 self.respond(mem, node, Raw::invalid_answer(d));
                 return;
             }
         };
+        if !self.extends_write_group(node, &req) {
+            // Whatever this request is, the writes before it are queued.
+            self.flush_write_group(mem);
+        }
         let op = op_of(&req);
         self.ops[(op as usize).min(31)] += 1;
         log::trace!("node {node} tag {tag}: {req:?}");
@@ -176,6 +183,7 @@ impl<D: BlockDevice> Directory<D> {
             Request::Data { ino, .. } => ino,
             _ => 0,
         };
+        let is_write = matches!(req, Request::Data { op: Op::Write, .. });
         let mut bulk = ShmBulk::new(mem, self.layout, node);
         self.defer_writes = self.async_writes();
         let resp = self
@@ -185,6 +193,9 @@ impl<D: BlockDevice> Directory<D> {
         let staged = core::mem::take(&mut self.staged);
         if staged.is_empty() {
             self.respond(mem, node, resp.encode(op, tag));
+        } else if is_write {
+            let ok = resp.encode(op, tag);
+            self.group_write(node, ino, staged, (op, tag, ok), mem);
         } else {
             let ok = resp.encode(op, tag);
             self.queue_writes(mem, vec![ino], staged, Then::Respond { node, op, tag, ok });

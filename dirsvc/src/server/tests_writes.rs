@@ -304,3 +304,136 @@ fn a_namespace_change_waits_for_the_writes_in_flight() {
     assert_eq!(rig.dir.borrow().writes_pending(), 0);
     assert_eq!(rig.dir.borrow().write_stats().barriers, 1);
 }
+
+/// Node 1 sends `pages` (page index, byte) writes of `ino` together, each
+/// at its own sub-slot of slot 2, as `fs_write_batch` does; the directory
+/// takes them in one sweep. Returns (tag, answer) in tag order.
+fn send_writes(rig: &Rig, a: &mut Client, ino: u64, pages: &[(u64, u8)]) -> Vec<(u32, Response)> {
+    let (off, _) = a.bulk(2).unwrap();
+    let mut tags = Vec::new();
+    for (k, (idx, v)) in pages.iter().enumerate() {
+        rig.mem.write(off + k * 4096, &[*v; 4096]);
+        let w = Request::Data {
+            op: Op::Write,
+            slot: 2,
+            at: (k * 4096) as u32,
+            ino,
+            offset: idx * 4096,
+            len: 4096,
+        };
+        tags.push(a.send(&*rig.mem, &w, &mut || true).unwrap());
+    }
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        rig.step();
+        while let Some((t, d)) = a.recv(&*rig.mem).unwrap() {
+            out.push((t, Response::decode(&d, Op::Write).unwrap().1));
+        }
+        if out.len() == pages.len() {
+            break;
+        }
+    }
+    out.sort_by_key(|(t, _)| *t);
+    assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), tags);
+    out
+}
+
+#[test]
+fn consecutive_writes_of_one_file_go_to_the_disk_as_one_job() {
+    let rig = Rig::new(2, 64, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = rig.file(&mut a, 32);
+    let v0 = match rig.call(&mut a, &Request::Getattr { ino }) {
+        Ok(Response::Attr(at)) => at.version,
+        r => panic!("{r:?}"),
+    };
+    rig.disk.set_mode(Completion::InOrder);
+    let before = rig.dir.borrow().write_stats();
+    let pages: Vec<(u64, u8)> = (0..8).map(|k| (k * 4, 0xA0 + k as u8)).collect();
+    let out = send_writes(&rig, &mut a, ino, &pages);
+    // Each answered as if alone, in ring order: its own version.
+    for (k, (_, r)) in out.iter().enumerate() {
+        match r {
+            Response::Data { bytes: 4096, attr } => {
+                assert_eq!(attr.version, v0 + 1 + k as u64, "write {k}");
+                assert_eq!(attr.size, 32 * 4096);
+            }
+            r => panic!("write {k}: {r:?}"),
+        }
+    }
+    let after = rig.dir.borrow().write_stats();
+    assert_eq!(after.grouped - before.grouped, 7);
+    assert_eq!(after.jobs - before.jobs, 1);
+    // 8 data blocks, the checksum-table and inode-table blocks once each
+    // (alone: 3 block writes per write).
+    let blocks = after.submitted - before.submitted;
+    assert!(blocks <= 8 + 2 + 1, "{blocks} block writes for 8 pages");
+    for (idx, v) in &pages {
+        assert_eq!(
+            fs_read(&rig, &mut b, ino, idx * 4096).unwrap(),
+            vec![*v; 4096]
+        );
+    }
+    assert_eq!(fs_read(&rig, &mut b, ino, 4096).unwrap(), vec![2; 4096]);
+}
+
+#[test]
+fn a_failed_block_write_of_a_group_fails_every_write_of_it() {
+    let rig = Rig::new(1, 64, 32);
+    let mut a = rig.join(1);
+    let ino = rig.file(&mut a, 8);
+    rig.disk.set_mode(Completion::InOrder);
+    rig.disk.fail_next_writes(1);
+    let out = send_writes(&rig, &mut a, ino, &[(1, 0x11), (3, 0x33), (5, 0x55)]);
+    for (_, r) in &out {
+        assert_eq!(*r, Response::Err(Errno::Io));
+    }
+    // Another write of the file goes on (a group of its own).
+    let out = send_writes(&rig, &mut a, ino, &[(2, 0x22)]);
+    assert!(
+        matches!(out[0].1, Response::Data { bytes: 4096, .. }),
+        "{:?}",
+        out[0].1
+    );
+}
+
+#[test]
+fn a_write_group_ends_at_another_request() {
+    let rig = Rig::new(1, 64, 32);
+    let mut a = rig.join(1);
+    let ino = rig.file(&mut a, 8);
+    rig.disk.set_mode(Completion::Hold);
+    let (off, _) = a.bulk(2).unwrap();
+    rig.mem.write(off, &[0x44; 4096]);
+    let w = |idx: u64| Request::Data {
+        op: Op::Write,
+        slot: 2,
+        at: 0,
+        ino,
+        offset: idx * 4096,
+        len: 4096,
+    };
+    let before = rig.dir.borrow().write_stats();
+    a.send(&*rig.mem, &w(0), &mut || true).unwrap();
+    let fsync = a
+        .send(&*rig.mem, &Request::Fsync { ino }, &mut || true)
+        .unwrap();
+    a.send(&*rig.mem, &w(1), &mut || true).unwrap();
+    rig.step();
+    // Two jobs: the fsync between the writes closed the first group, and
+    // it waits for that job (the disk holds every completion).
+    let s = rig.dir.borrow().write_stats();
+    assert_eq!((s.jobs - before.jobs, s.grouped - before.grouped), (2, 0));
+    assert!(a.recv(&*rig.mem).unwrap().is_none(), "nothing answered yet");
+    rig.disk.set_mode(Completion::InOrder);
+    let mut tags = Vec::new();
+    for _ in 0..100 {
+        rig.step();
+        while let Some((t, _)) = a.recv(&*rig.mem).unwrap() {
+            tags.push(t);
+        }
+    }
+    assert_eq!(tags.len(), 3);
+    assert!(tags.contains(&fsync));
+}

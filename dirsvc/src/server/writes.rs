@@ -45,6 +45,31 @@ pub(crate) enum Then {
         /// The answer when the writes landed.
         ok: Desc,
     },
+    /// Answer a group of file-server writes of `node` (opcode, tag, the
+    /// answer when the writes landed), in ring order.
+    RespondAll {
+        /// The requester.
+        node: u32,
+        /// Each write's opcode, tag and answer.
+        answers: Vec<(Op, u32, Desc)>,
+    },
+}
+
+/// File-server writes of one node to one file, served one after another
+/// in one sweep of its ring, whose block writes go to the device as one
+/// job: their checksum-table and inode-table blocks once, not once per
+/// write ([`flatfs::Fs::coalesce_staged`]: the last bytes of a block hold
+/// every earlier change). Each write was executed, and its answer (its
+/// own version and size) encoded, in ring order, as alone; the answers go
+/// out together once every write landed. The job keeps the file system's
+/// phase order (data, checksums, records), so a crash never leaves a
+/// record pointing at blocks whose checksums were not written.
+#[derive(Debug)]
+pub(crate) struct WriteGroup {
+    node: u32,
+    ino: u64,
+    staged: Vec<Staged>,
+    answers: Vec<(Op, u32, Desc)>,
 }
 
 /// An fsync waiting for its file's writes.
@@ -104,6 +129,73 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
+    /// A file-server write of `node` to `ino` staged `staged` and answers
+    /// `ok` once they land: it joins the open group if that is of the
+    /// same node and file (else the group goes to the queue and this
+    /// write opens the next one). [`Directory::flush_write_group`] queues
+    /// the group before anything else is served.
+    pub(super) fn group_write(
+        &mut self,
+        node: u32,
+        ino: u64,
+        staged: Vec<Staged>,
+        answer: (Op, u32, Desc),
+        mem: &(impl SharedMem + ?Sized),
+    ) {
+        match self.write_group.as_mut() {
+            Some(g) if g.node == node && g.ino == ino => {
+                g.staged.extend(staged);
+                g.answers.push(answer);
+                self.writes.count_grouped();
+            }
+            _ => {
+                self.flush_write_group(mem);
+                self.write_group = Some(WriteGroup {
+                    node,
+                    ino,
+                    staged,
+                    answers: alloc::vec![answer],
+                });
+            }
+        }
+    }
+
+    /// Is the open write group of `node` and `ino`?
+    pub(super) fn extends_write_group(&self, node: u32, req: &Request) -> bool {
+        match (self.write_group.as_ref(), req) {
+            (
+                Some(g),
+                Request::Data {
+                    op: Op::Write, ino, ..
+                },
+            ) => g.node == node && g.ino == *ino,
+            _ => false,
+        }
+    }
+
+    /// Queue the open write group as one job (before any other request is
+    /// served: a request served synchronously, an fsync or a read must
+    /// find its writes in the queue).
+    pub(super) fn flush_write_group(&mut self, mem: &(impl SharedMem + ?Sized)) {
+        if let Some(g) = self.write_group.take() {
+            let then = if g.answers.len() == 1 {
+                let (op, tag, ok) = g.answers.into_iter().next().expect("one answer");
+                Then::Respond {
+                    node: g.node,
+                    op,
+                    tag,
+                    ok,
+                }
+            } else {
+                Then::RespondAll {
+                    node: g.node,
+                    answers: g.answers,
+                }
+            };
+            self.queue_writes(mem, alloc::vec![g.ino], g.staged, then);
+        }
+    }
+
     /// A write completed: tell the file system, so reads go back to the
     /// device once the block's last pending write landed.
     pub(super) fn write_done(&mut self, id: u64, ok: bool) {
@@ -140,6 +232,16 @@ impl<D: BlockDevice> Directory<D> {
                             ok
                         };
                         self.respond(mem, node, d);
+                    }
+                    Then::RespondAll { node, answers } => {
+                        for (op, tag, ok) in answers {
+                            let d = if failed {
+                                Response::Err(Errno::Io).encode(op, tag)
+                            } else {
+                                ok
+                            };
+                            self.respond(mem, node, d);
+                        }
                     }
                 }
             }
