@@ -567,3 +567,29 @@ fn relaxed_write_back_sends_scattered_copies_together() {
     assert!(read_file(&mut rig.node(2), "/s") == want);
     assert!(disk_bytes(&rig, "/s") == want);
 }
+
+#[test]
+fn a_relaxed_truncate_keeps_the_head_of_the_page_holding_the_new_end() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let data = pattern(4 * PAGE, 30);
+    write_file(&mut rig.node(1), "/t", &data);
+    assert_eq!(read_file(&mut rig.node(2), "/t"), data);
+    let mut n = rig.node(1);
+    let fd = n.open("/t", OpenFlags::default()).unwrap();
+    // Private copies of pages 1 and 3 (node 2 owns the frames).
+    n.seek(fd, PAGE as u64).unwrap();
+    n.write(fd, &[0xCD; PAGE]).unwrap();
+    n.seek(fd, 3 * PAGE as u64).unwrap();
+    n.write(fd, &[0xEF; PAGE]).unwrap();
+    assert_eq!(stat_value(&n, keys::PRIVATE_COPIES), "2");
+    // Cut inside page 1: its copy's head survives, page 3's copy goes.
+    n.truncate(fd, PAGE as u64 + 100).unwrap();
+    assert_eq!(stat_value(&n, keys::PRIVATE_COPIES), "0");
+    n.close(fd).unwrap();
+    let mut want = data[..PAGE].to_vec();
+    want.extend_from_slice(&[0xCD; 100]);
+    assert!(read_file(&mut n, "/t") == want);
+    drop(n);
+    assert!(read_file(&mut rig.node(2), "/t") == want);
+    assert!(disk_bytes(&rig, "/t") == want);
+}

@@ -201,14 +201,34 @@ pub trait DataPath<E: Env>: Session<E> + Send {
         pos: u64,
         data: &[u8],
     ) -> Result<usize, Errno>;
-    /// Set the size of `ino`; the directory's new attributes.
-    fn truncate(
+    /// A truncate of `ino` is about to ask the directory (`Setattr`):
+    /// what must happen here first (write back buffered data, drop the
+    /// local size). A truncate is this, then (if
+    /// [`DataPath::truncate_needs_old`]) a `Getattr` for the size before,
+    /// then the `Setattr`, then [`DataPath::truncate_done`]; each request
+    /// may be a task's call in flight (`node/meta.rs`).
+    fn truncate_prepare(
         &mut self,
         link: &mut Link<E>,
         meta: &mut Meta,
         ino: u64,
         size: u64,
-    ) -> Result<Attr, Errno>;
+    ) -> Result<(), Errno>;
+    /// Does [`DataPath::truncate_done`] need the file's size before the
+    /// truncate (asked with a `Getattr`)?
+    fn truncate_needs_old(&self) -> bool {
+        false
+    }
+    /// The directory set `ino`'s size to `size` (it was `old`, if asked).
+    fn truncate_done(
+        &mut self,
+        _env: &E,
+        _meta: &mut Meta,
+        _ino: u64,
+        _size: u64,
+        _old: Option<u64>,
+    ) {
+    }
     /// A descriptor of `ino` was closed.
     fn close(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _ino: u64) -> Result<(), Errno> {
         Ok(())
@@ -554,11 +574,53 @@ impl<E: Env> Vfs<E> {
 
     /// Set the size of an open file.
     pub fn truncate(&mut self, link: &mut Link<E>, fd: Fd, size: u64) -> Result<(), Errno> {
-        let ino = self.file(fd)?.ino;
-        let a = self.dp.truncate(link, &mut self.meta, ino, size)?;
-        self.dp.forget_pages(ino);
-        self.learn(&a);
+        let ino = self.truncate_prepare(link, fd, size)?;
+        let old = if self.dp.truncate_needs_old() {
+            let a = getattr(link, &mut *self.dp, ino)?;
+            self.meta.learn(&a);
+            Some(a.size)
+        } else {
+            None
+        };
+        let req = Request::Setattr {
+            ino,
+            size,
+            expect: None,
+        };
+        let a = attr_of(self.call(link, &req)?)?;
+        self.truncated(&link.env, ino, size, old, &a);
         Ok(())
+    }
+
+    /// A truncate's first half: the local work before the directory is
+    /// asked; the file's inode.
+    pub fn truncate_prepare(
+        &mut self,
+        link: &mut Link<E>,
+        fd: Fd,
+        size: u64,
+    ) -> Result<u64, Errno> {
+        let ino = self.file(fd)?.ino;
+        self.dp.truncate_prepare(link, &mut self.meta, ino, size)?;
+        Ok(ino)
+    }
+
+    /// Learn `a` (a truncate's size before, asked in flight).
+    pub fn learn_meta(&mut self, a: &Attr) {
+        self.meta.learn(a);
+    }
+
+    /// Does a truncate ask the size before (see [`DataPath::truncate_needs_old`])?
+    pub fn truncate_needs_old(&self) -> bool {
+        self.dp.truncate_needs_old()
+    }
+
+    /// A truncate's last half: the directory set `ino`'s size to `size`
+    /// (`a`, its new attributes; `old`, the size before if asked).
+    pub fn truncated(&mut self, env: &E, ino: u64, size: u64, old: Option<u64>, a: &Attr) {
+        self.dp.truncate_done(env, &mut self.meta, ino, size, old);
+        self.dp.forget_pages(ino);
+        self.learn(a);
     }
 
     /// Flush an open file: its dirty data, then the directory's flush.

@@ -7,11 +7,13 @@
 //! sub-slot of bulk slot 0 (`Request::Path { at }`), so several are out
 //! together; sub-slot 0 stays for synchronous calls.
 //!
-//! What runs at once, inside `meta_start`: `close`, `truncate` and
-//! `readdir` (synchronous as before), fsync's write-back of dirty pages
-//! (its `Fsync` request then goes out as a call in flight), every call
-//! in `net` mode (its file requests are synchronous TCP calls), and any
-//! call when no sub-slot is free.
+//! What runs at once, inside `meta_start`: `close` and `readdir`
+//! (synchronous as before), the write-back of dirty pages before an
+//! fsync's `Fsync` or a truncate's `Setattr` (those requests then go out
+//! as calls in flight; a single-copy truncate first asks the size before
+//! with a `Getattr` in flight too), every call in `net` mode (its file
+//! requests are synchronous TCP calls), and any path call when no
+//! sub-slot is free.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -41,6 +43,14 @@ enum Step {
     Plain,
     /// fsync's flush (its write-back is done).
     Fsync,
+    /// A truncate's `Getattr` of the size before (then its `Setattr`).
+    TruncOld { ino: u64, size: u64 },
+    /// A truncate's `Setattr` (`old`: the size before, if asked).
+    Trunc {
+        ino: u64,
+        size: u64,
+        old: Option<u64>,
+    },
 }
 
 #[derive(Debug)]
@@ -137,7 +147,8 @@ impl<E: Env> Node<E> {
             MetaCall::Mkdir { path } => self.send_path(Op::Mkdir, path, false, Step::Plain),
             MetaCall::Rmdir { path } => self.send_path(Op::Rmdir, path, false, Step::Plain),
             MetaCall::Fsync { fd } => self.send_fsync(*fd),
-            MetaCall::Close { .. } | MetaCall::Truncate { .. } | MetaCall::Readdir { .. } => None,
+            MetaCall::Truncate { fd, size } => self.send_truncate(*fd, *size),
+            MetaCall::Close { .. } | MetaCall::Readdir { .. } => None,
         };
         match r {
             Some(Ok(job)) => MetaStart::Pending(self.meta.add(job)),
@@ -246,6 +257,31 @@ impl<E: Env> Node<E> {
         }))
     }
 
+    /// truncate: the local work now (a write-back of buffered data), then
+    /// the size before (single copy) and the `Setattr` in flight.
+    fn send_truncate(&mut self, fd: Fd, size: u64) -> Option<Result<Job, Errno>> {
+        let ino = match self.vfs.truncate_prepare(&mut self.link, fd, size) {
+            Ok(ino) => ino,
+            Err(e) => return Some(Err(e)),
+        };
+        let (req, step) = if self.vfs.truncate_needs_old() {
+            (Request::Getattr { ino }, Step::TruncOld { ino, size })
+        } else {
+            (
+                set_size(ino, size),
+                Step::Trunc {
+                    ino,
+                    size,
+                    old: None,
+                },
+            )
+        };
+        Some(match self.start(&req, step, None, 0) {
+            Next::Wait(job) => Ok(job),
+            Next::Done(r) => Err(r.err().unwrap_or(Errno::Io)),
+        })
+    }
+
     fn start(&mut self, req: &Request, step: Step, sub: Option<usize>, len: u32) -> Next {
         match self.link.start_call(req, self.vfs.session()) {
             Ok(tag) => Next::Wait(Job {
@@ -294,6 +330,18 @@ impl<E: Env> Node<E> {
                     Next::Done(r.and(Err(Errno::Io)))
                 }
             },
+            Step::TruncOld { ino, size } => match attr_of(r) {
+                Ok(old) => {
+                    self.vfs.learn_meta(&old);
+                    let step = Step::Trunc {
+                        ino,
+                        size,
+                        old: Some(old.size),
+                    };
+                    self.start(&set_size(ino, size), step, None, 0)
+                }
+                Err(e) => Next::Done(Err(e)),
+            },
             step => {
                 self.meta.give_sub(job.sub);
                 self.finish(step, r)
@@ -328,7 +376,20 @@ impl<E: Env> Node<E> {
                 Next::Done(Ok(MetaDone::Ok))
             }
             Step::Plain | Step::Fsync => Next::Done(Ok(MetaDone::Ok)),
-            Step::UnlinkLookup(_) => Next::Done(Err(Errno::Io)),
+            Step::Trunc { ino, size, old } => Next::Done(attr_of(r).map(|a| {
+                self.vfs.truncated(&self.link.env, ino, size, old, &a);
+                MetaDone::Ok
+            })),
+            Step::UnlinkLookup(_) | Step::TruncOld { .. } => Next::Done(Err(Errno::Io)),
         }
+    }
+}
+
+/// The `Setattr` of a truncate to `size`.
+fn set_size(ino: u64, size: u64) -> Request {
+    Request::Setattr {
+        ino,
+        size,
+        expect: None,
     }
 }

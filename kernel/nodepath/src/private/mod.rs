@@ -35,7 +35,7 @@ use userland::stats::keys::cache as keys;
 
 use crate::env::Env;
 use crate::link::{Link, Session};
-use crate::vfs::{attr_of, DataPath, Meta};
+use crate::vfs::{DataPath, Meta};
 
 type Page = Box<[u8; PAGE]>;
 
@@ -278,23 +278,16 @@ impl<E: Env> DataPath<E> for Private {
 
     /// Buffered writes go to the file server first, so that it cuts the
     /// file at the right place.
-    fn truncate(
+    fn truncate_prepare(
         &mut self,
         link: &mut Link<E>,
         meta: &mut Meta,
         ino: u64,
-        size: u64,
-    ) -> Result<Attr, Errno> {
+        _size: u64,
+    ) -> Result<(), Errno> {
         self.write_back_ino(link, meta, ino)?;
         meta.clear_local_size(ino);
-        attr_of(link.fs_call(
-            &Request::Setattr {
-                ino,
-                size,
-                expect: None,
-            },
-            self,
-        )?)
+        Ok(())
     }
 
     /// The buffered file goes to the directory (close-to-open).

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use userland::stats::keys;
 
 use fabric::layout::Layout;
-use fabric::proto::{Attr, Errno, PageKey, Request};
+use fabric::proto::{Errno, PageKey, Request};
 
 use super::{ScState, BATCH};
 use crate::env::Env;
@@ -362,29 +362,46 @@ impl<E: Env> DataPath<E> for SingleCopy {
 
     /// The directory tears pages down only when the file shrinks; learn
     /// the current size so this node retires exactly the same pages.
-    fn truncate(
+    fn truncate_prepare(
         &mut self,
         link: &mut Link<E>,
         meta: &mut Meta,
         ino: u64,
         size: u64,
-    ) -> Result<Attr, Errno> {
-        // The new size replaces any local extension (private copies past
-        // it are retired below; those before it go back with their size
-        // clipped to the new one).
-        meta.clear_local_size(ino);
-        let old = getattr(link, self, ino)?;
-        meta.learn(&old);
-        let req = Request::Setattr {
-            ino,
-            size,
-            expect: None,
-        };
-        let a = attr_of(link.fs_call(&req, self)?)?;
-        if size < old.size {
-            self.st.evict_local(&link.env, ino, size);
+    ) -> Result<(), Errno> {
+        // Relaxed: the private copies below the new end, the one holding
+        // it included, go back first (the directory cuts the file from
+        // its own bytes, so the head of that page must be there); those
+        // past it are retired in `truncate_done`. The new size then
+        // replaces any local extension.
+        let keep = size.div_ceil(PAGE as u64);
+        let copies: Vec<PageKey> = self
+            .st
+            .coh
+            .as_ref()
+            .map(|c| c.cache.private_pages(ino))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|k| k.idx < keep)
+            .collect();
+        if !copies.is_empty() {
+            let now = meta.size_of(ino);
+            self.st.write_back_private(link, ino, &copies, now)?;
+            self.written_back(meta, ino);
         }
-        Ok(a)
+        meta.clear_local_size(ino);
+        Ok(())
+    }
+
+    /// The size before tells whether the file shrank.
+    fn truncate_needs_old(&self) -> bool {
+        true
+    }
+
+    fn truncate_done(&mut self, env: &E, _meta: &mut Meta, ino: u64, size: u64, old: Option<u64>) {
+        if old.is_some_and(|o| size < o) {
+            self.st.evict_local(env, ino, size);
+        }
     }
 
     /// Relaxed mode writes back our private copies at close
