@@ -45,8 +45,8 @@ pub(crate) enum Then {
         /// The answer when the writes landed.
         ok: Desc,
     },
-    /// Answer a group of file-server writes of `node` (opcode, tag, the
-    /// answer when the writes landed), in ring order.
+    /// Answer a group of file-server writes of `node` (one or more:
+    /// opcode, tag, the answer when the writes landed), in ring order.
     RespondAll {
         /// The requester.
         node: u32,
@@ -178,19 +178,9 @@ impl<D: BlockDevice> Directory<D> {
     /// find its writes in the queue).
     pub(super) fn flush_write_group(&mut self, mem: &(impl SharedMem + ?Sized)) {
         if let Some(g) = self.write_group.take() {
-            let then = if g.answers.len() == 1 {
-                let (op, tag, ok) = g.answers.into_iter().next().expect("one answer");
-                Then::Respond {
-                    node: g.node,
-                    op,
-                    tag,
-                    ok,
-                }
-            } else {
-                Then::RespondAll {
-                    node: g.node,
-                    answers: g.answers,
-                }
+            let then = Then::RespondAll {
+                node: g.node,
+                answers: g.answers,
             };
             self.queue_writes(mem, alloc::vec![g.ino], g.staged, then);
         }
