@@ -32,6 +32,45 @@ struct Sub {
 }
 
 impl<E: Env> Link<E> {
+    /// Wait for the answers of a group of requests published together
+    /// (`tags[k]`: request `k`'s tag, `None` if it was not sent), decoded
+    /// as `op`'s, by index. Answers of other tags are kept as late (a
+    /// registered call's is stored for its poll). `Err` only if the
+    /// directory is unavailable.
+    pub(super) fn collect_answers(
+        &mut self,
+        tags: &[Option<u32>],
+        op: Op,
+        svc: &mut dyn Session<E>,
+    ) -> Result<Vec<Option<Response>>, Errno> {
+        let mut answers: Vec<Option<Response>> = vec![None; tags.len()];
+        let mut left = tags.iter().filter(|t| t.is_some()).count();
+        while left > 0 {
+            match self.recv()? {
+                Some((tag, d)) => {
+                    let Some(k) = tags.iter().position(|t| *t == Some(tag)) else {
+                        self.keep_late(tag, d); // an abandoned call's answer
+                        continue;
+                    };
+                    let Some(slot) = answers.get_mut(k).filter(|s| s.is_none()) else {
+                        continue; // a duplicate tag: late
+                    };
+                    *slot = Some(match Response::decode(&d, op) {
+                        Ok((_, r)) => r,
+                        Err(_) => Response::Err(Errno::Io),
+                    });
+                    left -= 1;
+                }
+                None => {
+                    if !self.wait(svc) {
+                        return Err(Errno::Unavailable);
+                    }
+                }
+            }
+        }
+        Ok(answers)
+    }
+
     /// [`Link::fs_read_batch`] on the rings: groups of up to
     /// [`Link::ring_reads`] requests whose data fits slot 1 side by side,
     /// each group's requests in flight together. Only reads into slot 1
@@ -136,34 +175,7 @@ impl<E: Env> Link<E> {
         let sent = tags.iter().filter(|t| t.is_some()).count();
         let s = &mut self.ring_read_stats;
         *s = (s.0 + 1, s.1 + sent as u64, s.2.max(sent as u64));
-        let mut answers: Vec<Option<Response>> = vec![None; group.len()];
-        let mut left = sent;
-        while left > 0 {
-            match self.recv()? {
-                Some((tag, d)) => {
-                    let Some(k) = tags.iter().position(|t| *t == Some(tag)) else {
-                        self.keep_late(tag, d); // an abandoned call's answer
-                        continue;
-                    };
-                    let Some(slot) = answers.get_mut(k) else {
-                        continue;
-                    };
-                    if slot.is_some() {
-                        continue;
-                    }
-                    *slot = Some(match Response::decode(&d, Op::Read) {
-                        Ok((_, r)) => r,
-                        Err(_) => Response::Err(Errno::Io),
-                    });
-                    left -= 1;
-                }
-                None => {
-                    if !self.wait(svc) {
-                        return Err(Errno::Unavailable);
-                    }
-                }
-            }
-        }
+        let answers = self.collect_answers(&tags, Op::Read, svc)?;
         for (sub, answer) in group.iter().zip(answers) {
             let Some(resp) = answer else { continue };
             match resp {

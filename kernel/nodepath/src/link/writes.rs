@@ -113,29 +113,13 @@ impl<E: Env> Link<E> {
                 }
             }
         }
-        let mut left = tags.iter().filter(|t| t.is_some()).count();
+        let sent = tags.iter().filter(|t| t.is_some()).count() as u64;
         let s = &mut self.ring_write_stats;
-        *s = (s.0 + 1, s.1 + left as u64, s.2.max(left as u64));
-        while left > 0 {
-            match self.recv()? {
-                Some((tag, d)) => {
-                    let Some(k) = tags.iter().position(|t| *t == Some(tag)) else {
-                        self.keep_late(tag, d); // an abandoned call's answer
-                        continue;
-                    };
-                    tags[k] = None; // answered: a duplicate tag is late
-                    let r = match Response::decode(&d, Op::Write) {
-                        Ok((_, r)) => r,
-                        Err(_) => Response::Err(Errno::Io),
-                    };
-                    out[group[k].0] = Some(r);
-                    left -= 1;
-                }
-                None => {
-                    if !self.wait(svc) {
-                        return Err(Errno::Unavailable);
-                    }
-                }
+        *s = (s.0 + 1, s.1 + sent, s.2.max(sent));
+        let answers = self.collect_answers(&tags, Op::Write, svc)?;
+        for ((idx, _), answer) in group.iter().zip(answers) {
+            if let Some(r) = answer {
+                out[*idx] = Some(r);
             }
         }
         self.reported = false;
