@@ -7,8 +7,6 @@
 //! Adding a mode means adding one [`DataPath`].
 
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
-use alloc::string::String;
 use alloc::vec::Vec;
 
 use fabric::config::Mode;
@@ -17,126 +15,18 @@ use userland::os::{Fd, OpenFlags};
 
 use crate::env::Env;
 use crate::link::{Link, Session};
-use crate::singlecopy::ScState;
+
+mod datapath;
+mod meta;
+
+pub use datapath::DataPath;
+pub use meta::{FileMeta, Meta};
 
 /// Most copies of one read while other nodes keep changing the file.
 pub const MAX_READ_TRIES: u32 = 16;
 
 /// Most open descriptors.
 pub const MAX_FILES: usize = 64;
-
-/// What this node knows of a file: the directory's last version and size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileMeta {
-    /// The inode's version (changes with every data, size or entry change).
-    pub version: u64,
-    /// Size in bytes.
-    pub size: u64,
-}
-
-/// Sizes and versions of the files this node has seen, by inode, and
-/// the local sizes of files this node extended with writes it has not
-/// written back yet (private-cache write-back): a known size is never
-/// below the local one.
-#[derive(Debug, Default)]
-pub struct Meta {
-    files: BTreeMap<u64, FileMeta>,
-    local: BTreeMap<u64, u64>,
-    /// Single copy: the region's metadata epoch read just before the
-    /// directory last confirmed the version we hold (see
-    /// [`Meta::validated_at`]).
-    validated: BTreeMap<u64, u64>,
-}
-
-impl Meta {
-    /// Record the directory's view of `a.ino`; true if the version moved
-    /// (or the file was not known).
-    pub fn learn(&mut self, a: &Attr) -> bool {
-        let local = self.local.get(&a.ino).copied().unwrap_or(0);
-        let mut changed = false;
-        let e = self.files.entry(a.ino).or_insert_with(|| {
-            changed = true;
-            FileMeta {
-                version: a.version,
-                size: a.size,
-            }
-        });
-        changed |= e.version != a.version;
-        e.version = a.version;
-        e.size = a.size.max(local);
-        if changed {
-            self.validated.remove(&a.ino);
-        }
-        changed
-    }
-
-    /// The metadata epoch `e` read before the directory last confirmed
-    /// our version of `ino`. While the region's epoch still reads `e`, the
-    /// directory has served no request that could change any file since,
-    /// so that version is still current (single-copy reads skip their
-    /// validation round trip).
-    pub fn validated_at(&self, ino: u64) -> Option<u64> {
-        self.validated.get(&ino).copied()
-    }
-
-    /// The directory confirmed our version of `ino`; `epoch` was read
-    /// before asking.
-    pub fn set_validated(&mut self, ino: u64, epoch: u64) {
-        if self.files.contains_key(&ino) {
-            self.validated.insert(ino, epoch);
-        }
-    }
-
-    /// What we know of `ino`.
-    pub fn get(&self, ino: u64) -> Option<FileMeta> {
-        self.files.get(&ino).copied()
-    }
-
-    /// Set what we know of `ino` (if known).
-    pub fn set(&mut self, ino: u64, m: FileMeta) {
-        let local = self.local.get(&ino).copied().unwrap_or(0);
-        if let Some(e) = self.files.get_mut(&ino) {
-            if e.version != m.version {
-                self.validated.remove(&ino);
-            }
-            *e = FileMeta {
-                version: m.version,
-                size: m.size.max(local),
-            };
-        }
-    }
-
-    /// Known size of `ino` (0 if unknown).
-    pub fn size_of(&self, ino: u64) -> u64 {
-        self.files.get(&ino).map(|c| c.size).unwrap_or(0)
-    }
-
-    /// Buffered writes extended `ino` to `size` (the directory learns it
-    /// at write-back).
-    pub fn set_local_size(&mut self, ino: u64, size: u64) {
-        self.local.insert(ino, size);
-        if let Some(e) = self.files.get_mut(&ino) {
-            e.size = e.size.max(size);
-        }
-    }
-
-    /// The local size of `ino`, if buffered writes extended it.
-    pub fn local_size(&self, ino: u64) -> Option<u64> {
-        self.local.get(&ino).copied()
-    }
-
-    /// `ino` has no buffered extension any more (written back, truncated).
-    pub fn clear_local_size(&mut self, ino: u64) {
-        self.local.remove(&ino);
-    }
-
-    /// Forget `ino`.
-    pub fn remove(&mut self, ino: u64) {
-        self.files.remove(&ino);
-        self.local.remove(&ino);
-        self.validated.remove(&ino);
-    }
-}
 
 /// The attributes in an answer.
 pub fn attr_of(r: Response) -> Result<Attr, Errno> {
@@ -154,118 +44,6 @@ pub fn getattr<E: Env>(
     ino: u64,
 ) -> Result<Attr, Errno> {
     attr_of(link.fs_call(&Request::Getattr { ino }, svc)?)
-}
-
-/// How file data moves: one implementation per mode family.
-pub trait DataPath<E: Env>: Session<E> + Send {
-    /// The mode.
-    fn mode(&self) -> Mode;
-    /// Can a file's size move without this node seeing a new version
-    /// (single copy: another node extends it)? Then the size is asked
-    /// again at end of file and for appends.
-    fn sizes_move(&self) -> bool;
-    /// Page requests this path has made so far (misses and retries; any
-    /// count that moves will do). A single-copy read during which it did
-    /// not move copied only pages this node already held: another node's
-    /// truncate cannot have replaced them by zeros without first
-    /// invalidating them here (the directory completes a shrinking
-    /// `Setattr` only after every sharer acked), so that read needs no
-    /// validation round trip.
-    fn page_requests(&self) -> u64 {
-        0
-    }
-    /// The version of `ino` moved, or its data changed wholesale: drop any
-    /// cached copy of its pages (buffered writes not written back stay).
-    fn forget_pages(&mut self, _ino: u64) {}
-    /// `ino` was opened (close-to-open: drop what an open must not
-    /// trust).
-    fn opened(&mut self, _ino: u64) {}
-    /// `ino` shrank to `size` (0: removed): retire pages from the one
-    /// holding the new end on (dirty ones too: their data is gone).
-    fn evict(&mut self, _env: &E, _ino: u64, _size: u64) {}
-    /// Read at `pos` of `ino` (the caller clipped `buf` to EOF).
-    fn read(
-        &mut self,
-        link: &mut Link<E>,
-        meta: &mut Meta,
-        ino: u64,
-        pos: u64,
-        buf: &mut [u8],
-    ) -> Result<usize, Errno>;
-    /// Write `data` at `pos` of `ino`.
-    fn write(
-        &mut self,
-        link: &mut Link<E>,
-        meta: &mut Meta,
-        ino: u64,
-        pos: u64,
-        data: &[u8],
-    ) -> Result<usize, Errno>;
-    /// A truncate of `ino` is about to ask the directory (`Setattr`):
-    /// what must happen here first (write back buffered data, drop the
-    /// local size). A truncate is this, then (if
-    /// [`DataPath::truncate_needs_old`]) a `Getattr` for the size before,
-    /// then the `Setattr`, then [`DataPath::truncate_done`]; each request
-    /// may be a task's call in flight (`node/meta.rs`).
-    fn truncate_prepare(
-        &mut self,
-        link: &mut Link<E>,
-        meta: &mut Meta,
-        ino: u64,
-        size: u64,
-    ) -> Result<(), Errno>;
-    /// Does [`DataPath::truncate_done`] need the file's size before the
-    /// truncate (asked with a `Getattr`)?
-    fn truncate_needs_old(&self) -> bool {
-        false
-    }
-    /// The directory set `ino`'s size to `size` (it was `old`, if asked).
-    fn truncate_done(
-        &mut self,
-        _env: &E,
-        _meta: &mut Meta,
-        _ino: u64,
-        _size: u64,
-        _old: Option<u64>,
-    ) {
-    }
-    /// A descriptor of `ino` was closed.
-    fn close(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _ino: u64) -> Result<(), Errno> {
-        Ok(())
-    }
-    /// Write back `ino`'s dirty data (fsync, before the `Fsync`
-    /// request that flushes the disk).
-    fn fsync_prepare(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64)
-        -> Result<(), Errno>;
-    /// Write back everything this node dirtied (before the global flush).
-    fn write_back_all(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> Result<(), Errno> {
-        Ok(())
-    }
-    /// Is page `idx` of `ino` here and usable for a read without asking
-    /// anyone (so a batch whose pages are all held needs no prefetch)?
-    /// `false` when unsure.
-    fn holds(&self, _ino: u64, _idx: u64) -> bool {
-        false
-    }
-    /// Bring the pages (inode, index) in, misses in flight together.
-    fn prefetch(
-        &mut self,
-        link: &mut Link<E>,
-        meta: &mut Meta,
-        pages: &[(u64, u64)],
-    ) -> Result<(), Errno>;
-    /// `cache drop`: give back every cached page; what was done.
-    fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
-    /// `bench inv`: invalidate page `idx` of `ino` if this node holds it
-    /// (true); the caller times it.
-    fn invalidate_page(&mut self, link: &mut Link<E>, ino: u64, idx: u64) -> Result<bool, Errno>;
-    /// `cache stats` lines after the mode, storage and latency lines.
-    fn stats(&self) -> Result<Vec<(String, String)>, Errno>;
-    /// The single-copy session, for the mmap windows and `bench dir`
-    /// (`None`: the mode has neither).
-    fn single_copy(&mut self) -> Option<&mut ScState> {
-        None
-    }
 }
 
 /// What an open does after its lookup ([`Vfs::open_looked_up`]).

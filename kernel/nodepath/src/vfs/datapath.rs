@@ -1,0 +1,124 @@
+//! [`DataPath`]: how file data moves, one implementation per mode family.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use fabric::config::Mode;
+use fabric::proto::Errno;
+
+use super::Meta;
+use crate::env::Env;
+use crate::link::{Link, Session};
+use crate::singlecopy::ScState;
+
+/// How file data moves: one implementation per mode family.
+pub trait DataPath<E: Env>: Session<E> + Send {
+    /// The mode.
+    fn mode(&self) -> Mode;
+    /// Can a file's size move without this node seeing a new version
+    /// (single copy: another node extends it)? Then the size is asked
+    /// again at end of file and for appends.
+    fn sizes_move(&self) -> bool;
+    /// Page requests this path has made so far (misses and retries; any
+    /// count that moves will do). A single-copy read during which it did
+    /// not move copied only pages this node already held: another node's
+    /// truncate cannot have replaced them by zeros without first
+    /// invalidating them here (the directory completes a shrinking
+    /// `Setattr` only after every sharer acked), so that read needs no
+    /// validation round trip.
+    fn page_requests(&self) -> u64 {
+        0
+    }
+    /// The version of `ino` moved, or its data changed wholesale: drop any
+    /// cached copy of its pages (buffered writes not written back stay).
+    fn forget_pages(&mut self, _ino: u64) {}
+    /// `ino` was opened (close-to-open: drop what an open must not
+    /// trust).
+    fn opened(&mut self, _ino: u64) {}
+    /// `ino` shrank to `size` (0: removed): retire pages from the one
+    /// holding the new end on (dirty ones too: their data is gone).
+    fn evict(&mut self, _env: &E, _ino: u64, _size: u64) {}
+    /// Read at `pos` of `ino` (the caller clipped `buf` to EOF).
+    fn read(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, Errno>;
+    /// Write `data` at `pos` of `ino`.
+    fn write(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno>;
+    /// A truncate of `ino` is about to ask the directory (`Setattr`):
+    /// what must happen here first (write back buffered data, drop the
+    /// local size). A truncate is this, then (if
+    /// [`DataPath::truncate_needs_old`]) a `Getattr` for the size before,
+    /// then the `Setattr`, then [`DataPath::truncate_done`]; each request
+    /// may be a task's call in flight (`node/meta.rs`).
+    fn truncate_prepare(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        size: u64,
+    ) -> Result<(), Errno>;
+    /// Does [`DataPath::truncate_done`] need the file's size before the
+    /// truncate (asked with a `Getattr`)?
+    fn truncate_needs_old(&self) -> bool {
+        false
+    }
+    /// The directory set `ino`'s size to `size` (it was `old`, if asked).
+    fn truncate_done(
+        &mut self,
+        _env: &E,
+        _meta: &mut Meta,
+        _ino: u64,
+        _size: u64,
+        _old: Option<u64>,
+    ) {
+    }
+    /// A descriptor of `ino` was closed.
+    fn close(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _ino: u64) -> Result<(), Errno> {
+        Ok(())
+    }
+    /// Write back `ino`'s dirty data (fsync, before the `Fsync`
+    /// request that flushes the disk).
+    fn fsync_prepare(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64)
+        -> Result<(), Errno>;
+    /// Write back everything this node dirtied (before the global flush).
+    fn write_back_all(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> Result<(), Errno> {
+        Ok(())
+    }
+    /// Is page `idx` of `ino` here and usable for a read without asking
+    /// anyone (so a batch whose pages are all held needs no prefetch)?
+    /// `false` when unsure.
+    fn holds(&self, _ino: u64, _idx: u64) -> bool {
+        false
+    }
+    /// Bring the pages (inode, index) in, misses in flight together.
+    fn prefetch(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        pages: &[(u64, u64)],
+    ) -> Result<(), Errno>;
+    /// `cache drop`: give back every cached page; what was done.
+    fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
+    /// `bench inv`: invalidate page `idx` of `ino` if this node holds it
+    /// (true); the caller times it.
+    fn invalidate_page(&mut self, link: &mut Link<E>, ino: u64, idx: u64) -> Result<bool, Errno>;
+    /// `cache stats` lines after the mode, storage and latency lines.
+    fn stats(&self) -> Result<Vec<(String, String)>, Errno>;
+    /// The single-copy session, for the mmap windows and `bench dir`
+    /// (`None`: the mode has neither).
+    fn single_copy(&mut self) -> Option<&mut ScState> {
+        None
+    }
+}

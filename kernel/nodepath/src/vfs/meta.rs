@@ -1,0 +1,120 @@
+//! What a node knows of its files' versions and sizes ([`Meta`]): the
+//! directory's last answer, this node's local extension past it, and the
+//! metadata epoch a version was last confirmed at.
+
+use alloc::collections::BTreeMap;
+
+use fabric::proto::Attr;
+
+/// What this node knows of a file: the directory's last version and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMeta {
+    /// The inode's version (changes with every data, size or entry change).
+    pub version: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Sizes and versions of the files this node has seen, by inode, and
+/// the local sizes of files this node extended with writes it has not
+/// written back yet (private-cache write-back): a known size is never
+/// below the local one.
+#[derive(Debug, Default)]
+pub struct Meta {
+    files: BTreeMap<u64, FileMeta>,
+    local: BTreeMap<u64, u64>,
+    /// Single copy: the region's metadata epoch read just before the
+    /// directory last confirmed the version we hold (see
+    /// [`Meta::validated_at`]).
+    validated: BTreeMap<u64, u64>,
+}
+
+impl Meta {
+    /// Record the directory's view of `a.ino`; true if the version moved
+    /// (or the file was not known).
+    pub fn learn(&mut self, a: &Attr) -> bool {
+        let local = self.local.get(&a.ino).copied().unwrap_or(0);
+        let mut changed = false;
+        let e = self.files.entry(a.ino).or_insert_with(|| {
+            changed = true;
+            FileMeta {
+                version: a.version,
+                size: a.size,
+            }
+        });
+        changed |= e.version != a.version;
+        e.version = a.version;
+        e.size = a.size.max(local);
+        if changed {
+            self.validated.remove(&a.ino);
+        }
+        changed
+    }
+
+    /// The metadata epoch `e` read before the directory last confirmed
+    /// our version of `ino`. While the region's epoch still reads `e`, the
+    /// directory has served no request that could change any file since,
+    /// so that version is still current (single-copy reads skip their
+    /// validation round trip).
+    pub fn validated_at(&self, ino: u64) -> Option<u64> {
+        self.validated.get(&ino).copied()
+    }
+
+    /// The directory confirmed our version of `ino`; `epoch` was read
+    /// before asking.
+    pub fn set_validated(&mut self, ino: u64, epoch: u64) {
+        if self.files.contains_key(&ino) {
+            self.validated.insert(ino, epoch);
+        }
+    }
+
+    /// What we know of `ino`.
+    pub fn get(&self, ino: u64) -> Option<FileMeta> {
+        self.files.get(&ino).copied()
+    }
+
+    /// Set what we know of `ino` (if known).
+    pub fn set(&mut self, ino: u64, m: FileMeta) {
+        let local = self.local.get(&ino).copied().unwrap_or(0);
+        if let Some(e) = self.files.get_mut(&ino) {
+            if e.version != m.version {
+                self.validated.remove(&ino);
+            }
+            *e = FileMeta {
+                version: m.version,
+                size: m.size.max(local),
+            };
+        }
+    }
+
+    /// Known size of `ino` (0 if unknown).
+    pub fn size_of(&self, ino: u64) -> u64 {
+        self.files.get(&ino).map(|c| c.size).unwrap_or(0)
+    }
+
+    /// Buffered writes extended `ino` to `size` (the directory learns it
+    /// at write-back).
+    pub fn set_local_size(&mut self, ino: u64, size: u64) {
+        self.local.insert(ino, size);
+        if let Some(e) = self.files.get_mut(&ino) {
+            e.size = e.size.max(size);
+        }
+    }
+
+    /// The local size of `ino`, if buffered writes extended it.
+    pub fn local_size(&self, ino: u64) -> Option<u64> {
+        self.local.get(&ino).copied()
+    }
+
+    /// `ino` has no buffered extension any more (written back, truncated).
+    pub fn clear_local_size(&mut self, ino: u64) {
+        self.local.remove(&ino);
+    }
+
+    /// Forget `ino`.
+    pub fn remove(&mut self, ino: u64) {
+        self.files.remove(&ino);
+        self.local.remove(&ino);
+        self.validated.remove(&ino);
+    }
+}
