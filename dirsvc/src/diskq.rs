@@ -11,7 +11,10 @@
 //! block, copy it into the requester's frame and commit E -> O. Meanwhile
 //! the loop serves everything else: other nodes' lookups of cached pages,
 //! acks, file requests. A request for the page being filled gets `Retry`
-//! from the page directory, as before.
+//! from the page directory, as before. A file-server read over the rings
+//! (`private` mode's miss) queues one [`Fill`] per block with
+//! [`Dest::Read`], in the same queue: it is ordered, cancelled and
+//! counted like a page fill (`server/fileread.rs` gathers its blocks).
 //!
 //! Ordering: a fill only reads. Its requester may fail meanwhile
 //! ([`DiskQueue::cancel_node`]: queued fills are dropped, fills in flight
@@ -20,21 +23,35 @@
 //! a file's blocks (write, truncate, unlink) must not overtake a read of
 //! them in flight: the loop first waits for every fill of that file
 //! ([`DiskQueue::busy_ino`]) or of every file ([`DiskQueue::is_idle`]).
-//! Writes themselves are synchronous, so a later fill of a block always
-//! reads what an earlier write-back left.
+//! Writes go through the write queue; a fill of a block with a write
+//! pending takes the write's bytes instead of reading the device.
 
 use alloc::collections::{BTreeMap, VecDeque};
 
 use crate::pagedir::{Entry, Phase};
 use fabric::proto::PageKey;
 
-/// One page fill: read device block `lba` into the requester's frame.
+/// Where a fill's block goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// A single-copy page fill: the requester's frame (global frame
+    /// number).
+    Frame(u64),
+    /// A block of an asynchronous file-server read (`private` mode's
+    /// misses over the rings): the directory's id of that read, which
+    /// gathers its blocks and answers once all arrived.
+    Read(u64),
+}
+
+/// One disk read of the directory: device block `lba` into the
+/// requester's frame (a page fill) or into a file-server read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fill {
-    /// The page.
+    /// The page (for a file-server read: the file and the block's number
+    /// in it).
     pub key: PageKey,
-    /// The requester's frame (global frame number).
-    pub gfn: u64,
+    /// Where the block goes.
+    pub dest: Dest,
     /// The requester.
     pub node: u8,
     /// Its request's tag.
@@ -46,14 +63,17 @@ pub struct Fill {
 }
 
 impl Fill {
-    /// Is the page directory's entry still the reservation this fill was
-    /// started for (same requester, frame and request)? If not, the
+    /// Is the page directory's entry still the reservation this page fill
+    /// was started for (same requester, frame and request)? If not, the
     /// requester failed or gave the page up meanwhile, and the bytes must
-    /// not touch the frame.
+    /// not touch the frame. A file-server read's block is never a page's.
     pub fn wanted(&self, entry: Option<Entry>) -> bool {
+        let Dest::Frame(gfn) = self.dest else {
+            return false;
+        };
         entry.is_some_and(|e| {
             e.owner == self.node
-                && e.gfn == self.gfn
+                && e.gfn == gfn
                 && e.phase
                     == Phase::Exclusive {
                         by_dir: true,
@@ -230,7 +250,7 @@ mod tests {
     fn fill(node: u8, ino: u64, idx: u64) -> Fill {
         Fill {
             key: PageKey { ino, idx },
-            gfn: 100 + idx,
+            dest: Dest::Frame(100 + idx),
             node,
             tag: idx as u32,
             lba: 1000 + idx,
@@ -327,7 +347,7 @@ mod tests {
         let f = fill(2, 1, 3);
         let e = Entry {
             owner: 2,
-            gfn: f.gfn,
+            gfn: 103,
             sharers: 0,
             dirty: false,
             phase: Phase::Exclusive {
@@ -350,6 +370,11 @@ mod tests {
             phase: Phase::Owned,
             ..e
         })));
+        let read = Fill {
+            dest: Dest::Read(103),
+            ..f
+        };
+        assert!(!read.wanted(Some(e)), "a file read's block is no page's");
         assert!(!f.wanted(Some(Entry {
             phase: Phase::Exclusive {
                 by_dir: false,

@@ -11,8 +11,9 @@
 //! * the file server: metadata and data requests against [`flatfs`]
 //!   (`server/fileserver.rs`), shared with `net` mode
 //!   ([`crate::netserve`]);
-//! * the disk: page fills (`server/fills.rs`) and writes
-//!   (`server/writes.rs`) in flight while the loop goes on serving.
+//! * the disk: page fills (`server/fills.rs`), file-server reads
+//!   (`server/fileread.rs`) and writes (`server/writes.rs`) in flight
+//!   while the loop goes on serving.
 //!
 //! [`Directory::poll`] does one pass over every node and returns what it
 //! did; the kernel calls it in its loop on the directory's dedicated core
@@ -42,6 +43,7 @@ use flatfs::{BlockDevice, Fs};
 
 mod dispatch;
 mod executor;
+mod fileread;
 mod fileserver;
 mod fills;
 mod locality;
@@ -182,8 +184,13 @@ pub struct Directory<D: BlockDevice> {
     page_ops: BTreeMap<(u8, u32), Op>,
     /// Requests served per sweep (index = batch size, capped at 64).
     batches: [u64; 65],
-    /// Page fills waiting for the disk or in flight.
+    /// Page fills and file-read blocks waiting for the disk or in flight.
     disk: DiskQueue,
+    /// File-server reads waiting for their blocks, by id
+    /// (`server/fileread.rs`).
+    reads: BTreeMap<u64, fileread::PendingRead>,
+    /// The next file read's id.
+    next_read: u64,
     /// Most requests in flight: `Config::fill_depth` bounded by the
     /// device's queue depth (0: synchronous fills and writes).
     fill_depth: usize,
@@ -266,6 +273,8 @@ impl<D: BlockDevice> Directory<D> {
             page_ops: BTreeMap::new(),
             batches: [0; 65],
             disk: DiskQueue::new(fill_depth),
+            reads: BTreeMap::new(),
+            next_read: 0,
             fill_depth,
             writes: WriteQueue::new(),
             fsyncs: Vec::new(),
@@ -403,6 +412,8 @@ impl<D: BlockDevice> Directory<D> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fileread;
 #[cfg(test)]
 mod tests_fills;
 #[cfg(test)]

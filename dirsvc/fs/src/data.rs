@@ -63,6 +63,30 @@ impl<D: BlockDevice> Fs<D> {
         Ok(len)
     }
 
+    /// The blocks a read of `len` bytes at `offset` needs, for a reader
+    /// that fetches them from the device itself: the bytes the read returns
+    /// (as [`Fs::read`]: short at the end of the file, 0 past it) and, in
+    /// order, each block's number and [`BlockSource`]. The caller checks
+    /// every block it reads with [`Fs::check_block`]; a change of the file
+    /// in between is the caller's to order.
+    pub fn read_plan(
+        &self,
+        ino: u64,
+        offset: u64,
+        len: usize,
+    ) -> Result<(usize, Vec<(u64, BlockSource)>), Errno> {
+        let n = self.file(ino)?;
+        if offset >= n.size || len == 0 {
+            return Ok((0, Vec::new()));
+        }
+        let len = (n.size - offset).min(len as u64) as usize;
+        let (first, last) = (offset / BS, (offset + len as u64 - 1) / BS);
+        let blocks = (first..=last)
+            .map(|b| Ok((b, self.block_source(ino, b)?)))
+            .collect::<Result<Vec<_>, Errno>>()?;
+        Ok((len, blocks))
+    }
+
     /// Where block `block` (file offset `block * 4096`) of file `ino` lives
     /// now. The caller reads it from the device and checks it with
     /// [`Fs::check_block`] before using it; a change of the file in between

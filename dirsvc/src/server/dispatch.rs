@@ -179,6 +179,34 @@ impl<D: BlockDevice> Directory<D> {
         if self.defer_fsync(node, op, tag, &req) {
             return; // answered once its file's writes landed
         }
+        if let (
+            Request::Data {
+                op: Op::Read,
+                slot,
+                at,
+                ino,
+                offset,
+                len,
+            },
+            true,
+        ) = (req, self.fill_depth() > 0)
+        {
+            // Asynchronous, as page fills (`server/fileread.rs`).
+            let r = super::fileread::ReadReq {
+                node,
+                op,
+                tag,
+                slot,
+                at,
+                ino,
+                offset,
+                len,
+            };
+            if let Some(resp) = self.read_file(mem, r) {
+                self.respond(mem, node, resp.encode(op, tag));
+            }
+            return;
+        }
         let ino = match req {
             Request::Data { ino, .. } => ino,
             _ => 0,

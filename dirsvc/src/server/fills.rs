@@ -15,10 +15,10 @@
 
 use alloc::vec::Vec;
 
-use crate::diskq::Fill;
+use crate::diskq::{Dest, Fill};
 use crate::pagedir::{Action, Phase};
 use crate::writeq::WRITE_ID;
-use fabric::proto::{Op, PageKey, Request};
+use fabric::proto::{MissKind, Op, PageKey, Request};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::{BlockDevice, BlockSource, ReadDone};
@@ -36,7 +36,7 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
-    /// Fills waiting for the device or in flight.
+    /// Fills (and file-read blocks) waiting for the device or in flight.
     pub fn fills_pending(&self) -> usize {
         self.disk.in_flight() + self.disk.waiting()
     }
@@ -89,10 +89,10 @@ impl<D: BlockDevice> Directory<D> {
                 out.extend(self.pages.filled(key, true));
             }
             Ok(BlockSource::Disk { lba, len }) => {
-                self.miss.fill_queued(e.owner, tag);
+                self.miss.fill_queued(MissKind::PageFill, e.owner, tag);
                 self.disk.push(Fill {
                     key,
-                    gfn,
+                    dest: Dest::Frame(gfn),
                     node: e.owner,
                     tag,
                     lba,
@@ -180,11 +180,15 @@ impl<D: BlockDevice> Directory<D> {
             let Some(f) = self.disk.complete(d.id) else {
                 continue; // cancelled: the requester failed meanwhile
             };
+            let Dest::Frame(gfn) = f.dest else {
+                self.read_block_done(mem, &f, d.result, seen);
+                continue;
+            };
             if !f.wanted(self.pages.entry(&f.key)) {
                 self.miss.fill_done(f.node, f.tag, seen, false);
                 continue;
             }
-            let ok = match (d.result, self.fs.as_mut(), self.layout.frame_off(f.gfn)) {
+            let ok = match (d.result, self.fs.as_mut(), self.layout.frame_off(gfn)) {
                 (Ok(mut blk), Some(fs), Some(off)) => {
                     match fs.check_block(f.key.ino, f.key.idx, f.lba, &mut blk) {
                         Ok(()) => {

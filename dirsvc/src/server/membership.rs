@@ -71,6 +71,7 @@ impl<D: BlockDevice> Directory<D> {
     /// directory and forget its unanswered page requests.
     pub(super) fn lose(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) {
         self.cancel_fills(node);
+        self.cancel_reads(node);
         self.cancel_fsyncs(node);
         self.forget_replica_node(mem, node);
         let a = self.pages.node_failed(node as u8);

@@ -11,10 +11,13 @@
 //!   seen (disk: queue, device, the loop's polling) -> block checked and
 //!   copied into the requester's frame (fill) -> answer on the response
 //!   ring (reply);
-//! * a file-server read over the rings (`private`): taken -> just before
-//!   the file system's read (lookup: decode, ordering, slot check) -> read
-//!   done (disk: block map and device read) -> bytes in the bulk slot and
-//!   attributes (fill) -> answer on the ring (reply).
+//! * a file-server read over the rings (`private`): taken -> its block
+//!   reads queued (lookup: decode, slot check, block map) -> the last
+//!   block's completion seen (disk) -> blocks checked and the bytes in the
+//!   bulk slot with the attributes (fill) -> answer on the ring (reply).
+//!   With synchronous reads (`fill_depth` 0): taken -> just before the
+//!   file system's read -> read done (block map, device read, checksum)
+//!   -> bytes and attributes in the slot -> answer.
 //!
 //! Only misses that went through every phase are counted (a fill that
 //! failed, was cancelled or read zeros without the disk is not). Pure
@@ -40,6 +43,7 @@ pub fn no_clock() -> u64 {
 /// A fill whose block is in the frame, waiting for its answer to go out.
 #[derive(Debug, Clone, Copy)]
 struct Committed {
+    kind: MissKind,
     lookup: u64,
     disk: u64,
     fill: u64,
@@ -53,8 +57,9 @@ pub struct MissTimer {
     stats: [MissStats; 2],
     /// When the request being handled was taken off its ring.
     current: Option<u64>,
-    /// Fills on the disk, by requester and tag: (taken, queued).
-    fills: BTreeMap<(u8, u32), (u64, u64)>,
+    /// Fills and asynchronous file reads on the disk, by requester and
+    /// tag: (kind, taken, queued).
+    fills: BTreeMap<(u8, u32), (MissKind, u64, u64)>,
     /// Fills copied into their frame whose answers are not out yet.
     committed: Vec<Committed>,
     /// The file read served by the request being handled: (lookup end,
@@ -98,19 +103,21 @@ impl MissTimer {
         self.file_read = None;
     }
 
-    /// The request being handled queued a disk fill for `(node, tag)`.
-    pub fn fill_queued(&mut self, node: u8, tag: u32) {
+    /// The request being handled queued its disk reads for `(node, tag)`:
+    /// a page fill or an asynchronous file read (`kind`).
+    pub fn fill_queued(&mut self, kind: MissKind, node: u8, tag: u32) {
         let Some(t0) = self.current else { return };
         if self.fills.len() >= MAX_TIMED_FILLS {
             return;
         }
-        self.fills.insert((node, tag), (t0, self.now()));
+        self.fills.insert((node, tag), (kind, t0, self.now()));
     }
 
-    /// The fill of `(node, tag)` completed at `seen` and its block went
-    /// into the frame just now (`ok`); a failed fill is forgotten.
+    /// The fill (or file read) of `(node, tag)` completed at `seen` and
+    /// its bytes went into the frame (the slot) just now (`ok`); a failed
+    /// one is forgotten.
     pub fn fill_done(&mut self, node: u8, tag: u32, seen: u64, ok: bool) {
-        let Some((t0, queued)) = self.fills.remove(&(node, tag)) else {
+        let Some((kind, t0, queued)) = self.fills.remove(&(node, tag)) else {
             return;
         };
         if !ok {
@@ -118,6 +125,7 @@ impl MissTimer {
         }
         let at = self.now();
         self.committed.push(Committed {
+            kind,
             lookup: queued.saturating_sub(t0),
             disk: seen.saturating_sub(queued),
             fill: at.saturating_sub(seen),
@@ -131,8 +139,8 @@ impl MissTimer {
             return;
         }
         let now = self.now();
-        let s = &mut self.stats[MissKind::PageFill as usize];
         for c in self.committed.drain(..) {
+            let s = &mut self.stats[c.kind as usize];
             add(s, c.lookup, c.disk, c.fill, now.saturating_sub(c.at));
         }
     }
@@ -197,7 +205,7 @@ mod tests {
         at(100);
         m.taken();
         at(130);
-        m.fill_queued(2, 7);
+        m.fill_queued(MissKind::PageFill, 2, 7);
         m.handled();
         // Other requests meanwhile do not disturb it.
         at(200);
@@ -225,11 +233,11 @@ mod tests {
         let mut m = MissTimer::new(clock);
         at(10);
         m.taken();
-        m.fill_queued(1, 1);
-        m.fill_queued(3, 1);
+        m.fill_queued(MissKind::PageFill, 1, 1);
+        m.fill_queued(MissKind::PageFill, 3, 1);
         m.handled();
         // A fill queued outside a request (no start time) is not timed.
-        m.fill_queued(1, 2);
+        m.fill_queued(MissKind::PageFill, 1, 2);
         at(50);
         m.fill_done(1, 1, 40, false);
         m.forget_node(3);
@@ -284,7 +292,7 @@ mod tests {
         let mut m = MissTimer::new(clock);
         m.taken();
         for t in 0..(MAX_TIMED_FILLS as u32 + 10) {
-            m.fill_queued(1, t);
+            m.fill_queued(MissKind::PageFill, 1, t);
         }
         assert_eq!(m.fills.len(), MAX_TIMED_FILLS);
     }

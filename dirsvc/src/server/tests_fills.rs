@@ -25,7 +25,7 @@ pub(super) struct Rig {
     pub(super) layout: Layout,
     pub(super) dir: RefCell<Directory<FakeDisk>>,
     pub(super) disk: FakeControl,
-    now: Cell<u64>,
+    pub(super) now: Cell<u64>,
 }
 
 impl Rig {
@@ -482,8 +482,43 @@ fn misses_are_timed_phase_by_phase_per_kind() {
         rig.dir.borrow().miss_stats(MissKind::PageFill).count,
         before.count + 1
     );
-    // A file-server read is the other kind; writes and metadata are none.
-    let files = rig.dir.borrow().miss_stats(MissKind::FileRead).count;
+    // A file-server read is the other kind (asynchronous too: its block
+    // read is held 3 passes); writes and metadata are none.
+    let files = rig.dir.borrow().miss_stats(MissKind::FileRead);
+    let tag = a
+        .send(
+            &*rig.mem,
+            &Request::Data {
+                op: Op::Read,
+                slot: 1,
+                at: 0,
+                ino,
+                offset: 0,
+                len: 4096,
+            },
+            &mut || true,
+        )
+        .unwrap();
+    for _ in 0..3 {
+        rig.step();
+    }
+    assert!(rig.disk.complete(0));
+    rig.step();
+    let got = a
+        .recv(&*rig.mem)
+        .unwrap()
+        .map(|(t, d)| (t, Response::decode(&d, Op::Read)));
+    assert!(
+        matches!(got, Some((t, Ok((_, Response::Data { bytes: 4096, .. }))))  if t == tag),
+        "{got:?}"
+    );
+    let s = rig
+        .dir
+        .borrow()
+        .miss_stats(MissKind::FileRead)
+        .since(&files);
+    assert_eq!((s.count, s.disk_ns), (1, 3000), "{s:?}");
+    rig.disk.set_mode(Completion::InOrder);
     let r = rig.call(
         &mut a,
         &Request::Data {
@@ -497,12 +532,10 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     );
     assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
     rig.call(&mut a, &Request::Getattr { ino }).unwrap();
-    // (A write is answered once its block writes landed: let them.)
-    rig.disk.set_mode(Completion::InOrder);
     rig.write(&mut a, ino, 0, 9);
     assert_eq!(
         rig.dir.borrow().miss_stats(MissKind::FileRead).count,
-        files + 1
+        files.count + 2
     );
     // The counters travel as the answer to MissStats.
     assert_eq!(

@@ -189,6 +189,51 @@ fn block_source_and_check_block_match_read() {
     assert_eq!(&blk0[..], &data[..4096]);
 }
 
+/// A reader that fetches the blocks itself ([`Fs::read_plan`], the
+/// directory's asynchronous file-server reads) gets what `read` returns.
+#[test]
+fn read_plan_blocks_give_the_bytes_of_read() {
+    let mut fs = fresh(256, 16);
+    let a = fs.create("/f", false).unwrap();
+    let data = pattern(5, 3 * 4096 + 700);
+    fs.write(a.ino, 0, &data).unwrap();
+    for (offset, len) in [
+        (0u64, 4096usize),
+        (100, 9000),
+        (4096, 8192),
+        (12000, 4096),
+        (3 * 4096 + 699, 10),
+    ] {
+        let (n, blocks) = fs.read_plan(a.ino, offset, len).unwrap();
+        let mut want = vec![0u8; len];
+        assert_eq!(
+            fs.read(a.ino, offset, &mut want).unwrap(),
+            n,
+            "at {offset}+{len}"
+        );
+        let mut got = Vec::new();
+        for (b, src) in blocks {
+            let mut blk = [0u8; BLOCK_SIZE];
+            let BlockSource::Disk { lba, .. } = src else {
+                panic!("block {b} inside the file reads the disk")
+            };
+            fs.device_mut().read_block(lba, &mut blk).unwrap();
+            fs.check_block(a.ino, b, lba, &mut blk).unwrap();
+            got.extend_from_slice(&blk);
+        }
+        let skip = (offset % 4096) as usize;
+        assert_eq!(&got[skip..skip + n], &want[..n], "at {offset}+{len}");
+    }
+    assert_eq!(
+        fs.read_plan(a.ino, 1 << 20, 10),
+        Ok((0, vec![])),
+        "past the end"
+    );
+    assert_eq!(fs.read_plan(a.ino, 0, 0), Ok((0, vec![])));
+    assert_eq!(fs.read_plan(1, 0, 10), Err(Errno::IsDir));
+    assert_eq!(fs.read_plan(99, 0, 10), Err(Errno::NotFound));
+}
+
 #[test]
 fn zero_sum_is_the_checksum_of_a_zero_block() {
     assert_eq!(crate::ZERO_SUM, crate::sums::block_sum(&[0u8; BLOCK_SIZE]));

@@ -28,7 +28,7 @@ impl Sim {
                         };
                         let id = self.fills.push(Fill {
                             key,
-                            gfn,
+                            dest: Dest::Frame(gfn),
                             node: owner,
                             tag,
                             lba: key.idx,
@@ -176,8 +176,8 @@ impl Sim {
         self.seen.async_fills += 1;
         let mut actions = Vec::new();
         if f.wanted(self.dir.entry(&f.key)) {
-            if let Some(v) = value {
-                self.mem.insert(f.gfn, v);
+            if let (Some(v), Dest::Frame(gfn)) = (value, f.dest) {
+                self.mem.insert(gfn, v);
             }
             actions = self.dir.filled(f.key, value.is_some());
         } else {

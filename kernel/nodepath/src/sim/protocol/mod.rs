@@ -60,7 +60,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::pagecache::{Hit, Installed, Mode, NodeCache, Slot};
-use dirsvc::diskq::{DiskQueue, Fill};
+use dirsvc::diskq::{Dest, DiskQueue, Fill};
 use dirsvc::pagedir::{Action, Entry, PageDir, PageState, Phase};
 use fabric::layout::Layout;
 use fabric::proto::{PageKey, PageReply, PageReq};

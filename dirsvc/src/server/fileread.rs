@@ -1,0 +1,252 @@
+//! File-server reads over the rings without blocking the loop (`private`
+//! mode's misses, issue #10 item 4): a read's blocks go to the disk queue
+//! as fills with [`Dest::Read`], in the same queue as the single-copy page
+//! fills, and the loop serves everything else while they fly. When the
+//! last block arrived (each checked against its checksum) the bytes go
+//! into the requester's bulk slot and the answer onto its ring, so a miss
+//! waits for the disk exactly as a single-copy miss does.
+//!
+//! A block with a write pending is taken from the write's bytes, as a
+//! page fill does. A write, truncate or unlink of the file waits for its
+//! reads in flight ([`Directory::order_before`]: they are fills of that
+//! file). A requester that fails meanwhile has its reads dropped and their
+//! completions discarded (its slot may belong to a new session). With a
+//! synchronous device (or `fill_depth` 0), and in `net` mode, whose TCP
+//! answer is produced synchronously, the file server reads as before
+//! ([`Directory::execute`]).
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::diskq::{Dest, Fill};
+use fabric::bulk::{Bulk, ShmBulk};
+use fabric::proto::{Errno, MissKind, Op, PageKey, Response};
+use fabric::shm::SharedMem;
+use fabric::PAGE_SIZE;
+use flatfs::{BlockDevice, BlockSource, BLOCK_SIZE};
+
+use super::Directory;
+
+/// A file-server read whose blocks are on the disk.
+#[derive(Debug)]
+pub(super) struct PendingRead {
+    node: u32,
+    op: Op,
+    tag: u32,
+    slot: u32,
+    at: u32,
+    ino: u64,
+    offset: u64,
+    /// The bytes the read returns (clipped to the file's size).
+    buf: Vec<u8>,
+    /// Blocks not arrived yet.
+    left: usize,
+    /// A block failed (device error or checksum mismatch).
+    failed: bool,
+}
+
+/// What the ring path asked to read (a `Request::Data` with `Op::Read`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadReq {
+    pub node: u32,
+    pub op: Op,
+    pub tag: u32,
+    pub slot: u32,
+    pub at: u32,
+    pub ino: u64,
+    pub offset: u64,
+    pub len: u32,
+}
+
+impl PendingRead {
+    /// Copy the part of block `block` (file offset `block * 4096`) that
+    /// the read covers from `blk`.
+    fn take(&mut self, block: u64, blk: &[u8]) {
+        let start = block * PAGE_SIZE as u64;
+        let end = self.offset + self.buf.len() as u64;
+        let from = start.max(self.offset);
+        let to = (start + PAGE_SIZE as u64).min(end);
+        if from >= to {
+            return;
+        }
+        let dst = (from - self.offset) as usize..(to - self.offset) as usize;
+        let src = (from - start) as usize..(to - start) as usize;
+        if let (Some(d), Some(s)) = (self.buf.get_mut(dst), blk.get(src)) {
+            d.copy_from_slice(s);
+        }
+    }
+}
+
+impl<D: BlockDevice> Directory<D> {
+    /// Serve a file-server read of the ring path asynchronously (the
+    /// caller checked that fills are: `fill_depth` above 0). Returns the
+    /// answer if it is ready now (an error, or nothing to read from the
+    /// device); else it goes out once the read's blocks arrived.
+    pub(super) fn read_file(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        r: ReadReq,
+    ) -> Option<Response> {
+        match self.start_read(mem, r) {
+            Ok(answer) => answer,
+            Err(e) => Some(Response::Err(e)),
+        }
+    }
+
+    /// Plan the read and queue its blocks; `Some` when answered already
+    /// (nothing to read from the device).
+    fn start_read(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        r: ReadReq,
+    ) -> Result<Option<Response>, Errno> {
+        let bulk = ShmBulk::new(mem, self.layout, r.node);
+        let cap = bulk.cap(r.slot).ok_or(Errno::Invalid)?;
+        match (r.at as usize).checked_add(r.len as usize) {
+            Some(end) if end <= cap => {}
+            _ => return Err(Errno::Invalid),
+        }
+        let fs = self.fs.as_ref().ok_or(Errno::Unavailable)?;
+        let (n, blocks) = fs.read_plan(r.ino, r.offset, r.len as usize)?;
+        let mut read = PendingRead {
+            node: r.node,
+            op: r.op,
+            tag: r.tag,
+            slot: r.slot,
+            at: r.at,
+            ino: r.ino,
+            offset: r.offset,
+            buf: vec![0u8; n],
+            left: 0,
+            failed: false,
+        };
+        let id = self.next_read;
+        let mut fills = Vec::new();
+        for (block, src) in blocks {
+            match src {
+                BlockSource::Zeros => read.take(block, &[0u8; BLOCK_SIZE]),
+                BlockSource::Disk { lba, len } => match fs.pending_block(lba) {
+                    Some(b) => {
+                        // A write of the block is pending: its bytes are
+                        // the file's, the device may still hold older ones.
+                        let mut page = *b;
+                        page[len.min(PAGE_SIZE)..].fill(0);
+                        read.take(block, &page);
+                        self.writes.count_fill_from_pending();
+                    }
+                    None => fills.push(Fill {
+                        key: PageKey {
+                            ino: r.ino,
+                            idx: block,
+                        },
+                        dest: Dest::Read(id),
+                        node: r.node as u8,
+                        tag: r.tag,
+                        lba,
+                        len,
+                    }),
+                },
+            }
+        }
+        if fills.is_empty() {
+            return self.read_answer(mem, &read).map(Some);
+        }
+        self.next_read += 1;
+        read.left = fills.len();
+        self.miss
+            .fill_queued(MissKind::FileRead, r.node as u8, r.tag);
+        for f in fills {
+            self.disk.push(f);
+        }
+        self.reads.insert(id, read);
+        let mut acts = Vec::new();
+        self.pump(&mut acts);
+        if !acts.is_empty() {
+            self.run(mem, acts);
+        }
+        Ok(None)
+    }
+
+    /// Block `f` of a file read arrived (`blk`: its bytes, or the
+    /// device's error); `seen` is when its completion was seen. Answers
+    /// the read once its last block is in.
+    pub(super) fn read_block_done(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        f: &Fill,
+        blk: Result<alloc::boxed::Box<[u8; BLOCK_SIZE]>, flatfs::IoError>,
+        seen: u64,
+    ) {
+        let Dest::Read(id) = f.dest else { return };
+        let Some(read) = self.reads.get_mut(&id) else {
+            return; // its requester failed meanwhile
+        };
+        let ok = match (blk, self.fs.as_mut()) {
+            (Ok(mut blk), Some(fs)) => {
+                let checked = fs.check_block(f.key.ino, f.key.idx, f.lba, &mut blk);
+                if checked.is_ok() {
+                    blk[f.len.min(PAGE_SIZE)..].fill(0);
+                    read.take(f.key.idx, &blk[..]);
+                }
+                checked.is_ok()
+            }
+            (Err(_), _) => {
+                log::warn!(
+                    "file read of ino {} block {}: disk read of block {} failed",
+                    f.key.ino,
+                    f.key.idx,
+                    f.lba
+                );
+                false
+            }
+            (Ok(_), None) => false,
+        };
+        read.failed |= !ok;
+        read.left = read.left.saturating_sub(1);
+        if read.left > 0 {
+            return;
+        }
+        let Some(read) = self.reads.remove(&id) else {
+            return;
+        };
+        let answer = if read.failed {
+            Err(Errno::Io)
+        } else {
+            self.read_answer(mem, &read)
+        };
+        let ok = answer.is_ok();
+        let answer = answer.unwrap_or_else(Response::Err);
+        self.miss.fill_done(read.node as u8, read.tag, seen, ok);
+        self.respond(mem, read.node, answer.encode(read.op, read.tag));
+    }
+
+    /// Put a read's bytes into its slot; its answer.
+    fn read_answer(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        read: &PendingRead,
+    ) -> Result<Response, Errno> {
+        let mut bulk = ShmBulk::new(mem, self.layout, read.node);
+        bulk.write(read.slot, read.at as usize, &read.buf)?;
+        let attr = self
+            .fs
+            .as_mut()
+            .ok_or(Errno::Unavailable)?
+            .getattr(read.ino)?;
+        Ok(Response::Data {
+            bytes: read.buf.len() as u32,
+            attr,
+        })
+    }
+
+    /// `node` failed or left: its file reads will not be answered (their
+    /// blocks in the disk queue are cancelled with its page fills).
+    pub(super) fn cancel_reads(&mut self, node: u32) {
+        self.reads.retain(|_, r| r.node != node);
+    }
+
+    /// File-server reads waiting for their blocks.
+    pub fn reads_pending(&self) -> usize {
+        self.reads.len()
+    }
+}
