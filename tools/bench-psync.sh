@@ -6,6 +6,7 @@
 #
 #   tools/bench-psync.sh [--storage P] [--size SIZE] [--rounds R]
 #                        [--mode strong|relaxed|private] [--no-build]
+#                        [--append-extra OPTS]
 #
 # Boots 1 directory + 1 node (default strong, storage sata-ssd) and runs,
 # R times (default 3), `fio --rw=randread --bs=4k --size=SIZE (4m)
@@ -15,7 +16,9 @@
 # the disk). Every job is a task: its I/O waits without blocking the
 # others, so 8 jobs have up to 8 misses in flight (`effective_iodepth`).
 # Prints each run's IOPS and depth, the medians and their ratio, and one
-# RESULT json line. One node busy (plus the directory).
+# RESULT json line. One node busy (plus the directory). --append-extra
+# passes kernel boot options on (qemu-run.sh's), e.g. fill_depth=0: the
+# directory's disk reads synchronous, as before issue #10 item 4.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
@@ -25,6 +28,7 @@ SIZE=4m
 ROUNDS=3
 MODE=strong
 BUILD=()
+EXTRA=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --storage) STORAGE=${2:?--storage needs a value}; shift 2 ;;
@@ -32,7 +36,8 @@ while [[ $# -gt 0 ]]; do
         --rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
         --mode) MODE=${2:?--mode needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
-        -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --append-extra) EXTRA=(--append-extra "${2:?--append-extra needs a value}"); shift 2 ;;
+        -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-psync.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -51,7 +56,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     args+=(-e "1: $FIO --numjobs=1" -e "1: $FIO --numjobs=8")
 done
 out=$(./qemu-run.sh "${BUILD[@]}" --nodes 1 --mode "$MODE" --storage "$STORAGE" --run-dir "$RUN" \
-    --cmd-timeout 900 "${args[@]}") ||
+    --cmd-timeout 900 "${EXTRA[@]}" "${args[@]}") ||
     { echo "bench-psync.sh: error: the cluster failed (output below)" >&2; echo "$out" >&2; exit 1; }
 echo "$out" | grep -E "accel:|storage:|cluster up"
 mapfile -t res < <(echo "$out" | grep -E '^\[n1\] RESULT ' | tail -n $((ROUNDS * 2)))
@@ -61,7 +66,7 @@ if [[ ${#res[@]} -ne $((ROUNDS * 2)) ]]; then
     exit 1
 fi
 field() { grep -o "\"$2\":{\"iops\":[0-9.]*\|\"$2\":[0-9.]*" <<<"$1" | head -1 | sed 's/.*://'; }
-echo "4k random psync reads, every read a miss (--invalidate=1), $SIZE per job, mode $MODE, storage $STORAGE"
+echo "4k random psync reads, every read a miss (--invalidate=1), $SIZE per job, mode $MODE, storage $STORAGE${EXTRA[1]:+, boot options ${EXTRA[1]}}"
 printf '  %-6s %22s %22s %8s\n' round "numjobs=1 IOPS (depth)" "numjobs=8 IOPS (depth)" "8 / 1"
 one=() eight=()
 for ((r = 0; r < ROUNDS; r++)); do
@@ -74,4 +79,4 @@ done
 m1=$(median "${one[@]}") m8=$(median "${eight[@]}")
 echo "  medians: numjobs=1 $m1 IOPS, numjobs=8 $m8 IOPS: $(ratio "$m8" "$m1")x (issue #10's goal: >= 4x)"
 echo "one node busy (plus the directory)"
-echo "RESULT {\"bench\":\"psync\",\"mode\":$(jstr "$MODE"),\"storage\":$(jstr "$STORAGE"),\"size\":$(jstr "$SIZE"),\"rounds\":$ROUNDS,\"nj1_iops\":$(jnum "$m1"),\"nj8_iops\":$(jnum "$m8"),\"ratio\":$(jnum "$(ratio "$m8" "$m1")")}"
+echo "RESULT {\"bench\":\"psync\",\"mode\":$(jstr "$MODE"),\"storage\":$(jstr "$STORAGE"),\"size\":$(jstr "$SIZE"),\"rounds\":$ROUNDS,\"extra\":$(jstr "${EXTRA[1]:-}"),\"nj1_iops\":$(jnum "$m1"),\"nj8_iops\":$(jnum "$m8"),\"ratio\":$(jnum "$(ratio "$m8" "$m1")")}"
