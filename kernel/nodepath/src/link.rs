@@ -151,7 +151,7 @@ mod reads;
 mod writes;
 
 pub use reads::MAX_RING_READS;
-pub use writes::WriteReq;
+pub use writes::{contiguous_runs, WriteReq};
 
 impl<E: Env> Link<E> {
     /// A link for node `id` in `mode` that is not joined yet. `net`: `net`

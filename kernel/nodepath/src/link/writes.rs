@@ -143,3 +143,47 @@ fn finish(out: Vec<Option<Response>>) -> Vec<Response> {
         .map(|o| o.unwrap_or(Response::Err(Errno::Io)))
         .collect()
 }
+
+/// Cut sorted page keys into runs of contiguous pages, each at most
+/// `max` long (a write-back sends one write per run): the index ranges
+/// into `keys`. `nth_after(k, n)` is the key `n` pages after `k` (in
+/// the same file).
+pub fn contiguous_runs<K: PartialEq>(
+    keys: &[K],
+    max: usize,
+    nth_after: impl Fn(&K, u64) -> K,
+) -> Vec<core::ops::Range<usize>> {
+    let max = max.max(1);
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < keys.len() {
+        let mut n = 1;
+        while i + n < keys.len() && n < max && keys[i + n] == nth_after(&keys[i], n as u64) {
+            n += 1;
+        }
+        runs.push(i..i + n);
+        i += n;
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contiguous_runs;
+
+    #[test]
+    fn runs_are_contiguous_pages_of_one_file_up_to_the_limit() {
+        let next = |k: &(u64, u64), n: u64| (k.0, k.1 + n);
+        let keys = [(1, 0), (1, 1), (1, 2), (1, 4), (2, 5), (2, 6), (3, 0)];
+        assert_eq!(contiguous_runs(&keys, 16, next), [0..3, 3..4, 4..6, 6..7]);
+        assert_eq!(
+            contiguous_runs(&keys, 2, next),
+            [0..2, 2..3, 3..4, 4..6, 6..7]
+        );
+        assert_eq!(
+            contiguous_runs(&keys, 0, next),
+            (0..7).map(|i| i..i + 1).collect::<Vec<_>>()
+        );
+        assert!(contiguous_runs(&[] as &[(u64, u64)], 16, next).is_empty());
+    }
+}

@@ -9,7 +9,7 @@ use fabric::proto::{Attr, Errno, Op, Request, Response};
 
 use super::{Private, PAGE, WRITEBACK_BATCH};
 use crate::env::Env;
-use crate::link::{Link, WriteReq};
+use crate::link::{contiguous_runs, Link, WriteReq};
 use crate::vfs::{FileMeta, Meta};
 
 impl Private {
@@ -85,16 +85,10 @@ impl Private {
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         // The runs: (ino, first page, pages, bytes to send).
         let mut runs: Vec<(u64, u64, usize, Vec<u8>)> = Vec::new();
-        let mut i = 0;
-        while i < keys.len() {
-            let (ino, first) = keys[i];
-            let mut n = 1;
-            while i + n < keys.len() && n < max_run && keys[i + n] == (ino, first + n as u64) {
-                n += 1;
-            }
-            let data = self.run_bytes(meta, ino, first, n);
-            runs.push((ino, first, n, data));
-            i += n;
+        for r in contiguous_runs(keys, max_run, |&(ino, idx), n| (ino, idx + n)) {
+            let (ino, first) = keys[r.start];
+            let data = self.run_bytes(meta, ino, first, r.len());
+            runs.push((ino, first, r.len(), data));
         }
         // Every run in flight together (as many as the write slot holds),
         // answered in order: our versions follow one another.

@@ -9,7 +9,7 @@ use fabric::shm::SharedMem;
 
 use super::{ScState, BATCH, MAX_RETRIES};
 use crate::env::{Clock, Env};
-use crate::link::{Link, WriteReq};
+use crate::link::{contiguous_runs, Link, WriteReq};
 use crate::pagecache::{Hit, Mode, Slot, PAGE};
 
 /// Offset of frame `gfn` in the region (an impossible one is refused by
@@ -491,23 +491,14 @@ impl ScState {
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         // The runs of contiguous pages: (keys, bytes to send, pages held).
         let mut runs: Vec<(&[PageKey], Vec<u8>, u64)> = Vec::new();
-        let mut i = 0;
-        while i < keys.len() {
-            let first = keys[i].idx;
-            let mut n = 1;
-            while i + n < keys.len()
-                && n < max_run
-                && keys[i + n]
-                    == (PageKey {
-                        ino,
-                        idx: first + n as u64,
-                    })
-            {
-                n += 1;
-            }
-            let run = &keys[i..i + n];
-            i += n;
-            let start = first * PAGE as u64;
+        let after = |k: &PageKey, n: u64| PageKey {
+            ino,
+            idx: k.idx + n,
+        };
+        for r in contiguous_runs(keys, max_run, after) {
+            let run = &keys[r.clone()];
+            let n = r.len();
+            let start = keys[r.start].idx * PAGE as u64;
             let len = (size.saturating_sub(start) as usize).min(n * PAGE);
             let mut buf = alloc::vec![0u8; len];
             let mut pages = 0u64;
