@@ -241,6 +241,8 @@ pub struct RigConfig {
     pub cache_pages: usize,
     /// Eviction policy of every node at boot.
     pub policy: fabric::config::PolicyName,
+    /// Inodes of the directory's file system (64).
+    pub inodes: u32,
 }
 
 impl RigConfig {
@@ -256,6 +258,7 @@ impl RigConfig {
             baseline_writes: BaselineWrites::Back,
             cache_pages: 0,
             policy: fabric::config::PolicyName::Fifo,
+            inodes: 64,
         }
     }
 }
@@ -279,7 +282,7 @@ impl Rig {
             disk: disk.clone(),
             fail_read_in: fail_read_in.clone(),
         };
-        let fs = Fs::format(fd, 64).expect("format the rig's disk");
+        let fs = Fs::format(fd, cfg.inodes).expect("format the rig's disk");
         let dir = Directory::new(&*mem, layout, Some(fs), Config::default());
         let sh = Rc::new(Shared {
             mem,

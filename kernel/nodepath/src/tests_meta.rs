@@ -151,16 +151,80 @@ fn a_call_without_an_answer_is_given_up() {
 }
 
 #[test]
-fn close_and_readdir_finish_at_once() {
+fn close_finishes_at_once() {
     let rig = Rig::new(RigConfig::new(1, Mode::Strong));
     let mut n = rig.node(1);
     write_file(&mut n, "/a", b"abc");
     let fd = n.open("/a", OpenFlags::default()).unwrap();
-    for call in [
-        MetaCall::Close { fd },
-        MetaCall::Readdir { path: "/".into() },
-    ] {
-        assert!(matches!(n.meta_start(call), MetaStart::Done(Ok(_))));
+    assert!(matches!(
+        n.meta_start(MetaCall::Close { fd }),
+        MetaStart::Done(Ok(_))
+    ));
+}
+
+/// A readdir is a call in flight (its lookup, then its `Readdir`s, 682
+/// entries each in slot 3); a second one waits for the first to finish
+/// (slot 3 is one readdir's), and both list what a synchronous readdir
+/// lists.
+#[test]
+fn readdirs_are_in_flight_one_slot_at_a_time() {
+    for mode in [Mode::Strong, Mode::Private] {
+        let rig = Rig::new(RigConfig {
+            inodes: 1024,
+            ..RigConfig::new(1, mode)
+        });
+        let mut n = rig.node(1);
+        n.mkdir("/big").unwrap();
+        for k in 0..700 {
+            let fd = n.open(&alloc::format!("/big/f{k:04}"), create()).unwrap();
+            n.close(fd).unwrap();
+        }
+        n.mkdir("/small").unwrap();
+        write_file(&mut n, "/small/x", b"x");
+        let want_big = n.readdir("/big").unwrap();
+        let want_small = n.readdir("/small").unwrap();
+        assert_eq!(want_big.len(), 700, "{mode:?}");
+        let big = pending(
+            &mut n,
+            MetaCall::Readdir {
+                path: "/big".into(),
+            },
+        );
+        let st = pending(&mut n, stat_call("/small/x"));
+        assert_eq!(
+            n.link.calls_in_flight(),
+            2,
+            "the readdir's lookup and the stat"
+        );
+        // The second readdir first runs the first to its end (two
+        // Readdirs: 700 entries), then goes out itself.
+        let small = pending(
+            &mut n,
+            MetaCall::Readdir {
+                path: "/small".into(),
+            },
+        );
+        let got_small = finish(&mut n, small).unwrap().entries().unwrap();
+        let got_big = finish(&mut n, big).unwrap().entries().unwrap();
+        assert_eq!(got_big, want_big, "{mode:?}");
+        assert_eq!(got_small, want_small, "{mode:?}");
+        assert_eq!(finish(&mut n, st).unwrap().attr().unwrap().size, 1);
+        // Errors: not a directory, not there.
+        let t = pending(
+            &mut n,
+            MetaCall::Readdir {
+                path: "/small/x".into(),
+            },
+        );
+        assert_eq!(finish(&mut n, t), Err(Errno::NotDir));
+        let t = pending(
+            &mut n,
+            MetaCall::Readdir {
+                path: "/none".into(),
+            },
+        );
+        assert_eq!(finish(&mut n, t), Err(Errno::NotFound));
+        assert_eq!(n.link.calls_in_flight(), 0);
     }
 }
 

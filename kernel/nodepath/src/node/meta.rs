@@ -7,8 +7,14 @@
 //! sub-slot of bulk slot 0 (`Request::Path { at }`), so several are out
 //! together; sub-slot 0 stays for synchronous calls.
 //!
-//! What runs at once, inside `meta_start`: `close` and `readdir`
-//! (synchronous as before), the write-back of dirty pages before an
+//! A `readdir` takes two or more steps: the lookup of its path, then one
+//! `Readdir` per 682 entries, answered in bulk slot 3, which one readdir
+//! in flight holds until it finished; a second readdir started meanwhile
+//! first waits (inside `meta_start`) for the first to finish, whose result
+//! is kept for its task.
+//!
+//! What runs at once, inside `meta_start`: `close` (synchronous as
+//! before), the write-back of dirty pages before an
 //! fsync's `Fsync` or a truncate's `Setattr` (those requests then go out
 //! as calls in flight; a single-copy truncate first asks the size before
 //! with a `Getattr` in flight too), every call in `net` mode (its file
@@ -18,7 +24,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use fabric::proto::{Errno, Op, Request, Response, MAX_PATH};
+use fabric::proto::{DirEntry, Errno, Op, Request, Response, MAX_PATH};
 use userland::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
 use userland::os::{Fd, OpenFlags};
 
@@ -51,6 +57,11 @@ enum Step {
         size: u64,
         old: Option<u64>,
     },
+    /// A readdir's lookup of its path (then its `Readdir`s).
+    ReaddirLookup,
+    /// A readdir's `Readdir` of directory `.0`; the entries so far are in
+    /// the job.
+    Readdir(u64),
 }
 
 #[derive(Debug)]
@@ -62,6 +73,8 @@ struct Job {
     sub: Option<usize>,
     /// The path's length.
     len: u32,
+    /// A readdir's entries so far.
+    entries: Vec<DirEntry>,
 }
 
 /// The calls in flight and the free path sub-slots.
@@ -76,6 +89,11 @@ pub struct MetaJobs {
     pub started: u64,
     /// Most calls in flight together.
     pub max_in_flight: usize,
+    /// The readdir in flight, which holds bulk slot 3 (its ticket).
+    dir_holder: Option<u64>,
+    /// Results of calls finished before their task polled them (a
+    /// readdir another readdir waited for).
+    done: BTreeMap<u64, Result<MetaDone, Errno>>,
 }
 
 impl MetaJobs {
@@ -148,7 +166,20 @@ impl<E: Env> Node<E> {
             MetaCall::Rmdir { path } => self.send_path(Op::Rmdir, path, false, Step::Plain),
             MetaCall::Fsync { fd } => self.send_fsync(*fd),
             MetaCall::Truncate { fd, size } => self.send_truncate(*fd, *size),
-            MetaCall::Close { .. } | MetaCall::Readdir { .. } => None,
+            MetaCall::Readdir { path } => {
+                // Slot 3 is one readdir's at a time.
+                if let Some(h) = self.meta.dir_holder {
+                    self.meta_settle(h);
+                }
+                let r = self.send_path(Op::Lookup, path, false, Step::ReaddirLookup);
+                if let Some(Ok(job)) = r {
+                    let t = self.meta.add(job);
+                    self.meta.dir_holder = Some(t.0);
+                    return MetaStart::Pending(t);
+                }
+                r
+            }
+            MetaCall::Close { .. } => None,
         };
         match r {
             Some(Ok(job)) => MetaStart::Pending(self.meta.add(job)),
@@ -159,6 +190,9 @@ impl<E: Env> Node<E> {
 
     /// Is the call of `t` finished (see [`userland::os::Os::meta_poll`])?
     pub fn meta_poll(&mut self, t: MetaTicket) -> Option<Result<MetaDone, Errno>> {
+        if let Some(r) = self.meta.done.remove(&t.0) {
+            return Some(r);
+        }
         let Some(job) = self.meta.jobs.get(&t.0) else {
             return Some(Err(Errno::Invalid));
         };
@@ -169,7 +203,24 @@ impl<E: Env> Node<E> {
                 self.meta.jobs.insert(t.0, job);
                 None
             }
-            Next::Done(r) => Some(r),
+            Next::Done(r) => {
+                if self.meta.dir_holder == Some(t.0) {
+                    self.meta.dir_holder = None;
+                }
+                Some(r)
+            }
+        }
+    }
+
+    /// Run the call of ticket `h` to its end now (every step waits at
+    /// most the link's call timeout) and keep its result for its task.
+    fn meta_settle(&mut self, h: u64) {
+        while self.meta.jobs.contains_key(&h) {
+            if let Some(r) = self.meta_poll(MetaTicket(h)) {
+                self.meta.done.insert(h, r);
+                return;
+            }
+            self.meta_wait();
         }
     }
 
@@ -234,6 +285,7 @@ impl<E: Env> Node<E> {
                 step,
                 sub: Some(at),
                 len: path.len() as u32,
+                entries: Vec::new(),
             }),
             Err(e) => {
                 self.meta.give_sub(Some(at));
@@ -254,6 +306,7 @@ impl<E: Env> Node<E> {
             step: Step::Fsync,
             sub: None,
             len: 0,
+            entries: Vec::new(),
         }))
     }
 
@@ -290,6 +343,7 @@ impl<E: Env> Node<E> {
                 step,
                 sub,
                 len,
+                entries: Vec::new(),
             }),
             Err(e) => {
                 self.meta.give_sub(sub);
@@ -330,6 +384,35 @@ impl<E: Env> Node<E> {
                     Next::Done(r.and(Err(Errno::Io)))
                 }
             },
+            Step::ReaddirLookup => {
+                self.meta.give_sub(job.sub);
+                match attr_of(r).and_then(|a| Vfs::<E>::readdir_ino(&a)) {
+                    Ok(ino) => self.start(
+                        &Vfs::<E>::readdir_request(ino, 0),
+                        Step::Readdir(ino),
+                        None,
+                        0,
+                    ),
+                    Err(e) => Next::Done(Err(e)),
+                }
+            }
+            Step::Readdir(ino) => {
+                let mut entries = job.entries;
+                match Vfs::readdir_take(&mut self.link, r, &mut entries) {
+                    Ok(Some(cookie)) => {
+                        let req = Vfs::<E>::readdir_request(ino, cookie);
+                        match self.start(&req, Step::Readdir(ino), None, 0) {
+                            Next::Wait(mut j) => {
+                                j.entries = entries;
+                                Next::Wait(j)
+                            }
+                            done => done,
+                        }
+                    }
+                    Ok(None) => Next::Done(Ok(MetaDone::Entries(Vfs::<E>::readdir_done(entries)))),
+                    Err(e) => Next::Done(Err(e)),
+                }
+            }
             Step::TruncOld { ino, size } => match attr_of(r) {
                 Ok(old) => {
                     self.vfs.learn_meta(&old);
@@ -380,7 +463,10 @@ impl<E: Env> Node<E> {
                 self.vfs.truncated(&self.link.env, ino, size, old, &a);
                 MetaDone::Ok
             })),
-            Step::UnlinkLookup(_) | Step::TruncOld { .. } => Next::Done(Err(Errno::Io)),
+            Step::UnlinkLookup(_)
+            | Step::TruncOld { .. }
+            | Step::ReaddirLookup
+            | Step::Readdir(_) => Next::Done(Err(Errno::Io)),
         }
     }
 }
