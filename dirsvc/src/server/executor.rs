@@ -49,11 +49,7 @@ impl<D: BlockDevice> Directory<D> {
                         h.2.push(a);
                     }
                 }
-                Action::Reply { node, tag, reply } => {
-                    let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
-                    let d = Response::Page(reply).encode(op, tag);
-                    self.respond(mem, node as u32, d);
-                }
+                Action::Reply { node, tag, reply } => self.reply(mem, node, tag, reply),
                 Action::Fill { key, gfn } => {
                     self.start_fill(mem, key, gfn, &mut more);
                     queue.extend(more.drain(..));
@@ -90,6 +86,20 @@ impl<D: BlockDevice> Directory<D> {
                 let _ = self.flush(mem, n);
             }
         }
+    }
+
+    /// Answer page request `tag` of `node` with `reply` (now, or behind
+    /// its earlier answers).
+    pub(super) fn reply(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u8,
+        tag: u32,
+        reply: fabric::proto::PageReply,
+    ) {
+        let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
+        let d = Response::Page(reply).encode(op, tag);
+        self.respond(mem, node as u32, d);
     }
 
     /// Fill pool frame `gfn` with page `key` from disk (zeros past the end

@@ -210,7 +210,14 @@ impl<D: BlockDevice> Directory<D> {
                 _ => false,
             };
             self.miss.fill_done(f.node, f.tag, seen, ok);
-            acts.extend(self.pages.filled(f.key, ok));
+            // The commit's reply goes out at once (nothing it answers
+            // waits behind a write-back), not through `run`.
+            for a in self.pages.filled(f.key, ok) {
+                match a {
+                    Action::Reply { node, tag, reply } => self.reply(mem, node, tag, reply),
+                    a => acts.push(a),
+                }
+            }
             filled.push(f.key);
         }
         self.pump(&mut acts);
