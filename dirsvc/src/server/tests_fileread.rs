@@ -160,17 +160,7 @@ fn a_file_read_sees_a_write_still_in_flight() {
     // A write whose block writes the device holds (it is answered once
     // they landed).
     rig.disk.set_mode(Completion::Hold);
-    let (off, _) = a.bulk(2).unwrap();
-    rig.mem.write(off, &[0x77; 4096]);
-    let w = Request::Data {
-        op: Op::Write,
-        slot: 2,
-        at: 0,
-        ino,
-        offset: 0,
-        len: 4096,
-    };
-    a.send(&*rig.mem, &w, &mut || true).unwrap();
+    rig.send_write(&mut a, ino, 0, 0x77);
     rig.step();
     assert!(!rig.disk.writes_in_flight().is_empty(), "the write flies");
     let reads = rig.disk.submitted();
@@ -199,21 +189,7 @@ fn a_node_failing_during_its_file_read_gets_no_bytes_in_its_slot() {
     rig.step();
     assert_eq!(rig.disk.in_flight().len(), 1);
     // Node 1 goes silent and is failed.
-    let h = Header::new(&*rig.mem, rig.layout);
-    let mut failed = false;
-    for _ in 0..50 {
-        rig.now.set(rig.now.get() + 1_000_000);
-        h.beat_node(2);
-        let p = rig.dir.borrow_mut().poll(&*rig.mem, rig.now.get());
-        failed |= p
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Failed { node: 1, .. }));
-        if failed {
-            break;
-        }
-    }
-    assert!(failed);
+    assert!(rig.fail_silent(1, 2));
     assert_eq!(rig.dir.borrow().reads_pending(), 0, "dropped");
     let (off, _) = a.bulk(1).unwrap();
     rig.mem.write(off, &[0xAB; 4096]);

@@ -25,7 +25,7 @@ pub(super) struct Rig {
     pub(super) layout: Layout,
     pub(super) dir: RefCell<Directory<FakeDisk>>,
     pub(super) disk: FakeControl,
-    pub(super) now: Cell<u64>,
+    now: Cell<u64>,
 }
 
 impl Rig {
@@ -125,10 +125,9 @@ impl Rig {
         self.call(c, &w).unwrap();
     }
 
-    /// Send a write of page `idx` of `ino` (every byte `v`) while the
-    /// disk holds its completions, let the directory take it (one pass),
-    /// then let the disk complete everything and wait for the answer.
-    pub(super) fn write_then_release(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
+    /// Send (without waiting) a write of page `idx` of `ino` through the
+    /// file server, every byte `v`; its tag.
+    pub(super) fn send_write(&self, c: &mut Client, ino: u64, idx: u64, v: u8) -> u32 {
         let (off, _) = c.bulk(2).unwrap();
         self.mem.write(off, &[v; 4096]);
         let w = Request::Data {
@@ -139,7 +138,32 @@ impl Rig {
             offset: idx * 4096,
             len: 4096,
         };
-        let tag = c.send(&*self.mem, &w, &mut || true).unwrap();
+        c.send(&*self.mem, &w, &mut || true).unwrap()
+    }
+
+    /// Let node `node` go silent (every other node `alive` keeps beating)
+    /// until the directory fails it; was it failed?
+    pub(super) fn fail_silent(&self, node: u32, alive: u32) -> bool {
+        let h = Header::new(&*self.mem, self.layout);
+        for _ in 0..50 {
+            self.now.set(self.now.get() + 1_000_000);
+            h.beat_node(alive);
+            let p = self.dir.borrow_mut().poll(&*self.mem, self.now.get());
+            if p.events
+                .iter()
+                .any(|e| matches!(e, Event::Failed { node: n, .. } if *n == node))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Send a write of page `idx` of `ino` (every byte `v`) while the
+    /// disk holds its completions, let the directory take it (one pass),
+    /// then let the disk complete everything and wait for the answer.
+    pub(super) fn write_then_release(&self, c: &mut Client, ino: u64, idx: u64, v: u8) {
+        let tag = self.send_write(c, ino, idx, v);
         self.step();
         self.disk.set_mode(Completion::InOrder);
         for _ in 0..100 {
@@ -336,21 +360,7 @@ fn a_node_failing_during_its_fill_leaves_its_frame_alone() {
     rig.step();
     assert_eq!(rig.disk.in_flight().len(), 1);
     // Node 1 goes silent and is failed; its frame is its own again.
-    let h = Header::new(&*rig.mem, rig.layout);
-    let mut failed = false;
-    for _ in 0..50 {
-        rig.now.set(rig.now.get() + 1_000_000);
-        h.beat_node(2);
-        let p = rig.dir.borrow_mut().poll(&*rig.mem, rig.now.get());
-        failed |= p
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Failed { node: 1, .. }));
-        if failed {
-            break;
-        }
-    }
-    assert!(failed);
+    assert!(rig.fail_silent(1, 2));
     assert!(rig.dir.borrow().pages().is_empty());
     rig.mem
         .write(rig.layout.frame_off(a0).unwrap(), &[0xAB; 4096]);

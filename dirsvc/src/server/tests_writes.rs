@@ -233,17 +233,7 @@ fn a_file_server_write_is_answered_when_it_landed_and_reads_see_it_before() {
     let mut b = rig.join(2);
     let ino = rig.file(&mut a, 2);
     rig.disk.set_mode(Completion::Hold);
-    let (off, _) = a.bulk(2).unwrap();
-    rig.mem.write(off, &[0x77; 4096]);
-    let w = Request::Data {
-        op: Op::Write,
-        slot: 2,
-        at: 0,
-        ino,
-        offset: 4096,
-        len: 4096,
-    };
-    let tag = a.send(&*rig.mem, &w, &mut || true).unwrap();
+    let tag = rig.send_write(&mut a, ino, 1, 0x77);
     rig.step();
     assert!(a.recv(&*rig.mem).unwrap().is_none(), "not answered yet");
     assert!(!rig.disk.writes_in_flight().is_empty());
