@@ -51,6 +51,8 @@ struct State {
     rng: SplitMix64,
     /// Reads (submitted from now on) that fail, counted down.
     fail_reads: u64,
+    /// Reads the device refuses to start, counted down.
+    refuse_reads: u64,
     /// Writes (submitted from now on) that fail, counted down.
     fail_writes: u64,
     submitted: u64,
@@ -120,6 +122,7 @@ impl FakeDisk {
             mode,
             rng: SplitMix64::new(seed),
             fail_reads: 0,
+            refuse_reads: 0,
             fail_writes: 0,
             submitted: 0,
             writes_submitted: 0,
@@ -138,6 +141,12 @@ impl FakeControl {
     /// The next `n` reads submitted fail when they complete.
     pub fn fail_next_reads(&self, n: u64) {
         self.s.borrow_mut().fail_reads = n;
+    }
+
+    /// The next `n` reads submitted are refused (`submit_read` fails:
+    /// they never complete).
+    pub fn refuse_next_reads(&self, n: u64) {
+        self.s.borrow_mut().refuse_reads = n;
     }
 
     /// The next `n` writes submitted fail when they complete (the disk
@@ -227,6 +236,10 @@ impl BlockDevice for FakeDisk {
     fn submit_read(&mut self, id: u64, lba: u64) -> Result<(), IoError> {
         let mut s = self.s.borrow_mut();
         if s.in_flight.len() >= s.depth || lba >= s.disk.block_count() {
+            return Err(IoError);
+        }
+        if s.refuse_reads > 0 {
+            s.refuse_reads -= 1;
             return Err(IoError);
         }
         let result = if s.fail_reads > 0 {

@@ -35,7 +35,7 @@ impl<D: BlockDevice> Directory<D> {
         loop {
             let Some(a) = queue.pop_front() else {
                 // Fills that finished at once, or failed to start.
-                self.pump(&mut more);
+                self.pump(mem, &mut more);
                 if more.is_empty() {
                     break;
                 }

@@ -160,7 +160,7 @@ impl<D: BlockDevice> Directory<D> {
         }
         self.reads.insert(id, read);
         let mut acts = Vec::new();
-        self.pump(&mut acts);
+        self.pump(mem, &mut acts);
         if !acts.is_empty() {
             self.run(mem, acts);
         }

@@ -105,8 +105,9 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Submit waiting fills and writes, one of each in turn, while fewer
     /// than `fill_depth` requests are in flight; a read the device refuses
-    /// fails its fill (actions to `out`), a refused write fails its job.
-    pub(super) fn pump(&mut self, out: &mut Vec<Action>) {
+    /// fails its page fill (actions to `out`) or its file read (answered
+    /// `Io` once its other blocks are in), a refused write fails its job.
+    pub(super) fn pump(&mut self, mem: &(impl SharedMem + ?Sized), out: &mut Vec<Action>) {
         let room = |d: &Self| d.disk.in_flight() + d.writes.in_flight() < d.fill_depth;
         loop {
             let mut moved = false;
@@ -118,9 +119,26 @@ impl<D: BlockDevice> Directory<D> {
                         .as_mut()
                         .is_some_and(|fs| fs.device_mut().submit_read(id, lba).is_ok());
                     if !ok {
-                        if let Some(f) = self.disk.submit_failed(id) {
-                            log::warn!("page fill of {:?}: the disk refused the read", f.key);
-                            out.extend(self.pages.filled(f.key, false));
+                        match self.disk.submit_failed(id) {
+                            Some(
+                                f @ Fill {
+                                    dest: Dest::Read(_),
+                                    ..
+                                },
+                            ) => {
+                                log::warn!(
+                                    "file read of ino {} block {}: the disk refused the read",
+                                    f.key.ino,
+                                    f.key.idx
+                                );
+                                let seen = self.miss.now();
+                                self.read_block_done(mem, &f, Err(flatfs::IoError), seen);
+                            }
+                            Some(f) => {
+                                log::warn!("page fill of {:?}: the disk refused the read", f.key);
+                                out.extend(self.pages.filled(f.key, false));
+                            }
+                            None => {}
                         }
                     }
                 }
@@ -220,7 +238,7 @@ impl<D: BlockDevice> Directory<D> {
             }
             filled.push(f.key);
         }
-        self.pump(&mut acts);
+        self.pump(mem, &mut acts);
         if !acts.is_empty() {
             self.run(mem, acts);
         }
@@ -251,7 +269,7 @@ impl<D: BlockDevice> Directory<D> {
         while busy(self) {
             rounds += 1;
             let mut acts = Vec::new();
-            self.pump(&mut acts);
+            self.pump(mem, &mut acts);
             if !acts.is_empty() {
                 self.run(mem, acts);
             }

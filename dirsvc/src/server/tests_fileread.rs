@@ -152,6 +152,48 @@ fn a_bad_block_fails_its_file_read_with_an_io_error() {
     assert_eq!(rig.dir.borrow().reads_pending(), 0);
 }
 
+/// A block the device refuses to start fails its file read (answered
+/// `Io` once its other blocks are in), and only it: another node's page
+/// fill of the same page goes on.
+#[test]
+fn a_refused_block_fails_its_file_read_not_a_page_fill() {
+    let rig = Rig::new(2, 8, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = rig.file(&mut a, 2);
+    let (b0, _) = rig.layout.pool_gfns(2);
+    rig.disk.set_mode(Completion::Hold);
+    let fill = b
+        .send(
+            &*rig.mem,
+            &Rig::read(PageKey { ino, idx: 0 }, b0),
+            &mut || true,
+        )
+        .unwrap();
+    rig.step();
+    assert_eq!(rig.disk.in_flight().len(), 1, "node 2's fill of page 0");
+    rig.disk.refuse_next_reads(1);
+    let tag = a
+        .send(&*rig.mem, &read_req(ino, 0, 8192), &mut || true)
+        .unwrap();
+    rig.step();
+    assert_eq!(
+        rig.disk.in_flight().len(),
+        2,
+        "block 1 went out, block 0 was refused"
+    );
+    assert!(data_answers(&rig, &mut a).is_empty(), "block 1 still out");
+    rig.disk.set_mode(Completion::InOrder);
+    for _ in 0..5 {
+        rig.step();
+    }
+    assert_eq!(data_answers(&rig, &mut a), vec![(tag, Err(Errno::Io))]);
+    let got = super::tests_fills::answers(&rig, &mut b);
+    assert_eq!(got, vec![(fill, PageReply::Owner { gfn: b0 })]);
+    assert_eq!(rig.frame(b0), [1u8; 4096]);
+    assert_eq!(rig.dir.borrow().reads_pending(), 0);
+}
+
 #[test]
 fn a_file_read_sees_a_write_still_in_flight() {
     let rig = Rig::new(1, 8, 32);

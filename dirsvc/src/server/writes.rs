@@ -123,7 +123,7 @@ impl<D: BlockDevice> Directory<D> {
             .collect();
         self.writes.push(inos, writes, then);
         let mut acts = Vec::new();
-        self.pump(&mut acts);
+        self.pump(mem, &mut acts);
         if !acts.is_empty() {
             self.run(mem, acts);
         }
@@ -283,7 +283,7 @@ impl<D: BlockDevice> Directory<D> {
         while self.writes.busy(ino) {
             rounds += 1;
             let mut acts = Vec::new();
-            self.pump(&mut acts);
+            self.pump(mem, &mut acts);
             if !acts.is_empty() {
                 self.run(mem, acts);
             }
