@@ -125,15 +125,9 @@ impl<D: BlockDevice> Directory<D> {
         for (block, src) in blocks {
             match src {
                 BlockSource::Zeros => read.take(block, &[0u8; BLOCK_SIZE]),
-                BlockSource::Disk { lba, len } => match fs.pending_block(lba) {
-                    Some(b) => {
-                        // A write of the block is pending: its bytes are
-                        // the file's, the device may still hold older ones.
-                        let mut page = *b;
-                        page[len.min(PAGE_SIZE)..].fill(0);
-                        read.take(block, &page);
-                        self.writes.count_fill_from_pending();
-                    }
+                // A block with a write pending is read from its bytes.
+                BlockSource::Disk { lba, len } => match self.pending_page(lba, len) {
+                    Some(page) => read.take(block, &page),
                     None => fills.push(Fill {
                         key: PageKey {
                             ino: r.ino,
@@ -178,30 +172,17 @@ impl<D: BlockDevice> Directory<D> {
         seen: u64,
     ) {
         let Dest::Read(id) = f.dest else { return };
-        let Some(read) = self.reads.get_mut(&id) else {
+        if !self.reads.contains_key(&id) {
             return; // its requester failed meanwhile
+        }
+        let blk = self.checked_block(f, blk);
+        let Some(read) = self.reads.get_mut(&id) else {
+            return;
         };
-        let ok = match (blk, self.fs.as_mut()) {
-            (Ok(mut blk), Some(fs)) => {
-                let checked = fs.check_block(f.key.ino, f.key.idx, f.lba, &mut blk);
-                if checked.is_ok() {
-                    blk[f.len.min(PAGE_SIZE)..].fill(0);
-                    read.take(f.key.idx, &blk[..]);
-                }
-                checked.is_ok()
-            }
-            (Err(_), _) => {
-                log::warn!(
-                    "file read of ino {} block {}: disk read of block {} failed",
-                    f.key.ino,
-                    f.key.idx,
-                    f.lba
-                );
-                false
-            }
-            (Ok(_), None) => false,
-        };
-        read.failed |= !ok;
+        match &blk {
+            Some(blk) => read.take(f.key.idx, &blk[..]),
+            None => read.failed = true,
+        }
         read.left = read.left.saturating_sub(1);
         if read.left > 0 {
             return;

@@ -13,6 +13,7 @@
 //! `server/writes.rs`). Fills and writes share the device's queue:
 //! [`Directory::pump`] submits them alternately while there is room.
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::diskq::{Dest, Fill};
@@ -21,7 +22,7 @@ use crate::writeq::WRITE_ID;
 use fabric::proto::{MissKind, Op, PageKey, Request};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
-use flatfs::{BlockDevice, BlockSource, ReadDone};
+use flatfs::{BlockDevice, BlockSource, IoError, ReadDone, BLOCK_SIZE};
 
 use super::Directory;
 
@@ -72,35 +73,63 @@ impl<D: BlockDevice> Directory<D> {
             return;
         };
         match fs.block_source(key.ino, key.idx) {
-            Ok(BlockSource::Disk { lba, len }) if fs.pending_block(lba).is_some() => {
-                // A write of the block is pending: its bytes are the
-                // page's, the device may still hold older ones.
-                let mut page = [0u8; PAGE_SIZE];
-                if let Some(b) = fs.pending_block(lba) {
-                    page.copy_from_slice(&b[..]);
-                }
-                page[len.min(PAGE_SIZE)..].fill(0);
-                mem.write(off, &page);
-                self.writes.count_fill_from_pending();
-                out.extend(self.pages.filled(key, true));
-            }
             Ok(BlockSource::Zeros) => {
                 mem.write(off, &[0u8; PAGE_SIZE]);
                 out.extend(self.pages.filled(key, true));
             }
-            Ok(BlockSource::Disk { lba, len }) => {
-                self.miss.fill_queued(MissKind::PageFill, e.owner, tag);
-                self.disk.push(Fill {
-                    key,
-                    dest: Dest::Frame(gfn),
-                    node: e.owner,
-                    tag,
-                    lba,
-                    len,
-                });
-            }
+            // A block with a write pending is filled from its bytes.
+            Ok(BlockSource::Disk { lba, len }) => match self.pending_page(lba, len) {
+                Some(page) => {
+                    mem.write(off, &page);
+                    out.extend(self.pages.filled(key, true));
+                }
+                None => {
+                    self.miss.fill_queued(MissKind::PageFill, e.owner, tag);
+                    self.disk.push(Fill {
+                        key,
+                        dest: Dest::Frame(gfn),
+                        node: e.owner,
+                        tag,
+                        lba,
+                        len,
+                    });
+                }
+            },
             Err(_) => out.extend(self.pages.filled(key, false)),
         }
+    }
+
+    /// The bytes of device block `lba` (`len` of them file data, zeros
+    /// after) if a write of it is pending: they are the file's, the
+    /// device may still hold older ones. Counted as a fill from pending.
+    pub(super) fn pending_page(&mut self, lba: u64, len: usize) -> Option<[u8; PAGE_SIZE]> {
+        let mut page = *self.fs.as_ref()?.pending_block(lba)?;
+        page[len.min(PAGE_SIZE)..].fill(0);
+        self.writes.count_fill_from_pending();
+        Some(page)
+    }
+
+    /// The completed read `result` of fill `f` (a page fill's or a
+    /// file read's block): its bytes checked against the block's checksum,
+    /// zeros past the file's data; `None` for a device error (logged) or
+    /// a mismatch (logged by the file system).
+    pub(super) fn checked_block(
+        &mut self,
+        f: &Fill,
+        result: Result<Box<[u8; BLOCK_SIZE]>, IoError>,
+    ) -> Option<Box<[u8; BLOCK_SIZE]>> {
+        let Ok(mut blk) = result else {
+            let what = match f.dest {
+                Dest::Frame(_) => "page fill",
+                Dest::Read(_) => "file read",
+            };
+            log::warn!("{what} of {:?}: disk read of block {} failed", f.key, f.lba);
+            return None;
+        };
+        let fs = self.fs.as_mut()?;
+        fs.check_block(f.key.ino, f.key.idx, f.lba, &mut blk).ok()?;
+        blk[f.len.min(PAGE_SIZE)..].fill(0);
+        Some(blk)
     }
 
     /// Submit waiting fills and writes, one of each in turn, while fewer
@@ -132,7 +161,7 @@ impl<D: BlockDevice> Directory<D> {
                                     f.key.idx
                                 );
                                 let seen = self.miss.now();
-                                self.read_block_done(mem, &f, Err(flatfs::IoError), seen);
+                                self.read_block_done(mem, &f, Err(IoError), seen);
                             }
                             Some(f) => {
                                 log::warn!("page fill of {:?}: the disk refused the read", f.key);
@@ -206,26 +235,12 @@ impl<D: BlockDevice> Directory<D> {
                 self.miss.fill_done(f.node, f.tag, seen, false);
                 continue;
             }
-            let ok = match (d.result, self.fs.as_mut(), self.layout.frame_off(gfn)) {
-                (Ok(mut blk), Some(fs), Some(off)) => {
-                    match fs.check_block(f.key.ino, f.key.idx, f.lba, &mut blk) {
-                        Ok(()) => {
-                            blk[f.len.min(PAGE_SIZE)..].fill(0);
-                            mem.write(off, &blk[..]);
-                            true
-                        }
-                        Err(_) => false,
-                    }
-                }
-                (Err(_), ..) => {
-                    log::warn!(
-                        "page fill of {:?}: disk read of block {} failed",
-                        f.key,
-                        f.lba
-                    );
-                    false
-                }
-                _ => false,
+            let ok = match self.layout.frame_off(gfn) {
+                Some(off) => self
+                    .checked_block(&f, d.result)
+                    .map(|blk| mem.write(off, &blk[..]))
+                    .is_some(),
+                None => false,
             };
             self.miss.fill_done(f.node, f.tag, seen, ok);
             // The commit's reply goes out at once (nothing it answers
