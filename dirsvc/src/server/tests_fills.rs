@@ -141,6 +141,19 @@ impl Rig {
         c.send(&*self.mem, &w, &mut || true).unwrap()
     }
 
+    /// Send `req`, which reads one block, while the disk holds its
+    /// completions: `passes` passes of the loop, then the read completes
+    /// and one more pass takes it. Its tag.
+    pub(super) fn send_held(&self, c: &mut Client, req: &Request, passes: usize) -> u32 {
+        let tag = c.send(&*self.mem, req, &mut || true).unwrap();
+        for _ in 0..passes {
+            self.step();
+        }
+        assert!(self.disk.complete(0));
+        self.step();
+        tag
+    }
+
     /// Let node `node` go silent (every other node `alive` keeps beating)
     /// until the directory fails it; was it failed?
     pub(super) fn fail_silent(&self, node: u32, alive: u32) -> bool {
@@ -454,18 +467,7 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     let before = rig.dir.borrow().miss_stats(MissKind::PageFill);
     // A READ miss whose disk read is held for 5 passes.
     rig.disk.set_mode(Completion::Hold);
-    let tag = a
-        .send(
-            &*rig.mem,
-            &Rig::read(PageKey { ino, idx: 1 }, a0),
-            &mut || true,
-        )
-        .unwrap();
-    for _ in 0..5 {
-        rig.step();
-    }
-    assert!(rig.disk.complete(0));
-    rig.step();
+    let tag = rig.send_held(&mut a, &Rig::read(PageKey { ino, idx: 1 }, a0), 5);
     assert_eq!(
         answers(&rig, &mut a),
         vec![(tag, PageReply::Owner { gfn: a0 })]
@@ -495,25 +497,15 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     // A file-server read is the other kind (asynchronous too: its block
     // read is held 3 passes); writes and metadata are none.
     let files = rig.dir.borrow().miss_stats(MissKind::FileRead);
-    let tag = a
-        .send(
-            &*rig.mem,
-            &Request::Data {
-                op: Op::Read,
-                slot: 1,
-                at: 0,
-                ino,
-                offset: 0,
-                len: 4096,
-            },
-            &mut || true,
-        )
-        .unwrap();
-    for _ in 0..3 {
-        rig.step();
-    }
-    assert!(rig.disk.complete(0));
-    rig.step();
+    let read = Request::Data {
+        op: Op::Read,
+        slot: 1,
+        at: 0,
+        ino,
+        offset: 0,
+        len: 4096,
+    };
+    let tag = rig.send_held(&mut a, &read, 3);
     let got = a
         .recv(&*rig.mem)
         .unwrap()
