@@ -15,7 +15,15 @@
 //! * per device block, in staging order, one write in flight at a time:
 //!   two writes of one block in flight could land in either order. Jobs
 //!   are staged in order, so the oldest job is at the head of every block
-//!   it writes, and the queue always makes progress.
+//!   it writes, and the queue always makes progress;
+//! * around a barrier job ([`WriteQueue::push_barrier`]: a namespace
+//!   change or a truncation, which allocates or frees blocks and rewrites
+//!   records other jobs share), job by job: a barrier's writes go out
+//!   only once every earlier job completed, and no later job's writes
+//!   before the barrier completed, so the device sees these changes in
+//!   the order a synchronous file system would make them (a block a
+//!   truncation freed is never rewritten by a later job before the
+//!   truncation's record landed).
 //!
 //! Write ids carry [`WRITE_ID`] so the loop tells their completions from
 //! page fills' on the device's one completion stream.
@@ -53,6 +61,8 @@ struct Job<T> {
     inos: Vec<u64>,
     writes: Vec<Write>,
     failed: bool,
+    /// Ordered against every other job (see the module doc).
+    barrier: bool,
     then: T,
 }
 
@@ -100,6 +110,9 @@ pub struct WriteStats {
     /// File-server writes that joined the job of the write before them
     /// (same node, same file, one sweep: one job for the group).
     pub grouped: u64,
+    /// Barrier jobs pushed (namespace changes and truncations queued
+    /// instead of written synchronously).
+    pub barrier_jobs: u64,
 }
 
 /// Jobs waiting and in flight.
@@ -116,6 +129,8 @@ pub struct WriteQueue<T> {
     /// block), oldest job first: kept up to date on every push and
     /// completion, so a submission does not scan the queue.
     ready: BTreeSet<(u64, usize)>,
+    /// Barrier jobs waiting or in flight.
+    barriers: BTreeSet<u64>,
     finished: Vec<Finished<T>>,
     stats: WriteStats,
 }
@@ -136,6 +151,7 @@ impl<T> WriteQueue<T> {
             blocks: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             ready: BTreeSet::new(),
+            barriers: BTreeSet::new(),
             finished: Vec::new(),
             stats: WriteStats::default(),
         }
@@ -145,7 +161,32 @@ impl<T> WriteQueue<T> {
     /// files `inos`, and what to do when they all completed. A job without
     /// writes is finished at once.
     pub fn push(&mut self, inos: Vec<u64>, writes: Vec<(u8, u64, Box<[u8; BLOCK_SIZE]>)>, then: T) {
+        self.push_job(inos, writes, then, false);
+    }
+
+    /// As [`WriteQueue::push`], for a job ordered against every other
+    /// one: its writes go out once every earlier job completed, and later
+    /// jobs' once it completed (see the module doc).
+    pub fn push_barrier(
+        &mut self,
+        inos: Vec<u64>,
+        writes: Vec<(u8, u64, Box<[u8; BLOCK_SIZE]>)>,
+        then: T,
+    ) {
+        self.push_job(inos, writes, then, true);
+    }
+
+    fn push_job(
+        &mut self,
+        inos: Vec<u64>,
+        writes: Vec<(u8, u64, Box<[u8; BLOCK_SIZE]>)>,
+        then: T,
+        barrier: bool,
+    ) {
         self.stats.jobs += 1;
+        if barrier {
+            self.stats.barrier_jobs += 1;
+        }
         if writes.is_empty() {
             self.finished.push(Finished {
                 inos,
@@ -174,9 +215,13 @@ impl<T> WriteQueue<T> {
                 inos,
                 writes,
                 failed: false,
+                barrier,
                 then,
             },
         );
+        if barrier {
+            self.barriers.insert(id);
+        }
         for i in 0..n {
             self.consider(id, i);
         }
@@ -191,7 +236,11 @@ impl<T> WriteQueue<T> {
         let Some(w) = job.writes.get(i) else {
             return;
         };
+        let after_barrier = self.barriers.first().is_some_and(|&b| b < jid);
+        let barrier_not_oldest = job.barrier && self.jobs.keys().next() != Some(&jid);
         if matches!(w.state, State::Waiting(_))
+            && !after_barrier
+            && !barrier_not_oldest
             && job.phase() == Some(w.phase)
             && self.blocks.get(&w.lba).and_then(|q| q.front()) == Some(&(jid, i))
         {
@@ -250,14 +299,33 @@ impl<T> WriteQueue<T> {
         }
         if phase_after.is_none() {
             if let Some(job) = self.jobs.remove(&jid) {
+                self.barriers.remove(&jid);
                 self.finished.push(Finished {
                     inos: job.inos,
                     failed: job.failed,
                     then: job.then,
                 });
+                if job.barrier || !self.barriers.is_empty() {
+                    // A barrier completed (the jobs behind it may go on)
+                    // or one may now be the oldest job.
+                    self.reconsider_all();
+                }
             }
         }
         Some(lba)
+    }
+
+    /// Consider every waiting write again (rare: when a barrier job
+    /// completes or may have become the oldest).
+    fn reconsider_all(&mut self) {
+        let all: Vec<(u64, usize)> = self
+            .jobs
+            .iter()
+            .flat_map(|(&j, job)| (0..job.writes.len()).map(move |i| (j, i)))
+            .collect();
+        for (j, i) in all {
+            self.consider(j, i);
+        }
     }
 
     /// Jobs that finished since the last call, in completion order.
@@ -404,6 +472,55 @@ mod tests {
         assert_eq!(order, vec!["a", "c", "b"]);
         assert!(q.is_idle());
         assert_eq!(q.stats().max_in_flight, 2);
+    }
+
+    #[test]
+    fn a_barrier_job_waits_for_every_earlier_job_and_holds_every_later_one() {
+        let mut q = WriteQueue::new();
+        q.push(vec![1], vec![(0, 100, blk(1))], "a");
+        q.push_barrier(vec![2], vec![(0, 200, blk(2)), (2, 1, blk(2))], "unlink");
+        q.push(vec![3], vec![(0, 300, blk(3))], "c");
+        let s = drain(&mut q);
+        assert_eq!(
+            s.iter().map(|x| x.1).collect::<Vec<_>>(),
+            vec![100],
+            "only the job before the barrier: neither the barrier (another \
+             block) nor the job after it"
+        );
+        assert!(q.busy(Some(2)) && q.busy(Some(3)));
+        q.complete(s[0].0, true);
+        let s = drain(&mut q);
+        assert_eq!(s.iter().map(|x| x.1).collect::<Vec<_>>(), vec![200]);
+        q.complete(s[0].0, true);
+        let s = drain(&mut q);
+        assert_eq!(
+            s.iter().map(|x| x.1).collect::<Vec<_>>(),
+            vec![1],
+            "the barrier's next phase; c still waits"
+        );
+        q.complete(s[0].0, true);
+        let s = drain(&mut q);
+        assert_eq!(s.iter().map(|x| x.1).collect::<Vec<_>>(), vec![300]);
+        q.complete(s[0].0, true);
+        let order: Vec<_> = q.take_finished().into_iter().map(|f| f.then).collect();
+        assert_eq!(order, vec!["a", "unlink", "c"]);
+        assert!(q.is_idle());
+        assert_eq!(q.stats().barrier_jobs, 1);
+        // A barrier pushed on an idle queue goes out at once; two in a
+        // row go one after the other.
+        q.push_barrier(vec![4], vec![(0, 400, blk(4))], "d");
+        q.push_barrier(vec![5], vec![(0, 500, blk(5))], "e");
+        let s = drain(&mut q);
+        assert_eq!(s.iter().map(|x| x.1).collect::<Vec<_>>(), vec![400]);
+        q.complete(s[0].0, false);
+        let s = drain(&mut q);
+        assert_eq!(s.iter().map(|x| x.1).collect::<Vec<_>>(), vec![500]);
+        q.complete(s[0].0, true);
+        let f = q.take_finished();
+        assert_eq!(
+            f.iter().map(|f| (f.then, f.failed)).collect::<Vec<_>>(),
+            vec![("d", true), ("e", false)]
+        );
     }
 
     #[test]

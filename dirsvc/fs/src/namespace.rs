@@ -165,6 +165,15 @@ impl<D: BlockDevice> Fs<D> {
         self.attr(ino)
     }
 
+    /// Would the next creation first raise the on-disk sequence floor?
+    /// That write is flushed before the creation's own writes, so a caller
+    /// staging writes ([`Fs::begin_deferred`]) must create synchronously
+    /// then (once in [`SEQ_BATCH`] creations): a staged superblock could
+    /// land after the record that relies on it.
+    pub fn next_create_raises_floor(&self) -> bool {
+        self.max_seq.saturating_add(1) >= self.sb.seq_floor
+    }
+
     /// Make the on-disk sequence floor exceed `seq` before any record uses
     /// it: write the superblock with the floor `SEQ_BATCH` above `seq` and
     /// flush it. The cached superblock changes only once that is durable;

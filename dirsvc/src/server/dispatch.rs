@@ -4,6 +4,7 @@
 
 use alloc::collections::VecDeque;
 use alloc::vec;
+use alloc::vec::Vec;
 
 use fabric::bulk::ShmBulk;
 use fabric::layout::{Header, NodeState};
@@ -208,7 +209,7 @@ impl<D: BlockDevice> Directory<D> {
             return;
         }
         let ino = match req {
-            Request::Data { ino, .. } => ino,
+            Request::Data { ino, .. } | Request::Setattr { ino, .. } => ino,
             _ => 0,
         };
         let is_write = matches!(req, Request::Data { op: Op::Write, .. });
@@ -225,8 +226,15 @@ impl<D: BlockDevice> Directory<D> {
             let ok = resp.encode(op, tag);
             self.group_write(node, ino, staged, (op, tag, ok), mem);
         } else {
+            // A namespace change or truncation: a barrier job, answered
+            // once it landed (a creation's file is known by its answer).
+            let inos = match resp {
+                Response::Attr(a) => vec![a.ino],
+                _ if ino != 0 => vec![ino],
+                _ => Vec::new(),
+            };
             let ok = resp.encode(op, tag);
-            self.queue_writes(mem, vec![ino], staged, Then::Respond { node, op, tag, ok });
+            self.queue_barrier(mem, inos, staged, Then::Respond { node, op, tag, ok });
         }
     }
 

@@ -46,7 +46,8 @@ impl<D: BlockDevice> Directory<D> {
             // unchanged epoch needs no validation round trip.
             Header::new(mem, self.layout).bump_meta_epoch();
         }
-        self.order_before(mem, &req);
+        let defer = self.defers(&req);
+        self.order_before(mem, &req, defer);
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         match req {
             Request::Nop
@@ -69,16 +70,23 @@ impl<D: BlockDevice> Directory<D> {
                 let path = core::str::from_utf8(path).map_err(|_| Errno::Invalid)?;
                 match op {
                     Op::Lookup => fs.lookup(path).map(Response::Attr),
-                    Op::Create => fs.create(path, exclusive).map(Response::Attr),
-                    Op::Mkdir => fs.mkdir(path).map(Response::Attr),
+                    Op::Create => self
+                        .staging(defer, |fs| fs.create(path, exclusive))
+                        .map(Response::Attr),
+                    Op::Mkdir => self.staging(defer, |fs| fs.mkdir(path)).map(Response::Attr),
                     Op::Unlink => {
                         let a = fs.lookup(path)?;
-                        fs.unlink(path)?;
+                        // Its blocks are freed: no read of them may still
+                        // be pending (a later write may reuse them).
+                        self.drain_fills(mem, Some(a.ino));
+                        self.staging(defer, |fs| fs.unlink(path))?;
                         let acts = self.pages.evict_file(a.ino, 0);
                         self.run(mem, acts);
                         Ok(Response::Ok)
                     }
-                    Op::Rmdir => fs.rmdir(path).map(|_| Response::Ok),
+                    Op::Rmdir => self
+                        .staging(defer, |fs| fs.rmdir(path))
+                        .map(|_| Response::Ok),
                     _ => Err(Errno::Invalid),
                 }
             }
@@ -110,12 +118,15 @@ impl<D: BlockDevice> Directory<D> {
                     let key = PageKey { ino, idx: size / f };
                     if let Some(gfn) = self.owned_frame(&key) {
                         self.run(mem, vec![Action::WriteBack { key, gfn }]);
-                        // The cut below writes synchronously: after it.
-                        self.drain_writes(mem, None);
+                        if !defer {
+                            // The cut below writes synchronously: after
+                            // it. (Staged, it is a barrier job queued
+                            // after the write-back's.)
+                            self.drain_writes(mem, None);
+                        }
                     }
                 }
-                let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
-                let a = fs.set_size(ino, size)?;
+                let a = self.staging(defer, |fs| fs.set_size(ino, size))?;
                 if size < old.size {
                     // Cached pages from the one holding the new end of file
                     // on are stale: tear them down cluster-wide.
@@ -138,14 +149,7 @@ impl<D: BlockDevice> Directory<D> {
                     let mut head = vec![0u8; at + buf.len()];
                     bulk.read(slot, &mut head)?;
                     buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
-                    if self.defer_writes {
-                        fs.begin_deferred();
-                    }
-                    let r = fs.write(ino, offset, &buf);
-                    if self.defer_writes {
-                        self.staged = fs.end_deferred();
-                    }
-                    let (n, attr) = r?;
+                    let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;
                     // Reconcile the single copy: refresh the owner's frame
                     // of every cached page this write touched.
                     let f = PAGE_SIZE as u64;
@@ -178,6 +182,50 @@ impl<D: BlockDevice> Directory<D> {
             Request::Fsync { .. } => fs.sync().map(|_| Response::Ok),
             Request::Locality { slot, ino, first } => self.locality(bulk, slot, ino, first),
         }
+    }
+
+    /// Will `req`'s block writes be staged for the write queue rather than
+    /// written synchronously? Writes, namespace changes and truncations
+    /// from the rings, once writes are asynchronous (`defer_writes`); not
+    /// a creation that must first raise the file system's sequence floor
+    /// (flushed before the record: [`flatfs::Fs::next_create_raises_floor`]).
+    pub(super) fn defers(&self, req: &Request) -> bool {
+        if !self.defer_writes {
+            return false;
+        }
+        match *req {
+            Request::Data { op, .. } => op == Op::Write,
+            Request::Setattr { .. } => true,
+            Request::Path { op, .. } => match op {
+                Op::Unlink | Op::Rmdir => true,
+                Op::Create | Op::Mkdir => self
+                    .fs
+                    .as_ref()
+                    .is_some_and(|fs| !fs.next_create_raises_floor()),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// Run `f` on the file system, its block writes staged into
+    /// `self.staged` when `defer` (see [`Directory::defers`]). The staging
+    /// ends with `f`: what runs after it (page-directory actions, whose
+    /// write-backs stage their own jobs) writes on its own.
+    fn staging<R>(
+        &mut self,
+        defer: bool,
+        f: impl FnOnce(&mut flatfs::Fs<D>) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        if defer {
+            fs.begin_deferred();
+        }
+        let r = f(fs);
+        if defer {
+            self.staged.extend(fs.end_deferred());
+        }
+        r
     }
 
     /// The owner's frame of page `key` if the page is cached and settled

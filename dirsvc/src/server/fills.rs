@@ -310,17 +310,25 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Order a file-server request after the disk requests it must not
     /// overtake: a write, truncate or fsync of a file waits for that
-    /// file's fills; namespace changes (create, unlink, mkdir, rmdir) and a
-    /// global fsync for every fill (an unlink frees blocks a fill may be
-    /// reading). A request that will write synchronously (every change but
-    /// a deferred write) or flush first waits for every write in flight
-    /// (they may write the same metadata blocks), an fsync of a file for
-    /// that file's writes.
-    pub(super) fn order_before(&mut self, mem: &(impl SharedMem + ?Sized), req: &Request) {
+    /// file's fills, a global fsync for every fill (an unlink waits for
+    /// its file's, in [`Directory::execute`]: it frees blocks a fill may
+    /// be reading). A request that will write synchronously (`deferred`
+    /// false: `net` mode's changes, a creation raising the sequence floor)
+    /// or flush first waits for every write in flight (they may write the
+    /// same metadata blocks), an fsync of a file for that file's writes; a
+    /// deferred one is ordered by the write queue (a namespace change or
+    /// truncation is a barrier job there).
+    pub(super) fn order_before(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        req: &Request,
+        deferred: bool,
+    ) {
         if !self.writes.is_idle() {
             match *req {
                 Request::Fsync { ino } => self.drain_writes(mem, (ino != 0).then_some(ino)),
-                Request::Data { op: Op::Write, .. } if self.defer_writes => {}
+                // Staged: the write queue orders it.
+                _ if deferred => {}
                 ref r if r.may_change_files() => self.drain_writes(mem, None),
                 _ => {}
             }
@@ -334,7 +342,9 @@ impl<D: BlockDevice> Directory<D> {
             }
             | Request::Setattr { ino, .. } => self.drain_fills(mem, Some(ino)),
             Request::Fsync { ino } => self.drain_fills(mem, (ino != 0).then_some(ino)),
-            Request::Path { op, .. } if op != Op::Lookup => self.drain_fills(mem, None),
+            // An unlink waits for its file's fills (in `execute`, which
+            // knows the inode); creations and directories hold no blocks
+            // a fill reads.
             _ => {}
         }
     }

@@ -266,33 +266,126 @@ fn a_file_server_write_is_answered_when_it_landed_and_reads_see_it_before() {
     assert_eq!(fs_read(&rig, &mut b, ino, 0), Err(Errno::Io));
 }
 
+/// Send a path request (`op` on `path`, staged in bulk slot 0) without
+/// waiting; its tag.
+fn send_path(rig: &Rig, c: &mut Client, op: Op, path: &str) -> u32 {
+    let (off, _) = c.bulk(0).unwrap();
+    rig.mem.write(off, path.as_bytes());
+    let req = Request::Path {
+        op,
+        slot: 0,
+        at: 0,
+        len: path.len() as u32,
+        exclusive: false,
+    };
+    c.send(&*rig.mem, &req, &mut || true).unwrap()
+}
+
+/// What a fresh mount of the fake disk's bytes (the device as it is
+/// now, pending writes not landed) says `path` is.
+fn on_disk(rig: &Rig, path: &str) -> Result<fabric::proto::Attr, Errno> {
+    let bytes = rig.disk.with_disk(|d| d.blocks().to_vec());
+    Fs::mount(flatfs::MemDisk::from_bytes(bytes))
+        .unwrap()
+        .lookup(path)
+}
+
 #[test]
-fn a_namespace_change_waits_for_the_writes_in_flight() {
-    let rig = Rig::new(1, 64, 32);
+fn a_namespace_change_is_queued_behind_the_writes_in_flight_and_the_loop_goes_on() {
+    let rig = Rig::new(2, 64, 32);
     let mut a = rig.join(1);
+    let mut b = rig.join(2);
     let ino = dirty_pages(&rig, &mut a, 1, 1);
     rig.disk.set_mode(Completion::Hold);
     a.send(&*rig.mem, &evict_req(PageKey { ino, idx: 0 }), &mut || true)
         .unwrap();
     rig.step();
-    assert_eq!(rig.dir.borrow().writes_pending(), 1);
-    // A create writes the inode table synchronously: it first waits for
-    // the write-back, whose record shares that block.
-    let (off, _) = a.bulk(0).unwrap();
+    assert_eq!(rig.disk.writes_in_flight().len(), 1);
+    // A create shares the inode-table block with the write-back: its
+    // writes are staged as a barrier job behind it, not written
+    // synchronously after a wait.
+    let t = send_path(&rig, &mut a, Op::Create, "/g");
+    rig.step();
+    assert_eq!(rig.dir.borrow().writes_pending(), 2);
+    assert_eq!(rig.disk.writes_in_flight().len(), 1, "the create waits");
+    assert_eq!(rig.dir.borrow().write_stats().barriers, 0, "no drain");
+    assert_eq!(rig.dir.borrow().write_stats().barrier_jobs, 1);
+    assert_eq!(a.recv(&*rig.mem).unwrap(), None, "answered once landed");
+    // The loop goes on: another node's lookup sees the new file already
+    // (the file system's caches and the overlay hold it).
+    let (off, _) = b.bulk(0).unwrap();
     rig.mem.write(off, b"/g");
-    let r = rig.call(
-        &mut a,
-        &Request::Path {
-            op: Op::Create,
-            slot: 0,
-            at: 0,
-            len: 2,
-            exclusive: false,
-        },
-    );
-    assert!(matches!(r, Ok(Response::Attr(_))), "{r:?}");
+    let look = Request::Path {
+        op: Op::Lookup,
+        slot: 0,
+        at: 0,
+        len: 2,
+        exclusive: false,
+    };
+    let Ok(Response::Attr(g)) = rig.call(&mut b, &look) else {
+        panic!("lookup of /g")
+    };
+    assert_eq!(on_disk(&rig, "/g"), Err(Errno::NotFound), "not landed yet");
+    // The write-back lands; then the create's writes go out.
+    assert!(rig.disk.complete(0));
+    rig.step();
+    assert!(!rig.disk.writes_in_flight().is_empty());
+    rig.disk.set_mode(Completion::InOrder);
+    let mut got = Vec::new();
+    for _ in 0..50 {
+        rig.step();
+        while let Some((tag, d)) = a.recv(&*rig.mem).unwrap() {
+            got.push(tag);
+            if tag == t {
+                let r = Response::decode(&d, Op::Create).unwrap().1;
+                assert_eq!(r, Response::Attr(g));
+            }
+        }
+        if got.contains(&t) {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 2, "the eviction and the create: {got:?}");
+    assert_eq!(on_disk(&rig, "/g").map(|x| x.ino), Ok(g.ino));
     assert_eq!(rig.dir.borrow().writes_pending(), 0);
-    assert_eq!(rig.dir.borrow().write_stats().barriers, 1);
+}
+
+#[test]
+fn an_unlink_lands_before_a_later_write_reuses_its_blocks() {
+    let rig = Rig::new(2, 64, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let old = rig.file(&mut a, 2);
+    rig.disk.set_mode(Completion::Hold);
+    let t = send_path(&rig, &mut a, Op::Unlink, "/f");
+    rig.step();
+    let unlink_writes = rig.disk.writes_in_flight();
+    assert!(!unlink_writes.is_empty());
+    // Node 2 creates a file and writes it while the unlink's writes fly:
+    // the freed blocks may be handed out again, but no write of the new
+    // file reaches the device before the unlink landed.
+    let c = send_path(&rig, &mut b, Op::Create, "/h");
+    rig.step();
+    assert_eq!(rig.disk.writes_in_flight(), unlink_writes, "held behind");
+    rig.disk.set_mode(Completion::InOrder);
+    let Ok(Response::Attr(h)) = rig.take_answer(&mut b, c, Op::Create) else {
+        panic!("create /h")
+    };
+    assert_eq!(rig.take_answer(&mut a, t, Op::Unlink), Ok(Response::Ok));
+    rig.disk.set_mode(Completion::Hold);
+    let w = rig.send_write(&mut b, h.ino, 0, 0x77);
+    rig.step();
+    assert!(!rig.disk.writes_in_flight().is_empty());
+    rig.disk.set_mode(Completion::InOrder);
+    let r = rig.take_answer(&mut b, w, Op::Write);
+    assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
+    assert_eq!(on_disk(&rig, "/f"), Err(Errno::NotFound));
+    assert!(fs_read(&rig, &mut b, h.ino, 0).unwrap() == vec![0x77; 4096]);
+    if h.ino != old {
+        assert_eq!(fs_read(&rig, &mut b, old, 0), Err(Errno::NotFound));
+    }
+    assert_eq!(rig.dir.borrow().write_stats().barriers, 0);
+    assert_eq!(rig.dir.borrow().write_stats().barrier_jobs, 2);
 }
 
 /// Node 1 sends `pages` (page index, byte) writes of `ino` together, each

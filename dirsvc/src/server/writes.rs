@@ -113,6 +113,30 @@ impl<D: BlockDevice> Directory<D> {
         staged: Vec<Staged>,
         then: Then,
     ) {
+        self.queue_job(mem, inos, staged, then, false);
+    }
+
+    /// As [`Directory::queue_writes`], for a namespace change or a
+    /// truncation: a barrier job, ordered against every other job (it
+    /// allocates or frees blocks; see [`crate::writeq`]).
+    pub(super) fn queue_barrier(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        inos: Vec<u64>,
+        staged: Vec<Staged>,
+        then: Then,
+    ) {
+        self.queue_job(mem, inos, staged, then, true);
+    }
+
+    fn queue_job(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        inos: Vec<u64>,
+        staged: Vec<Staged>,
+        then: Then,
+        barrier: bool,
+    ) {
         let Some(fs) = self.fs.as_mut() else {
             return;
         };
@@ -121,7 +145,11 @@ impl<D: BlockDevice> Directory<D> {
             .into_iter()
             .map(|s| (fs.write_phase(s.lba), s.lba, s.buf))
             .collect();
-        self.writes.push(inos, writes, then);
+        if barrier {
+            self.writes.push_barrier(inos, writes, then);
+        } else {
+            self.writes.push(inos, writes, then);
+        }
         let mut acts = Vec::new();
         self.pump(mem, &mut acts);
         if !acts.is_empty() {

@@ -159,6 +159,7 @@ fn seq_floor_is_raised_in_batches() {
     let mut raised = 0;
     for i in 1..=2 * SEQ_BATCH + 10 {
         let writes = fs.device().writes();
+        assert_eq!(fs.next_create_raises_floor(), i == floor, "seq {i}");
         let a = fs.create("/x", true).unwrap();
         let seq = fs.node(a.ino).unwrap().seq;
         assert_eq!(seq, i);
@@ -183,7 +184,9 @@ fn seq_floor_is_raised_in_batches() {
     // next ones do not.
     let fs = remount(fs);
     let mut fs = Fs::mount(Recording(fs.into_device(), Vec::new())).unwrap();
+    assert!(fs.next_create_raises_floor());
     let a = fs.create("/x", true).unwrap();
+    assert!(!fs.next_create_raises_floor());
     assert_eq!(fs.node(a.ino).unwrap().seq, floor + 1);
     assert_eq!(fs.device().1, [Some(0), None, Some(1)]);
     assert_eq!(seq_floor(&fs.device().0), floor + 1 + SEQ_BATCH);
