@@ -593,3 +593,26 @@ fn a_relaxed_truncate_keeps_the_head_of_the_page_holding_the_new_end() {
     assert!(read_file(&mut rig.node(2), "/t") == want);
     assert!(disk_bytes(&rig, "/t") == want);
 }
+
+/// Relaxed mode: a write-back of private copies the directory refuses
+/// for lack of space reports that error (`NoSpace`), not a generic I/O
+/// error.
+#[test]
+fn relaxed_write_back_reports_the_directorys_error() {
+    let rig = Rig::new(RigConfig::new(1, Mode::Relaxed));
+    // The rig's disk holds 16 MiB; write 20 MiB of whole pages.
+    let chunk = pattern(64 * PAGE, 3);
+    let fd = rig.node(1).open("/big", create()).unwrap();
+    let mut err = None;
+    for _ in 0..80 {
+        if let Err(e) = rig.node(1).write(fd, &chunk) {
+            err = Some(e);
+            break;
+        }
+    }
+    let err = match err {
+        Some(e) => e,
+        None => rig.node(1).fsync(fd).unwrap_err(),
+    };
+    assert_eq!(err, fabric::proto::Errno::NoSpace);
+}

@@ -523,9 +523,21 @@ impl ScState {
         let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
         for (run, data, pages) in &runs {
-            if !data.is_empty() && !matches!(answers.next(), Some(Response::Data { .. })) {
-                err.get_or_insert(Errno::Io);
-                continue; // the copies stay, to be written back again
+            if !data.is_empty() {
+                match answers.next() {
+                    Some(Response::Data { .. }) => {}
+                    other => {
+                        // The directory's own error (no space, a failed
+                        // disk write, ...), not a generic one.
+                        let e = match other {
+                            Some(Response::Err(e)) => e,
+                            _ => Errno::Io,
+                        };
+                        log::warn!("write-back of inode {ino} at page {}: {e:?}", run[0].idx);
+                        err.get_or_insert(e);
+                        continue; // the copies stay, to be written back again
+                    }
+                }
             }
             if let Some(c) = self.cache() {
                 for _ in 0..*pages {
