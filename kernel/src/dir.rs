@@ -274,6 +274,9 @@ struct DiskLog {
     max_writes: u64,
     answered: bool,
     answered_writing: bool,
+    /// Barrier jobs and synchronous drains logged so far.
+    barrier_jobs: u64,
+    drains: u64,
     /// Halts for the disk its completion interrupt ended.
     irq_wakes: u64,
 }
@@ -306,6 +309,22 @@ impl DiskLog {
             self.answered_writing = true;
             log::info!("disk: page request answered while writes were in flight");
         }
+        // Powers of two: the first, then ever more rarely.
+        if w.barrier_jobs > self.barrier_jobs && w.barrier_jobs.is_power_of_two() {
+            log::info!(
+                "disk: {} namespace changes or truncations queued as barrier jobs ({} waited synchronously for writes in flight)",
+                w.barrier_jobs,
+                w.barriers
+            );
+        }
+        self.barrier_jobs = w.barrier_jobs;
+        if w.barriers > self.drains && w.barriers.is_power_of_two() {
+            log::info!(
+                "disk: {} requests waited synchronously for writes in flight",
+                w.barriers
+            );
+        }
+        self.drains = w.barriers;
     }
 }
 
