@@ -6,7 +6,10 @@
 //!
 //! Every step picks an action with the seed's random generator: a
 //! whole-file write (truncate + write + close, as the shell's `write`), a
-//! whole-file read (one read call with a buffer larger than the file), an
+//! whole-file read (one read call with a buffer larger than the file), a
+//! recreation (a node removes its file, writes and reads a scratch file
+//! that takes the freed inode number, removes it and writes its file
+//! anew: a page of a removed file must never show in its successor), an
 //! fsync, a `cache drop`, or a fault: a corrupt notify ring (garbage head
 //! index), a disk read that fails (I/O error in the middle of a batch of
 //! fills), a directory frozen for longer than the RPC timeout (a batch
@@ -113,6 +116,32 @@ fn do_write(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str, len: 
         d
     };
     let _ = whole_write(n, file, &data);
+}
+
+/// Node `k` removes its file `file` and writes a scratch file `/x<k>` in
+/// its place (the file system hands the freed inode number out again, so
+/// page keys of the old file come back for the new one): `k` and `other`
+/// read it, which must show only bytes written to `/x<k>`, never a page
+/// of the removed file; then the scratch file goes and `file` is written
+/// anew. Other nodes may meanwhile find `file` missing or empty.
+fn recreate(
+    w: &RefCell<World>,
+    n: &RefCell<Node<HostEnv>>,
+    other: &RefCell<Node<HostEnv>>,
+    k: u32,
+    file: &str,
+    len: usize,
+) {
+    let scratch = format!("/x{k}");
+    let _ = n.borrow_mut().unlink(file);
+    // A different length from `file`'s: a stale page would show.
+    do_write(w, &mut n.borrow_mut(), k, &scratch, len / 2 + 1);
+    do_read(w, &mut n.borrow_mut(), k, &scratch);
+    if let Ok(mut o) = other.try_borrow_mut() {
+        do_read(w, &mut o, k, &scratch);
+    }
+    let _ = n.borrow_mut().unlink(&scratch);
+    do_write(w, &mut n.borrow_mut(), k, file, len);
 }
 
 /// Node `n` reads `file` whole and checks it against the history.
@@ -287,6 +316,10 @@ pub(super) fn run(seed: u64, steps: u64) -> Result<RunStats, String> {
         match action {
             0..=34 if writer.is_none_or(|o| o == k) => {
                 do_write(&world, &mut n.borrow_mut(), k, name, *len)
+            }
+            35..=39 if *writer == Some(k) => {
+                let other = &nodes[(k as usize) % nodes.len()];
+                recreate(&world, n, other, k, name, *len);
             }
             0..=79 => do_read(&world, &mut n.borrow_mut(), k, name),
             80..=84 => {
