@@ -516,10 +516,10 @@ fn sim_drives_the_real_data_path() {
     let steps = env_u64("ONECOPY_SIM_STEPS").unwrap_or(120);
     let seeds: Vec<u64> = match env_u64("ONECOPY_SIM_SEED") {
         Some(s) => vec![s],
-        // 0x5eed0002 and 0x5eed0003 are left out: they end in the open
-        // liveness finding below (`sim_known_liveness_seeds`), which about
-        // one seed in ten of 1..=120 reaches (see there).
-        None => [1, 4, 5, 6].map(|i| 0x5eed_0000 + i).to_vec(),
+        // Seeds that end in the open findings below
+        // (`sim_known_liveness_seeds`) are left out; about one in ten of
+        // 1..=120 does (see there).
+        None => [1, 2, 3, 4, 5, 6].map(|i| 0x5eed_0000 + i).to_vec(),
     };
     let t0 = std::time::Instant::now();
     let mut total = RunStats::default();
@@ -572,6 +572,15 @@ fn sim_seed_0x5eed0006_long_run() {
 /// since strong-mode writes of whole pages go out in batches (the schedule
 /// changed; it passed before).
 ///
+/// Since the recreation step (2026-11-26) changed every schedule, seeds
+/// 0x5eed0002 and 0x5eed0003 pass and joined the default run; a sweep of
+/// 1..=40 failed 3 seeds: 0x5eed001b and 0x5eed001d end with node 1's
+/// reads answered "directory unavailable" after faults (corrupt notify
+/// rings, a frozen directory, a directory crash) although the directory
+/// lists it as a member (the liveness class; node 1 has sent nothing on
+/// its rejoined rings), 0x5eed0013 in the orphan-frame class below. None
+/// returned a wrong read. These two are the ones this test runs now.
+///
 /// A sweep of seeds 1..=120 (2026-11-24) fails about one seed in ten,
 /// before and after that change alike (old: 14 of 120, new: 13), in two
 /// classes: this liveness ending, and a safety check that is stricter than
@@ -586,7 +595,7 @@ fn sim_seed_0x5eed0006_long_run() {
 #[test]
 #[ignore = "open liveness finding, see the doc comment"]
 fn sim_known_liveness_seeds() {
-    for (seed, steps) in [(0x5eed_0002, 120), (0x5eed_0003, 120)] {
+    for (seed, steps) in [(0x5eed_001b, 120), (0x5eed_001d, 120)] {
         if let Err(e) = run(seed, steps) {
             panic!("seed {seed:#x}: {e}");
         }
