@@ -80,6 +80,22 @@ impl Client {
         let h = Header::new(mem, layout);
         h.set_join_nonce(node, nonce);
         h.set_node_state(node, NodeState::Joining);
+        Client::admitted(mem, layout, node, wait)
+    }
+
+    /// Wait until the directory admits the join this node asked for
+    /// earlier (its record says `Up`), without asking again. Returns the
+    /// client of that session.
+    pub fn admitted(
+        mem: &(impl SharedMem + ?Sized),
+        layout: Layout,
+        node: u32,
+        wait: &mut dyn FnMut() -> bool,
+    ) -> Result<Client, Errno> {
+        if !layout.valid_node(node) {
+            return Err(Errno::Invalid);
+        }
+        let h = Header::new(mem, layout);
         loop {
             if h.node_state(node) == Some(NodeState::Up) {
                 break;

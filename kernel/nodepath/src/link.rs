@@ -61,6 +61,12 @@ pub struct Link<E: Env> {
     rpc_timeout_ns: u64,
     /// Set once "directory unavailable" was logged, cleared on success.
     reported: bool,
+    /// A join this node asked for was not answered in time: the directory
+    /// may admit it later (it waits for others to let go of the node's
+    /// frames first), and the next membership check takes that admission
+    /// (or asks again) instead of leaving the node out until a call needs
+    /// the directory.
+    join_pending: bool,
     /// Wait state of the current asynchronous exchange (reset on progress).
     pending: Waiter,
     /// Wait state of the calls nobody blocks on (reset on an answer).
@@ -167,6 +173,7 @@ impl<E: Env> Link<E> {
             client: None,
             rpc_timeout_ns,
             reported: false,
+            join_pending: false,
             pending: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             calls_wait: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             dir_hb: (0, 0),
@@ -293,6 +300,12 @@ impl<E: Env> Link<E> {
     /// directory to format the region.
     pub fn join(&mut self, wait_ns: u64, svc: &mut dyn Session<E>) -> Result<(), Errno> {
         let layout = self.read_layout(wait_ns, svc)?;
+        // A join asked for earlier and admitted (or still waiting) since
+        // its wait gave up: take that admission rather than ask again,
+        // which would make the directory tear the new session down.
+        let state = Header::new(self.env.mem(), layout).node_state(self.id);
+        let ask =
+            !(self.join_pending && matches!(state, Some(NodeState::Up) | Some(NodeState::Joining)));
         let nonce = self.env.nonce();
         let mut w = Waiter::new(wait_ns.max(1_000_000_000)).spinning(self.env.spin_ns());
         let env = &self.env;
@@ -306,8 +319,14 @@ impl<E: Env> Link<E> {
             }
             wait_once(env, layout, id, true, &mut w, svc)
         };
-        match Client::join(env.mem(), layout, self.id, nonce, &mut wait) {
+        let joined = if ask {
+            Client::join(env.mem(), layout, self.id, nonce, &mut wait)
+        } else {
+            Client::admitted(env.mem(), layout, self.id, &mut wait)
+        };
+        match joined {
             Ok(c) => {
+                self.join_pending = false;
                 log::info!(
                     "node {} joined cluster epoch {} (mode {})",
                     self.id,
@@ -325,7 +344,10 @@ impl<E: Env> Link<E> {
                 self.reported = false;
                 Ok(())
             }
-            Err(_) => Err(self.unavailable("no answer to join", svc)),
+            Err(_) => {
+                self.join_pending = true;
+                Err(self.unavailable("no answer to join", svc))
+            }
         }
     }
 
@@ -342,6 +364,15 @@ impl<E: Env> Link<E> {
             svc.disconnect(&self.env);
             self.client = None;
             let _ = self.join(1_000_000_000, svc);
+        } else if self.client.is_none() && self.join_pending {
+            match h.node_state(self.id) {
+                // Still waiting for the directory: look again next time.
+                Some(NodeState::Joining) => {}
+                // Admitted since (taken at once), or refused: ask again.
+                _ => {
+                    let _ = self.join(1_000_000_000, svc);
+                }
+            }
         }
     }
 
