@@ -117,6 +117,10 @@ pub struct QueueStats {
     /// Page requests answered at once while reads were in flight (what
     /// a blocking directory could not do).
     pub answered_while_busy: u64,
+    /// Page fills whose block changed while they were in flight (a write,
+    /// truncation or unlink of their file went ahead without waiting):
+    /// discarded, their readers told to retry.
+    pub stale: u64,
 }
 
 /// Fills waiting and in flight.
@@ -205,6 +209,13 @@ impl DiskQueue {
         n
     }
 
+    /// Does a file-read block ([`Dest::Read`]) of file `ino` wait or fly
+    /// (cancelled ones included: the device is still reading the block)?
+    pub fn busy_ino_reads(&self, ino: u64) -> bool {
+        let read = |f: &Fill| f.key.ino == ino && matches!(f.dest, Dest::Read(_));
+        self.waiting.iter().any(|(_, f)| read(f)) || self.in_flight.values().any(|s| read(s.fill()))
+    }
+
     /// Does any fill of file `ino` wait or fly (cancelled ones included:
     /// the device is still reading the block)?
     pub fn busy_ino(&self, ino: u64) -> bool {
@@ -230,6 +241,11 @@ impl DiskQueue {
     /// Count one page request answered at once while reads were in flight.
     pub fn count_answered_while_busy(&mut self) {
         self.stats.answered_while_busy += 1;
+    }
+
+    /// Count one page fill found stale at its completion.
+    pub fn count_stale(&mut self) {
+        self.stats.stale += 1;
     }
 
     /// Count one request that waited for fills (see the module doc).

@@ -274,8 +274,9 @@ struct DiskLog {
     max_writes: u64,
     answered: bool,
     answered_writing: bool,
-    /// Barrier jobs and synchronous drains logged so far.
+    /// Barrier jobs, synchronous drains and stale fills seen so far.
     barrier_jobs: u64,
+    stale: u64,
     drains: u64,
     /// Halts for the disk its completion interrupt ended.
     irq_wakes: u64,
@@ -309,6 +310,13 @@ impl DiskLog {
             self.answered_writing = true;
             log::info!("disk: page request answered while writes were in flight");
         }
+        if s.stale > self.stale && s.stale.is_power_of_two() {
+            log::info!(
+                "disk: {} page fills went stale (their file changed while they flew; the readers retry)",
+                s.stale
+            );
+        }
+        self.stale = s.stale;
         // Powers of two: the first, then ever more rarely.
         if w.barrier_jobs > self.barrier_jobs && w.barrier_jobs.is_power_of_two() {
             log::info!(

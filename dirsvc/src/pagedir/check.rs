@@ -48,6 +48,14 @@ impl PageDir {
         if let Some(k) = self.evicting.keys().find(|k| !self.table.contains(k)) {
             return Err(format!("{k:?}: evicted but not cached"));
         }
+        if let Some(k) = self.stale.iter().find(|k| {
+            !self
+                .table
+                .get(k)
+                .is_some_and(|e| matches!(e.phase, Phase::Exclusive { by_dir: true, .. }))
+        }) {
+            return Err(format!("{k:?}: a stale fill that is not a fill"));
+        }
         self.table.check()
     }
 }

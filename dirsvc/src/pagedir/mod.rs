@@ -36,7 +36,7 @@
 //! LOOKUP_LOCK of the page is unanswered defers the ack until the answer
 //! is in ([`crate::pagecache::NodeCache::dir_inv`]).
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 mod check;
@@ -64,6 +64,11 @@ pub struct PageDir {
     /// Entries torn down by [`PageDir::evict_file`]; `true` once the
     /// sharers are gone, the frame unexported and the owner told.
     evicting: BTreeMap<PageKey, bool>,
+    /// Fills from disk whose block changed after they were started (a
+    /// write, a truncation or an unlink of their file): their bytes are
+    /// stale, so their completion answers `Retry` instead of committing
+    /// ([`PageDir::stale_fills`]).
+    stale: BTreeSet<PageKey>,
     stats: PageStats,
 }
 
@@ -100,6 +105,7 @@ impl PageDir {
         PageDir {
             table: Table::new(Width::for_nodes(max_nodes)),
             evicting: BTreeMap::new(),
+            stale: BTreeSet::new(),
             stats: PageStats::default(),
         }
     }
@@ -136,7 +142,9 @@ impl PageDir {
     /// Bytes of memory the directory's page state holds (the records
     /// exactly, the maps by an upper bound of their nodes).
     pub fn memory(&self) -> usize {
-        self.table.memory() + table::btree_bytes::<PageKey, bool>(self.evicting.len())
+        self.table.memory()
+            + table::btree_bytes::<PageKey, bool>(self.evicting.len())
+            + table::btree_bytes::<PageKey, ()>(self.stale.len())
     }
 
     /// Measured bytes of directory state per cached page (0 when empty).
@@ -381,6 +389,7 @@ impl PageDir {
     /// a disk error. Commits E -> O and answers the reader.
     pub fn filled(&mut self, key: PageKey, ok: bool) -> Vec<Action> {
         let mut out = Vec::new();
+        let stale = self.stale.remove(&key);
         let Some(mut e) = self.table.get(&key) else {
             return out; // the reader failed meanwhile
         };
@@ -388,7 +397,13 @@ impl PageDir {
             return out;
         };
         let node = e.owner;
-        let reply = if ok {
+        let reply = if stale {
+            // Its block changed meanwhile: the reader asks again and is
+            // filled with the new bytes.
+            self.table.remove(&key);
+            self.stats.retries += 1;
+            PageReply::Retry
+        } else if ok {
             e.phase = Phase::Owned;
             self.store(key, &e);
             PageReply::Owner { gfn: e.gfn }
@@ -398,6 +413,34 @@ impl PageDir {
         };
         out.push(Action::Reply { node, tag, reply });
         out
+    }
+
+    /// The blocks of file `ino` behind pages `from_idx..=to_idx` changed
+    /// (a write, a truncation, an unlink): fills from disk of those pages
+    /// still in flight read older bytes. Each is marked stale, and its
+    /// completion ([`PageDir::filled`]) answers the reader `Retry` instead
+    /// of committing the page, so the directory need not wait for them
+    /// before changing the file. Returns how many were marked.
+    pub fn stale_fills(&mut self, ino: u64, from_idx: u64, to_idx: u64) -> usize {
+        let mut n = 0;
+        for key in self.table.keys_from(ino, from_idx) {
+            if key.idx > to_idx {
+                break;
+            }
+            let filling = self
+                .table
+                .get(&key)
+                .is_some_and(|e| matches!(e.phase, Phase::Exclusive { by_dir: true, .. }));
+            if filling && self.stale.insert(key) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Is the fill of `key` stale (see [`PageDir::stale_fills`])?
+    pub fn fill_is_stale(&self, key: &PageKey) -> bool {
+        self.stale.contains(key)
     }
 
     /// An INV_ACK from sharer `node` for `key`, with the dirty bit it saw.

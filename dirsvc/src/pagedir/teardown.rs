@@ -22,6 +22,7 @@ impl PageDir {
                 match e.phase {
                     Phase::Exclusive { .. } => {
                         self.table.remove(&key);
+                        self.stale.remove(&key);
                     }
                     Phase::Owned => {
                         let pending = e.sharers;

@@ -76,10 +76,12 @@ impl<D: BlockDevice> Directory<D> {
                     Op::Mkdir => self.staging(defer, |fs| fs.mkdir(path)).map(Response::Attr),
                     Op::Unlink => {
                         let a = fs.lookup(path)?;
-                        // Its blocks are freed: no read of them may still
-                        // be pending (a later write may reuse them).
-                        self.drain_fills(mem, Some(a.ino));
+                        // Its blocks are freed (a later write may reuse
+                        // them): a file-server read of them is waited for,
+                        // page fills still reading them are stale.
+                        self.drain_file_reads(mem, a.ino);
                         self.staging(defer, |fs| fs.unlink(path))?;
+                        self.pages.stale_fills(a.ino, 0, u64::MAX);
                         let acts = self.pages.evict_file(a.ino, 0);
                         self.run(mem, acts);
                         Ok(Response::Ok)
@@ -111,6 +113,11 @@ impl<D: BlockDevice> Directory<D> {
                     return Err(Errno::Stale);
                 }
                 let f = PAGE_SIZE as u64;
+                // From the page holding the lower end on, the blocks
+                // change (cut, zeroed past the end, or freed): fills of
+                // them in flight are stale.
+                self.pages
+                    .stale_fills(ino, old.size.min(size) / f, u64::MAX);
                 if size < old.size && !size.is_multiple_of(f) {
                     // The page holding the new end of file survives in
                     // part: its head may be dirty in the owner's frame
@@ -149,6 +156,15 @@ impl<D: BlockDevice> Directory<D> {
                     let mut head = vec![0u8; at + buf.len()];
                     bulk.read(slot, &mut head)?;
                     buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
+                    if !buf.is_empty() {
+                        // The blocks it writes (from the old end, when it
+                        // starts past it: the gap reads as zeros): fills
+                        // of them in flight are stale.
+                        let f = PAGE_SIZE as u64;
+                        let from = fs.getattr(ino).map_or(offset, |a| a.size.min(offset));
+                        let last = offset.saturating_add(buf.len() as u64 - 1) / f;
+                        self.pages.stale_fills(ino, from / f, last);
+                    }
                     let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;
                     // Reconcile the single copy: refresh the owner's frame
                     // of every cached page this write touched.

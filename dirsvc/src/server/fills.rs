@@ -235,12 +235,19 @@ impl<D: BlockDevice> Directory<D> {
                 self.miss.fill_done(f.node, f.tag, seen, false);
                 continue;
             }
-            let ok = match self.layout.frame_off(gfn) {
-                Some(off) => self
-                    .checked_block(&f, d.result)
-                    .map(|blk| mem.write(off, &blk[..]))
-                    .is_some(),
-                None => false,
+            let ok = if self.pages.fill_is_stale(&f.key) {
+                // Its block changed while it flew: not checked, not
+                // copied; the reader is told to retry (`filled`).
+                self.disk.count_stale();
+                false
+            } else {
+                match self.layout.frame_off(gfn) {
+                    Some(off) => self
+                        .checked_block(&f, d.result)
+                        .map(|blk| mem.write(off, &blk[..]))
+                        .is_some(),
+                    None => false,
+                }
             };
             self.miss.fill_done(f.node, f.tag, seen, ok);
             // The commit's reply goes out at once (nothing it answers
@@ -270,10 +277,21 @@ impl<D: BlockDevice> Directory<D> {
     /// Wait (bounded by the device's own timeout per read) until no fill
     /// of `ino` (`None`: of any file) waits or flies.
     pub(super) fn drain_fills(&mut self, mem: &(impl SharedMem + ?Sized), ino: Option<u64>) {
-        let busy = |d: &Self| match ino {
+        self.drain_reads_while(mem, |d: &Self| match ino {
             Some(i) => d.disk.busy_ino(i),
             None => !d.disk.is_idle(),
-        };
+        });
+    }
+
+    /// Wait (bounded as [`Directory::drain_fills`]) until no file-read
+    /// block of `ino` (`private` mode's asynchronous file-server reads)
+    /// waits or flies; page fills go on (a change of their blocks makes
+    /// them stale instead: [`crate::pagedir::PageDir::stale_fills`]).
+    pub(super) fn drain_file_reads(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64) {
+        self.drain_reads_while(mem, |d: &Self| d.disk.busy_ino_reads(ino));
+    }
+
+    fn drain_reads_while(&mut self, mem: &(impl SharedMem + ?Sized), busy: impl Fn(&Self) -> bool) {
         if !busy(self) {
             return;
         }
@@ -309,10 +327,10 @@ impl<D: BlockDevice> Directory<D> {
     }
 
     /// Order a file-server request after the disk requests it must not
-    /// overtake: a write, truncate or fsync of a file waits for that
-    /// file's fills, a global fsync for every fill (an unlink waits for
-    /// its file's, in [`Directory::execute`]: it frees blocks a fill may
-    /// be reading). A request that will write synchronously (`deferred`
+    /// overtake: a write or truncate of a file waits for that file's
+    /// file-server reads in flight (`private` mode; an unlink too, in
+    /// [`Directory::execute`]), while its page fills go on and are marked
+    /// stale there (their readers retry). A request that will write synchronously (`deferred`
     /// false: `net` mode's changes, a creation raising the sequence floor)
     /// or flush first waits for every write in flight (they may write the
     /// same metadata blocks), an fsync of a file for that file's writes; a
@@ -337,14 +355,16 @@ impl<D: BlockDevice> Directory<D> {
             return;
         }
         match *req {
+            // Page fills of the file go on: the change marks them stale
+            // (`execute`), and their readers retry. A file-server read's
+            // blocks (`private` mode) are waited for.
             Request::Data {
                 op: Op::Write, ino, ..
             }
-            | Request::Setattr { ino, .. } => self.drain_fills(mem, Some(ino)),
-            Request::Fsync { ino } => self.drain_fills(mem, (ino != 0).then_some(ino)),
-            // An unlink waits for its file's fills (in `execute`, which
-            // knows the inode); creations and directories hold no blocks
-            // a fill reads.
+            | Request::Setattr { ino, .. } => self.drain_file_reads(mem, ino),
+            // An unlink does the same in `execute`, which knows the
+            // inode; creations and directories hold no blocks a fill
+            // reads, and an fsync orders writes, not reads.
             _ => {}
         }
     }

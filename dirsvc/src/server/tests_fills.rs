@@ -402,7 +402,7 @@ fn a_node_failing_during_its_fill_leaves_its_frame_alone() {
 }
 
 #[test]
-fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
+fn a_write_or_truncate_goes_ahead_of_its_files_fills_which_retry() {
     let rig = Rig::new(2, 8, 32);
     let mut a = rig.join(1);
     let mut b = rig.join(2);
@@ -418,20 +418,31 @@ fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
         .unwrap();
     rig.step();
     assert_eq!(rig.disk.in_flight().len(), 1);
-    // Node 2 writes page 0 through the storage server: the fill (which
-    // read the old bytes) is committed first, then the write refreshes
-    // the new owner's frame. Had the write overtaken it, node 1 would
-    // hold the old bytes over a disk with the new ones.
-    rig.write_then_release(&mut b, ino, 0, 0x55);
-    assert!(rig.disk.in_flight().is_empty());
+    // Node 2 writes page 0 through the storage server while the fill
+    // (which reads the old bytes) flies: the write does not wait for it;
+    // the fill is marked stale and node 1 is told to retry. Had the fill
+    // been committed after the write, node 1 would hold the old bytes
+    // over a disk with the new ones.
+    let w = rig.send_write(&mut b, ino, 0, 0x55);
+    rig.step();
+    assert_eq!(rig.dir.borrow().disk_queue_stats().barriers, 0, "no wait");
+    assert_eq!(rig.disk.in_flight().len(), 2, "the fill and the write fly");
+    assert!(answers(&rig, &mut a).is_empty());
+    rig.disk.set_mode(Completion::InOrder);
+    let r = rig.take_answer(&mut b, w, Op::Write);
+    assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");
+    assert_eq!(answers(&rig, &mut a), vec![(tag, PageReply::Retry)]);
+    assert_eq!(rig.dir.borrow().disk_queue_stats().stale, 1);
+    rig.dir.borrow().pages().check().unwrap();
+    // Its retry reads the new bytes.
     assert_eq!(
-        answers(&rig, &mut a),
-        vec![(tag, PageReply::Owner { gfn: a0 })]
+        rig.call(&mut a, &Rig::read(PageKey { ino, idx: 0 }, a0)),
+        Ok(Response::Page(PageReply::Owner { gfn: a0 }))
     );
     assert_eq!(rig.frame(a0), [0x55; 4096], "the single copy is current");
-    assert_eq!(rig.dir.borrow().disk_queue_stats().barriers, 1);
-    // A truncate waits the same way: page 1's fill lands before the
-    // page is torn down (its frame is not written after the teardown).
+    // A truncate goes ahead the same way: page 1's fill, in flight when
+    // the file is cut below it, is not committed.
+    rig.disk.set_mode(Completion::Hold);
     let tag = a
         .send(
             &*rig.mem,
@@ -440,7 +451,6 @@ fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
         )
         .unwrap();
     rig.step();
-    assert_eq!(rig.disk.in_flight().len(), 1);
     let cut = Request::Setattr {
         ino,
         size: 4096,
@@ -448,24 +458,22 @@ fn a_write_or_truncate_waits_for_the_fills_of_its_file() {
     };
     let t = b.send(&*rig.mem, &cut, &mut || true).unwrap();
     rig.step();
-    assert_eq!(
-        rig.disk.in_flight(),
-        rig.disk.writes_in_flight(),
-        "the fill completed; only the truncation's writes fly"
+    assert!(
+        rig.disk.in_flight().len() > rig.disk.writes_in_flight().len(),
+        "the fill still flies"
     );
-    assert_eq!(rig.dir.borrow().disk_queue_stats().barriers, 2);
-    let got = answers(&rig, &mut a);
-    assert_eq!(got, vec![(tag, PageReply::Owner { gfn: a0 + 1 })]);
-    // The truncation's own writes are queued (the disk holds them): it
-    // is answered once they landed.
-    assert!(!rig.disk.writes_in_flight().is_empty());
-    assert_eq!(b.recv(&*rig.mem).unwrap(), None);
+    assert_eq!(rig.dir.borrow().disk_queue_stats().barriers, 0, "no wait");
     rig.disk.set_mode(Completion::InOrder);
     let r = rig.take_answer(&mut b, t, Op::Setattr);
     assert!(
         matches!(r, Ok(Response::Attr(x)) if x.size == 4096),
         "{r:?}"
     );
+    for _ in 0..5 {
+        rig.step();
+    }
+    assert_eq!(answers(&rig, &mut a), vec![(tag, PageReply::Retry)]);
+    assert_eq!(rig.dir.borrow().disk_queue_stats().stale, 2);
     rig.dir.borrow().pages().check().unwrap();
 }
 
@@ -579,4 +587,47 @@ fn misses_are_timed_phase_by_phase_per_kind() {
             rig.dir.borrow().miss_stats(MissKind::FileRead)
         ))
     );
+}
+
+#[test]
+fn an_unlink_goes_ahead_of_its_files_fills_which_retry() {
+    let rig = Rig::new(2, 8, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = rig.file(&mut a, 2);
+    let (a0, _) = rig.layout.pool_gfns(1);
+    rig.disk.set_mode(Completion::Hold);
+    let tag = a
+        .send(
+            &*rig.mem,
+            &Rig::read(PageKey { ino, idx: 1 }, a0),
+            &mut || true,
+        )
+        .unwrap();
+    rig.step();
+    assert_eq!(rig.disk.in_flight().len(), 1);
+    // Node 2 removes the file while node 1's fill of page 1 flies: the
+    // unlink does not wait; the fill's bytes (of freed blocks, which a
+    // later write may reuse) are never committed.
+    let (off, _) = b.bulk(0).unwrap();
+    rig.mem.write(off, b"/f");
+    let rm = Request::Path {
+        op: Op::Unlink,
+        slot: 0,
+        at: 0,
+        len: 2,
+        exclusive: false,
+    };
+    let t = b.send(&*rig.mem, &rm, &mut || true).unwrap();
+    rig.step();
+    assert_eq!(rig.dir.borrow().disk_queue_stats().barriers, 0, "no wait");
+    rig.disk.set_mode(Completion::InOrder);
+    assert_eq!(rig.take_answer(&mut b, t, Op::Unlink), Ok(Response::Ok));
+    for _ in 0..5 {
+        rig.step();
+    }
+    assert_eq!(answers(&rig, &mut a), vec![(tag, PageReply::Retry)]);
+    assert_eq!(rig.dir.borrow().disk_queue_stats().stale, 1);
+    assert!(rig.dir.borrow().pages().is_empty());
+    rig.dir.borrow().pages().check().unwrap();
 }

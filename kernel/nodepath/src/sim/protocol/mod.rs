@@ -268,6 +268,8 @@ struct Seen {
     dup_acks: u64,
     async_fills: u64,
     stale_fills: u64,
+    /// Fills marked stale by a truncation of the scratch file.
+    stale_marked: u64,
 }
 
 impl Seen {
@@ -284,6 +286,7 @@ impl Seen {
         self.dup_acks += o.dup_acks;
         self.async_fills += o.async_fills;
         self.stale_fills += o.stale_fills;
+        self.stale_marked += o.stale_marked;
     }
 }
 

@@ -39,6 +39,9 @@ impl Sim {
             let from = self.rng.below(SCRATCH_PAGES);
             self.log(Ev::Evict(from));
             self.seen.evictions += 1;
+            // As a truncation does: fills of the cut pages in flight are
+            // stale (their readers retry), the cached ones torn down.
+            self.seen.stale_marked += self.dir.stale_fills(SCRATCH, from, u64::MAX) as u64;
             let actions = self.dir.evict_file(SCRATCH, from);
             return self.run(actions);
         }
