@@ -143,6 +143,8 @@ impl Stack {
 pub struct NetConn {
     stack: Stack,
     client: NetClient,
+    /// Bytes of frames not yet taken by the socket, in request order.
+    tx: Vec<u8>,
     remote: (Ipv4Address, u16),
     next_port: u16,
     timeout_ns: u64,
@@ -158,6 +160,7 @@ impl NetConn {
         NetConn {
             stack: Stack::new(nic, addr(id, 2)),
             client: NetClient::new(),
+            tx: Vec::new(),
             remote: (addr(id, 1), netwire::PORT),
             next_port: 49152,
             timeout_ns,
@@ -197,6 +200,7 @@ impl NetConn {
         self.stack.socket().abort();
         self.stack.poll();
         self.client.reset();
+        self.tx.clear();
         Errno::Unavailable
     }
 
@@ -223,6 +227,7 @@ impl NetConn {
                         return Err(Errno::Unavailable);
                     }
                     self.client.reset();
+                    self.tx.clear();
                 }
                 tcp::State::SynSent | tcp::State::SynReceived => {}
                 _ => {
@@ -251,8 +256,9 @@ impl NetConn {
         let deadline = time::now_ns() + self.timeout_ns;
         self.connect(deadline)?;
         let frame = self.client.request(req);
+        self.tx.extend_from_slice(&frame);
         let mut got = None;
-        self.exchange(&frame, deadline, |c, bytes| {
+        self.exchange(deadline, |c, bytes| {
             got = c.feed(bytes)?;
             Ok(got.is_some())
         })?;
@@ -273,7 +279,8 @@ impl NetConn {
             let deadline = time::now_ns() + self.timeout_ns;
             self.connect(deadline)?;
             let frames = self.client.request_batch(chunk)?;
-            self.exchange(&frames, deadline, |c, bytes| {
+            self.tx.extend_from_slice(&frames);
+            self.exchange(deadline, |c, bytes| {
                 c.feed_batch(bytes, &mut out)?;
                 Ok(c.batch_pending() == 0)
             })?;
@@ -282,28 +289,37 @@ impl NetConn {
         Ok(out)
     }
 
-    /// Send `frames`, then hand every received byte to `take` until it says
-    /// the exchange is complete; halts on the NIC while waiting. Any error
-    /// or the deadline drops the connection (the next call reconnects).
+    /// Hand the socket what it takes of the unsent frames.
+    fn flush_tx(&mut self) -> Result<(), Errno> {
+        if self.tx.is_empty() {
+            return Ok(());
+        }
+        let s = self.stack.socket();
+        if !s.may_send() {
+            return Err(self.drop_connection("peer closed while sending"));
+        }
+        match s.send_slice(&self.tx) {
+            Ok(n) => {
+                self.tx.drain(..n);
+                self.bytes_out += n as u64;
+                Ok(())
+            }
+            Err(_) => Err(self.drop_connection("send failed")),
+        }
+    }
+
+    /// Send the unsent frames, then hand every received byte to `take`
+    /// until it says the exchange is complete; halts on the NIC while
+    /// waiting. Any error or the deadline drops the connection (the next
+    /// call reconnects).
     fn exchange(
         &mut self,
-        frames: &[u8],
         deadline: u64,
         mut take: impl FnMut(&mut NetClient, &[u8]) -> Result<bool, Errno>,
     ) -> Result<(), Errno> {
-        let mut off = 0;
         let mut buf = [0u8; 16 * 1024];
         loop {
-            if off < frames.len() {
-                let s = self.stack.socket();
-                if !s.may_send() {
-                    return Err(self.drop_connection("peer closed while sending"));
-                }
-                match s.send_slice(&frames[off..]) {
-                    Ok(n) => off += n,
-                    Err(_) => return Err(self.drop_connection("send failed")),
-                }
-            }
+            self.flush_tx()?;
             self.stack.poll();
             loop {
                 let s = self.stack.socket();
@@ -316,15 +332,12 @@ impl NetConn {
                 };
                 self.bytes_in += n as u64;
                 match take(&mut self.client, &buf[..n]) {
-                    Ok(true) => {
-                        self.bytes_out += frames.len() as u64;
-                        return Ok(());
-                    }
+                    Ok(true) => return Ok(()),
                     Ok(false) => {}
                     Err(_) => return Err(self.drop_connection("malformed answer")),
                 }
             }
-            if !self.stack.socket().may_recv() && off >= frames.len() {
+            if !self.stack.socket().may_recv() && self.tx.is_empty() {
                 return Err(self.drop_connection("peer closed before answering"));
             }
             if time::now_ns() > deadline {
@@ -335,6 +348,80 @@ impl NetConn {
                 // QEMU I/O thread, which carries the answer, off the core.
                 self.stack.idle();
             }
+        }
+    }
+
+    /// Send `req` without waiting (a task's call in flight): its tag. The
+    /// answer is kept for [`NetConn::take`]; the connection's order holds
+    /// for everything sent after it.
+    pub fn start(&mut self, req: &Request) -> Result<u32, Errno> {
+        let deadline = time::now_ns() + self.timeout_ns;
+        self.connect(deadline)?;
+        let (tag, frame) = self.client.start(req);
+        self.tx.extend_from_slice(&frame);
+        self.flush_tx()?;
+        self.stack.poll();
+        Ok(tag)
+    }
+
+    /// The answer to started request `tag`, taking in what arrived (see
+    /// [`NetClient::take`]); a broken connection loses it (`Unavailable`).
+    pub fn take(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
+        if let Some(r) = self.client.take(tag) {
+            return Some(self.answered(r));
+        }
+        if let Err(e) = self.pump() {
+            return Some(Err(e));
+        }
+        self.client.take(tag).map(|r| self.answered(r))
+    }
+
+    fn answered(&mut self, r: Result<Response, Errno>) -> Result<Response, Errno> {
+        if r.is_ok() {
+            self.calls += 1;
+        }
+        r
+    }
+
+    /// Send what is unsent and take in what arrived, for started requests.
+    fn pump(&mut self) -> Result<(), Errno> {
+        self.flush_tx()?;
+        self.stack.poll();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let s = self.stack.socket();
+            if !s.can_recv() {
+                break;
+            }
+            let n = match s.recv_slice(&mut buf) {
+                Ok(n) => n,
+                Err(_) => return Err(self.drop_connection("receive failed")),
+            };
+            self.bytes_in += n as u64;
+            if self.client.feed_started(&buf[..n]).is_err() {
+                return Err(self.drop_connection("malformed answer"));
+            }
+        }
+        if self.client.outstanding() > 0 && !self.stack.socket().may_recv() {
+            return Err(self.drop_connection("peer closed before answering"));
+        }
+        Ok(())
+    }
+
+    /// The caller of started request `tag` gave up.
+    pub fn forget(&mut self, tag: u32) {
+        self.client.forget(tag);
+    }
+
+    /// Nothing else to do: send what is unsent, then halt until the NIC's
+    /// interrupt or a timer (unless the stack has work due).
+    pub fn wait(&mut self) {
+        if self.flush_tx().is_err() {
+            return;
+        }
+        self.stack.poll();
+        if !self.stack.due() {
+            self.stack.idle();
         }
     }
 }

@@ -84,6 +84,26 @@ pub trait FileServer {
     fn bulk_write(&mut self, slot: u32, at: usize, data: &[u8]) -> Result<(), Errno>;
     /// Copy the head of slot `slot` into `buf`.
     fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno>;
+    /// Send `req` without waiting for its answer (a task's call in
+    /// flight): its tag. `NotSupported` where the transport cannot.
+    fn start(&mut self, req: &Request) -> Result<u32, Errno> {
+        let _ = req;
+        Err(Errno::NotSupported)
+    }
+    /// The answer to started request `tag`, taking in what arrived:
+    /// `None` while it is in flight, `Unavailable` if it was lost (the
+    /// connection dropped). Its payload, if any, is then in its slot.
+    fn take(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
+        let _ = tag;
+        Some(Err(Errno::NotSupported))
+    }
+    /// The caller of started request `tag` gave up: drop its answer.
+    fn forget(&mut self, tag: u32) {
+        let _ = tag;
+    }
+    /// Nothing else to do: wait a little for answers (halt until the
+    /// NIC's interrupt or a timer).
+    fn wait(&mut self) {}
 }
 
 /// A transport that does not exist (hosts without a network).

@@ -67,6 +67,9 @@ pub struct Link<E: Env> {
     /// (or asks again) instead of leaving the node out until a call needs
     /// the directory.
     join_pending: bool,
+    /// `net` mode's calls in flight ([`Link::start_call`]): tag -> the
+    /// time they are given up.
+    net_calls: alloc::collections::BTreeMap<u32, u64>,
     /// Wait state of the current asynchronous exchange (reset on progress).
     pending: Waiter,
     /// Wait state of the calls nobody blocks on (reset on an answer).
@@ -174,6 +177,7 @@ impl<E: Env> Link<E> {
             rpc_timeout_ns,
             reported: false,
             join_pending: false,
+            net_calls: alloc::collections::BTreeMap::new(),
             pending: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             calls_wait: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             dir_hb: (0, 0),

@@ -2,7 +2,7 @@
 //! over a byte stream, independent of the transport (the kernel feeds it
 //! TCP bytes). The framing is [`fabric::netwire`]'s.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
 use fabric::bulk::Bulk;
@@ -32,22 +32,47 @@ struct Pending {
     slot: Option<(u32, usize)>,
 }
 
+/// An answer received for a request nobody was blocked on.
+#[derive(Debug)]
+struct Answered {
+    resp: Response,
+    payload: Vec<u8>,
+    slot: Option<(u32, usize)>,
+}
+
 /// The node's end of a `net` mode connection, independent of the
-/// transport: [`NetClient::request`] gives the bytes to send,
-/// [`NetClient::feed`] takes the bytes received. One request is
-/// outstanding at a time.
+/// transport: the request methods give the bytes to send, the feed
+/// methods take the bytes received.
+///
+/// Requests go out in order and the server answers a connection's frames
+/// in order, so every frame received answers the oldest request still
+/// outstanding. Three kinds share that order: one synchronous request
+/// ([`NetClient::request`], answered by [`NetClient::feed`]), one
+/// pipelined batch of reads ([`NetClient::request_batch`]), and any number
+/// of started requests ([`NetClient::start`], answers kept until
+/// [`NetClient::take`]): a task's metadata call goes out and the task
+/// yields, whatever else the node sends meanwhile.
 ///
 /// Data is staged and collected through local bulk slots, exactly as
-/// through the node's slots in the shared region on the ring path.
+/// through the node's slots in the shared region on the ring path. A
+/// request's payload (path, write data) is copied into its frame when it
+/// is made, so the slot may be restaged at once; an answer's payload is
+/// put into its slot when it is returned.
 #[derive(Debug, Default)]
 pub struct NetClient {
     bulk: NetBulk,
     reader: FrameReader,
     next_tag: u32,
-    pending: Option<Pending>,
-    /// Pipelined requests waiting for their answers, in the order sent
-    /// (the server answers a connection's frames in order).
-    batch: VecDeque<Pending>,
+    /// Requests sent and not answered yet, oldest first.
+    outstanding: VecDeque<Pending>,
+    /// The synchronous request [`NetClient::feed`] returns the answer of.
+    sync: Option<u32>,
+    /// The pipelined batch, in the order sent.
+    batch: VecDeque<u32>,
+    /// Answers not taken yet (started requests and the batch's).
+    answered: BTreeMap<u32, Answered>,
+    /// Requests whose caller gave up: their answers are dropped.
+    forgotten: BTreeSet<u32>,
 }
 
 /// Most requests [`NetClient::request_batch`] puts in flight at once.
@@ -78,48 +103,130 @@ impl NetClient {
         self.bulk.read(slot, buf)
     }
 
-    /// The tag of the request waiting for its answer, if any.
+    /// The tag of the synchronous request waiting for its answer, if any.
     pub fn pending_tag(&self) -> Option<u32> {
-        self.pending.map(|p| p.tag)
+        self.sync
     }
 
-    /// Start `req`: the bytes of its frame, to send. The payload is the
-    /// first `len` bytes of the slot the request names (path, write data);
-    /// a request naming a bad slot or length goes out without payload and
-    /// the server answers `Invalid`. Replaces any request still waiting.
-    pub fn request(&mut self, req: &Request) -> Vec<u8> {
+    /// Requests sent and not answered yet (of every kind).
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// The frame of `req` (its payload: the first `len` bytes of the slot
+    /// it names; a request naming a bad slot or length goes out without
+    /// payload and the server answers `Invalid`), queued as outstanding.
+    fn frame(&mut self, req: &Request, out: &mut Vec<u8>) -> u32 {
         let tag = self.fresh_tag();
         let payload = request_payload(req)
             .and_then(|(slot, len)| self.bulk.bytes(slot, len as usize).ok())
             .unwrap_or_default();
-        self.pending = Some(Pending {
+        self.outstanding.push_back(Pending {
             tag,
             op: op_of(req),
             slot: answer_slot(req),
         });
+        encode_frame(&req.encode(tag), &payload, out);
+        tag
+    }
+
+    /// Start `req` as the synchronous request: the bytes of its frame, to
+    /// send; [`NetClient::feed`] returns its answer. A synchronous request
+    /// still waiting (its caller gave up) is forgotten.
+    pub fn request(&mut self, req: &Request) -> Vec<u8> {
+        if let Some(old) = self.sync.take() {
+            self.forget(old);
+        }
         let mut out = Vec::new();
-        encode_frame(&req.encode(tag), &payload, &mut out);
+        self.sync = Some(self.frame(req, &mut out));
         out
     }
 
+    /// Start `req` without waiting for it: its tag and the bytes of its
+    /// frame, to send. Its answer is kept for [`NetClient::take`].
+    pub fn start(&mut self, req: &Request) -> (u32, Vec<u8>) {
+        let mut out = Vec::new();
+        let tag = self.frame(req, &mut out);
+        (tag, out)
+    }
+
+    /// The answer to started request `tag`: `None` while it is
+    /// outstanding; the response (its payload, if any, now at the start of
+    /// its slot); `Unavailable` if the request is unknown (lost in a
+    /// reset, or taken already).
+    pub fn take(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
+        if let Some(a) = self.answered.remove(&tag) {
+            if let Some((slot, _)) = a.slot.filter(|_| !a.payload.is_empty()) {
+                if self.bulk.write(slot, 0, &a.payload).is_err() {
+                    return Some(Err(Errno::Io));
+                }
+                self.bulk.clear_written();
+            }
+            return Some(Ok(a.resp));
+        }
+        if self.outstanding.iter().any(|p| p.tag == tag) {
+            return None;
+        }
+        Some(Err(Errno::Unavailable))
+    }
+
+    /// The caller of request `tag` gave up: drop its answer.
+    pub fn forget(&mut self, tag: u32) {
+        if self.answered.remove(&tag).is_none() && self.outstanding.iter().any(|p| p.tag == tag) {
+            self.forgotten.insert(tag);
+        }
+    }
+
     /// Take received bytes. Returns the response once the frame answering
-    /// the pending request is complete, after storing its payload (read
-    /// data, directory records) at the start of the slot the request named.
-    /// A framing error, an answer nobody waits for, a wrong tag or opcode,
-    /// or a payload that does not match the response is `Err(Io)`: the
-    /// connection is unusable, [`NetClient::reset`] and reconnect.
+    /// the synchronous request is complete, after storing its payload (read
+    /// data, directory records) at the start of the slot the request named;
+    /// answers to other requests met on the way are kept. A framing error,
+    /// an answer nobody waits for, a wrong tag or opcode, or a payload that
+    /// does not match the response is `Err(Io)`: the connection is
+    /// unusable, [`NetClient::reset`] and reconnect.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Option<Response>, Errno> {
         self.reader.push(bytes);
-        let Some(frame) = self.next_frame()? else {
-            return Ok(None);
-        };
-        let p = self.pending.take().ok_or(Errno::Io)?;
-        let (resp, payload) = answer(p, frame)?;
-        if let Some((slot, _)) = p.slot.filter(|_| !payload.is_empty()) {
-            self.bulk.write(slot, 0, &payload).map_err(|_| Errno::Io)?;
-            self.bulk.clear_written();
+        self.absorb(true)
+    }
+
+    /// Take received bytes for started requests and the batch (none is
+    /// synchronous): their answers are kept. Errors as in
+    /// [`NetClient::feed`].
+    pub fn feed_started(&mut self, bytes: &[u8]) -> Result<(), Errno> {
+        self.reader.push(bytes);
+        self.absorb(false).map(|_| ())
+    }
+
+    /// Match every complete frame to the oldest outstanding request; stop
+    /// at the synchronous request's answer if `sync`.
+    fn absorb(&mut self, sync: bool) -> Result<Option<Response>, Errno> {
+        while let Some(frame) = self.next_frame()? {
+            let p = self.outstanding.pop_front().ok_or(Errno::Io)?;
+            let (resp, payload) = answer(p, frame)?;
+            if self.forgotten.remove(&p.tag) {
+                continue;
+            }
+            if self.sync == Some(p.tag) {
+                self.sync = None;
+                if let Some((slot, _)) = p.slot.filter(|_| !payload.is_empty()) {
+                    self.bulk.write(slot, 0, &payload).map_err(|_| Errno::Io)?;
+                    self.bulk.clear_written();
+                }
+                if sync {
+                    return Ok(Some(resp));
+                }
+                continue; // nobody waits for it any more
+            }
+            self.answered.insert(
+                p.tag,
+                Answered {
+                    resp,
+                    payload,
+                    slot: p.slot,
+                },
+            );
         }
-        Ok(Some(resp))
+        Ok(None)
     }
 
     /// The next complete frame received, if any; a framing error is `Io`.
@@ -138,11 +245,11 @@ impl NetClient {
 
     /// Start several requests at once (pipelining): the bytes of their
     /// frames, to send together. Only requests that carry no payload
-    /// (reads, getattr, readdir, ...) can be pipelined, since the staging
-    /// slots hold one payload; at most [`MAX_BATCH`], and not while a
-    /// single request ([`NetClient::request`]) or another batch waits.
+    /// (reads, getattr, readdir, ...), at most [`MAX_BATCH`], and not
+    /// while another batch or a synchronous request waits (started
+    /// requests may be outstanding).
     pub fn request_batch(&mut self, reqs: &[Request]) -> Result<Vec<u8>, Errno> {
-        if reqs.len() > MAX_BATCH || self.pending.is_some() || !self.batch.is_empty() {
+        if reqs.len() > MAX_BATCH || self.sync.is_some() || !self.batch.is_empty() {
             return Err(Errno::Invalid);
         }
         if reqs.iter().any(|r| request_payload(r).is_some()) {
@@ -150,13 +257,8 @@ impl NetClient {
         }
         let mut out = Vec::new();
         for req in reqs {
-            let tag = self.fresh_tag();
-            self.batch.push_back(Pending {
-                tag,
-                op: op_of(req),
-                slot: answer_slot(req),
-            });
-            encode_frame(&req.encode(tag), &[], &mut out);
+            let tag = self.frame(req, &mut out);
+            self.batch.push_back(tag);
         }
         Ok(out)
     }
@@ -166,29 +268,39 @@ impl NetClient {
         self.batch.len()
     }
 
-    /// Take received bytes for a batch: appends every answer completed by
-    /// them to `done`, in request order, each with its payload (read data,
-    /// directory records). Errors as in [`NetClient::feed`].
+    /// Take received bytes for a batch: appends every answer of the batch
+    /// completed by them to `done`, in request order, each with its
+    /// payload (read data, directory records); answers to started requests
+    /// are kept. Errors as in [`NetClient::feed`].
     pub fn feed_batch(
         &mut self,
         bytes: &[u8],
         done: &mut Vec<(Response, Vec<u8>)>,
     ) -> Result<(), Errno> {
         self.reader.push(bytes);
-        while let Some(frame) = self.next_frame()? {
-            let p = self.batch.pop_front().ok_or(Errno::Io)?;
-            done.push(answer(p, frame)?);
+        self.absorb(false)?;
+        while let Some(&tag) = self.batch.front() {
+            let Some(a) = self.answered.remove(&tag) else {
+                break;
+            };
+            self.batch.pop_front();
+            done.push((a.resp, a.payload));
         }
         Ok(())
     }
 
-    /// Drop the connection state (partial frames, the pending request or
-    /// batch) for a reconnect. Staged slot contents and the tag counter are
-    /// kept.
+    /// Drop the connection state (partial frames, every outstanding
+    /// request: started ones are then answered `Unavailable` by
+    /// [`NetClient::take`]) for a reconnect. Staged slot contents, answers
+    /// already received and the tag counter are kept.
     pub fn reset(&mut self) {
         self.reader.reset();
-        self.pending = None;
-        self.batch.clear();
+        self.outstanding.clear();
+        self.sync = None;
+        for tag in self.batch.drain(..) {
+            self.answered.remove(&tag);
+        }
+        self.forgotten.clear();
     }
 }
 

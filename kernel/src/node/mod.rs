@@ -147,6 +147,18 @@ impl FileServer for crate::net::NetConn {
     fn bulk_read(&mut self, slot: u32, buf: &mut [u8]) -> Result<(), Errno> {
         crate::net::NetConn::bulk_read(self, slot, buf)
     }
+    fn start(&mut self, req: &Request) -> Result<u32, Errno> {
+        crate::net::NetConn::start(self, req)
+    }
+    fn take(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
+        crate::net::NetConn::take(self, tag)
+    }
+    fn forget(&mut self, tag: u32) {
+        crate::net::NetConn::forget(self, tag)
+    }
+    fn wait(&mut self) {
+        crate::net::NetConn::wait(self)
+    }
 }
 
 /// Run `f` on the node (`Unavailable` before it exists).

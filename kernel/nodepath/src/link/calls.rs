@@ -1,23 +1,30 @@
-//! Calls on the rings that nobody blocks on: a task's metadata call is
-//! sent ([`Link::start_call`]), and its answer is picked up later
-//! ([`Link::poll_call`]) by whoever reads the response ring first (a
-//! data batch waiting for its own answers stores it on the way, see
-//! [`crate::client::Client::register`]). Several such calls are in
-//! flight together; the directory serves a node's requests in ring
-//! order, so calls sent one after the other take effect in that order.
+//! Calls that nobody blocks on: a task's metadata call is sent
+//! ([`Link::start_call`]), and its answer is picked up later
+//! ([`Link::poll_call`]). On the rings, by whoever reads the response ring
+//! first (a data batch waiting for its own answers stores it on the way,
+//! see [`crate::client::Client::register`]); in `net` mode, by whoever
+//! reads the TCP stream first (a synchronous call or a read batch keeps
+//! the answers it meets, see [`crate::netclient::NetClient`]). Several
+//! such calls are in flight together; the directory serves a node's
+//! requests in order (ring or connection), so calls sent one after the
+//! other take effect in that order.
 
 use fabric::proto::{Errno, Op, Request, Response};
 
 use super::{wait_once, Link, Session};
-use crate::env::Env;
+use crate::env::{Env, FileServer};
 
 impl<E: Env> Link<E> {
-    /// Send `req` on the rings and return its tag without waiting; its
-    /// answer is kept for [`Link::poll_call`]. Rings modes only (`net`
-    /// mode has no registered calls: `NotSupported`).
+    /// Send `req` (on the rings, or over `net` mode's connection) and
+    /// return its tag without waiting; its answer is kept for
+    /// [`Link::poll_call`].
     pub fn start_call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<u32, Errno> {
         if !self.rings() {
-            return Err(Errno::NotSupported);
+            let deadline = self.env.now_ns().saturating_add(self.rpc_timeout_ns);
+            let net = self.net().ok_or(Errno::Unavailable)?;
+            let tag = net.start(req)?;
+            self.net_calls.insert(tag, deadline);
+            return Ok(tag);
         }
         let tag = self.send(req, svc)?;
         let deadline = self.env.now_ns().saturating_add(self.rpc_timeout_ns);
@@ -31,6 +38,9 @@ impl<E: Env> Link<E> {
     /// the session that sent it is gone (the answer is then late).
     pub fn poll_call(&mut self, tag: u32, op: Op) -> Option<Result<Response, Errno>> {
         let now = self.env.now_ns();
+        if !self.rings() {
+            return self.poll_net_call(tag, op, now);
+        }
         let Some(client) = self.client.as_mut() else {
             return Some(Err(Errno::Unavailable));
         };
@@ -65,8 +75,41 @@ impl<E: Env> Link<E> {
         None
     }
 
+    /// `net` mode's [`Link::poll_call`].
+    fn poll_net_call(&mut self, tag: u32, op: Op, now: u64) -> Option<Result<Response, Errno>> {
+        let Some(&deadline) = self.net_calls.get(&tag) else {
+            return Some(Err(Errno::Unavailable));
+        };
+        let Some(net) = self.net() else {
+            self.net_calls.remove(&tag);
+            return Some(Err(Errno::Unavailable));
+        };
+        match net.take(tag) {
+            Some(r) => {
+                self.net_calls.remove(&tag);
+                if r.is_ok() {
+                    self.calls_wait.reset(); // progress
+                }
+                Some(match r {
+                    Ok(Response::Err(e)) => Err(e),
+                    r => r,
+                })
+            }
+            None if now > deadline => {
+                net.forget(tag);
+                self.net_calls.remove(&tag);
+                log::warn!("call {tag} ({op:?}): no answer within the call timeout");
+                Some(Err(Errno::Unavailable))
+            }
+            None => None,
+        }
+    }
+
     /// Calls sent with [`Link::start_call`] still waiting for an answer.
     pub fn calls_in_flight(&self) -> usize {
+        if !self.rings() {
+            return self.net_calls.len();
+        }
         self.client
             .as_ref()
             .map(|c| c.registered_waiting())
@@ -78,6 +121,18 @@ impl<E: Env> Link<E> {
     /// time; notices are serviced meanwhile). False once the wait gave
     /// up (the calls' own give-up times then end them).
     pub fn wait_calls(&mut self, svc: &mut dyn Session<E>) -> bool {
+        if !self.rings() {
+            if self.net_calls.is_empty() {
+                return true;
+            }
+            return match self.net() {
+                Some(net) => {
+                    net.wait();
+                    true
+                }
+                None => false,
+            };
+        }
         let Some(layout) = self.layout else {
             return false;
         };

@@ -13,13 +13,19 @@
 //! first waits (inside `meta_start`) for the first to finish, whose result
 //! is kept for its task.
 //!
+//! In `net` mode the calls go out over the TCP connection
+//! ([`crate::netclient::NetClient::start`]) and are in flight together
+//! the same way: a path is copied into its request's frame when it is
+//! sent, so every call stages it at the start of slot 0 (no sub-slots;
+//! an unlink restages its path for the removal), and the answers, which
+//! come in the order sent, are kept for their tasks.
+//!
 //! What runs at once, inside `meta_start`: `close` (synchronous as
 //! before), the write-back of dirty pages before an
 //! fsync's `Fsync` or a truncate's `Setattr` (those requests then go out
 //! as calls in flight; a single-copy truncate first asks the size before
-//! with a `Getattr` in flight too), every call in `net` mode (its file
-//! requests are synchronous TCP calls), and any path call when no
-//! sub-slot is free.
+//! with a `Getattr` in flight too), and any path call on the rings when
+//! no sub-slot is free.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -75,6 +81,9 @@ struct Job {
     len: u32,
     /// A readdir's entries so far.
     entries: Vec<DirEntry>,
+    /// `net` mode: the path, restaged for a next step (an unlink's
+    /// removal after its lookup); the rings keep it in the sub-slot.
+    path: Option<alloc::string::String>,
 }
 
 /// The calls in flight and the free path sub-slots.
@@ -145,9 +154,6 @@ enum Next {
 impl<E: Env> Node<E> {
     /// Start a metadata call (see the module doc).
     pub fn meta_start(&mut self, call: MetaCall) -> MetaStart {
-        if !self.link.rings() {
-            return MetaStart::Done(self.meta_sync(call));
-        }
         let r = match &call {
             MetaCall::Open { path, flags } => {
                 // Every open in flight will take a descriptor.
@@ -260,6 +266,18 @@ impl<E: Env> Node<E> {
         exclusive: bool,
         step: Step,
     ) -> Option<Result<Job, Errno>> {
+        if !self.link.rings() {
+            // `net` mode: the path goes into the request's frame at once,
+            // so every call stages it at the start of the slot.
+            return Some(
+                self.send_path_at(op, path, exclusive, step, 0)
+                    .map(|mut j| {
+                        j.sub = None;
+                        j.path = Some(alloc::string::String::from(path));
+                        j
+                    }),
+            );
+        }
         let cap = match self.link.bulk_cap(0) {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
@@ -286,9 +304,12 @@ impl<E: Env> Node<E> {
                 sub: Some(at),
                 len: path.len() as u32,
                 entries: Vec::new(),
+                path: None,
             }),
             Err(e) => {
-                self.meta.give_sub(Some(at));
+                if self.link.rings() {
+                    self.meta.give_sub(Some(at));
+                }
                 Err(e)
             }
         }
@@ -307,6 +328,7 @@ impl<E: Env> Node<E> {
             sub: None,
             len: 0,
             entries: Vec::new(),
+            path: None,
         }))
     }
 
@@ -344,6 +366,7 @@ impl<E: Env> Node<E> {
                 sub,
                 len,
                 entries: Vec::new(),
+                path: None,
             }),
             Err(e) => {
                 self.meta.give_sub(sub);
@@ -367,9 +390,17 @@ impl<E: Env> Node<E> {
             }
         };
         match job.step {
-            Step::UnlinkLookup(op) => match (attr_of(r), job.sub) {
+            Step::UnlinkLookup(op) => match (attr_of(r), job.sub, job.path) {
+                // `net` mode: stage the path again and remove it.
+                (Ok(a), None, Some(path)) => {
+                    match self.send_path(op, &path, false, Step::Unlink(a.ino)) {
+                        Some(Ok(j)) => Next::Wait(j),
+                        Some(Err(e)) => Next::Done(Err(e)),
+                        None => Next::Done(Err(Errno::Io)),
+                    }
+                }
                 // The path is still in the job's sub-slot: remove it.
-                (Ok(a), Some(at)) => {
+                (Ok(a), Some(at), _) => {
                     let req = Request::Path {
                         op,
                         slot: 0,
@@ -379,7 +410,7 @@ impl<E: Env> Node<E> {
                     };
                     self.start(&req, Step::Unlink(a.ino), job.sub, job.len)
                 }
-                (r, _) => {
+                (r, ..) => {
                     self.meta.give_sub(job.sub);
                     Next::Done(r.and(Err(Errno::Io)))
                 }
