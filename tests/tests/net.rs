@@ -174,3 +174,38 @@ fn a_node_that_left_is_no_longer_served() {
         Ok(())
     });
 }
+
+/// A task's metadata calls yield over TCP too (issue #10, item 3): eight
+/// varmail threads on one node have several creates, opens, fsyncs and
+/// deletes in flight on the one connection at once, and every operation
+/// completes with its answer (the connection's order kept).
+#[test]
+fn net_mode_metadata_calls_are_in_flight_together() {
+    let dir = onecopy_tests::unique_run_dir("net-meta-img").expect("run dir");
+    std::fs::create_dir_all(&dir).expect("run dir");
+    let image = dir.join("apps.img");
+    onecopy_tests::mkfs_datasets(&image, &["varmail:1m"]).expect("mkfs --dataset");
+    let opts = opts("net-meta")
+        .nodes(1)
+        .disk(&image)
+        .cmd_timeout(Duration::from_secs(300));
+    with_cluster(opts, |c| {
+        let text = c
+            .exec_ok(1, "app varmail --ops 200 --threads 8 --seed 1")?
+            .text();
+        let line = text
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("RESULT "))
+            .unwrap_or_else(|| panic!("no RESULT line: {text}"));
+        let v: serde_json::Value = serde_json::from_str(line).expect("RESULT json");
+        assert_eq!(v["mode"], "net", "{v}");
+        assert_eq!(v["operations"].as_u64(), Some(200), "{v}");
+        let most = v["meta_max_in_flight"].as_u64().unwrap_or(0);
+        assert!(most > 1, "metadata calls in flight together: {most}: {v}");
+        // The node still works synchronously afterwards.
+        let out = c.exec_ok(1, "ls /apps/varmail")?;
+        assert!(!out.text().is_empty());
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
