@@ -48,7 +48,9 @@ KERNEL="$ROOT/target/x86_64-unknown-none/release/onecopy-kernel"
 WORK=$(mktemp -d /tmp/onecopy-bench-meta-lookups.XXXXXX)
 RUN=
 cleanup() {
-    [[ -n $RUN ]] && ./qemu-run.sh stop --run-dir "$RUN" >/dev/null 2>&1 || true
+    if [[ -n $RUN ]]; then
+        ./qemu-run.sh stop --run-dir "$RUN" >/dev/null 2>&1 || true
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -469,10 +469,9 @@ fn strong_replicas_are_revoked_before_an_owner_write_lands() {
         // The cluster's first PROMOTE is refused until node 1 (idle) has
         // looked at `replicas_used` (the directory's notice wakes it); the
         // next hot streak is granted.
-        let mut before = String::new();
         let mut s = c.stats(2, "cache stats")?;
         for _ in 0..12 {
-            before = c.exec_ok(2, "sum /hot")?.text();
+            c.exec_ok(2, "sum /hot")?;
             s = c.stats(2, "cache stats")?;
             if s.num(cache::PROMOTIONS) >= 4 {
                 break;
@@ -485,7 +484,7 @@ fn strong_replicas_are_revoked_before_an_owner_write_lands() {
         // of those pages before their replicas were installed: one more
         // sum reads all four through the replicas.
         let replica_hits = s.num(cache::HITS_REPLICA);
-        before = c.exec_ok(2, "sum /hot")?.text();
+        let before = c.exec_ok(2, "sum /hot")?.text();
         let s = c.stats(2, "cache stats")?;
         assert_eq!(s.num(cache::PROMOTIONS), 4, "{}", s.text);
         assert!(s.num(cache::HITS_REPLICA) >= replica_hits + 4, "{}", s.text);
