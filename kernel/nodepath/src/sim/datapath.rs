@@ -519,7 +519,12 @@ fn sim_drives_the_real_data_path() {
         // Seeds that end in the open findings below
         // (`sim_known_liveness_seeds`) are left out; about one in ten of
         // 1..=120 does (see there).
-        None => [1, 2, 3, 4, 5, 6].map(|i| 0x5eed_0000 + i).to_vec(),
+        // 0x5eed001d and 0x5eed0049 ended in liveness defects fixed since
+        // (a rejoin admitted late; an eviction answered late): kept as
+        // regressions.
+        None => [1, 2, 3, 4, 5, 6, 0x1d, 0x49]
+            .map(|i| 0x5eed_0000 + i)
+            .to_vec(),
     };
     let t0 = std::time::Instant::now();
     let mut total = RunStats::default();
@@ -582,11 +587,17 @@ fn sim_seed_0x5eed0006_long_run() {
 /// had a session and a read served from cached metadata never asked the
 /// directory (host test
 /// `a_rejoin_admitted_after_its_wait_gave_up_is_taken_at_the_next_check`).
-/// After the fix a sweep of 1..=80 fails 3 seeds: 0x5eed0013 (the
-/// orphan-frame class below), 0x5eed0049 and 0x5eed004a (the retry class
-/// described here: node 1 sent 20,122 requests, retrying a page while an
-/// invalidation stays unacked after corrupt notify rings). None returned a
-/// wrong read. This test runs the two of the retry class.
+/// After the fix a sweep of 1..=80 failed 3 seeds: 0x5eed0013 (the
+/// orphan-frame class below), 0x5eed0049 and 0x5eed004a. 0x5eed0049 was a
+/// second liveness defect, fixed too: an eviction (INV) given up on its
+/// timeout and answered late left the page `Reclaiming` for good (the
+/// directory had forgotten it, so no DIR_INV would come), and every read
+/// of the file waited for it; the late answer now frees the frame
+/// (`ScState::late_answer`). A sweep of 1..=80 then fails only 0x5eed004a:
+/// both nodes retry pages tens of thousands of times (node 1 sent 60,103
+/// requests) after corrupt notify rings and frozen-directory faults, and
+/// node 2 ends "directory unavailable" reading `/c0`, which node 1 owns.
+/// Not analysed further. None returned a wrong read. This test runs it.
 ///
 /// A sweep of seeds 1..=120 (2026-11-24) fails about one seed in ten,
 /// before and after that change alike (old: 14 of 120, new: 13), in two
@@ -602,7 +613,7 @@ fn sim_seed_0x5eed0006_long_run() {
 #[test]
 #[ignore = "open liveness finding, see the doc comment"]
 fn sim_known_liveness_seeds() {
-    for (seed, steps) in [(0x5eed_0049, 120), (0x5eed_004a, 120)] {
+    for (seed, steps) in [(0x5eed_004a, 120)] {
         if let Err(e) = run(seed, steps) {
             panic!("seed {seed:#x}: {e}");
         }

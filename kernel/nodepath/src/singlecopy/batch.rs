@@ -242,17 +242,27 @@ impl ScState {
     /// `NodeCache::apply_answer`).
     pub(super) fn late_answer(&mut self, tag: u32, d: &fabric::proto::Desc) {
         let Some(c) = self.coh.as_mut() else { return };
-        let Some(key) = c.abandoned.remove(&tag) else {
+        let Some((key, op)) = c.abandoned.remove(&tag) else {
             return;
         };
-        if let Ok((_, Response::Page(PageReply::Exclusive { gfn }))) =
-            Response::decode(d, fabric::proto::Op::PageLookupLock)
-        {
-            if c.cache.orphan_key(gfn) == Some(key) {
-                log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
-                c.releasing.insert(key, gfn);
-                c.pending_drops.push(key);
+        let reply = match Response::decode(d, op) {
+            Ok((_, Response::Page(p))) => Some(p),
+            _ => None,
+        };
+        match (op, reply) {
+            (fabric::proto::Op::PageLookupLock, Some(PageReply::Exclusive { gfn })) => {
+                if c.cache.orphan_key(gfn) == Some(key) {
+                    log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
+                    c.releasing.insert(key, gfn);
+                    c.pending_drops.push(key);
+                }
             }
+            (fabric::proto::Op::PageInv, Some(PageReply::Done { .. })) => {
+                log::debug!("late answer to the eviction of {key:?}: frame freed");
+                c.cache.reclaimed(&key);
+            }
+            (fabric::proto::Op::PageInv, _) => c.cache.reclaim_failed(&key),
+            _ => {}
         }
     }
 
@@ -322,15 +332,18 @@ impl ScState {
             }
         }
         if left > 0 {
-            // Given up: remember the LOOKUP_LOCKs, whose grant may still come.
+            // Given up: remember the LOOKUP_LOCKs, whose grant may still
+            // come, and the INVs, whose pages stay held until an answer.
             if let Some(c) = self.coh.as_mut() {
-                for (i, (tag, _)) in tags.iter().enumerate() {
-                    if let (None, PageReq::LookupLock { key, .. }) = (&out[i], reqs[i]) {
-                        if c.abandoned.len() >= MAX_ABANDONED {
-                            c.abandoned.pop_first();
-                        }
-                        c.abandoned.insert(*tag, key);
+                for (i, (tag, op)) in tags.iter().enumerate() {
+                    let key = match (&out[i], reqs[i]) {
+                        (None, PageReq::LookupLock { key, .. } | PageReq::Inv { key, .. }) => key,
+                        _ => continue,
+                    };
+                    if c.abandoned.len() >= MAX_ABANDONED {
+                        c.abandoned.pop_first();
                     }
+                    c.abandoned.insert(*tag, (key, *op));
                 }
             }
         }

@@ -99,17 +99,22 @@ pub struct Coherence {
     /// REVOKE of it came meanwhile (the notify ring can overtake the
     /// grant on the response ring): then the grant is not used.
     promoting: Option<(PageKey, bool)>,
-    /// LOOKUP_LOCKs given up unanswered, by tag: if the E grant comes
-    /// late, nobody would ever UNLOCK it and every other node's request
-    /// for the page would be told to retry until we leave; such a grant
-    /// is given back with a DROP (see [`ScState::late_answer`]).
-    abandoned: BTreeMap<u32, PageKey>,
+    /// LOOKUP_LOCKs and INVs given up unanswered, by tag (with their
+    /// opcode). If an E grant comes late, nobody would ever UNLOCK it and
+    /// every other node's request for the page would be told to retry
+    /// until we leave: such a grant is given back with a DROP. If an
+    /// eviction's answer comes late, the directory has forgotten the page
+    /// and no DIR_INV will come for it: the frame held `Reclaiming` is
+    /// freed then (or the page given back, if the INV was refused), else
+    /// every later access of the page would wait for that DIR_INV for
+    /// good (see [`ScState::late_answer`]).
+    abandoned: BTreeMap<u32, (PageKey, fabric::proto::Op)>,
     /// Late E grants being given back: page -> our orphan frame, freed
     /// once the directory answers the DROP.
     releasing: BTreeMap<PageKey, u64>,
 }
 
-/// Most abandoned LOOKUP_LOCK tags remembered.
+/// Most abandoned LOOKUP_LOCK and INV tags remembered.
 const MAX_ABANDONED: usize = 256;
 
 /// The single-copy session: none until joined.
