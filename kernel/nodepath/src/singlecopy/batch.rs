@@ -250,12 +250,12 @@ impl ScState {
             _ => None,
         };
         match (op, reply) {
-            (fabric::proto::Op::PageLookupLock, Some(PageReply::Exclusive { gfn })) => {
-                if c.cache.orphan_key(gfn) == Some(key) {
-                    log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
-                    c.releasing.insert(key, gfn);
-                    c.pending_drops.push(key);
-                }
+            (fabric::proto::Op::PageLookupLock, Some(PageReply::Exclusive { gfn }))
+                if c.cache.orphan_key(gfn) == Some(key) =>
+            {
+                log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
+                c.releasing.insert(key, gfn);
+                c.pending_drops.push(key);
             }
             (fabric::proto::Op::PageInv, Some(PageReply::Done { .. })) => {
                 log::debug!("late answer to the eviction of {key:?}: frame freed");
