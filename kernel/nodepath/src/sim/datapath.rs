@@ -457,8 +457,13 @@ fn finish(
                         )
                     })
                     .collect();
+                let h = fabric::layout::Header::new(&*rig.sh.mem, rig.sh.layout);
+                let states: Vec<(u32, Option<fabric::layout::NodeState>, u64)> = (1..=nodes.len()
+                    as u32)
+                    .map(|k| (k, h.node_state(k), h.node_epoch(k)))
+                    .collect();
                 format!(
-                    "seed {seed:#x}: at the end node {} cannot read {name}: {e}\nmembers (backlogs): {members:?}, directory up: {}\ndirectory: {entries:#?}\nnode slots: {slots:#?}",
+                    "seed {seed:#x}: at the end node {} cannot read {name}: {e}\nmembers (backlogs): {members:?}, directory up: {}\nnode records (state, epoch): {states:?}\ndirectory: {entries:#?}\nnode slots: {slots:#?}",
                     i + 1,
                     rig.dir_is_up()
                 )
