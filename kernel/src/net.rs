@@ -317,25 +317,11 @@ impl NetConn {
         deadline: u64,
         mut take: impl FnMut(&mut NetClient, &[u8]) -> Result<bool, Errno>,
     ) -> Result<(), Errno> {
-        let mut buf = [0u8; 16 * 1024];
         loop {
             self.flush_tx()?;
             self.stack.poll();
-            loop {
-                let s = self.stack.socket();
-                if !s.can_recv() {
-                    break;
-                }
-                let n = match s.recv_slice(&mut buf) {
-                    Ok(n) => n,
-                    Err(_) => return Err(self.drop_connection("receive failed")),
-                };
-                self.bytes_in += n as u64;
-                match take(&mut self.client, &buf[..n]) {
-                    Ok(true) => return Ok(()),
-                    Ok(false) => {}
-                    Err(_) => return Err(self.drop_connection("malformed answer")),
-                }
+            if self.receive(&mut take)? {
+                return Ok(());
             }
             if !self.stack.socket().may_recv() && self.tx.is_empty() {
                 return Err(self.drop_connection("peer closed before answering"));
@@ -383,25 +369,37 @@ impl NetConn {
         r
     }
 
-    /// Send what is unsent and take in what arrived, for started requests.
-    fn pump(&mut self) -> Result<(), Errno> {
-        self.flush_tx()?;
-        self.stack.poll();
+    /// Hand the bytes received so far to `take` until it says the
+    /// exchange is complete (`true`) or none are left (`false`); a
+    /// receive error or a malformed answer drops the connection.
+    fn receive(
+        &mut self,
+        take: &mut impl FnMut(&mut NetClient, &[u8]) -> Result<bool, Errno>,
+    ) -> Result<bool, Errno> {
         let mut buf = [0u8; 16 * 1024];
         loop {
             let s = self.stack.socket();
             if !s.can_recv() {
-                break;
+                return Ok(false);
             }
             let n = match s.recv_slice(&mut buf) {
                 Ok(n) => n,
                 Err(_) => return Err(self.drop_connection("receive failed")),
             };
             self.bytes_in += n as u64;
-            if self.client.feed_started(&buf[..n]).is_err() {
-                return Err(self.drop_connection("malformed answer"));
+            match take(&mut self.client, &buf[..n]) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(_) => return Err(self.drop_connection("malformed answer")),
             }
         }
+    }
+
+    /// Send what is unsent and take in what arrived, for started requests.
+    fn pump(&mut self) -> Result<(), Errno> {
+        self.flush_tx()?;
+        self.stack.poll();
+        self.receive(&mut |c, bytes| c.feed_started(bytes).map(|()| false))?;
         if self.client.outstanding() > 0 && !self.stack.socket().may_recv() {
             return Err(self.drop_connection("peer closed before answering"));
         }
