@@ -452,6 +452,11 @@ impl<E: Env> Link<E> {
         let mut wait = || wait_once(env, layout, id, false, &mut w, svc);
         let tag = client.send(env.mem(), req, &mut wait)?;
         env.ring_directory();
+        // A new request: the wait for answers starts now. (A wait an
+        // earlier exchange left behind, its caller having stopped for
+        // another reason, would otherwise count against this one and give
+        // up at its first step.)
+        self.pending.reset();
         Ok(tag)
     }
 
