@@ -192,6 +192,18 @@ impl Rig {
         panic!("the write was never answered");
     }
 
+    /// With the disk holding completions, send `c`'s READ of `key` into
+    /// `frame` and let the directory take it (one pass): its fill is then
+    /// in flight. Its tag.
+    pub(super) fn send_held_read(&self, c: &mut Client, key: PageKey, frame: u64) -> u32 {
+        self.disk.set_mode(Completion::Hold);
+        let tag = c
+            .send(&*self.mem, &Rig::read(key, frame), &mut || true)
+            .unwrap();
+        self.step();
+        tag
+    }
+
     /// Step the loop until `c` receives the answer tagged `tag` (of a
     /// request with opcode `op`), and decode it.
     pub(super) fn take_answer(&self, c: &mut Client, tag: u32, op: Op) -> Result<Response, Errno> {
@@ -408,15 +420,7 @@ fn a_write_or_truncate_goes_ahead_of_its_files_fills_which_retry() {
     let mut b = rig.join(2);
     let ino = rig.file(&mut a, 2);
     let (a0, _) = rig.layout.pool_gfns(1);
-    rig.disk.set_mode(Completion::Hold);
-    let tag = a
-        .send(
-            &*rig.mem,
-            &Rig::read(PageKey { ino, idx: 0 }, a0),
-            &mut || true,
-        )
-        .unwrap();
-    rig.step();
+    let tag = rig.send_held_read(&mut a, PageKey { ino, idx: 0 }, a0);
     assert_eq!(rig.disk.in_flight().len(), 1);
     // Node 2 writes page 0 through the storage server while the fill
     // (which reads the old bytes) flies: the write does not wait for it;
@@ -442,15 +446,7 @@ fn a_write_or_truncate_goes_ahead_of_its_files_fills_which_retry() {
     assert_eq!(rig.frame(a0), [0x55; 4096], "the single copy is current");
     // A truncate goes ahead the same way: page 1's fill, in flight when
     // the file is cut below it, is not committed.
-    rig.disk.set_mode(Completion::Hold);
-    let tag = a
-        .send(
-            &*rig.mem,
-            &Rig::read(PageKey { ino, idx: 1 }, a0 + 1),
-            &mut || true,
-        )
-        .unwrap();
-    rig.step();
+    let tag = rig.send_held_read(&mut a, PageKey { ino, idx: 1 }, a0 + 1);
     let cut = Request::Setattr {
         ino,
         size: 4096,
@@ -596,15 +592,7 @@ fn an_unlink_goes_ahead_of_its_files_fills_which_retry() {
     let mut b = rig.join(2);
     let ino = rig.file(&mut a, 2);
     let (a0, _) = rig.layout.pool_gfns(1);
-    rig.disk.set_mode(Completion::Hold);
-    let tag = a
-        .send(
-            &*rig.mem,
-            &Rig::read(PageKey { ino, idx: 1 }, a0),
-            &mut || true,
-        )
-        .unwrap();
-    rig.step();
+    let tag = rig.send_held_read(&mut a, PageKey { ino, idx: 1 }, a0);
     assert_eq!(rig.disk.in_flight().len(), 1);
     // Node 2 removes the file while node 1's fill of page 1 flies: the
     // unlink does not wait; the fill's bytes (of freed blocks, which a
