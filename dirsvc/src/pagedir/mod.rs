@@ -423,10 +423,7 @@ impl PageDir {
     /// before changing the file. Returns how many were marked.
     pub fn stale_fills(&mut self, ino: u64, from_idx: u64, to_idx: u64) -> usize {
         let mut n = 0;
-        for key in self.table.keys_from(ino, from_idx) {
-            if key.idx > to_idx {
-                break;
-            }
+        for key in self.table.keys_between(ino, from_idx, to_idx) {
             let filling = self
                 .table
                 .get(&key)

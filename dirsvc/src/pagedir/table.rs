@@ -323,10 +323,19 @@ impl Table {
 
     /// Cached pages of `ino` with index >= `from`, in order.
     pub fn keys_from(&self, ino: u64, from: u64) -> Vec<PageKey> {
+        self.keys_between(ino, from, u64::MAX)
+    }
+
+    /// Cached pages of `ino` with index in `from..=to`, in order (only
+    /// the chunks that hold such indices are read).
+    pub fn keys_between(&self, ino: u64, from: u64, to: u64) -> Vec<PageKey> {
+        if from > to {
+            return Vec::new();
+        }
         self.chunks
-            .range((ino, from / CHUNK)..=(ino, u64::MAX))
+            .range((ino, from / CHUNK)..=(ino, to / CHUNK))
             .flat_map(|(&(ino, chunk), c)| Self::chunk_keys(ino, chunk, c.present))
-            .filter(|k| k.idx >= from)
+            .filter(|k| (from..=to).contains(&k.idx))
             .collect()
     }
 
