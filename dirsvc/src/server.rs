@@ -11,6 +11,8 @@
 //! * the file server: metadata and data requests against [`flatfs`]
 //!   (`server/fileserver.rs`), shared with `net` mode
 //!   ([`crate::netserve`]);
+//! * invalidations taken from quietly sleeping sharers without waking them
+//!   (`server/quiet.rs`);
 //! * the disk: page fills (`server/fills.rs`), file-server reads
 //!   (`server/fileread.rs`) and writes (`server/writes.rs`) in flight
 //!   while the loop goes on serving.
@@ -36,7 +38,7 @@ use crate::diskq::DiskQueue;
 use crate::pagedir::PageDir;
 use crate::writeq::WriteQueue;
 use fabric::layout::{DirState, Header, Layout};
-use fabric::proto::{DecodeError, Desc, DirStats, Op, PageDirStats};
+use fabric::proto::{DecodeError, Desc, DirStats, Op, PageDirStats, PageKey};
 use fabric::ring::{Consumer, Producer, RingError};
 use fabric::shm::SharedMem;
 use flatfs::{BlockDevice, Fs};
@@ -49,6 +51,8 @@ mod fills;
 mod locality;
 mod membership;
 pub mod misstime;
+mod quiet;
+pub use quiet::QuietStats;
 mod replicas;
 mod writes;
 
@@ -113,6 +117,10 @@ pub struct Config {
     /// single-threaded TCG); orders a replica bit's store before the loads
     /// of the nodes' `writing` words (`server/replicas.rs`).
     pub fence: fn(),
+    /// Take a DIR_INV published to a sharer that sleeps quietly
+    /// (`fabric::doorbell::SLEEP_QUIET`) as acknowledged, without waking
+    /// it (`server/quiet.rs`; boot option `lazy_inv`).
+    pub lazy_inv: bool,
 }
 
 fn seq_cst_fence() {
@@ -127,6 +135,7 @@ impl Default for Config {
             fill_depth: 32,
             clock: misstime::no_clock,
             fence: seq_cst_fence,
+            lazy_inv: true,
         }
     }
 }
@@ -147,6 +156,15 @@ struct Peer {
     /// Response and notify heads last reported in [`Poll::responded`] /
     /// [`Poll::noticed`].
     reported: (u32, u32),
+    /// DIR_INVs published on the notify ring whose ack is not in yet, in
+    /// order (`server/quiet.rs`).
+    invs_out: Vec<PageKey>,
+    /// DIR_INVs taken as acknowledged while the node slept quietly: the
+    /// node's own ack of each, when it comes, is dropped.
+    lazy_acked: Vec<PageKey>,
+    /// A notice other than a DIR_INV was published since the last report
+    /// (the node must be woken for it).
+    wake_notice: bool,
 }
 
 impl Peer {
@@ -164,6 +182,9 @@ impl Peer {
             last_hb: 0,
             last_hb_change_ns: 0,
             reported: (0, 0),
+            invs_out: Vec::new(),
+            lazy_acked: Vec::new(),
+            wake_notice: false,
         }
     }
 }
@@ -211,6 +232,8 @@ pub struct Directory<D: BlockDevice> {
     miss: MissTimer,
     /// Strong-mode replicas granted and revocations in progress.
     replicas: replicas::Replicas,
+    /// Invalidations taken from quiet sleepers, and their late acks.
+    quiet: quiet::QuietStats,
 }
 
 /// Result of one [`Directory::poll`].
@@ -283,6 +306,7 @@ impl<D: BlockDevice> Directory<D> {
             write_group: None,
             miss: MissTimer::new(cfg.clock),
             replicas: replicas::Replicas::default(),
+            quiet: quiet::QuietStats::default(),
         }
     }
 

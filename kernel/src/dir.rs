@@ -91,6 +91,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             fill_depth: cfg.fill_depth as usize,
             clock: time::now_ns,
             fence: cpu::full_fence,
+            lazy_inv: cfg.lazy_inv,
             ..Config::default()
         },
     );
@@ -148,8 +149,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         }
         let p = dir.serve(&shm);
         log_events(&p.events);
-        if let Some(b) = bell.as_ref() {
+        if let Some(b) = bell.as_mut() {
             b.deliver(&p);
+            b.note_quiet(dir.quiet_stats());
         }
         let mut net_served = 0;
         for l in links.iter_mut() {
@@ -343,6 +345,8 @@ struct DirBell {
     first_received: bool,
     first_woken: bool,
     notify_seen: u64,
+    /// Invalidations taken from quiet sleepers, last logged.
+    quiet_taken: u64,
 }
 
 impl DirBell {
@@ -352,7 +356,21 @@ impl DirBell {
             first_received: false,
             first_woken: false,
             notify_seen: 0,
+            quiet_taken: 0,
         }
+    }
+
+    /// Log the invalidations taken from quietly sleeping sharers: the
+    /// first, then at each power of two.
+    fn note_quiet(&mut self, s: dirsvc::server::QuietStats) {
+        if s.taken > self.quiet_taken && s.taken.is_power_of_two() {
+            log::info!(
+                "doorbell: {} invalidations taken from quietly sleeping sharers without waking them ({} of their late acks dropped)",
+                s.taken,
+                s.absorbed
+            );
+        }
+        self.quiet_taken = s.taken;
     }
 
     /// After a vector-1 doorbell: answer the nodes' echo words.
@@ -390,7 +408,7 @@ impl DirBell {
     /// `has_work` finds work.
     fn sleep(&mut self, deadline_ns: u64, has_work: impl FnOnce() -> bool) {
         use crate::drivers::ivshmem::Wake;
-        let w = self.d.sleep_until_event(deadline_ns, has_work);
+        let w = self.d.sleep_until_event(deadline_ns, false, has_work);
         if !self.first_received && self.d.received_total() > 0 {
             self.first_received = true;
             let s = self.d.stats();

@@ -74,6 +74,12 @@ pub struct BootConfig {
     /// interrupt (`disk_irq=0|1`, default 1: virtio-blk MSI-X) instead of
     /// polling its used ring every 20 us (0, kept for comparison).
     pub disk_irq: bool,
+    /// Doorbell mode: a DIR_INV to a node that sleeps with nothing in
+    /// flight is taken as acknowledged without waking it (`lazy_inv=0|1`,
+    /// default 1; nodes announce such sleeps, the directory takes them;
+    /// see `fabric::doorbell`). 0: every invalidation waits for the
+    /// sharer's ack, as before.
+    pub lazy_inv: bool,
     /// Node, doorbell mode: time this many doorbell round trips to the
     /// directory at boot (`doorbell_selftest=N`, 0..=10000, default 0): ring
     /// its vector 1, wait for its echo word; logs median, p99, min, max.
@@ -118,6 +124,7 @@ impl BootConfig {
             ring_reads: 32,
             doorbell: false,
             disk_irq: true,
+            lazy_inv: true,
             doorbell_selftest: 0,
             baseline_writes: BaselineWrites::Back,
             tick_hz: 1000,
@@ -159,6 +166,13 @@ impl BootConfig {
                         "0" => false,
                         "1" => true,
                         _ => return Err(alloc::format!("disk_irq={v}: expected 0 or 1")),
+                    }
+                }
+                "lazy_inv" => {
+                    c.lazy_inv = match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(alloc::format!("lazy_inv={v}: expected 0 or 1")),
                     }
                 }
                 "baseline_writes" => {
@@ -332,6 +346,9 @@ mod tests {
         assert!(c.disk_irq);
         let c = BootConfig::parse("role=dir nodes=2 disk_irq=0").unwrap();
         assert!(!c.disk_irq);
+        assert!(c.lazy_inv);
+        let c = BootConfig::parse("role=node id=1 nodes=2 lazy_inv=0").unwrap();
+        assert!(!c.lazy_inv);
         assert_eq!(c.doorbell_selftest, 0);
         let c = BootConfig::parse("role=node id=1 nodes=1 doorbell_selftest=200").unwrap();
         assert_eq!(c.doorbell_selftest, 200);
@@ -414,6 +431,7 @@ mod tests {
             "role=node id=1 nodes=1 ring_reads=x",
             "role=dir doorbell=yes",
             "role=dir disk_irq=on",
+            "role=dir lazy_inv=yes",
             "role=dir doorbell=2",
             "role=dir doorbell_selftest=10001",
             "role=dir doorbell_selftest=-1",

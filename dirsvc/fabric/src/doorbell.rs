@@ -19,7 +19,7 @@
 //! | --- | ---- | ------ |
 //! | +0  | peer u32: 0 = none, else peer id + 1 | the instance |
 //! | +4  | flags u32 ([`FLAG_RINGS_DIRECTORY`]) | the instance |
-//! | +8  | sleeping u32: non-zero while it halts waiting for a doorbell | the instance |
+//! | +8  | sleeping u32: non-zero while it halts waiting for a doorbell ([`SLEEP_QUIET`]: and takes invalidations lazily) | the instance |
 //! | +16 | echo request u32 (doorbell ping, node side) | the instance |
 //! | +20 | echo answer u32 | the directory |
 //!
@@ -33,6 +33,16 @@
 //! kernel passes one that is (`arch::cpu::full_fence`: a port read, which
 //! takes QEMU's big lock, a locked instruction on the host); host tests
 //! pass [`seqcst_fence`].
+//!
+//! Lazy invalidation of sleeping sharers: a node that sleeps with nothing
+//! in flight that an invalidation could race (no page request unanswered,
+//! no ack owed, no page it dirtied through a peer's frame) stores
+//! [`SLEEP_QUIET`] rather than 1. The directory takes a DIR_INV it
+//! published to such a node, then fenced and saw the word, as acknowledged
+//! without waking it (as Linux skips the TLB-shootdown IPI of a CPU in lazy
+//! TLB mode): the same Dekker pair guarantees that the node, which clears
+//! its word and fences when it wakes ([`finish_sleep`]), sees the DIR_INV
+//! and tears the mapping down before any of its code runs again.
 
 use core::sync::atomic::{fence, Ordering};
 
@@ -58,6 +68,10 @@ pub const VEC_NOTIFY: u16 = 1;
 pub const VEC_RESPONSE: u16 = 2;
 /// Vectors the kernels use (the device may have more).
 pub const VECTORS_USED: u16 = 3;
+
+/// Sleeping word of a node that may be invalidated without waking (see
+/// the module documentation); 1 is a plain sleep.
+pub const SLEEP_QUIET: u32 = 2;
 
 /// Flag: this instance rings the directory when it publishes a request, so
 /// the directory may halt at once when idle instead of spinning.
@@ -190,9 +204,22 @@ impl<'a, M: SharedMem + ?Sized> PeerMap<'a, M> {
 
     /// Set or clear `instance`'s sleeping word (its own entry only).
     pub fn set_sleeping(&self, instance: u32, on: bool) {
+        self.set_sleep_word(instance, on as u32);
+    }
+
+    fn set_sleep_word(&self, instance: u32, v: u32) {
         if let Ok(e) = self.entry(instance) {
-            self.mem.store_u32(e + OFF_SLEEPING, on as u32);
+            self.mem.store_u32(e + OFF_SLEEPING, v);
         }
+    }
+
+    /// Does `instance` sleep with [`SLEEP_QUIET`]: may a DIR_INV published
+    /// to it before this load (and a full fence) be taken as acknowledged?
+    /// Only that exact value counts (garbage is a plain sleep).
+    pub fn sleeps_quiet(&self, instance: u32) -> bool {
+        self.entry(instance)
+            .map(|e| self.mem.load_u32(e + OFF_SLEEPING) == SLEEP_QUIET)
+            .unwrap_or(false)
     }
 
     /// Echo request counter of `instance` (doorbell ping).
@@ -228,26 +255,33 @@ impl<'a, M: SharedMem + ?Sized> PeerMap<'a, M> {
 /// if the caller may halt (it must clear the word with [`finish_sleep`] when
 /// it wakes); false if work arrived meanwhile (the word is cleared again).
 /// `full_fence` must order the store of the sleeping word before the loads
-/// of `has_work` for every other agent (StoreLoad).
+/// of `has_work` for every other agent (StoreLoad). `quiet`: sleep with
+/// [`SLEEP_QUIET`] (the caller then handles its notices, after
+/// [`finish_sleep`], before anything else).
 pub fn prepare_sleep<M: SharedMem + ?Sized>(
     map: &PeerMap<'_, M>,
     me: u32,
-    full_fence: impl FnOnce(),
+    quiet: bool,
+    full_fence: impl Fn(),
     has_work: impl FnOnce() -> bool,
 ) -> bool {
-    map.set_sleeping(me, true);
+    map.set_sleep_word(me, if quiet { SLEEP_QUIET } else { 1 });
     // StoreLoad: the sleeping word must be visible before we look for work.
     full_fence();
     if has_work() {
-        map.set_sleeping(me, false);
+        finish_sleep(map, me, full_fence);
         return false;
     }
     true
 }
 
-/// Sleeper side: awake again.
-pub fn finish_sleep<M: SharedMem + ?Sized>(map: &PeerMap<'_, M>, me: u32) {
-    map.set_sleeping(me, false);
+/// Sleeper side: awake again. The fence orders the cleared word before
+/// the caller's next loads of its rings: a directory that saw the word
+/// set (and so took a DIR_INV as acknowledged) published that DIR_INV
+/// before its own fence, so the caller's look at its notify ring finds it.
+pub fn finish_sleep<M: SharedMem + ?Sized>(map: &PeerMap<'_, M>, me: u32, full_fence: impl Fn()) {
+    map.set_sleep_word(me, 0);
+    full_fence();
 }
 
 /// The fence of processes that share memory natively (host threads, KVM).
@@ -364,12 +398,12 @@ mod tests {
         assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::NoPeer);
         m.publish(0, 3).unwrap();
         assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::Suppressed);
-        assert!(prepare_sleep(&m, 0, seqcst_fence, || false));
+        assert!(prepare_sleep(&m, 0, false, seqcst_fence, || false));
         assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::Peer(3));
-        finish_sleep(&m, 0);
+        finish_sleep(&m, 0, seqcst_fence);
         assert_eq!(ring_decision(&m, 0, seqcst_fence), Ring::Suppressed);
         // Work found by the re-check: no halt, the word is cleared again.
-        assert!(!prepare_sleep(&m, 0, seqcst_fence, || true));
+        assert!(!prepare_sleep(&m, 0, false, seqcst_fence, || true));
         assert!(!m.sleeping(0));
         assert_eq!(ring_decision(&m, 99, seqcst_fence), Ring::NoPeer);
     }
@@ -400,7 +434,7 @@ mod tests {
                         consumed += 1;
                         continue;
                     }
-                    if !prepare_sleep(&m, 1, seqcst_fence, || {
+                    if !prepare_sleep(&m, 1, false, seqcst_fence, || {
                         produced.load(Ordering::SeqCst) > consumed
                     }) {
                         continue;
@@ -416,7 +450,7 @@ mod tests {
                         }
                         std::hint::spin_loop();
                     }
-                    finish_sleep(&m, 1);
+                    finish_sleep(&m, 1, seqcst_fence);
                 }
                 lost
             })
@@ -436,5 +470,99 @@ mod tests {
         }
         let lost = consumer.join().unwrap();
         assert_eq!(lost, 0, "a wakeup was lost ({rung} rings)");
+    }
+
+    #[test]
+    fn a_quiet_sleep_is_told_apart_from_a_plain_one() {
+        let mem = region();
+        let m = PeerMap::new(&**mem);
+        assert!(prepare_sleep(&m, 2, true, seqcst_fence, || false));
+        assert!(m.sleeping(2) && m.sleeps_quiet(2));
+        finish_sleep(&m, 2, seqcst_fence);
+        assert!(!m.sleeping(2) && !m.sleeps_quiet(2));
+        assert!(prepare_sleep(&m, 2, false, seqcst_fence, || false));
+        assert!(m.sleeping(2) && !m.sleeps_quiet(2));
+        // Garbage is a plain sleep, never a licence to skip an ack.
+        mem.store_u32(TABLE + 2 * ENTRY + 8, 0xdead);
+        assert!(m.sleeping(2) && !m.sleeps_quiet(2));
+        assert!(!m.sleeps_quiet(u32::MAX));
+    }
+
+    /// Two threads: a "directory" publishes invalidations and takes each
+    /// one it sees published to a quietly sleeping "node" as acknowledged;
+    /// the node, right after every wake, looks at what was published. Every
+    /// invalidation taken as acknowledged must be in what the node sees
+    /// then (else it could use a page the directory thinks it gave up).
+    #[test]
+    fn an_invalidation_taken_from_a_quiet_sleeper_is_seen_when_it_wakes() {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+
+        const ITEMS: u64 = 20_000;
+        let mem = Arc::new(*region());
+        PeerMap::new(&*mem).publish(1, 1).unwrap();
+        let produced = Arc::new(AtomicU64::new(0));
+        let taken = Arc::new(AtomicU64::new(0));
+        let bell = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let node = {
+            let (mem, produced, taken, bell, done) = (
+                mem.clone(),
+                produced.clone(),
+                taken.clone(),
+                bell.clone(),
+                done.clone(),
+            );
+            std::thread::spawn(move || {
+                let m = PeerMap::new(&*mem);
+                let mut seen = 0u64;
+                let mut wakes = 0u64;
+                while !done.load(Ordering::SeqCst) {
+                    let p = produced.load(Ordering::SeqCst);
+                    if p > seen {
+                        seen = p;
+                        continue;
+                    }
+                    let slept = prepare_sleep(&m, 1, true, seqcst_fence, || {
+                        produced.load(Ordering::SeqCst) > seen
+                    });
+                    if slept {
+                        let t = Instant::now();
+                        while !bell.swap(false, Ordering::SeqCst)
+                            && t.elapsed() < Duration::from_millis(2)
+                        {
+                            std::hint::spin_loop();
+                        }
+                        finish_sleep(&m, 1, seqcst_fence);
+                    }
+                    wakes += 1;
+                    // First thing after waking: what was published.
+                    let now = produced.load(Ordering::SeqCst);
+                    let t = taken.load(Ordering::SeqCst);
+                    assert!(t <= now, "invalidation {t} taken as acked, node saw {now}");
+                }
+                wakes
+            })
+        };
+        let m = PeerMap::new(&*mem);
+        let mut lazy = 0u64;
+        for i in 1..=ITEMS {
+            produced.store(i, Ordering::SeqCst);
+            seqcst_fence();
+            if m.sleeps_quiet(1) {
+                taken.store(i, Ordering::SeqCst);
+                lazy += 1;
+            } else if let Ring::Peer(_) = ring_decision(&m, 1, seqcst_fence) {
+                bell.store(true, Ordering::SeqCst);
+            }
+            if i % 64 == 0 {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+        bell.store(true, Ordering::SeqCst);
+        let wakes = node.join().unwrap();
+        assert!(lazy > 0 && wakes > 0, "no quiet sleep was met ({lazy} taken, {wakes} wakes)");
     }
 }

@@ -440,6 +440,20 @@ impl PageDir {
         self.stale.contains(key)
     }
 
+    /// Does an invalidation of `key` wait for `node`'s ack? `Some(true)`:
+    /// as a sharer (the ack only says the mapping is gone); `Some(false)`:
+    /// as the owner (a file eviction's last step: the owner frees its
+    /// frame); `None`: no.
+    pub fn awaits_ack(&self, node: u8, key: &PageKey) -> Option<bool> {
+        let e = self.table.get(key)?;
+        match e.phase {
+            Phase::Invalidating { pending, .. } if pending & bit(node) != 0 => {
+                Some(e.owner != node)
+            }
+            _ => None,
+        }
+    }
+
     /// An INV_ACK from sharer `node` for `key`, with the dirty bit it saw.
     pub fn ack(&mut self, node: u8, key: PageKey, dirty: bool) -> Vec<Action> {
         let mut out = Vec::new();

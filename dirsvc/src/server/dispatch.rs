@@ -42,21 +42,27 @@ impl<D: BlockDevice> Directory<D> {
             }
         }
         self.requests += out.served as u64;
+        self.take_quiet_acks(mem);
         self.take_deliveries(&mut out);
         out
     }
 
     /// Which nodes' response or notify rings moved since the last report
-    /// (whatever published them: a request, an ack, a lost member).
+    /// (whatever published them: a request, an ack, a lost member). A
+    /// node whose new notices were all DIR_INVs taken as acknowledged
+    /// (`server/quiet.rs`) is not reported: it need not wake for them.
     fn take_deliveries(&mut self, out: &mut Poll) {
         for (i, p) in self.peers.iter_mut().enumerate().take(64) {
             let now = (p.resp.published(), p.notify.published());
             if now.0 != p.reported.0 {
                 out.responded |= 1 << i;
             }
-            if now.1 != p.reported.1 {
+            let needs_wake =
+                p.wake_notice || !p.invs_out.is_empty() || !p.notify_backlog.is_empty();
+            if now.1 != p.reported.1 && needs_wake {
                 out.noticed |= 1 << i;
             }
+            p.wake_notice = false;
             p.reported = now;
         }
     }
@@ -77,6 +83,9 @@ impl<D: BlockDevice> Directory<D> {
             match Notice::decode(&d) {
                 Ok(Notice::InvAck { key, dirty }) => {
                     log::debug!("node {node}: ack {key:?} dirty={dirty}");
+                    if self.absorb_ack(node, key) {
+                        continue; // taken while it slept (`server/quiet.rs`)
+                    }
                     let a = self.pages.ack(node as u8, key, dirty);
                     self.run(mem, a);
                 }
@@ -246,7 +255,19 @@ impl<D: BlockDevice> Directory<D> {
     ) -> Result<(), RingError> {
         let p = &mut self.peers[(node - 1) as usize];
         drain(mem, &mut p.resp, &mut p.backlog)?;
-        drain(mem, &mut p.notify, &mut p.notify_backlog)
+        while let Some(d) = p.notify_backlog.front() {
+            match p.notify.push(mem, d) {
+                Ok(()) => {}
+                Err(RingError::Full) => break,
+                Err(e) => return Err(e),
+            }
+            match Notice::decode(d) {
+                Ok(Notice::DirInv(key)) => p.invs_out.push(key),
+                _ => p.wake_notice = true,
+            }
+            p.notify_backlog.pop_front();
+        }
+        Ok(())
     }
 
     /// Queue (or, when nothing is queued before it, publish at once) a

@@ -40,8 +40,17 @@ pub trait Doorbell {
     /// Halt once until a doorbell (or another interrupt), unless
     /// `has_work` (checked after announcing the sleep) finds work or
     /// `deadline_ns` (on [`Clock::now_ns`]) passed. False: no doorbells
-    /// here, the caller waits with [`Clock::wait_step`] instead.
-    fn sleep_until_event(&self, _deadline_ns: u64, _has_work: &mut dyn FnMut() -> bool) -> bool {
+    /// here, the caller waits with [`Clock::wait_step`] instead. `quiet`:
+    /// announce a quiet sleep (`fabric::doorbell::SLEEP_QUIET`: the
+    /// directory may take DIR_INVs published meanwhile as acknowledged);
+    /// the caller services its notices after this returns, before it
+    /// touches a shared page.
+    fn sleep_until_event(
+        &self,
+        _deadline_ns: u64,
+        _quiet: bool,
+        _has_work: &mut dyn FnMut() -> bool,
+    ) -> bool {
         false
     }
     /// How long a wait spins before it sleeps ([`crate::wait::SPIN_NS`]

@@ -31,6 +31,12 @@ pub trait Session<E: Env> {
     }
     /// The directory is gone: forget every page, unmap everything.
     fn disconnect(&mut self, _env: &E) {}
+    /// May the directory take a DIR_INV published while this node sleeps
+    /// as acknowledged (nothing in flight that it could race, no page
+    /// dirtied through a peer's frame)? See `fabric::doorbell`.
+    fn quiet(&mut self) -> bool {
+        false
+    }
     /// The session cannot go on (a corrupt notify ring): new calls fail as
     /// "directory unavailable" (but the node's write-back before it
     /// rejoins, see [`Link::recovering`]), and the next membership check
@@ -146,7 +152,11 @@ fn wait_once<E: Env>(
         Step::Spin => env.wait_step(true),
         Step::Halt => {
             let mut has_work = || inbound(env, layout, id, joining);
-            if !env.sleep_until_event(w.deadline(), &mut has_work) {
+            if env.sleep_until_event(w.deadline(), svc.quiet(), &mut has_work) {
+                // Notices first: a DIR_INV the directory took as acked
+                // while we slept must be applied before the caller goes on.
+                service(env, svc);
+            } else {
                 env.wait_step(false);
             }
         }
@@ -506,12 +516,24 @@ impl<E: Env> Link<E> {
     /// Idle: sleep until a doorbell, an interrupt or `deadline_ns` unless
     /// a notice or response is waiting. False: no doorbells (the caller
     /// halts until the next interrupt itself).
-    pub fn idle_sleep(&mut self, deadline_ns: u64, other_work: &mut dyn FnMut() -> bool) -> bool {
+    /// After a sleep, pending notices are serviced (before the caller
+    /// runs anything that could touch a shared page).
+    pub fn idle_sleep(
+        &mut self,
+        deadline_ns: u64,
+        other_work: &mut dyn FnMut() -> bool,
+        svc: &mut dyn Session<E>,
+    ) -> bool {
         let (layout, id, joined) = (self.layout, self.id, self.client.is_some());
         let env = &self.env;
         let mut has_work =
             || other_work() || (joined && layout.is_some_and(|l| inbound(env, l, id, false)));
-        env.sleep_until_event(deadline_ns, &mut has_work)
+        let quiet = joined && svc.quiet();
+        let slept = env.sleep_until_event(deadline_ns, quiet, &mut has_work);
+        if slept {
+            service(env, svc);
+        }
+        slept
     }
 
     /// One wait step of an asynchronous exchange; false: give up.

@@ -44,6 +44,11 @@ pub struct NodeCache {
     /// racing the DROP must report the dirty bit too (see
     /// [`NodeCache::drop_done`]).
     dropped_dirty: KeySet,
+    /// Pages marked dirty while mapped from a peer's frame (a superset:
+    /// entries whose slot went or was cleaned are dropped by
+    /// [`NodeCache::quiet`]); while any is dirty, a DIR_INV's ack carries
+    /// news and the node may not sleep quietly.
+    dirty_remote: KeySet,
     free: Vec<u64>,
     /// Frames of misses cancelled unanswered (timeout): the directory may
     /// still fill them, so they are not reused until it says where the
@@ -92,6 +97,7 @@ impl NodeCache {
             deferred: KeySet::default(),
             acks: Vec::new(),
             dropped_dirty: KeySet::default(),
+            dirty_remote: KeySet::default(),
             free: (pool.0..pool.1).rev().collect(),
             orphans: BTreeMap::new(),
             pool,
@@ -449,9 +455,41 @@ impl NodeCache {
     /// owner's frame).
     pub fn mark_dirty(&mut self, key: &PageKey) {
         match self.slots.get_mut(key) {
-            Some(Slot::Local { dirty, .. }) | Some(Slot::Remote { dirty, .. }) => *dirty = true,
+            Some(Slot::Local { dirty, .. }) => *dirty = true,
+            Some(Slot::Remote { dirty, .. }) => {
+                *dirty = true;
+                self.dirty_remote.insert(*key);
+            }
             _ => {}
         }
+    }
+
+    /// May a DIR_INV be taken as acknowledged while this node sleeps
+    /// (`fabric::doorbell::SLEEP_QUIET`)? Only if its ack would carry no
+    /// news and nothing in flight could race it: no READ / LOOKUP_LOCK
+    /// unanswered (a DIR_INV met before its answer is acked only once the
+    /// answer is applied), no ack owed, no dirty mapping dropped with its
+    /// DROP unanswered, and no page dirtied through a peer's frame (the
+    /// ack's dirty bit is what gets that page written back). Checks at
+    /// most 32 remembered dirty mappings per call (stale ones go).
+    pub fn quiet(&mut self) -> bool {
+        if !(self.inflight.is_empty()
+            && self.deferred.is_empty()
+            && self.acks.is_empty()
+            && self.dropped_dirty.is_empty())
+        {
+            return false;
+        }
+        if self.dirty_remote.is_empty() {
+            return true;
+        }
+        let look: Vec<PageKey> = self.dirty_remote.iter().take(32).copied().collect();
+        for k in look {
+            if !matches!(self.slots.get(&k), Some(Slot::Remote { dirty: true, .. })) {
+                self.dirty_remote.remove(&k);
+            }
+        }
+        self.dirty_remote.is_empty()
     }
 
     /// Relaxed mode: replace a remote mapping (or nothing) with a private
@@ -617,6 +655,7 @@ impl NodeCache {
         self.deferred.clear();
         self.acks.clear();
         self.dropped_dirty.clear();
+        self.dirty_remote.clear();
         self.orphans.clear();
         self.evict.reset();
         self.replicas.clear();

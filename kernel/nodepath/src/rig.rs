@@ -168,7 +168,12 @@ impl Doorbell for HostEnv {
     fn ring_directory(&self) {
         self.rings.set(self.rings.get() + 1);
     }
-    fn sleep_until_event(&self, deadline_ns: u64, has_work: &mut dyn FnMut() -> bool) -> bool {
+    fn sleep_until_event(
+        &self,
+        deadline_ns: u64,
+        _quiet: bool,
+        has_work: &mut dyn FnMut() -> bool,
+    ) -> bool {
         if !self.sh.doorbells.get() {
             return false;
         }

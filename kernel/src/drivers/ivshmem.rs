@@ -375,16 +375,25 @@ impl Doorbell {
     /// timer armed for `deadline_ns` or the next housekeeping beat),
     /// unless `has_work` (checked after the sleeping word is set, with
     /// interrupts off) finds work, or `deadline_ns` (`time::now_ns`) passed.
-    /// Halts at most once; callers loop.
-    pub fn sleep_until_event(&self, deadline_ns: u64, has_work: impl FnOnce() -> bool) -> Wake {
+    /// Halts at most once; callers loop. `quiet`: sleep with
+    /// `SLEEP_QUIET` (the directory may take DIR_INVs published meanwhile
+    /// as acknowledged); the caller must then service its notices before
+    /// it touches a shared page again (the word is cleared and fenced
+    /// here before returning).
+    pub fn sleep_until_event(
+        &self,
+        deadline_ns: u64,
+        quiet: bool,
+        has_work: impl FnOnce() -> bool,
+    ) -> Wake {
         x86_64::instructions::interrupts::disable();
         let m = self.map();
-        if !db::prepare_sleep(&m, self.me, cpu::full_fence, has_work) {
+        if !db::prepare_sleep(&m, self.me, quiet, cpu::full_fence, has_work) {
             x86_64::instructions::interrupts::enable();
             return Wake::Work;
         }
         if time::now_ns() >= deadline_ns {
-            db::finish_sleep(&m, self.me);
+            db::finish_sleep(&m, self.me, cpu::full_fence);
             x86_64::instructions::interrupts::enable();
             return Wake::Deadline;
         }
@@ -393,7 +402,7 @@ impl Doorbell {
         // sti; hlt with the timer armed for the deadline (tickless):
         // returns after the handler of whatever interrupt came.
         crate::arch::timer::halt_until(deadline_ns);
-        db::finish_sleep(&m, self.me);
+        db::finish_sleep(&m, self.me, cpu::full_fence);
         if self.received_total() != before {
             Wake::Doorbell
         } else {

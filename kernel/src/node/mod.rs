@@ -61,6 +61,8 @@ pub struct KEnv {
     bell: Option<&'static crate::drivers::ivshmem::Doorbell>,
     /// With doorbells: how long a wait spins before it sleeps (ns).
     bell_spin_ns: u64,
+    /// Announce quiet sleeps (`lazy_inv`).
+    lazy_invs: bool,
 }
 
 impl Doorbell for KEnv {
@@ -69,11 +71,16 @@ impl Doorbell for KEnv {
             b.ring_directory();
         }
     }
-    fn sleep_until_event(&self, deadline_ns: u64, has_work: &mut dyn FnMut() -> bool) -> bool {
+    fn sleep_until_event(
+        &self,
+        deadline_ns: u64,
+        quiet: bool,
+        has_work: &mut dyn FnMut() -> bool,
+    ) -> bool {
         let Some(b) = self.bell else {
             return false;
         };
-        b.sleep_until_event(deadline_ns, has_work);
+        b.sleep_until_event(deadline_ns, quiet && self.lazy_invs, has_work);
         true
     }
     fn spin_ns(&self) -> u64 {
@@ -216,6 +223,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         zero_pa: paging::zero_page().unwrap_or(0),
         bell,
         bell_spin_ns: cfg.bell_spin_us * 1000,
+        lazy_invs: cfg.lazy_inv,
     };
     let ncfg = NodeConfig {
         id,

@@ -281,6 +281,9 @@ impl<E: Env> Session<E> for SingleCopy {
     fn broken(&self) -> bool {
         Session::<E>::broken(&self.st)
     }
+    fn quiet(&mut self) -> bool {
+        Session::<E>::quiet(&mut self.st)
+    }
 }
 
 impl<E: Env> DataPath<E> for SingleCopy {

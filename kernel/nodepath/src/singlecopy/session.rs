@@ -184,6 +184,23 @@ impl<E: Env> Session<E> for ScState {
         self.coh.as_ref().is_some_and(|c| c.broken)
     }
 
+    /// Joined and nothing in flight that a DIR_INV taken as acknowledged
+    /// while we sleep could race (see [`NodeCache::quiet`]); also no DROP
+    /// unsent or unanswered and no PROMOTE in flight. Late answers of
+    /// given-up requests (`abandoned`) do not count: none of them installs
+    /// a mapping.
+    fn quiet(&mut self) -> bool {
+        self.coh.as_mut().is_some_and(|c| {
+            !c.broken
+                && !c.detached
+                && c.pending_drops.is_empty()
+                && c.drops_in_flight.is_empty()
+                && c.promoting.is_none()
+                && c.releasing.is_empty()
+                && c.cache.quiet()
+        })
+    }
+
     /// Leave the shared cache: forget every page, unmap the window.
     fn disconnect(&mut self, env: &E) {
         if let Some(c) = self.coh.as_mut() {

@@ -1,0 +1,107 @@
+//! Invalidations of quietly sleeping sharers, taken without waking them.
+//!
+//! A node that halts with nothing in flight an invalidation could race
+//! stores `SLEEP_QUIET` in its sleeping word (`fabric::doorbell`). After a
+//! pass published DIR_INVs, the directory fences once and reads the words
+//! of the nodes that owe it acks: a DIR_INV published to a quiet sleeper is
+//! taken as acknowledged (clean: a quiet node dirtied no peer frame) and
+//! the invalidation goes on at once, with no doorbell and no wakeup (as
+//! Linux skips the TLB-shootdown IPI of a CPU in lazy TLB mode). The node,
+//! when it wakes for any reason, clears its word, fences and services its
+//! notify ring before it runs anything else, so it tears the mapping down
+//! before it could use it (the Dekker argument in `fabric::doorbell`).
+//!
+//! Only sharers' DIR_INVs are taken: a file eviction's DIR_INV to the
+//! owner (free your frame) waits for the owner's ack as before. The node
+//! still acks every DIR_INV when it services it; the ack of one taken here
+//! is dropped when it comes (`absorb_ack`). A node's acks come in the order
+//! of its DIR_INVs, and it acks one taken here before it can ask for the
+//! page again, so the first ack of that page after the taking is its own.
+
+use fabric::doorbell::PeerMap;
+use fabric::proto::PageKey;
+use fabric::shm::SharedMem;
+use flatfs::BlockDevice;
+
+use super::Directory;
+
+/// Counters of the lazy path (the kernel logs them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuietStats {
+    /// DIR_INVs taken as acknowledged from quietly sleeping sharers.
+    pub taken: u64,
+    /// Acks of such DIR_INVs that came later and were dropped.
+    pub absorbed: u64,
+}
+
+impl<D: BlockDevice> Directory<D> {
+    /// Invalidations taken from quiet sleepers so far.
+    pub fn quiet_stats(&self) -> QuietStats {
+        self.quiet
+    }
+
+    /// `node` acked `key`: true if the ack is of a DIR_INV already taken
+    /// as acknowledged (then it is dropped); else it is no longer
+    /// outstanding.
+    pub(super) fn absorb_ack(&mut self, node: u32, key: PageKey) -> bool {
+        let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) else {
+            return false;
+        };
+        if let Some(i) = p.lazy_acked.iter().position(|k| *k == key) {
+            p.lazy_acked.remove(i);
+            self.quiet.absorbed += 1;
+            return true;
+        }
+        if let Some(i) = p.invs_out.iter().position(|k| *k == key) {
+            p.invs_out.remove(i);
+        }
+        false
+    }
+
+    /// After a pass: take the outstanding DIR_INVs of every member that
+    /// sleeps quietly as acknowledged, and run what that completes.
+    pub(super) fn take_quiet_acks(&mut self, mem: &(impl SharedMem + ?Sized)) {
+        if !self.cfg.lazy_inv {
+            return;
+        }
+        let owing: u64 = self
+            .peers
+            .iter()
+            .enumerate()
+            .take(64)
+            .filter(|(_, p)| p.member && !p.invs_out.is_empty())
+            .fold(0, |m, (i, _)| m | 1 << i);
+        if owing == 0 {
+            return;
+        }
+        // StoreLoad: the DIR_INVs published before the words are read.
+        (self.cfg.fence)();
+        let map = PeerMap::new(mem);
+        for i in 0..64usize {
+            if owing >> i & 1 == 0 {
+                continue;
+            }
+            let node = i as u32 + 1;
+            if !map.sleeps_quiet(node) {
+                continue;
+            }
+            let out = core::mem::take(&mut self.peers[i].invs_out);
+            for key in out {
+                match self.pages.awaits_ack(node as u8, &key) {
+                    Some(true) => {
+                        self.peers[i].lazy_acked.push(key);
+                        self.quiet.taken += 1;
+                        log::debug!("node {node}: DIR_INV {key:?} taken as acked (quiet sleep)");
+                        let a = self.pages.ack(node as u8, key, false);
+                        self.run(mem, a);
+                    }
+                    // The owner's own DIR_INV: its ack frees the frame.
+                    Some(false) => self.peers[i].invs_out.push(key),
+                    // No longer awaited (the node left and came back, or
+                    // the ack is in flight and was processed meanwhile).
+                    None => {}
+                }
+            }
+        }
+    }
+}
