@@ -625,3 +625,5 @@ fn a_pass_reports_which_nodes_got_responses_and_notices() {
     let p = rig.step();
     assert_eq!((p.responded, p.noticed), (0b01, 0));
 }
+
+mod quiet;
