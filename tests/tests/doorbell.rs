@@ -162,8 +162,10 @@ fn doorbell_off_uses_ivshmem_plain() {
 }
 
 /// The node side: a halted sharer is woken by the directory's doorbell on
-/// the notify vector when its page is invalidated; rings to a busy
-/// directory are suppressed; `bench doorbell` times the round trip.
+/// the notify vector when its page is invalidated (with `lazy_inv=0`: else
+/// the invalidation is taken without waking it, see the next test); rings
+/// to a busy directory are suppressed; `bench doorbell` times the round
+/// trip.
 #[test]
 fn a_halted_sharer_is_woken_by_a_notice_and_busy_rings_are_suppressed() {
     use userland::stats::keys::cache as k;
@@ -171,7 +173,8 @@ fn a_halted_sharer_is_woken_by_a_notice_and_busy_rings_are_suppressed() {
         ClusterOpts::new("doorbell-node")
             .ctl(CTL)
             .nodes(2)
-            .doorbell(true),
+            .doorbell(true)
+            .append_extra("lazy_inv=0"),
         |c| {
             c.wait_log(
                 "node2",
@@ -216,6 +219,69 @@ fn a_halted_sharer_is_woken_by_a_notice_and_busy_rings_are_suppressed() {
             let out = c.exec_ok(1, "bench doorbell 50")?;
             if !out.text().contains("doorbell round trip: n=50 ") {
                 return Err(fail(format!("bench doorbell: {:?}", out.lines)));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Lazy invalidation: a sharer that sleeps with nothing in flight is
+/// invalidated without a doorbell (the directory takes its DIR_INVs as
+/// acknowledged), and when it wakes it tears the mappings down before it
+/// reads again: it sees the owner's new data, not the frames the owner
+/// reused meanwhile.
+#[test]
+fn a_quiet_sharer_is_invalidated_without_a_wakeup_and_then_reads_new_data() {
+    use userland::stats::keys::cache as k;
+    with_cluster(
+        ClusterOpts::new("doorbell-quiet")
+            .ctl(CTL)
+            .nodes(2)
+            .doorbell(true),
+        |c| {
+            c.wait_log(
+                "node2",
+                r"node sleeps on doorbells",
+                Duration::from_secs(20),
+            )?;
+            c.exec_ok(1, "fill /f 64k")?;
+            let want = Some((pattern_crc32(65536), 65536));
+            let got = c.exec_ok(2, "sum /f")?.text();
+            if parse_sum(&got) != want {
+                return Err(fail(format!("node 2 sum /f: {got:?}, want {want:?}")));
+            }
+            let before = c.stats(2, "cache stats")?;
+            let n0 = before.num(k::DOORBELL_RECEIVED_NOTIFY);
+            // Node 2 idles at its prompt while node 1 reclaims the 16
+            // pages it maps.
+            let out = c.exec_ok(1, "bench inv /f")?;
+            if !out.text().contains("invalidate 1 page: n=16 ") {
+                return Err(fail(format!("bench inv: {:?}", out.lines)));
+            }
+            c.wait_log(
+                "dir",
+                r"invalidations taken from quietly sleeping sharers without waking them",
+                Duration::from_secs(10),
+            )?;
+            // Node 1 reuses the freed frames for another file, and
+            // rewrites /f; node 2 must see neither through old mappings.
+            c.exec_ok(1, "fill /g 64k")?;
+            c.exec_ok(1, "write /f hello")?;
+            let after = c.stats(2, "cache stats")?;
+            let n1 = after.num(k::DOORBELL_RECEIVED_NOTIFY);
+            if n1 >= n0 + 16 {
+                return Err(fail(format!(
+                    "node 2 was rung for every invalidation ({n0} -> {n1}):\n{}",
+                    after.text
+                )));
+            }
+            let cat = c.exec_ok(2, "cat /f")?.text();
+            if cat.trim() != "hello" {
+                return Err(fail(format!("node 2 cat /f after the rewrite: {cat:?}")));
+            }
+            let got = c.exec_ok(2, "sum /g")?.text();
+            if parse_sum(&got) != want {
+                return Err(fail(format!("node 2 sum /g: {got:?}, want {want:?}")));
             }
             Ok(())
         },

@@ -162,8 +162,10 @@ pub struct HostEnv {
 }
 
 /// The fake doorbell: counts rings; with [`Shared::doorbells`] a sleep
-/// re-checks for work, and otherwise runs one short step (the directory
-/// and the other nodes get a pass, as if a doorbell came at once).
+/// announces itself in the node's sleeping word (quiet or not, as asked:
+/// the directory may take DIR_INVs as acknowledged meanwhile), re-checks
+/// for work, and otherwise runs one short step (the directory and the
+/// other nodes get a pass, as if a doorbell came at once).
 impl Doorbell for HostEnv {
     fn ring_directory(&self) {
         self.rings.set(self.rings.get() + 1);
@@ -171,17 +173,22 @@ impl Doorbell for HostEnv {
     fn sleep_until_event(
         &self,
         deadline_ns: u64,
-        _quiet: bool,
+        quiet: bool,
         has_work: &mut dyn FnMut() -> bool,
     ) -> bool {
+        use fabric::doorbell::{finish_sleep, prepare_sleep, seqcst_fence, PeerMap};
         if !self.sh.doorbells.get() {
             return false;
         }
-        if has_work() {
+        let map = PeerMap::new(&*self.sh.mem);
+        if !prepare_sleep(&map, self.id, quiet, seqcst_fence, has_work) {
             self.woke_with_work.set(self.woke_with_work.get() + 1);
-        } else if self.sh.now() < deadline_ns {
-            self.sleeps.set(self.sleeps.get() + 1);
-            self.sh.step(self.id, SPIN_STEP_NS);
+        } else {
+            if self.sh.now() < deadline_ns {
+                self.sleeps.set(self.sleeps.get() + 1);
+                self.sh.step(self.id, SPIN_STEP_NS);
+            }
+            finish_sleep(&map, self.id, seqcst_fence);
         }
         true
     }
