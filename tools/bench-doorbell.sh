@@ -5,12 +5,14 @@
 #   tools/bench-doorbell.sh [--rounds R] [--size SIZE] [--no-build]
 #
 # Boots 1 directory + 3 nodes with --doorbell on, then the same with
+# doorbells on but lazy invalidation off (`lazy_inv=0`: every DIR_INV waits
+# for the sharer's ack, which its doorbell wakes it to send), then with
 # --doorbell off, and on each runs: `bench inv` with 2, 1 and 0 idle
 # sharers (node 1 owns SIZE, default 256k; the sharers idle at their
 # prompt), `bench read` CM-R (node 2's first touch of node 1's pages), `bench
 # ring`, `bench pingpong` (R rounds, default 20000) and, with doorbells,
-# `bench doorbell`. Prints each median and the ratio off / on (> 1: doorbells
-# faster) and one RESULT json line.
+# `bench doorbell`. Prints each median, the ratios off / on and eager / on
+# (> 1: doorbells, or lazy invalidation, faster) and one RESULT json line.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ROUNDS=20000
@@ -21,7 +23,7 @@ while [[ $# -gt 0 ]]; do
         --rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
         --size) SIZE=${2:?--size needs a value}; shift 2 ;;
         --no-build) BUILD=0; shift ;;
-        -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-doorbell.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -31,15 +33,15 @@ cd "$ROOT"
 nobuild=()
 [[ $BUILD == 1 ]] || nobuild=(--no-build)
 RUN=$(mktemp -d /tmp/onecopy-bench-doorbell.XXXXXX)
-cleanup() { ./qemu-run.sh stop --run-dir "$RUN/on" >/dev/null 2>&1 || true
-            ./qemu-run.sh stop --run-dir "$RUN/off" >/dev/null 2>&1 || true; }
+cleanup() { local v; for v in on eager off; do ./qemu-run.sh stop --run-dir "$RUN/$v" >/dev/null 2>&1 || true; done; }
 trap cleanup EXIT
 F=/bell.dat
 
-# run on|off: boot, run the benchmarks, print "name median_ns" lines.
+# run on|eager|off: boot, run the benchmarks, print "name median_ns" lines.
 run() {
-    local db=$1 dir=$RUN/$1 out
-    ./qemu-run.sh "${nobuild[@]}" --doorbell "$db" --nodes 3 --run-dir "$dir" --detach >"$dir.launch" 2>&1 ||
+    local db=$1 dir=$RUN/$1 out extra=()
+    if [[ $db == eager ]]; then db=on; extra=(--append-extra lazy_inv=0); fi
+    ./qemu-run.sh "${nobuild[@]}" --doorbell "$db" --nodes 3 --run-dir "$dir" --detach "${extra[@]}" >"$dir.launch" 2>&1 ||
         { echo "bench-doorbell.sh: error: the $db cluster did not boot (see $dir.launch)" >&2; return 1; }
     local e=(-e "1: fill $F $SIZE" -e '1: sync' -e '1: cache drop'
         -e "1: bench read $F" -e "2: bench read $F"
@@ -62,21 +64,21 @@ run() {
     echo "doorbell $(echo "$out" | grep 'doorbell round trip' | med 1)"
 }
 
-mkdir -p "$RUN/on" "$RUN/off"
+mkdir -p "$RUN/on" "$RUN/eager" "$RUN/off"
 on=$(run on)
+eager=$(run eager)
 off=$(run off)
 val() { echo "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
-echo "1 directory + 3 nodes, doorbells on (tickless) vs off (1 kHz tick), same run; medians"
-printf '%-38s %12s %12s %8s\n' benchmark "on (us)" "off (us)" off/on
+us() { awk -v v="${1:-}" 'BEGIN { if (v == "") print "n/a"; else printf "%.1f", v / 1000 }'; }
+ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || a == 0) print "n/a"; else printf "%.2fx", b / a }'; }
+echo "1 directory + 3 nodes: doorbells on (tickless, lazy invalidation), on with lazy_inv=0 (eager), off (1 kHz tick); same run; medians"
+printf '%-38s %10s %10s %10s %8s %8s\n' benchmark "on (us)" "eager (us)" "off (us)" off/on eager/on
 json=
 for row in "inv_2:bench inv, 2 idle sharers" "inv_1:bench inv, 1 idle sharer" "inv_0:bench inv, 0 sharers" \
     "cm_r:bench read CM-R (one-page lookup)" "ring:bench ring" "pingpong:bench pingpong" "doorbell:bench doorbell (round trip)"; do
     key=${row%%:*} name=${row#*:}
-    a=$(val "$on" "$key") b=$(val "$off" "$key")
-    printf '%-38s %12s %12s %8s\n' "$name" \
-        "$(awk -v v="${a:-}" 'BEGIN { if (v == "") print "n/a"; else printf "%.1f", v / 1000 }')" \
-        "$(awk -v v="${b:-}" 'BEGIN { if (v == "") print "n/a"; else printf "%.1f", v / 1000 }')" \
-        "$(awk -v a="${a:-}" -v b="${b:-}" 'BEGIN { if (a == "" || b == "" || a == 0) print "n/a"; else printf "%.2fx", b / a }')"
-    json+="${json:+, }\"${key}_ns\": {\"on\": ${a:-null}, \"off\": ${b:-null}}"
+    a=$(val "$on" "$key") g=$(val "$eager" "$key") b=$(val "$off" "$key")
+    printf '%-38s %10s %10s %10s %8s %8s\n' "$name" "$(us "$a")" "$(us "$g")" "$(us "$b")" "$(ratio "$a" "$b")" "$(ratio "$a" "$g")"
+    json+="${json:+, }\"${key}_ns\": {\"on\": ${a:-null}, \"eager\": ${g:-null}, \"off\": ${b:-null}}"
 done
 echo "RESULT {$json}"

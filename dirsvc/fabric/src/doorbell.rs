@@ -563,6 +563,9 @@ mod tests {
         done.store(true, Ordering::SeqCst);
         bell.store(true, Ordering::SeqCst);
         let wakes = node.join().unwrap();
-        assert!(lazy > 0 && wakes > 0, "no quiet sleep was met ({lazy} taken, {wakes} wakes)");
+        assert!(
+            lazy > 0 && wakes > 0,
+            "no quiet sleep was met ({lazy} taken, {wakes} wakes)"
+        );
     }
 }

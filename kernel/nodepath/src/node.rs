@@ -148,7 +148,8 @@ impl<E: Env> Node<E> {
     /// Idle: sleep until a doorbell, an interrupt or `deadline_ns`, unless
     /// a notice is waiting or `other_work` finds some. False: no doorbells.
     pub fn idle_sleep(&mut self, deadline_ns: u64, other_work: &mut dyn FnMut() -> bool) -> bool {
-        self.link.idle_sleep(deadline_ns, other_work, self.vfs.session())
+        self.link
+            .idle_sleep(deadline_ns, other_work, self.vfs.session())
     }
 
     /// A page fault at `va` in an mmap window: map what the page is (our

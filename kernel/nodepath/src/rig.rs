@@ -183,6 +183,10 @@ impl Doorbell for HostEnv {
         let map = PeerMap::new(&*self.sh.mem);
         if !prepare_sleep(&map, self.id, quiet, seqcst_fence, has_work) {
             self.woke_with_work.set(self.woke_with_work.get() + 1);
+            // Time goes on while a real node looks: a wait whose re-check
+            // always finds something it cannot take (a corrupt notify
+            // ring) must still reach its deadline.
+            self.sh.step(self.id, SPIN_STEP_NS);
         } else {
             if self.sh.now() < deadline_ns {
                 self.sleeps.set(self.sleeps.get() + 1);

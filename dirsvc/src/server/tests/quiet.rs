@@ -32,7 +32,13 @@ fn shared_page(rig: &Rig, a: &mut Client, b: &mut Client, name: &str) -> PageKey
 
 /// Node `n` announces a sleep (`quiet`: with `SLEEP_QUIET`).
 fn sleep(rig: &Rig, n: u32, quiet: bool) {
-    assert!(prepare_sleep(&PeerMap::new(&*rig.mem), n, quiet, seqcst_fence, || false));
+    assert!(prepare_sleep(
+        &PeerMap::new(&*rig.mem),
+        n,
+        quiet,
+        seqcst_fence,
+        || false
+    ));
 }
 
 fn wake(rig: &Rig, n: u32) {
@@ -71,7 +77,10 @@ fn a_quiet_sharer_is_invalidated_without_its_ack_and_its_late_ack_is_dropped() {
     let tag = inv(&rig, &mut a, key);
     let p = rig.step();
     // Answered in the same pass, and node 2 is not to be woken for it.
-    let (t, d) = a.recv(&*rig.mem).unwrap().expect("answered without the ack");
+    let (t, d) = a
+        .recv(&*rig.mem)
+        .unwrap()
+        .expect("answered without the ack");
     assert_eq!(t, tag);
     assert_eq!(
         Response::decode(&d, Op::PageInv),
@@ -102,12 +111,22 @@ fn a_quiet_sharer_is_invalidated_without_its_ack_and_its_late_ack_is_dropped() {
     for _ in 0..3 {
         rig.step();
     }
-    assert_eq!(b.recv(&*rig.mem), Ok(None), "node 1 is awake: its ack counts");
+    assert_eq!(
+        b.recv(&*rig.mem),
+        Ok(None),
+        "node 1 is awake: its ack counts"
+    );
     assert_eq!(next_inv(&rig, &mut na), Some(key));
     na.ack(&*rig.mem, key, false, &mut || true).unwrap();
     rig.step();
     assert_eq!(b.recv(&*rig.mem).unwrap().map(|x| x.0), Some(tag));
-    assert_eq!(rig.dir.borrow().quiet_stats(), QuietStats { taken: 1, absorbed: 1 });
+    assert_eq!(
+        rig.dir.borrow().quiet_stats(),
+        QuietStats {
+            taken: 1,
+            absorbed: 1
+        }
+    );
 }
 
 #[test]
@@ -161,11 +180,17 @@ fn a_file_eviction_takes_a_quiet_sharer_but_waits_for_the_owner() {
     // The sharer's DIR_INV was taken; the owner must free its frame
     // itself, so its DIR_INV waits (and node 1 is rung for it).
     assert_eq!(rig.dir.borrow().quiet_stats().taken, 1);
-    assert!(!rig.dir.borrow().pages().is_empty(), "waiting for the owner");
+    assert!(
+        !rig.dir.borrow().pages().is_empty(),
+        "waiting for the owner"
+    );
     wake(&rig, 1);
     let mut na = Notifier::new(&rig.layout, 1);
     assert_eq!(next_inv(&rig, &mut na), Some(key));
     na.ack(&*rig.mem, key, false, &mut || true).unwrap();
     rig.step();
-    assert!(rig.dir.borrow().pages().is_empty(), "the owner's ack ends it");
+    assert!(
+        rig.dir.borrow().pages().is_empty(),
+        "the owner's ack ends it"
+    );
 }
