@@ -275,13 +275,17 @@ pub fn prepare_sleep<M: SharedMem + ?Sized>(
     true
 }
 
-/// Sleeper side: awake again. The fence orders the cleared word before
-/// the caller's next loads of its rings: a directory that saw the word
-/// set (and so took a DIR_INV as acknowledged) published that DIR_INV
-/// before its own fence, so the caller's look at its notify ring finds it.
+/// Sleeper side: awake again. After a quiet sleep the fence orders the
+/// cleared word before the caller's next loads of its rings: a directory
+/// that saw the word set (and so took a DIR_INV as acknowledged) published
+/// that DIR_INV before its own fence, so the caller's look at its notify
+/// ring finds it. A plain sleep needs no fence (nothing is taken from it).
 pub fn finish_sleep<M: SharedMem + ?Sized>(map: &PeerMap<'_, M>, me: u32, full_fence: impl Fn()) {
+    let quiet = map.sleeps_quiet(me);
     map.set_sleep_word(me, 0);
-    full_fence();
+    if quiet {
+        full_fence();
+    }
 }
 
 /// The fence of processes that share memory natively (host threads, KVM).
