@@ -120,10 +120,13 @@ fn replace_node_2(doorbell: bool) -> impl FnOnce(&mut Cluster) -> Result<()> {
 #[test]
 fn a_killed_node_is_replaced_doorbells_on() {
     with_cluster(
+        // lazy_inv=0: the invalidations must ring the new peer id (a
+        // quiet idle sharer is invalidated without a doorbell otherwise).
         ClusterOpts::new("replace-bell")
             .ctl(CTL)
             .nodes(2)
-            .doorbell(true),
+            .doorbell(true)
+            .append_extra("lazy_inv=0"),
         replace_node_2(true),
     );
 }
