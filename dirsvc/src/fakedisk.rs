@@ -39,6 +39,8 @@ enum Req {
     Read(Outcome),
     /// A write: the bytes, or `Err` if it is to fail.
     Write(Outcome),
+    /// A flush (counted by the disk when it completes).
+    Flush,
 }
 
 struct State {
@@ -68,6 +70,7 @@ impl State {
             Req::Read(r) => r,
             Req::Write(Ok(b)) => self.disk.write_block(lba, &b).map(|_| b),
             Req::Write(Err(e)) => Err(e),
+            Req::Flush => self.disk.flush().map(|_| Box::new([0u8; BLOCK_SIZE])),
         };
         self.done.push(ReadDone { id, result });
     }
@@ -272,6 +275,15 @@ impl BlockDevice for FakeDisk {
         };
         s.in_flight.push((id, lba, req));
         s.writes_submitted += 1;
+        s.max_in_flight = s.max_in_flight.max(s.in_flight.len());
+        Ok(())
+    }
+    fn submit_flush(&mut self, id: u64) -> Result<(), IoError> {
+        let mut s = self.s.borrow_mut();
+        if s.in_flight.len() >= s.depth {
+            return Err(IoError);
+        }
+        s.in_flight.push((id, 0, Req::Flush));
         s.max_in_flight = s.max_in_flight.max(s.in_flight.len());
         Ok(())
     }

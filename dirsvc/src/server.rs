@@ -219,6 +219,12 @@ pub struct Directory<D: BlockDevice> {
     writes: WriteQueue<writes::Then>,
     /// Fsyncs waiting for their files' writes.
     fsyncs: Vec<writes::WaitingFsync>,
+    /// Fsyncs whose device flush is in flight, by completion id.
+    flushing: Vec<(u64, writes::WaitingFsync)>,
+    /// The next flush's id (below [`writes::FLUSH_ID`]).
+    next_flush: u64,
+    /// Fsyncs answered after an asynchronous flush.
+    flushes_async: u64,
     /// Set while the ring path runs a request whose writes may be
     /// deferred ([`Directory::execute`] stages them in `staged`).
     defer_writes: bool,
@@ -301,6 +307,9 @@ impl<D: BlockDevice> Directory<D> {
             fill_depth,
             writes: WriteQueue::new(),
             fsyncs: Vec::new(),
+            flushing: Vec::new(),
+            next_flush: 0,
+            flushes_async: 0,
             defer_writes: false,
             staged: Vec::new(),
             write_group: None,

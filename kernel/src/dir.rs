@@ -165,6 +165,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         let disk_busy = p.completed > 0 || dir.io_pending() > 0;
         if disk_busy {
             disk_log.note(&dir.disk_queue_stats(), &dir.write_stats());
+            disk_log.flushed(dir.async_flushes());
         }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() || disk_busy {
             last_work = now;
@@ -282,6 +283,8 @@ struct DiskLog {
     drains: u64,
     /// Halts for the disk its completion interrupt ended.
     irq_wakes: u64,
+    /// Fsyncs answered after an asynchronous device flush.
+    flushes: u64,
 }
 
 impl DiskLog {
@@ -293,6 +296,15 @@ impl DiskLog {
                 log::info!("disk: completion interrupt woke the directory (first time)");
             }
         }
+    }
+
+    /// Fsyncs answered after an asynchronous flush: the first, then at
+    /// each power of two.
+    fn flushed(&mut self, n: u64) {
+        if n > self.flushes && n.is_power_of_two() {
+            log::info!("disk: {n} fsyncs answered after a flush that did not block the loop");
+        }
+        self.flushes = n;
     }
 
     fn note(&mut self, s: &dirsvc::diskq::QueueStats, w: &dirsvc::writeq::WriteStats) {

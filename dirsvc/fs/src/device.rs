@@ -69,6 +69,16 @@ pub trait BlockDevice {
         Err(IoError)
     }
 
+    /// Start a flush without waiting: it makes durable the writes that
+    /// completed before it was submitted; its completion
+    /// ([`BlockDevice::poll_reads`]) carries `id` (and no data). Shares
+    /// [`BlockDevice::queue_depth`]. `Err`: not started (the caller flushes
+    /// synchronously).
+    fn submit_flush(&mut self, id: u64) -> Result<(), IoError> {
+        let _ = id;
+        Err(IoError)
+    }
+
     /// Move the requests (reads and writes) that completed since the last
     /// call to `out`, in the order the device finished them (any order
     /// relative to submission).
@@ -110,6 +120,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
         buf: Box<[u8; BLOCK_SIZE]>,
     ) -> Result<(), IoError> {
         (**self).submit_write(id, lba, buf)
+    }
+    fn submit_flush(&mut self, id: u64) -> Result<(), IoError> {
+        (**self).submit_flush(id)
     }
     fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
         (**self).poll_reads(out)

@@ -194,7 +194,11 @@ impl<D: BlockDevice> Directory<D> {
     /// Take the fills the device finished and commit them (answers go out
     /// with the next flush). Returns how many completions were taken.
     pub fn poll_disk(&mut self, mem: &(impl SharedMem + ?Sized)) -> usize {
-        if self.disk.is_idle() && self.writes.is_idle() && self.fsyncs.is_empty() {
+        if self.disk.is_idle()
+            && self.writes.is_idle()
+            && self.fsyncs.is_empty()
+            && self.flushing.is_empty()
+        {
             return 0;
         }
         let mut done = Vec::new();
@@ -211,8 +215,14 @@ impl<D: BlockDevice> Directory<D> {
     pub(super) fn finish_io(&mut self, mem: &(impl SharedMem + ?Sized), done: Vec<ReadDone>) {
         let (writes, reads): (Vec<ReadDone>, Vec<ReadDone>) =
             done.into_iter().partition(|d| d.id & WRITE_ID != 0);
+        let (flushes, reads): (Vec<ReadDone>, Vec<ReadDone>) = reads
+            .into_iter()
+            .partition(|d| d.id & super::writes::FLUSH_ID != 0);
         for w in writes {
             self.write_done(w.id, w.result.is_ok());
+        }
+        for f in flushes {
+            self.flush_done(mem, f.id, f.result.is_ok());
         }
         self.finish_reads(mem, reads);
         self.after_writes(mem);

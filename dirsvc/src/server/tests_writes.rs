@@ -227,6 +227,39 @@ fn an_fsync_is_answered_only_after_its_writes_completed() {
 }
 
 #[test]
+fn an_fsync_flush_flies_while_the_loop_answers_other_requests() {
+    let rig = Rig::new(1, 64, 32);
+    let mut a = rig.join(1);
+    let ino = dirty_pages(&rig, &mut a, 1, 1);
+    rig.step();
+    while a.recv(&*rig.mem).unwrap().is_some() {}
+    rig.disk.set_mode(Completion::Hold);
+    let flushes = rig.disk.with_disk(|d| d.flushes());
+    let fsync = a
+        .send(&*rig.mem, &Request::Fsync { ino }, &mut || true)
+        .unwrap();
+    rig.step();
+    // Its file has no write pending: the flush goes out at once, and the
+    // loop serves another request while it flies.
+    assert_eq!(rig.disk.in_flight().len(), 1, "the flush is in flight");
+    let nop = a.send(&*rig.mem, &Request::Nop, &mut || true).unwrap();
+    rig.step();
+    let got: Vec<u32> = core::iter::from_fn(|| a.recv(&*rig.mem).unwrap().map(|x| x.0)).collect();
+    assert_eq!(got, [nop], "only the other request answered");
+    assert_eq!(rig.disk.with_disk(|d| d.flushes()), flushes);
+    assert!(rig.disk.complete(0));
+    rig.step();
+    let (t, d) = a.recv(&*rig.mem).unwrap().expect("fsync answered");
+    assert_eq!(t, fsync);
+    assert_eq!(
+        Response::decode(&d, Op::Fsync).map(|x| x.1),
+        Ok(Response::Ok)
+    );
+    assert_eq!(rig.disk.with_disk(|d| d.flushes()), flushes + 1);
+    assert_eq!(rig.dir.borrow().async_flushes(), 1);
+}
+
+#[test]
 fn a_file_server_write_is_answered_when_it_landed_and_reads_see_it_before() {
     let rig = Rig::new(2, 64, 32);
     let mut a = rig.join(1);

@@ -20,13 +20,17 @@
 use alloc::vec::Vec;
 
 use crate::pagedir::Action;
-use crate::writeq::{Finished, WriteStats};
+use crate::writeq::{Finished, WriteStats, WRITE_ID};
 use fabric::bulk::ShmBulk;
 use fabric::proto::{Desc, Errno, Op, Request, Response};
 use fabric::shm::SharedMem;
 use flatfs::{BlockDevice, Staged};
 
 use super::Directory;
+
+/// Completion ids of asynchronous device flushes (an fsync's); reads'
+/// ids never carry it, writes' carry [`WRITE_ID`].
+pub(super) const FLUSH_ID: u64 = 1 << 62;
 
 /// What a write job does when its writes completed.
 #[derive(Debug)]
@@ -93,15 +97,20 @@ impl<D: BlockDevice> Directory<D> {
         self.writes.stats()
     }
 
+    /// Fsyncs whose device flush completed without blocking the loop.
+    pub fn async_flushes(&self) -> u64 {
+        self.flushes_async
+    }
+
     /// Write jobs waiting or in flight.
     pub fn writes_pending(&self) -> usize {
         self.writes.jobs()
     }
 
     /// Disk requests of any kind waiting or in flight (fills, writes,
-    /// fsyncs waiting for writes).
+    /// fsyncs waiting for writes or for their device flush).
     pub fn io_pending(&self) -> usize {
-        self.fills_pending() + self.writes.jobs() + self.fsyncs.len()
+        self.fills_pending() + self.writes.jobs() + self.fsyncs.len() + self.flushing.len()
     }
 
     /// Queue the deferred writes `staged` of files `inos`, and what to do
@@ -276,8 +285,12 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
-    /// Answer an fsync now (its writes are done).
+    /// Answer an fsync (its writes are done): once its device flush, started
+    /// now, completed; synchronously if it could not be started.
     fn answer_fsync(&mut self, mem: &(impl SharedMem + ?Sized), f: WaitingFsync) {
+        if self.start_flush(f) {
+            return;
+        }
         let mut bulk = ShmBulk::new(mem, self.layout, f.node);
         let resp = self
             .execute(mem, &mut bulk, Request::Fsync { ino: f.ino })
@@ -285,17 +298,56 @@ impl<D: BlockDevice> Directory<D> {
         self.respond(mem, f.node, resp.encode(f.op, f.tag));
     }
 
-    /// An fsync from the rings: answered now if no write of its file
-    /// waits or flies, else once they completed. True if it was deferred.
+    /// An fsync from the rings: once no write of its file waits or flies,
+    /// its device flush goes out without waiting and the answer follows
+    /// the flush's completion ([`Directory::flush_done`]). True if it was
+    /// deferred; false: the caller answers it synchronously (no
+    /// asynchronous flush here).
     pub(super) fn defer_fsync(&mut self, node: u32, op: Op, tag: u32, req: &Request) -> bool {
         let Request::Fsync { ino } = *req else {
             return false;
         };
+        let f = WaitingFsync { node, op, tag, ino };
         if !self.writes.busy((ino != 0).then_some(ino)) {
+            return self.start_flush(f);
+        }
+        self.fsyncs.push(f);
+        true
+    }
+
+    /// Start fsync `f`'s device flush without waiting (it covers every
+    /// write completed before it); false if the device has no room or no
+    /// asynchronous flush (or the directory is synchronous).
+    fn start_flush(&mut self, f: WaitingFsync) -> bool {
+        if self.fill_depth == 0 {
             return false;
         }
-        self.fsyncs.push(WaitingFsync { node, op, tag, ino });
+        let id = FLUSH_ID | (self.next_flush & !(WRITE_ID | FLUSH_ID));
+        let Some(fs) = self.fs.as_mut() else {
+            return false;
+        };
+        if fs.device_mut().submit_flush(id).is_err() {
+            return false;
+        }
+        self.next_flush += 1;
+        self.flushing.push((id, f));
         true
+    }
+
+    /// The device flush `id` completed: answer its fsync.
+    pub(super) fn flush_done(&mut self, mem: &(impl SharedMem + ?Sized), id: u64, ok: bool) {
+        let Some(i) = self.flushing.iter().position(|(x, _)| *x == id) else {
+            return;
+        };
+        let (_, f) = self.flushing.remove(i);
+        self.flushes_async += 1;
+        let r = if ok {
+            Response::Ok
+        } else {
+            log::warn!("disk: a flush failed (fsync of inode {})", f.ino);
+            Response::Err(Errno::Io)
+        };
+        self.respond(mem, f.node, r.encode(f.op, f.tag));
     }
 
     /// Wait (bounded by the device's own timeout per request) until no
@@ -332,5 +384,9 @@ impl<D: BlockDevice> Directory<D> {
     /// themselves still land).
     pub(super) fn cancel_fsyncs(&mut self, node: u32) {
         self.fsyncs.retain(|f| f.node != node);
+        // Its flushes in flight complete unanswered.
+        for (_, f) in self.flushing.iter_mut().filter(|(_, f)| f.node == node) {
+            f.node = 0;
+        }
     }
 }
