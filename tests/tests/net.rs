@@ -209,25 +209,3 @@ fn net_mode_metadata_calls_are_in_flight_together() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
-
-/// A buffered write-back is pipelined over the connection: the writes of
-/// one `sync` are in flight together (`net writes in flight (max)` > 1),
-/// and another node reads what they wrote.
-#[test]
-fn net_mode_write_backs_are_in_flight_together() {
-    with_cluster(opts("net-wb").nodes(2), |c| {
-        c.exec_ok(1, "fill /w 256k")?;
-        c.exec_ok(1, "sync")?;
-        let st = c.stats(1, "cache stats")?;
-        let most = st.num(cache::NET_WRITES_MAX);
-        if most < 2 {
-            return Err(onecopy_tests::Error::Usage(format!(
-                "write-backs in flight together: {most}:\n{}",
-                st.text
-            )));
-        }
-        let got = sum(c, 2, "/w")?;
-        assert_eq!(got, (pattern_crc32(256 * 1024), 256 * 1024));
-        Ok(())
-    });
-}

@@ -95,9 +95,6 @@ pub struct Link<E: Env> {
     /// Write batches sent over the rings ([`Link::fs_write_batch`]):
     /// (groups, requests, most requests in flight together).
     pub ring_write_stats: (u64, u64, u64),
-    /// `net` mode's write batches pipelined over the connection
-    /// ([`Link::fs_write_batch`]): (batches, writes, most in flight).
-    pub net_write_stats: (u64, u64, u64),
     /// Where this node's time in misses went (`bench miss`).
     pub probe: Probe,
 }
@@ -198,7 +195,6 @@ impl<E: Env> Link<E> {
             ring_reads: MAX_RING_READS,
             ring_read_stats: (0, 0, 0),
             ring_write_stats: (0, 0, 0),
-            net_write_stats: (0, 0, 0),
             probe: Probe::default(),
             files: if mode == Mode::Net {
                 Files::Net(net)

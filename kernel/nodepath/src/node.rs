@@ -282,14 +282,6 @@ impl<E: Env> Node<E> {
             ));
             v.push((keys::cache::RING_WRITES_MAX.to_string(), format!("{max}")));
         }
-        if self.mode() == Mode::Net {
-            let (batches, writes, max) = self.link.net_write_stats;
-            v.push((
-                keys::cache::NET_WRITE_BATCHES.to_string(),
-                format!("{batches}/{writes}"),
-            ));
-            v.push((keys::cache::NET_WRITES_MAX.to_string(), format!("{max}")));
-        }
         Ok(v)
     }
 

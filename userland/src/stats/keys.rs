@@ -36,11 +36,6 @@ pub mod cache {
     /// `private` and `relaxed` modes: most write-backs in flight together
     /// over the rings (a 64 KiB write slot holds 16 pages).
     pub const RING_WRITES_MAX: &str = "ring writes in flight (max)";
-    /// `net` mode: write-backs sent together over the connection
-    /// (pipelined), and the writes in them (`batches/writes`).
-    pub const NET_WRITE_BATCHES: &str = "net write batches/writes";
-    /// `net` mode: most write-backs in flight together over the connection.
-    pub const NET_WRITES_MAX: &str = "net writes in flight (max)";
     /// `net` mode: state of the TCP connection to the directory.
     pub const NET_CONNECTION: &str = "net connection";
     /// `net` mode: RPCs sent.
@@ -129,7 +124,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 53] = [
+    pub const ALL: [&str; 51] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -167,8 +162,6 @@ pub mod cache {
         RING_READS_MAX,
         RING_WRITE_GROUPS,
         RING_WRITES_MAX,
-        NET_WRITE_BATCHES,
-        NET_WRITES_MAX,
         NET_CONNECTION,
         NET_RPCS,
         NET_BYTES,

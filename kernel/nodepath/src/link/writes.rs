@@ -12,11 +12,8 @@
 //! would. So 32 scattered dirty pages cost two round trips (a 64 KiB
 //! slot holds 16), not 32.
 //!
-//! `net` mode pipelines a batch over its connection instead: each write's
-//! payload is staged at the start of the slot and copied into its frame
-//! as the request is started ([`Link::start_call`]), so every write of the
-//! batch is in flight before the first answer is awaited; the directory
-//! answers them in the connection's order.
+//! `net` mode sends the writes one at a time (its TCP client stages one
+//! payload at a time).
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -24,7 +21,7 @@ use alloc::vec::Vec;
 use fabric::proto::{Errno, Op, Request, Response};
 
 use super::Link;
-use crate::env::{Env, FileServer};
+use crate::env::Env;
 use crate::link::reads::MAX_RING_READS;
 use crate::link::Session;
 
@@ -61,7 +58,13 @@ impl<E: Env> Link<E> {
             }
         }
         if !self.rings() {
-            self.net_write_batch(writes, &mut out, svc)?;
+            for (i, w) in writes.iter().enumerate() {
+                if out[i].is_none() {
+                    self.bulk_write(SLOT, 0, w.data)?;
+                    let req = data_req(w, 0);
+                    out[i] = Some(self.fs_call(&req, svc)?);
+                }
+            }
             return Ok(finish(out));
         }
         let mut next = 0usize;
@@ -90,77 +93,6 @@ impl<E: Env> Link<E> {
             }
         }
         Ok(finish(out))
-    }
-
-    /// `net` mode: start every write not refused yet, then collect the
-    /// answers. `Unavailable` (the connection is gone, or an answer's
-    /// give-up time passed) ends the batch; the writes still in flight are
-    /// forgotten.
-    fn net_write_batch(
-        &mut self,
-        writes: &[WriteReq<'_>],
-        out: &mut [Option<Response>],
-        svc: &mut dyn Session<E>,
-    ) -> Result<(), Errno> {
-        let t0 = self.env.now_ns();
-        let mut flying: Vec<(usize, u32)> = Vec::new();
-        let mut r = Ok(());
-        for (i, w) in writes.iter().enumerate() {
-            if out[i].is_some() {
-                continue;
-            }
-            // Copied into the request's frame by `start_call`.
-            if let Err(e) = self.bulk_write(SLOT, 0, w.data) {
-                r = Err(e);
-                break;
-            }
-            match self.start_call(&data_req(w, 0), svc) {
-                Ok(tag) => flying.push((i, tag)),
-                Err(Errno::Unavailable) => {
-                    r = Err(Errno::Unavailable);
-                    break;
-                }
-                Err(e) => out[i] = Some(Response::Err(e)),
-            }
-        }
-        let n = flying.len() as u64;
-        let s = &mut self.net_write_stats;
-        *s = (s.0 + u64::from(n > 0), s.1 + n, s.2.max(n));
-        while r.is_ok() && !flying.is_empty() {
-            let mut lost = false;
-            flying.retain(|&(i, tag)| match self.poll_call(tag, Op::Write) {
-                None => true,
-                Some(Ok(resp)) => {
-                    out[i] = Some(resp);
-                    false
-                }
-                Some(Err(Errno::Unavailable)) => {
-                    lost = true;
-                    false
-                }
-                Some(Err(e)) => {
-                    out[i] = Some(Response::Err(e));
-                    false
-                }
-            });
-            if lost {
-                r = Err(Errno::Unavailable);
-            } else if !flying.is_empty() && !self.wait_calls(svc) {
-                r = Err(Errno::Unavailable);
-            }
-        }
-        if r.is_err() {
-            if let Some(net) = self.net() {
-                for (_, tag) in &flying {
-                    net.forget(*tag);
-                }
-            }
-            for (_, tag) in &flying {
-                self.net_calls.remove(tag);
-            }
-        }
-        self.add_round_trip(t0);
-        r
     }
 
     /// Publish a group's requests together and collect every answer.
