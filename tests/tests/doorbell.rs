@@ -13,8 +13,8 @@ use std::fs;
 use std::time::Duration;
 
 use onecopy_tests::peers::{boot_peer, shm_path, table_peer, wait_until};
-use onecopy_tests::shell::{parse_sum, pattern_crc32};
-use onecopy_tests::{with_cluster, ClusterOpts, Error};
+use onecopy_tests::shell::{parse_sum, pattern_crc32, Stats};
+use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error};
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
 
@@ -161,6 +161,29 @@ fn doorbell_off_uses_ivshmem_plain() {
     );
 }
 
+/// Node 1 writes /f (64 KiB), node 2 maps its 16 pages (and reads them
+/// right), then node 1 reclaims them with `bench inv` while node 2 idles
+/// at its prompt. Node 2's `cache stats` from before the reclaim.
+fn node2_maps_then_node1_reclaims(c: &mut Cluster) -> Result<Stats, Error> {
+    c.wait_log(
+        "node2",
+        r"node sleeps on doorbells",
+        Duration::from_secs(20),
+    )?;
+    c.exec_ok(1, "fill /f 64k")?;
+    let want = Some((pattern_crc32(65536), 65536));
+    let got = c.exec_ok(2, "sum /f")?.text();
+    if parse_sum(&got) != want {
+        return Err(fail(format!("node 2 sum /f: {got:?}, want {want:?}")));
+    }
+    let before = c.stats(2, "cache stats")?;
+    let out = c.exec_ok(1, "bench inv /f")?;
+    if !out.text().contains("invalidate 1 page: n=16 ") {
+        return Err(fail(format!("bench inv: {:?}", out.lines)));
+    }
+    Ok(before)
+}
+
 /// The node side: a halted sharer is woken by the directory's doorbell on
 /// the notify vector when its page is invalidated (with `lazy_inv=0`: else
 /// the invalidation is taken without waking it, see the next test); rings
@@ -176,25 +199,13 @@ fn a_halted_sharer_is_woken_by_a_notice_and_busy_rings_are_suppressed() {
             .doorbell(true)
             .append_extra("lazy_inv=0"),
         |c| {
-            c.wait_log(
-                "node2",
-                r"node sleeps on doorbells",
-                Duration::from_secs(20),
-            )?;
-            c.exec_ok(1, "fill /f 64k")?;
-            c.exec_ok(2, "sum /f")?;
-            let before = c.stats(2, "cache stats")?;
+            // Every DIR_INV rings the idle node 2 on the notify vector.
+            let before = node2_maps_then_node1_reclaims(c)?;
             if before.get(k::DOORBELLS).starts_with("off") {
                 return Err(fail(format!("doorbells off on node 2:\n{}", before.text)));
             }
             let n0 = before.num(k::DOORBELL_RECEIVED_NOTIFY);
             let s0 = before.num(k::DOORBELL_SLEEPS);
-            // Node 2 is idle (halted) while node 1 reclaims the 16 pages
-            // node 2 maps: every DIR_INV rings it on the notify vector.
-            let out = c.exec_ok(1, "bench inv /f")?;
-            if !out.text().contains("invalidate 1 page: n=16 ") {
-                return Err(fail(format!("bench inv: {:?}", out.lines)));
-            }
             let after = c.stats(2, "cache stats")?;
             let n1 = after.num(k::DOORBELL_RECEIVED_NOTIFY);
             if n1 <= n0 || after.num(k::INVALIDATIONS_RECEIVED) < 16 {
@@ -239,25 +250,9 @@ fn a_quiet_sharer_is_invalidated_without_a_wakeup_and_then_reads_new_data() {
             .nodes(2)
             .doorbell(true),
         |c| {
-            c.wait_log(
-                "node2",
-                r"node sleeps on doorbells",
-                Duration::from_secs(20),
-            )?;
-            c.exec_ok(1, "fill /f 64k")?;
             let want = Some((pattern_crc32(65536), 65536));
-            let got = c.exec_ok(2, "sum /f")?.text();
-            if parse_sum(&got) != want {
-                return Err(fail(format!("node 2 sum /f: {got:?}, want {want:?}")));
-            }
-            let before = c.stats(2, "cache stats")?;
+            let before = node2_maps_then_node1_reclaims(c)?;
             let n0 = before.num(k::DOORBELL_RECEIVED_NOTIFY);
-            // Node 2 idles at its prompt while node 1 reclaims the 16
-            // pages it maps.
-            let out = c.exec_ok(1, "bench inv /f")?;
-            if !out.text().contains("invalidate 1 page: n=16 ") {
-                return Err(fail(format!("bench inv: {:?}", out.lines)));
-            }
             c.wait_log(
                 "dir",
                 r"invalidations taken from quietly sleeping sharers without waking them",
