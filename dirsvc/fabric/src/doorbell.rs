@@ -151,6 +151,9 @@ impl<'a, M: SharedMem + ?Sized> PeerMap<'a, M> {
     }
 
     /// Publish `peer` as the peer id of `instance` (its own entry only).
+    /// The sleeping word is cleared first: a new instance in a dead one's
+    /// place is awake, and a `SLEEP_QUIET` its predecessor left behind
+    /// must not let the directory take its invalidations unasked.
     pub fn publish(&self, instance: u32, peer: u32) -> Result<(), DoorbellError> {
         if peer > MAX_PEER {
             return Err(DoorbellError::BadPeer(peer));
@@ -159,6 +162,7 @@ impl<'a, M: SharedMem + ?Sized> PeerMap<'a, M> {
         if !self.formatted() {
             return Err(DoorbellError::NotFormatted);
         }
+        self.mem.store_u32(e + OFF_SLEEPING, 0);
         self.mem.store_u32(e + OFF_PEER, peer + 1);
         Ok(())
     }
@@ -490,6 +494,11 @@ mod tests {
         mem.store_u32(TABLE + 2 * ENTRY + 8, 0xdead);
         assert!(m.sleeping(2) && !m.sleeps_quiet(2));
         assert!(!m.sleeps_quiet(u32::MAX));
+        // A replacement instance publishing its id is awake: the quiet
+        // word a dead predecessor left behind is gone.
+        assert!(prepare_sleep(&m, 2, true, seqcst_fence, || false));
+        m.publish(2, 7).unwrap();
+        assert!(!m.sleeping(2) && !m.sleeps_quiet(2));
     }
 
     /// Two threads: a "directory" publishes invalidations and takes each
