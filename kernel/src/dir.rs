@@ -301,10 +301,9 @@ impl DiskLog {
     /// Fsyncs answered after an asynchronous flush: the first, then at
     /// each power of two.
     fn flushed(&mut self, n: u64) {
-        if n > self.flushes && n.is_power_of_two() {
+        if new_power_of_two(&mut self.flushes, n) {
             log::info!("disk: {n} fsyncs answered after a flush that did not block the loop");
         }
-        self.flushes = n;
     }
 
     fn note(&mut self, s: &dirsvc::diskq::QueueStats, w: &dirsvc::writeq::WriteStats) {
@@ -324,30 +323,34 @@ impl DiskLog {
             self.answered_writing = true;
             log::info!("disk: page request answered while writes were in flight");
         }
-        if s.stale > self.stale && s.stale.is_power_of_two() {
+        if new_power_of_two(&mut self.stale, s.stale) {
             log::info!(
                 "disk: {} page fills went stale (their file changed while they flew; the readers retry)",
                 s.stale
             );
         }
-        self.stale = s.stale;
-        // Powers of two: the first, then ever more rarely.
-        if w.barrier_jobs > self.barrier_jobs && w.barrier_jobs.is_power_of_two() {
+        if new_power_of_two(&mut self.barrier_jobs, w.barrier_jobs) {
             log::info!(
                 "disk: {} namespace changes or truncations queued as barrier jobs ({} waited synchronously for writes in flight)",
                 w.barrier_jobs,
                 w.barriers
             );
         }
-        self.barrier_jobs = w.barrier_jobs;
-        if w.barriers > self.drains && w.barriers.is_power_of_two() {
+        if new_power_of_two(&mut self.drains, w.barriers) {
             log::info!(
                 "disk: {} requests waited synchronously for writes in flight",
                 w.barriers
             );
         }
-        self.drains = w.barriers;
     }
+}
+
+/// A counter's log cadence: true when `now` grew past `*seen` to a power
+/// of two (the first, then ever more rarely); `*seen` becomes `now`.
+fn new_power_of_two(seen: &mut u64, now: u64) -> bool {
+    let log = now > *seen && now.is_power_of_two();
+    *seen = now;
+    log
 }
 
 /// The directory's use of the doorbell: sleeping and the first-delivery
@@ -375,14 +378,13 @@ impl DirBell {
     /// Log the invalidations taken from quietly sleeping sharers: the
     /// first, then at each power of two.
     fn note_quiet(&mut self, s: dirsvc::server::QuietStats) {
-        if s.taken > self.quiet_taken && s.taken.is_power_of_two() {
+        if new_power_of_two(&mut self.quiet_taken, s.taken) {
             log::info!(
                 "doorbell: {} invalidations taken from quietly sleeping sharers without waking them ({} of their late acks dropped)",
                 s.taken,
                 s.absorbed
             );
         }
-        self.quiet_taken = s.taken;
     }
 
     /// After a vector-1 doorbell: answer the nodes' echo words.
