@@ -158,7 +158,7 @@ struct Peer {
     reported: (u32, u32),
     /// DIR_INVs published on the notify ring whose ack is not in yet, in
     /// order (`server/quiet.rs`).
-    invs_out: Vec<PageKey>,
+    invs_out: VecDeque<PageKey>,
     /// DIR_INVs taken as acknowledged while the node slept quietly: the
     /// node's own ack of each, when it comes, is dropped.
     lazy_acked: Vec<PageKey>,
@@ -182,7 +182,7 @@ impl Peer {
             last_hb: 0,
             last_hb_change_ns: 0,
             reported: (0, 0),
-            invs_out: Vec::new(),
+            invs_out: VecDeque::new(),
             lazy_acked: Vec::new(),
             wake_notice: false,
         }

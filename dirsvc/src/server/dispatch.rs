@@ -262,7 +262,7 @@ impl<D: BlockDevice> Directory<D> {
                 Err(e) => return Err(e),
             }
             match Notice::decode(d) {
-                Ok(Notice::DirInv(key)) => p.invs_out.push(key),
+                Ok(Notice::DirInv(key)) => p.invs_out.push_back(key),
                 _ => p.wake_notice = true,
             }
             p.notify_backlog.pop_front();

@@ -96,7 +96,7 @@ impl<D: BlockDevice> Directory<D> {
                         self.run(mem, a);
                     }
                     // The owner's own DIR_INV: its ack frees the frame.
-                    Some(false) => self.peers[i].invs_out.push(key),
+                    Some(false) => self.peers[i].invs_out.push_back(key),
                     // No longer awaited (the node left and came back, or
                     // the ack is in flight and was processed meanwhile).
                     None => {}
