@@ -782,8 +782,9 @@ restart_node() {
     rm -f -- "$RUN_DIR/$name.pid" "$RUN_DIR/$name.pgid" "$RUN_DIR/$name.exit" "$RUN_DIR/$name.sock"
     # The new instance holds RUN/cluster.lock like the others (inherited).
     exec {hold}>>"$RUN_DIR/cluster.lock" || die "cannot open $RUN_DIR/cluster.lock"
-    local extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
+    local extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS"
     [[ $DOORBELL != on ]] || extra+=" doorbell=1"
+    extra+="${APPEND_EXTRA:+ $APPEND_EXTRA}"
     start=$(now_ms)
     launch "$name" "role=node id=$k nodes=$NODES$extra"
     exec {hold}>&-
@@ -1141,13 +1142,15 @@ case "$STORAGE" in
     sas-raid) THROTTLE=",throttling.bps-total=4000000000,throttling.iops-total=400000" ;;
 esac
 info "storage: $STORAGE${THROTTLE:+ ($THROTTLE)}; cxl latency: $CXL_NS ns"
-extra=" mode=$MODE policy=$POLICY storage=$STORAGE cxl_ns=$CXL_NS${APPEND_EXTRA:+ $APPEND_EXTRA}"
+extra=" mode=$MODE policy=$POLICY storage=$STORAGE cxl_ns=$CXL_NS"
 # The shared region: ivshmem-plain over the memory backend, or (doorbells)
 # ivshmem-doorbell, which gets the very same /dev/shm file from our ivshmem
 # server (it passes the fd) plus one eventfd per peer and vector. QEMU reads
 # the server's setup when the device is realized: the server starts first.
 set_ivshmem_args
 [[ $DOORBELL != on ]] || extra+=" doorbell=1"
+# Last, so the user's --append-extra wins (`doorbell=0`: the device, no interrupts).
+extra+="${APPEND_EXTRA:+ $APPEND_EXTRA}"
 gdb_args() { # gdb_args K
     if [[ -n $GDB && $GDB == "$1" ]]; then
         echo "-gdb tcp:127.0.0.1:$((1234 + $1))"

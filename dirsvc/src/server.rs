@@ -260,11 +260,18 @@ pub struct Poll {
 
 impl Poll {
     /// Nodes that got anything, each with whether it got a notice (in
-    /// node order).
+    /// node order). Visits only the set bits: the directory's loop calls
+    /// this after every pass, nearly always with nothing set.
     pub fn deliveries(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
-        (0..64u32)
-            .filter(move |b| (self.responded | self.noticed) >> b & 1 != 0)
-            .map(move |b| (b + 1, self.noticed >> b & 1 != 0))
+        let mut left = self.responded | self.noticed;
+        core::iter::from_fn(move || {
+            if left == 0 {
+                return None;
+            }
+            let b = left.trailing_zeros();
+            left &= left - 1;
+            Some((b + 1, self.noticed >> b & 1 != 0))
+        })
     }
 }
 

@@ -117,7 +117,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
     let mut last_member = 0u64;
     let mut last_beat = 0u64;
     let mut last_ping = h.ping();
-    let mut bell = crate::drivers::ivshmem::doorbell().map(DirBell::new);
+    let mut bell = crate::drivers::ivshmem::doorbell().map(|d| DirBell::new(d, layout));
     let mut disk_log = DiskLog::default();
     loop {
         if let Some(b) = bell.as_mut() {
@@ -151,6 +151,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         log_events(&p.events);
         if let Some(b) = bell.as_mut() {
             b.deliver(&p);
+            b.settle(false);
             b.note_quiet(dir.quiet_stats());
         }
         let mut net_served = 0;
@@ -188,7 +189,12 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
                             b.deliver(&p);
                         }
                     }
-                    None => crate::arch::timer::halt_for(DISK_POLL_HALT_NS),
+                    None => {
+                        if let Some(b) = bell.as_ref() {
+                            b.settle(true);
+                        }
+                        crate::arch::timer::halt_for(DISK_POLL_HALT_NS)
+                    }
                 }
             }
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {
@@ -228,6 +234,9 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             if busy {
                 x86_64::instructions::interrupts::enable();
             } else {
+                if let Some(b) = bell.as_ref() {
+                    b.settle(true);
+                }
                 cpu::wait_for_interrupt();
             }
         }
@@ -357,6 +366,7 @@ fn new_power_of_two(seen: &mut u64, now: u64) -> bool {
 /// log lines.
 struct DirBell {
     d: &'static crate::drivers::ivshmem::Doorbell,
+    layout: fabric::layout::Layout,
     first_received: bool,
     first_woken: bool,
     notify_seen: u64,
@@ -365,9 +375,10 @@ struct DirBell {
 }
 
 impl DirBell {
-    fn new(d: &'static crate::drivers::ivshmem::Doorbell) -> Self {
+    fn new(d: &'static crate::drivers::ivshmem::Doorbell, layout: fabric::layout::Layout) -> Self {
         DirBell {
             d,
+            layout,
             first_received: false,
             first_woken: false,
             notify_seen: 0,
@@ -397,18 +408,36 @@ impl DirBell {
     }
 
     /// After a pass: ring every node that got a notice (vector 1) or a
-    /// response or its admission (vector 2) and sleeps.
+    /// response (vector 2) and sleeps, checking its word without a fence
+    /// (owed checks are settled by [`DirBell::settle`] once due: most nodes
+    /// take their answer first); and every node admitted (vector 2).
     fn deliver(&self, p: &dirsvc::server::Poll) {
         use fabric::doorbell::{VEC_NOTIFY, VEC_RESPONSE};
         for (node, notice) in p.deliveries() {
-            self.d
-                .ring_node(node, if notice { VEC_NOTIFY } else { VEC_RESPONSE });
+            if (1..fabric::doorbell::ENTRIES).contains(&node) {
+                self.d
+                    .ring_deferred(node, if notice { VEC_NOTIFY } else { VEC_RESPONSE });
+            }
         }
         for e in &p.events {
             if let Event::Joined { node, .. } = e {
                 self.d.ring_node(*node, VEC_RESPONSE);
             }
         }
+    }
+
+    /// Settle the owed checks of [`DirBell::deliver`] that are due (all if
+    /// `force`): a node that has taken its responses and notices needs no
+    /// ring.
+    fn settle(&self, force: bool) {
+        let (layout, shm) = (self.layout, self.d.region());
+        self.d.settle(force, |node| {
+            if !layout.valid_node(node) {
+                return true;
+            }
+            let ch = layout.channel(node);
+            ch.response.unread(shm) || ch.notify.unread(shm)
+        });
     }
 
     /// Does every member that is up ring the directory for its requests?
@@ -422,6 +451,7 @@ impl DirBell {
     /// `has_work` finds work.
     fn sleep(&mut self, deadline_ns: u64, has_work: impl FnOnce() -> bool) {
         use crate::drivers::ivshmem::Wake;
+        self.settle(true);
         let w = self.d.sleep_until_event(deadline_ns, false, has_work);
         if !self.first_received && self.d.received_total() > 0 {
             self.first_received = true;

@@ -43,8 +43,14 @@
 //! TLB mode): the same Dekker pair guarantees that the node, which clears
 //! its word and fences when it wakes ([`finish_sleep`]), sees the DIR_INV
 //! and tears the mapping down before any of its code runs again.
+//!
+//! Deferred checks ([`deferred`]): a waker may read the word first without
+//! the fence and owe the fenced check until the target has taken its work,
+//! or the check is old enough, or the waker is about to halt itself.
 
 use core::sync::atomic::{fence, Ordering};
+
+pub mod deferred;
 
 use crate::layout::{HEADER_BYTES, MAGIC, MAX_NODES, NODE_RECORD, NODE_TABLE, VERSION};
 use crate::shm::SharedMem;

@@ -627,3 +627,17 @@ fn a_pass_reports_which_nodes_got_responses_and_notices() {
 }
 
 mod quiet;
+
+#[test]
+fn deliveries_list_every_node_set_in_either_mask_once_in_order() {
+    let p = Poll {
+        responded: 1 | 1 << 5 | 1 << 63,
+        noticed: 1 << 5 | 1 << 9,
+        ..Poll::default()
+    };
+    assert_eq!(
+        p.deliveries().collect::<Vec<_>>(),
+        [(1, false), (6, true), (10, true), (64, false)]
+    );
+    assert_eq!(Poll::default().deliveries().count(), 0);
+}

@@ -14,9 +14,10 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use fabric::doorbell::deferred::{Deferred, Publish};
 use fabric::doorbell::{self as db, PeerMap, Ring};
 use fabric::shm::RawShm;
-use spin::Once;
+use spin::{Mutex, Once};
 use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
 
 use super::pci::{self, Msix, PortCam};
@@ -30,6 +31,12 @@ const REG_DOORBELL: usize = 12;
 
 /// The device found by [`probe`]: its address and whether it has MSI-X
 /// (the doorbell flavour).
+/// A deferred suppression check fences once this old (see
+/// [`Doorbell::ring_deferred`]): longer than an awake peer takes to pick
+/// work up (a `bench ring` round trip is about 2 us), shorter than a
+/// node's spin before it sleeps (`bell_spin_us`, 20 us).
+const DEFER_US: u64 = 4;
+
 static FOUND: Once<(DeviceFunction, bool, u64, usize)> = Once::new();
 
 /// Find the device, enable it, map BAR2 and wrap it.
@@ -119,8 +126,16 @@ pub struct Stats {
     pub received: [u64; 4],
     /// Doorbells this instance rang.
     pub rung: u64,
-    /// Rings skipped because the target was awake.
+    /// Publications that rang nothing at once because the target was
+    /// awake (with [`Doorbell::ring_deferred`]: looked awake, the fenced
+    /// check owed).
     pub suppressed: u64,
+    /// Owed checks that came due and fenced (the rest were dropped, their
+    /// work taken first, with no fence).
+    pub fenced_checks: u64,
+    /// Doorbells rung by a check that came due: the target had gone to
+    /// sleep meanwhile (also in `rung`).
+    pub late_rings: u64,
     /// Rings impossible: the target has no peer id published.
     pub no_peer: u64,
     /// Halts in `sleep_until_event`.
@@ -137,8 +152,15 @@ pub struct Doorbell {
     received: [AtomicU64; 4],
     rung: AtomicU64,
     suppressed: AtomicU64,
+    fenced_checks: AtomicU64,
+    late_rings: AtomicU64,
     no_peer: AtomicU64,
     sleeps: AtomicU64,
+    /// Suppression checks owed ([`Doorbell::ring_deferred`]); TSC clock.
+    deferred: Mutex<Deferred>,
+    /// `deferred`'s next due time (TSC), read without the lock by spinning
+    /// callers of [`Doorbell::settle`].
+    next_due: AtomicU64,
     /// A node rang the directory after its (re)publication.
     announced: AtomicBool,
     /// This node rings the directory for every request (the flag is
@@ -215,8 +237,12 @@ pub fn init_doorbell(
         received: Default::default(),
         rung: AtomicU64::new(0),
         suppressed: AtomicU64::new(0),
+        fenced_checks: AtomicU64::new(0),
+        late_rings: AtomicU64::new(0),
         no_peer: AtomicU64::new(0),
         sleeps: AtomicU64::new(0),
+        deferred: Mutex::new(Deferred::new(time::tsc_hz() * DEFER_US / 1_000_000)),
+        next_due: AtomicU64::new(u64::MAX),
         announced: AtomicBool::new(false),
         rings: AtomicBool::new(false),
     });
@@ -294,6 +320,11 @@ impl Doorbell {
 // and `cache stats` use the rest; the directory uses only part of it yet.
 #[allow(dead_code)]
 impl Doorbell {
+    /// The shared region (the handle this driver reads the table with).
+    pub fn region(&self) -> &RawShm {
+        &self.shm
+    }
+
     /// Our peer id (IVPosition).
     pub fn peer(&self) -> u16 {
         self.peer
@@ -343,6 +374,69 @@ impl Doorbell {
         r
     }
 
+    /// After publishing work for `instance` on `vector`, without a fence:
+    /// ring now if its sleeping word is set, else owe the fenced check
+    /// until [`Doorbell::settle`] finds the work taken (no fence at all) or
+    /// the check due (`fabric::doorbell::deferred`). Whoever calls this
+    /// must settle while it waits and before it halts
+    /// ([`Doorbell::sleep_until_event`] settles everything first).
+    pub fn ring_deferred(&self, instance: u32, vector: u16) {
+        let p = {
+            let mut d = self.deferred.lock();
+            let p = d.publish(&self.map(), instance, vector, cpu::rdtsc());
+            self.next_due.store(d.next_due(), Ordering::Relaxed);
+            p
+        };
+        match p {
+            Publish::Ring(peer) => {
+                if self.ring(peer, vector).is_err() {
+                    self.no_peer.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Publish::Owed => {
+                self.suppressed.fetch_add(1, Ordering::Relaxed);
+            }
+            Publish::NoPeer => {
+                self.no_peer.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Settle the owed checks ([`Doorbell::ring_deferred`]) that are due
+    /// (all of them if `force`): `pending(instance)` says whether the
+    /// instance still has work of ours it has not taken (when unsure:
+    /// true).
+    pub fn settle(&self, force: bool, pending: impl FnMut(u32) -> bool) {
+        let due = self.next_due.load(Ordering::Relaxed);
+        if due == u64::MAX || (!force && cpu::rdtsc() < due) {
+            return; // nothing owed, or nothing due yet
+        }
+        let mut d = self.deferred.lock();
+        let s = d.settle(
+            &self.map(),
+            cpu::rdtsc(),
+            force,
+            pending,
+            cpu::full_fence,
+            |peer, vector| {
+                if self.ring(peer, vector).is_err() {
+                    self.no_peer.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        );
+        self.next_due.store(d.next_due(), Ordering::Relaxed);
+        drop(d);
+        if s.fenced {
+            self.fenced_checks.fetch_add(1, Ordering::Relaxed);
+        }
+        if s.rung > 0 {
+            self.late_rings.fetch_add(s.rung as u64, Ordering::Relaxed);
+        }
+        if s.no_peer > 0 {
+            self.no_peer.fetch_add(s.no_peer as u64, Ordering::Relaxed);
+        }
+    }
+
     /// A node published a request: wake the directory if it sleeps
     /// (vector 0).
     pub fn ring_directory(&self) -> Ring {
@@ -386,6 +480,8 @@ impl Doorbell {
         quiet: bool,
         has_work: impl FnOnce() -> bool,
     ) -> Wake {
+        // Never halt owing a check: the peer may be asleep on our work.
+        self.settle(true, |_| true);
         x86_64::instructions::interrupts::disable();
         let m = self.map();
         if !db::prepare_sleep(&m, self.me, quiet, cpu::full_fence, has_work) {
@@ -491,6 +587,8 @@ impl Doorbell {
         }
         s.rung = self.rung.load(Ordering::Relaxed);
         s.suppressed = self.suppressed.load(Ordering::Relaxed);
+        s.fenced_checks = self.fenced_checks.load(Ordering::Relaxed);
+        s.late_rings = self.late_rings.load(Ordering::Relaxed);
         s.no_peer = self.no_peer.load(Ordering::Relaxed);
         s.sleeps = self.sleeps.load(Ordering::Relaxed);
         s

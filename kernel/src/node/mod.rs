@@ -65,10 +65,37 @@ pub struct KEnv {
     lazy_invs: bool,
 }
 
+impl KEnv {
+    /// Settle a deferred check of the directory's sleeping word (see
+    /// `Doorbell::ring_deferred`): due after a few microseconds, or now
+    /// (`force`) before this node halts.
+    fn settle(&self, force: bool) {
+        if let Some(b) = self.bell {
+            b.settle(force, |_| self.directory_pending());
+        }
+    }
+
+    /// Has the directory not yet taken everything this node published for
+    /// it: requests, acks, or a join? (True when unsure.)
+    fn directory_pending(&self) -> bool {
+        let Some(&(layout, id)) = HB.get() else {
+            return true;
+        };
+        let ch = layout.channel(id);
+        ch.request.unread(self.shm)
+            || ch.ack.unread(self.shm)
+            || Header::new(self.shm, layout).node_state(id)
+                == Some(fabric::layout::NodeState::Joining)
+    }
+}
+
 impl Doorbell for KEnv {
     fn ring_directory(&self) {
         if let Some(b) = self.bell {
-            b.ring_directory();
+            // The fence and the look at the directory's word wait until
+            // the answer is late (most requests are taken by an awake
+            // directory long before).
+            b.ring_deferred(fabric::doorbell::DIRECTORY, fabric::doorbell::VEC_REQUEST);
         }
     }
     fn sleep_until_event(
@@ -80,6 +107,7 @@ impl Doorbell for KEnv {
         let Some(b) = self.bell else {
             return false;
         };
+        self.settle(true);
         b.sleep_until_event(deadline_ns, quiet && self.lazy_invs, has_work);
         true
     }
@@ -96,6 +124,7 @@ impl Clock for KEnv {
         time::now_ns()
     }
     fn wait_step(&self, spinning: bool) {
+        self.settle(!spinning);
         if spinning {
             cpu::pause();
         } else {

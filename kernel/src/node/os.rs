@@ -458,11 +458,18 @@ impl Os for NodeOs {
             let v = base + i + 1;
             let t0 = cpu::rdtsc();
             h.set_ping(v);
-            if let Some(d) = crate::drivers::ivshmem::doorbell() {
-                d.ring_directory(); // it may be halted (suppressed if not)
+            let bell = crate::drivers::ivshmem::doorbell();
+            if let Some(d) = bell {
+                // It may be halted: as a request does, ring at once if its
+                // word says so, else owe the fenced check until the echo
+                // is late.
+                d.ring_deferred(fabric::doorbell::DIRECTORY, fabric::doorbell::VEC_REQUEST);
             }
             let mut spins = 0u64;
             while h.pong() != v {
+                if let Some(d) = bell {
+                    d.settle(false, |_| h.pong() != v);
+                }
                 spins += 1;
                 if spins > 200_000_000 {
                     return Err(Errno::Unavailable);
@@ -518,6 +525,8 @@ fn doorbell_stats(v: &mut Vec<(String, String)>) {
     );
     put(k::DOORBELL_RUNG, format!("{}", s.rung));
     put(k::DOORBELL_SUPPRESSED, format!("{}", s.suppressed));
+    put(k::DOORBELL_FENCED_CHECKS, format!("{}", s.fenced_checks));
+    put(k::DOORBELL_LATE_RINGS, format!("{}", s.late_rings));
     put(k::DOORBELL_NO_PEER, format!("{}", s.no_peer));
     put(k::DOORBELL_SLEEPS, format!("{}", s.sleeps));
     put(

@@ -114,6 +114,12 @@ pub mod cache {
     pub const DOORBELL_RUNG: &str = "doorbells rung";
     /// Rings skipped because the target was awake (event suppression).
     pub const DOORBELL_SUPPRESSED: &str = "doorbells suppressed";
+    /// Deferred suppression checks that came due and fenced (the others
+    /// were dropped without a fence: the directory had taken the work).
+    pub const DOORBELL_FENCED_CHECKS: &str = "doorbell checks fenced";
+    /// Doorbells rung by a deferred check that came due (the directory
+    /// had gone to sleep meanwhile).
+    pub const DOORBELL_LATE_RINGS: &str = "doorbells rung late";
     /// Rings impossible: the target had no peer id published.
     pub const DOORBELL_NO_PEER: &str = "doorbells without a peer";
     /// Halts until a doorbell (or the self-armed timer).
@@ -124,7 +130,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 51] = [
+    pub const ALL: [&str; 53] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -173,6 +179,8 @@ pub mod cache {
         DOORBELL_RECEIVED_RESPONSE,
         DOORBELL_RUNG,
         DOORBELL_SUPPRESSED,
+        DOORBELL_FENCED_CHECKS,
+        DOORBELL_LATE_RINGS,
         DOORBELL_NO_PEER,
         DOORBELL_SLEEPS,
         TIMER_INTERRUPTS,
