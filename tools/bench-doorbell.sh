@@ -2,7 +2,7 @@
 # tools/bench-doorbell.sh: doorbells on (tickless, interrupts between
 # instances) against off (polling on the 1 kHz tick), measured in one run.
 #
-#   tools/bench-doorbell.sh [--rounds R] [--size SIZE] [--no-build]
+#   tools/bench-doorbell.sh [--rounds R] [--size SIZE] [--no-build] [--kernel ELF]
 #
 # Boots 1 directory + 3 nodes with --doorbell on, then the same with
 # doorbells on but lazy invalidation off (`lazy_inv=0`: every DIR_INV waits
@@ -13,25 +13,34 @@
 # ring`, `bench pingpong` (R rounds, default 20000) and, with doorbells,
 # `bench doorbell`. Prints each median, the ratios off / on and eager / on
 # (> 1: doorbells, or lazy invalidation, faster) and one RESULT json line.
+# --kernel ELF boots that kernel instead of the build's (for A/B runs of
+# an older commit's kernel; implies --no-build).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ROUNDS=20000
 SIZE=256k
 BUILD=1
+KERNEL=
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
         --size) SIZE=${2:?--size needs a value}; shift 2 ;;
         --no-build) BUILD=0; shift ;;
-        -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --kernel) KERNEL=${2:?--kernel needs a path}; BUILD=0; shift 2 ;;
+        -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-doorbell.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -gt 0 ]] || { echo "bench-doorbell.sh: error: --rounds takes a positive integer" >&2; exit 2; }
 [[ $SIZE =~ ^[0-9]+[km]?$ ]] || { echo "bench-doorbell.sh: error: --size takes a size like 256k" >&2; exit 2; }
+if [[ -n $KERNEL ]]; then
+    [[ -f $KERNEL ]] || { echo "bench-doorbell.sh: error: --kernel: no file '$KERNEL'" >&2; exit 2; }
+    KERNEL=$(realpath -- "$KERNEL")
+fi
 cd "$ROOT"
 nobuild=()
 [[ $BUILD == 1 ]] || nobuild=(--no-build)
+[[ -z $KERNEL ]] || nobuild+=(--kernel "$KERNEL")
 RUN=$(mktemp -d /tmp/onecopy-bench-doorbell.XXXXXX)
 cleanup() { local v; for v in on eager off; do ./qemu-run.sh stop --run-dir "$RUN/$v" >/dev/null 2>&1 || true; done; }
 trap cleanup EXIT
