@@ -470,7 +470,7 @@ impl Os for NodeOs {
                 spins += 1;
                 // The owed check is due after microseconds: look at the
                 // clock every 64 spins, not on each.
-                if let Some(d) = bell.filter(|_| spins % 64 == 0) {
+                if let Some(d) = bell.filter(|_| spins.is_multiple_of(64)) {
                     d.settle(false, |_| h.pong() != v);
                 }
                 if spins > 200_000_000 {
