@@ -325,8 +325,13 @@ mod tests {
     use super::*;
     use crate::layout::Layout;
     use crate::shm::HeapShm;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
-    fn region() -> Box<HeapShm> {
+    /// A formatted 2 MiB region for 4 nodes (also the deferred checks'
+    /// tests).
+    pub(crate) fn region() -> Box<HeapShm> {
         let size = 2 << 20;
         let mem = HeapShm::new(size);
         Layout::compute(size, 4).unwrap().format(&*mem, 1);
@@ -422,53 +427,67 @@ mod tests {
         assert_eq!(ring_decision(&m, 99, seqcst_fence), Ring::NoPeer);
     }
 
+    /// The consumer of the lost-wakeup tests, on its own thread: takes the
+    /// items `produced` counts one at a time (`consumed` counts them) until
+    /// `items`, and whenever none is pending sleeps as a kernel does
+    /// (announce, re-check, then wait for `bell` or 200 ms, standing for
+    /// the tick). Returns how many sleeps ended by the timeout while an
+    /// item was pending: lost wakeups.
+    pub(crate) fn sleepy_consumer(
+        mem: Arc<HeapShm>,
+        produced: Arc<AtomicU64>,
+        consumed: Arc<AtomicU64>,
+        bell: Arc<AtomicBool>,
+        items: u64,
+    ) -> std::thread::JoinHandle<u32> {
+        std::thread::spawn(move || {
+            let m = PeerMap::new(&*mem);
+            let mut lost = 0u32;
+            loop {
+                let c = consumed.load(Ordering::SeqCst);
+                if c == items {
+                    break;
+                }
+                if produced.load(Ordering::SeqCst) > c {
+                    consumed.store(c + 1, Ordering::SeqCst);
+                    continue;
+                }
+                if !prepare_sleep(&m, 1, false, seqcst_fence, || {
+                    produced.load(Ordering::SeqCst) > c
+                }) {
+                    continue;
+                }
+                // "hlt": wait for the bell, or time out (the tick).
+                let t = Instant::now();
+                while !bell.swap(false, Ordering::SeqCst) {
+                    if t.elapsed() > Duration::from_millis(200) {
+                        if produced.load(Ordering::SeqCst) > c {
+                            lost += 1;
+                        }
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+                finish_sleep(&m, 1, seqcst_fence);
+            }
+            lost
+        })
+    }
+
     /// Two threads: a producer publishes items and rings only a sleeping
     /// consumer; the consumer sleeps (with a timeout standing for the tick)
     /// whenever it finds nothing. With the protocol no sleep ever has to
     /// end by the timeout while an item is pending.
     #[test]
     fn no_lost_wakeups_between_two_threads() {
-        use std::sync::atomic::{AtomicBool, AtomicU64};
-        use std::sync::Arc;
-        use std::time::{Duration, Instant};
-
         const ITEMS: u64 = 20_000;
         let mem = Arc::new(*region());
         PeerMap::new(&*mem).publish(1, 1).unwrap();
         let produced = Arc::new(AtomicU64::new(0));
+        let consumed = Arc::new(AtomicU64::new(0));
         let bell = Arc::new(AtomicBool::new(false));
-        let consumer = {
-            let (mem, produced, bell) = (mem.clone(), produced.clone(), bell.clone());
-            std::thread::spawn(move || {
-                let m = PeerMap::new(&*mem);
-                let mut consumed = 0u64;
-                let mut lost = 0u32;
-                while consumed < ITEMS {
-                    if produced.load(Ordering::SeqCst) > consumed {
-                        consumed += 1;
-                        continue;
-                    }
-                    if !prepare_sleep(&m, 1, false, seqcst_fence, || {
-                        produced.load(Ordering::SeqCst) > consumed
-                    }) {
-                        continue;
-                    }
-                    // "hlt": wait for the bell, or time out (the tick).
-                    let t = Instant::now();
-                    while !bell.swap(false, Ordering::SeqCst) {
-                        if t.elapsed() > Duration::from_millis(200) {
-                            if produced.load(Ordering::SeqCst) > consumed {
-                                lost += 1;
-                            }
-                            break;
-                        }
-                        std::hint::spin_loop();
-                    }
-                    finish_sleep(&m, 1, seqcst_fence);
-                }
-                lost
-            })
-        };
+        let consumer =
+            sleepy_consumer(mem.clone(), produced.clone(), consumed, bell.clone(), ITEMS);
         let m = PeerMap::new(&*mem);
         let mut rung = 0u64;
         for i in 1..=ITEMS {
@@ -514,10 +533,6 @@ mod tests {
     /// then (else it could use a page the directory thinks it gave up).
     #[test]
     fn an_invalidation_taken_from_a_quiet_sleeper_is_seen_when_it_wakes() {
-        use std::sync::atomic::{AtomicBool, AtomicU64};
-        use std::sync::Arc;
-        use std::time::{Duration, Instant};
-
         const ITEMS: u64 = 20_000;
         let mem = Arc::new(*region());
         PeerMap::new(&*mem).publish(1, 1).unwrap();

@@ -211,17 +211,9 @@ impl Iterator for Targets {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{finish_sleep, prepare_sleep, seqcst_fence, DIRECTORY};
+    use super::super::tests::{region, sleepy_consumer};
+    use super::super::DIRECTORY;
     use super::*;
-    use crate::layout::Layout;
-    use crate::shm::HeapShm;
-
-    fn region() -> Box<HeapShm> {
-        let size = 2 << 20;
-        let mem = HeapShm::new(size);
-        Layout::compute(size, 4).unwrap().format(&*mem, 1);
-        Box::new(mem)
-    }
 
     #[test]
     fn a_sleeping_target_is_rung_at_once_and_an_awake_one_is_owed() {
@@ -310,7 +302,7 @@ mod tests {
     fn no_lost_wakeups_with_deferred_checks() {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use std::sync::Arc;
-        use std::time::{Duration, Instant};
+        use std::time::Instant;
 
         const ITEMS: u64 = 20_000;
         let mem = Arc::new(*region());
@@ -318,45 +310,13 @@ mod tests {
         let produced = Arc::new(AtomicU64::new(0));
         let consumed = Arc::new(AtomicU64::new(0));
         let bell = Arc::new(AtomicBool::new(false));
-        let consumer = {
-            let (mem, produced, consumed, bell) = (
-                mem.clone(),
-                produced.clone(),
-                consumed.clone(),
-                bell.clone(),
-            );
-            std::thread::spawn(move || {
-                let m = PeerMap::new(&*mem);
-                let mut lost = 0u32;
-                loop {
-                    let c = consumed.load(Ordering::SeqCst);
-                    if c == ITEMS {
-                        break;
-                    }
-                    if produced.load(Ordering::SeqCst) > c {
-                        consumed.store(c + 1, Ordering::SeqCst);
-                        continue;
-                    }
-                    if !prepare_sleep(&m, 1, false, seqcst_fence, || {
-                        produced.load(Ordering::SeqCst) > c
-                    }) {
-                        continue;
-                    }
-                    let t = Instant::now();
-                    while !bell.swap(false, Ordering::SeqCst) {
-                        if t.elapsed() > Duration::from_millis(200) {
-                            if produced.load(Ordering::SeqCst) > c {
-                                lost += 1;
-                            }
-                            break;
-                        }
-                        std::hint::spin_loop();
-                    }
-                    finish_sleep(&m, 1, seqcst_fence);
-                }
-                lost
-            })
-        };
+        let consumer = sleepy_consumer(
+            mem.clone(),
+            produced.clone(),
+            consumed.clone(),
+            bell.clone(),
+            ITEMS,
+        );
         let m = PeerMap::new(&*mem);
         let start = Instant::now();
         let now = || start.elapsed().as_nanos() as u64;
