@@ -114,3 +114,38 @@ fn psync_numjobs_8_has_several_ios_in_flight_private() {
         Ok(())
     });
 }
+
+/// Private mode: a job's fsync sends its file's dirty pages and yields,
+/// so several jobs' write-backs are in flight together (`cache stats`
+/// counts them), and the bytes reach the file server: node 2 reads what
+/// node 1's jobs wrote.
+#[test]
+fn private_fsyncs_of_several_jobs_are_in_flight_together() {
+    use onecopy_tests::shell::parse_sum;
+    use userland::stats::keys::cache as k;
+    with_cluster(opts("tasks-private-fsync").mode("private"), |c| {
+        let job =
+            "--name=w --rw=randwrite --bs=4k --size=32k --numjobs=8 --ioengine=psync --fsync=1";
+        fio(c, 1, job)?;
+        let s = c.stats(1, "cache stats")?;
+        let v = s.get(k::TASK_WRITE_BACKS).to_string();
+        let (jobs, max) = v
+            .split_once('/')
+            .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+            .ok_or_else(|| fail(format!("{}: {v:?}", k::TASK_WRITE_BACKS)))?;
+        if jobs < 8 * 8 || max < 2 {
+            return Err(fail(format!(
+                "{jobs} write-backs, at most {max} in flight together (8 jobs x 8 fsyncs)"
+            )));
+        }
+        for f in ["/w.0.0", "/w.7.0"] {
+            let mine = c.exec_ok(1, &format!("sum {f}"))?.text();
+            let theirs = c.exec_ok(2, &format!("sum {f}"))?.text();
+            let (a, b) = (parse_sum(&mine), parse_sum(&theirs));
+            if a.is_none() || a != b {
+                return Err(fail(format!("{f}: n1 {mine:?}, n2 {theirs:?}")));
+            }
+        }
+        Ok(())
+    });
+}

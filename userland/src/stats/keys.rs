@@ -24,6 +24,10 @@ pub mod cache {
     pub const DIRTY_PAGES: &str = "dirty pages";
     /// Private-cache modes: pages written back to the file server.
     pub const PAGES_WRITTEN_BACK: &str = "pages written back";
+    /// `private` mode on the rings: tasks' write-backs (fsync, close,
+    /// truncate) sent without waiting, and the most in flight together
+    /// (`jobs/max`).
+    pub const TASK_WRITE_BACKS: &str = "task write-backs in flight (jobs/max)";
     /// `private` mode: groups of file-server reads sent together over the
     /// rings, and the reads in them (`groups/reads`).
     pub const RING_READ_GROUPS: &str = "ring read groups/reads";
@@ -130,7 +134,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 53] = [
+    pub const ALL: [&str; 54] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -164,6 +168,7 @@ pub mod cache {
         BASELINE_WRITES,
         DIRTY_PAGES,
         PAGES_WRITTEN_BACK,
+        TASK_WRITE_BACKS,
         RING_READ_GROUPS,
         RING_READS_MAX,
         RING_WRITE_GROUPS,

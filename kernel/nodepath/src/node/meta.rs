@@ -20,12 +20,22 @@
 //! an unlink restages its path for the removal), and the answers, which
 //! come in the order sent, are kept for their tasks.
 //!
-//! What runs at once, inside `meta_start`: `close` (synchronous as
-//! before), the write-back of dirty pages before an
-//! fsync's `Fsync` or a truncate's `Setattr` (those requests then go out
-//! as calls in flight; a single-copy truncate first asks the size before
-//! with a `Getattr` in flight too), and any path call on the rings when
-//! no sub-slot is free.
+//! An fsync or a close whose file has dirty pages in `private` mode on
+//! the rings starts their write-back in flight and yields
+//! ([`crate::vfs::Vfs::fsync_start`], `private/inflight.rs`): the call
+//! is done (close) or sends its `Fsync` (fsync) once the writes are
+//! answered.
+//!
+//! A truncate does the same with its file's dirty pages before its own
+//! steps.
+//!
+//! What runs at once, inside `meta_start`: `close` in the other modes
+//! (synchronous as before; a no-op in the single-copy modes but for
+//! relaxed mode's private copies), the write-back before an fsync's
+//! `Fsync` or a truncate's `Setattr` in the other modes (those requests
+//! then go out as calls in flight; a single-copy truncate first asks the
+//! size before with a `Getattr` in flight too), and any path call on the
+//! rings when no sub-slot is free.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -36,7 +46,7 @@ use userland::os::{Fd, OpenFlags};
 
 use super::Node;
 use crate::env::Env;
-use crate::vfs::{attr_of, OpenNext, Vfs};
+use crate::vfs::{attr_of, OpenNext, Vfs, WbStart};
 
 /// What a call in flight waits for.
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +65,13 @@ enum Step {
     Plain,
     /// fsync's flush (its write-back is done).
     Fsync,
+    /// fsync's write-back job in flight (then its `Fsync` of `ino`).
+    FsyncWriteBack { wb: u64, ino: u64 },
+    /// close's write-back job in flight (then done).
+    CloseWriteBack { wb: u64 },
+    /// A truncate's write-back job in flight (then the truncate's own
+    /// steps, see [`Node::send_truncate`]).
+    TruncWriteBack { wb: u64, fd: Fd, size: u64 },
     /// A truncate's `Getattr` of the size before (then its `Setattr`).
     TruncOld { ino: u64, size: u64 },
     /// A truncate's `Setattr` (`old`: the size before, if asked).
@@ -185,7 +202,15 @@ impl<E: Env> Node<E> {
                 }
                 r
             }
-            MetaCall::Close { .. } => None,
+            MetaCall::Close { fd } => {
+                return match self.vfs.close_start(&mut self.link, *fd) {
+                    Ok(WbStart::Done) => MetaStart::Done(Ok(MetaDone::Ok)),
+                    Ok(WbStart::Started(wb)) => {
+                        MetaStart::Pending(self.meta.add(wb_job(Step::CloseWriteBack { wb })))
+                    }
+                    Err(e) => MetaStart::Done(Err(e)),
+                };
+            }
         };
         match r {
             Some(Ok(job)) => MetaStart::Pending(self.meta.add(job)),
@@ -202,6 +227,12 @@ impl<E: Env> Node<E> {
         let Some(job) = self.meta.jobs.get(&t.0) else {
             return Some(Err(Errno::Invalid));
         };
+        if let Step::FsyncWriteBack { wb, .. }
+        | Step::CloseWriteBack { wb }
+        | Step::TruncWriteBack { wb, .. } = job.step
+        {
+            return self.poll_write_back(t, wb);
+        }
         let r = self.link.poll_call(job.tag, job.op)?;
         let job = self.meta.jobs.remove(&t.0)?;
         match self.advance(job, r) {
@@ -315,12 +346,16 @@ impl<E: Env> Node<E> {
         }
     }
 
-    /// fsync: write back now, then the flush request in flight.
+    /// fsync: its write-back (in flight where the data path can, see
+    /// [`Vfs::fsync_start`]), then the flush request in flight.
     fn send_fsync(&mut self, fd: Fd) -> Option<Result<Job, Errno>> {
-        let r = self.vfs.fsync_prepare(&mut self.link, fd).and_then(|ino| {
-            self.link
-                .start_call(&Request::Fsync { ino }, self.vfs.session())
-        });
+        let r = match self.vfs.fsync_start(&mut self.link, fd) {
+            Ok((ino, WbStart::Started(wb))) => {
+                return Some(Ok(wb_job(Step::FsyncWriteBack { wb, ino })))
+            }
+            Ok((ino, WbStart::Done)) => self.send_flush(ino),
+            Err(e) => Err(e),
+        };
         Some(r.map(|tag| Job {
             tag,
             op: Op::Fsync,
@@ -332,13 +367,59 @@ impl<E: Env> Node<E> {
         }))
     }
 
-    /// truncate: the local work now (a write-back of buffered data), then
-    /// the size before (single copy) and the `Setattr` in flight.
+    /// fsync's `Fsync` of `ino`, in flight: its tag.
+    fn send_flush(&mut self, ino: u64) -> Result<u32, Errno> {
+        self.link
+            .start_call(&Request::Fsync { ino }, self.vfs.session())
+    }
+
+    /// The job of ticket `t` waits for its write-back job `wb`: when that
+    /// is done, a close is done and an fsync sends its `Fsync`.
+    fn poll_write_back(&mut self, t: MetaTicket, wb: u64) -> Option<Result<MetaDone, Errno>> {
+        let r = self.vfs.write_back_poll(&mut self.link, wb)?;
+        let job = self.meta.jobs.remove(&t.0)?;
+        match (job.step, r) {
+            (Step::FsyncWriteBack { ino, .. }, Ok(())) => match self.send_flush(ino) {
+                Ok(tag) => {
+                    let mut job = wb_job(Step::Fsync);
+                    job.tag = tag;
+                    job.op = Op::Fsync;
+                    self.meta.jobs.insert(t.0, job);
+                    None
+                }
+                Err(e) => Some(Err(e)),
+            },
+            (Step::TruncWriteBack { fd, size, .. }, Ok(())) => {
+                match self.truncate_steps(fd, size) {
+                    Ok(job) => {
+                        self.meta.jobs.insert(t.0, job);
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                }
+            }
+            (_, r) => Some(r.map(|()| MetaDone::Ok)),
+        }
+    }
+
+    /// truncate: the write-back of buffered data (in flight where the
+    /// data path can; then [`Node::truncate_steps`] once it is done),
+    /// else [`Node::truncate_steps`] now.
     fn send_truncate(&mut self, fd: Fd, size: u64) -> Option<Result<Job, Errno>> {
-        let ino = match self.vfs.truncate_prepare(&mut self.link, fd, size) {
-            Ok(ino) => ino,
-            Err(e) => return Some(Err(e)),
-        };
+        match self.vfs.write_back_start(&mut self.link, fd) {
+            Ok(Some(WbStart::Started(wb))) => {
+                Some(Ok(wb_job(Step::TruncWriteBack { wb, fd, size })))
+            }
+            Err(e) => Some(Err(e)),
+            Ok(_) => Some(self.truncate_steps(fd, size)),
+        }
+    }
+
+    /// truncate: the local work now (what is left to write back, usually
+    /// nothing after a write-back in flight), then the size before (single
+    /// copy) and the `Setattr` in flight.
+    fn truncate_steps(&mut self, fd: Fd, size: u64) -> Result<Job, Errno> {
+        let ino = self.vfs.truncate_prepare(&mut self.link, fd, size)?;
         let (req, step) = if self.vfs.truncate_needs_old() {
             (Request::Getattr { ino }, Step::TruncOld { ino, size })
         } else {
@@ -351,10 +432,10 @@ impl<E: Env> Node<E> {
                 },
             )
         };
-        Some(match self.start(&req, step, None, 0) {
+        match self.start(&req, step, None, 0) {
             Next::Wait(job) => Ok(job),
             Next::Done(r) => Err(r.err().unwrap_or(Errno::Io)),
-        })
+        }
     }
 
     fn start(&mut self, req: &Request, step: Step, sub: Option<usize>, len: u32) -> Next {
@@ -497,8 +578,24 @@ impl<E: Env> Node<E> {
             Step::UnlinkLookup(_)
             | Step::TruncOld { .. }
             | Step::ReaddirLookup
-            | Step::Readdir(_) => Next::Done(Err(Errno::Io)),
+            | Step::Readdir(_)
+            | Step::FsyncWriteBack { .. }
+            | Step::CloseWriteBack { .. }
+            | Step::TruncWriteBack { .. } => Next::Done(Err(Errno::Io)),
         }
+    }
+}
+
+/// A job that waits for no request of its own yet (a write-back job).
+fn wb_job(step: Step) -> Job {
+    Job {
+        tag: 0,
+        op: Op::Write,
+        step,
+        sub: None,
+        len: 0,
+        entries: Vec::new(),
+        path: None,
     }
 }
 

@@ -35,10 +35,11 @@ use userland::stats::keys::cache as keys;
 
 use crate::env::Env;
 use crate::link::{Link, Session};
-use crate::vfs::{DataPath, Meta};
+use crate::vfs::{DataPath, Meta, WbStart};
 
 type Page = Box<[u8; PAGE]>;
 
+mod inflight;
 mod writeback;
 
 use fabric::PAGE_SIZE as PAGE;
@@ -80,6 +81,8 @@ pub struct Private {
     next_age: u64,
     /// Pages written back.
     written_back: u64,
+    /// Tasks' write-backs in flight (fsync, close).
+    inflight: inflight::InFlight,
 }
 
 impl<E: Env> Session<E> for Private {}
@@ -104,6 +107,7 @@ impl Private {
             dirty_age: BTreeMap::new(),
             next_age: 0,
             written_back: 0,
+            inflight: inflight::InFlight::default(),
         }
     }
 
@@ -295,6 +299,24 @@ impl<E: Env> DataPath<E> for Private {
         self.write_back_ino(link, meta, ino)
     }
 
+    fn write_back_start(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+    ) -> Result<Option<WbStart>, Errno> {
+        Private::write_back_start(self, link, meta, ino).map(Some)
+    }
+
+    fn write_back_poll(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        id: u64,
+    ) -> Option<Result<(), Errno>> {
+        Private::write_back_poll(self, link, meta, id)
+    }
+
     fn fsync_prepare(
         &mut self,
         link: &mut Link<E>,
@@ -401,6 +423,13 @@ impl<E: Env> DataPath<E> for Private {
         put(keys::BASELINE_WRITES, self.writes.as_str().to_string());
         put(keys::DIRTY_PAGES, format!("{}", self.dirty.len()));
         put(keys::PAGES_WRITTEN_BACK, format!("{}", self.written_back));
+        if self.mode == Mode::Private {
+            let f = &self.inflight;
+            put(
+                keys::TASK_WRITE_BACKS,
+                format!("{}/{}", f.started, f.max_jobs),
+            );
+        }
         Ok(v)
     }
 }

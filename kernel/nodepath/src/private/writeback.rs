@@ -82,6 +82,9 @@ impl Private {
         if keys.is_empty() {
             return Ok(()); // nothing dirty: no call, not even for the slot
         }
+        // After the tasks' write-backs in flight: they hold the slot, and
+        // their writes come first.
+        self.finish_in_flight(link, meta)?;
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         // The runs: (ino, first page, pages, bytes to send).
         let mut runs: Vec<(u64, u64, usize, Vec<u8>)> = Vec::new();
@@ -133,7 +136,7 @@ impl Private {
 
     /// The bytes of pages `[first, first+n)` of `ino` to write back (the
     /// last page clipped to the file's size; empty past the end).
-    fn run_bytes(&self, meta: &Meta, ino: u64, first: u64, n: usize) -> Vec<u8> {
+    pub(super) fn run_bytes(&self, meta: &Meta, ino: u64, first: u64, n: usize) -> Vec<u8> {
         let start = first * PAGE as u64;
         let size = meta.size_of(ino);
         let len = (size.saturating_sub(start)).min((n * PAGE) as u64) as usize;
@@ -231,6 +234,7 @@ impl Private {
         data: &[u8],
     ) -> Result<usize, Errno> {
         let cap = link.bulk_cap(2)?;
+        self.finish_in_flight(link, meta)?; // they hold the slot
         let mut done = 0;
         while done < data.len() {
             let n = (data.len() - done).min(cap);
@@ -296,6 +300,7 @@ impl Private {
                 .ok_or(Errno::Io)?;
             page[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
             self.mark_dirty(ino, idx);
+            self.inflight.touched(ino, idx);
             done += n;
         }
         let end = pos + done as u64;

@@ -11,6 +11,16 @@ use crate::env::Env;
 use crate::link::{Link, Session};
 use crate::singlecopy::ScState;
 
+/// What [`DataPath::write_back_start`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WbStart {
+    /// Nothing left to wait for: nothing was dirty, or it was written
+    /// back synchronously.
+    Done,
+    /// Writes in flight: poll job `.0` with [`DataPath::write_back_poll`].
+    Started(u64),
+}
+
 /// How file data moves: one implementation per mode family.
 pub trait DataPath<E: Env>: Session<E> + Send {
     /// The mode.
@@ -87,6 +97,27 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// A descriptor of `ino` was closed.
     fn close(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _ino: u64) -> Result<(), Errno> {
         Ok(())
+    }
+    /// Start what [`DataPath::close`] or [`DataPath::fsync_prepare`] would
+    /// write back for `ino`, without waiting for the answers (a task's
+    /// call then yields). `None`: this path does not; the caller makes the
+    /// synchronous call.
+    fn write_back_start(
+        &mut self,
+        _link: &mut Link<E>,
+        _meta: &mut Meta,
+        _ino: u64,
+    ) -> Result<Option<WbStart>, Errno> {
+        Ok(None)
+    }
+    /// Is the write-back job `id` done (`None`: not yet)? Its result once.
+    fn write_back_poll(
+        &mut self,
+        _link: &mut Link<E>,
+        _meta: &mut Meta,
+        _id: u64,
+    ) -> Option<Result<(), Errno>> {
+        Some(Err(Errno::Invalid))
     }
     /// Write back `ino`'s dirty data (fsync, before the `Fsync`
     /// request that flushes the disk).

@@ -1,0 +1,176 @@
+//! Tasks' write-backs in flight (`private` mode on the rings): a task's
+//! fsync or close sends its file's dirty pages and yields; several are in
+//! flight together; a page written meanwhile stays dirty; a synchronous
+//! write-back waits for the ones in flight (`private/inflight.rs`).
+
+use fabric::config::Mode;
+use fabric::proto::Errno;
+use userland::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
+use userland::os::Fd;
+use userland::stats::keys::cache as keys;
+
+use crate::node::Node;
+use crate::rig::{HostEnv, Rig, RigConfig};
+use crate::tests::{create, pattern, read_file, stat_value};
+
+fn pending(n: &mut Node<HostEnv>, call: MetaCall) -> MetaTicket {
+    match n.meta_start(call) {
+        MetaStart::Pending(t) => t,
+        MetaStart::Done(r) => panic!("finished at once: {r:?}"),
+    }
+}
+
+fn finish(n: &mut Node<HostEnv>, t: MetaTicket) -> Result<MetaDone, Errno> {
+    for _ in 0..100_000 {
+        if let Some(r) = n.meta_poll(t) {
+            return r;
+        }
+        n.meta_wait();
+    }
+    panic!("call {t:?} never finished");
+}
+
+/// Node 1 of a private-mode rig with `path` open and `data` written
+/// (dirty, not written back).
+fn dirty_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) -> Fd {
+    let fd = n.open(path, create()).unwrap();
+    assert_eq!(n.write(fd, data), Ok(data.len()));
+    fd
+}
+
+#[test]
+fn fsyncs_of_several_files_are_in_flight_together() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    let mut n = rig.node(1);
+    let files: Vec<(String, Vec<u8>)> = (0..3u8)
+        .map(|k| (format!("/w{k}"), pattern(2 * 4096 + 100, k + 1)))
+        .collect();
+    let fds: Vec<Fd> = files
+        .iter()
+        .map(|(p, d)| dirty_file(&mut n, p, d))
+        .collect();
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "9");
+    // Every fsync goes out before any is answered.
+    let tickets: Vec<MetaTicket> = fds
+        .iter()
+        .map(|&fd| pending(&mut n, MetaCall::Fsync { fd }))
+        .collect();
+    assert_eq!(stat_value(&n, keys::TASK_WRITE_BACKS), "3/3");
+    for t in tickets {
+        assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    }
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "0");
+    for fd in fds {
+        n.close(fd).unwrap();
+    }
+    drop(n);
+    let mut n2 = rig.node(2);
+    for (p, d) in &files {
+        assert_eq!(&read_file(&mut n2, p), d, "{p}");
+    }
+}
+
+#[test]
+fn a_close_writes_back_in_flight_and_its_descriptor_is_gone_at_once() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    let mut n = rig.node(1);
+    let data = pattern(3 * 4096, 7);
+    let fd = dirty_file(&mut n, "/c", &data);
+    let t = pending(&mut n, MetaCall::Close { fd });
+    assert_eq!(n.fd_info(fd), Err(Errno::BadFd));
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "0");
+    drop(n);
+    assert_eq!(read_file(&mut rig.node(2), "/c"), data);
+}
+
+/// A page written after its write-back took its bytes stays dirty when
+/// that write-back is answered: the next fsync sends the new bytes.
+#[test]
+fn a_page_written_while_its_write_back_is_in_flight_stays_dirty() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    let mut n = rig.node(1);
+    let old = pattern(2 * 4096, 3);
+    let fd = dirty_file(&mut n, "/p", &old);
+    let t = pending(&mut n, MetaCall::Fsync { fd });
+    let new = pattern(4096, 4);
+    n.seek(fd, 4096).unwrap();
+    assert_eq!(n.write(fd, &new), Ok(4096));
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    // Page 0 went clean, page 1 (written again) did not.
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "1");
+    assert_eq!(read_file(&mut rig.node(2), "/p"), old, "the fsync'd bytes");
+    let t = pending(&mut n, MetaCall::Fsync { fd });
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "0");
+    let mut want = old[..4096].to_vec();
+    want.extend_from_slice(&new);
+    assert_eq!(read_file(&mut rig.node(2), "/p"), want, "the new bytes");
+}
+
+/// A synchronous write-back (here an fsync outside the tasks) first waits
+/// for the ones in flight, which hold the write slot and must land first;
+/// their task then finds its write-back done.
+#[test]
+fn a_synchronous_write_back_waits_for_the_ones_in_flight() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    let mut n = rig.node(1);
+    let a = pattern(4 * 4096, 5);
+    let b = pattern(2 * 4096 + 10, 6);
+    let fa = dirty_file(&mut n, "/a", &a);
+    let fb = dirty_file(&mut n, "/b", &b);
+    let t = pending(&mut n, MetaCall::Fsync { fd: fa });
+    n.fsync(fb).unwrap();
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "0", "both written back");
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    drop(n);
+    let mut n2 = rig.node(2);
+    assert_eq!(read_file(&mut n2, "/a"), a);
+    assert_eq!(read_file(&mut n2, "/b"), b);
+}
+
+/// More dirty data than the write slot holds is written back at once,
+/// as before; nothing dirty needs no write-back job.
+#[test]
+fn a_write_back_larger_than_the_slot_or_empty_runs_at_once() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    let mut n = rig.node(1);
+    let big = pattern(40 * 4096, 8);
+    let fd = dirty_file(&mut n, "/big", &big);
+    let t = pending(&mut n, MetaCall::Fsync { fd });
+    assert_eq!(
+        stat_value(&n, keys::DIRTY_PAGES),
+        "0",
+        "written before the flush"
+    );
+    assert_eq!(stat_value(&n, keys::TASK_WRITE_BACKS), "0/0");
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    let t = pending(&mut n, MetaCall::Fsync { fd });
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    assert_eq!(stat_value(&n, keys::TASK_WRITE_BACKS), "0/0");
+    assert!(matches!(
+        n.meta_start(MetaCall::Close { fd }),
+        MetaStart::Done(Ok(MetaDone::Ok))
+    ));
+    drop(n);
+    assert_eq!(read_file(&mut rig.node(2), "/big"), big);
+}
+
+/// A truncate of a file with dirty pages writes them back in flight, then
+/// takes its own steps: the other node sees the bytes below the new end
+/// and the new size.
+#[test]
+fn a_truncate_writes_back_in_flight_then_cuts_the_file() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    let mut n = rig.node(1);
+    let data = pattern(3 * 4096, 2);
+    let fd = dirty_file(&mut n, "/t", &data);
+    let t = pending(&mut n, MetaCall::Truncate { fd, size: 5000 });
+    assert_eq!(stat_value(&n, keys::TASK_WRITE_BACKS), "1/1");
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "0");
+    assert_eq!(n.fd_info(fd).map(|i| i.1), Ok(5000), "size seen here");
+    n.close(fd).unwrap();
+    drop(n);
+    assert_eq!(read_file(&mut rig.node(2), "/t"), data[..5000]);
+}
