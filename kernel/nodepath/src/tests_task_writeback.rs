@@ -174,3 +174,26 @@ fn a_truncate_writes_back_in_flight_then_cuts_the_file() {
     drop(n);
     assert_eq!(read_file(&mut rig.node(2), "/t"), data[..5000]);
 }
+
+/// A write-back in flight that gets no answer (the directory hangs) fails
+/// its fsync with `Unavailable` and leaves the pages dirty; once the
+/// directory is back, the next fsync writes them.
+#[test]
+fn an_unanswered_write_back_leaves_its_pages_dirty() {
+    let mut cfg = RigConfig::new(2, Mode::Private);
+    cfg.rpc_timeout_ns = 1_000_000;
+    let rig = Rig::new(cfg);
+    let mut n = rig.node(1);
+    let data = pattern(2 * 4096, 9);
+    let fd = dirty_file(&mut n, "/u", &data);
+    rig.set_dir_up(false);
+    let t = pending(&mut n, MetaCall::Fsync { fd });
+    assert_eq!(finish(&mut n, t), Err(Errno::Unavailable));
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "2", "still dirty");
+    rig.set_dir_up(true);
+    let t = pending(&mut n, MetaCall::Fsync { fd });
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "0");
+    drop(n);
+    assert_eq!(read_file(&mut rig.node(2), "/u"), data);
+}
