@@ -11,7 +11,8 @@ use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
 use crate::tests::{create, pattern, read_file, write_file};
 
-fn pending(n: &mut Node<HostEnv>, call: MetaCall) -> MetaTicket {
+/// Start `call`, which must go in flight.
+pub(crate) fn pending(n: &mut Node<HostEnv>, call: MetaCall) -> MetaTicket {
     match n.meta_start(call) {
         MetaStart::Pending(t) => t,
         MetaStart::Done(r) => panic!("finished at once: {r:?}"),
@@ -19,7 +20,7 @@ fn pending(n: &mut Node<HostEnv>, call: MetaCall) -> MetaTicket {
 }
 
 /// Poll `t`, waiting between polls, until it finishes.
-fn finish(n: &mut Node<HostEnv>, t: MetaTicket) -> Result<MetaDone, Errno> {
+pub(crate) fn finish(n: &mut Node<HostEnv>, t: MetaTicket) -> Result<MetaDone, Errno> {
     for _ in 0..100_000 {
         if let Some(r) = n.meta_poll(t) {
             return r;

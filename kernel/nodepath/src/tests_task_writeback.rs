@@ -12,23 +12,7 @@ use userland::stats::keys::cache as keys;
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
 use crate::tests::{create, pattern, read_file, stat_value};
-
-fn pending(n: &mut Node<HostEnv>, call: MetaCall) -> MetaTicket {
-    match n.meta_start(call) {
-        MetaStart::Pending(t) => t,
-        MetaStart::Done(r) => panic!("finished at once: {r:?}"),
-    }
-}
-
-fn finish(n: &mut Node<HostEnv>, t: MetaTicket) -> Result<MetaDone, Errno> {
-    for _ in 0..100_000 {
-        if let Some(r) = n.meta_poll(t) {
-            return r;
-        }
-        n.meta_wait();
-    }
-    panic!("call {t:?} never finished");
-}
+use crate::tests_meta::{finish, pending};
 
 /// Node 1 of a private-mode rig with `path` open and `data` written
 /// (dirty, not written back).

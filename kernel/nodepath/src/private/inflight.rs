@@ -86,10 +86,12 @@ impl InFlight {
 impl Private {
     /// Start writing back `ino`'s dirty pages without waiting for the
     /// answers (a task's fsync, close or truncate);
-    /// [`Private::write_back_poll`]
-    /// says when they are in. Falls back to the synchronous write-back
-    /// (and answers [`WbStart::Done`]) where nothing can stay in flight:
-    /// `net` mode, or more dirty data than the write slot holds.
+    /// [`Private::write_back_poll`] says when they are in. Falls back to
+    /// the synchronous write-back (and answers [`WbStart::Done`]) where
+    /// nothing can stay in flight: `net` mode, or more dirty data than the
+    /// write slot holds. Pages a job in flight is sending are sent again
+    /// (a second fsync of the file must not be answered before its pages
+    /// are written, and the first job may fail).
     pub(super) fn write_back_start<E: Env>(
         &mut self,
         link: &mut Link<E>,
