@@ -29,14 +29,14 @@ const DEVICE: u16 = 0x1110;
 const REG_IVPOSITION: usize = 8;
 const REG_DOORBELL: usize = 12;
 
-/// The device found by [`probe`]: its address and whether it has MSI-X
-/// (the doorbell flavour).
 /// A deferred suppression check fences once this old (see
 /// [`Doorbell::ring_deferred`]): longer than an awake peer takes to pick
 /// work up (a `bench ring` round trip is about 2 us), shorter than a
 /// node's spin before it sleeps (`bell_spin_us`, 20 us).
 const DEFER_US: u64 = 4;
 
+/// The device found by [`probe`]: its address and whether it has MSI-X
+/// (the doorbell flavour).
 static FOUND: Once<(DeviceFunction, bool, u64, usize)> = Once::new();
 
 /// Find the device, enable it, map BAR2 and wrap it.
