@@ -183,9 +183,10 @@ fn an_unanswered_write_back_leaves_its_pages_dirty() {
 }
 
 /// Random interleavings (seeded, replayable): buffered writes at any
-/// offset, tasks' fsyncs started and polled in any order, synchronous
-/// fsyncs meanwhile. Every fsync succeeds, and at the end nothing is
-/// dirty and the file server holds exactly what node 1 wrote.
+/// offset, tasks' fsyncs, closes (then a reopen) and truncates started
+/// and polled in any order, synchronous fsyncs meanwhile. Every call
+/// succeeds, and at the end nothing is dirty and the file server holds
+/// exactly what node 1 wrote.
 #[test]
 fn random_interleavings_of_writes_and_fsyncs_in_flight_lose_nothing() {
     use fabric::rng::SplitMix64;
@@ -195,13 +196,13 @@ fn random_interleavings_of_writes_and_fsyncs_in_flight_lose_nothing() {
         let mut n = rig.node(1);
         let mut rng = SplitMix64::new(seed);
         let mut want: Vec<Vec<u8>> = vec![Vec::new(); FILES];
-        let fds: Vec<Fd> = (0..FILES)
+        let mut fds: Vec<Fd> = (0..FILES)
             .map(|k| n.open(&format!("/r{k}"), create()).unwrap())
             .collect();
         let mut tickets: Vec<MetaTicket> = Vec::new();
         for step in 0..80 {
             let f = rng.below(FILES as u64) as usize;
-            match rng.below(10) {
+            match rng.below(12) {
                 0..=4 => {
                     let at = rng.below(6 * 4096) as usize;
                     let len = 1 + rng.below(2 * 4096) as usize;
@@ -224,7 +225,23 @@ fn random_interleavings_of_writes_and_fsyncs_in_flight_lose_nothing() {
                     );
                 }
                 8 => n.meta_wait(),
-                _ => assert_eq!(n.fsync(fds[f]), Ok(()), "seed {seed} step {step}"),
+                9 => assert_eq!(n.fsync(fds[f]), Ok(()), "seed {seed} step {step}"),
+                10 => {
+                    // A task's close (in flight if the file has dirty
+                    // pages), then the file is open again.
+                    match n.meta_start(MetaCall::Close { fd: fds[f] }) {
+                        MetaStart::Pending(t) => tickets.push(t),
+                        MetaStart::Done(r) => assert_eq!(r, Ok(MetaDone::Ok), "seed {seed}"),
+                    }
+                    let flags = userland::os::OpenFlags::default();
+                    fds[f] = n.open(&format!("/r{f}"), flags).unwrap();
+                }
+                _ => {
+                    let size = rng.below(7 * 4096);
+                    let r = pending_or_done(&mut n, MetaCall::Truncate { fd: fds[f], size });
+                    assert_eq!(r, Ok(MetaDone::Ok), "seed {seed} step {step}");
+                    want[f].resize(size as usize, 0);
+                }
             }
         }
         for t in tickets {
