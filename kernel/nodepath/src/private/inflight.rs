@@ -157,9 +157,10 @@ impl Private {
         Ok(WbStart::Started(id))
     }
 
-    /// Take in the answers that came, apply the jobs they complete (in
-    /// the order sent), and say whether job `id` is done: `None` while it
-    /// (or a job before it) waits for an answer.
+    /// Take in the answers that came, send what waits for room, apply
+    /// the jobs they complete (in the order the jobs started), and say
+    /// whether job `id` is done: `None` while it (or a job before it)
+    /// waits for an answer.
     pub(super) fn write_back_poll<E: Env>(
         &mut self,
         link: &mut Link<E>,
