@@ -543,7 +543,7 @@ impl<E: Env> Vfs<E> {
     /// Returns the inode and what to wait for.
     pub fn fsync_start(&mut self, link: &mut Link<E>, fd: Fd) -> Result<(u64, WbStart), Errno> {
         let ino = self.file(fd)?.ino;
-        match self.dp.write_back_start(link, &mut self.meta, ino)? {
+        match self.write_back_start(link, fd)? {
             Some(w) => Ok((ino, w)),
             None => {
                 self.dp.fsync_prepare(link, &mut self.meta, ino)?;

@@ -356,15 +356,7 @@ impl<E: Env> Node<E> {
             Ok((ino, WbStart::Done)) => self.send_flush(ino),
             Err(e) => Err(e),
         };
-        Some(r.map(|tag| Job {
-            tag,
-            op: Op::Fsync,
-            step: Step::Fsync,
-            sub: None,
-            len: 0,
-            entries: Vec::new(),
-            path: None,
-        }))
+        Some(r.map(flush_job))
     }
 
     /// fsync's `Fsync` of `ino`, in flight: its tag.
@@ -381,10 +373,7 @@ impl<E: Env> Node<E> {
         match (job.step, r) {
             (Step::FsyncWriteBack { ino, .. }, Ok(())) => match self.send_flush(ino) {
                 Ok(tag) => {
-                    let mut job = wb_job(Step::Fsync);
-                    job.tag = tag;
-                    job.op = Op::Fsync;
-                    self.meta.jobs.insert(t.0, job);
+                    self.meta.jobs.insert(t.0, flush_job(tag));
                     None
                 }
                 Err(e) => Some(Err(e)),
@@ -596,6 +585,15 @@ fn wb_job(step: Step) -> Job {
         len: 0,
         entries: Vec::new(),
         path: None,
+    }
+}
+
+/// fsync's `Fsync` in flight as call `tag`.
+fn flush_job(tag: u32) -> Job {
+    Job {
+        tag,
+        op: Op::Fsync,
+        ..wb_job(Step::Fsync)
     }
 }
 
