@@ -437,12 +437,6 @@ impl Doorbell {
         }
     }
 
-    /// A node published a request: wake the directory if it sleeps
-    /// (vector 0).
-    pub fn ring_directory(&self) -> Ring {
-        self.ring_instance(db::DIRECTORY, db::VEC_REQUEST)
-    }
-
     /// Wake node `id` on `vector` (1 notify/ack, 2 response) if it sleeps.
     pub fn ring_node(&self, id: u32, vector: u16) -> Ring {
         if id == db::DIRECTORY || id >= db::ENTRIES {
