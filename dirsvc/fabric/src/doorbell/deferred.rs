@@ -149,28 +149,25 @@ impl Deferred {
         mut ring: impl FnMut(u16, u16),
     ) -> Settled {
         let mut s = Settled::default();
-        let mut due = false;
+        let mut due = 0u128;
         for t in Targets(self.mask) {
             let i = t as usize;
             if !pending(t) {
                 self.clear(i);
                 s.consumed += 1;
             } else if force || now.wrapping_sub(self.since[i]) >= self.after {
-                due = true;
+                due |= 1 << i;
             }
         }
-        if !due {
+        if due == 0 {
             return s;
         }
         // StoreLoad: our work must be visible before we read the words.
         full_fence();
         s.fenced = true;
-        for t in Targets(self.mask) {
+        for t in Targets(due) {
             let i = t as usize;
             let bits = self.owed[i];
-            if !(force || now.wrapping_sub(self.since[i]) >= self.after) {
-                continue;
-            }
             self.clear(i);
             match map.peer_of(t) {
                 None => s.no_peer += 1,
