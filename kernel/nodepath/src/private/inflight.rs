@@ -97,6 +97,16 @@ impl InFlight {
         }
     }
 
+    /// Job `id` is answered for `key`: forget the page's entry if that
+    /// job is the last that took its bytes (true: it may be cleaned).
+    fn take(&mut self, key: (u64, u64), id: u64) -> bool {
+        let last = self.sent.get(&key) == Some(&id);
+        if last {
+            self.sent.remove(&key);
+        }
+        last
+    }
+
     /// Is anything in flight?
     pub(super) fn busy(&self) -> bool {
         !self.jobs.is_empty()
@@ -301,9 +311,7 @@ impl Private {
                 }
             }
             for k in 0..w.n as u64 {
-                let key = (ino, w.first + k);
-                if self.inflight.sent.get(&key) == Some(&id) {
-                    self.inflight.sent.remove(&key);
+                if self.inflight.take((ino, w.first + k), id) {
                     self.mark_clean(ino, w.first + k);
                 }
             }
@@ -317,10 +325,7 @@ impl Private {
     /// A write of job `id` that failed: its pages stay dirty.
     fn unsend(&mut self, ino: u64, id: u64, w: &Write) {
         for k in 0..w.n as u64 {
-            let key = (ino, w.first + k);
-            if self.inflight.sent.get(&key) == Some(&id) {
-                self.inflight.sent.remove(&key);
-            }
+            self.inflight.take((ino, w.first + k), id);
         }
     }
 }
