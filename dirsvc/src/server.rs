@@ -51,8 +51,11 @@ mod fills;
 mod locality;
 mod membership;
 pub mod misstime;
+mod netreq;
 mod quiet;
+mod reply;
 pub use quiet::QuietStats;
+pub use reply::NetAnswer;
 mod replicas;
 mod writes;
 
@@ -240,6 +243,11 @@ pub struct Directory<D: BlockDevice> {
     replicas: replicas::Replicas,
     /// Invalidations taken from quiet sleepers, and their late acks.
     quiet: quiet::QuietStats,
+    /// Answers to `net` mode requests served later, not yet taken by the
+    /// kernel's links (`server/reply.rs`).
+    net_answers: Vec<reply::NetAnswer>,
+    /// `net` mode requests answered later, since boot.
+    net_later: u64,
 }
 
 /// Result of one [`Directory::poll`].
@@ -323,6 +331,8 @@ impl<D: BlockDevice> Directory<D> {
             miss: MissTimer::new(cfg.clock),
             replicas: replicas::Replicas::default(),
             quiet: quiet::QuietStats::default(),
+            net_answers: Vec::new(),
+            net_later: 0,
         }
     }
 
@@ -456,5 +466,7 @@ mod tests;
 mod tests_fileread;
 #[cfg(test)]
 mod tests_fills;
+#[cfg(test)]
+mod tests_netreq;
 #[cfg(test)]
 mod tests_writes;

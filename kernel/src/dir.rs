@@ -155,11 +155,17 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             b.note_quiet(dir.quiet_stats());
         }
         let mut net_served = 0;
+        for a in dir.take_net_answers() {
+            // Answers whose disk I/O completed in this pass.
+            if let Some(l) = links.iter_mut().find(|l| l.node() == a.node) {
+                l.answer(a.token, a.frame);
+            }
+        }
         for l in links.iter_mut() {
             // Serve a link only while its node is up in this epoch.
             let node = l.node();
             l.set_member(dir.is_member(node).then(|| h.node_epoch(node)));
-            net_served += l.serve(|node, f| dir.serve_net(&shm, node, f));
+            net_served += l.serve(|node, token, f| dir.serve_net(&shm, node, f, token));
         }
         // Fills and writes in flight count as work: their completions are
         // found by polling the disk's used ring in `serve`.

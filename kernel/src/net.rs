@@ -16,6 +16,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use fabric::netorder::AnswerOrder;
 use fabric::netwire::{self, FrameReader};
 use fabric::proto::{Errno, Request, Response};
 use nodepath::netclient::NetClient;
@@ -34,6 +35,13 @@ const SOCK_BUF: usize = 128 * 1024;
 /// Answers the directory queues for one link before it stops reading
 /// that link's requests.
 const OUT_MAX: usize = 1 << 20;
+
+/// Requests of one link waiting for their answers (for the disk, or for
+/// an earlier request's answer) before the directory stops reading that
+/// link's requests. The frames of one receive already taken are still
+/// served, so this bounds the waiting list near this plus what one
+/// receive holds.
+const WAITING_MAX: usize = 64;
 
 /// smoltcp's clock.
 fn now() -> Instant {
@@ -435,6 +443,10 @@ pub struct DirLink {
     /// node is not up, the link is closed (a SYN gets a reset).
     epoch: Option<u64>,
     reader: FrameReader,
+    /// The connection's requests whose answers are not sent yet, in
+    /// order (a later one may be answered first: `serve_net` answers
+    /// what waits for the disk later).
+    order: AnswerOrder<netwire::Frame>,
     out: Vec<u8>,
     out_off: usize,
 }
@@ -447,6 +459,7 @@ impl DirLink {
             node,
             epoch: None,
             reader: FrameReader::new(),
+            order: AnswerOrder::new(),
             out: Vec::new(),
             out_off: 0,
         };
@@ -492,6 +505,7 @@ impl DirLink {
     /// Abort any connection (the reset goes out now) and do not listen.
     fn close(&mut self) {
         self.reader = FrameReader::new();
+        self.order.reset();
         self.out.clear();
         self.out_off = 0;
         self.stack.socket().abort();
@@ -519,11 +533,36 @@ impl DirLink {
         self.out_off < self.out.len() || self.stack.arm() || self.stack.socket().can_recv()
     }
 
-    /// Serve what arrived on this link: `handle` answers one request frame.
-    /// Returns the number of frames served.
+    /// The answer to the request of `token`, served later: sent once every
+    /// earlier request of the connection is answered (dropped if the
+    /// connection it was for is gone).
+    pub fn answer(&mut self, token: u64, frame: netwire::Frame) {
+        if self.order.answer(token, frame) {
+            self.release();
+        }
+    }
+
+    /// Queue the answers that may go out now (in request order).
+    fn release(&mut self) {
+        if !self.order.ready() {
+            return;
+        }
+        if self.out_off == self.out.len() {
+            self.out.clear();
+            self.out_off = 0;
+        }
+        for r in self.order.release() {
+            netwire::encode_frame(&r.desc, &r.payload, &mut self.out);
+        }
+    }
+
+    /// Serve what arrived on this link: `handle` serves one request frame
+    /// with the token for its answer, and returns the answer if it is
+    /// ready now (else it comes through [`DirLink::answer`]). Returns the
+    /// number of frames served.
     pub fn serve(
         &mut self,
-        mut handle: impl FnMut(u32, &netwire::Frame) -> netwire::Frame,
+        mut handle: impl FnMut(u32, u64, &netwire::Frame) -> Option<netwire::Frame>,
     ) -> usize {
         let pending_out = self.out_off < self.out.len();
         if !pending_out && !self.stack.due() && !self.stack.socket().can_recv() {
@@ -558,8 +597,9 @@ impl DirLink {
         let mut buf = [0u8; 16 * 1024];
         loop {
             // Backpressure: a peer that sends requests without reading the
-            // answers stops being read (TCP then throttles it).
-            if self.out.len() - self.out_off > OUT_MAX {
+            // answers, or whose answers wait for the disk, stops being
+            // read (TCP then throttles it).
+            if self.out.len() - self.out_off > OUT_MAX || self.order.len() >= WAITING_MAX {
                 break;
             }
             let s = self.stack.socket();
@@ -573,12 +613,11 @@ impl DirLink {
             loop {
                 match self.reader.next_frame() {
                     Ok(Some(f)) => {
-                        let r = handle(self.node, &f);
-                        if self.out_off == self.out.len() {
-                            self.out.clear();
-                            self.out_off = 0;
+                        let token = self.order.push(None);
+                        if let Some(r) = handle(self.node, token, &f) {
+                            self.order.answer(token, r);
                         }
-                        netwire::encode_frame(&r.desc, &r.payload, &mut self.out);
+                        self.release();
                         served += 1;
                     }
                     Ok(None) => break,

@@ -12,7 +12,8 @@
 //!   region checked.
 //! * [`bulk`]: bulk slots, where a request's variable-length data travels.
 //! * [`proto`]: the messages (requests, responses, page requests, notices).
-//! * [`netwire`]: `net` mode's framing of the same messages over a stream.
+//! * [`netwire`]: `net` mode's framing of the same messages over a stream;
+//!   [`netorder`]: a connection's answers released in request order.
 //! * [`config`]: boot options (the kernel command line).
 //! * [`rng`]: the deterministic generator of the simulation, tests and fio.
 #![cfg_attr(not(test), no_std)]
@@ -30,6 +31,7 @@ pub mod bulk;
 pub mod config;
 pub mod doorbell;
 pub mod layout;
+pub mod netorder;
 pub mod netwire;
 pub mod proto;
 pub mod ring;

@@ -13,6 +13,7 @@ use fabric::ring::{Producer, RingError};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
+use super::reply::Via;
 use super::writes::Then;
 use super::{Directory, Event, Poll};
 use crate::pagedir::Action;
@@ -186,7 +187,7 @@ impl<D: BlockDevice> Directory<D> {
             self.report_sharers(mem, p.key(), before);
             return;
         }
-        if self.defer_fsync(node, op, tag, &req) {
+        if self.defer_fsync(node, Via::Ring, op, tag, &req) {
             return; // answered once its file's writes landed
         }
         if let (
@@ -208,11 +209,12 @@ impl<D: BlockDevice> Directory<D> {
                 tag,
                 slot,
                 at,
+                via: Via::Ring,
                 ino,
                 offset,
                 len,
             };
-            if let Some(resp) = self.read_file(mem, r) {
+            if let Some((resp, _)) = self.read_file(mem, r) {
                 self.respond(mem, node, resp.encode(op, tag));
             }
             return;
@@ -243,7 +245,14 @@ impl<D: BlockDevice> Directory<D> {
                 _ => Vec::new(),
             };
             let ok = resp.encode(op, tag);
-            self.queue_barrier(mem, inos, staged, Then::Respond { node, op, tag, ok });
+            let then = Then::Respond {
+                node,
+                via: Via::Ring,
+                op,
+                tag,
+                ok,
+            };
+            self.queue_barrier(mem, inos, staged, then);
         }
     }
 

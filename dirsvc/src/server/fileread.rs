@@ -10,16 +10,18 @@
 //! page fill does. A write, truncate or unlink of the file waits for its
 //! reads in flight ([`Directory::order_before`]: they are fills of that
 //! file). A requester that fails meanwhile has its reads dropped and their
-//! completions discarded (its slot may belong to a new session). With a
-//! synchronous device (or `fill_depth` 0), and in `net` mode, whose TCP
-//! answer is produced synchronously, the file server reads as before
-//! ([`Directory::execute`]).
+//! completions discarded (its slot may belong to a new session). `net`
+//! mode's reads take the same path ([`Via::Net`]): the bytes travel in
+//! the answer frame instead of a slot. With a synchronous device (or
+//! `fill_depth` 0) the file server reads as before ([`Directory::execute`]).
 
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::reply::Via;
 use crate::diskq::{Dest, Fill};
 use fabric::bulk::{Bulk, ShmBulk};
+use fabric::netwire::NetBulk;
 use fabric::proto::{Errno, MissKind, Op, PageKey, Response};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
@@ -35,6 +37,8 @@ pub(super) struct PendingRead {
     tag: u32,
     slot: u32,
     at: u32,
+    /// Where the answer goes (on the ring path the bytes go to `slot`).
+    via: Via,
     ino: u64,
     offset: u64,
     /// The bytes the read returns (clipped to the file's size).
@@ -53,6 +57,7 @@ pub(super) struct ReadReq {
     pub tag: u32,
     pub slot: u32,
     pub at: u32,
+    pub via: Via,
     pub ino: u64,
     pub offset: u64,
     pub len: u32,
@@ -78,18 +83,19 @@ impl PendingRead {
 }
 
 impl<D: BlockDevice> Directory<D> {
-    /// Serve a file-server read of the ring path asynchronously (the
-    /// caller checked that fills are: `fill_depth` above 0). Returns the
-    /// answer if it is ready now (an error, or nothing to read from the
-    /// device); else it goes out once the read's blocks arrived.
+    /// Serve a file-server read asynchronously (the caller checked that
+    /// fills are: `fill_depth` above 0). Returns the answer if it is ready
+    /// now (an error, or nothing to read from the device), with the bytes
+    /// for a [`Via::Net`] answer (empty on the ring path: they are in the
+    /// slot); else it goes out by `r.via` once the read's blocks arrived.
     pub(super) fn read_file(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
         r: ReadReq,
-    ) -> Option<Response> {
+    ) -> Option<(Response, Vec<u8>)> {
         match self.start_read(mem, r) {
             Ok(answer) => answer,
-            Err(e) => Some(Response::Err(e)),
+            Err(e) => Some((Response::Err(e), Vec::new())),
         }
     }
 
@@ -99,9 +105,12 @@ impl<D: BlockDevice> Directory<D> {
         &mut self,
         mem: &(impl SharedMem + ?Sized),
         r: ReadReq,
-    ) -> Result<Option<Response>, Errno> {
-        let bulk = ShmBulk::new(mem, self.layout, r.node);
-        let cap = bulk.cap(r.slot).ok_or(Errno::Invalid)?;
+    ) -> Result<Option<(Response, Vec<u8>)>, Errno> {
+        let cap = match r.via {
+            Via::Ring => ShmBulk::new(mem, self.layout, r.node).cap(r.slot),
+            Via::Net(_) => NetBulk::new().cap(r.slot),
+        };
+        let cap = cap.ok_or(Errno::Invalid)?;
         match (r.at as usize).checked_add(r.len as usize) {
             Some(end) if end <= cap => {}
             _ => return Err(Errno::Invalid),
@@ -114,6 +123,7 @@ impl<D: BlockDevice> Directory<D> {
             tag: r.tag,
             slot: r.slot,
             at: r.at,
+            via: r.via,
             ino: r.ino,
             offset: r.offset,
             buf: vec![0u8; n],
@@ -143,7 +153,7 @@ impl<D: BlockDevice> Directory<D> {
             }
         }
         if fills.is_empty() {
-            return self.read_answer(mem, &read).map(Some);
+            return self.read_answer(mem, read).map(Some);
         }
         self.next_read += 1;
         read.left = fills.len();
@@ -190,34 +200,42 @@ impl<D: BlockDevice> Directory<D> {
         let Some(read) = self.reads.remove(&id) else {
             return;
         };
+        let (node, via, op, tag) = (read.node, read.via, read.op, read.tag);
         let answer = if read.failed {
             Err(Errno::Io)
         } else {
-            self.read_answer(mem, &read)
+            self.read_answer(mem, read)
         };
         let ok = answer.is_ok();
-        let answer = answer.unwrap_or_else(Response::Err);
-        self.miss.fill_done(read.node as u8, read.tag, seen, ok);
-        self.respond(mem, read.node, answer.encode(read.op, read.tag));
+        let (answer, payload) = answer.unwrap_or_else(|e| (Response::Err(e), Vec::new()));
+        self.miss.fill_done(node as u8, tag, seen, ok);
+        self.answer_via(mem, node, via, answer.encode(op, tag), payload);
     }
 
-    /// Put a read's bytes into its slot; its answer.
+    /// A read's answer, and its bytes: put into its slot on the ring path
+    /// (no bytes returned), returned for a [`Via::Net`] answer's frame.
     fn read_answer(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
-        read: &PendingRead,
-    ) -> Result<Response, Errno> {
-        let mut bulk = ShmBulk::new(mem, self.layout, read.node);
-        bulk.write(read.slot, read.at as usize, &read.buf)?;
+        read: PendingRead,
+    ) -> Result<(Response, Vec<u8>), Errno> {
         let attr = self
             .fs
             .as_mut()
             .ok_or(Errno::Unavailable)?
             .getattr(read.ino)?;
-        Ok(Response::Data {
+        let answer = Response::Data {
             bytes: read.buf.len() as u32,
             attr,
-        })
+        };
+        match read.via {
+            Via::Ring => {
+                let mut bulk = ShmBulk::new(mem, self.layout, read.node);
+                bulk.write(read.slot, read.at as usize, &read.buf)?;
+                Ok((answer, Vec::new()))
+            }
+            Via::Net(_) => Ok((answer, read.buf)),
+        }
     }
 
     /// `node` failed or left: its file reads will not be answered (their

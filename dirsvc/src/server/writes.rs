@@ -21,11 +21,12 @@ use alloc::vec::Vec;
 
 use crate::pagedir::Action;
 use crate::writeq::{Finished, WriteStats, WRITE_ID};
-use fabric::bulk::ShmBulk;
+use fabric::netwire::NetBulk;
 use fabric::proto::{Desc, Errno, Op, Request, Response};
 use fabric::shm::SharedMem;
 use flatfs::{BlockDevice, Staged};
 
+use super::reply::Via;
 use super::Directory;
 
 /// Completion ids of asynchronous device flushes (an fsync's); reads'
@@ -42,6 +43,8 @@ pub(crate) enum Then {
     Respond {
         /// The requester.
         node: u32,
+        /// Where the answer goes.
+        via: Via,
         /// Its opcode.
         op: Op,
         /// Its tag.
@@ -80,6 +83,7 @@ pub(crate) struct WriteGroup {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct WaitingFsync {
     pub node: u32,
+    pub via: Via,
     pub op: Op,
     pub tag: u32,
     pub ino: u64,
@@ -252,13 +256,19 @@ impl<D: BlockDevice> Directory<D> {
                 }
                 match then {
                     Then::Actions(a) => self.run(mem, a),
-                    Then::Respond { node, op, tag, ok } => {
+                    Then::Respond {
+                        node,
+                        via,
+                        op,
+                        tag,
+                        ok,
+                    } => {
                         let d = if failed {
                             Response::Err(Errno::Io).encode(op, tag)
                         } else {
                             ok
                         };
-                        self.respond(mem, node, d);
+                        self.answer_via(mem, node, via, d, Vec::new());
                     }
                     Then::RespondAll { node, answers } => {
                         for (op, tag, ok) in answers {
@@ -291,23 +301,37 @@ impl<D: BlockDevice> Directory<D> {
         if self.start_flush(f) {
             return;
         }
-        let mut bulk = ShmBulk::new(mem, self.layout, f.node);
+        // An fsync names no slot: no bulk data either way.
+        let mut bulk = NetBulk::new();
         let resp = self
             .execute(mem, &mut bulk, Request::Fsync { ino: f.ino })
             .unwrap_or_else(Response::Err);
-        self.respond(mem, f.node, resp.encode(f.op, f.tag));
+        self.answer_via(mem, f.node, f.via, resp.encode(f.op, f.tag), Vec::new());
     }
 
-    /// An fsync from the rings: once no write of its file waits or flies,
-    /// its device flush goes out without waiting and the answer follows
-    /// the flush's completion ([`Directory::flush_done`]). True if it was
-    /// deferred; false: the caller answers it synchronously (no
-    /// asynchronous flush here).
-    pub(super) fn defer_fsync(&mut self, node: u32, op: Op, tag: u32, req: &Request) -> bool {
+    /// An fsync (from the rings, or `net` mode's link): once no write of
+    /// its file waits or flies, its device flush goes out without waiting
+    /// and the answer follows the flush's completion by `via`
+    /// ([`Directory::flush_done`]). True if it was deferred; false: the
+    /// caller answers it synchronously (no asynchronous flush here).
+    pub(super) fn defer_fsync(
+        &mut self,
+        node: u32,
+        via: Via,
+        op: Op,
+        tag: u32,
+        req: &Request,
+    ) -> bool {
         let Request::Fsync { ino } = *req else {
             return false;
         };
-        let f = WaitingFsync { node, op, tag, ino };
+        let f = WaitingFsync {
+            node,
+            via,
+            op,
+            tag,
+            ino,
+        };
         if !self.writes.busy((ino != 0).then_some(ino)) {
             return self.start_flush(f);
         }
@@ -347,7 +371,7 @@ impl<D: BlockDevice> Directory<D> {
             log::warn!("disk: a flush failed (fsync of inode {})", f.ino);
             Response::Err(Errno::Io)
         };
-        self.respond(mem, f.node, r.encode(f.op, f.tag));
+        self.answer_via(mem, f.node, f.via, r.encode(f.op, f.tag), Vec::new());
     }
 
     /// Wait (bounded by the device's own timeout per request) until no
