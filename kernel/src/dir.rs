@@ -173,6 +173,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
         if disk_busy {
             disk_log.note(&dir.disk_queue_stats(), &dir.write_stats());
             disk_log.flushed(dir.async_flushes());
+            disk_log.net_later(dir.net_answered_later());
         }
         if p.served > 0 || net_served > 0 || events || !p.events.is_empty() || disk_busy {
             last_work = now;
@@ -300,6 +301,8 @@ struct DiskLog {
     irq_wakes: u64,
     /// Fsyncs answered after an asynchronous device flush.
     flushes: u64,
+    /// `net` mode requests answered after their disk I/O.
+    net_later: u64,
 }
 
 impl DiskLog {
@@ -318,6 +321,14 @@ impl DiskLog {
     fn flushed(&mut self, n: u64) {
         if new_power_of_two(&mut self.flushes, n) {
             log::info!("disk: {n} fsyncs answered after a flush that did not block the loop");
+        }
+    }
+
+    /// `net` mode requests answered after their disk I/O (the loop served
+    /// others meanwhile): the first, then at each power of two.
+    fn net_later(&mut self, n: u64) {
+        if new_power_of_two(&mut self.net_later, n) {
+            log::info!("net: {n} requests answered after their disk I/O (the loop served others meanwhile)");
         }
     }
 

@@ -69,6 +69,28 @@ fn net_mode_serves_files_over_tcp_with_private_copies() {
             s2.text
         );
 
+        // The directory read those blocks without blocking its loop: the
+        // answers went out after their disk reads.
+        c.wait_log(
+            "dir",
+            r"net: \d+ requests answered after their disk I/O",
+            Duration::from_secs(10),
+        )?;
+        // A batch's pipelined reads are in flight together on the disk.
+        c.exec_ok(2, "cache drop")?;
+        c.exec_ok(
+            2,
+            "fio --name=r --rw=randread --bs=4k --size=256k --filename=/f --ioengine=libaio --iodepth=16",
+        )?;
+        let log = c.log("dir");
+        let most = regex::Regex::new(r"disk: (\d+) page fills in flight")
+            .expect("regex")
+            .captures_iter(&log)
+            .filter_map(|m| m[1].parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        assert!(most >= 2, "at most {most} disk reads in flight:\n{log}");
+
         // Metadata over TCP too.
         c.exec_ok(1, "mkdir /d")?;
         c.exec_ok(1, "write /d/x hello")?;
