@@ -3,7 +3,7 @@
 # item 3), as ratios measured in one run on one node.
 #
 #   tools/bench-meta.sh [--base-kernel ELF] [--runtime S] [--repeat K] [--storage P]
-#                       [--mode strong|relaxed|private] [--no-build]
+#                       [--mode strong|relaxed|private|net] [--no-build]
 #
 # On one 1 directory + 1 node cluster per kernel (strong mode unless
 # --mode, datasets varmail:4m,fileserver:8m): `app varmail` and `app
@@ -38,7 +38,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "bench-meta.sh: error: --repeat takes a positive integer" >&2; exit 2; }
 [[ $RUNTIME =~ ^[1-9][0-9]*$ ]] || { echo "bench-meta.sh: error: --runtime takes whole seconds" >&2; exit 2; }
-[[ $MODE =~ ^(strong|relaxed|private)$ ]] || { echo "bench-meta.sh: error: --mode takes strong, relaxed or private" >&2; exit 2; }
+[[ $MODE =~ ^(strong|relaxed|private|net)$ ]] || { echo "bench-meta.sh: error: --mode takes strong, relaxed, private or net" >&2; exit 2; }
 [[ -z $BASE || -f $BASE ]] || { echo "bench-meta.sh: error: no such kernel: $BASE" >&2; exit 2; }
 cd "$ROOT"
 if [[ $BUILD == 1 ]]; then

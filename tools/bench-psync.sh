@@ -5,8 +5,8 @@
 # ratio in one run on one cluster.
 #
 #   tools/bench-psync.sh [--storage P] [--size SIZE] [--rounds R]
-#                        [--mode strong|relaxed|private] [--no-build]
-#                        [--append-extra OPTS]
+#                        [--mode strong|relaxed|private|net] [--no-build]
+#                        [--append-extra OPTS] [--kernel ELF]
 #
 # Boots 1 directory + 1 node (default strong, storage sata-ssd) and runs,
 # R times (default 3), `fio --rw=randread --bs=4k --size=SIZE (4m)
@@ -19,6 +19,8 @@
 # RESULT json line. One node busy (plus the directory). --append-extra
 # passes kernel boot options on (qemu-run.sh's), e.g. fill_depth=0: the
 # directory's disk reads synchronous, as before issue #10 item 4.
+# --kernel boots another kernel ELF (qemu-run.sh's --kernel; implies
+# --no-build), e.g. an older commit's build for a before/after run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
@@ -37,13 +39,14 @@ while [[ $# -gt 0 ]]; do
         --mode) MODE=${2:?--mode needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
         --append-extra) EXTRA=(--append-extra "${2:?--append-extra needs a value}"); shift 2 ;;
-        -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --kernel) BUILD=(--no-build --kernel "${2:?--kernel needs a value}"); shift 2 ;;
+        -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-psync.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 require_int bench-psync.sh --rounds "$ROUNDS" 1 50
-[[ $MODE =~ ^(strong|relaxed|private)$ ]] ||
-    { echo "bench-psync.sh: error: --mode takes strong, relaxed or private, got '$MODE'" >&2; exit 2; }
+[[ $MODE =~ ^(strong|relaxed|private|net)$ ]] ||
+    { echo "bench-psync.sh: error: --mode takes strong, relaxed, private or net, got '$MODE'" >&2; exit 2; }
 [[ $SIZE =~ ^[1-9][0-9]*[km]$ ]] ||
     { echo "bench-psync.sh: error: --size takes a size like 4m or 512k, got '$SIZE'" >&2; exit 2; }
 cd "$ROOT"
