@@ -203,11 +203,13 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
                         crate::arch::timer::halt_for(DISK_POLL_HALT_NS)
                     }
                 }
-            } else if disk_busy && idle_pass {
+            } else if disk_busy && idle_pass && !links.is_empty() {
                 // `net` mode keeps the tick (no one-shot timer): halt
                 // until the disk's completion interrupt, a frame or the
                 // tick, so QEMU's threads that carry the I/O get our host
-                // CPU (spinning here cost ~3 ms per disk read).
+                // CPU (spinning here cost ~3 ms per disk read). Not on
+                // the rings without doorbells: nothing would wake us for
+                // a node's request before the tick.
                 halt_for_disk_ticking(&mut dir, &mut links);
             }
         } else if let Some(b) = bell.as_mut().filter(|_| links.is_empty()) {

@@ -225,10 +225,15 @@ impl VirtioDisk {
         }
         let were_on = x86_64::instructions::interrupts::are_enabled();
         x86_64::instructions::interrupts::disable();
-        if let Some(deadline) = self.arm_wakeup() {
-            crate::arch::timer::halt_until(
+        match self.arm_wakeup() {
+            // With the tick (no one-shot timer) a halt for a request the
+            // device finished but whose modelled latency runs on would
+            // last until the next tick (1 ms): poll for it instead.
+            Some(deadline) if deadline != u64::MAX && !crate::arch::timer::tickless() => {}
+            Some(deadline) => crate::arch::timer::halt_until(
                 deadline.min(time::now_ns().saturating_add(WAKE_SAFETY_NS)),
-            );
+            ),
+            None => {}
         }
         self.disarm_wakeup();
         if were_on {
