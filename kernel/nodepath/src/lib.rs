@@ -52,6 +52,8 @@ mod tests_profile;
 #[cfg(test)]
 mod tests_promote;
 #[cfg(test)]
+mod tests_sc_writeback;
+#[cfg(test)]
 mod tests_task_writeback;
 #[cfg(test)]
 mod tests_writes;

@@ -24,6 +24,7 @@ pub use fabric::PAGE_SIZE as PAGE;
 mod policy;
 mod promote;
 mod reclaim;
+mod slots;
 mod types;
 
 pub use promote::{Heat, Promotion, DEFAULT_WINDOW_NS as DEFAULT_PROMOTE_WINDOW_NS};
@@ -33,7 +34,7 @@ pub use types::{CacheStats, Hit, Installed, Slot};
 #[derive(Debug)]
 pub struct NodeCache {
     mode: Mode,
-    slots: BTreeMap<PageKey, Slot>,
+    slots: slots::Slots,
     /// Frames handed to the directory with a READ / LOOKUP_LOCK, by page.
     inflight: KeyMap<u64>,
     /// Pages in `inflight` that got a DIR_INV: acked once answered.
@@ -92,7 +93,7 @@ impl NodeCache {
     pub fn new(mode: Mode, pool: (u64, u64), remote_limit: usize) -> NodeCache {
         NodeCache {
             mode,
-            slots: BTreeMap::new(),
+            slots: slots::Slots::default(),
             inflight: KeyMap::default(),
             deferred: KeySet::default(),
             acks: Vec::new(),
@@ -562,6 +563,29 @@ impl NodeCache {
             .collect();
         v.dedup();
         v
+    }
+
+    /// A task's write-back job `job` sends `key`'s WRITEBACK: claim the
+    /// page (see `pagecache/slots.rs`). False if it is not a dirty frame.
+    pub fn claim_writeback(&mut self, key: PageKey, job: u64) -> bool {
+        self.slots.claim(key, job)
+    }
+
+    /// Job `job`'s WRITEBACK of `key` was answered done: clear the dirty
+    /// bit unless the page changed since the job claimed it. True if
+    /// cleaned.
+    pub fn cleaned_by(&mut self, key: &PageKey, job: u64) -> bool {
+        self.slots.clean_claimed(key, job)
+    }
+
+    /// Job `job` ended: its unanswered claims go (those pages stay dirty).
+    pub fn release_claims(&mut self, job: u64) {
+        self.slots.release(job);
+    }
+
+    /// Pages claimed by write-back jobs in flight.
+    pub fn writeback_claims(&self) -> usize {
+        self.slots.claims()
     }
 
     /// Clear the dirty bit after a WRITEBACK.

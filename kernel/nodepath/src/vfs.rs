@@ -19,7 +19,7 @@ use crate::link::{Link, Session};
 mod datapath;
 mod meta;
 
-pub use datapath::{DataPath, WbStart};
+pub use datapath::{DataPath, WbStart, WbWhy};
 pub use meta::{FileMeta, Meta};
 
 /// Most copies of one read while other nodes keep changing the file.
@@ -533,9 +533,10 @@ impl<E: Env> Vfs<E> {
         &mut self,
         link: &mut Link<E>,
         fd: Fd,
+        why: WbWhy,
     ) -> Result<Option<WbStart>, Errno> {
         let ino = self.file(fd)?.ino;
-        self.dp.write_back_start(link, &mut self.meta, ino)
+        self.dp.write_back_start(link, &mut self.meta, ino, why)
     }
 
     /// fsync's write-back for a task: started without waiting where the
@@ -543,7 +544,7 @@ impl<E: Env> Vfs<E> {
     /// Returns the inode and what to wait for.
     pub fn fsync_start(&mut self, link: &mut Link<E>, fd: Fd) -> Result<(u64, WbStart), Errno> {
         let ino = self.file(fd)?.ino;
-        match self.write_back_start(link, fd)? {
+        match self.write_back_start(link, fd, WbWhy::Fsync)? {
             Some(w) => Ok((ino, w)),
             None => {
                 self.dp.fsync_prepare(link, &mut self.meta, ino)?;
@@ -557,7 +558,10 @@ impl<E: Env> Vfs<E> {
     pub fn close_start(&mut self, link: &mut Link<E>, fd: Fd) -> Result<WbStart, Errno> {
         let f = self.files.get_mut(fd.0 as usize).ok_or(Errno::BadFd)?;
         let ino = f.as_ref().ok_or(Errno::BadFd)?.ino;
-        match self.dp.write_back_start(link, &mut self.meta, ino) {
+        match self
+            .dp
+            .write_back_start(link, &mut self.meta, ino, WbWhy::Close)
+        {
             Ok(Some(w)) => {
                 self.files[fd.0 as usize] = None;
                 Ok(w)

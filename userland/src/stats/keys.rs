@@ -17,6 +17,8 @@ pub mod cache {
     pub const RESIDENT_PRIVATE: &str = "resident pages (private copies)";
     /// Private-cache modes: pages fetched from the directory.
     pub const DISK_READS_PAGES: &str = "disk reads caused (pages)";
+    /// Single-copy modes: WRITEBACKs sent by tasks' fsyncs in flight.
+    pub const TASK_WRITEBACK_PAGES: &str = "task write-back pages sent";
     /// Private-cache modes: write policy (`back` or `through`, boot option
     /// `baseline_writes`).
     pub const BASELINE_WRITES: &str = "baseline writes";
@@ -26,7 +28,8 @@ pub mod cache {
     pub const PAGES_WRITTEN_BACK: &str = "pages written back";
     /// `private` mode on the rings: tasks' write-backs (fsync, close,
     /// truncate) sent without waiting, and the most in flight together
-    /// (`jobs/max`).
+    /// (`jobs/max`); the single-copy modes: tasks' fsyncs whose dirty
+    /// frames' WRITEBACKs went out without waiting, the same way.
     pub const TASK_WRITE_BACKS: &str = "task write-backs in flight (jobs/max)";
     /// `private` mode: groups of file-server reads sent together over the
     /// rings, and the reads in them (`groups/reads`).
@@ -134,7 +137,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 54] = [
+    pub const ALL: [&str; 55] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -163,6 +166,7 @@ pub mod cache {
         REPLICA_PAGES,
         MMAP_FAULTS,
         MMAP_EVICTED_FAULTS,
+        TASK_WRITEBACK_PAGES,
         RESIDENT_PRIVATE,
         DISK_READS_PAGES,
         BASELINE_WRITES,

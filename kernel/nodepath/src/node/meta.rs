@@ -46,7 +46,7 @@ use userland::os::{Fd, OpenFlags};
 
 use super::Node;
 use crate::env::Env;
-use crate::vfs::{attr_of, OpenNext, Vfs, WbStart};
+use crate::vfs::{attr_of, OpenNext, Vfs, WbStart, WbWhy};
 
 /// What a call in flight waits for.
 #[derive(Debug, Clone, Copy)]
@@ -395,7 +395,10 @@ impl<E: Env> Node<E> {
     /// data path can; then [`Node::truncate_steps`] once it is done),
     /// else [`Node::truncate_steps`] now.
     fn send_truncate(&mut self, fd: Fd, size: u64) -> Option<Result<Job, Errno>> {
-        match self.vfs.write_back_start(&mut self.link, fd) {
+        match self
+            .vfs
+            .write_back_start(&mut self.link, fd, WbWhy::Truncate)
+        {
             Ok(Some(WbStart::Started(wb))) => {
                 Some(Ok(wb_job(Step::TruncWriteBack { wb, fd, size })))
             }

@@ -109,7 +109,7 @@ impl NodeCache {
     pub(super) fn remote_read(&mut self, key: &PageKey, now: u64) -> bool {
         let window = self.promotion.window_ns;
         let on = self.promotion.threshold > 0;
-        let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) else {
+        let Some(Slot::Remote { heat, .. }) = self.slots.get_mut_keep_claim(key) else {
             return false;
         };
         if heat.replica.is_some() {
@@ -144,7 +144,7 @@ impl NodeCache {
     /// replica. False if the page is no longer a remote mapping here.
     pub fn set_replica(&mut self, key: &PageKey, data: Box<[u8; PAGE]>) -> bool {
         let now = self.now;
-        let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) else {
+        let Some(Slot::Remote { heat, .. }) = self.slots.get_mut_keep_claim(key) else {
             return false;
         };
         if heat.replica.is_some() {
@@ -161,7 +161,7 @@ impl NodeCache {
     /// count again, so it asks again a window's worth of reads later at
     /// the earliest.
     pub fn promote_refused(&mut self, key: &PageKey) {
-        if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) {
+        if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut_keep_claim(key) {
             heat.hits = 0;
             heat.window_start = self.now;
         }
@@ -175,7 +175,7 @@ impl NodeCache {
         let had = self.replica(key).is_some();
         if had {
             self.replicas.keys.remove(key);
-            if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) {
+            if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut_keep_claim(key) {
                 heat.replica = None;
                 heat.hits = 0;
             }
@@ -236,7 +236,7 @@ impl NodeCache {
     /// frame again, and count towards a new promotion).
     fn demote(&mut self, key: &PageKey) {
         self.replicas.keys.remove(key);
-        if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut(key) {
+        if let Some(Slot::Remote { heat, .. }) = self.slots.get_mut_keep_claim(key) {
             if heat.replica.take().is_some() {
                 heat.hits = 0;
                 self.stats.demotions += 1;

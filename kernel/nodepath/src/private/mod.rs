@@ -35,7 +35,7 @@ use userland::stats::keys::cache as keys;
 
 use crate::env::Env;
 use crate::link::{Link, Session};
-use crate::vfs::{DataPath, Meta, WbStart};
+use crate::vfs::{DataPath, Meta, WbStart, WbWhy};
 
 type Page = Box<[u8; PAGE]>;
 
@@ -299,11 +299,13 @@ impl<E: Env> DataPath<E> for Private {
         self.write_back_ino(link, meta, ino)
     }
 
+    /// The same write-back for all three: the file's dirty pages.
     fn write_back_start(
         &mut self,
         link: &mut Link<E>,
         meta: &mut Meta,
         ino: u64,
+        _why: WbWhy,
     ) -> Result<Option<WbStart>, Errno> {
         Private::write_back_start(self, link, meta, ino).map(Some)
     }

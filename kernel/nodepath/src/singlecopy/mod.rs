@@ -30,6 +30,7 @@
 mod batch;
 mod control;
 mod groups;
+mod inflight;
 mod mmap;
 mod path;
 mod rw;

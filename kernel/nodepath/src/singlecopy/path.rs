@@ -10,11 +10,12 @@ use userland::stats::keys;
 use fabric::layout::Layout;
 use fabric::proto::{Errno, PageKey, Request};
 
+use super::inflight::WbJobs;
 use super::{ScState, BATCH};
 use crate::env::Env;
 use crate::link::{Link, Session};
 use crate::pagecache::{Mode, PAGE};
-use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta};
+use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta, WbStart, WbWhy};
 
 /// Most private copies (relaxed mode): each is a 4 KiB heap page. At the
 /// bound the oldest [`PRIVATE_WRITEBACK_BATCH`] are written back and
@@ -39,6 +40,8 @@ pub struct SingleCopy {
     private_age: BTreeMap<PageKey, u64>,
     private_order: BTreeMap<u64, PageKey>,
     next_age: u64,
+    /// Tasks' fsync write-backs in flight (`singlecopy/inflight.rs`).
+    wb: WbJobs,
 }
 
 impl SingleCopy {
@@ -55,6 +58,7 @@ impl SingleCopy {
             },
             private_age: BTreeMap::new(),
             private_order: BTreeMap::new(),
+            wb: WbJobs::default(),
             next_age: 0,
         }
     }
@@ -221,7 +225,11 @@ impl SingleCopy {
             if tries > MAX_PUBLISH_TRIES {
                 return Err(Errno::Io);
             }
-            let grow = if end > meta.size_of(ino) {
+            // With a local extension (relaxed private copies past the
+            // published end) the known size is not the directory's: ask,
+            // since a frame past the published end is not written back.
+            let extended = meta.local_size(ino).is_some();
+            let grow = if end > meta.size_of(ino) || extended {
                 let a = getattr(link, &mut self.st, ino)?;
                 meta.learn(&a);
                 (end > a.size).then_some(a.version)
@@ -428,6 +436,40 @@ impl<E: Env> DataPath<E> for SingleCopy {
         Ok(())
     }
 
+    /// A task's fsync: the file's dirty frames' WRITEBACKs in flight
+    /// (`singlecopy/inflight.rs`). Not with relaxed private copies of the
+    /// file (they go through the storage server's write slot), nor for
+    /// close and truncate, whose work is those copies: synchronous.
+    fn write_back_start(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        why: WbWhy,
+    ) -> Result<Option<WbStart>, Errno> {
+        let copies = self
+            .st
+            .coh
+            .as_ref()
+            .is_none_or(|c| !c.cache.private_pages(ino).is_empty());
+        if why != WbWhy::Fsync || copies {
+            return Ok(None);
+        }
+        let started = self.st.write_back_start_frames(&mut self.wb, link, ino);
+        // As the synchronous fsync: no copy is left, so no local size.
+        self.written_back(meta, ino);
+        Ok(Some(started?.map_or(WbStart::Done, WbStart::Started)))
+    }
+
+    fn write_back_poll(
+        &mut self,
+        link: &mut Link<E>,
+        _meta: &mut Meta,
+        id: u64,
+    ) -> Option<Result<(), Errno>> {
+        self.st.write_back_poll_frames(&mut self.wb, link, id)
+    }
+
     fn fsync_prepare(
         &mut self,
         link: &mut Link<E>,
@@ -518,6 +560,9 @@ impl<E: Env> DataPath<E> for SingleCopy {
         );
         put(keys::cache::MMAP_FAULTS, format!("{faults}"));
         put(keys::cache::MMAP_EVICTED_FAULTS, format!("{misses}"));
+        let (jobs, max, pages) = self.wb.counts();
+        put(keys::cache::TASK_WRITE_BACKS, format!("{jobs}/{max}"));
+        put(keys::cache::TASK_WRITEBACK_PAGES, format!("{pages}"));
         Ok(v)
     }
 

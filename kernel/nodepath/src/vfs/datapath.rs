@@ -21,6 +21,18 @@ pub enum WbStart {
     Started(u64),
 }
 
+/// Why a write-back is started ([`DataPath::write_back_start`]): the
+/// single-copy modes write back different things for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WbWhy {
+    /// Before an fsync's flush ([`DataPath::fsync_prepare`]'s work).
+    Fsync,
+    /// At close ([`DataPath::close`]'s work).
+    Close,
+    /// Before a truncate ([`DataPath::truncate_prepare`]'s work).
+    Truncate,
+}
+
 /// How file data moves: one implementation per mode family.
 pub trait DataPath<E: Env>: Session<E> + Send {
     /// The mode.
@@ -98,15 +110,15 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn close(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _ino: u64) -> Result<(), Errno> {
         Ok(())
     }
-    /// Start what [`DataPath::close`] or [`DataPath::fsync_prepare`] would
-    /// write back for `ino`, without waiting for the answers (a task's
-    /// call then yields). `None`: this path does not; the caller makes the
-    /// synchronous call.
+    /// Start what the call `why` names would write back for `ino` first,
+    /// without waiting for the answers (a task's call then yields).
+    /// `None`: this path does not; the caller makes the synchronous call.
     fn write_back_start(
         &mut self,
         _link: &mut Link<E>,
         _meta: &mut Meta,
         _ino: u64,
+        _why: WbWhy,
     ) -> Result<Option<WbStart>, Errno> {
         Ok(None)
     }

@@ -1,0 +1,176 @@
+//! The node's slots (what it holds of each page) and the write-back
+//! claims on them. A task's fsync sends its file's dirty pages' WRITEBACK
+//! requests and yields; each page it sent is claimed by that job. The
+//! answer cleans the page only if the claim is still that job's: any
+//! change of the slot (a store into the page, a new slot, a teardown,
+//! a reclaim) drops the claim, so an answer never marks clean bytes
+//! written after the directory may have copied the frame. Dropping a claim
+//! is always safe: the page stays dirty and the next write-back takes it.
+
+use alloc::collections::BTreeMap;
+use core::ops::Deref;
+
+use fabric::proto::PageKey;
+
+use super::Slot;
+
+/// The slot map, with every mutation dropping the key's claim.
+#[derive(Debug, Default)]
+pub(super) struct Slots {
+    map: BTreeMap<PageKey, Slot>,
+    /// Dirty pages whose WRITEBACK a task's job sent: page -> job.
+    claims: BTreeMap<PageKey, u64>,
+}
+
+impl Deref for Slots {
+    type Target = BTreeMap<PageKey, Slot>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl Slots {
+    pub(super) fn insert(&mut self, key: PageKey, slot: Slot) -> Option<Slot> {
+        self.claims.remove(&key);
+        self.map.insert(key, slot)
+    }
+
+    pub(super) fn remove(&mut self, key: &PageKey) -> Option<Slot> {
+        self.claims.remove(key);
+        self.map.remove(key)
+    }
+
+    /// The slot, to change it (its claim goes).
+    pub(super) fn get_mut(&mut self, key: &PageKey) -> Option<&mut Slot> {
+        self.claims.remove(key);
+        self.map.get_mut(key)
+    }
+
+    /// The slot, for bookkeeping that touches neither the page's bytes
+    /// nor its dirty bit (promotion heat): its claim stays.
+    pub(super) fn get_mut_keep_claim(&mut self, key: &PageKey) -> Option<&mut Slot> {
+        self.map.get_mut(key)
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.claims.clear();
+        self.map.clear();
+    }
+
+    /// Job `job` sent `key`'s WRITEBACK: claim it if it is a dirty frame
+    /// (own or mapped). A later job's claim replaces an earlier one's.
+    pub(super) fn claim(&mut self, key: PageKey, job: u64) -> bool {
+        let dirty = matches!(
+            self.map.get(&key),
+            Some(Slot::Local { dirty: true, .. } | Slot::Remote { dirty: true, .. })
+        );
+        if dirty {
+            self.claims.insert(key, job);
+        }
+        dirty
+    }
+
+    /// Job `job`'s WRITEBACK of `key` was answered done: clean the page if
+    /// the claim is still that job's. True if it was cleaned.
+    pub(super) fn clean_claimed(&mut self, key: &PageKey, job: u64) -> bool {
+        if self.claims.get(key) != Some(&job) {
+            return false;
+        }
+        self.claims.remove(key);
+        match self.map.get_mut(key) {
+            Some(Slot::Local { dirty, .. } | Slot::Remote { dirty, .. }) => {
+                *dirty = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Job `job` ended: its claims not answered go (the pages stay dirty).
+    pub(super) fn release(&mut self, job: u64) {
+        self.claims.retain(|_, j| *j != job);
+    }
+
+    /// Claims held (pages whose write-back is in flight and untouched).
+    pub(super) fn claims(&self) -> usize {
+        self.claims.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(idx: u64) -> PageKey {
+        PageKey { ino: 1, idx }
+    }
+
+    fn dirty_local() -> Slot {
+        Slot::Local {
+            gfn: 7,
+            dirty: true,
+        }
+    }
+
+    fn is_dirty(s: &Slots, k: &PageKey) -> bool {
+        matches!(s.get(k), Some(Slot::Local { dirty: true, .. }))
+    }
+
+    #[test]
+    fn an_untouched_claim_cleans() {
+        let mut s = Slots::default();
+        s.insert(key(0), dirty_local());
+        assert!(s.claim(key(0), 1));
+        assert!(s.clean_claimed(&key(0), 1));
+        assert!(!is_dirty(&s, &key(0)));
+        assert_eq!(s.claims(), 0);
+    }
+
+    #[test]
+    fn a_store_or_a_new_slot_meanwhile_keeps_the_page_dirty() {
+        let mut s = Slots::default();
+        s.insert(key(0), dirty_local());
+        s.insert(key(1), dirty_local());
+        s.insert(key(2), dirty_local());
+        for k in 0..3 {
+            assert!(s.claim(key(k), 1));
+        }
+        // A store (through get_mut), a replaced slot, a teardown.
+        if let Some(Slot::Local { dirty, .. }) = s.get_mut(&key(0)) {
+            *dirty = true;
+        }
+        s.insert(key(1), dirty_local());
+        s.remove(&key(2));
+        for k in 0..3 {
+            assert!(!s.clean_claimed(&key(k), 1));
+        }
+        assert!(is_dirty(&s, &key(0)) && is_dirty(&s, &key(1)));
+        // Heat bookkeeping keeps the claim.
+        assert!(s.claim(key(0), 2));
+        let _ = s.get_mut_keep_claim(&key(0));
+        assert!(s.clean_claimed(&key(0), 2));
+    }
+
+    #[test]
+    fn a_later_job_owns_the_claim_and_release_drops_the_rest() {
+        let mut s = Slots::default();
+        s.insert(key(0), dirty_local());
+        s.insert(key(1), dirty_local());
+        s.insert(
+            key(2),
+            Slot::Local {
+                gfn: 3,
+                dirty: false,
+            },
+        );
+        assert!(s.claim(key(0), 1));
+        assert!(s.claim(key(0), 2));
+        assert!(!s.claim(key(2), 2), "a clean page is not claimed");
+        assert!(!s.clean_claimed(&key(0), 1), "the earlier job's answer");
+        assert!(s.claim(key(1), 2));
+        s.release(2);
+        assert_eq!(s.claims(), 0);
+        assert!(!s.clean_claimed(&key(0), 2));
+        assert!(is_dirty(&s, &key(0)));
+    }
+}
