@@ -118,12 +118,22 @@ fn psync_numjobs_8_has_several_ios_in_flight_private() {
 /// Private mode: a job's fsync sends its file's dirty pages and yields,
 /// so several jobs' write-backs are in flight together (`cache stats`
 /// counts them), and the bytes reach the file server: node 2 reads what
-/// node 1's jobs wrote.
+/// node 1's jobs wrote. Strong mode: the same with the dirty frames'
+/// WRITEBACKs.
 #[test]
 fn private_fsyncs_of_several_jobs_are_in_flight_together() {
+    fsyncs_in_flight("private")
+}
+
+#[test]
+fn strong_fsyncs_of_several_jobs_are_in_flight_together() {
+    fsyncs_in_flight("strong")
+}
+
+fn fsyncs_in_flight(mode: &str) {
     use onecopy_tests::shell::parse_sum;
     use userland::stats::keys::cache as k;
-    with_cluster(opts("tasks-private-fsync").mode("private"), |c| {
+    with_cluster(opts(&format!("tasks-{mode}-fsync")).mode(mode), |c| {
         let job =
             "--name=w --rw=randwrite --bs=4k --size=32k --numjobs=8 --ioengine=psync --fsync=1";
         fio(c, 1, job)?;
