@@ -119,7 +119,7 @@ fn psync_numjobs_8_has_several_ios_in_flight_private() {
 /// so several jobs' write-backs are in flight together (`cache stats`
 /// counts them), and the bytes reach the file server: node 2 reads what
 /// node 1's jobs wrote. Strong mode: the same with the dirty frames'
-/// WRITEBACKs.
+/// WRITEBACKs; `net` mode: with the writes over the connection.
 #[test]
 fn private_fsyncs_of_several_jobs_are_in_flight_together() {
     fsyncs_in_flight("private")
@@ -128,6 +128,11 @@ fn private_fsyncs_of_several_jobs_are_in_flight_together() {
 #[test]
 fn strong_fsyncs_of_several_jobs_are_in_flight_together() {
     fsyncs_in_flight("strong")
+}
+
+#[test]
+fn net_fsyncs_of_several_jobs_are_in_flight_together() {
+    fsyncs_in_flight("net")
 }
 
 fn fsyncs_in_flight(mode: &str) {

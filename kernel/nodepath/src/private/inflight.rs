@@ -1,6 +1,7 @@
 //! Write-backs in flight for tasks: a task's fsync, close or truncate
 //! sends its file's dirty pages and yields, instead of waiting inside the
-//! call (`private` mode on the rings; see [`Private::write_back_start`]).
+//! call (`private` mode on the rings, and `net` mode over its connection;
+//! see [`Private::write_back_start`]).
 //!
 //! A job takes its pages' bytes when it starts. Its writes go out side by
 //! side in the write slot (bulk slot 2), after the writes of the jobs
@@ -116,9 +117,8 @@ impl InFlight {
 impl Private {
     /// Start writing back `ino`'s dirty pages without waiting for the
     /// answers (a task's fsync, close or truncate);
-    /// [`Private::write_back_poll`] says when they are in. `net` mode
-    /// writes back synchronously (and answers [`WbStart::Done`]): nothing
-    /// stays in flight there. Pages a job in flight is sending are sent
+    /// [`Private::write_back_poll`] says when they are in (`net` mode
+    /// too: see [`Private::pump`]). Pages a job in flight is sending are sent
     /// again (a second fsync of the file must not be answered before its
     /// pages are written, and the first job may fail).
     pub(super) fn write_back_start<E: Env>(
@@ -133,10 +133,6 @@ impl Private {
             .map(|(k, _)| *k)
             .collect();
         if keys.is_empty() {
-            return Ok(WbStart::Done);
-        }
-        if !link.rings() {
-            self.write_back(link, meta, &keys)?;
             return Ok(WbStart::Done);
         }
         let cap = link.bulk_cap(SLOT)?;
@@ -244,23 +240,31 @@ impl Private {
 
     /// Send the writes that wait, in the order their jobs started, as far
     /// as the slot has room (it is reused once every write in it is
-    /// answered).
+    /// answered). `net` mode stages each write at the start of the slot,
+    /// whose bytes go into the request's frame as it is started, so it
+    /// only bounds the writes unanswered.
     fn pump<E: Env>(&mut self, link: &mut Link<E>) {
         let f = &mut self.inflight;
         if f.unanswered == 0 {
             f.slot_used = 0;
             f.writes = 0;
         }
+        let net = !link.rings();
         // 0: no session; the sends below then fail.
         let cap = link.bulk_cap(SLOT).unwrap_or_default();
         for job in f.jobs.iter_mut() {
             let ino = job.ino;
             for w in job.writes.iter_mut().filter(|w| w.data.is_some()) {
-                if cap > 0 && (f.slot_used + w.len > cap || f.writes >= MAX_RING_READS) {
+                let full = if net {
+                    f.unanswered >= MAX_RING_READS
+                } else {
+                    cap > 0 && (f.slot_used + w.len > cap || f.writes >= MAX_RING_READS)
+                };
+                if full {
                     return; // in order: nothing overtakes this write
                 }
                 let Some(data) = w.data.take() else { continue };
-                let at = f.slot_used;
+                let at = if net { 0 } else { f.slot_used };
                 let sent = link.bulk_write(SLOT, at, &data).and_then(|()| {
                     let req = Request::Data {
                         op: Op::Write,

@@ -425,7 +425,7 @@ impl<E: Env> DataPath<E> for Private {
         put(keys::BASELINE_WRITES, self.writes.as_str().to_string());
         put(keys::DIRTY_PAGES, format!("{}", self.dirty.len()));
         put(keys::PAGES_WRITTEN_BACK, format!("{}", self.written_back));
-        if self.mode == Mode::Private {
+        {
             let f = &self.inflight;
             put(
                 keys::TASK_WRITE_BACKS,
