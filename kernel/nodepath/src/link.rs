@@ -167,6 +167,7 @@ fn wait_once<E: Env>(
 
 mod calls;
 mod reads;
+pub mod wbflight;
 mod writes;
 
 pub use reads::MAX_RING_READS;

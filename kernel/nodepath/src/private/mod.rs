@@ -426,7 +426,7 @@ impl<E: Env> DataPath<E> for Private {
         put(keys::DIRTY_PAGES, format!("{}", self.dirty.len()));
         put(keys::PAGES_WRITTEN_BACK, format!("{}", self.written_back));
         {
-            let f = &self.inflight;
+            let f = &self.inflight.q;
             put(
                 keys::TASK_WRITE_BACKS,
                 format!("{}/{}", f.started, f.max_jobs),
