@@ -57,12 +57,17 @@ impl Slots {
         self.map.clear();
     }
 
-    /// Job `job` sent `key`'s WRITEBACK: claim it if it is a dirty frame
-    /// (own or mapped). A later job's claim replaces an earlier one's.
+    /// Job `job` sends `key`'s write-back: claim it if it is a dirty frame
+    /// (own or mapped) or a private copy. A later job's claim replaces an
+    /// earlier one's.
     pub(super) fn claim(&mut self, key: PageKey, job: u64) -> bool {
         let dirty = matches!(
             self.map.get(&key),
-            Some(Slot::Local { dirty: true, .. } | Slot::Remote { dirty: true, .. })
+            Some(
+                Slot::Local { dirty: true, .. }
+                    | Slot::Remote { dirty: true, .. }
+                    | Slot::Private(_)
+            )
         );
         if dirty {
             self.claims.insert(key, job);
@@ -70,20 +75,14 @@ impl Slots {
         dirty
     }
 
-    /// Job `job`'s WRITEBACK of `key` was answered done: clean the page if
-    /// the claim is still that job's. True if it was cleaned.
-    pub(super) fn clean_claimed(&mut self, key: &PageKey, job: u64) -> bool {
+    /// Job `job`'s write-back of `key` was answered done: is the claim
+    /// still that job's (the page unchanged since)? The claim goes.
+    pub(super) fn take_claim(&mut self, key: &PageKey, job: u64) -> bool {
         if self.claims.get(key) != Some(&job) {
             return false;
         }
         self.claims.remove(key);
-        match self.map.get_mut(key) {
-            Some(Slot::Local { dirty, .. } | Slot::Remote { dirty, .. }) => {
-                *dirty = false;
-                true
-            }
-            _ => false,
-        }
+        true
     }
 
     /// Job `job` ended: its claims not answered go (the pages stay dirty).
@@ -100,6 +99,7 @@ impl Slots {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::boxed::Box;
 
     fn key(idx: u64) -> PageKey {
         PageKey { ino: 1, idx }
@@ -117,12 +117,18 @@ mod tests {
     }
 
     #[test]
-    fn an_untouched_claim_cleans() {
+    fn an_untouched_claim_holds() {
         let mut s = Slots::default();
         s.insert(key(0), dirty_local());
+        s.insert(
+            key(1),
+            Slot::Private(Box::new([0u8; crate::pagecache::PAGE])),
+        );
         assert!(s.claim(key(0), 1));
-        assert!(s.clean_claimed(&key(0), 1));
-        assert!(!is_dirty(&s, &key(0)));
+        assert!(s.claim(key(1), 1), "a private copy is claimed too");
+        assert!(s.take_claim(&key(0), 1));
+        assert!(s.take_claim(&key(1), 1));
+        assert!(!s.take_claim(&key(0), 1), "taken once");
         assert_eq!(s.claims(), 0);
     }
 
@@ -142,13 +148,13 @@ mod tests {
         s.insert(key(1), dirty_local());
         s.remove(&key(2));
         for k in 0..3 {
-            assert!(!s.clean_claimed(&key(k), 1));
+            assert!(!s.take_claim(&key(k), 1));
         }
         assert!(is_dirty(&s, &key(0)) && is_dirty(&s, &key(1)));
         // Heat bookkeeping keeps the claim.
         assert!(s.claim(key(0), 2));
         let _ = s.get_mut_keep_claim(&key(0));
-        assert!(s.clean_claimed(&key(0), 2));
+        assert!(s.take_claim(&key(0), 2));
     }
 
     #[test]
@@ -166,11 +172,11 @@ mod tests {
         assert!(s.claim(key(0), 1));
         assert!(s.claim(key(0), 2));
         assert!(!s.claim(key(2), 2), "a clean page is not claimed");
-        assert!(!s.clean_claimed(&key(0), 1), "the earlier job's answer");
+        assert!(!s.take_claim(&key(0), 1), "the earlier job's answer");
         assert!(s.claim(key(1), 2));
         s.release(2);
         assert_eq!(s.claims(), 0);
-        assert!(!s.clean_claimed(&key(0), 2));
+        assert!(!s.take_claim(&key(0), 2));
         assert!(is_dirty(&s, &key(0)));
     }
 }

@@ -1,18 +1,26 @@
-//! A task's fsync in the single-copy modes without waiting inside the
-//! call: the WRITEBACK page requests of the file's dirty frames (own or
-//! mapped) go out as calls nobody blocks on ([`Link::start_call`]), up to
-//! [`BATCH`] in flight per job, and the task yields; its poll applies the
-//! answers as they come. Each page sent is claimed by the job
-//! (`pagecache/slots.rs`): a store into the page meanwhile (or any change
-//! of its slot) drops the claim, so the answer leaves that page dirty for
-//! the next write-back instead of marking clean bytes the directory may not
-//! have copied. A failed or unanswered WRITEBACK leaves its page dirty and
-//! the job's result is the first error.
+//! A task's fsync (and relaxed mode's close) in the single-copy modes
+//! without waiting inside the call. Two parts, one job:
 //!
-//! Only frames: a file with relaxed private copies (written back through
-//! the storage server's write slot) is written back synchronously, as
-//! before, and so are close and truncate (their single-copy work is the
-//! private copies only).
+//! * the WRITEBACK page requests of the file's dirty frames (own or
+//!   mapped) go out as calls nobody blocks on ([`Link::start_call`]), up
+//!   to [`BATCH`] in flight per job;
+//! * relaxed mode's private copies of the file go to the storage server as
+//!   file-server writes through [`WriteJobs`] (`link/wbflight.rs`: side by
+//!   side in the write slot, in job order), their bytes taken when the job
+//!   starts, clipped to the file's size.
+//!
+//! The task yields; its poll applies the answers as they come. Each page
+//! sent is claimed by the job (`pagecache/slots.rs`): a store into the
+//! page meanwhile (or any change of its slot) drops the claim, so the
+//! answer leaves a frame dirty, or a private copy in place, for the next
+//! write-back instead of marking clean (or forgetting) bytes the directory
+//! may not have. A failed or unanswered write leaves its page as it was;
+//! the job's result is the first error. Every synchronous user of the
+//! write slot first waits for the private copies' writes in flight
+//! ([`ScState::finish_copies`]).
+//!
+//! A truncate's private copies (those below the new end) are still
+//! written back synchronously.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -21,17 +29,22 @@ use fabric::proto::{op_of, Errno, PageKey, PageReply, PageReq, Request, Response
 
 use super::{ScState, BATCH};
 use crate::env::Env;
-use crate::link::Link;
+use crate::link::wbflight::{Job as CopiesJob, WriteJobs, SLOT};
+use crate::link::{contiguous_runs, Link};
+use crate::pagecache::PAGE;
 
-/// One task's write-back of one file's dirty frames.
+/// One task's write-back of one file.
 #[derive(Debug)]
 struct Job {
-    /// Pages not sent yet.
+    ino: u64,
+    /// Frames not sent yet.
     todo: Vec<PageKey>,
-    /// Pages whose WRITEBACK is in flight, with its call's tag.
+    /// Frames whose WRITEBACK is in flight, with its call's tag.
     flying: Vec<(PageKey, u32)>,
-    /// The first error (the job stops sending and ends when the rest
-    /// answered).
+    /// The private copies' job in [`WbJobs::copies`], until it is done.
+    copies: Option<u64>,
+    /// The first error (the job stops sending frames and ends when the
+    /// rest answered).
     err: Option<Errno>,
 }
 
@@ -40,7 +53,13 @@ struct Job {
 pub struct WbJobs {
     next: u64,
     jobs: BTreeMap<u64, Job>,
-    /// Jobs started and pages sent, since boot; most jobs in flight.
+    /// The private copies' writes, and which job each copies job is for.
+    copies: WriteJobs,
+    copies_of: BTreeMap<u64, u64>,
+    /// Results of copies jobs applied, by job.
+    copies_done: BTreeMap<u64, Result<(), Errno>>,
+    /// Jobs started, pages (frames and copies) sent, since boot; most
+    /// jobs in flight.
     started: u64,
     sent: u64,
     max: usize,
@@ -59,39 +78,97 @@ fn writeback(key: PageKey) -> Request {
 }
 
 impl ScState {
-    /// Start writing back `ino`'s dirty frames without waiting; `None` if
-    /// none is dirty (nothing to wait for). Dirty mappings dropped with
-    /// their DROP unanswered are settled first, synchronously, as the
-    /// synchronous write-back does.
-    pub(super) fn write_back_start_frames<E: Env>(
+    /// Start writing back `ino` (its dirty frames and, if `copies`, its
+    /// private copies, clipped to `size`) without waiting; `None` if
+    /// nothing is to be written. Dirty mappings dropped with their DROP
+    /// unanswered are settled first, synchronously, as the synchronous
+    /// write-back does.
+    pub(super) fn write_back_start<E: Env>(
         &mut self,
-        jobs: &mut WbJobs,
         link: &mut Link<E>,
         ino: u64,
+        size: u64,
+        copies: bool,
     ) -> Result<Option<u64>, Errno> {
         self.flush_drops(link)?;
         let dirty = self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default();
-        if dirty.is_empty() {
+        let private = match copies {
+            true => self
+                .cache()
+                .map(|c| c.private_pages(ino))
+                .unwrap_or_default(),
+            false => Vec::new(),
+        };
+        if dirty.is_empty() && private.is_empty() {
             return Ok(None);
         }
-        let id = jobs.next;
-        jobs.next += 1;
-        jobs.started += 1;
+        self.wb.next += 1;
+        let id = self.wb.next;
+        self.wb.started += 1;
         let mut job = Job {
+            ino,
             todo: dirty,
             flying: Vec::new(),
+            copies: None,
             err: None,
         };
         // Sent in page order: `todo` is popped from the back.
         job.todo.reverse();
-        self.pump(jobs, link, id, &mut job);
-        jobs.jobs.insert(id, job);
-        jobs.max = jobs.max.max(jobs.jobs.len());
+        if !private.is_empty() {
+            match self.start_copies(link, id, ino, &private, size) {
+                Ok(c) => job.copies = Some(c),
+                Err(e) => job.err = Some(e),
+            }
+        }
+        self.pump_frames(link, id, &mut job);
+        self.wb.jobs.insert(id, job);
+        self.wb.max = self.wb.max.max(self.wb.jobs.len());
         Ok(Some(id))
     }
 
-    /// Send `job`'s next pages while it has fewer than [`BATCH`] in flight.
-    fn pump<E: Env>(&mut self, jobs: &mut WbJobs, link: &mut Link<E>, id: u64, job: &mut Job) {
+    /// Claim `keys` (private copies of `ino`) for job `id`, take their
+    /// bytes and start their writes; the copies job's id.
+    fn start_copies<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        id: u64,
+        ino: u64,
+        keys: &[PageKey],
+        size: u64,
+    ) -> Result<u64, Errno> {
+        let max_run = (link.bulk_cap(SLOT)? / PAGE).max(1);
+        let after = |k: &PageKey, n: u64| PageKey {
+            ino,
+            idx: k.idx + n,
+        };
+        let mut runs = Vec::new();
+        for r in contiguous_runs(keys, max_run, after) {
+            let run = &keys[r.clone()];
+            let start = run[0].idx * PAGE as u64;
+            let len = (size.saturating_sub(start) as usize).min(run.len() * PAGE);
+            let mut buf = alloc::vec![0u8; len];
+            let Some(c) = self.cache() else {
+                return Err(Errno::Unavailable);
+            };
+            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
+                if let Some(p) = c.private(&run[k]) {
+                    chunk.copy_from_slice(&p[..chunk.len()]);
+                }
+            }
+            for key in run {
+                c.claim_writeback(*key, id);
+            }
+            runs.push((run[0].idx, run.len(), buf));
+        }
+        self.wb.sent += keys.len() as u64;
+        let copies = self.wb.copies.push(link, ino, runs);
+        self.wb.copies_of.insert(copies, id);
+        Ok(copies)
+    }
+
+    /// Send `job`'s next frames while it has fewer than [`BATCH`] in
+    /// flight.
+    fn pump_frames<E: Env>(&mut self, link: &mut Link<E>, id: u64, job: &mut Job) {
         while job.err.is_none() && job.flying.len() < BATCH {
             let Some(key) = job.todo.pop() else { break };
             // Claimed before it is sent: a store after this point keeps it
@@ -101,7 +178,7 @@ impl ScState {
             }
             match link.start_call(&writeback(key), self) {
                 Ok(tag) => {
-                    jobs.sent += 1;
+                    self.wb.sent += 1;
                     job.flying.push((key, tag));
                 }
                 Err(e) => job.err = Some(e),
@@ -109,18 +186,18 @@ impl ScState {
         }
     }
 
-    /// Apply what came of job `id`; its result once every page answered.
-    pub(super) fn write_back_poll_frames<E: Env>(
+    /// Apply what came of job `id`: its result and file once every page
+    /// answered.
+    pub(super) fn write_back_poll<E: Env>(
         &mut self,
-        jobs: &mut WbJobs,
         link: &mut Link<E>,
         id: u64,
-    ) -> Option<Result<(), Errno>> {
-        let Some(mut job) = jobs.jobs.remove(&id) else {
-            return Some(Err(Errno::Invalid));
+    ) -> Option<(u64, Result<(), Errno>)> {
+        self.copies_answered(link);
+        let Some(mut job) = self.wb.jobs.remove(&id) else {
+            return Some((0, Err(Errno::Invalid)));
         };
-        let req = writeback(PageKey { ino: 0, idx: 0 });
-        let op = op_of(&req);
+        let op = op_of(&writeback(PageKey { ino: 0, idx: 0 }));
         let mut i = 0;
         while i < job.flying.len() {
             let (key, tag) = job.flying[i];
@@ -146,14 +223,85 @@ impl ScState {
                 }
             }
         }
-        self.pump(jobs, link, id, &mut job);
-        if !job.flying.is_empty() || (job.err.is_none() && !job.todo.is_empty()) {
-            jobs.jobs.insert(id, job);
+        self.pump_frames(link, id, &mut job);
+        if let Some(c) = job.copies {
+            if let Some(r) = self.wb.copies_done.remove(&c) {
+                job.copies = None;
+                if let Err(e) = r {
+                    job.err.get_or_insert(e);
+                }
+            }
+        }
+        let frames_left = !job.flying.is_empty() || (job.err.is_none() && !job.todo.is_empty());
+        if frames_left || job.copies.is_some() {
+            self.wb.jobs.insert(id, job);
             return None;
         }
         if let Some(c) = self.cache() {
             c.release_claims(id);
         }
-        Some(job.err.map_or(Ok(()), Err))
+        Some((job.ino, job.err.map_or(Ok(()), Err)))
+    }
+
+    /// Take in the private copies' answers and apply the copies jobs they
+    /// complete.
+    fn copies_answered<E: Env>(&mut self, link: &mut Link<E>) {
+        self.wb.copies.take_answers(link);
+        while let Some(job) = self.wb.copies.pop_complete() {
+            self.apply_copies(job);
+        }
+    }
+
+    /// Wait for every private copy's write in flight and apply it (before
+    /// any other use of the write slot).
+    pub(super) fn finish_copies<E: Env>(&mut self, link: &mut Link<E>) {
+        if !self.wb.copies.busy() {
+            return;
+        }
+        let mut q = core::mem::take(&mut self.wb.copies);
+        let mut jobs = Vec::new();
+        q.finish(link, self, |job| jobs.push(job));
+        self.wb.copies = q;
+        for job in jobs {
+            self.apply_copies(job);
+        }
+    }
+
+    /// A copies job's answers: each written copy whose claim held is
+    /// forgotten (the next access maps the reconciled single copy); a
+    /// failed write leaves its copies.
+    fn apply_copies(&mut self, job: CopiesJob) {
+        let Some(id) = self.wb.copies_of.remove(&job.id) else {
+            return;
+        };
+        let mut err = None;
+        for w in &job.writes {
+            if w.len > 0 && !matches!(w.answer, Some(Ok(Response::Data { .. }))) {
+                let e = match w.answer {
+                    Some(Err(e)) | Some(Ok(Response::Err(e))) => e,
+                    _ => Errno::Io,
+                };
+                log::warn!("write-back of inode {} at page {}: {e:?}", job.ino, w.first);
+                err.get_or_insert(e);
+                continue;
+            }
+            if let Some(c) = self.cache() {
+                for k in 0..w.n as u64 {
+                    let key = PageKey {
+                        ino: job.ino,
+                        idx: w.first + k,
+                    };
+                    if c.cleaned_by(&key, id) {
+                        c.count_writeback();
+                    }
+                }
+            }
+        }
+        self.wb.copies_done.insert(job.id, err.map_or(Ok(()), Err));
+    }
+
+    /// Jobs started, the most in flight together, pages sent.
+    pub(super) fn wb_counts(&self) -> (u64, usize, u64) {
+        self.wb.counts()
     }
 }

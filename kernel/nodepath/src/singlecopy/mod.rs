@@ -131,6 +131,9 @@ pub struct ScState {
     /// The group of the tasks running.
     task_group: crate::policy::GroupId,
     coh: Option<Coherence>,
+    /// Tasks' write-backs in flight (`singlecopy/inflight.rs`), kept
+    /// across rejoins (a job of an old session ends with its calls).
+    wb: inflight::WbJobs,
 }
 
 impl Coherence {
@@ -174,6 +177,7 @@ impl ScState {
             groups: Vec::new(),
             task_group: crate::policy::DEFAULT_GROUP,
             coh: None,
+            wb: inflight::WbJobs::default(),
         }
     }
 

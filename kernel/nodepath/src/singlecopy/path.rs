@@ -10,7 +10,6 @@ use userland::stats::keys;
 use fabric::layout::Layout;
 use fabric::proto::{Errno, PageKey, Request};
 
-use super::inflight::WbJobs;
 use super::{ScState, BATCH};
 use crate::env::Env;
 use crate::link::{Link, Session};
@@ -40,8 +39,6 @@ pub struct SingleCopy {
     private_age: BTreeMap<PageKey, u64>,
     private_order: BTreeMap<u64, PageKey>,
     next_age: u64,
-    /// Tasks' fsync write-backs in flight (`singlecopy/inflight.rs`).
-    wb: WbJobs,
 }
 
 impl SingleCopy {
@@ -58,7 +55,6 @@ impl SingleCopy {
             },
             private_age: BTreeMap::new(),
             private_order: BTreeMap::new(),
-            wb: WbJobs::default(),
             next_age: 0,
         }
     }
@@ -385,6 +381,9 @@ impl<E: Env> DataPath<E> for SingleCopy {
         // its own bytes, so the head of that page must be there); those
         // past it are retired in `truncate_done`. The new size then
         // replaces any local extension.
+        // Tasks' copies' writes in flight go first: one sent after the
+        // `Setattr` would write old bytes past the new end.
+        self.st.finish_copies(link);
         let keep = size.div_ceil(PAGE as u64);
         let copies: Vec<PageKey> = self
             .st
@@ -412,7 +411,19 @@ impl<E: Env> DataPath<E> for SingleCopy {
     fn truncate_done(&mut self, env: &E, _meta: &mut Meta, ino: u64, size: u64, old: Option<u64>) {
         if old.is_some_and(|o| size < o) {
             self.st.evict_local(env, ino, size);
+        } else if let Some(c) = self.st.coh.as_mut() {
+            // Relaxed: the directory's file did not shrink, but a local
+            // extension did: the private copies wholly past the new end
+            // are cut (those below it went back in `truncate_prepare`);
+            // kept, they would be written back at the next fsync.
+            let from = size.div_ceil(PAGE as u64);
+            for key in c.cache.private_pages(ino) {
+                if key.idx >= from {
+                    c.cache.drop_private(&key);
+                }
+            }
         }
+        self.untrack(ino);
     }
 
     /// Relaxed mode writes back our private copies at close
@@ -436,10 +447,11 @@ impl<E: Env> DataPath<E> for SingleCopy {
         Ok(())
     }
 
-    /// A task's fsync: the file's dirty frames' WRITEBACKs in flight
-    /// (`singlecopy/inflight.rs`). Not with relaxed private copies of the
-    /// file (they go through the storage server's write slot), nor for
-    /// close and truncate, whose work is those copies: synchronous.
+    /// A task's fsync, and relaxed mode's close: the file's dirty frames'
+    /// WRITEBACKs and its private copies' writes in flight
+    /// (`singlecopy/inflight.rs`). A close without private copies has
+    /// nothing to write (as [`DataPath::close`]); a truncate's copies are
+    /// written back synchronously.
     fn write_back_start(
         &mut self,
         link: &mut Link<E>,
@@ -451,23 +463,32 @@ impl<E: Env> DataPath<E> for SingleCopy {
             .st
             .coh
             .as_ref()
-            .is_none_or(|c| !c.cache.private_pages(ino).is_empty());
-        if why != WbWhy::Fsync || copies {
-            return Ok(None);
+            .is_some_and(|c| !c.cache.private_pages(ino).is_empty());
+        match why {
+            WbWhy::Truncate => return Ok(None),
+            WbWhy::Close if !copies => return Ok(Some(WbStart::Done)),
+            WbWhy::Close | WbWhy::Fsync => {}
         }
-        let started = self.st.write_back_start_frames(&mut self.wb, link, ino);
-        // As the synchronous fsync: no copy is left, so no local size.
-        self.written_back(meta, ino);
-        Ok(Some(started?.map_or(WbStart::Done, WbStart::Started)))
+        let size = meta.size_of(ino);
+        let started = self.st.write_back_start(link, ino, size, copies)?;
+        if started.is_none() {
+            self.written_back(meta, ino);
+        }
+        Ok(Some(started.map_or(WbStart::Done, WbStart::Started)))
     }
 
     fn write_back_poll(
         &mut self,
         link: &mut Link<E>,
-        _meta: &mut Meta,
+        meta: &mut Meta,
         id: u64,
     ) -> Option<Result<(), Errno>> {
-        self.st.write_back_poll_frames(&mut self.wb, link, id)
+        let (ino, r) = self.st.write_back_poll(link, id)?;
+        if ino != 0 {
+            // As the synchronous write-back: no copy left, no local size.
+            self.written_back(meta, ino);
+        }
+        Some(r)
     }
 
     fn fsync_prepare(
@@ -560,7 +581,7 @@ impl<E: Env> DataPath<E> for SingleCopy {
         );
         put(keys::cache::MMAP_FAULTS, format!("{faults}"));
         put(keys::cache::MMAP_EVICTED_FAULTS, format!("{misses}"));
-        let (jobs, max, pages) = self.wb.counts();
+        let (jobs, max, pages) = self.st.wb_counts();
         put(keys::cache::TASK_WRITE_BACKS, format!("{jobs}/{max}"));
         put(keys::cache::TASK_WRITEBACK_PAGES, format!("{pages}"));
         Ok(v)

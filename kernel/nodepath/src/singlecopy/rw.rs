@@ -488,6 +488,19 @@ impl ScState {
         keys: &[PageKey],
         size: u64,
     ) -> Result<(), Errno> {
+        // Tasks' writes in flight hold the slot and carry older bytes;
+        // the copies they wrote are gone once applied: only those left
+        // go (a page without its copy would go out as zeros).
+        self.finish_copies(link);
+        let left: Vec<PageKey> = match self.cache() {
+            Some(c) => keys
+                .iter()
+                .filter(|k| c.private(k).is_some())
+                .copied()
+                .collect(),
+            None => Vec::new(),
+        };
+        let keys = &left[..];
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         // The runs of contiguous pages: (keys, bytes to send, pages held).
         let mut runs: Vec<(&[PageKey], Vec<u8>, u64)> = Vec::new();
