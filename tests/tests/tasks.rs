@@ -119,7 +119,8 @@ fn psync_numjobs_8_has_several_ios_in_flight_private() {
 /// so several jobs' write-backs are in flight together (`cache stats`
 /// counts them), and the bytes reach the file server: node 2 reads what
 /// node 1's jobs wrote. Strong mode: the same with the dirty frames'
-/// WRITEBACKs; `net` mode: with the writes over the connection.
+/// WRITEBACKs; relaxed: with the private copies' writes (fio's full-page
+/// writes); `net` mode: with the writes over the connection.
 #[test]
 fn private_fsyncs_of_several_jobs_are_in_flight_together() {
     fsyncs_in_flight("private")
@@ -133,6 +134,11 @@ fn strong_fsyncs_of_several_jobs_are_in_flight_together() {
 #[test]
 fn net_fsyncs_of_several_jobs_are_in_flight_together() {
     fsyncs_in_flight("net")
+}
+
+#[test]
+fn relaxed_fsyncs_of_several_jobs_are_in_flight_together() {
+    fsyncs_in_flight("relaxed")
 }
 
 fn fsyncs_in_flight(mode: &str) {
