@@ -190,30 +190,9 @@ impl<D: BlockDevice> Directory<D> {
         if self.defer_fsync(node, Via::Ring, op, tag, &req) {
             return; // answered once its file's writes landed
         }
-        if let (
-            Request::Data {
-                op: Op::Read,
-                slot,
-                at,
-                ino,
-                offset,
-                len,
-            },
-            true,
-        ) = (req, self.fill_depth() > 0)
-        {
+        let read = super::fileread::ReadReq::of(node, tag, Via::Ring, &req);
+        if let Some(r) = read.filter(|_| self.fill_depth() > 0) {
             // Asynchronous, as page fills (`server/fileread.rs`).
-            let r = super::fileread::ReadReq {
-                node,
-                op,
-                tag,
-                slot,
-                at,
-                via: Via::Ring,
-                ino,
-                offset,
-                len,
-            };
             if let Some((resp, _)) = self.read_file(mem, r) {
                 self.respond(mem, node, resp.encode(op, tag));
             }

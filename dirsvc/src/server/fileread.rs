@@ -22,7 +22,7 @@ use super::reply::Via;
 use crate::diskq::{Dest, Fill};
 use fabric::bulk::{Bulk, ShmBulk};
 use fabric::netwire::NetBulk;
-use fabric::proto::{Errno, MissKind, Op, PageKey, Response};
+use fabric::proto::{Errno, MissKind, Op, PageKey, Request, Response};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::{BlockDevice, BlockSource, BLOCK_SIZE};
@@ -61,6 +61,34 @@ pub(super) struct ReadReq {
     pub ino: u64,
     pub offset: u64,
     pub len: u32,
+}
+
+impl ReadReq {
+    /// `req` from `node` (tag `tag`, answered by `via`) if it is a
+    /// file-server read.
+    pub fn of(node: u32, tag: u32, via: Via, req: &Request) -> Option<ReadReq> {
+        match *req {
+            Request::Data {
+                op: op @ Op::Read,
+                slot,
+                at,
+                ino,
+                offset,
+                len,
+            } => Some(ReadReq {
+                node,
+                op,
+                tag,
+                slot,
+                at,
+                via,
+                ino,
+                offset,
+                len,
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl PendingRead {

@@ -57,29 +57,7 @@ impl<D: BlockDevice> Directory<D> {
         if self.defer_fsync(node, via, op, tag, &req) {
             return Ok(None); // answered once its file's writes landed
         }
-        if let (
-            Request::Data {
-                op: Op::Read,
-                slot,
-                at,
-                ino,
-                offset,
-                len,
-            },
-            true,
-        ) = (req, self.fill_depth() > 0)
-        {
-            let r = ReadReq {
-                node,
-                op,
-                tag,
-                slot,
-                at,
-                via,
-                ino,
-                offset,
-                len,
-            };
+        if let Some(r) = ReadReq::of(node, tag, via, &req).filter(|_| self.fill_depth() > 0) {
             return Ok(self.read_file(mem, r));
         }
         let ino = match req {

@@ -9,7 +9,7 @@ use fabric::proto::{Errno, PageKey, PageReply, Request, Response};
 use nodepath::client::Client;
 
 /// A read of `len` bytes at `offset` of `ino` into slot 1.
-fn read_req(ino: u64, offset: u64, len: u32) -> Request {
+pub(super) fn read_req(ino: u64, offset: u64, len: u32) -> Request {
     Request::Data {
         op: Op::Read,
         slot: 1,

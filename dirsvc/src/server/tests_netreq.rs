@@ -3,6 +3,7 @@
 //! queues as the ring path's, the loop serves other requests meanwhile,
 //! and each answer comes out of `take_net_answers` with its token.
 
+use super::tests_fileread::read_req;
 use super::tests_fills::Rig;
 use super::*;
 use crate::fakedisk::Completion;
@@ -22,17 +23,6 @@ fn serve(rig: &Rig, node: u32, req: &Request, payload: &[u8], token: u64) -> Opt
     rig.dir
         .borrow_mut()
         .serve_net(&*rig.mem, node, &frame(req, token as u32, payload), token)
-}
-
-fn read(ino: u64, offset: u64, len: u32) -> Request {
-    Request::Data {
-        op: Op::Read,
-        slot: 1,
-        at: 0,
-        ino,
-        offset,
-        len,
-    }
 }
 
 fn write(ino: u64, idx: u64) -> Request {
@@ -71,7 +61,7 @@ fn a_net_read_waits_for_the_disk_while_other_requests_are_answered() {
     let ino = rig.file(&mut a, 3);
     rig.disk.set_mode(Completion::Hold);
     let submitted = rig.disk.submitted();
-    assert!(serve(&rig, 1, &read(ino, 100, 8192), &[], 7).is_none());
+    assert!(serve(&rig, 1, &read_req(ino, 100, 8192), &[], 7).is_none());
     assert_eq!(
         rig.disk.submitted() - submitted,
         3,
@@ -109,7 +99,7 @@ fn net_writes_creates_and_fsyncs_are_answered_once_their_blocks_landed() {
     rig.disk.set_mode(Completion::Hold);
     assert!(serve(&rig, 1, &write(ino, 0), &[9u8; 4096], 1).is_none());
     // A read of the block being written sees the new bytes at once.
-    let r = serve(&rig, 1, &read(ino, 0, 4096), &[], 2).expect("from the pending write");
+    let r = serve(&rig, 1, &read_req(ino, 0, 4096), &[], 2).expect("from the pending write");
     assert_eq!(r.payload, vec![9u8; 4096]);
     assert!(serve(&rig, 1, &Request::Fsync { ino }, &[], 3).is_none());
     let create = Request::Path {
@@ -140,7 +130,7 @@ fn net_writes_creates_and_fsyncs_are_answered_once_their_blocks_landed() {
     ));
     assert!(got.iter().all(|a| a.frame.payload.is_empty()));
     // On the disk: the file's new bytes, and /g.
-    let r = serve(&rig, 1, &read(ino, 0, 4096), &[], 5);
+    let r = serve(&rig, 1, &read_req(ino, 0, 4096), &[], 5);
     let r = r
         .or_else(|| answers(&rig, 1).pop().map(|a| a.frame))
         .unwrap();
@@ -163,7 +153,7 @@ fn a_failed_net_node_gets_no_late_read_answer() {
     let _b = rig.join(2);
     let ino = rig.file(&mut a, 1);
     rig.disk.set_mode(Completion::Hold);
-    assert!(serve(&rig, 1, &read(ino, 0, 4096), &[], 1).is_none());
+    assert!(serve(&rig, 1, &read_req(ino, 0, 4096), &[], 1).is_none());
     assert!(rig.fail_silent(1, 2));
     rig.disk.set_mode(Completion::InOrder);
     for _ in 0..10 {
@@ -182,7 +172,7 @@ fn fill_depth_zero_answers_net_requests_at_once() {
     let mut a = rig.join(1);
     let ino = rig.file(&mut a, 1);
     rig.disk.set_mode(Completion::Hold);
-    let r = serve(&rig, 1, &read(ino, 0, 4096), &[], 1).expect("synchronous");
+    let r = serve(&rig, 1, &read_req(ino, 0, 4096), &[], 1).expect("synchronous");
     assert_eq!(r.payload, vec![1u8; 4096]);
     let w = serve(&rig, 1, &write(ino, 0), &[5u8; 4096], 2).expect("synchronous");
     assert!(matches!(

@@ -13,12 +13,7 @@ use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
 use crate::tests::{create, pattern, read_file, stat_value};
 use crate::tests_meta::{finish, pending};
-
-fn dirty_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) -> Fd {
-    let fd = n.open(path, create()).unwrap();
-    assert_eq!(n.write(fd, data), Ok(data.len()));
-    fd
-}
+use crate::tests_task_writeback::dirty_file;
 
 fn writebacks(n: &Node<HostEnv>) -> u64 {
     stat_value(n, keys::WRITEBACKS).parse().unwrap()

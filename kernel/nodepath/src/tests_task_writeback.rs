@@ -14,9 +14,9 @@ use crate::rig::{HostEnv, Rig, RigConfig};
 use crate::tests::{create, pattern, read_file, stat_value};
 use crate::tests_meta::{finish, pending};
 
-/// Node 1 of a private-mode rig with `path` open and `data` written
-/// (dirty, not written back).
-fn dirty_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) -> Fd {
+/// `path` created on `n`, open, with `data` written (dirty, not written
+/// back).
+pub(crate) fn dirty_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) -> Fd {
     let fd = n.open(path, create()).unwrap();
     assert_eq!(n.write(fd, data), Ok(data.len()));
     fd
