@@ -353,3 +353,33 @@ fn relaxed_truncate_of_a_local_extension_drops_the_cut_copies() {
         got.len()
     );
 }
+
+/// Relaxed: a task's truncate sends the private copies below the new end
+/// in flight (the directory then cuts the file from them) and drops the
+/// ones past it.
+#[test]
+fn a_relaxed_truncate_writes_its_copies_back_in_flight() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let mut n = rig.node(2);
+    let new = pattern(4096, 10);
+    let (fd, data) = relaxed_copy(&rig, &mut n, &new);
+    n.seek(fd, 4096).unwrap();
+    assert_eq!(n.write(fd, &pattern(4096, 11)), Ok(4096));
+    assert_eq!(stat_value(&n, keys::PRIVATE_COPIES), "2");
+    let size = 5000u64;
+    let t = pending(&mut n, MetaCall::Truncate { fd, size });
+    assert_eq!(stat_value(&n, keys::TASK_WRITE_BACKS), "1/1");
+    assert_eq!(finish(&mut n, t), Ok(MetaDone::Ok));
+    assert_eq!(stat_value(&n, keys::PRIVATE_COPIES), "0");
+    drop(n);
+    let mut want = data[..size as usize].to_vec();
+    want[..4096].copy_from_slice(&new);
+    want[4096..].copy_from_slice(&pattern(4096, 11)[..size as usize - 4096]);
+    let got = from_disk(&rig, 1, "/r");
+    let first = got.iter().zip(want.iter()).position(|(a, b)| a != b);
+    assert!(
+        got == want,
+        "{} bytes, first difference at {first:?}",
+        got.len()
+    );
+}

@@ -397,7 +397,7 @@ impl<E: Env> Node<E> {
     fn send_truncate(&mut self, fd: Fd, size: u64) -> Option<Result<Job, Errno>> {
         match self
             .vfs
-            .write_back_start(&mut self.link, fd, WbWhy::Truncate)
+            .write_back_start(&mut self.link, fd, WbWhy::Truncate(size))
         {
             Ok(Some(WbStart::Started(wb))) => {
                 Some(Ok(wb_job(Step::TruncWriteBack { wb, fd, size })))

@@ -1,5 +1,5 @@
-//! A task's fsync (and relaxed mode's close) in the single-copy modes
-//! without waiting inside the call. Two parts, one job:
+//! A task's fsync (and relaxed mode's close and truncate) in the
+//! single-copy modes without waiting inside the call. Two parts, one job:
 //!
 //! * the WRITEBACK page requests of the file's dirty frames (own or
 //!   mapped) go out as calls nobody blocks on ([`Link::start_call`]), up
@@ -19,8 +19,8 @@
 //! write slot first waits for the private copies' writes in flight
 //! ([`ScState::finish_copies`]).
 //!
-//! A truncate's private copies (those below the new end) are still
-//! written back synchronously.
+//! A truncate sends its private copies below the new end the same way
+//! (no frames: a truncate writes none back).
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -78,27 +78,31 @@ fn writeback(key: PageKey) -> Request {
 }
 
 impl ScState {
-    /// Start writing back `ino` (its dirty frames and, if `copies`, its
-    /// private copies, clipped to `size`) without waiting; `None` if
-    /// nothing is to be written. Dirty mappings dropped with their DROP
-    /// unanswered are settled first, synchronously, as the synchronous
-    /// write-back does.
+    /// Start writing back `ino` (its dirty frames if `frames`, and its
+    /// private copies of pages below `below`, clipped to `size`) without
+    /// waiting; `None` if nothing is to be written. Dirty mappings dropped
+    /// with their DROP unanswered are settled first, synchronously, as the
+    /// synchronous write-back does.
     pub(super) fn write_back_start<E: Env>(
         &mut self,
         link: &mut Link<E>,
         ino: u64,
         size: u64,
-        copies: bool,
+        frames: bool,
+        below: u64,
     ) -> Result<Option<u64>, Errno> {
-        self.flush_drops(link)?;
-        let dirty = self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default();
-        let private = match copies {
-            true => self
-                .cache()
-                .map(|c| c.private_pages(ino))
-                .unwrap_or_default(),
+        let dirty = match frames {
+            true => {
+                self.flush_drops(link)?;
+                self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default()
+            }
             false => Vec::new(),
         };
+        let mut private = self
+            .cache()
+            .map(|c| c.private_pages(ino))
+            .unwrap_or_default();
+        private.retain(|k| k.idx < below);
         if dirty.is_empty() && private.is_empty() {
             return Ok(None);
         }

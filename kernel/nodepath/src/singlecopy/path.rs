@@ -449,9 +449,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
 
     /// A task's fsync, and relaxed mode's close: the file's dirty frames'
     /// WRITEBACKs and its private copies' writes in flight
-    /// (`singlecopy/inflight.rs`). A close without private copies has
-    /// nothing to write (as [`DataPath::close`]); a truncate's copies are
-    /// written back synchronously.
+    /// (`singlecopy/inflight.rs`); a close without private copies has
+    /// nothing to write (as [`DataPath::close`]). A truncate: the private
+    /// copies below the new end, the one holding it included (as
+    /// [`DataPath::truncate_prepare`], which then finds them written).
     fn write_back_start(
         &mut self,
         link: &mut Link<E>,
@@ -464,14 +465,14 @@ impl<E: Env> DataPath<E> for SingleCopy {
             .coh
             .as_ref()
             .is_some_and(|c| !c.cache.private_pages(ino).is_empty());
-        match why {
-            WbWhy::Truncate => return Ok(None),
+        let (frames, below) = match why {
             WbWhy::Close if !copies => return Ok(Some(WbStart::Done)),
-            WbWhy::Close | WbWhy::Fsync => {}
-        }
+            WbWhy::Close | WbWhy::Fsync => (true, u64::MAX),
+            WbWhy::Truncate(size) => (false, size.div_ceil(PAGE as u64)),
+        };
         let size = meta.size_of(ino);
-        let started = self.st.write_back_start(link, ino, size, copies)?;
-        if started.is_none() {
+        let started = self.st.write_back_start(link, ino, size, frames, below)?;
+        if started.is_none() && frames {
             self.written_back(meta, ino);
         }
         Ok(Some(started.map_or(WbStart::Done, WbStart::Started)))

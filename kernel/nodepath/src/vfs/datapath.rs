@@ -29,8 +29,9 @@ pub enum WbWhy {
     Fsync,
     /// At close ([`DataPath::close`]'s work).
     Close,
-    /// Before a truncate ([`DataPath::truncate_prepare`]'s work).
-    Truncate,
+    /// Before a truncate to this size ([`DataPath::truncate_prepare`]'s
+    /// work).
+    Truncate(u64),
 }
 
 /// How file data moves: one implementation per mode family.
