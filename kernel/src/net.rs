@@ -528,9 +528,14 @@ impl DirLink {
         self.node
     }
 
-    /// Arm this link's wakeup; true if work is already waiting.
+    /// Arm this link's wakeup; true if work is already waiting (requests
+    /// received count only while the link reads them: with
+    /// `WAITING_MAX` answers outstanding it waits for the disk first).
     pub fn arm(&mut self) -> bool {
-        self.out_off < self.out.len() || self.stack.arm() || self.stack.socket().can_recv()
+        let reading = self.order.len() < WAITING_MAX;
+        self.out_off < self.out.len()
+            || self.stack.arm()
+            || (reading && self.stack.socket().can_recv())
     }
 
     /// The answer to the request of `token`, served later: sent once every
