@@ -565,44 +565,6 @@ impl NodeCache {
         v
     }
 
-    /// A task's write-back job `job` sends `key` (a frame's WRITEBACK, or
-    /// a private copy's write): claim the page (see `pagecache/slots.rs`).
-    /// False if it is neither a dirty frame nor a private copy.
-    pub fn claim_writeback(&mut self, key: PageKey, job: u64) -> bool {
-        self.slots.claim(key, job)
-    }
-
-    /// Job `job`'s write-back of `key` was answered done: unless the page
-    /// changed since the job claimed it, clear a frame's dirty bit, or
-    /// forget a private copy (the next access maps the reconciled single
-    /// copy). True if it was.
-    pub fn cleaned_by(&mut self, key: &PageKey, job: u64) -> bool {
-        if !self.slots.take_claim(key, job) {
-            return false;
-        }
-        match self.slots.get_mut(key) {
-            Some(Slot::Local { dirty, .. } | Slot::Remote { dirty, .. }) => {
-                *dirty = false;
-                true
-            }
-            Some(Slot::Private(_)) => {
-                self.drop_private(key);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Job `job` ended: its unanswered claims go (those pages stay dirty).
-    pub fn release_claims(&mut self, job: u64) {
-        self.slots.release(job);
-    }
-
-    /// Pages claimed by write-back jobs in flight.
-    pub fn writeback_claims(&self) -> usize {
-        self.slots.claims()
-    }
-
     /// Clear the dirty bit after a WRITEBACK.
     pub fn cleaned(&mut self, key: &PageKey) {
         match self.slots.get_mut(key) {

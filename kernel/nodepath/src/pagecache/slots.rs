@@ -6,6 +6,7 @@
 //! a reclaim) drops the claim, so an answer never marks clean bytes
 //! written after the directory may have copied the frame. Dropping a claim
 //! is always safe: the page stays dirty and the next write-back takes it.
+//! The `NodeCache` methods over the claims live here too.
 
 use alloc::collections::BTreeMap;
 use core::ops::Deref;
@@ -93,6 +94,47 @@ impl Slots {
     /// Claims held (pages whose write-back is in flight and untouched).
     pub(super) fn claims(&self) -> usize {
         self.claims.len()
+    }
+}
+
+/// The write-back claims as the node cache's callers see them.
+impl super::NodeCache {
+    /// A task's write-back job `job` sends `key` (a frame's WRITEBACK, or
+    /// a private copy's write): claim the page (see `pagecache/slots.rs`).
+    /// False if it is neither a dirty frame nor a private copy.
+    pub fn claim_writeback(&mut self, key: PageKey, job: u64) -> bool {
+        self.slots.claim(key, job)
+    }
+
+    /// Job `job`'s write-back of `key` was answered done: unless the page
+    /// changed since the job claimed it, clear a frame's dirty bit, or
+    /// forget a private copy (the next access maps the reconciled single
+    /// copy). True if it was.
+    pub fn cleaned_by(&mut self, key: &PageKey, job: u64) -> bool {
+        if !self.slots.take_claim(key, job) {
+            return false;
+        }
+        match self.slots.get_mut(key) {
+            Some(Slot::Local { dirty, .. } | Slot::Remote { dirty, .. }) => {
+                *dirty = false;
+                true
+            }
+            Some(Slot::Private(_)) => {
+                self.drop_private(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Job `job` ended: its unanswered claims go (those pages stay dirty).
+    pub fn release_claims(&mut self, job: u64) {
+        self.slots.release(job);
+    }
+
+    /// Pages claimed by write-back jobs in flight.
+    pub fn writeback_claims(&self) -> usize {
+        self.slots.claims()
     }
 }
 
