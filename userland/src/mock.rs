@@ -12,7 +12,9 @@ use crate::os::{
 };
 use fabric::proto::{MissStats, MAX_NAME};
 
+mod iostart;
 mod meta;
+pub use iostart::IoStartSplit;
 pub use meta::MetaSplit;
 
 #[derive(Debug, Clone)]
@@ -94,6 +96,9 @@ pub struct MockOs {
     pub task_groups: Vec<String>,
     /// Split metadata calls (off: every call finishes at once).
     pub meta: MetaSplit,
+    /// Reads that wait for their pages (off: `io_start` is not
+    /// supported).
+    pub io_start: IoStartSplit,
 }
 
 /// How far the clock moves per `read` with [`MockOs::miss_per_read`].
@@ -169,6 +174,7 @@ impl MockOs {
             groups: alloc::vec![mock_group(DEFAULT_GROUP_NAME)],
             task_groups: Vec::new(),
             meta: MetaSplit::default(),
+            io_start: IoStartSplit::default(),
         }
     }
 
@@ -750,6 +756,22 @@ impl Os for MockOs {
 
     fn meta_wait(&mut self) {
         self.split_wait();
+    }
+
+    fn io_start(&mut self, ios: &[crate::os::IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        self.split_io_start(ios)
+    }
+
+    fn io_progress(&mut self) {
+        self.split_io_progress();
+    }
+
+    fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {
+        self.split_io_poll(ticket)
+    }
+
+    fn io_cancel(&mut self, ticket: u64) {
+        self.split_io_cancel(ticket);
     }
 
     fn cluster(&mut self) -> ClusterInfo {

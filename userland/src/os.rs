@@ -82,6 +82,20 @@ impl<'a> BatchIo<'a> {
     }
 }
 
+/// One positioned I/O as [`Os::io_start`] sees it: where, how long, and
+/// whether it writes (no data yet: the bytes move when it runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoSpan {
+    /// The open file.
+    pub fd: Fd,
+    /// Absolute byte offset.
+    pub offset: u64,
+    /// Bytes to move.
+    pub len: usize,
+    /// A write (otherwise a read).
+    pub write: bool,
+}
+
 /// One memory-mapped I/O of an [`Os::mmap_batch`] call: `buf.len()`
 /// bytes at `offset` of `path` through the mapping.
 #[derive(Debug)]
@@ -398,6 +412,45 @@ pub trait Os {
             io.done = positioned_io(self, io.fd, io.offset, io.write, io.buf);
         }
         Ok(())
+    }
+
+    /// Start what the positioned I/Os `ios` wait for (their reads'
+    /// page misses) without waiting, so each can run as soon as its own
+    /// pages are in instead of when the slowest of the batch is (tasks,
+    /// see [`crate::task`]). Per I/O: `None` if it can run now (then
+    /// through [`Os::io_batch`]), or a ticket for [`Os::io_poll`]. The
+    /// misses of all the I/Os go out together. `Err(NotSupported)` (the
+    /// default): this OS has no such path, the caller runs the whole batch
+    /// through [`Os::io_batch`].
+    fn io_start(&mut self, _ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Can the I/O of `ticket` run (as of the last [`Os::io_progress`])?
+    /// `Some(Ok(()))` once its pages are in
+    /// (run it through [`Os::io_batch`]: it is a hit, unless the page was
+    /// evicted meanwhile, which its own read then fetches again);
+    /// `Some(Err(e))`: it fails with `e`; `None`: not yet. `Some` once
+    /// (the ticket is then forgotten); an unknown ticket is
+    /// `Some(Err(Invalid))`.
+    fn io_poll(&mut self, _ticket: u64) -> Option<Result<(), Errno>> {
+        Some(Err(Errno::Invalid))
+    }
+
+    /// Take in the answers that came for the I/Os started with
+    /// [`Os::io_start`] (once per round of [`Os::io_poll`] calls, which
+    /// then only look at their tickets).
+    fn io_progress(&mut self) {}
+
+    /// Forget `ticket` (its I/O was withdrawn); what it started finishes
+    /// on its own.
+    fn io_cancel(&mut self, _ticket: u64) {}
+
+    /// Nothing else can run: wait one step for the answers of the I/Os
+    /// started with [`Os::io_start`] and of the metadata calls in flight
+    /// (as [`Os::meta_wait`]). Returns at once when none is in flight.
+    fn io_wait(&mut self) {
+        self.meta_wait()
     }
 
     /// One memory-mapped I/O (`fio --ioengine=mmap`): map `path` (or reuse

@@ -92,6 +92,11 @@ pub struct BootConfig {
     /// Eviction policy of every node's owned pages (`policy=NAME`,
     /// default `fifo`; see [`PolicyName`]).
     pub policy: PolicyName,
+    /// Node, single-copy modes: tasks' read misses (`task_reads=each|batch`,
+    /// default each): each task's I/O runs as soon as its own pages are in,
+    /// or (batch, kept for comparison) every task of a flush waits until
+    /// the slowest miss of the flush is in.
+    pub task_reads_each: bool,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -134,6 +139,7 @@ impl BootConfig {
             disk_lat_us: None,
             log: log::LevelFilter::Info,
             policy: PolicyName::Fifo,
+            task_reads_each: true,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -184,6 +190,13 @@ impl BootConfig {
                     c.policy = PolicyName::parse(v).ok_or_else(|| {
                         alloc::format!("policy={v}: expected one of {}", PolicyName::names())
                     })?
+                }
+                "task_reads" => {
+                    c.task_reads_each = match v {
+                        "each" => true,
+                        "batch" => false,
+                        _ => return Err(alloc::format!("task_reads={v}: expected each or batch")),
+                    }
                 }
                 "storage" => match v {
                     "none" | "nvme" | "sata-ssd" | "sas-raid" => c.storage = v.to_string(),
@@ -357,6 +370,18 @@ mod tests {
         assert_eq!((c.bell_spin_us, c.dir_bell_spin_us), (0, 1000));
         assert!(BootConfig::parse("role=dir bell_spin_us=x").is_err());
         assert!(BootConfig::parse("role=dir dir_bell_spin_us=99999999999").is_err());
+    }
+
+    #[test]
+    fn task_reads_option() {
+        let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert!(c.task_reads_each);
+        let c = BootConfig::parse("role=node id=1 nodes=1 task_reads=batch").unwrap();
+        assert!(!c.task_reads_each);
+        let c = BootConfig::parse("role=node id=1 nodes=1 task_reads=each").unwrap();
+        assert!(c.task_reads_each);
+        let e = BootConfig::parse("role=node id=1 nodes=1 task_reads=some").unwrap_err();
+        assert!(e.contains("task_reads=some"), "{e}");
     }
 
     #[test]

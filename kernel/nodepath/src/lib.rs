@@ -54,6 +54,8 @@ mod tests_promote;
 #[cfg(test)]
 mod tests_sc_writeback;
 #[cfg(test)]
+mod tests_task_reads;
+#[cfg(test)]
 mod tests_task_writeback;
 #[cfg(test)]
 mod tests_writes;

@@ -10,7 +10,7 @@ use userland::stats::keys;
 
 use fabric::config::{BaselineWrites, Mode};
 use fabric::proto::{Attr, DirEntry, Errno, MissKind, Request, Response};
-use userland::os::{BatchIo, Fd, MissCounters, OpenFlags};
+use userland::os::{BatchIo, Fd, IoSpan, MissCounters, OpenFlags};
 
 use crate::env::Env;
 use crate::link::{self, Link};
@@ -50,6 +50,9 @@ pub struct NodeConfig {
     pub cache_pages: usize,
     /// Eviction policy of the single-copy cache's owned pages at boot.
     pub policy: fabric::config::PolicyName,
+    /// Single-copy modes: tasks' read misses in flight one by one
+    /// ([`Node::io_start`]); false: every flush is one batch.
+    pub task_reads_each: bool,
 }
 
 /// The pages a node's own caches may hold (`private`/`net` page cache,
@@ -84,6 +87,8 @@ pub struct Node<E: Env> {
     mmap_files: Vec<(String, u64, u64)>,
     /// Tasks' metadata calls in flight.
     meta: MetaJobs,
+    /// See [`NodeConfig::task_reads_each`].
+    task_reads_each: bool,
 }
 
 impl<E: Env + 'static> Node<E> {
@@ -96,6 +101,7 @@ impl<E: Env + 'static> Node<E> {
             vfs: Vfs::new(data_path(&cfg)),
             mmap_files: Vec::new(),
             meta: MetaJobs::default(),
+            task_reads_each: cfg.task_reads_each,
         }
     }
 }
@@ -134,6 +140,8 @@ impl<E: Env> Node<E> {
     fn release_late(&mut self) {
         self.link.drain_late();
         if let Some(st) = self.vfs.data_path().single_copy() {
+            // READs of tasks that are gone: install what came.
+            st.reads_poll(&mut self.link);
             if let Err(e) = st.release_late(&mut self.link) {
                 log::debug!("giving back late grants: {e}");
             }
@@ -353,6 +361,103 @@ impl<E: Env> Node<E> {
             }
         }
         Ok(())
+    }
+
+    /// Tasks' positioned I/Os, first step ([`userland::os::Os::io_start`]):
+    /// start the single-copy misses of each read without waiting; per
+    /// I/O, `None` if it can run now or a ticket for [`Node::io_poll`].
+    /// `NotSupported` in the other modes and with `task_reads=batch`
+    /// (the caller runs the batch through [`Node::prepare_batch`]).
+    pub fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        if !self.task_reads_each || !matches!(self.mode(), Mode::Strong | Mode::Relaxed) {
+            return Err(Errno::NotSupported);
+        }
+        let epoch = self.link.meta_epoch();
+        // The pages of each read that are not here (a bad descriptor runs
+        // at once and reports its own error). Hits allocate nothing.
+        let dp = self.vfs.data_path_ref();
+        let mut plans: Vec<Option<(u64, Vec<fabric::proto::PageKey>)>> = Vec::new();
+        for (k, io) in ios.iter().enumerate() {
+            if io.write || io.len == 0 {
+                continue;
+            }
+            let Ok((ino, size)) = self.vfs.fd_info(io.fd) else {
+                continue;
+            };
+            let end = io.offset.saturating_add(io.len as u64).min(size);
+            let pages = io.offset / 4096..end.div_ceil(4096);
+            if pages.clone().all(|idx| dp.holds(ino, idx)) {
+                continue;
+            }
+            if plans.is_empty() {
+                plans.resize_with(ios.len(), || None);
+            }
+            let keys = pages
+                .map(|idx| fabric::proto::PageKey { ino, idx })
+                .collect();
+            if let Some(p) = plans.get_mut(k) {
+                *p = Some((ino, keys));
+            }
+        }
+        if plans.is_empty() {
+            return Ok(alloc::vec![None; ios.len()]); // all hits
+        }
+        let st = self
+            .vfs
+            .data_path()
+            .single_copy()
+            .ok_or(Errno::NotSupported)?;
+        let mut out = Vec::with_capacity(ios.len());
+        for plan in plans {
+            out.push(match plan {
+                // An error here leaves the I/O to its own read.
+                Some((ino, keys)) => st
+                    .reads_start(&mut self.link, ino, &keys, epoch)
+                    .ok()
+                    .flatten(),
+                None => None,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Take in the answers to tasks' READs (see [`Node::io_poll`]).
+    pub fn io_progress(&mut self) {
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            st.reads_poll(&mut self.link);
+        }
+    }
+
+    /// Can the I/O of `ticket` run (see [`Node::io_start`]), as of the
+    /// last [`Node::io_progress`]? A file that changed while its pages
+    /// came (the metadata epoch moved) is refreshed first, as a batch
+    /// does.
+    pub fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {
+        let Some(st) = self.vfs.data_path().single_copy() else {
+            return Some(Err(Errno::Invalid));
+        };
+        let done = st.reads_ticket(ticket)?;
+        if done.result.is_ok() && done.epoch.is_some() && self.link.meta_epoch() != done.epoch {
+            if let Err(e) = self.vfs.revalidate(&mut self.link, done.ino) {
+                return Some(Err(e));
+            }
+        }
+        Some(done.result)
+    }
+
+    /// Forget `ticket` (its task is gone).
+    pub fn io_cancel(&mut self, ticket: u64) {
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            st.reads_cancel(&mut self.link, ticket);
+        }
+    }
+
+    /// Nothing else to do: one wait step for the answers of every call in
+    /// flight (tasks' READs and metadata calls).
+    pub fn io_wait(&mut self) {
+        if self.link.calls_in_flight() > 0 {
+            self.link.wait_calls(self.vfs.session());
+        }
     }
 
     /// `bench dir`: map and drop every page of `ino` (`size` bytes, owned

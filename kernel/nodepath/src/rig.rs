@@ -335,6 +335,7 @@ impl Rig {
                 baseline_writes: cfg.baseline_writes,
                 cache_pages: cfg.cache_pages,
                 policy: cfg.policy,
+                task_reads_each: true,
             };
             let node = Rc::new(RefCell::new(Node::new(env, ncfg, None)));
             sh.nodes.borrow_mut().push((id, Rc::downgrade(&node)));

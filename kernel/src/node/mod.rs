@@ -264,6 +264,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         baseline_writes: cfg.baseline_writes,
         cache_pages: nodepath::node::cache_pages_for_heap(crate::mm::heap_bytes()),
         policy: cfg.policy,
+        task_reads_each: cfg.task_reads_each,
     };
     log::info!(
         "node cache: {} pages (a third of the {} MiB kernel heap)",

@@ -10,7 +10,7 @@ use userland::stats::keys;
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, MissKind, Request, Response};
 use userland::os::{
-    Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Fd, GroupSettings,
+    Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Fd, GroupSettings, IoSpan,
     LocalityRange, MetaCall, MetaDone, MetaStart, MetaTicket, MissCounters, MmapIo, NodeInfo,
     OpenFlags, Os, RingSamples,
 };
@@ -380,6 +380,35 @@ impl Os for NodeOs {
             io.done = userland::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
         }
         Ok(())
+    }
+
+    fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        with(|n| n.io_start(ios))
+    }
+
+    fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {
+        with(|n| Ok(n.io_poll(ticket))).unwrap_or_else(|e| Some(Err(e)))
+    }
+
+    fn io_progress(&mut self) {
+        let _ = with(|n| {
+            n.io_progress();
+            Ok(())
+        });
+    }
+
+    fn io_cancel(&mut self, ticket: u64) {
+        let _ = with(|n| {
+            n.io_cancel(ticket);
+            Ok(())
+        });
+    }
+
+    fn io_wait(&mut self) {
+        let _ = with(|n| {
+            n.io_wait();
+            Ok(())
+        });
     }
 
     fn run_env(&mut self) -> (u16, String, u32) {

@@ -19,6 +19,10 @@ pub mod cache {
     pub const DISK_READS_PAGES: &str = "disk reads caused (pages)";
     /// Single-copy modes: WRITEBACKs sent by tasks' fsyncs in flight.
     pub const TASK_WRITEBACK_PAGES: &str = "task write-back pages sent";
+    /// Single-copy modes: page READs of tasks' I/Os sent without waiting
+    /// (each task runs when its own pages are in, boot option
+    /// `task_reads`), and the most in flight together (`sent/max`).
+    pub const TASK_READS: &str = "task read misses in flight (sent/max)";
     /// Private-cache modes: write policy (`back` or `through`, boot option
     /// `baseline_writes`).
     pub const BASELINE_WRITES: &str = "baseline writes";
@@ -137,7 +141,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 55] = [
+    pub const ALL: [&str; 56] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -167,6 +171,7 @@ pub mod cache {
         MMAP_FAULTS,
         MMAP_EVICTED_FAULTS,
         TASK_WRITEBACK_PAGES,
+        TASK_READS,
         RESIDENT_PRIVATE,
         DISK_READS_PAGES,
         BASELINE_WRITES,

@@ -1,6 +1,14 @@
 //! The I/O side of [`Tasks`]: I/O futures that queue themselves and
 //! yield, and the queue that one flush sends out together.
 //!
+//! A flush starts the positioned I/Os' page misses together
+//! ([`Os::io_start`]) and runs at once those that wait for nothing; each
+//! of the others runs when its own pages are in ([`Os::io_poll`]), so a
+//! task whose page is a peer's mapping does not wait for another task's
+//! disk fill. Where the OS has no such path (`NotSupported`), and for
+//! mapped I/O, the flush is one [`Os::io_batch`] (or
+//! [`Os::mmap_batch`]) call that returns when every I/O is done.
+//!
 //! An I/O owns its buffer while it is queued (as with io_uring): the
 //! task hands a `Vec<u8>` in and gets it back in [`IoDone`], so nothing
 //! is borrowed across the `.await`.
@@ -12,7 +20,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 
 use super::Tasks;
-use crate::os::{BatchIo, Errno, Fd, MmapIo, Os};
+use crate::os::{BatchIo, Errno, Fd, IoSpan, MmapIo, Os};
 
 /// What an I/O goes to.
 #[derive(Debug)]
@@ -35,6 +43,8 @@ struct Req {
 #[derive(Debug, Clone, Copy)]
 enum State {
     Queued,
+    /// Sent out: runs once [`Os::io_poll`] says its pages are in.
+    Started(u64),
     Done {
         result: Result<usize, Errno>,
         completed_ns: u64,
@@ -84,6 +94,14 @@ pub(super) struct Queue {
     fd_at: Vec<usize>,
     map_at: Vec<usize>,
     done: Vec<Result<usize, Errno>>,
+    /// I/Os started and not run yet.
+    started: usize,
+    /// The OS said [`Os::io_start`] is not supported: every flush is one
+    /// [`Os::io_batch`].
+    no_start: bool,
+    /// Tickets of started I/Os whose futures were dropped, for
+    /// [`Os::io_cancel`].
+    cancelled: Vec<u64>,
 }
 
 impl Queue {
@@ -110,7 +128,7 @@ impl Queue {
         let entry = self.slots.get_mut(i)?;
         let s = entry.as_mut()?;
         match s.state {
-            State::Queued => {
+            State::Queued | State::Started(_) => {
                 if !s.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
                     s.waker = Some(waker.clone());
                 }
@@ -135,83 +153,226 @@ impl Queue {
     /// Withdraw slot `i` (its future was dropped).
     fn remove(&mut self, i: usize) {
         if let Some(entry) = self.slots.get_mut(i) {
-            if entry.take().is_some() {
+            if let Some(s) = entry.take() {
+                if let State::Started(t) = s.state {
+                    self.started = self.started.saturating_sub(1);
+                    self.cancelled.push(t);
+                }
                 self.free.push(i);
             }
         }
     }
 
-    /// Send every queued I/O out: positioned I/Os in one
-    /// [`Os::io_batch`] call, mapped ones in one [`Os::mmap_batch`]
-    /// call. A call that fails as a whole fails each of its I/Os with
-    /// its error. Returns how many I/Os went out.
-    pub(super) fn flush(&mut self, os: &mut dyn Os) -> usize {
+    /// I/Os started and waiting for their pages.
+    pub(super) fn started(&self) -> usize {
+        self.started
+    }
+
+    /// Tell the OS about started I/Os whose futures were dropped.
+    pub(super) fn cancel_dropped(&mut self, os: &mut dyn Os) {
+        for t in self.cancelled.drain(..) {
+            os.io_cancel(t);
+        }
+    }
+
+    /// Run the positioned I/Os of the slots `at` (all `Queued` or
+    /// `Started`) through one [`Os::io_batch`] call and complete them.
+    fn run_fd(&mut self, os: &mut dyn Os, at: &[usize]) {
+        if at.is_empty() {
+            return;
+        }
         let Queue {
-            slots,
-            woken,
-            fd_at,
-            map_at,
-            done,
-            ..
+            slots, woken, done, ..
         } = self;
+        done.clear();
+        let mut ios: Vec<BatchIo<'_>> = Vec::with_capacity(at.len());
+        let mut ran: Vec<usize> = Vec::with_capacity(at.len());
+        for (i, s) in pick(slots, at) {
+            if let Target::Fd(fd) = s.req.target {
+                ran.push(i);
+                ios.push(BatchIo::new(fd, s.req.offset, s.req.write, &mut s.req.buf));
+            }
+        }
+        match os.io_batch(&mut ios) {
+            Ok(()) => done.extend(ios.iter().map(|io| io.done)),
+            Err(e) => done.extend(ios.iter().map(|_| Err(e))),
+        }
+        drop(ios);
+        let completed_ns = os.uptime_ns();
+        for (&i, &result) in ran.iter().zip(done.iter()) {
+            complete(slots, woken, &mut self.started, i, result, completed_ns);
+        }
+    }
+
+    /// Run the started I/Os whose pages are in (and fail those whose
+    /// fetch failed); how many completed.
+    pub(super) fn poll_started(&mut self, os: &mut dyn Os) -> usize {
+        self.cancel_dropped(os);
+        if self.started == 0 {
+            return 0;
+        }
+        os.io_progress();
+        let mut ready = Vec::new();
+        let mut failed = Vec::new();
+        for (i, entry) in self.slots.iter().enumerate() {
+            let Some(Slot {
+                state: State::Started(t),
+                ..
+            }) = entry
+            else {
+                continue;
+            };
+            match os.io_poll(*t) {
+                None => {}
+                Some(Ok(())) => ready.push(i),
+                Some(Err(e)) => failed.push((i, e)),
+            }
+        }
+        let n = ready.len() + failed.len();
+        if !failed.is_empty() {
+            let now = os.uptime_ns();
+            let Queue {
+                slots,
+                woken,
+                started,
+                ..
+            } = self;
+            for (i, e) in failed {
+                complete(slots, woken, started, i, Err(e), now);
+            }
+        }
+        self.run_fd(os, &ready);
+        n
+    }
+
+    /// Send every queued I/O out: the positioned I/Os' misses together
+    /// through [`Os::io_start`] (those that wait for nothing run at once
+    /// in one [`Os::io_batch`] call; without `io_start`, all of them do),
+    /// mapped ones in one [`Os::mmap_batch`] call. A call that fails as a
+    /// whole fails each of its I/Os with its error. Returns how many I/Os
+    /// went out.
+    pub(super) fn flush(&mut self, os: &mut dyn Os) -> usize {
+        self.cancel_dropped(os);
+        let mut fd_at = core::mem::take(&mut self.fd_at);
+        let mut map_at = core::mem::take(&mut self.map_at);
         fd_at.clear();
         map_at.clear();
-        done.clear();
-        let mut ios: Vec<BatchIo<'_>> = Vec::new();
-        let mut maps: Vec<MmapIo<'_>> = Vec::new();
-        for (i, entry) in slots.iter_mut().enumerate() {
+        for (i, entry) in self.slots.iter().enumerate() {
             let Some(s) = entry else { continue };
             if !matches!(s.state, State::Queued) {
                 continue;
             }
+            match s.req.target {
+                Target::Fd(_) => fd_at.push(i),
+                Target::Map(_) => map_at.push(i),
+            }
+        }
+        let n = fd_at.len() + map_at.len();
+        if !fd_at.is_empty() {
+            let now_ready = self.start_fd(os, &fd_at);
+            self.run_fd(os, &now_ready);
+        }
+        if !map_at.is_empty() {
+            self.run_maps(os, &map_at);
+        }
+        self.fd_at = fd_at;
+        self.map_at = map_at;
+        n
+    }
+
+    /// Start the positioned I/Os of the slots `at` ([`Os::io_start`]):
+    /// those that wait for pages become `Started`; the ones to run now are
+    /// returned (all of them where the OS has no such path).
+    fn start_fd(&mut self, os: &mut dyn Os, at: &[usize]) -> Vec<usize> {
+        if self.no_start {
+            return at.to_vec();
+        }
+        let spans: Vec<IoSpan> = at
+            .iter()
+            .filter_map(|&i| match self.slots.get(i) {
+                Some(Some(Slot {
+                    req:
+                        Req {
+                            target: Target::Fd(fd),
+                            offset,
+                            write,
+                            buf,
+                        },
+                    ..
+                })) => Some(IoSpan {
+                    fd: *fd,
+                    offset: *offset,
+                    len: buf.len(),
+                    write: *write,
+                }),
+                _ => None,
+            })
+            .collect();
+        let tickets = match os.io_start(&spans) {
+            Ok(t) if t.len() == at.len() => t,
+            Ok(_) => alloc::vec![None; at.len()], // a miscounting OS: run them now
+            Err(Errno::NotSupported) => {
+                self.no_start = true;
+                return at.to_vec();
+            }
+            Err(e) => {
+                let now = os.uptime_ns();
+                let Queue {
+                    slots,
+                    woken,
+                    started,
+                    ..
+                } = self;
+                for &i in at {
+                    complete(slots, woken, started, i, Err(e), now);
+                }
+                return Vec::new();
+            }
+        };
+        let mut now_ready = Vec::new();
+        for (&i, t) in at.iter().zip(tickets) {
+            match (t, self.slots.get_mut(i)) {
+                (Some(t), Some(Some(s))) => {
+                    s.state = State::Started(t);
+                    self.started += 1;
+                }
+                (None, _) => now_ready.push(i),
+                (Some(t), _) => os.io_cancel(t),
+            }
+        }
+        now_ready
+    }
+
+    /// Run the mapped I/Os of the slots `at` through one
+    /// [`Os::mmap_batch`] call and complete them.
+    fn run_maps(&mut self, os: &mut dyn Os, at: &[usize]) {
+        let Queue {
+            slots, woken, done, ..
+        } = self;
+        done.clear();
+        let mut maps: Vec<MmapIo<'_>> = Vec::with_capacity(at.len());
+        let mut ran: Vec<usize> = Vec::with_capacity(at.len());
+        for (i, s) in pick(slots, at) {
             let Req {
                 target,
                 offset,
                 write,
                 buf,
             } = &mut s.req;
-            match target {
-                Target::Fd(fd) => {
-                    fd_at.push(i);
-                    ios.push(BatchIo::new(*fd, *offset, *write, buf));
-                }
-                Target::Map(path) => {
-                    map_at.push(i);
-                    maps.push(MmapIo::new(path, *offset, *write, buf));
-                }
+            if let Target::Map(path) = target {
+                ran.push(i);
+                maps.push(MmapIo::new(path, *offset, *write, buf));
             }
         }
-        let n = fd_at.len() + map_at.len();
-        if n == 0 {
-            return 0;
+        match os.mmap_batch(&mut maps) {
+            Ok(()) => done.extend(maps.iter().map(|io| io.done)),
+            Err(e) => done.extend(maps.iter().map(|_| Err(e))),
         }
-        if !ios.is_empty() {
-            match os.io_batch(&mut ios) {
-                Ok(()) => done.extend(ios.iter().map(|io| io.done)),
-                Err(e) => done.extend(ios.iter().map(|_| Err(e))),
-            }
-        }
-        if !maps.is_empty() {
-            match os.mmap_batch(&mut maps) {
-                Ok(()) => done.extend(maps.iter().map(|io| io.done)),
-                Err(e) => done.extend(maps.iter().map(|_| Err(e))),
-            }
-        }
-        drop(ios);
         drop(maps);
         let completed_ns = os.uptime_ns();
-        for (&i, &result) in fd_at.iter().chain(map_at.iter()).zip(done.iter()) {
-            if let Some(Some(s)) = slots.get_mut(i) {
-                s.state = State::Done {
-                    result,
-                    completed_ns,
-                };
-                if let Some(w) = s.waker.take() {
-                    woken.push(w);
-                }
-            }
+        for (&i, &result) in ran.iter().zip(done.iter()) {
+            complete(slots, woken, &mut self.started, i, result, completed_ns);
         }
-        n
     }
 
     /// The wakers of the I/Os the last flush completed (give the vector
@@ -225,6 +386,49 @@ impl Queue {
         v.clear();
         if self.woken.is_empty() {
             self.woken = v;
+        }
+    }
+}
+
+/// The occupied slots among the indices `at` (ascending, as the queue
+/// builds them; others are skipped), each once, in index order.
+fn pick<'s, 'i>(
+    slots: &'s mut [Option<Slot>],
+    at: &'i [usize],
+) -> impl Iterator<Item = (usize, &'s mut Slot)> + use<'s, 'i> {
+    let mut next = 0usize;
+    slots.iter_mut().enumerate().filter_map(move |(i, entry)| {
+        while at.get(next).is_some_and(|&w| w < i) {
+            next += 1; // out of order or repeated: skipped
+        }
+        if at.get(next) != Some(&i) {
+            return None;
+        }
+        next += 1;
+        entry.as_mut().map(|s| (i, s))
+    })
+}
+
+/// Complete slot `i` with `result`: its waker goes to `woken`; a started
+/// I/O leaves the `started` count.
+fn complete(
+    slots: &mut [Option<Slot>],
+    woken: &mut Vec<Waker>,
+    started: &mut usize,
+    i: usize,
+    result: Result<usize, Errno>,
+    completed_ns: u64,
+) {
+    if let Some(Some(s)) = slots.get_mut(i) {
+        if matches!(s.state, State::Started(_)) {
+            *started = started.saturating_sub(1);
+        }
+        s.state = State::Done {
+            result,
+            completed_ns,
+        };
+        if let Some(w) = s.waker.take() {
+            woken.push(w);
         }
     }
 }

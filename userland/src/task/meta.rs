@@ -160,6 +160,12 @@ impl<'a> Tasks<'a> {
     /// Poll the orphaned calls (their tasks are gone) until every one is
     /// answered; the OS's call timeout bounds each.
     pub(super) fn drain_orphans(&self) {
+        // Started I/Os of dropped tasks: the OS forgets their tickets.
+        {
+            let mut q = self.queue.borrow_mut();
+            let mut os = self.os.borrow_mut();
+            q.cancel_dropped(&mut **os);
+        }
         while self.calls.borrow().in_flight() > 0 {
             if self.poll_calls() == 0 {
                 self.wait_calls();

@@ -50,6 +50,8 @@ mod meta;
 mod tests;
 #[cfg(test)]
 mod tests_meta;
+#[cfg(test)]
+mod tests_reads;
 
 use io::Queue;
 pub use io::{IoDone, IoFuture, YieldNow};
@@ -59,14 +61,16 @@ pub use meta::{MetaFuture, MetaStats};
 /// A task: a boxed future borrowing from the executor's scope.
 pub type Task<'t, T> = Pin<Box<dyn Future<Output = T> + 't>>;
 
-/// How many I/Os went out per flush: the depth really in flight.
+/// How many I/Os were in flight when each flush went out: the depth
+/// really in flight (the flush's own I/Os plus those started by earlier
+/// flushes that still wait for their pages).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlushStats {
     /// Flushes that carried at least one I/O.
     pub flushes: u64,
-    /// I/Os in those flushes.
+    /// I/Os in flight at those flushes, summed.
     pub ios: u64,
-    /// Most I/Os in one flush.
+    /// Most I/Os in flight at one flush.
     pub max: u64,
 }
 
@@ -233,15 +237,23 @@ impl<'a> Tasks<'a> {
             if self.calls.borrow().in_flight() > 0 && self.poll_calls() > 0 {
                 continue;
             }
-            if self.flush() > 0 {
+            // Both, every time: tasks whose I/Os are hits keep the flush
+            // busy, and must not starve the I/Os waiting for their pages.
+            let ran = self.poll_ios();
+            if self.flush() + ran > 0 {
                 continue;
             }
-            if self.calls.borrow().in_flight() == 0 {
+            let started = self.queue.borrow().started();
+            if self.calls.borrow().in_flight() == 0 && started == 0 {
                 drop(tasks);
                 self.drain_orphans();
                 return Err(Stalled { waiting: left });
             }
-            self.wait_calls();
+            if started > 0 {
+                self.os.borrow_mut().io_wait();
+            } else {
+                self.wait_calls();
+            }
         }
         drop(tasks);
         self.drain_orphans();
@@ -252,23 +264,44 @@ impl<'a> Tasks<'a> {
     /// tasks; how many there were.
     fn flush(&self) -> usize {
         let mut q = self.queue.borrow_mut();
+        let before = q.started();
         let n = {
             let mut os = self.os.borrow_mut();
             q.flush(&mut **os)
         };
         if n > 0 {
+            // The depth in flight: this flush's I/Os and those started
+            // earlier that still wait for their pages.
+            let depth = (n + before) as u64;
             let mut s = self.stats.get();
             s.flushes += 1;
-            s.ios += n as u64;
-            s.max = s.max.max(n as u64);
+            s.ios += depth;
+            s.max = s.max.max(depth);
             self.stats.set(s);
         }
-        let mut wake = q.take_wakers();
         drop(q);
+        self.wake_done();
+        n
+    }
+
+    /// Run the started I/Os whose pages came in and wake their tasks; how
+    /// many completed.
+    fn poll_ios(&self) -> usize {
+        let n = {
+            let mut q = self.queue.borrow_mut();
+            let mut os = self.os.borrow_mut();
+            q.poll_started(&mut **os)
+        };
+        self.wake_done();
+        n
+    }
+
+    /// Wake the tasks of the I/Os just completed.
+    fn wake_done(&self) {
+        let mut wake = self.queue.borrow_mut().take_wakers();
         for w in wake.drain(..) {
             w.wake();
         }
         self.queue.borrow_mut().return_wakers(wake);
-        n
     }
 }

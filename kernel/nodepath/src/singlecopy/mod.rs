@@ -22,8 +22,10 @@
 //!
 //! Files: this one (state, resolve, reclaim), `session` (join, servicing
 //! notices, leave), `batch` (batched page calls, deferred DROPs, late
-//! answers), `rw` (read, write, fsync, strong-mode promotion and the store
-//! guard), `mmap` (windows), `path` (the [`DataPath`]).
+//! answers), `inflight` (tasks' write-backs in flight), `reads` (tasks'
+//! read misses in flight), `rw` (read, write, fsync, strong-mode
+//! promotion and the store guard), `mmap` (windows), `path` (the
+//! [`DataPath`]).
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
@@ -33,6 +35,7 @@ mod groups;
 mod inflight;
 mod mmap;
 mod path;
+mod reads;
 mod rw;
 mod session;
 
@@ -134,6 +137,8 @@ pub struct ScState {
     /// Tasks' write-backs in flight (`singlecopy/inflight.rs`), kept
     /// across rejoins (a job of an old session ends with its calls).
     wb: inflight::WbJobs,
+    /// Tasks' read misses in flight (`singlecopy/reads.rs`).
+    reads: reads::ReadJobs,
 }
 
 impl Coherence {
@@ -178,6 +183,7 @@ impl ScState {
             task_group: crate::policy::DEFAULT_GROUP,
             coh: None,
             wb: inflight::WbJobs::default(),
+            reads: reads::ReadJobs::default(),
         }
     }
 
@@ -333,6 +339,7 @@ impl ScState {
         max_batch: usize,
         reserved: &mut Vec<(PageKey, u64)>,
     ) -> Result<(), Errno> {
+        self.settle_reads(link, keys);
         let mut todo: Vec<PageKey> = keys.to_vec();
         let mut rounds = 0u32;
         while !todo.is_empty() {

@@ -585,6 +585,8 @@ impl<E: Env> DataPath<E> for SingleCopy {
         let (jobs, max, pages) = self.st.wb_counts();
         put(keys::cache::TASK_WRITE_BACKS, format!("{jobs}/{max}"));
         put(keys::cache::TASK_WRITEBACK_PAGES, format!("{pages}"));
+        let (sent, max, _) = self.st.reads_counts();
+        put(keys::cache::TASK_READS, format!("{sent}/{max}"));
         Ok(v)
     }
 

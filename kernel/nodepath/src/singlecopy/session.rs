@@ -86,6 +86,7 @@ impl<E: Env> Session<E> for ScState {
         if let Some(old) = self.coh.as_mut() {
             old.unmap_all(env);
         }
+        self.reads_session_ended();
         // A new session has seen nothing yet and stores nothing yet (the
         // words may be left from an earlier one).
         let h = fabric::layout::Header::new(env.mem(), layout);

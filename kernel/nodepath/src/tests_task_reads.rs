@@ -1,0 +1,229 @@
+//! Tasks' read misses in flight one by one (`singlecopy/reads.rs`, boot
+//! option `task_reads=each`): each I/O's pages are a ticket that is done
+//! once they are in, whatever the other tickets wait for.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use fabric::config::Mode;
+use fabric::proto::Errno;
+use userland::os::{Fd, IoSpan, OpenFlags};
+use userland::stats::keys::cache as keys;
+
+use crate::node::Node;
+use crate::rig::{HostEnv, Rig, RigConfig};
+use crate::tests::{pattern, stat_value, write_file};
+
+const PAGE: u64 = 4096;
+
+fn span(fd: Fd, page: u64, pages: u64) -> IoSpan {
+    IoSpan {
+        fd,
+        offset: page * PAGE,
+        len: (pages * PAGE) as usize,
+        write: false,
+    }
+}
+
+/// Poll ticket `t` (taking answers in, waiting between polls) until done.
+fn finish(n: &mut Node<HostEnv>, t: u64) -> Result<(), Errno> {
+    for _ in 0..100_000 {
+        n.io_progress();
+        if let Some(r) = n.io_poll(t) {
+            return r;
+        }
+        n.io_wait();
+    }
+    panic!("ticket {t} never finished");
+}
+
+/// Misses node `n` sent since boot.
+fn misses(n: &Node<HostEnv>) -> u64 {
+    stat_value(n, keys::MISSES).parse().unwrap()
+}
+
+/// `len` bytes at page `page` of `fd`, read as the executor runs a
+/// started I/O once its ticket is done.
+fn read_at(n: &mut Node<HostEnv>, fd: Fd, page: u64, len: usize) -> Vec<u8> {
+    n.seek(fd, page * PAGE).unwrap();
+    let mut buf = vec![0u8; len];
+    let k = n.read(fd, &mut buf).unwrap();
+    buf.truncate(k);
+    buf
+}
+
+/// `/f` of `pages` pages written by node 1, on the disk only (node 1
+/// dropped its cache), open on node `k`.
+fn cold_file(rig: &Rig, k: u32, pages: u64) -> (Vec<u8>, Fd) {
+    let data = pattern((pages * PAGE) as usize, 9);
+    write_file(&mut rig.node(1), "/f", &data);
+    rig.node(1).sync().unwrap();
+    rig.node(1).cache_drop().unwrap();
+    let fd = rig.node(k).open("/f", OpenFlags::default()).unwrap();
+    (data, fd)
+}
+
+#[test]
+fn several_ios_misses_are_in_flight_and_each_ticket_finishes() {
+    for mode in [Mode::Strong, Mode::Relaxed] {
+        let rig = Rig::new(RigConfig::new(1, mode));
+        let (data, fd) = cold_file(&rig, 1, 8);
+        let mut n = rig.node(1);
+        let misses = misses(&n);
+        let spans: Vec<IoSpan> = [0, 2, 4, 6].iter().map(|&p| span(fd, p, 2)).collect();
+        let tickets = n.io_start(&spans).unwrap();
+        assert!(tickets.iter().all(|t| t.is_some()), "{mode:?}: {tickets:?}");
+        // Every page's READ went out before any answer was taken in.
+        assert_eq!(stat_value(&n, keys::TASK_READS), "8/8", "{mode:?}");
+        for (t, p) in tickets.into_iter().zip([0u64, 2, 4, 6]) {
+            assert_eq!(finish(&mut n, t.unwrap()), Ok(()), "{mode:?}");
+            let at = (p * PAGE) as usize;
+            assert_eq!(
+                read_at(&mut n, fd, p, 8192),
+                data[at..at + 8192],
+                "{mode:?}"
+            );
+        }
+        assert_eq!(self::misses(&n) - misses, 8, "{mode:?}: one miss per page");
+        // Held now: nothing to wait for.
+        assert_eq!(n.io_start(&spans).unwrap(), vec![None; 4], "{mode:?}");
+        assert_eq!(n.link.calls_in_flight(), 0);
+    }
+}
+
+#[test]
+fn writes_and_pages_past_the_end_need_no_ticket() {
+    let rig = Rig::new(RigConfig::new(1, Mode::Strong));
+    let (_, fd) = cold_file(&rig, 1, 2);
+    let mut n = rig.node(1);
+    let mut w = span(fd, 0, 1);
+    w.write = true;
+    let past = span(fd, 5, 1);
+    let empty = IoSpan {
+        len: 0,
+        ..span(fd, 0, 1)
+    };
+    let bad = span(Fd(999), 0, 1);
+    assert_eq!(n.io_start(&[w, past, empty, bad]).unwrap(), vec![None; 4]);
+    assert_eq!(stat_value(&n, keys::TASK_READS), "0/0");
+}
+
+#[test]
+fn private_mode_says_not_supported() {
+    let rig = Rig::new(RigConfig::new(1, Mode::Private));
+    let fd = rig.node(1).open("/x", crate::tests::create()).unwrap();
+    assert_eq!(
+        rig.node(1).io_start(&[span(fd, 0, 1)]),
+        Err(Errno::NotSupported)
+    );
+}
+
+#[test]
+fn a_synchronous_read_of_a_page_in_flight_waits_for_it() {
+    let rig = Rig::new(RigConfig::new(1, Mode::Strong));
+    let (data, fd) = cold_file(&rig, 1, 4);
+    let mut n = rig.node(1);
+    let before = misses(&n);
+    let t = n.io_start(&[span(fd, 1, 1)]).unwrap()[0].unwrap();
+    // The shell reads the same page meanwhile: it waits for the READ in
+    // flight instead of sending its own.
+    assert_eq!(read_at(&mut n, fd, 1, 4096), data[4096..8192]);
+    assert_eq!(misses(&n) - before, 1);
+    assert_eq!(finish(&mut n, t), Ok(()));
+    assert_eq!(read_at(&mut n, fd, 1, 4096), data[4096..8192]);
+}
+
+#[test]
+fn a_cancelled_ticket_leaves_no_read_in_flight() {
+    let rig = Rig::new(RigConfig::new(1, Mode::Strong));
+    let (data, fd) = cold_file(&rig, 1, 4);
+    let mut n = rig.node(1);
+    let before = misses(&n);
+    let t = n.io_start(&[span(fd, 0, 3)]).unwrap()[0].unwrap();
+    assert!(n.link.calls_in_flight() > 0);
+    n.io_cancel(t);
+    // The last ticket gone: the READs were waited for and installed.
+    assert_eq!(n.link.calls_in_flight(), 0);
+    assert_eq!(n.io_poll(t), Some(Err(Errno::Invalid)), "forgotten");
+    assert_eq!(read_at(&mut n, fd, 0, 3 * 4096), data[..3 * 4096]);
+    assert_eq!(misses(&n) - before, 3, "no page fetched twice");
+}
+
+#[test]
+fn a_ticket_maps_a_peers_pages() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let data = pattern(3 * PAGE as usize, 4);
+    write_file(&mut rig.node(1), "/p", &data);
+    let mut n = rig.node(2);
+    let fd = n.open("/p", OpenFlags::default()).unwrap();
+    let t = n.io_start(&[span(fd, 0, 3)]).unwrap()[0].unwrap();
+    assert_eq!(finish(&mut n, t), Ok(()));
+    assert_eq!(stat_value(&n, keys::REMOTE_MAPS), "3");
+    assert_eq!(read_at(&mut n, fd, 0, 3 * 4096), data);
+}
+
+/// Node 2 evicts its page (`bench inv`'s INV) while node 1's READ of it is answered but not
+/// yet taken in: node 1 acknowledges the DIR_INV only after applying the
+/// answer (as the synchronous path does), retries, and reads the page
+/// from the disk.
+#[test]
+fn an_invalidation_racing_a_read_in_flight_is_acked_after_it_and_retried() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let data = pattern(PAGE as usize, 5);
+    write_file(&mut rig.node(2), "/r", &data);
+    rig.node(2).sync().unwrap();
+    let fd = rig.node(1).open("/r", OpenFlags::default()).unwrap();
+    let ino = rig.node(2).stat("/r").unwrap().ino;
+    let t = rig.node(1).io_start(&[span(fd, 0, 1)]).unwrap()[0].unwrap();
+    rig.idle(4); // the directory answers the READ: node 1 maps node 2's frame
+    assert_eq!(
+        rig.node(1).link.calls_in_flight(),
+        1,
+        "answered, not taken in"
+    );
+    // While node 2 waits for its eviction, node 1's executor takes
+    // answers in (as its tasks' polls do).
+    let n1 = rig.node_rc(1);
+    let polled = Rc::new(Cell::new(0u32));
+    let p = polled.clone();
+    rig.set_hook(Some(Box::new(move |me| {
+        if me == 2 {
+            if let Ok(mut n) = n1.try_borrow_mut() {
+                n.io_progress();
+                p.set(p.get() + 1);
+            }
+        }
+    })));
+    assert_eq!(rig.node(2).invalidate_page(ino, 0), Ok(true));
+    rig.set_hook(None);
+    assert!(polled.get() > 0, "node 2's eviction never waited");
+    let mut n = rig.node(1);
+    assert_eq!(finish(&mut n, t), Ok(()));
+    assert_eq!(
+        stat_value(&n, keys::RETRIES),
+        "1",
+        "the racing answer was retried"
+    );
+    assert_eq!(read_at(&mut n, fd, 0, 4096), data);
+}
+
+/// A truncate completes while a ticket's pages come: the I/O's read
+/// clips at the new size (the ticket's file is refreshed, as a batch
+/// does).
+#[test]
+fn a_ticket_sees_a_truncate_that_completed_while_it_fetched() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let data = pattern(8 * PAGE as usize, 11);
+    write_file(&mut rig.node(1), "/t", &data);
+    let fd = rig.node(2).open("/t", OpenFlags::default()).unwrap();
+    let t = rig.node(2).io_start(&[span(fd, 0, 8)]).unwrap()[0].unwrap();
+    {
+        let mut n1 = rig.node(1);
+        let f = n1.open("/t", OpenFlags::default()).unwrap();
+        n1.truncate(f, 4096).unwrap();
+        n1.close(f).unwrap();
+    }
+    let mut n = rig.node(2);
+    assert_eq!(finish(&mut n, t), Ok(()));
+    assert_eq!(read_at(&mut n, fd, 0, 8 * 4096), data[..4096]);
+}
