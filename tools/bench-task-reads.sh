@@ -7,7 +7,7 @@
 # soon as its own pages are in) and `task_reads=batch` (a flush's READs go
 # out as one batch and every task of the flush waits for the last answer).
 #
-#   tools/bench-task-reads.sh [--rounds R] [--storage P] [--mode strong|relaxed]
+#   tools/bench-task-reads.sh [--rounds R] [--storage P] [--mode strong|relaxed|private]
 #                             [--no-build] [--kernel ELF]
 #
 # Each round boots 1 directory + 2 nodes twice (each, then batch; default
@@ -20,8 +20,11 @@
 #          jobs 4-7 wait for the disk (CM);
 #   cm-r   `--name=t --numjobs=4`: only node 1's pages;
 #   cm     `--name=d --numjobs=8`: only the disk.
-# Prints IOPS and mean latency per boot, their medians per way, and the
-# ratios each / batch; one RESULT json line. Two instances busy (node 2
+# In `private` mode node 1's copies do not serve node 2: all three are
+# file-server reads of the disk (what is measured is then the cost or gain
+# of completing each I/O on its own). Prints IOPS and mean latency per
+# boot, their medians per way, and the ratios each / batch; one RESULT
+# json line. Two instances busy (node 2
 # and the directory; node 1 is idle while node 2 measures).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,13 +41,13 @@ while [[ $# -gt 0 ]]; do
         --mode) MODE=${2:?--mode needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
         --kernel) BUILD=(--no-build --kernel "${2:?--kernel needs a value}"); shift 2 ;;
-        -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-task-reads.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 require_int bench-task-reads.sh --rounds "$ROUNDS" 1 50
-[[ $MODE =~ ^(strong|relaxed)$ ]] ||
-    { echo "bench-task-reads.sh: error: --mode takes strong or relaxed (the single-copy modes), got '$MODE'" >&2; exit 2; }
+[[ $MODE =~ ^(strong|relaxed|private)$ ]] ||
+    { echo "bench-task-reads.sh: error: --mode takes strong, relaxed or private (net has one way only), got '$MODE'" >&2; exit 2; }
 cd "$ROOT"
 RUN=$(mktemp -d /tmp/onecopy-bench-task-reads.XXXXXX)
 trap 'rm -rf "$RUN"' EXIT

@@ -59,6 +59,7 @@ mod tests_task_reads;
 mod tests_task_writeback;
 #[cfg(test)]
 mod tests_writes;
+pub mod tickets;
 pub mod vfs;
 pub mod wait;
 

@@ -55,6 +55,10 @@ pub struct NodeConfig {
     pub task_reads_each: bool,
 }
 
+/// How long [`Node::io_wait`] keeps waiting for the next answer once
+/// answers came (about two directory service times of a cached page here).
+pub const TASK_LINGER_NS: u64 = 15_000;
+
 /// The pages a node's own caches may hold (`private`/`net` page cache,
 /// `relaxed` private copies) on a kernel heap of `heap` bytes: a third of
 /// it, the same in every mode (the smallest heap, 24 MiB, gives 2048).
@@ -364,19 +368,20 @@ impl<E: Env> Node<E> {
     }
 
     /// Tasks' positioned I/Os, first step ([`userland::os::Os::io_start`]):
-    /// start the single-copy misses of each read without waiting; per
-    /// I/O, `None` if it can run now or a ticket for [`Node::io_poll`].
-    /// `NotSupported` in the other modes and with `task_reads=batch`
-    /// (the caller runs the batch through [`Node::prepare_batch`]).
+    /// start the misses of each read without waiting; per I/O, `None` if
+    /// it can run now or a ticket for [`Node::io_poll`]. `NotSupported`
+    /// where the data path has no such reads (`net`) and with
+    /// `task_reads=batch` (the caller runs the batch through
+    /// [`Node::prepare_batch`]).
     pub fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
-        if !self.task_reads_each || !matches!(self.mode(), Mode::Strong | Mode::Relaxed) {
+        if !self.task_reads_each || !self.vfs.data_path_ref().has_task_reads() {
             return Err(Errno::NotSupported);
         }
         let epoch = self.link.meta_epoch();
         // The pages of each read that are not here (a bad descriptor runs
         // at once and reports its own error). Hits allocate nothing.
         let dp = self.vfs.data_path_ref();
-        let mut plans: Vec<Option<(u64, Vec<fabric::proto::PageKey>)>> = Vec::new();
+        let mut plans: Vec<Option<(u64, Vec<u64>)>> = Vec::new();
         for (k, io) in ios.iter().enumerate() {
             if io.write || io.len == 0 {
                 continue;
@@ -392,40 +397,35 @@ impl<E: Env> Node<E> {
             if plans.is_empty() {
                 plans.resize_with(ios.len(), || None);
             }
-            let keys = pages
-                .map(|idx| fabric::proto::PageKey { ino, idx })
-                .collect();
             if let Some(p) = plans.get_mut(k) {
-                *p = Some((ino, keys));
+                *p = Some((ino, pages.collect()));
             }
         }
+        let (dp, meta) = self.vfs.parts();
         if plans.is_empty() {
             return Ok(alloc::vec![None; ios.len()]); // all hits
         }
-        let st = self
-            .vfs
-            .data_path()
-            .single_copy()
-            .ok_or(Errno::NotSupported)?;
         let mut out = Vec::with_capacity(ios.len());
         for plan in plans {
             out.push(match plan {
-                // An error here leaves the I/O to its own read.
-                Some((ino, keys)) => st
-                    .reads_start(&mut self.link, ino, &keys, epoch)
-                    .ok()
-                    .flatten(),
+                Some((ino, idxs)) => {
+                    match dp.task_reads_start(&mut self.link, meta, ino, &idxs, epoch) {
+                        Ok(t) => t,
+                        Err(Errno::NotSupported) => return Err(Errno::NotSupported),
+                        // An error here leaves the I/O to its own read.
+                        Err(_) => None,
+                    }
+                }
                 None => None,
             });
         }
         Ok(out)
     }
 
-    /// Take in the answers to tasks' READs (see [`Node::io_poll`]).
+    /// Take in the answers to tasks' reads (see [`Node::io_poll`]).
     pub fn io_progress(&mut self) {
-        if let Some(st) = self.vfs.data_path().single_copy() {
-            st.reads_poll(&mut self.link);
-        }
+        let (dp, meta) = self.vfs.parts();
+        dp.task_reads_progress(&mut self.link, meta);
     }
 
     /// Can the I/O of `ticket` run (see [`Node::io_start`]), as of the
@@ -433,10 +433,7 @@ impl<E: Env> Node<E> {
     /// came (the metadata epoch moved) is refreshed first, as a batch
     /// does.
     pub fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {
-        let Some(st) = self.vfs.data_path().single_copy() else {
-            return Some(Err(Errno::Invalid));
-        };
-        let done = st.reads_ticket(ticket)?;
+        let done = self.vfs.data_path().task_reads_ticket(ticket)?;
         if done.result.is_ok() && done.epoch.is_some() && self.link.meta_epoch() != done.epoch {
             if let Err(e) = self.vfs.revalidate(&mut self.link, done.ino) {
                 return Some(Err(e));
@@ -447,16 +444,41 @@ impl<E: Env> Node<E> {
 
     /// Forget `ticket` (its task is gone).
     pub fn io_cancel(&mut self, ticket: u64) {
-        if let Some(st) = self.vfs.data_path().single_copy() {
-            st.reads_cancel(&mut self.link, ticket);
-        }
+        let (dp, meta) = self.vfs.parts();
+        dp.task_reads_cancel(&mut self.link, meta, ticket);
     }
 
     /// Nothing else to do: one wait step for the answers of every call in
-    /// flight (tasks' READs and metadata calls).
+    /// flight (tasks' reads and metadata calls). Once answers come, it
+    /// lingers while more keep coming (each within [`TASK_LINGER_NS`] of
+    /// the last): the answers of one flush come a directory service time
+    /// apart, and running their tasks together keeps their next requests
+    /// together too (one wave of work for the directory, not one request
+    /// at a time). An answer that is later (a disk fill) is not waited
+    /// for.
     pub fn io_wait(&mut self) {
-        if self.link.calls_in_flight() > 0 {
-            self.link.wait_calls(self.vfs.session());
+        let before = self.link.calls_in_flight();
+        if before == 0 {
+            return;
+        }
+        self.link.wait_calls(self.vfs.session());
+        self.link.drain_late(); // registered answers are stored
+        let mut left = self.link.calls_in_flight();
+        if left == 0 || left == before {
+            return; // all in, or none (a notice, a give-up step)
+        }
+        let mut last = self.link.env.now_ns();
+        while self.link.env.now_ns().saturating_sub(last) < TASK_LINGER_NS {
+            self.link.env.wait_step(true);
+            self.link.drain_late();
+            let now_left = self.link.calls_in_flight();
+            if now_left == 0 {
+                return;
+            }
+            if now_left < left {
+                left = now_left;
+                last = self.link.env.now_ns();
+            }
         }
     }
 

@@ -40,6 +40,7 @@ use crate::vfs::{DataPath, Meta, WbStart, WbWhy};
 type Page = Box<[u8; PAGE]>;
 
 mod inflight;
+mod reads;
 mod writeback;
 
 use fabric::PAGE_SIZE as PAGE;
@@ -83,9 +84,16 @@ pub struct Private {
     written_back: u64,
     /// Tasks' write-backs in flight (fsync, close).
     inflight: inflight::InFlight,
+    /// Tasks' reads in flight (`private/reads.rs`).
+    reads: reads::ReadJobs,
 }
 
-impl<E: Env> Session<E> for Private {}
+impl<E: Env> Session<E> for Private {
+    /// A new session: tasks' reads of the old one are void.
+    fn joined(&mut self, _env: &E, _layout: fabric::layout::Layout, _node: u32) {
+        self.reads_session_ended();
+    }
+}
 
 impl Private {
     /// An empty cache for `mode` (`private` or `net`) of at most
@@ -108,6 +116,7 @@ impl Private {
             next_age: 0,
             written_back: 0,
             inflight: inflight::InFlight::default(),
+            reads: reads::ReadJobs::default(),
         }
     }
 
@@ -165,6 +174,10 @@ impl Private {
         first: u64,
         n: usize,
     ) -> Result<(), Errno> {
+        self.settle_reads(link, meta); // slot 1 is ours alone now
+        if self.cached(ino, first) {
+            return Ok(()); // a task's read in flight brought it
+        }
         let cap = link.bulk_cap(1)?;
         let n = n.min(cap / PAGE).max(1);
         let r = link.fs_call(&read_req(ino, first, n), self)?;
@@ -228,6 +241,7 @@ impl<E: Env> DataPath<E> for Private {
     }
 
     fn forget_pages(&mut self, ino: u64) {
+        self.void_reads(Some(ino));
         self.drop_pages(ino);
     }
 
@@ -335,6 +349,7 @@ impl<E: Env> DataPath<E> for Private {
 
     /// Pages past the new end go, dirty or not.
     fn evict(&mut self, _env: &E, ino: u64, size: u64) {
+        self.void_reads(Some(ino));
         self.discard_from(ino, size.div_ceil(PAGE as u64));
     }
 
@@ -352,6 +367,7 @@ impl<E: Env> DataPath<E> for Private {
         meta: &mut Meta,
         pages: &[(u64, u64)],
     ) -> Result<(), Errno> {
+        self.settle_reads(link, meta); // slot 1 is ours alone now
         let max_run = (link.bulk_cap(1)? / PAGE).max(1);
         let mut runs: Vec<(u64, u64, usize)> = Vec::new();
         for &(ino, idx) in pages {
@@ -388,7 +404,38 @@ impl<E: Env> DataPath<E> for Private {
     }
 
     /// Dirty pages are written back first.
+    fn has_task_reads(&self) -> bool {
+        self.mode == Mode::Private
+    }
+
+    fn task_reads_start(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        idxs: &[u64],
+        epoch: Option<u64>,
+    ) -> Result<Option<u64>, Errno> {
+        if self.mode != Mode::Private {
+            return Err(Errno::NotSupported);
+        }
+        Ok(self.task_reads_begin(link, meta, ino, idxs, epoch))
+    }
+
+    fn task_reads_progress(&mut self, link: &mut Link<E>, meta: &mut Meta) {
+        self.reads_progress(link, meta);
+    }
+
+    fn task_reads_ticket(&mut self, id: u64) -> Option<crate::tickets::TicketDone> {
+        self.reads_ticket(id)
+    }
+
+    fn task_reads_cancel(&mut self, link: &mut Link<E>, meta: &mut Meta, id: u64) {
+        self.reads_cancel(link, meta, id);
+    }
+
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno> {
+        self.settle_reads(link, meta);
         DataPath::<E>::write_back_all(self, link, meta)?;
         self.drop_all();
         Ok("dropped the private cache".to_string())
@@ -431,6 +478,10 @@ impl<E: Env> DataPath<E> for Private {
                 keys::TASK_WRITE_BACKS,
                 format!("{}/{}", f.started, f.max_jobs),
             );
+        }
+        if self.mode == Mode::Private {
+            let (sent, max) = self.reads_counts();
+            put(keys::TASK_READS, format!("{sent}/{max}"));
         }
         Ok(v)
     }

@@ -14,6 +14,7 @@ use super::{ScState, BATCH};
 use crate::env::Env;
 use crate::link::{Link, Session};
 use crate::pagecache::{Mode, PAGE};
+use crate::tickets::TicketDone;
 use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta, WbStart, WbWhy};
 
 /// Most private copies (relaxed mode): each is a 4 KiB heap page. At the
@@ -525,6 +526,34 @@ impl<E: Env> DataPath<E> for SingleCopy {
             .map(|&(ino, idx)| PageKey { ino, idx })
             .collect();
         self.st.resolve(link, &keys, false).map(|_| ())
+    }
+
+    fn has_task_reads(&self) -> bool {
+        true
+    }
+
+    fn task_reads_start(
+        &mut self,
+        link: &mut Link<E>,
+        _meta: &mut Meta,
+        ino: u64,
+        idxs: &[u64],
+        epoch: Option<u64>,
+    ) -> Result<Option<u64>, Errno> {
+        let keys: Vec<PageKey> = idxs.iter().map(|&idx| PageKey { ino, idx }).collect();
+        self.st.reads_start(link, ino, &keys, epoch)
+    }
+
+    fn task_reads_progress(&mut self, link: &mut Link<E>, _meta: &mut Meta) {
+        self.st.reads_poll(link);
+    }
+
+    fn task_reads_ticket(&mut self, id: u64) -> Option<TicketDone> {
+        self.st.reads_ticket(id)
+    }
+
+    fn task_reads_cancel(&mut self, link: &mut Link<E>, _meta: &mut Meta, id: u64) {
+        self.st.reads_cancel(link, id);
     }
 
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno> {

@@ -21,6 +21,7 @@
 //! tickets finish, and the I/O's own read fetches the page again.
 
 use alloc::collections::{BTreeMap, BTreeSet};
+
 use alloc::vec::Vec;
 
 use fabric::proto::{op_of, Errno, Op, PageKey, PageReply, PageReq, Request, Response};
@@ -29,48 +30,27 @@ use super::{exported, ScState, BATCH, MAX_RETRIES};
 use crate::env::Env;
 use crate::link::Link;
 use crate::pagecache::{Installed, Slot};
-
-/// One task's I/O: the pages it still waits for.
-#[derive(Debug)]
-struct Ticket {
-    wait: BTreeSet<PageKey>,
-    err: Option<Errno>,
-    /// The metadata epoch when it started (see [`ReadJobs::start`]).
-    epoch: Option<u64>,
-    ino: u64,
-}
-
-/// What a finished ticket says: its result, its file, and the metadata
-/// epoch it started under (the caller revalidates the file if the epoch
-/// moved meanwhile, as the batch path does).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TicketDone {
-    pub result: Result<(), Errno>,
-    pub ino: u64,
-    pub epoch: Option<u64>,
-}
+use crate::tickets::{TicketDone, Tickets};
 
 /// The read misses of this node's tasks.
 #[derive(Debug, Default)]
 pub struct ReadJobs {
-    next: u64,
-    tickets: BTreeMap<u64, Ticket>,
+    tickets: Tickets<PageKey>,
     /// READs in flight: page -> call tag.
     flying: BTreeMap<PageKey, u32>,
     /// Pages to start (or restart) on the next poll.
     todo: BTreeSet<PageKey>,
     /// Retries so far per page (a page told to retry too often fails).
     retries: BTreeMap<PageKey, u32>,
-    /// READs sent, most in flight together, tickets started (since boot).
+    /// READs sent, most in flight together (since boot).
     sent: u64,
     max: usize,
-    started: u64,
 }
 
 impl ReadJobs {
     /// READs sent, the most in flight together, tickets started.
     pub fn counts(&self) -> (u64, usize, u64) {
-        (self.sent, self.max, self.started)
+        (self.sent, self.max, self.tickets.started())
     }
 
     /// `key` is settled (installed, failed with `err`, or given up):
@@ -78,18 +58,7 @@ impl ReadJobs {
     fn finish(&mut self, key: &PageKey, err: Option<Errno>) {
         self.todo.remove(key);
         self.retries.remove(key);
-        for t in self.tickets.values_mut() {
-            if t.wait.remove(key) {
-                if let Some(e) = err {
-                    t.err.get_or_insert(e);
-                }
-            }
-        }
-    }
-
-    /// Is `key` waited for by some ticket (so worth starting)?
-    fn wanted(&self, key: &PageKey) -> bool {
-        self.tickets.values().any(|t| t.wait.contains(key))
+        self.tickets.settled(key, err);
     }
 }
 
@@ -124,18 +93,7 @@ impl ScState {
                 self.reads.todo.insert(*k);
             }
         }
-        self.reads.next += 1;
-        let id = self.reads.next;
-        self.reads.started += 1;
-        self.reads.tickets.insert(
-            id,
-            Ticket {
-                wait,
-                err: None,
-                epoch,
-                ino,
-            },
-        );
+        let id = self.reads.tickets.open(ino, wait, epoch);
         self.reads_launch(link);
         Ok(Some(id))
     }
@@ -148,7 +106,7 @@ impl ScState {
             if self.reads.flying.len() >= BATCH {
                 break;
             }
-            if !self.reads.wanted(&key) {
+            if !self.reads.tickets.wanted(&key) {
                 self.reads.todo.remove(&key);
                 continue;
             }
@@ -280,22 +238,7 @@ impl ScState {
     /// Ticket `id`'s result once every page it waits for is settled
     /// (`None`: not yet); an unknown ticket is `Invalid`.
     pub fn reads_ticket(&mut self, id: u64) -> Option<TicketDone> {
-        let Some(t) = self.reads.tickets.get(&id) else {
-            return Some(TicketDone {
-                result: Err(Errno::Invalid),
-                ino: 0,
-                epoch: None,
-            });
-        };
-        if !t.wait.is_empty() {
-            return None;
-        }
-        let t = self.reads.tickets.remove(&id)?;
-        Some(TicketDone {
-            result: t.err.map_or(Ok(()), Err),
-            ino: t.ino,
-            epoch: t.epoch,
-        })
+        self.reads.tickets.take(id)
     }
 
     /// Forget ticket `id` (its task is gone). Once no ticket is left, the
@@ -303,8 +246,7 @@ impl ScState {
     /// miss in flight (a DIR_INV for such a page would wait for its
     /// answer to be applied).
     pub fn reads_cancel<E: Env>(&mut self, link: &mut Link<E>, id: u64) {
-        self.reads.tickets.remove(&id);
-        if self.reads.tickets.is_empty() {
+        if self.reads.tickets.cancel(id) {
             self.reads.todo.clear();
             let keys: Vec<PageKey> = self.reads.flying.keys().copied().collect();
             self.settle_reads(link, &keys);
@@ -336,6 +278,11 @@ impl ScState {
         for k in keys {
             self.reads.finish(&k, None);
         }
+    }
+
+    /// Are tasks' READs in flight?
+    pub(super) fn reads_in_flight(&self) -> bool {
+        !self.reads.flying.is_empty()
     }
 
     /// READs sent, most in flight, tickets started (`cache stats`).

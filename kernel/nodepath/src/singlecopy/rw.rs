@@ -269,6 +269,16 @@ impl ScState {
         zeros_from: u64,
     ) -> Result<usize, Errno> {
         let mode = self.c()?.cache.mode();
+        // A task's READ in flight of a page written here is applied
+        // first: its answer must not replace the bytes written (relaxed
+        // mode makes private copies without asking the directory).
+        if self.reads_in_flight() {
+            let last = (pos + data.len().max(1) as u64 - 1) / PAGE as u64;
+            let keys: Vec<PageKey> = (pos / PAGE as u64..=last)
+                .map(|idx| PageKey { ino, idx })
+                .collect();
+            self.settle_reads(link, &keys);
+        }
         let mut done = 0usize;
         let mut tries = 0u32;
         let now = link.env.now_ns();

@@ -10,6 +10,7 @@ use super::Meta;
 use crate::env::Env;
 use crate::link::{Link, Session};
 use crate::singlecopy::ScState;
+use crate::tickets::TicketDone;
 
 /// What [`DataPath::write_back_start`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +154,41 @@ pub trait DataPath<E: Env>: Session<E> + Send {
         meta: &mut Meta,
         pages: &[(u64, u64)],
     ) -> Result<(), Errno>;
+    /// Has this path tasks' reads in flight one by one
+    /// ([`DataPath::task_reads_start`])?
+    fn has_task_reads(&self) -> bool {
+        false
+    }
+    /// Tasks' reads (`Os::io_start`): start what pages `idxs` of `ino`
+    /// miss without waiting; a ticket for [`DataPath::task_reads_ticket`],
+    /// or `None` when every page is usable here. `epoch`: the link's
+    /// metadata epoch now, handed back with the ticket. `NotSupported`:
+    /// this path has no such reads (a flush is one batch).
+    fn task_reads_start(
+        &mut self,
+        _link: &mut Link<E>,
+        _meta: &mut Meta,
+        _ino: u64,
+        _idxs: &[u64],
+        _epoch: Option<u64>,
+    ) -> Result<Option<u64>, Errno> {
+        Err(Errno::NotSupported)
+    }
+    /// Take in the answers to tasks' reads that came (and start what
+    /// waits).
+    fn task_reads_progress(&mut self, _link: &mut Link<E>, _meta: &mut Meta) {}
+    /// Ticket `id`'s result once its pages are settled (`None`: not yet);
+    /// an unknown ticket is `Invalid`.
+    fn task_reads_ticket(&mut self, _id: u64) -> Option<TicketDone> {
+        Some(TicketDone {
+            result: Err(Errno::Invalid),
+            ino: 0,
+            epoch: None,
+        })
+    }
+    /// Forget ticket `id` (its task is gone); with none left, wait for the
+    /// reads still in flight.
+    fn task_reads_cancel(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _id: u64) {}
     /// `cache drop`: give back every cached page; what was done.
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
     /// `bench inv`: invalidate page `idx` of `ino` if this node holds it

@@ -1,0 +1,165 @@
+//! Tickets of tasks' reads in flight (`Os::io_start`): one per I/O,
+//! naming the pages it waits for; done once each of them is settled
+//! (installed, failed, or given up). Pure bookkeeping, shared by the
+//! single-copy path (`singlecopy/reads.rs`, pages are [`PageKey`]s) and
+//! the private cache (`private/reads.rs`, pages are (inode, index)).
+//!
+//! [`PageKey`]: fabric::proto::PageKey
+
+use alloc::collections::{BTreeMap, BTreeSet};
+
+use fabric::proto::Errno;
+
+/// A finished ticket: its result, its file, and the metadata epoch it
+/// started under (the caller refreshes the file if the epoch moved
+/// meanwhile, as a batch does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketDone {
+    pub result: Result<(), Errno>,
+    pub ino: u64,
+    pub epoch: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Ticket<K> {
+    wait: BTreeSet<K>,
+    err: Option<Errno>,
+    epoch: Option<u64>,
+    ino: u64,
+}
+
+/// The open tickets.
+#[derive(Debug)]
+pub struct Tickets<K> {
+    next: u64,
+    open: BTreeMap<u64, Ticket<K>>,
+    started: u64,
+}
+
+impl<K> Default for Tickets<K> {
+    fn default() -> Self {
+        Tickets {
+            next: 0,
+            open: BTreeMap::new(),
+            started: 0,
+        }
+    }
+}
+
+impl<K: Ord + Copy> Tickets<K> {
+    /// A ticket for an I/O of `ino` waiting for `wait` (not empty).
+    pub fn open(&mut self, ino: u64, wait: BTreeSet<K>, epoch: Option<u64>) -> u64 {
+        self.next += 1;
+        self.started += 1;
+        self.open.insert(
+            self.next,
+            Ticket {
+                wait,
+                err: None,
+                epoch,
+                ino,
+            },
+        );
+        self.next
+    }
+
+    /// Page `key` is settled (`err`: it failed): every ticket waiting for
+    /// it stops waiting.
+    pub fn settled(&mut self, key: &K, err: Option<Errno>) {
+        for t in self.open.values_mut() {
+            if t.wait.remove(key) {
+                if let Some(e) = err {
+                    t.err.get_or_insert(e);
+                }
+            }
+        }
+    }
+
+    /// Does an open ticket wait for `key`?
+    pub fn wanted(&self, key: &K) -> bool {
+        self.open.values().any(|t| t.wait.contains(key))
+    }
+
+    /// Ticket `id`'s result once it waits for nothing (it is then
+    /// forgotten); `None` while it waits; an unknown ticket is `Invalid`.
+    pub fn take(&mut self, id: u64) -> Option<TicketDone> {
+        let Some(t) = self.open.get(&id) else {
+            return Some(TicketDone {
+                result: Err(Errno::Invalid),
+                ino: 0,
+                epoch: None,
+            });
+        };
+        if !t.wait.is_empty() {
+            return None;
+        }
+        let t = self.open.remove(&id)?;
+        Some(TicketDone {
+            result: t.err.map_or(Ok(()), Err),
+            ino: t.ino,
+            epoch: t.epoch,
+        })
+    }
+
+    /// Forget ticket `id`; true if no ticket is left open.
+    pub fn cancel(&mut self, id: u64) -> bool {
+        self.open.remove(&id);
+        self.open.is_empty()
+    }
+
+    /// Tickets opened since boot.
+    pub fn started(&self) -> u64 {
+        self.started
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(k: &[u32]) -> BTreeSet<u32> {
+        k.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_ticket_is_done_once_every_page_settled() {
+        let mut t = Tickets::default();
+        let a = t.open(7, set(&[1, 2]), Some(3));
+        let b = t.open(8, set(&[2]), None);
+        assert_eq!(t.take(a), None);
+        t.settled(&2, None);
+        assert_eq!(
+            t.take(b),
+            Some(TicketDone {
+                result: Ok(()),
+                ino: 8,
+                epoch: None
+            })
+        );
+        assert!(t.wanted(&1));
+        t.settled(&1, Some(Errno::Io));
+        assert!(!t.wanted(&1));
+        assert_eq!(
+            t.take(a),
+            Some(TicketDone {
+                result: Err(Errno::Io),
+                ino: 7,
+                epoch: Some(3)
+            })
+        );
+        assert_eq!(t.take(a).map(|d| d.result), Some(Err(Errno::Invalid)));
+        assert_eq!(t.started(), 2);
+    }
+
+    #[test]
+    fn the_first_error_stays_and_cancel_says_when_none_is_left() {
+        let mut t = Tickets::default();
+        let a = t.open(1, set(&[1, 2]), None);
+        let b = t.open(1, set(&[3]), None);
+        t.settled(&1, Some(Errno::Refused));
+        t.settled(&2, Some(Errno::Io));
+        assert_eq!(t.take(a).map(|d| d.result), Some(Err(Errno::Refused)));
+        assert!(t.cancel(b));
+        assert!(!t.wanted(&3));
+    }
+}
