@@ -222,6 +222,9 @@ pub struct Report {
     pub max_iodepth: u32,
     /// The mean behind `effective_iodepth`, in thousandths.
     pub mean_iodepth_milli: u64,
+    /// I/Os sent per flush, in thousandths (how many waiting I/Os went
+    /// out together).
+    pub per_flush_milli: u64,
     /// psync / mmap jobs ran as tasks ([`crate::task`]).
     pub tasks: bool,
     /// fsync calls made while measuring (`--fsync`).
@@ -330,13 +333,14 @@ impl Report {
             ));
         } else if self.tasks {
             out.push_str(&format!(
-                "  depth: iodepth={} requested, {} in flight (mean {}, max {}; {} job{} as tasks, waiting I/Os flushed together)\n",
+                "  depth: iodepth={} requested, {} in flight (mean {}, max {}; {} job{} as tasks, waiting I/Os flushed together, {} per flush)\n",
                 s.iodepth,
                 self.effective_iodepth,
                 json::milli(self.mean_iodepth_milli),
                 self.max_iodepth,
                 s.numjobs,
-                plural(s.numjobs)
+                plural(s.numjobs),
+                json::milli(self.per_flush_milli),
             ));
         } else {
             out.push_str(&format!(
@@ -399,6 +403,7 @@ impl Report {
             .uint("iodepth", u64::from(s.iodepth))
             .uint("effective_iodepth", u64::from(self.effective_iodepth))
             .number("mean_iodepth", &json::milli(self.mean_iodepth_milli))
+            .number("ios_per_flush", &json::milli(self.per_flush_milli))
             .uint("max_iodepth", u64::from(self.max_iodepth))
             .uint("numjobs", u64::from(s.numjobs))
             .string(Some("ioengine"), s.ioengine.as_str())

@@ -259,6 +259,7 @@ fn open_and_run(
             flushes: k,
             ios: k,
             max: k.min(1),
+            sent: k,
         }
     };
 
@@ -281,6 +282,7 @@ fn open_and_run(
         },
         max_iodepth: u32::try_from(depth.max).unwrap_or(u32::MAX),
         mean_iodepth_milli: depth.mean_milli(),
+        per_flush_milli: depth.per_flush_milli(),
         tasks: as_tasks,
         fsyncs: meter.fsyncs,
         files: Vec::new(),

@@ -72,6 +72,9 @@ pub struct FlushStats {
     pub ios: u64,
     /// Most I/Os in flight at one flush.
     pub max: u64,
+    /// I/Os the flushes sent out (each once): `sent / flushes` is the
+    /// I/Os per flush, how well the waiting tasks' I/Os were gathered.
+    pub sent: u64,
 }
 
 impl FlushStats {
@@ -82,6 +85,7 @@ impl FlushStats {
             flushes: self.flushes.saturating_sub(earlier.flushes),
             ios: self.ios.saturating_sub(earlier.ios),
             max: self.max,
+            sent: self.sent.saturating_sub(earlier.sent),
         }
     }
 
@@ -94,6 +98,14 @@ impl FlushStats {
             .checked_div(self.flushes)
             .unwrap_or(0);
         u32::try_from(mean).unwrap_or(u32::MAX)
+    }
+
+    /// I/Os sent per flush in thousandths (0 with no flush).
+    pub fn per_flush_milli(&self) -> u64 {
+        self.sent
+            .saturating_mul(1000)
+            .checked_div(self.flushes)
+            .unwrap_or(0)
     }
 
     /// Mean I/Os per flush in thousandths (for a `x.yyy` figure).
@@ -277,6 +289,7 @@ impl<'a> Tasks<'a> {
             s.flushes += 1;
             s.ios += depth;
             s.max = s.max.max(depth);
+            s.sent += n as u64;
             self.stats.set(s);
         }
         drop(q);

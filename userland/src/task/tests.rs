@@ -261,6 +261,7 @@ fn latency_runs_from_queueing_to_the_flush() {
         flushes: 4,
         ios: 10,
         max: 4,
+        sent: 6,
     };
     assert_eq!(f.mean_rounded(), 3);
     assert_eq!(f.mean_milli(), 2500);
@@ -268,13 +269,16 @@ fn latency_runs_from_queueing_to_the_flush() {
         flushes: 6,
         ios: 12,
         max: 4,
+        sent: 9,
     };
+    assert_eq!(f.per_flush_milli(), 1500);
     assert_eq!(
         g.since(&f),
         FlushStats {
             flushes: 2,
             ios: 2,
-            max: 4
+            max: 4,
+            sent: 3
         }
     );
     assert_eq!(FlushStats::default().mean_rounded(), 0);

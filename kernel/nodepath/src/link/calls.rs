@@ -30,6 +30,10 @@ impl<E: Env> Link<E> {
         let deadline = self.env.now_ns().saturating_add(self.rpc_timeout_ns);
         let client = self.client.as_mut().ok_or(Errno::Unavailable)?;
         client.register(tag, deadline);
+        // A new request: the wait for answers starts now, with its spin
+        // (else a wait whose spin ran out long ago would halt at once and
+        // need a doorbell for an answer due in microseconds).
+        self.calls_wait.reset();
         Ok(tag)
     }
 

@@ -201,7 +201,12 @@ pub(super) fn run_batched(
         }
     }
     let (flushes, ios) = if measured.0 > 0 { measured } else { all };
-    Ok(FlushStats { flushes, ios, max })
+    Ok(FlushStats {
+        flushes,
+        ios,
+        max,
+        sent: ios,
+    })
 }
 
 /// The first failed I/O of a completed batch, as an error naming its

@@ -719,7 +719,7 @@ fn psync_jobs_are_tasks_with_their_ios_in_flight_together() {
     let s = r.summary();
     assert!(
         s.contains(
-            "  depth: iodepth=32 requested, 2 in flight (mean 2.000, max 2; 2 jobs as tasks, waiting I/Os flushed together)\n"
+            "  depth: iodepth=32 requested, 2 in flight (mean 2.000, max 2; 2 jobs as tasks, waiting I/Os flushed together, 2.000 per flush)\n"
         ),
         "{s}"
     );

@@ -46,6 +46,7 @@ fn sample_report() -> Report {
         effective_iodepth: 1,
         max_iodepth: 1,
         mean_iodepth_milli: 1000,
+        per_flush_milli: 2500,
         tasks: false,
         fsyncs: 125,
         files: vec!["/lat\"x.0.0".to_string(), "/lat\"x.1.0".to_string()],
@@ -115,7 +116,7 @@ fn summary_variants() {
     r.max_iodepth = 8;
     let s = r.summary();
     assert!(
-        s.contains("  depth: iodepth=32 requested, 8 in flight (mean 7.875, max 8; 8 jobs as tasks, waiting I/Os flushed together)\n"),
+        s.contains("  depth: iodepth=32 requested, 8 in flight (mean 7.875, max 8; 8 jobs as tasks, waiting I/Os flushed together, 2.500 per flush)\n"),
         "{s}"
     );
 }
@@ -126,7 +127,7 @@ fn result_json_exact_and_valid() {
     let j = r.json();
     let want = concat!(
         r#"{"name":"lat\"x","rw":"randrw","bs":4096,"size":1048576,"iodepth":32,"#,
-        r#""effective_iodepth":1,"mean_iodepth":1.000,"max_iodepth":1,"#,
+        r#""effective_iodepth":1,"mean_iodepth":1.000,"ios_per_flush":2.500,"max_iodepth":1,"#,
         r#""numjobs":2,"ioengine":"psync","rwmixread":50,"#,
         r#""runtime_ns":10000000000,"time_based":false,"ramp_ns":0,"fsync":8,"#,
         r#""invalidate":true,"invalidated":"dropped","randseed":137,"#,

@@ -29,7 +29,7 @@ fn psync_numjobs_8_has_8_ios_in_flight_on_the_mock() {
     );
     assert!(out.ends_with("\nok\n"), "{out}");
     assert!(
-        out.contains("  depth: iodepth=1 requested, 8 in flight (mean 8.000, max 8; 8 jobs as tasks, waiting I/Os flushed together)\n"),
+        out.contains("  depth: iodepth=1 requested, 8 in flight (mean 8.000, max 8; 8 jobs as tasks, waiting I/Os flushed together, 8.000 per flush)\n"),
         "{out}"
     );
     let v = result_json(&out);
