@@ -378,46 +378,28 @@ impl<E: Env> Node<E> {
             return Err(Errno::NotSupported);
         }
         let epoch = self.link.meta_epoch();
-        // The pages of each read that are not here (a bad descriptor runs
-        // at once and reports its own error). Hits allocate nothing.
-        let dp = self.vfs.data_path_ref();
-        let mut plans: Vec<Option<(u64, Vec<u64>)>> = Vec::new();
-        for (k, io) in ios.iter().enumerate() {
+        let mut out = alloc::vec![None; ios.len()];
+        for (slot, io) in out.iter_mut().zip(ios) {
             if io.write || io.len == 0 {
                 continue;
             }
+            // A bad descriptor runs at once and reports its own error.
             let Ok((ino, size)) = self.vfs.fd_info(io.fd) else {
                 continue;
             };
             let end = io.offset.saturating_add(io.len as u64).min(size);
-            let pages = io.offset / 4096..end.div_ceil(4096);
-            if pages.clone().all(|idx| dp.holds(ino, idx)) {
-                continue;
+            let (first, end) = (io.offset / 4096, end.div_ceil(4096));
+            let dp = self.vfs.data_path_ref();
+            if (first..end).all(|idx| dp.holds(ino, idx)) {
+                continue; // hits allocate nothing
             }
-            if plans.is_empty() {
-                plans.resize_with(ios.len(), || None);
-            }
-            if let Some(p) = plans.get_mut(k) {
-                *p = Some((ino, pages.collect()));
-            }
-        }
-        let (dp, meta) = self.vfs.parts();
-        if plans.is_empty() {
-            return Ok(alloc::vec![None; ios.len()]); // all hits
-        }
-        let mut out = Vec::with_capacity(ios.len());
-        for plan in plans {
-            out.push(match plan {
-                Some((ino, idxs)) => {
-                    match dp.task_reads_start(&mut self.link, meta, ino, &idxs, epoch) {
-                        Ok(t) => t,
-                        Err(Errno::NotSupported) => return Err(Errno::NotSupported),
-                        // An error here leaves the I/O to its own read.
-                        Err(_) => None,
-                    }
-                }
-                None => None,
-            });
+            let (dp, meta) = self.vfs.parts();
+            *slot = match dp.task_reads_start(&mut self.link, meta, ino, first, end, epoch) {
+                Ok(t) => t,
+                Err(Errno::NotSupported) => return Err(Errno::NotSupported),
+                // An error here leaves the I/O to its own read.
+                Err(_) => None,
+            };
         }
         Ok(out)
     }

@@ -4,9 +4,12 @@
 //! single-copy path (`singlecopy/reads.rs`, pages are [`PageKey`]s) and
 //! the private cache (`private/reads.rs`, pages are (inode, index)).
 //!
+//! Small vectors, not trees: a node has a few dozen tasks and an I/O a
+//! few pages, and every allocation costs under TCG (one per ticket here).
+//!
 //! [`PageKey`]: fabric::proto::PageKey
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
 
 use fabric::proto::Errno;
 
@@ -22,7 +25,8 @@ pub struct TicketDone {
 
 #[derive(Debug)]
 struct Ticket<K> {
-    wait: BTreeSet<K>,
+    id: u64,
+    wait: Vec<K>,
     err: Option<Errno>,
     epoch: Option<u64>,
     ino: u64,
@@ -32,7 +36,7 @@ struct Ticket<K> {
 #[derive(Debug)]
 pub struct Tickets<K> {
     next: u64,
-    open: BTreeMap<u64, Ticket<K>>,
+    open: Vec<Ticket<K>>,
     started: u64,
 }
 
@@ -40,34 +44,43 @@ impl<K> Default for Tickets<K> {
     fn default() -> Self {
         Tickets {
             next: 0,
-            open: BTreeMap::new(),
+            open: Vec::new(),
             started: 0,
         }
     }
 }
 
-impl<K: Ord + Copy> Tickets<K> {
-    /// A ticket for an I/O of `ino` waiting for `wait` (not empty).
-    pub fn open(&mut self, ino: u64, wait: BTreeSet<K>, epoch: Option<u64>) -> u64 {
+impl<K: PartialEq + Copy> Tickets<K> {
+    /// A ticket for an I/O of `ino` waiting for the pages `wait` (not
+    /// none; a page twice counts once).
+    pub fn open(&mut self, ino: u64, mut wait: Vec<K>, epoch: Option<u64>) -> u64 {
         self.next += 1;
         self.started += 1;
-        self.open.insert(
-            self.next,
-            Ticket {
-                wait,
-                err: None,
-                epoch,
-                ino,
-            },
-        );
+        let mut i = 0;
+        while i < wait.len() {
+            if wait[..i].contains(&wait[i]) {
+                wait.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        let w = wait;
+        self.open.push(Ticket {
+            id: self.next,
+            wait: w,
+            err: None,
+            epoch,
+            ino,
+        });
         self.next
     }
 
     /// Page `key` is settled (`err`: it failed): every ticket waiting for
     /// it stops waiting.
     pub fn settled(&mut self, key: &K, err: Option<Errno>) {
-        for t in self.open.values_mut() {
-            if t.wait.remove(key) {
+        for t in self.open.iter_mut() {
+            if let Some(p) = t.wait.iter().position(|k| k == key) {
+                t.wait.swap_remove(p);
                 if let Some(e) = err {
                     t.err.get_or_insert(e);
                 }
@@ -77,23 +90,23 @@ impl<K: Ord + Copy> Tickets<K> {
 
     /// Does an open ticket wait for `key`?
     pub fn wanted(&self, key: &K) -> bool {
-        self.open.values().any(|t| t.wait.contains(key))
+        self.open.iter().any(|t| t.wait.contains(key))
     }
 
     /// Ticket `id`'s result once it waits for nothing (it is then
     /// forgotten); `None` while it waits; an unknown ticket is `Invalid`.
     pub fn take(&mut self, id: u64) -> Option<TicketDone> {
-        let Some(t) = self.open.get(&id) else {
+        let Some(i) = self.open.iter().position(|t| t.id == id) else {
             return Some(TicketDone {
                 result: Err(Errno::Invalid),
                 ino: 0,
                 epoch: None,
             });
         };
-        if !t.wait.is_empty() {
+        if !self.open[i].wait.is_empty() {
             return None;
         }
-        let t = self.open.remove(&id)?;
+        let t = self.open.swap_remove(i);
         Some(TicketDone {
             result: t.err.map_or(Ok(()), Err),
             ino: t.ino,
@@ -103,7 +116,9 @@ impl<K: Ord + Copy> Tickets<K> {
 
     /// Forget ticket `id`; true if no ticket is left open.
     pub fn cancel(&mut self, id: u64) -> bool {
-        self.open.remove(&id);
+        if let Some(i) = self.open.iter().position(|t| t.id == id) {
+            self.open.swap_remove(i);
+        }
         self.open.is_empty()
     }
 
@@ -117,8 +132,8 @@ impl<K: Ord + Copy> Tickets<K> {
 mod tests {
     use super::*;
 
-    fn set(k: &[u32]) -> BTreeSet<u32> {
-        k.iter().copied().collect()
+    fn set(k: &[u32]) -> Vec<u32> {
+        k.to_vec()
     }
 
     #[test]
@@ -155,6 +170,13 @@ mod tests {
     fn the_first_error_stays_and_cancel_says_when_none_is_left() {
         let mut t = Tickets::default();
         let a = t.open(1, set(&[1, 2]), None);
+        let b = t.open(1, set(&[3, 3]), None);
+        t.settled(&3, None);
+        assert_eq!(
+            t.take(b).map(|d| d.result),
+            Some(Ok(())),
+            "a page twice counts once"
+        );
         let b = t.open(1, set(&[3]), None);
         t.settled(&1, Some(Errno::Refused));
         t.settled(&2, Some(Errno::Io));

@@ -413,13 +413,14 @@ impl<E: Env> DataPath<E> for Private {
         link: &mut Link<E>,
         meta: &mut Meta,
         ino: u64,
-        idxs: &[u64],
+        first: u64,
+        end: u64,
         epoch: Option<u64>,
     ) -> Result<Option<u64>, Errno> {
         if self.mode != Mode::Private {
             return Err(Errno::NotSupported);
         }
-        Ok(self.task_reads_begin(link, meta, ino, idxs, epoch))
+        Ok(self.task_reads_begin(link, meta, ino, first, end, epoch))
     }
 
     fn task_reads_progress(&mut self, link: &mut Link<E>, meta: &mut Meta) {

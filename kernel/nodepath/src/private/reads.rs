@@ -106,20 +106,20 @@ impl ReadJobs {
 }
 
 impl Private {
-    /// Start reading the pages `idxs` of `ino` that are missing here; a
-    /// ticket, or `None` if none is.
+    /// Start reading the pages `[first, end)` of `ino` that are missing
+    /// here; a ticket, or `None` if none is.
     pub(super) fn task_reads_begin<E: Env>(
         &mut self,
         link: &mut Link<E>,
         meta: &mut Meta,
         ino: u64,
-        idxs: &[u64],
+        first: u64,
+        end: u64,
         epoch: Option<u64>,
     ) -> Option<u64> {
-        let wait: BTreeSet<(u64, u64)> = idxs
-            .iter()
-            .filter(|&&idx| !self.cached(ino, idx))
-            .map(|&idx| (ino, idx))
+        let wait: Vec<(u64, u64)> = (first..end)
+            .filter(|&idx| !self.cached(ino, idx))
+            .map(|idx| (ino, idx))
             .collect();
         if wait.is_empty() {
             return None;

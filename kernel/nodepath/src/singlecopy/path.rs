@@ -537,11 +537,11 @@ impl<E: Env> DataPath<E> for SingleCopy {
         link: &mut Link<E>,
         _meta: &mut Meta,
         ino: u64,
-        idxs: &[u64],
+        first: u64,
+        end: u64,
         epoch: Option<u64>,
     ) -> Result<Option<u64>, Errno> {
-        let keys: Vec<PageKey> = idxs.iter().map(|&idx| PageKey { ino, idx }).collect();
-        self.st.reads_start(link, ino, &keys, epoch)
+        self.st.reads_start(link, ino, first, end, epoch)
     }
 
     fn task_reads_progress(&mut self, link: &mut Link<E>, _meta: &mut Meta) {

@@ -159,17 +159,19 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn has_task_reads(&self) -> bool {
         false
     }
-    /// Tasks' reads (`Os::io_start`): start what pages `idxs` of `ino`
-    /// miss without waiting; a ticket for [`DataPath::task_reads_ticket`],
-    /// or `None` when every page is usable here. `epoch`: the link's
-    /// metadata epoch now, handed back with the ticket. `NotSupported`:
-    /// this path has no such reads (a flush is one batch).
+    /// Tasks' reads (`Os::io_start`): start what the pages `[first, end)`
+    /// of `ino` miss without waiting; a ticket for
+    /// [`DataPath::task_reads_ticket`], or `None` when every page is
+    /// usable here. `epoch`: the link's metadata epoch now, handed back
+    /// with the ticket. `NotSupported`: this path has no such reads (a
+    /// flush is one batch).
     fn task_reads_start(
         &mut self,
         _link: &mut Link<E>,
         _meta: &mut Meta,
         _ino: u64,
-        _idxs: &[u64],
+        _first: u64,
+        _end: u64,
         _epoch: Option<u64>,
     ) -> Result<Option<u64>, Errno> {
         Err(Errno::NotSupported)
