@@ -19,13 +19,18 @@
 #   mixed  `--name=t --numjobs=8`: jobs 0-3 map node 1's pages (CM-R),
 #          jobs 4-7 wait for the disk (CM);
 #   cm-r   `--name=t --numjobs=4`: only node 1's pages;
-#   cm     `--name=d --numjobs=8`: only the disk.
-# In `private` mode node 1's copies do not serve node 2: all three are
-# file-server reads of the disk (what is measured is then the cost or gain
-# of completing each I/O on its own). Prints IOPS and mean latency per
-# boot, their medians per way, and the ratios each / batch; one RESULT
-# json line. Two instances busy (node 2
-# and the directory; node 1 is idle while node 2 measures).
+#   cm     `--name=d --numjobs=8`: only the disk;
+# and a fourth with hits: node 1 also lays out `/h.J.0` (on the disk
+# only), node 2 reads `/h.0.0` to `/h.3.0` (its own pages, or its cache
+# in `private`), then
+#   hit-cm `--name=h --numjobs=8 --invalidate=0`: jobs 0-3 hit, jobs 4-7
+#          wait for the disk.
+# In `private` mode node 1's copies do not serve node 2: the first three
+# are all file-server reads of the disk (what is measured is then the
+# cost or gain of completing each I/O on its own). Prints IOPS and mean
+# latency per boot, their medians per way, and the ratios each / batch;
+# one RESULT json line. Two instances busy (node 2 and the directory;
+# node 1 is idle while node 2 measures).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091 # tools/lib/bench.sh, checked on its own
@@ -41,7 +46,7 @@ while [[ $# -gt 0 ]]; do
         --mode) MODE=${2:?--mode needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
         --kernel) BUILD=(--no-build --kernel "${2:?--kernel needs a value}"); shift 2 ;;
-        -h | --help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-task-reads.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -52,7 +57,7 @@ cd "$ROOT"
 RUN=$(mktemp -d /tmp/onecopy-bench-task-reads.XXXXXX)
 trap 'rm -rf "$RUN"' EXIT
 JOB="fio --rw=randread --bs=4k --size=1m --ioengine=psync"
-WORKLOADS=(mixed cm-r cm)
+WORKLOADS=(mixed cm-r cm hit-cm)
 field() { grep -o "\"$2\":{\"iops\":[0-9.]*\|\"$2\":[0-9.]*" <<<"$1" | head -1 | sed 's/.*://'; }
 mean_lat() { grep -o '"read":{[^}]*"lat_ns":{[^}]*' <<<"$1" | grep -o '"mean":[0-9]*' | sed 's/.*://'; }
 declare -A IOPS LAT
@@ -61,20 +66,23 @@ boot() { # way round
     out=$(./qemu-run.sh "${BUILD[@]}" --nodes 2 --mode "$MODE" --storage "$STORAGE" \
         --run-dir "$RUN/$way-$r" --cmd-timeout 900 --append-extra "task_reads=$way" \
         -e "1: $JOB --name=d --numjobs=8 --invalidate=0" \
-        -e "1: $JOB --name=t --numjobs=8 --invalidate=0" -e "1: sync" -e "1: cache drop" \
+        -e "1: $JOB --name=t --numjobs=8 --invalidate=0" \
+        -e "1: $JOB --name=h --numjobs=8 --invalidate=0" -e "1: sync" -e "1: cache drop" \
         -e "1: sum /t.0.0" -e "1: sum /t.1.0" -e "1: sum /t.2.0" -e "1: sum /t.3.0" \
         -e "2: $JOB --name=t --numjobs=8 --invalidate=1" \
         -e "2: $JOB --name=t --numjobs=4 --invalidate=1" \
-        -e "2: $JOB --name=d --numjobs=8 --invalidate=1") ||
+        -e "2: $JOB --name=d --numjobs=8 --invalidate=1" \
+        -e "2: cache drop" -e "2: sum /h.0.0" -e "2: sum /h.1.0" -e "2: sum /h.2.0" -e "2: sum /h.3.0" \
+        -e "2: $JOB --name=h --numjobs=8 --invalidate=0") ||
         { echo "bench-task-reads.sh: error: the cluster failed (output below)" >&2; echo "$out" >&2; exit 1; }
     [[ ${#BUILD[@]} -gt 0 ]] || BUILD=(--no-build) # built by the first boot
     mapfile -t res < <(echo "$out" | grep -E '^\[n2\] RESULT ')
-    if [[ ${#res[@]} -ne 3 ]]; then
-        echo "bench-task-reads.sh: error: expected 3 fio results from node 2, got ${#res[@]} (output below)" >&2
+    if [[ ${#res[@]} -ne 4 ]]; then
+        echo "bench-task-reads.sh: error: expected 4 fio results from node 2, got ${#res[@]} (output below)" >&2
         echo "$out" >&2
         exit 1
     fi
-    for i in 0 1 2; do
+    for i in 0 1 2 3; do
         IOPS[$way,${WORKLOADS[i]},$r]=$(field "${res[i]}" read)
         LAT[$way,${WORKLOADS[i]},$r]=$(mean_lat "${res[i]}")
     done
