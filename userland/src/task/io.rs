@@ -198,10 +198,8 @@ impl Queue {
             Err(e) => done.extend(ios.iter().map(|_| Err(e))),
         }
         drop(ios);
-        let completed_ns = os.uptime_ns();
-        for (&i, &result) in ran.iter().zip(done.iter()) {
-            complete(slots, woken, &mut self.started, i, result, completed_ns);
-        }
+        let now = os.uptime_ns();
+        complete_all(slots, woken, &mut self.started, &ran, done, now);
     }
 
     /// Run the started I/Os whose pages are in (and fail those whose
@@ -369,10 +367,8 @@ impl Queue {
             Err(e) => done.extend(maps.iter().map(|_| Err(e))),
         }
         drop(maps);
-        let completed_ns = os.uptime_ns();
-        for (&i, &result) in ran.iter().zip(done.iter()) {
-            complete(slots, woken, &mut self.started, i, result, completed_ns);
-        }
+        let now = os.uptime_ns();
+        complete_all(slots, woken, &mut self.started, &ran, done, now);
     }
 
     /// The wakers of the I/Os the last flush completed (give the vector
@@ -407,6 +403,20 @@ fn pick<'s, 'i>(
         next += 1;
         entry.as_mut().map(|s| (i, s))
     })
+}
+
+/// Complete the slots `ran` with their `done` results (in order).
+fn complete_all(
+    slots: &mut [Option<Slot>],
+    woken: &mut Vec<Waker>,
+    started: &mut usize,
+    ran: &[usize],
+    done: &[Result<usize, Errno>],
+    completed_ns: u64,
+) {
+    for (&i, &result) in ran.iter().zip(done.iter()) {
+        complete(slots, woken, started, i, result, completed_ns);
+    }
 }
 
 /// Complete slot `i` with `result`: its waker goes to `woken`; a started

@@ -403,7 +403,6 @@ impl<E: Env> DataPath<E> for Private {
         Ok(())
     }
 
-    /// Dirty pages are written back first.
     fn has_task_reads(&self) -> bool {
         self.mode == Mode::Private
     }
@@ -435,6 +434,8 @@ impl<E: Env> DataPath<E> for Private {
         self.reads_cancel(link, meta, id);
     }
 
+    /// Dirty pages are written back first (tasks' reads in flight are
+    /// taken in before).
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno> {
         self.settle_reads(link, meta);
         DataPath::<E>::write_back_all(self, link, meta)?;
