@@ -115,6 +115,58 @@ fn psync_numjobs_8_has_several_ios_in_flight_private() {
     });
 }
 
+/// `task read misses in flight (sent/max)` of `node`'s `cache stats`.
+fn task_reads(c: &mut Cluster, node: u8) -> Result<(u64, u64)> {
+    use userland::stats::keys::cache as k;
+    let s = c.stats(node, "cache stats")?;
+    let v = s.get(k::TASK_READS).to_string();
+    v.split_once('/')
+        .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+        .ok_or_else(|| fail(format!("{}: {v:?}", k::TASK_READS)))
+}
+
+/// Tasks' reads one by one (`task_reads=each`, the default): cold psync
+/// reads of 8 jobs send their misses as calls in flight of their own,
+/// several at once (strong: page READs, `private`: file-server reads),
+/// and read the bytes node 1 wrote; with `task_reads=batch` none is sent
+/// that way (every flush is one batch), and the data is the same.
+#[test]
+fn tasks_reads_are_in_flight_one_by_one_and_batch_boots_the_old_way() {
+    for (mode, extra) in [
+        ("strong", "task_reads=each"),
+        ("private", "task_reads=each"),
+        ("strong", "task_reads=batch"),
+    ] {
+        let name = format!("tasks-reads-{mode}-{}", &extra[11..]);
+        with_cluster(opts(&name).mode(mode).append_extra(extra), |c| {
+            let job = "--name=r --rw=randread --bs=4k --size=64k --numjobs=8 --ioengine=psync";
+            fio(c, 1, &format!("{job} --invalidate=0"))?;
+            c.exec_ok(1, "sync")?;
+            let v = fio(c, 2, job)?;
+            check_depth(&name, &v, 8, 8 * 16);
+            let (sent, max) = task_reads(c, 2)?;
+            let ok = if extra.ends_with("batch") {
+                sent == 0
+            } else {
+                sent >= 16 && max >= 2
+            };
+            if !ok {
+                return Err(fail(format!(
+                    "{name}: {sent} reads sent one by one, at most {max} in flight"
+                )));
+            }
+            for f in ["/r.0.0", "/r.7.0"] {
+                let mine = c.exec_ok(1, &format!("sum {f}"))?.text();
+                let theirs = c.exec_ok(2, &format!("sum {f}"))?.text();
+                if mine != theirs {
+                    return Err(fail(format!("{name} {f}: n1 {mine:?}, n2 {theirs:?}")));
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Private mode: a job's fsync sends its file's dirty pages and yields,
 /// so several jobs' write-backs are in flight together (`cache stats`
 /// counts them), and the bytes reach the file server: node 2 reads what
