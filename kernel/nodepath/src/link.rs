@@ -549,6 +549,11 @@ impl<E: Env> Link<E> {
         false
     }
 
+    /// How long a call waits for its answer before it gives up.
+    pub fn rpc_timeout_ns(&self) -> u64 {
+        self.rpc_timeout_ns
+    }
+
     /// This node's bulk slot `slot` in the shared region: (offset, size).
     pub fn ring_bulk(&self, slot: u32) -> Result<(usize, usize), Errno> {
         self.client

@@ -441,6 +441,11 @@ impl<E: Env> Node<E> {
     pub fn io_wait(&mut self) {
         let before = self.link.calls_in_flight();
         if before == 0 {
+            // Tickets wait for pages that cannot start yet (a DIR_INV to
+            // come, a full slot): one halting step, notices serviced,
+            // instead of spinning (they give up after a call's timeout).
+            self.link.env.wait_step(false);
+            self.service();
             return;
         }
         self.link.wait_calls(self.vfs.session());

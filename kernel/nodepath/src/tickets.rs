@@ -32,6 +32,32 @@ struct Ticket<K> {
     ino: u64,
 }
 
+/// Pages waiting to be started with nothing in flight (a page being torn
+/// down whose DIR_INV never comes, a full slot): once that lasts longer
+/// than a call's give-up time, the pages fail with `Unavailable`, so a
+/// task never waits for good (as a synchronous call would give up).
+#[derive(Debug, Default)]
+pub struct Stuck {
+    since: Option<u64>,
+}
+
+impl Stuck {
+    /// Look at the engine now: `stuck` (pages wait, nothing in flight).
+    /// True once it has been stuck for longer than `timeout_ns`.
+    pub fn expired(&mut self, stuck: bool, now: u64, timeout_ns: u64) -> bool {
+        if !stuck {
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        if now.saturating_sub(since) > timeout_ns {
+            self.since = None;
+            return true;
+        }
+        false
+    }
+}
+
 /// The open tickets.
 #[derive(Debug)]
 pub struct Tickets<K> {
@@ -164,6 +190,17 @@ mod tests {
         );
         assert_eq!(t.take(a).map(|d| d.result), Some(Err(Errno::Invalid)));
         assert_eq!(t.started(), 2);
+    }
+
+    #[test]
+    fn being_stuck_expires_after_the_timeout_only_without_progress() {
+        let mut s = Stuck::default();
+        assert!(!s.expired(true, 100, 50));
+        assert!(!s.expired(true, 150, 50));
+        assert!(!s.expired(false, 151, 50), "progress resets it");
+        assert!(!s.expired(true, 160, 50));
+        assert!(s.expired(true, 211, 50));
+        assert!(!s.expired(true, 212, 50), "and starts over");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use fabric::proto::{Errno, Op, Request, Response};
 use super::{Private, PAGE};
 use crate::env::Env;
 use crate::link::Link;
-use crate::tickets::{TicketDone, Tickets};
+use crate::tickets::{Stuck, TicketDone, Tickets};
 use crate::vfs::Meta;
 
 /// Most pages of one read.
@@ -70,6 +70,8 @@ pub(super) struct ReadJobs {
     /// Reads sent, most in flight together (since boot).
     sent: u64,
     max: usize,
+    /// Pages waiting with nothing in flight, since when.
+    stuck: Stuck,
 }
 
 impl ReadJobs {
@@ -270,6 +272,20 @@ impl Private {
             self.reads.voided.clear();
         }
         self.reads_launch(link, meta);
+        // Nothing in flight and pages that cannot start (slot 1 lost to
+        // reads given up): they fail after a call's give-up time.
+        let stuck = self.reads.flying.is_empty() && !self.reads.todo.is_empty();
+        let now = link.env.now_ns();
+        if self.reads.stuck.expired(stuck, now, link.rpc_timeout_ns()) {
+            log::warn!(
+                "{} page reads could not start: given up",
+                self.reads.todo.len()
+            );
+            for k in core::mem::take(&mut self.reads.todo) {
+                self.reads.settle(&k, Some(Errno::Unavailable));
+            }
+            any = true;
+        }
         any
     }
 

@@ -33,7 +33,7 @@ use super::{exported, ScState, BATCH, MAX_RETRIES};
 use crate::env::Env;
 use crate::link::Link;
 use crate::pagecache::{Installed, Slot};
-use crate::tickets::{TicketDone, Tickets};
+use crate::tickets::{Stuck, TicketDone, Tickets};
 
 /// The read misses of this node's tasks.
 #[derive(Debug, Default)]
@@ -48,6 +48,8 @@ pub struct ReadJobs {
     /// READs sent, most in flight together (since boot).
     sent: u64,
     max: usize,
+    /// Pages waiting with nothing in flight, since when.
+    stuck: Stuck,
 }
 
 impl ReadJobs {
@@ -212,6 +214,18 @@ impl ScState {
             }
         }
         self.reads_launch(link);
+        let stuck = self.reads.flying.is_empty() && !self.reads.todo.is_empty();
+        let now = link.env.now_ns();
+        if self.reads.stuck.expired(stuck, now, link.rpc_timeout_ns()) {
+            log::warn!(
+                "{} page reads could not start: given up",
+                self.reads.todo.len()
+            );
+            for k in core::mem::take(&mut self.reads.todo) {
+                self.reads.finish(&k, Some(Errno::Unavailable));
+            }
+            settled = true;
+        }
         settled
     }
 
