@@ -165,11 +165,12 @@ impl Report {
             ));
         }
         out.push_str(&format!(
-            "  read {} KiB, written {} KiB, I/Os per flush mean {} max {}\n",
+            "  read {} KiB, written {} KiB, I/Os in flight at a flush mean {} max {}, sent per flush {}\n",
             self.bytes_read() / 1024,
             self.bytes_written() / 1024,
             milli_text(self.flush.mean_milli()),
-            self.flush.max
+            self.flush.max,
+            milli_text(self.flush.per_flush_milli())
         ));
         out.push_str(&format!(
             "  metadata calls yielded {}, at once {}, in flight together (max) {}\n",
@@ -213,6 +214,7 @@ impl Report {
             .uint("bytes_written", self.bytes_written())
             .number("mean_iodepth", &milli(self.flush.mean_milli()))
             .uint("max_iodepth", self.flush.max)
+            .number("ios_per_flush", &milli(self.flush.per_flush_milli()))
             .uint("meta_yielded", self.meta.yielded)
             .uint("meta_max_in_flight", self.meta.max_in_flight);
         j.begin(Some("ops"));

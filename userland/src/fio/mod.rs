@@ -59,7 +59,7 @@
 //! before each batch) and `--fsync` (a job stops adding I/Os at the write
 //! that makes an fsync due; the fsync follows the batch) keep the psync
 //! semantics. For every engine the report gives the depth measured:
-//! `effective_iodepth`, the mean number of I/Os per flush (all jobs
+//! `effective_iodepth`, the mean number of I/Os in flight at a flush (all jobs
 //! together, rounded), `mean_iodepth` and `max_iodepth`. An I/O that fails or comes up
 //! short fails the run, naming its file, direction and offset.
 

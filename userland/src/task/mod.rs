@@ -28,7 +28,7 @@
 //!         done.result
 //!     }
 //! })?;
-//! let depth = ex.stats(); // I/Os per flush: mean and max
+//! let depth = ex.stats(); // I/Os in flight at each flush: mean and max
 //! ```
 
 use alloc::boxed::Box;
@@ -89,7 +89,7 @@ impl FlushStats {
         }
     }
 
-    /// Mean I/Os per flush, rounded to the nearest integer (0 with no
+    /// Mean I/Os in flight at a flush, rounded to the nearest integer (0 with no
     /// flush).
     pub fn mean_rounded(&self) -> u32 {
         let mean = self
@@ -108,7 +108,8 @@ impl FlushStats {
             .unwrap_or(0)
     }
 
-    /// Mean I/Os per flush in thousandths (for a `x.yyy` figure).
+    /// Mean I/Os in flight at a flush in thousandths (for a `x.yyy`
+    /// figure).
     pub fn mean_milli(&self) -> u64 {
         self.ios
             .saturating_mul(1000)
