@@ -42,6 +42,19 @@ pub struct Stuck {
 }
 
 impl Stuck {
+    /// Look at an engine with `in_flight` reads out and `waiting` pages
+    /// to start, at `now`: true (logged) once pages have waited with
+    /// nothing in flight for longer than `timeout_ns`; the caller fails
+    /// them.
+    pub fn give_up(&mut self, in_flight: usize, waiting: usize, now: u64, timeout_ns: u64) -> bool {
+        let stuck = in_flight == 0 && waiting > 0;
+        if self.expired(stuck, now, timeout_ns) {
+            log::warn!("{waiting} page reads could not start: given up");
+            return true;
+        }
+        false
+    }
+
     /// Look at the engine now: `stuck` (pages wait, nothing in flight).
     /// True once it has been stuck for longer than `timeout_ns`.
     pub fn expired(&mut self, stuck: bool, now: u64, timeout_ns: u64) -> bool {

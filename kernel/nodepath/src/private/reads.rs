@@ -274,13 +274,16 @@ impl Private {
         self.reads_launch(link, meta);
         // Nothing in flight and pages that cannot start (slot 1 lost to
         // reads given up): they fail after a call's give-up time.
-        let stuck = self.reads.flying.is_empty() && !self.reads.todo.is_empty();
-        let now = link.env.now_ns();
-        if self.reads.stuck.expired(stuck, now, link.rpc_timeout_ns()) {
-            log::warn!(
-                "{} page reads could not start: given up",
-                self.reads.todo.len()
-            );
+        let (out, waiting, now) = (
+            self.reads.flying.len(),
+            self.reads.todo.len(),
+            link.env.now_ns(),
+        );
+        if self
+            .reads
+            .stuck
+            .give_up(out, waiting, now, link.rpc_timeout_ns())
+        {
             for k in core::mem::take(&mut self.reads.todo) {
                 self.reads.settle(&k, Some(Errno::Unavailable));
             }

@@ -214,13 +214,16 @@ impl ScState {
             }
         }
         self.reads_launch(link);
-        let stuck = self.reads.flying.is_empty() && !self.reads.todo.is_empty();
-        let now = link.env.now_ns();
-        if self.reads.stuck.expired(stuck, now, link.rpc_timeout_ns()) {
-            log::warn!(
-                "{} page reads could not start: given up",
-                self.reads.todo.len()
-            );
+        let (out, waiting, now) = (
+            self.reads.flying.len(),
+            self.reads.todo.len(),
+            link.env.now_ns(),
+        );
+        if self
+            .reads
+            .stuck
+            .give_up(out, waiting, now, link.rpc_timeout_ns())
+        {
             for k in core::mem::take(&mut self.reads.todo) {
                 self.reads.finish(&k, Some(Errno::Unavailable));
             }
