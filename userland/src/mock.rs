@@ -762,8 +762,8 @@ impl Os for MockOs {
         self.split_io_start(ios)
     }
 
-    fn io_progress(&mut self) {
-        self.split_io_progress();
+    fn io_progress(&mut self) -> bool {
+        self.split_io_progress()
     }
 
     fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {

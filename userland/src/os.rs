@@ -439,8 +439,12 @@ pub trait Os {
 
     /// Take in the answers that came for the I/Os started with
     /// [`Os::io_start`] (once per round of [`Os::io_poll`] calls, which
-    /// then only look at their tickets).
-    fn io_progress(&mut self) {}
+    /// then only look at their tickets). False: no ticket can have become
+    /// done since the last call (by this or any other path), so the round
+    /// of polls is skipped; true when unsure.
+    fn io_progress(&mut self) -> bool {
+        true
+    }
 
     /// Forget `ticket` (its I/O was withdrawn); what it started finishes
     /// on its own.

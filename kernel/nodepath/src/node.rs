@@ -404,10 +404,11 @@ impl<E: Env> Node<E> {
         Ok(out)
     }
 
-    /// Take in the answers to tasks' reads (see [`Node::io_poll`]).
-    pub fn io_progress(&mut self) {
+    /// Take in the answers to tasks' reads (see [`Node::io_poll`]); true
+    /// if a ticket may be done since the last call.
+    pub fn io_progress(&mut self) -> bool {
         let (dp, meta) = self.vfs.parts();
-        dp.task_reads_progress(&mut self.link, meta);
+        dp.task_reads_progress(&mut self.link, meta)
     }
 
     /// Can the I/O of `ticket` run (see [`Node::io_start`]), as of the

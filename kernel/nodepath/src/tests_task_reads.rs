@@ -308,7 +308,9 @@ fn random_interleavings_of_task_reads_and_writes_read_the_model() {
                             None => check(&mut n, &want, page, pages, step),
                         }
                     }
-                    4 | 5 => n.io_progress(),
+                    4 | 5 => {
+                        n.io_progress();
+                    }
                     6 | 7 if !open.is_empty() => {
                         let k = rng.below(open.len() as u64) as usize;
                         let (t, p, c) = open[k];

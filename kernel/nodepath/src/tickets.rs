@@ -77,6 +77,8 @@ pub struct Tickets<K> {
     next: u64,
     open: Vec<Ticket<K>>,
     started: u64,
+    /// A ticket stopped waiting for a page since [`Tickets::take_changed`].
+    changed: bool,
 }
 
 impl<K> Default for Tickets<K> {
@@ -85,6 +87,7 @@ impl<K> Default for Tickets<K> {
             next: 0,
             open: Vec::new(),
             started: 0,
+            changed: false,
         }
     }
 }
@@ -120,6 +123,7 @@ impl<K: PartialEq + Copy> Tickets<K> {
         for t in self.open.iter_mut() {
             if let Some(p) = t.wait.iter().position(|k| k == key) {
                 t.wait.swap_remove(p);
+                self.changed = true;
                 if let Some(e) = err {
                     t.err.get_or_insert(e);
                 }
@@ -161,6 +165,12 @@ impl<K: PartialEq + Copy> Tickets<K> {
         self.open.is_empty()
     }
 
+    /// Did a ticket stop waiting for a page since the last call (so one
+    /// may be done)? The executor polls its tickets only then.
+    pub fn take_changed(&mut self) -> bool {
+        core::mem::take(&mut self.changed)
+    }
+
     /// Tickets opened since boot.
     pub fn started(&self) -> u64 {
         self.started
@@ -181,7 +191,10 @@ mod tests {
         let a = t.open(7, set(&[1, 2]), Some(3));
         let b = t.open(8, set(&[2]), None);
         assert_eq!(t.take(a), None);
+        assert!(!t.take_changed());
         t.settled(&2, None);
+        assert!(t.take_changed());
+        assert!(!t.take_changed(), "taken");
         assert_eq!(
             t.take(b),
             Some(TicketDone {

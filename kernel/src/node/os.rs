@@ -390,11 +390,8 @@ impl Os for NodeOs {
         with(|n| Ok(n.io_poll(ticket))).unwrap_or_else(|e| Some(Err(e)))
     }
 
-    fn io_progress(&mut self) {
-        let _ = with(|n| {
-            n.io_progress();
-            Ok(())
-        });
+    fn io_progress(&mut self) -> bool {
+        with(|n| Ok(n.io_progress())).unwrap_or(true)
     }
 
     fn io_cancel(&mut self, ticket: u64) {

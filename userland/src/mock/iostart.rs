@@ -62,10 +62,11 @@ impl MockOs {
         Ok(out)
     }
 
-    pub(super) fn split_io_progress(&mut self) {
+    pub(super) fn split_io_progress(&mut self) -> bool {
         for (n, _) in self.io_start.tickets.values_mut() {
             *n = n.saturating_sub(1);
         }
+        true
     }
 
     pub(super) fn split_io_poll(&mut self, t: u64) -> Option<Result<(), Errno>> {

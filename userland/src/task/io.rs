@@ -209,7 +209,9 @@ impl Queue {
         if self.started == 0 {
             return 0;
         }
-        os.io_progress();
+        if !os.io_progress() {
+            return 0;
+        }
         let mut ready = Vec::new();
         let mut failed = Vec::new();
         for (i, entry) in self.slots.iter().enumerate() {

@@ -422,8 +422,9 @@ impl<E: Env> DataPath<E> for Private {
         Ok(self.task_reads_begin(link, meta, ino, first, end, epoch))
     }
 
-    fn task_reads_progress(&mut self, link: &mut Link<E>, meta: &mut Meta) {
+    fn task_reads_progress(&mut self, link: &mut Link<E>, meta: &mut Meta) -> bool {
         self.reads_progress(link, meta);
+        self.reads_changed()
     }
 
     fn task_reads_ticket(&mut self, id: u64) -> Option<crate::tickets::TicketDone> {

@@ -322,6 +322,11 @@ impl Private {
         }
     }
 
+    /// Did a ticket stop waiting for a page since the last call?
+    pub(super) fn reads_changed(&mut self) -> bool {
+        self.reads.tickets.take_changed()
+    }
+
     /// Ticket `id`'s result once its pages are settled.
     pub(super) fn reads_ticket(&mut self, id: u64) -> Option<TicketDone> {
         self.reads.tickets.take(id)

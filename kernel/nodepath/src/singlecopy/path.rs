@@ -544,8 +544,9 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.st.reads_start(link, ino, first, end, epoch)
     }
 
-    fn task_reads_progress(&mut self, link: &mut Link<E>, _meta: &mut Meta) {
+    fn task_reads_progress(&mut self, link: &mut Link<E>, _meta: &mut Meta) -> bool {
         self.st.reads_poll(link);
+        self.st.reads_changed()
     }
 
     fn task_reads_ticket(&mut self, id: u64) -> Option<TicketDone> {

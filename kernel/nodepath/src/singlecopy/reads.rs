@@ -321,6 +321,11 @@ impl ScState {
         }
     }
 
+    /// Did a ticket stop waiting for a page since the last call?
+    pub(super) fn reads_changed(&mut self) -> bool {
+        self.reads.tickets.take_changed()
+    }
+
     /// Are tasks' READs in flight?
     pub(super) fn reads_in_flight(&self) -> bool {
         !self.reads.flying.is_empty()

@@ -177,8 +177,11 @@ pub trait DataPath<E: Env>: Session<E> + Send {
         Err(Errno::NotSupported)
     }
     /// Take in the answers to tasks' reads that came (and start what
-    /// waits).
-    fn task_reads_progress(&mut self, _link: &mut Link<E>, _meta: &mut Meta) {}
+    /// waits); true if a ticket may be done since the last call (a page
+    /// settled, by this or any other path).
+    fn task_reads_progress(&mut self, _link: &mut Link<E>, _meta: &mut Meta) -> bool {
+        true
+    }
     /// Ticket `id`'s result once its pages are settled (`None`: not yet);
     /// an unknown ticket is `Invalid`.
     fn task_reads_ticket(&mut self, _id: u64) -> Option<TicketDone> {
