@@ -6,14 +6,17 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::os::{
-    valid_group_name, Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Errno, Fd,
-    FileKind, GroupSettings, LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, Os,
-    PolicyName, RingSamples, DEFAULT_GROUP_NAME, MAX_GROUPS,
+    Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Errno, Fd, FileKind,
+    GroupSettings, LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
+    DEFAULT_GROUP_NAME,
 };
-use fabric::proto::{MissStats, MAX_NAME};
+use fabric::proto::MissStats;
 
+mod groups;
 mod iostart;
 mod meta;
+mod paths;
+use groups::mock_group;
 pub use iostart::IoStartSplit;
 pub use meta::MetaSplit;
 
@@ -253,94 +256,6 @@ impl MockOs {
         self.nodes.values().map(|n| n.data.len() as u64).sum()
     }
 
-    /// Validate a path the shell passed in and record it.
-    fn validate(&mut self, path: &str) -> Result<(), Errno> {
-        self.paths.push(path.to_string());
-        if !path.starts_with('/') {
-            return Err(Errno::Invalid);
-        }
-        if path == "/" {
-            return Ok(());
-        }
-        for c in path[1..].split('/') {
-            if c.is_empty() || c == "." || c == ".." {
-                return Err(Errno::Invalid);
-            }
-            if c.len() > MAX_NAME {
-                return Err(Errno::NameTooLong);
-            }
-        }
-        Ok(())
-    }
-
-    fn parent(path: &str) -> &str {
-        match path.rfind('/') {
-            Some(0) | None => "/",
-            Some(i) => &path[..i],
-        }
-    }
-
-    /// Why `path` does not exist: a file on the way, or just missing.
-    fn missing(&self, path: &str) -> Errno {
-        let mut p = Self::parent(path);
-        loop {
-            if let Some(n) = self.nodes.get(p) {
-                return if n.kind == FileKind::Dir {
-                    Errno::NotFound
-                } else {
-                    Errno::NotDir
-                };
-            }
-            if p == "/" {
-                return Errno::NotFound;
-            }
-            p = Self::parent(p);
-        }
-    }
-
-    /// The parent of `path` must be an existing directory.
-    fn check_parent(&self, path: &str) -> Result<(), Errno> {
-        let p = Self::parent(path);
-        match self.nodes.get(p) {
-            Some(n) if n.kind == FileKind::Dir => Ok(()),
-            Some(_) => Err(Errno::NotDir),
-            None => Err(self.missing(p)),
-        }
-    }
-
-    fn children(&self, dir: &str) -> Vec<(&String, &Node)> {
-        let prefix = if dir == "/" {
-            "/".to_string()
-        } else {
-            alloc::format!("{dir}/")
-        };
-        self.nodes
-            .iter()
-            .filter(|(k, _)| {
-                k.len() > prefix.len() && k.starts_with(&prefix) && !k[prefix.len()..].contains('/')
-            })
-            .collect()
-    }
-
-    fn attr(&self, n: &Node, path: &str) -> Attr {
-        let size = match n.kind {
-            FileKind::File => n.data.len() as u64,
-            FileKind::Dir => self.children(path).len() as u64,
-        };
-        Attr {
-            ino: n.ino,
-            kind: n.kind,
-            size,
-            version: n.version,
-        }
-    }
-
-    fn touch_parent(&mut self, path: &str) {
-        if let Some(p) = self.nodes.get_mut(Self::parent(path)) {
-            p.version += 1;
-        }
-    }
-
     fn open_file(&mut self, fd: Fd) -> Result<(Open, &mut Node), Errno> {
         let o = self.fds.get(&fd.0).cloned().ok_or(Errno::BadFd)?;
         let n = self.nodes.get_mut(&o.path).ok_or(Errno::BadFd)?;
@@ -348,68 +263,17 @@ impl MockOs {
     }
 }
 
-/// A group with nothing of its own, as the kernel makes it.
-fn mock_group(name: &str) -> CacheGroup {
-    CacheGroup {
-        settings: GroupSettings {
-            name: name.to_string(),
-            policy: None,
-            limit: None,
-        },
-        policy: PolicyName::default(),
-        own_lists: name == DEFAULT_GROUP_NAME,
-        pages: 0,
-        hits: 0,
-        misses: 0,
-        evictions: 0,
-    }
-}
-
-impl MockOs {
-    /// The group named `name`, made if missing (the kernel's rules).
-    fn mock_ensure_group(&mut self, name: &str) -> Result<&mut CacheGroup, Errno> {
-        self.controls.ok_or(Errno::NotSupported)?;
-        let at = match self.groups.iter().position(|g| g.settings.name == name) {
-            Some(i) => i,
-            None if !valid_group_name(name) => return Err(Errno::Invalid),
-            None if self.groups.len() >= MAX_GROUPS => return Err(Errno::NoSpace),
-            None => {
-                self.groups.push(mock_group(name));
-                self.groups.len() - 1
-            }
-        };
-        Ok(&mut self.groups[at])
-    }
-}
-
 impl Os for MockOs {
     fn cache_groups(&mut self) -> Result<Vec<CacheGroup>, Errno> {
-        let node = self.controls.ok_or(Errno::NotSupported)?.policy;
-        Ok((self.groups.iter().cloned())
-            .map(|mut g| {
-                g.policy = g.settings.policy.unwrap_or(node);
-                g
-            })
-            .collect())
+        self.mock_cache_groups()
     }
 
     fn set_cache_group(&mut self, settings: &GroupSettings) -> Result<(), Errno> {
-        let mut s = settings.clone();
-        if s.name == DEFAULT_GROUP_NAME {
-            if let (Some(p), Some(k)) = (s.policy.take(), self.controls.as_mut()) {
-                k.policy = p;
-            }
-        }
-        let g = self.mock_ensure_group(&s.name)?;
-        g.own_lists |= s.policy.is_some() || s.limit.is_some();
-        g.settings = s;
-        Ok(())
+        self.mock_set_cache_group(settings)
     }
 
     fn set_task_group(&mut self, name: &str) -> Result<(), Errno> {
-        self.mock_ensure_group(name)?;
-        self.task_groups.push(name.to_string());
-        Ok(())
+        self.mock_set_task_group(name)
     }
 
     fn cache_controls(&mut self) -> Result<CacheControls, Errno> {

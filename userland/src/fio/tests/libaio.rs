@@ -7,19 +7,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::fake::{BatchEntry, Batcher, FakeOs, Op};
-use super::{env, jsonck, p, run_fake};
+use super::{env, jsonck, p, run_b, run_fake};
 use crate::fio::runner::{run_with, Limits, MAX_BATCH, MAX_BATCH_BYTES};
 use crate::fio::{command, Engine, Latency};
 use crate::mock::MockOs;
-use crate::os::{BatchIo, Errno, Fd, OpenFlags, Os};
+use crate::os::Errno;
 use crate::pattern;
-
-fn run_b(b: &mut Batcher<'_>, args: &[&str]) -> crate::fio::Report {
-    let spec = p(args);
-    let r = run_with(b, &spec, &env(), Limits::default()).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(b.inner.open_fds(), 0, "descriptor leaked");
-    r
-}
 
 fn err_b(b: &mut Batcher<'_>, args: &[&str]) -> String {
     let spec = p(args);
@@ -72,84 +65,6 @@ fn libaio_is_accepted() {
         );
     }
     assert_eq!(p(&["--size=1m", "--ioengine=mmap"]).ioengine, Engine::Mmap);
-}
-
-#[test]
-fn default_io_batch_on_the_fake() {
-    let mut os = FakeOs::new();
-    let mut data = vec![0u8; 10_000];
-    pattern::fill(&mut data, 0);
-    os.files.insert("/f".to_string(), data);
-    let fd = os.open("/f", OpenFlags::default()).unwrap();
-    let mut a = [0u8; 100];
-    let mut b = [0u8; 100];
-    let mut c = [9u8; 50];
-    let mut d = [0u8; 100];
-    let mut e: [u8; 0] = [];
-    let mut ios = [
-        BatchIo::new(fd, 5000, false, &mut a),
-        BatchIo::new(fd, 0, false, &mut b),
-        BatchIo::new(fd, 20, true, &mut c),
-        BatchIo::new(fd, 9950, false, &mut d),
-        BatchIo::new(fd, 123, false, &mut e),
-    ];
-    assert!(ios.iter().all(|io| io.done == Err(Errno::Io)));
-    os.io_batch(&mut ios).unwrap();
-    let done: Vec<_> = ios.iter().map(|io| io.done).collect();
-    // The last read reaches the end of the file: short.
-    assert_eq!(done, [Ok(100), Ok(100), Ok(50), Ok(50), Ok(0)]);
-    assert_eq!(pattern::first_mismatch(&a, 5000), None);
-    assert_eq!(pattern::first_mismatch(&b, 0), None);
-    assert_eq!(pattern::first_mismatch(&d[..50], 9950), None);
-    assert_eq!(&os.files["/f"][20..70], &[9u8; 50]);
-    // One by one, in order: seek, then the transfer.
-    let seeks: Vec<u64> = os
-        .log
-        .iter()
-        .filter_map(|o| match o {
-            Op::Seek(_, off) => Some(*off),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(seeks, [5000, 0, 20, 9950, 123]);
-
-    // Short transfers are continued; errors stay with their I/O.
-    os.max_io = 7;
-    let mut a = [0u8; 100];
-    let mut b = [0u8; 100];
-    let mut ios = [
-        BatchIo::new(fd, 1000, false, &mut a),
-        BatchIo::new(Fd(999), 0, false, &mut b),
-    ];
-    os.io_batch(&mut ios).unwrap();
-    assert_eq!(ios[0].done, Ok(100));
-    assert_eq!(ios[1].done, Err(Errno::BadFd));
-    assert_eq!(pattern::first_mismatch(&a, 1000), None);
-
-    // Without seek every I/O says "not supported".
-    os.can_seek = false;
-    let mut a = [0u8; 10];
-    let mut ios = [BatchIo::new(fd, 0, false, &mut a)];
-    os.io_batch(&mut ios).unwrap();
-    assert_eq!(ios[0].done, Err(Errno::NotSupported));
-    os.close(fd).unwrap();
-
-    // The shell's mock cannot seek either.
-    let mut m = MockOs::new();
-    let fd = m
-        .open(
-            "/x",
-            OpenFlags {
-                create: true,
-                ..OpenFlags::default()
-            },
-        )
-        .unwrap();
-    let mut a = [0u8; 10];
-    let mut ios = [BatchIo::new(fd, 0, false, &mut a)];
-    m.io_batch(&mut ios).unwrap();
-    assert_eq!(ios[0].done, Err(Errno::NotSupported));
-    m.close(fd).unwrap();
 }
 
 #[test]
@@ -704,42 +619,6 @@ fn stuck_clock_with_batches() {
     assert_eq!(b.inner.open_fds(), 0);
     // About stuck_ios I/Os, not stuck_ios batches.
     assert!(b.sizes().len() <= 1000 / 4 + 2, "{}", b.sizes().len());
-}
-
-#[test]
-fn psync_jobs_are_tasks_with_their_ios_in_flight_together() {
-    let mut os = FakeOs::new();
-    let mut b = Batcher::new(&mut os);
-    let r = run_b(&mut b, &["--size=64k", "--iodepth=32", "--numjobs=2"]);
-    assert!(r.tasks);
-    assert_eq!((r.effective_iodepth, r.max_iodepth), (2, 2));
-    assert_eq!(r.mean_iodepth_milli, 2000);
-    // 16 rounds of one read per job, each round one io_batch.
-    assert_eq!(b.sizes(), vec![2; 16]);
-    let s = r.summary();
-    assert!(
-        s.contains(
-            "  depth: iodepth=32 requested, 2 in flight (mean 2.000, max 2; 2 jobs as tasks, waiting I/Os flushed together, 2.000 per flush)\n"
-        ),
-        "{s}"
-    );
-    // Each read is queued, then the batch of two takes 2 x 1000 ns.
-    assert_eq!(r.read.lat.unwrap().max, 2000);
-    assert_eq!(r.read.ios, 32);
-}
-
-#[test]
-fn psync_without_positioned_batches_takes_turns() {
-    let mut os = FakeOs::new();
-    os.can_seek = false;
-    let r = run_fake(&mut os, &["--size=64k", "--iodepth=32", "--numjobs=2"]);
-    assert!(!r.tasks);
-    assert_eq!((r.effective_iodepth, r.max_iodepth), (1, 1));
-    let s = r.summary();
-    assert!(s.contains(
-        "  depth: iodepth=32 requested, 1 in flight (synchronous calls; 2 jobs interleaved round-robin)\n"
-    ));
-    assert_eq!(r.read.lat.unwrap().max, 1000);
 }
 
 #[test]

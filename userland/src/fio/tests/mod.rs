@@ -23,12 +23,13 @@ fn shell(os: &mut MockOs, line: &str) -> String {
 }
 
 mod fake;
+mod io_batch;
 mod jsonck;
 mod libaio;
 mod tasks;
 mod zipf;
 
-use fake::{FakeOs, Op};
+use fake::{Batcher, FakeOs, Op};
 
 fn p(args: &[&str]) -> JobSpec {
     parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
@@ -54,6 +55,14 @@ fn run_fake(os: &mut FakeOs, args: &[&str]) -> Report {
     let spec = p(args);
     let r = run_with(os, &spec, &env(), Limits::default()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(os.open_fds(), 0, "descriptor leaked");
+    r
+}
+
+/// `run_fake` through a [`fake::Batcher`].
+fn run_b(b: &mut Batcher<'_>, args: &[&str]) -> crate::fio::Report {
+    let spec = p(args);
+    let r = run_with(b, &spec, &env(), Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(b.inner.open_fds(), 0, "descriptor leaked");
     r
 }
 

@@ -5,7 +5,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::fake::{Batcher, FakeOs};
-use super::{jsonck, p, run_fake, shell};
+use super::{jsonck, p, run_b, run_fake, shell};
 use crate::fio::runner::{run_with, Limits};
 use crate::mock::MockOs;
 use crate::os::Errno;
@@ -120,4 +120,40 @@ fn ramp_ios_are_not_counted_in_the_depth_or_the_figures() {
     let ios: Vec<_> = os.ios();
     assert!(ios.len() > 8, "ramp I/Os are extra: {}", ios.len());
     assert_eq!(r.read.ios, 8);
+}
+
+#[test]
+fn psync_jobs_are_tasks_with_their_ios_in_flight_together() {
+    let mut os = FakeOs::new();
+    let mut b = Batcher::new(&mut os);
+    let r = run_b(&mut b, &["--size=64k", "--iodepth=32", "--numjobs=2"]);
+    assert!(r.tasks);
+    assert_eq!((r.effective_iodepth, r.max_iodepth), (2, 2));
+    assert_eq!(r.mean_iodepth_milli, 2000);
+    // 16 rounds of one read per job, each round one io_batch.
+    assert_eq!(b.sizes(), vec![2; 16]);
+    let s = r.summary();
+    assert!(
+        s.contains(
+            "  depth: iodepth=32 requested, 2 in flight (mean 2.000, max 2; 2 jobs as tasks, waiting I/Os flushed together, 2.000 per flush)\n"
+        ),
+        "{s}"
+    );
+    // Each read is queued, then the batch of two takes 2 x 1000 ns.
+    assert_eq!(r.read.lat.unwrap().max, 2000);
+    assert_eq!(r.read.ios, 32);
+}
+
+#[test]
+fn psync_without_positioned_batches_takes_turns() {
+    let mut os = FakeOs::new();
+    os.can_seek = false;
+    let r = run_fake(&mut os, &["--size=64k", "--iodepth=32", "--numjobs=2"]);
+    assert!(!r.tasks);
+    assert_eq!((r.effective_iodepth, r.max_iodepth), (1, 1));
+    let s = r.summary();
+    assert!(s.contains(
+        "  depth: iodepth=32 requested, 1 in flight (synchronous calls; 2 jobs interleaved round-robin)\n"
+    ));
+    assert_eq!(r.read.lat.unwrap().max, 1000);
 }
