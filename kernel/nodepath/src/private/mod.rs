@@ -188,20 +188,24 @@ impl Private {
         let bytes = (bytes as usize).min(n * PAGE);
         let mut data = alloc::vec![0u8; bytes];
         link.bulk_read(1, &mut data)?;
-        self.install(meta, ino, first, n, &data, &attr);
+        self.install(meta, ino, (first, n), &data, &attr, false);
         link.add_fill(t0);
         Ok(())
     }
 
-    /// Put the answer of a read of pages `[first, first+n)` into the cache.
+    /// Put the answer of a read of pages `[first, first+n)` into the cache
+    /// (dirty pages keep our newer bytes). `only_absent`: a cached page
+    /// keeps its bytes too (a task's read answered after the page was
+    /// written or filled meanwhile, `private/reads.rs`); only the pages
+    /// filled count as fetched.
     fn install(
         &mut self,
         meta: &mut Meta,
         ino: u64,
-        first: u64,
-        n: usize,
+        (first, n): (u64, usize),
         data: &[u8],
         attr: &Attr,
+        only_absent: bool,
     ) {
         let bytes = data.len().min(n * PAGE);
         self.revalidate(meta, attr);
@@ -210,6 +214,7 @@ impl Private {
         }
         let dirty = &self.dirty;
         let entry = self.pages.entry(ino).or_default();
+        let mut skipped = 0u64;
         for i in 0..n {
             let lo = i * PAGE;
             if lo >= bytes && (first + i as u64) * PAGE as u64 >= attr.size {
@@ -217,6 +222,10 @@ impl Private {
             }
             if dirty.contains_key(&(ino, first + i as u64)) {
                 continue; // our newer data stays
+            }
+            if only_absent && entry.contains_key(&(first + i as u64)) {
+                skipped += 1;
+                continue;
             }
             let mut page = Box::new([0u8; PAGE]);
             let hi = bytes.min(lo + PAGE);
@@ -227,7 +236,7 @@ impl Private {
                 self.cached_pages += 1;
             }
         }
-        self.misses += n as u64;
+        self.misses += n as u64 - skipped;
     }
 }
 
@@ -394,7 +403,9 @@ impl<E: Env> DataPath<E> for Private {
             let answers = link.fs_read_batch(&reqs, self)?;
             for (&(ino, first, n), (resp, data)) in chunk.iter().zip(answers) {
                 match resp {
-                    Response::Data { attr, .. } => self.install(meta, ino, first, n, &data, &attr),
+                    Response::Data { attr, .. } => {
+                        self.install(meta, ino, (first, n), &data, &attr, false)
+                    }
                     Response::Err(e) => return Err(e),
                     _ => return Err(Errno::Io),
                 }

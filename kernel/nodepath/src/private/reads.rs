@@ -245,7 +245,7 @@ impl Private {
                         let mut data = vec![0u8; bytes as usize];
                         r = link.bulk_read_at(1, f.unit * PAGE, &mut data);
                         if r.is_ok() {
-                            self.install_absent(meta, f.ino, f.first, f.n, &data, &attr);
+                            self.install(meta, f.ino, (f.first, f.n), &data, &attr, true);
                             link.add_fill(t0);
                         }
                     }
@@ -290,36 +290,6 @@ impl Private {
             any = true;
         }
         any
-    }
-
-    /// Put an answer's pages in, but only where the cache has none (a
-    /// page written or filled meanwhile keeps its bytes).
-    fn install_absent(
-        &mut self,
-        meta: &mut Meta,
-        ino: u64,
-        first: u64,
-        n: usize,
-        data: &[u8],
-        attr: &fabric::proto::Attr,
-    ) {
-        let present: Vec<u64> = (first..first + n as u64)
-            .filter(|&idx| self.cached(ino, idx))
-            .collect();
-        if present.is_empty() {
-            self.install(meta, ino, first, n, data, attr);
-            return;
-        }
-        // Install page by page around the present ones.
-        for idx in first..first + n as u64 {
-            if self.cached(ino, idx) {
-                continue;
-            }
-            let lo = ((idx - first) as usize) * PAGE;
-            let hi = data.len().min(lo + PAGE);
-            let part = data.get(lo..hi).unwrap_or(&[]);
-            self.install(meta, ino, idx, 1, part, attr);
-        }
     }
 
     /// Did a ticket stop waiting for a page since the last call?
