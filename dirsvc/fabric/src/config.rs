@@ -92,8 +92,8 @@ pub struct BootConfig {
     /// Eviction policy of every node's owned pages (`policy=NAME`,
     /// default `fifo`; see [`PolicyName`]).
     pub policy: PolicyName,
-    /// Node, single-copy modes: tasks' read misses (`task_reads=each|batch`,
-    /// default each): each task's I/O runs as soon as its own pages are in,
+    /// Node, `strong`, `relaxed` and `private`: tasks' read misses
+    /// (`task_reads=each|batch`, default each): each task's I/O runs as soon as its own pages are in,
     /// or (batch, kept for comparison) every task of a flush waits until
     /// the slowest miss of the flush is in.
     pub task_reads_each: bool,

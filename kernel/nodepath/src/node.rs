@@ -6,6 +6,7 @@ use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::ops::Range;
 use userland::stats::keys;
 
 use fabric::config::{BaselineWrites, Mode};
@@ -50,8 +51,8 @@ pub struct NodeConfig {
     pub cache_pages: usize,
     /// Eviction policy of the single-copy cache's owned pages at boot.
     pub policy: fabric::config::PolicyName,
-    /// Single-copy modes: tasks' read misses in flight one by one
-    /// ([`Node::io_start`]); false: every flush is one batch.
+    /// Tasks' read misses in flight one by one ([`Node::io_start`];
+    /// `strong`, `relaxed` and `private`); false: every flush is one batch.
     pub task_reads_each: bool,
 }
 
@@ -310,17 +311,27 @@ impl<E: Env> Node<E> {
             .invalidate_page(&mut self.link, ino, idx)
     }
 
+    /// The pages a read of `len` bytes at `offset` of `fd` touches, up to
+    /// the file's end: its inode and the page indices.
+    fn read_pages(&self, fd: Fd, offset: u64, len: usize) -> Result<(u64, Range<u64>), Errno> {
+        let (ino, size) = self.vfs.fd_info(fd)?;
+        let end = offset.saturating_add(len as u64).min(size);
+        Ok((ino, offset / 4096..end.div_ceil(4096)))
+    }
+
+    /// Does this node hold every page of `pages` (of inode `ino`)?
+    fn holds_all(&self, ino: u64, mut pages: Range<u64>) -> bool {
+        let dp = self.vfs.data_path_ref();
+        pages.all(|idx| dp.holds(ino, idx))
+    }
+
     /// Does this node hold every page the batch's reads touch?
     fn batch_held(&self, ios: &[BatchIo<'_>]) -> bool {
-        let dp = self.vfs.data_path_ref();
         ios.iter()
             .filter(|io| !io.write && !io.buf.is_empty())
-            .all(|io| {
-                let Ok((ino, size)) = self.vfs.fd_info(io.fd) else {
-                    return false;
-                };
-                let end = (io.offset + io.buf.len() as u64).min(size);
-                (io.offset / 4096..end.div_ceil(4096)).all(|idx| dp.holds(ino, idx))
+            .all(|io| match self.read_pages(io.fd, io.offset, io.buf.len()) {
+                Ok((ino, pages)) => self.holds_all(ino, pages),
+                Err(_) => false,
             })
     }
 
@@ -331,13 +342,8 @@ impl<E: Env> Node<E> {
             if io.write || io.buf.is_empty() {
                 continue;
             }
-            let (ino, size) = self.vfs.fd_info(io.fd)?;
-            let end = (io.offset + io.buf.len() as u64).min(size);
-            let mut idx = io.offset / 4096;
-            while idx * 4096 < end {
-                pages.push((ino, idx));
-                idx += 1;
-            }
+            let (ino, range) = self.read_pages(io.fd, io.offset, io.buf.len())?;
+            pages.extend(range.map(|idx| (ino, idx)));
         }
         pages.sort_unstable();
         pages.dedup();
@@ -384,16 +390,14 @@ impl<E: Env> Node<E> {
                 continue;
             }
             // A bad descriptor runs at once and reports its own error.
-            let Ok((ino, size)) = self.vfs.fd_info(io.fd) else {
+            let Ok((ino, pages)) = self.read_pages(io.fd, io.offset, io.len) else {
                 continue;
             };
-            let end = io.offset.saturating_add(io.len as u64).min(size);
-            let (first, end) = (io.offset / 4096, end.div_ceil(4096));
-            let dp = self.vfs.data_path_ref();
-            if (first..end).all(|idx| dp.holds(ino, idx)) {
+            if self.holds_all(ino, pages.clone()) {
                 continue; // hits allocate nothing
             }
             let (dp, meta) = self.vfs.parts();
+            let (first, end) = (pages.start, pages.end);
             *slot = match dp.task_reads_start(&mut self.link, meta, ino, first, end, epoch) {
                 Ok(t) => t,
                 Err(Errno::NotSupported) => return Err(Errno::NotSupported),
