@@ -127,7 +127,8 @@ fn task_reads(c: &mut Cluster, node: u8) -> Result<(u64, u64)> {
 
 /// Tasks' reads one by one (`task_reads=each`, the default): cold psync
 /// reads of 8 jobs send their misses as calls in flight of their own,
-/// several at once (strong: page READs, `private`: file-server reads),
+/// several at once (strong: page READs, also for 8 mmap jobs' loads;
+/// `private`: file-server reads),
 /// and read the bytes node 1 wrote; with `task_reads=batch` none is sent
 /// that way (every flush is one batch), and the data is the same.
 #[test]
@@ -155,7 +156,31 @@ fn tasks_reads_are_in_flight_one_by_one_and_batch_boots_the_old_way() {
                     "{name}: {sent} reads sent one by one, at most {max} in flight"
                 )));
             }
-            for f in ["/r.0.0", "/r.7.0"] {
+            if mode == "strong" {
+                // Mapped loads (fio's mmap engine) go the same way.
+                let mjob = "--name=m --rw=randread --bs=4k --size=64k --numjobs=8 --ioengine=mmap";
+                fio(c, 1, &mjob.replace("randread", "randwrite"))?;
+                c.exec_ok(1, "sync")?;
+                c.exec_ok(1, "cache drop")?;
+                let v = fio(c, 2, mjob)?;
+                check_depth(&format!("{name} mmap"), &v, 8, 8 * 16);
+                let (after, max) = task_reads(c, 2)?;
+                let ok = if extra.ends_with("batch") {
+                    after == 0
+                } else {
+                    after >= sent + 16 && max >= 2
+                };
+                if !ok {
+                    return Err(fail(format!(
+                        "{name} mmap: {} loads' reads sent one by one, at most {max} in flight",
+                        after - sent
+                    )));
+                }
+            }
+            for f in ["/r.0.0", "/r.7.0", "/m.0.0", "/m.7.0"] {
+                if mode != "strong" && f.starts_with("/m") {
+                    continue;
+                }
                 let mine = c.exec_ok(1, &format!("sum {f}"))?.text();
                 let theirs = c.exec_ok(2, &format!("sum {f}"))?.text();
                 if mine != theirs {

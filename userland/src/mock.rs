@@ -626,6 +626,10 @@ impl Os for MockOs {
         self.split_io_start(ios)
     }
 
+    fn mmap_start(&mut self, ios: &[crate::os::MapSpan<'_>]) -> Result<Vec<Option<u64>>, Errno> {
+        self.split_mmap_start(ios)
+    }
+
     fn io_progress(&mut self) -> bool {
         self.split_io_progress()
     }

@@ -96,6 +96,20 @@ pub struct IoSpan {
     pub write: bool,
 }
 
+/// One mapped I/O as [`Os::mmap_start`] sees it: which file, where, how
+/// long, and whether it stores (no data yet, as [`IoSpan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapSpan<'a> {
+    /// The mapped file.
+    pub path: &'a str,
+    /// Absolute byte offset in the file.
+    pub offset: u64,
+    /// Bytes to move.
+    pub len: usize,
+    /// A store (otherwise a load).
+    pub write: bool,
+}
+
 /// One memory-mapped I/O of an [`Os::mmap_batch`] call: `buf.len()`
 /// bytes at `offset` of `path` through the mapping.
 #[derive(Debug)]
@@ -423,6 +437,16 @@ pub trait Os {
     /// default): this OS has no such path, the caller runs the whole batch
     /// through [`Os::io_batch`].
     fn io_start(&mut self, _ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// [`Os::io_start`] for mapped I/Os: start the page misses of each
+    /// load without waiting; per I/O, `None` if it can run now (then
+    /// through [`Os::mmap_batch`]) or a ticket for [`Os::io_poll`] (the
+    /// same tickets as [`Os::io_start`]'s, run through
+    /// [`Os::mmap_batch`] once done). `Err(NotSupported)` (the default):
+    /// every flush of mapped I/Os is one [`Os::mmap_batch`].
+    fn mmap_start(&mut self, _ios: &[MapSpan<'_>]) -> Result<Vec<Option<u64>>, Errno> {
         Err(Errno::NotSupported)
     }
 

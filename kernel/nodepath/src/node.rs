@@ -393,19 +393,31 @@ impl<E: Env> Node<E> {
             let Ok((ino, pages)) = self.read_pages(io.fd, io.offset, io.len) else {
                 continue;
             };
-            if self.holds_all(ino, pages.clone()) {
-                continue; // hits allocate nothing
-            }
-            let (dp, meta) = self.vfs.parts();
-            let (first, end) = (pages.start, pages.end);
-            *slot = match dp.task_reads_start(&mut self.link, meta, ino, first, end, epoch) {
-                Ok(t) => t,
-                Err(Errno::NotSupported) => return Err(Errno::NotSupported),
-                // An error here leaves the I/O to its own read.
-                Err(_) => None,
-            };
+            *slot = self.start_read(ino, pages, epoch)?;
         }
         Ok(out)
+    }
+
+    /// One I/O's share of [`Node::io_start`] (and of
+    /// [`Node::mmap_start`]): a ticket for the misses among `pages` of
+    /// `ino`, or `None` if it can run now. Only `NotSupported` is an
+    /// error: any other leaves the I/O to its own read.
+    fn start_read(
+        &mut self,
+        ino: u64,
+        pages: Range<u64>,
+        epoch: Option<u64>,
+    ) -> Result<Option<u64>, Errno> {
+        if pages.is_empty() || self.holds_all(ino, pages.clone()) {
+            return Ok(None); // hits allocate nothing
+        }
+        let (dp, meta) = self.vfs.parts();
+        let (first, end) = (pages.start, pages.end);
+        match dp.task_reads_start(&mut self.link, meta, ino, first, end, epoch) {
+            Ok(t) => Ok(t),
+            Err(Errno::NotSupported) => Err(Errno::NotSupported),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Take in the answers to tasks' reads (see [`Node::io_poll`]); true

@@ -259,6 +259,8 @@ pub struct RigConfig {
     pub policy: fabric::config::PolicyName,
     /// Inodes of the directory's file system (64).
     pub inodes: u32,
+    /// Boot option `task_reads=each` (true) or `batch`.
+    pub task_reads_each: bool,
 }
 
 impl RigConfig {
@@ -275,6 +277,7 @@ impl RigConfig {
             cache_pages: 0,
             policy: fabric::config::PolicyName::Fifo,
             inodes: 64,
+            task_reads_each: true,
         }
     }
 }
@@ -335,7 +338,7 @@ impl Rig {
                 baseline_writes: cfg.baseline_writes,
                 cache_pages: cfg.cache_pages,
                 policy: cfg.policy,
-                task_reads_each: true,
+                task_reads_each: cfg.task_reads_each,
             };
             let node = Rc::new(RefCell::new(Node::new(env, ncfg, None)));
             sh.nodes.borrow_mut().push((id, Rc::downgrade(&node)));

@@ -361,3 +361,71 @@ fn random_interleavings_of_task_reads_and_writes_read_the_model() {
         }
     }
 }
+
+/// Mapped loads (`Os::mmap_start`): node 2's loads of node 1's pages and
+/// of the disk's are tickets like positioned reads, each done once its
+/// own pages are in, the load a hit then; stores and loads past the end
+/// need none; without windows (`private`) or with `task_reads=batch` it
+/// is not supported (every flush is one `mmap_batch`).
+#[test]
+fn mapped_loads_are_tickets_too() {
+    use userland::os::{MapSpan, MmapIo};
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let (data, _) = cold_file(&rig, 1, 8);
+    // Node 1 owns pages 0-3 again; pages 4-7 are on the disk only.
+    let fd1 = rig.node(1).open("/f", OpenFlags::default()).unwrap();
+    assert_eq!(
+        read_at(&mut rig.node(1), fd1, 0, 4 * 4096),
+        data[..4 * 4096]
+    );
+    let mut n = rig.node(2);
+    let load = |page: u64, pages: u64| MapSpan {
+        path: "/f",
+        offset: page * PAGE,
+        len: (pages * PAGE) as usize,
+        write: false,
+    };
+    let store = MapSpan {
+        write: true,
+        ..load(0, 1)
+    };
+    let spans = [load(1, 2), load(5, 1), store, load(8, 1), load(7, 1)];
+    let tickets = n.mmap_start(&spans).unwrap();
+    assert!(tickets[0].is_some() && tickets[1].is_some() && tickets[4].is_some());
+    assert_eq!(tickets[2], None, "a store waits for nothing here");
+    assert_eq!(tickets[3], None, "past the end: fails in its own I/O");
+    assert_eq!(stat_value(&n, keys::TASK_READS), "4/4");
+    let mut io = crate::tests::window_io(&rig, &n);
+    for (i, p) in [(0usize, 1u64), (1, 5), (4, 7)] {
+        assert_eq!(finish(&mut n, tickets[i].unwrap()), Ok(()));
+        let len = spans[i].len;
+        let mut buf = vec![0u8; len];
+        let mut ios = [MmapIo::new("/f", p * PAGE, false, &mut buf)];
+        let before = misses(&n);
+        n.mmap_batch(&mut ios, &mut io).unwrap();
+        assert_eq!(ios[0].done, Ok(len));
+        assert_eq!(misses(&n), before, "a hit once its ticket is done");
+        let at = (p * PAGE) as usize;
+        assert_eq!(buf, data[at..at + len], "page {p}");
+    }
+    assert_eq!(
+        n.mmap_start(&spans[..2]).unwrap(),
+        vec![None; 2],
+        "held now"
+    );
+    drop(n);
+    let rig = Rig::new(RigConfig::new(1, Mode::Private));
+    cold_file(&rig, 1, 1);
+    assert_eq!(
+        rig.node(1).mmap_start(&[load(0, 1)]).err(),
+        Some(Errno::NotSupported)
+    );
+    let mut cfg = RigConfig::new(1, Mode::Strong);
+    cfg.task_reads_each = false;
+    let rig = Rig::new(cfg);
+    cold_file(&rig, 1, 1);
+    assert_eq!(
+        rig.node(1).mmap_start(&[load(0, 1)]).err(),
+        Some(Errno::NotSupported)
+    );
+}

@@ -11,8 +11,8 @@ use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, MissKind, Request, Response};
 use userland::os::{
     Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Fd, GroupSettings, IoSpan,
-    LocalityRange, MetaCall, MetaDone, MetaStart, MetaTicket, MissCounters, MmapIo, NodeInfo,
-    OpenFlags, Os, RingSamples,
+    LocalityRange, MapSpan, MetaCall, MetaDone, MetaStart, MetaTicket, MissCounters, MmapIo,
+    NodeInfo, OpenFlags, Os, RingSamples,
 };
 
 use super::{with, SHM};
@@ -384,6 +384,10 @@ impl Os for NodeOs {
 
     fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
         with(|n| n.io_start(ios))
+    }
+
+    fn mmap_start(&mut self, ios: &[MapSpan<'_>]) -> Result<Vec<Option<u64>>, Errno> {
+        with(|n| n.mmap_start(ios))
     }
 
     fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {

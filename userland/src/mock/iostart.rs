@@ -1,4 +1,4 @@
-//! [`MockOs`]'s [`Os::io_start`]: reads whose pages take a given number of
+//! [`MockOs`]'s [`Os::io_start`] (and `mmap_start`): reads whose pages take a given number of
 //! [`Os::io_progress`] rounds to come in (off by default: `NotSupported`,
 //! every flush is one `io_batch`).
 //!
@@ -11,13 +11,18 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::MockOs;
-use crate::os::{Errno, IoSpan};
+use crate::os::{Errno, IoSpan, MapSpan};
 
 /// How `io_start` behaves (see the module).
 #[derive(Debug, Default, Clone)]
 pub struct IoStartSplit {
     /// Supported at all (off: `NotSupported`).
     pub on: bool,
+    /// [`Os::mmap_start`] too (with `on`; off: `NotSupported`, every flush
+    /// of mapped I/Os is one `mmap_batch`).
+    ///
+    /// [`Os::mmap_start`]: crate::os::Os::mmap_start
+    pub maps: bool,
     /// Rounds of `io_progress` before a read at this offset can run; a
     /// read at an offset not listed runs at once (`None` from
     /// `io_start`), as do writes.
@@ -39,14 +44,31 @@ impl IoStartSplit {
 
 impl MockOs {
     pub(super) fn split_io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        let spans: Vec<(u64, bool)> = ios.iter().map(|io| (io.offset, io.write)).collect();
+        self.split_spans(&spans)
+    }
+
+    pub(super) fn split_mmap_start(
+        &mut self,
+        ios: &[MapSpan<'_>],
+    ) -> Result<Vec<Option<u64>>, Errno> {
+        if !self.io_start.maps {
+            return Err(Errno::NotSupported);
+        }
+        let spans: Vec<(u64, bool)> = ios.iter().map(|io| (io.offset, io.write)).collect();
+        self.split_spans(&spans)
+    }
+
+    /// Tickets for I/Os given as (offset, write).
+    fn split_spans(&mut self, ios: &[(u64, bool)]) -> Result<Vec<Option<u64>>, Errno> {
         let s = &mut self.io_start;
         if !s.on {
             return Err(Errno::NotSupported);
         }
         let mut out = Vec::with_capacity(ios.len());
-        for io in ios {
-            let d = match s.delay.get(&io.offset) {
-                Some(&d) if !io.write => d,
+        for &(offset, write) in ios {
+            let d = match s.delay.get(&offset) {
+                Some(&d) if !write => d,
                 _ => {
                     out.push(None);
                     continue;
@@ -54,9 +76,9 @@ impl MockOs {
             };
             s.next += 1;
             let t = s.next;
-            let r = s.fail.get(&io.offset).map_or(Ok(()), |&e| Err(e));
+            let r = s.fail.get(&offset).map_or(Ok(()), |&e| Err(e));
             s.tickets.insert(t, (d, r));
-            s.events.push(format!("start {} -> {t}", io.offset));
+            s.events.push(format!("start {offset} -> {t}"));
             out.push(Some(t));
         }
         Ok(out)

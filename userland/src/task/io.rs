@@ -5,9 +5,10 @@
 //! ([`Os::io_start`]) and runs at once those that wait for nothing; each
 //! of the others runs when its own pages are in ([`Os::io_poll`]), so a
 //! task whose page is a peer's mapping does not wait for another task's
-//! disk fill. Where the OS has no such path (`NotSupported`), and for
-//! mapped I/O, the flush is one [`Os::io_batch`] (or
-//! [`Os::mmap_batch`]) call that returns when every I/O is done.
+//! disk fill. Mapped I/Os go the same way through [`Os::mmap_start`].
+//! Where the OS has no such path (`NotSupported`), the flush is one
+//! [`Os::io_batch`] (or [`Os::mmap_batch`]) call that returns when every
+//! I/O is done.
 //!
 //! An I/O owns its buffer while it is queued (as with io_uring): the
 //! task hands a `Vec<u8>` in and gets it back in [`IoDone`], so nothing
@@ -20,7 +21,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 
 use super::Tasks;
-use crate::os::{BatchIo, Errno, Fd, IoSpan, MmapIo, Os};
+use crate::os::{BatchIo, Errno, Fd, IoSpan, MapSpan, MmapIo, Os};
 
 /// What an I/O goes to.
 #[derive(Debug)]
@@ -99,6 +100,8 @@ pub(super) struct Queue {
     /// The OS said [`Os::io_start`] is not supported: every flush is one
     /// [`Os::io_batch`].
     no_start: bool,
+    /// The same for [`Os::mmap_start`] and [`Os::mmap_batch`].
+    no_map_start: bool,
     /// Tickets of started I/Os whose futures were dropped, for
     /// [`Os::io_cancel`].
     cancelled: Vec<u64>,
@@ -241,7 +244,22 @@ impl Queue {
                 complete(slots, woken, started, i, Err(e), now);
             }
         }
-        self.run_fd(os, &ready);
+        let (fd, map): (Vec<usize>, Vec<usize>) = ready.into_iter().partition(|&i| {
+            matches!(
+                self.slots.get(i),
+                Some(Some(Slot {
+                    req: Req {
+                        target: Target::Fd(_),
+                        ..
+                    },
+                    ..
+                }))
+            )
+        });
+        self.run_fd(os, &fd);
+        if !map.is_empty() {
+            self.run_maps(os, &map);
+        }
         n
     }
 
@@ -273,7 +291,10 @@ impl Queue {
             self.run_fd(os, &now_ready);
         }
         if !map_at.is_empty() {
-            self.run_maps(os, &map_at);
+            let now_ready = self.start_maps(os, &map_at);
+            if !now_ready.is_empty() {
+                self.run_maps(os, &now_ready);
+            }
         }
         self.fd_at = fd_at;
         self.map_at = map_at;
@@ -308,11 +329,30 @@ impl Queue {
                 _ => None,
             })
             .collect();
-        let tickets = match os.io_start(&spans) {
+        let tickets = os.io_start(&spans);
+        self.take_tickets(os, at, tickets, false)
+    }
+
+    /// The answer of [`Os::io_start`] (or [`Os::mmap_start`], `map`) for
+    /// the slots `at`: those given a ticket become `Started`; the ones to
+    /// run now are returned (all of them where the OS has no such path,
+    /// which is remembered).
+    fn take_tickets(
+        &mut self,
+        os: &mut dyn Os,
+        at: &[usize],
+        tickets: Result<Vec<Option<u64>>, Errno>,
+        map: bool,
+    ) -> Vec<usize> {
+        let tickets = match tickets {
             Ok(t) if t.len() == at.len() => t,
             Ok(_) => alloc::vec![None; at.len()], // a miscounting OS: run them now
             Err(Errno::NotSupported) => {
-                self.no_start = true;
+                if map {
+                    self.no_map_start = true;
+                } else {
+                    self.no_start = true;
+                }
                 return at.to_vec();
             }
             Err(e) => {
@@ -341,6 +381,39 @@ impl Queue {
             }
         }
         now_ready
+    }
+
+    /// [`Queue::start_fd`] for the mapped I/Os of the slots `at`
+    /// ([`Os::mmap_start`]).
+    fn start_maps(&mut self, os: &mut dyn Os, at: &[usize]) -> Vec<usize> {
+        if self.no_map_start {
+            return at.to_vec();
+        }
+        let tickets = {
+            let spans: Vec<MapSpan<'_>> = at
+                .iter()
+                .filter_map(|&i| match self.slots.get(i) {
+                    Some(Some(Slot {
+                        req:
+                            Req {
+                                target: Target::Map(path),
+                                offset,
+                                write,
+                                buf,
+                            },
+                        ..
+                    })) => Some(MapSpan {
+                        path,
+                        offset: *offset,
+                        len: buf.len(),
+                        write: *write,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            os.mmap_start(&spans)
+        };
+        self.take_tickets(os, at, tickets, true)
     }
 
     /// Run the mapped I/Os of the slots `at` through one

@@ -171,3 +171,74 @@ fn a_dropped_started_io_is_cancelled() {
     );
     assert_eq!(os.io_start.open_tickets(), 0);
 }
+
+#[test]
+fn a_mapped_load_runs_as_soon_as_its_own_pages_are_in() {
+    // As the first test, through the mapping: task 0's load waits 50
+    // rounds, task 1's four loads one round each; a task mixing a
+    // positioned read and a load gets both.
+    let (mut os, fd) = mock(&[(20, 50), (0, 1), (1, 1), (2, 1), (3, 1), (7, 2)]);
+    os.can_mmap = true;
+    os.io_start.maps = true;
+    let order: RefCell<Vec<(usize, u64)>> = RefCell::new(Vec::new());
+    let ex = Tasks::new(&mut os);
+    let out = ex
+        .run_n(3, |id| {
+            let (ex, order) = (&ex, &order);
+            async move {
+                if id == 2 {
+                    let a = ex.pread(fd, 7 * PAGE, vec![0u8; 4096]).await;
+                    let b = ex.mmap_read("/f", 8 * PAGE, vec![0u8; 4096]).await;
+                    return vec![a.buf[0], b.buf[0]];
+                }
+                let pages: Vec<u64> = if id == 0 { vec![20] } else { vec![0, 1, 2, 3] };
+                let mut got = Vec::new();
+                for p in pages {
+                    let done = ex.mmap_read("/f", p * PAGE, vec![0u8; 4096]).await;
+                    assert_eq!(done.result, Ok(4096));
+                    order.borrow_mut().push((id, p));
+                    got.push(done.buf[0]);
+                }
+                got
+            }
+        })
+        .unwrap();
+    assert_eq!(out, vec![vec![20], vec![0, 1, 2, 3], vec![7, 8]]);
+    assert_eq!(
+        *order.borrow(),
+        vec![(1, 0), (1, 1), (1, 2), (1, 3), (0, 20)],
+        "task 1 did not wait for task 0's slow page"
+    );
+    drop(ex);
+    assert_eq!(os.io_start.open_tickets(), 0);
+    assert!(
+        os.io_start
+            .events
+            .iter()
+            .any(|e| e.starts_with("start 81920 -> ")),
+        "the slow load was started: {:?}",
+        os.io_start.events
+    );
+}
+
+#[test]
+fn mapped_ios_without_mmap_start_run_in_one_batch() {
+    // An OS without mmap_start (but with io_start): every flush of
+    // mapped I/Os is one mmap_batch, which waits for all of them.
+    let (mut os, _fd) = mock(&[(20, 50), (0, 1)]);
+    os.can_mmap = true;
+    let ex = Tasks::new(&mut os);
+    let out = ex
+        .run_n(2, |id| {
+            let ex = &ex;
+            async move {
+                let p = if id == 0 { 20 } else { 0 };
+                ex.mmap_read("/f", p * PAGE, vec![0u8; 4096]).await.buf[0]
+            }
+        })
+        .unwrap();
+    assert_eq!(out, vec![20, 0]);
+    drop(ex);
+    assert_eq!(os.batches, vec![2], "one mmap_batch of both");
+    assert!(os.io_start.events.is_empty(), "{:?}", os.io_start.events);
+}

@@ -5,7 +5,7 @@ use alloc::string::ToString;
 use alloc::vec::Vec;
 
 use fabric::proto::{Errno, PageKey};
-use userland::os::MmapIo;
+use userland::os::{MapSpan, MmapIo};
 
 use super::{Node, WindowAccess};
 use crate::env::Env;
@@ -91,6 +91,31 @@ impl<E: Env + 'static> Node<E> {
         Ok(())
     }
 
+    /// Tasks' mapped I/Os, first step ([`userland::os::Os::mmap_start`],
+    /// as [`Node::io_start`]): start the misses of each load without
+    /// waiting; per I/O, `None` if it can run now or a ticket for
+    /// [`Node::io_poll`]. `NotSupported` without windows (`private`,
+    /// `net`) and with `task_reads=batch`.
+    pub fn mmap_start(&mut self, ios: &[MapSpan<'_>]) -> Result<Vec<Option<u64>>, Errno> {
+        if !self.task_reads_each || !self.has_windows() {
+            return Err(Errno::NotSupported);
+        }
+        let epoch = self.link.meta_epoch();
+        let mut out = alloc::vec![None; ios.len()];
+        for (slot, io) in out.iter_mut().zip(ios) {
+            if io.write || io.len == 0 {
+                continue;
+            }
+            // A file that cannot be looked up fails in its own I/O.
+            let Ok((ino, size)) = self.mmap_lookup(io.path) else {
+                continue;
+            };
+            let end = io.offset.saturating_add(io.len as u64).min(size);
+            *slot = self.start_read(ino, io.offset / 4096..end.div_ceil(4096), epoch)?;
+        }
+        Ok(out)
+    }
+
     /// A batch of mapped I/Os (the tasks' flush): the pages every load
     /// touches are resolved first, the misses in flight together (up to
     /// 32 page requests per directory round trip), then each I/O runs
@@ -122,7 +147,9 @@ impl<E: Env + 'static> Node<E> {
         }
         pages.sort_unstable();
         pages.dedup();
-        if !pages.is_empty() {
+        let dp = self.vfs.data_path_ref();
+        // All held (the tasks' loads whose pages came in): nothing to ask.
+        if !pages.iter().all(|&(ino, idx)| dp.holds(ino, idx)) {
             let (dp, meta) = self.vfs.parts();
             // A failed prefetch is not fatal: each I/O resolves its pages
             // again and reports its own error.
