@@ -128,7 +128,7 @@ fn task_reads(c: &mut Cluster, node: u8) -> Result<(u64, u64)> {
 /// Tasks' reads one by one (`task_reads=each`, the default): cold psync
 /// reads of 8 jobs send their misses as calls in flight of their own,
 /// several at once (strong: page READs, also for 8 mmap jobs' loads;
-/// `private`: file-server reads),
+/// `private`: file-server reads; `net`: reads over the connection),
 /// and read the bytes node 1 wrote; with `task_reads=batch` none is sent
 /// that way (every flush is one batch), and the data is the same.
 #[test]
@@ -136,6 +136,7 @@ fn tasks_reads_are_in_flight_one_by_one_and_batch_boots_the_old_way() {
     for (mode, extra) in [
         ("strong", "task_reads=each"),
         ("private", "task_reads=each"),
+        ("net", "task_reads=each"),
         ("strong", "task_reads=batch"),
     ] {
         let name = format!("tasks-reads-{mode}-{}", &extra[11..]);

@@ -415,7 +415,7 @@ impl<E: Env> DataPath<E> for Private {
     }
 
     fn has_task_reads(&self) -> bool {
-        self.mode == Mode::Private
+        true // `private` on the rings, `net` over its connection
     }
 
     fn task_reads_start(
@@ -427,9 +427,6 @@ impl<E: Env> DataPath<E> for Private {
         end: u64,
         epoch: Option<u64>,
     ) -> Result<Option<u64>, Errno> {
-        if self.mode != Mode::Private {
-            return Err(Errno::NotSupported);
-        }
         Ok(self.task_reads_begin(link, meta, ino, first, end, epoch))
     }
 
@@ -493,10 +490,8 @@ impl<E: Env> DataPath<E> for Private {
                 format!("{}/{}", f.started, f.max_jobs),
             );
         }
-        if self.mode == Mode::Private {
-            let (sent, max) = self.reads_counts();
-            put(keys::TASK_READS, format!("{sent}/{max}"));
-        }
+        let (sent, max) = self.reads_counts();
+        put(keys::TASK_READS, format!("{sent}/{max}"));
         Ok(v)
     }
 }

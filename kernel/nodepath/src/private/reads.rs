@@ -1,4 +1,5 @@
-//! Tasks' reads in flight one by one (`private` mode on the rings): each
+//! Tasks' reads in flight one by one (`private` mode, and `net` mode
+//! over its connection): each
 //! task's I/O runs as soon as its own pages are in, not when the slowest
 //! read of its flush is (see `crate::tickets` and, for the single-copy
 //! modes, `singlecopy/reads.rs`).
@@ -7,7 +8,10 @@
 //! pages of one file in one read) sent as a call nobody blocks on
 //! ([`Link::start_call`]). Its data lands in a sub-slot of bulk slot 1
 //! that the read holds until its answer is taken in: reads in flight sit
-//! side by side in the slot, at most `ring_reads` of them. Every
+//! side by side in the slot, at most `ring_reads` of them. In `net` mode
+//! a read's data comes in its answer's frame, which the connection keeps
+//! until the answer is taken (then it is at the start of the local slot
+//! 1, copied out at once): no sub-slots there. Every
 //! synchronous user of slot 1 (a read miss, a batch's prefetch) first
 //! waits for them all ([`Private::settle_reads`]).
 //!
@@ -41,8 +45,10 @@ struct Flight {
     ino: u64,
     first: u64,
     n: usize,
-    /// First 4 KiB unit of slot 1 it holds.
-    unit: usize,
+    /// First 4 KiB unit of slot 1 it holds (on the rings; `net` mode:
+    /// `None`, its data comes in the answer's frame and is put at the
+    /// start of the node's local slot 1 when the answer is taken).
+    unit: Option<usize>,
     /// [`ReadJobs::gen`] when it went out.
     gen: u64,
     /// The file's cached (version, size) when it went out.
@@ -93,7 +99,8 @@ impl ReadJobs {
         None
     }
 
-    fn free(&mut self, unit: usize, n: usize) {
+    fn free(&mut self, unit: Option<usize>, n: usize) {
+        let Some(unit) = unit else { return };
         if let Some(u) = self.used.get_mut(unit..unit + n) {
             u.iter_mut().for_each(|u| *u = false);
         }
@@ -167,15 +174,19 @@ impl Private {
                 n += 1;
             }
             let snapshot = Some((m.version, m.size));
-            let unit = match self.reads.alloc(n) {
-                Some(u) => u,
-                None => match self.reads.alloc(1) {
-                    Some(u) => {
-                        n = 1;
-                        u
-                    }
-                    None => break, // slot 1 full: after the next answers
-                },
+            let unit = if !link.rings() {
+                None // `net`: no sub-slots, each answer has its own frame
+            } else {
+                match self.reads.alloc(n) {
+                    Some(u) => Some(u),
+                    None => match self.reads.alloc(1) {
+                        Some(u) => {
+                            n = 1;
+                            Some(u)
+                        }
+                        None => break, // slot 1 full: after the next answers
+                    },
+                }
             };
             if let Err(e) = self.make_room(link, meta, n) {
                 self.reads.free(unit, n);
@@ -185,7 +196,7 @@ impl Private {
             let req = Request::Data {
                 op: Op::Read,
                 slot: 1,
-                at: (unit * PAGE) as u32,
+                at: (unit.unwrap_or(0) * PAGE) as u32,
                 ino,
                 offset: first * PAGE as u64,
                 len: (n * PAGE) as u32,
@@ -243,7 +254,7 @@ impl Private {
                     if fresh {
                         let t0 = link.env.now_ns();
                         let mut data = vec![0u8; bytes as usize];
-                        r = link.bulk_read_at(1, f.unit * PAGE, &mut data);
+                        r = link.bulk_read_at(1, f.unit.unwrap_or(0) * PAGE, &mut data);
                         if r.is_ok() {
                             self.install(meta, f.ino, (f.first, f.n), &data, &attr, true);
                             link.add_fill(t0);
