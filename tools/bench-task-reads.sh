@@ -13,7 +13,8 @@
 #
 # Each round boots 1 directory + 2 nodes twice (each, then batch; default
 # 3 rounds, storage sata-ssd, mode strong). Node 1 lays out 8 files
-# `/d.J.0` and 8 files `/t.J.0` (1 MiB each, `fio --size=1m`), syncs,
+# `/d.J.0` (1 MiB each) and 8 files `/t.J.0` (4 MiB each, so a CM-R run
+# lasts long enough to measure: 4,096 reads), syncs,
 # drops its cache, and reads `/t.0.0` to `/t.3.0` back, so it owns their
 # pages; the other files are on the disk only. Node 2 then runs three
 # 4k random psync read workloads, every read a miss (`--invalidate=1`):
@@ -51,7 +52,7 @@ while [[ $# -gt 0 ]]; do
         --engine) ENGINE=${2:?--engine needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
         --kernel) BUILD=(--no-build --kernel "${2:?--kernel needs a value}"); shift 2 ;;
-        -h | --help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-task-reads.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -76,11 +77,11 @@ boot() { # way round
     out=$(./qemu-run.sh "${BUILD[@]}" --nodes 2 --mode "$MODE" --storage "$STORAGE" \
         --run-dir "$RUN/$way-$r" --cmd-timeout 900 --append-extra "task_reads=$way" \
         -e "1: $JOB --name=d --numjobs=8 --invalidate=0" \
-        -e "1: $JOB --name=t --numjobs=8 --invalidate=0" \
+        -e "1: ${JOB/=1m/=4m} --name=t --numjobs=8 --invalidate=0" \
         -e "1: $JOB --name=h --numjobs=8 --invalidate=0" -e "1: sync" -e "1: cache drop" \
         -e "1: sum /t.0.0" -e "1: sum /t.1.0" -e "1: sum /t.2.0" -e "1: sum /t.3.0" \
-        -e "2: $JOB2 --name=t --numjobs=8 --invalidate=1" \
-        -e "2: $JOB2 --name=t --numjobs=4 --invalidate=1" \
+        -e "2: ${JOB2/=1m/=4m} --name=t --numjobs=8 --invalidate=1" \
+        -e "2: ${JOB2/=1m/=4m} --name=t --numjobs=4 --invalidate=1" \
         -e "2: $JOB2 --name=d --numjobs=8 --invalidate=1" \
         -e "2: cache drop" -e "2: sum /h.0.0" -e "2: sum /h.1.0" -e "2: sum /h.2.0" -e "2: sum /h.3.0" \
         -e "2: $JOB2 --name=h --numjobs=8 --invalidate=0") ||

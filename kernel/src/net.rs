@@ -349,13 +349,29 @@ impl NetConn {
     /// answer is kept for [`NetConn::take`]; the connection's order holds
     /// for everything sent after it.
     pub fn start(&mut self, req: &Request) -> Result<u32, Errno> {
+        let tag = self.start_later(req)?;
+        self.flush_tx()?;
+        self.stack.poll();
+        Ok(tag)
+    }
+
+    /// [`NetConn::start`] that leaves the frame unsent until
+    /// [`NetConn::send_started`] (or the next call, take or wait): the
+    /// reads of one flush go out together, in one segment where they fit,
+    /// not one segment (and one interrupt at each end) per read.
+    pub fn start_later(&mut self, req: &Request) -> Result<u32, Errno> {
         let deadline = time::now_ns() + self.timeout_ns;
         self.connect(deadline)?;
         let (tag, frame) = self.client.start(req);
         self.tx.extend_from_slice(&frame);
-        self.flush_tx()?;
-        self.stack.poll();
         Ok(tag)
+    }
+
+    /// Send the frames [`NetConn::start_later`] left unsent.
+    pub fn send_started(&mut self) {
+        if self.flush_tx().is_ok() {
+            self.stack.poll();
+        }
     }
 
     /// The answer to started request `tag`, taking in what arrived (see
@@ -368,6 +384,20 @@ impl NetConn {
             return Some(Err(e));
         }
         self.client.take(tag).map(|r| self.answered(r))
+    }
+
+    /// [`NetConn::take`] without taking anything in: `None` until an
+    /// earlier pump or take received its answer.
+    pub fn take_kept(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
+        let r = self.client.take(tag)?;
+        Some(self.answered(r))
+    }
+
+    /// Send what is unsent and take in what arrived (once for a round of
+    /// [`NetConn::take_kept`]); a broken connection is dropped, and its
+    /// started requests are then answered `Unavailable`.
+    pub fn pump_started(&mut self) {
+        let _ = self.pump();
     }
 
     fn answered(&mut self, r: Result<Response, Errno>) -> Result<Response, Errno> {

@@ -99,6 +99,22 @@ pub trait FileServer {
         let _ = req;
         Err(Errno::NotSupported)
     }
+    /// [`FileServer::start`] whose frame may wait for
+    /// [`FileServer::send_started`] (or the next call, take or wait), so
+    /// several started together go out in one segment.
+    fn start_later(&mut self, req: &Request) -> Result<u32, Errno> {
+        self.start(req)
+    }
+    /// Send the frames [`FileServer::start_later`] left waiting.
+    fn send_started(&mut self) {}
+    /// Send what waits and take in what arrived, once for a round of
+    /// [`FileServer::take_kept`] calls.
+    fn pump(&mut self) {}
+    /// [`FileServer::take`] of what [`FileServer::pump`] (or any earlier
+    /// take) already took in: `None` while it is in flight.
+    fn take_kept(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
+        self.take(tag)
+    }
     /// The answer to started request `tag`, taking in what arrived:
     /// `None` while it is in flight, `Unavailable` if it was lost (the
     /// connection dropped). Its payload, if any, is then in its slot.

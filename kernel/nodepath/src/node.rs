@@ -395,6 +395,7 @@ impl<E: Env> Node<E> {
             };
             *slot = self.start_read(ino, pages, epoch)?;
         }
+        self.link.send_started(); // `net`: the misses go out together
         Ok(out)
     }
 

@@ -186,6 +186,18 @@ impl FileServer for crate::net::NetConn {
     fn start(&mut self, req: &Request) -> Result<u32, Errno> {
         crate::net::NetConn::start(self, req)
     }
+    fn start_later(&mut self, req: &Request) -> Result<u32, Errno> {
+        crate::net::NetConn::start_later(self, req)
+    }
+    fn send_started(&mut self) {
+        crate::net::NetConn::send_started(self)
+    }
+    fn pump(&mut self) {
+        crate::net::NetConn::pump_started(self)
+    }
+    fn take_kept(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
+        crate::net::NetConn::take_kept(self, tag)
+    }
     fn take(&mut self, tag: u32) -> Option<Result<Response, Errno>> {
         crate::net::NetConn::take(self, tag)
     }

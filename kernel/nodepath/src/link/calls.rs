@@ -19,10 +19,42 @@ impl<E: Env> Link<E> {
     /// return its tag without waiting; its answer is kept for
     /// [`Link::poll_call`].
     pub fn start_call(&mut self, req: &Request, svc: &mut dyn Session<E>) -> Result<u32, Errno> {
+        self.start_call_in(req, svc, false)
+    }
+
+    /// [`Link::start_call`] whose frame may wait (`net` mode) until
+    /// [`Link::send_started`] (or the next call, poll or wait): several
+    /// calls started together go out together. On the rings the same as
+    /// [`Link::start_call`].
+    pub fn start_call_later(
+        &mut self,
+        req: &Request,
+        svc: &mut dyn Session<E>,
+    ) -> Result<u32, Errno> {
+        self.start_call_in(req, svc, true)
+    }
+
+    /// Send what [`Link::start_call_later`] left waiting.
+    pub fn send_started(&mut self) {
+        if let Some(net) = self.net() {
+            net.send_started();
+        }
+    }
+
+    fn start_call_in(
+        &mut self,
+        req: &Request,
+        svc: &mut dyn Session<E>,
+        later: bool,
+    ) -> Result<u32, Errno> {
         if !self.rings() {
             let deadline = self.env.now_ns().saturating_add(self.rpc_timeout_ns);
             let net = self.net().ok_or(Errno::Unavailable)?;
-            let tag = net.start(req)?;
+            let tag = if later {
+                net.start_later(req)?
+            } else {
+                net.start(req)?
+            };
             self.net_calls.insert(tag, deadline);
             return Ok(tag);
         }
@@ -79,8 +111,38 @@ impl<E: Env> Link<E> {
         None
     }
 
+    /// Take in what arrived for the calls in flight, once for a round of
+    /// [`Link::poll_call_kept`] (`net` mode: one pass over the socket, not
+    /// one per call still in flight; on the rings each poll reads the
+    /// ring anyway).
+    pub fn take_in(&mut self) {
+        if let Some(net) = self.net() {
+            net.pump();
+        }
+    }
+
+    /// [`Link::poll_call`] after [`Link::take_in`]: in `net` mode it looks
+    /// only at what was taken in.
+    pub fn poll_call_kept(&mut self, tag: u32, op: Op) -> Option<Result<Response, Errno>> {
+        if self.rings() {
+            return self.poll_call(tag, op);
+        }
+        let now = self.env.now_ns();
+        self.poll_net_call_in(tag, op, now, true)
+    }
+
     /// `net` mode's [`Link::poll_call`].
     fn poll_net_call(&mut self, tag: u32, op: Op, now: u64) -> Option<Result<Response, Errno>> {
+        self.poll_net_call_in(tag, op, now, false)
+    }
+
+    fn poll_net_call_in(
+        &mut self,
+        tag: u32,
+        op: Op,
+        now: u64,
+        kept: bool,
+    ) -> Option<Result<Response, Errno>> {
         let Some(&deadline) = self.net_calls.get(&tag) else {
             return Some(Err(Errno::Unavailable));
         };
@@ -88,7 +150,12 @@ impl<E: Env> Link<E> {
             self.net_calls.remove(&tag);
             return Some(Err(Errno::Unavailable));
         };
-        match net.take(tag) {
+        let r = if kept {
+            net.take_kept(tag)
+        } else {
+            net.take(tag)
+        };
+        match r {
             Some(r) => {
                 self.net_calls.remove(&tag);
                 if r.is_ok() {

@@ -144,6 +144,9 @@ impl Private {
     }
 
     /// Send the reads of `todo` while there is room (ring and slot 1).
+    /// In `net` mode their frames wait for [`Link::send_started`]: the
+    /// caller of [`Private::task_reads_begin`] sends a flush's reads
+    /// together (`Node::io_start`), [`Private::reads_progress`] its own.
     fn reads_launch<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) {
         let Ok(cap) = link.bulk_cap(1) else { return };
         let units = cap / PAGE;
@@ -201,7 +204,7 @@ impl Private {
                 offset: first * PAGE as u64,
                 len: (n * PAGE) as u32,
             };
-            match link.start_call(&req, self) {
+            match link.start_call_later(&req, self) {
                 Ok(tag) => {
                     for i in 0..n as u64 {
                         self.reads.todo.remove(&(ino, first + i));
@@ -238,8 +241,11 @@ impl Private {
         }
         let tags: Vec<u32> = self.reads.flying.keys().copied().collect();
         let mut any = false;
+        if !tags.is_empty() {
+            link.take_in();
+        }
         for tag in tags {
-            let Some(r) = link.poll_call(tag, Op::Read) else {
+            let Some(r) = link.poll_call_kept(tag, Op::Read) else {
                 continue;
             };
             any = true;
@@ -283,6 +289,7 @@ impl Private {
             self.reads.voided.clear();
         }
         self.reads_launch(link, meta);
+        link.send_started();
         // Nothing in flight and pages that cannot start (slot 1 lost to
         // reads given up): they fail after a call's give-up time.
         let (out, waiting, now) = (
