@@ -376,24 +376,35 @@ impl<E: Env> Node<E> {
     /// Tasks' positioned I/Os, first step ([`userland::os::Os::io_start`]):
     /// start the misses of each read without waiting; per I/O, `None` if
     /// it can run now or a ticket for [`Node::io_poll`]. `NotSupported`
-    /// where the data path has no such reads (`net`) and with
-    /// `task_reads=batch` (the caller runs the batch through
-    /// [`Node::prepare_batch`]).
+    /// where the data path has no such reads and with `task_reads=batch`
+    /// (the caller runs the batch through [`Node::prepare_batch`]).
     pub fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
         if !self.task_reads_each || !self.vfs.data_path_ref().has_task_reads() {
             return Err(Errno::NotSupported);
         }
+        // A bad descriptor runs at once and reports its own error.
+        self.start_reads(ios, |n, io| {
+            (!io.write && io.len > 0)
+                .then(|| n.read_pages(io.fd, io.offset, io.len).ok())
+                .flatten()
+        })
+    }
+
+    /// The loop of [`Node::io_start`] and [`Node::mmap_start`]: per I/O,
+    /// the pages it reads (`None`: it waits for nothing here, it runs at
+    /// once), then a ticket for their misses; the misses of all of them
+    /// go out together.
+    fn start_reads<T>(
+        &mut self,
+        ios: &[T],
+        pages_of: impl Fn(&mut Self, &T) -> Option<(u64, Range<u64>)>,
+    ) -> Result<Vec<Option<u64>>, Errno> {
         let epoch = self.link.meta_epoch();
         let mut out = alloc::vec![None; ios.len()];
         for (slot, io) in out.iter_mut().zip(ios) {
-            if io.write || io.len == 0 {
-                continue;
+            if let Some((ino, pages)) = pages_of(self, io) {
+                *slot = self.start_read(ino, pages, epoch)?;
             }
-            // A bad descriptor runs at once and reports its own error.
-            let Ok((ino, pages)) = self.read_pages(io.fd, io.offset, io.len) else {
-                continue;
-            };
-            *slot = self.start_read(ino, pages, epoch)?;
         }
         self.link.send_started(); // `net`: the misses go out together
         Ok(out)

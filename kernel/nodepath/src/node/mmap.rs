@@ -100,20 +100,15 @@ impl<E: Env + 'static> Node<E> {
         if !self.task_reads_each || !self.has_windows() {
             return Err(Errno::NotSupported);
         }
-        let epoch = self.link.meta_epoch();
-        let mut out = alloc::vec![None; ios.len()];
-        for (slot, io) in out.iter_mut().zip(ios) {
+        // A file that cannot be looked up fails in its own I/O.
+        self.start_reads(ios, |n, io| {
             if io.write || io.len == 0 {
-                continue;
+                return None;
             }
-            // A file that cannot be looked up fails in its own I/O.
-            let Ok((ino, size)) = self.mmap_lookup(io.path) else {
-                continue;
-            };
+            let (ino, size) = n.mmap_lookup(io.path).ok()?;
             let end = io.offset.saturating_add(io.len as u64).min(size);
-            *slot = self.start_read(ino, io.offset / 4096..end.div_ceil(4096), epoch)?;
-        }
-        Ok(out)
+            Some((ino, io.offset / 4096..end.div_ceil(4096)))
+        })
     }
 
     /// A batch of mapped I/Os (the tasks' flush): the pages every load
