@@ -452,7 +452,8 @@ pub trait Os {
 
     /// Can the I/O of `ticket` run (as of the last [`Os::io_progress`])?
     /// `Some(Ok(()))` once its pages are in
-    /// (run it through [`Os::io_batch`]: it is a hit, unless the page was
+    /// (run it through [`Os::io_batch`], or [`Os::mmap_batch`] for a
+    /// ticket of [`Os::mmap_start`]: it is a hit, unless the page was
     /// evicted meanwhile, which its own read then fetches again);
     /// `Some(Err(e))`: it fails with `e`; `None`: not yet. `Some` once
     /// (the ticket is then forgotten); an unknown ticket is
