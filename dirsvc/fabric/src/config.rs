@@ -96,7 +96,7 @@ pub struct BootConfig {
     /// I/O runs as soon as its own pages are in, or (batch) every task of
     /// a flush waits until the slowest miss of the flush is in. Default
     /// each, but batch in `net` mode, where each read as a TCP call of
-    /// its own measured 0.8-0.9x of the batch's IOPS (README, Results):
+    /// its own measured 0.7-1.0x of the batch's IOPS (README, Results):
     /// the baseline keeps its faster way unless asked.
     pub task_reads_each: bool,
     /// Keys that were not understood (reported in the log).
