@@ -22,8 +22,11 @@ use fabric::proto::Errno;
 use fabric::shm::{HeapShm, SharedMem};
 use flatfs::{BlockDevice, Fs, IoError, MemDisk, BLOCK_SIZE};
 
-use crate::env::{Clock, Doorbell, Env, Mapper, NoNet};
+use crate::env::{Clock, Doorbell, Env, Mapper};
 use crate::node::{Node, NodeConfig};
+
+mod net;
+pub use net::RigNet;
 
 /// Fake physical address of the shared region (frame `gfn` at
 /// `SHM_PA + gfn * 4096`).
@@ -99,6 +102,10 @@ pub struct Shared {
     /// Nodes sleep through [`Doorbell::sleep_until_event`] (else the
     /// default: no doorbells, halting wait steps).
     pub doorbells: Cell<bool>,
+    /// `net` mode: answers the directory released after `serve_net`
+    /// returned, (node, token, frame), until that node's [`RigNet`] takes
+    /// them.
+    net_mail: RefCell<Vec<(u32, u64, fabric::netwire::Frame)>>,
 }
 
 impl Shared {
@@ -226,7 +233,7 @@ impl Mapper for HostEnv {
 
 impl Env for HostEnv {
     type Mem = HeapShm;
-    type Net = NoNet;
+    type Net = RigNet;
     fn mem(&self) -> &HeapShm {
         &self.sh.mem
     }
@@ -316,6 +323,7 @@ impl Rig {
             nodes: RefCell::new(Vec::new()),
             passes: Cell::new(0),
             doorbells: Cell::new(false),
+            net_mail: RefCell::new(Vec::new()),
         });
         let mut nodes = Vec::new();
         for id in 1..=cfg.nodes {
@@ -340,7 +348,9 @@ impl Rig {
                 policy: cfg.policy,
                 task_reads_each: cfg.task_reads_each,
             };
-            let node = Rc::new(RefCell::new(Node::new(env, ncfg, None)));
+            // `net` mode: file requests over a loopback connection.
+            let net = (cfg.mode == Mode::Net).then(|| RigNet::new(sh.clone(), id));
+            let node = Rc::new(RefCell::new(Node::new(env, ncfg, net)));
             sh.nodes.borrow_mut().push((id, Rc::downgrade(&node)));
             node.borrow_mut().join(1_000_000_000).expect("node joins");
             nodes.push(node);

@@ -354,7 +354,7 @@ fn bench_dir_maps_and_drops_pages_owned_elsewhere() {
 
 #[test]
 fn a_batch_resolves_its_reads_together() {
-    for mode in [Mode::Strong, Mode::Private] {
+    for mode in [Mode::Strong, Mode::Private, Mode::Net] {
         let rig = Rig::new(RigConfig::new(2, mode));
         write_file(&mut rig.node(1), "/b", &pattern(8 * 4096, 7));
         let mut n = rig.node(2);

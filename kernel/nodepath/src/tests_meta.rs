@@ -36,7 +36,7 @@ fn stat_call(p: &str) -> MetaCall {
 
 #[test]
 fn several_calls_are_in_flight_together() {
-    for mode in [Mode::Strong, Mode::Private] {
+    for mode in [Mode::Strong, Mode::Private, Mode::Net] {
         let rig = Rig::new(RigConfig::new(1, mode));
         let mut n = rig.node(1);
         for (k, p) in ["/a", "/b", "/c"].iter().enumerate() {
@@ -78,7 +78,7 @@ fn several_calls_are_in_flight_together() {
 
 #[test]
 fn a_data_batch_picks_up_a_calls_answer_on_the_way() {
-    for mode in [Mode::Strong, Mode::Private] {
+    for mode in [Mode::Strong, Mode::Private, Mode::Net] {
         let rig = Rig::new(RigConfig::new(2, mode));
         let data = pattern(5 * 4096, 3);
         write_file(&mut rig.node(1), "/f", &data);
@@ -125,7 +125,7 @@ fn open_with_truncate_and_unlink_take_two_steps() {
 
 #[test]
 fn fsync_writes_back_then_its_flush_is_in_flight() {
-    for mode in [Mode::Strong, Mode::Private] {
+    for mode in [Mode::Strong, Mode::Private, Mode::Net] {
         let rig = Rig::new(RigConfig::new(2, mode));
         let data = pattern(3 * 4096, 9);
         let mut n1 = rig.node(1);
@@ -169,7 +169,7 @@ fn close_finishes_at_once() {
 /// lists.
 #[test]
 fn readdirs_are_in_flight_one_slot_at_a_time() {
-    for mode in [Mode::Strong, Mode::Private] {
+    for mode in [Mode::Strong, Mode::Private, Mode::Net] {
         let rig = Rig::new(RigConfig {
             inodes: 1024,
             ..RigConfig::new(1, mode)
@@ -231,7 +231,7 @@ fn readdirs_are_in_flight_one_slot_at_a_time() {
 
 #[test]
 fn a_truncate_is_in_flight_and_other_nodes_see_its_size() {
-    for mode in [Mode::Strong, Mode::Relaxed, Mode::Private] {
+    for mode in [Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net] {
         let rig = Rig::new(RigConfig::new(2, mode));
         let data = pattern(5 * 4096 + 100, 3);
         write_file(&mut rig.node(1), "/t", &data);

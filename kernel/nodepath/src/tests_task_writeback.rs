@@ -1,7 +1,8 @@
-//! Tasks' write-backs in flight (`private` mode on the rings): a task's
-//! fsync or close sends its file's dirty pages and yields; several are in
-//! flight together; a page written meanwhile stays dirty; a synchronous
-//! write-back waits for the ones in flight (`private/inflight.rs`).
+//! Tasks' write-backs in flight (`private` mode on the rings, `net` mode
+//! over the rig's loopback connection): a task's fsync or close sends its
+//! file's dirty pages and yields; several are in flight together; a page
+//! written meanwhile stays dirty; a synchronous write-back waits for the
+//! ones in flight (`private/inflight.rs`). Each test runs in both modes.
 
 use fabric::config::Mode;
 use fabric::proto::Errno;
@@ -14,6 +15,9 @@ use crate::rig::{HostEnv, Rig, RigConfig};
 use crate::tests::{create, pattern, read_file, stat_value};
 use crate::tests_meta::{finish, pending};
 
+/// The modes with these write-backs.
+const MODES: [Mode; 2] = [Mode::Private, Mode::Net];
+
 /// `path` created on `n`, open, with `data` written (dirty, not written
 /// back).
 pub(crate) fn dirty_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) -> Fd {
@@ -24,7 +28,14 @@ pub(crate) fn dirty_file(n: &mut Node<HostEnv>, path: &str, data: &[u8]) -> Fd {
 
 #[test]
 fn fsyncs_of_several_files_are_in_flight_together() {
-    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        fsyncs_of_several_files_are_in_flight_together_in(mode);
+    }
+}
+
+fn fsyncs_of_several_files_are_in_flight_together_in(mode: Mode) {
+    let rig = Rig::new(RigConfig::new(2, mode));
     let mut n = rig.node(1);
     let files: Vec<(String, Vec<u8>)> = (0..3u8)
         .map(|k| (format!("/w{k}"), pattern(2 * 4096 + 100, k + 1)))
@@ -56,7 +67,14 @@ fn fsyncs_of_several_files_are_in_flight_together() {
 
 #[test]
 fn a_close_writes_back_in_flight_and_its_descriptor_is_gone_at_once() {
-    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        a_close_writes_back_in_flight_and_its_descriptor_is_gone_at_once_in(mode);
+    }
+}
+
+fn a_close_writes_back_in_flight_and_its_descriptor_is_gone_at_once_in(mode: Mode) {
+    let rig = Rig::new(RigConfig::new(2, mode));
     let mut n = rig.node(1);
     let data = pattern(3 * 4096, 7);
     let fd = dirty_file(&mut n, "/c", &data);
@@ -72,7 +90,14 @@ fn a_close_writes_back_in_flight_and_its_descriptor_is_gone_at_once() {
 /// that write-back is answered: the next fsync sends the new bytes.
 #[test]
 fn a_page_written_while_its_write_back_is_in_flight_stays_dirty() {
-    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        a_page_written_while_its_write_back_is_in_flight_stays_dirty_in(mode);
+    }
+}
+
+fn a_page_written_while_its_write_back_is_in_flight_stays_dirty_in(mode: Mode) {
+    let rig = Rig::new(RigConfig::new(2, mode));
     let mut n = rig.node(1);
     let old = pattern(2 * 4096, 3);
     let fd = dirty_file(&mut n, "/p", &old);
@@ -97,7 +122,14 @@ fn a_page_written_while_its_write_back_is_in_flight_stays_dirty() {
 /// their task then finds its write-back done.
 #[test]
 fn a_synchronous_write_back_waits_for_the_ones_in_flight() {
-    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        a_synchronous_write_back_waits_for_the_ones_in_flight_in(mode);
+    }
+}
+
+fn a_synchronous_write_back_waits_for_the_ones_in_flight_in(mode: Mode) {
+    let rig = Rig::new(RigConfig::new(2, mode));
     let mut n = rig.node(1);
     let a = pattern(4 * 4096, 5);
     let b = pattern(2 * 4096 + 10, 6);
@@ -117,7 +149,14 @@ fn a_synchronous_write_back_waits_for_the_ones_in_flight() {
 /// in flight too, a slot at a time; nothing dirty needs no job.
 #[test]
 fn a_write_back_larger_than_the_slot_goes_out_a_slot_at_a_time() {
-    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        a_write_back_larger_than_the_slot_goes_out_a_slot_at_a_time_in(mode);
+    }
+}
+
+fn a_write_back_larger_than_the_slot_goes_out_a_slot_at_a_time_in(mode: Mode) {
+    let rig = Rig::new(RigConfig::new(2, mode));
     let mut n = rig.node(1);
     let big = pattern(40 * 4096, 8);
     let fd = dirty_file(&mut n, "/big", &big);
@@ -153,7 +192,14 @@ fn a_write_back_larger_than_the_slot_goes_out_a_slot_at_a_time() {
 /// and the new size.
 #[test]
 fn a_truncate_writes_back_in_flight_then_cuts_the_file() {
-    let rig = Rig::new(RigConfig::new(2, Mode::Private));
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        a_truncate_writes_back_in_flight_then_cuts_the_file_in(mode);
+    }
+}
+
+fn a_truncate_writes_back_in_flight_then_cuts_the_file_in(mode: Mode) {
+    let rig = Rig::new(RigConfig::new(2, mode));
     let mut n = rig.node(1);
     let data = pattern(3 * 4096, 2);
     let fd = dirty_file(&mut n, "/t", &data);
@@ -172,7 +218,14 @@ fn a_truncate_writes_back_in_flight_then_cuts_the_file() {
 /// directory is back, the next fsync writes them.
 #[test]
 fn an_unanswered_write_back_leaves_its_pages_dirty() {
-    let mut cfg = RigConfig::new(2, Mode::Private);
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        an_unanswered_write_back_leaves_its_pages_dirty_in(mode);
+    }
+}
+
+fn an_unanswered_write_back_leaves_its_pages_dirty_in(mode: Mode) {
+    let mut cfg = RigConfig::new(2, mode);
     cfg.rpc_timeout_ns = 1_000_000;
     let rig = Rig::new(cfg);
     let mut n = rig.node(1);
@@ -197,10 +250,17 @@ fn an_unanswered_write_back_leaves_its_pages_dirty() {
 /// exactly what node 1 wrote.
 #[test]
 fn random_interleavings_of_writes_and_fsyncs_in_flight_lose_nothing() {
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        random_interleavings_of_writes_and_fsyncs_in_flight_lose_nothing_in(mode);
+    }
+}
+
+fn random_interleavings_of_writes_and_fsyncs_in_flight_lose_nothing_in(mode: Mode) {
     use fabric::rng::SplitMix64;
     const FILES: usize = 3;
     for seed in 1..=40u64 {
-        let rig = Rig::new(RigConfig::new(2, Mode::Private));
+        let rig = Rig::new(RigConfig::new(2, mode));
         let mut n = rig.node(1);
         let mut rng = SplitMix64::new(seed);
         let mut want: Vec<Vec<u8>> = vec![Vec::new(); FILES];
