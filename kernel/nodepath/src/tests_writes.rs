@@ -14,8 +14,12 @@ use crate::tests::{create, disk_bytes, pattern, read_file, stat_value, write_fil
 
 use fabric::PAGE_SIZE as PAGE;
 
-fn private_rig(writes: BaselineWrites, cache_pages: usize) -> Rig {
-    let mut cfg = RigConfig::new(2, Mode::Private);
+/// The modes whose nodes buffer writes in a private cache (`net` over the
+/// rig's loopback connection).
+const BUFFERED: [Mode; 2] = [Mode::Private, Mode::Net];
+
+fn private_rig(mode: Mode, writes: BaselineWrites, cache_pages: usize) -> Rig {
+    let mut cfg = RigConfig::new(2, mode);
     cfg.baseline_writes = writes;
     cfg.cache_pages = cache_pages;
     Rig::new(cfg)
@@ -23,7 +27,14 @@ fn private_rig(writes: BaselineWrites, cache_pages: usize) -> Rig {
 
 #[test]
 fn private_writes_stay_in_the_cache_until_fsync() {
-    let rig = private_rig(BaselineWrites::Back, 0);
+    for mode in BUFFERED {
+        eprintln!("mode {mode:?}");
+        private_writes_stay_in_the_cache_until_fsync_in(mode);
+    }
+}
+
+fn private_writes_stay_in_the_cache_until_fsync_in(mode: Mode) {
+    let rig = private_rig(mode, BaselineWrites::Back, 0);
     let data = pattern(3 * PAGE + 100, 1);
     let fd = rig.node(1).open("/f", create()).unwrap();
     assert_eq!(rig.node(1).write(fd, &data).unwrap(), data.len());
@@ -56,7 +67,14 @@ fn private_writes_stay_in_the_cache_until_fsync() {
 
 #[test]
 fn private_close_and_sync_write_back() {
-    let rig = private_rig(BaselineWrites::Back, 0);
+    for mode in BUFFERED {
+        eprintln!("mode {mode:?}");
+        private_close_and_sync_write_back_in(mode);
+    }
+}
+
+fn private_close_and_sync_write_back_in(mode: Mode) {
+    let rig = private_rig(mode, BaselineWrites::Back, 0);
     let a = pattern(2 * PAGE, 2);
     write_file(&mut rig.node(1), "/a", &a);
     // Close-to-open: node 2 sees node 1's closed file at its next open.
@@ -80,7 +98,14 @@ fn private_close_and_sync_write_back() {
 
 #[test]
 fn write_through_sends_every_write() {
-    let rig = private_rig(BaselineWrites::Through, 0);
+    for mode in BUFFERED {
+        eprintln!("mode {mode:?}");
+        write_through_sends_every_write_in(mode);
+    }
+}
+
+fn write_through_sends_every_write_in(mode: Mode) {
+    let rig = private_rig(mode, BaselineWrites::Through, 0);
     assert_eq!(stat_value(&rig.node(1), keys::BASELINE_WRITES), "through");
     let fd = rig.node(1).open("/f", create()).unwrap();
     rig.node(1).write(fd, b"through").unwrap();
@@ -92,7 +117,14 @@ fn write_through_sends_every_write() {
 
 #[test]
 fn private_dirty_pages_go_back_oldest_first_under_pressure() {
-    let rig = private_rig(BaselineWrites::Back, 16);
+    for mode in BUFFERED {
+        eprintln!("mode {mode:?}");
+        private_dirty_pages_go_back_oldest_first_under_pressure_in(mode);
+    }
+}
+
+fn private_dirty_pages_go_back_oldest_first_under_pressure_in(mode: Mode) {
+    let rig = private_rig(mode, BaselineWrites::Back, 16);
     let data = pattern(64 * PAGE, 4);
     let fd = rig.node(1).open("/big", create()).unwrap();
     for (i, chunk) in data.chunks(PAGE).enumerate() {
@@ -124,7 +156,14 @@ fn private_dirty_pages_go_back_oldest_first_under_pressure() {
 
 #[test]
 fn a_dropped_private_node_loses_exactly_its_unsynced_writes() {
-    let rig = private_rig(BaselineWrites::Back, 0);
+    for mode in BUFFERED {
+        eprintln!("mode {mode:?}");
+        a_dropped_private_node_loses_exactly_its_unsynced_writes_in(mode);
+    }
+}
+
+fn a_dropped_private_node_loses_exactly_its_unsynced_writes_in(mode: Mode) {
+    let rig = private_rig(mode, BaselineWrites::Back, 0);
     let old = pattern(2 * PAGE, 5);
     write_file(&mut rig.node(2), "/f", &old);
     assert_eq!(read_file(&mut rig.node(2), "/f"), old); // node 2 owns it
@@ -209,7 +248,14 @@ fn a_dropped_relaxed_node_loses_exactly_its_unsynced_copies() {
 
 #[test]
 fn truncating_open_discards_buffered_writes_past_the_end() {
-    let rig = private_rig(BaselineWrites::Back, 0);
+    for mode in BUFFERED {
+        eprintln!("mode {mode:?}");
+        truncating_open_discards_buffered_writes_past_the_end_in(mode);
+    }
+}
+
+fn truncating_open_discards_buffered_writes_past_the_end_in(mode: Mode) {
+    let rig = private_rig(mode, BaselineWrites::Back, 0);
     let fd = rig.node(1).open("/f", create()).unwrap();
     rig.node(1)
         .write(fd, b"buffered, never written back")
@@ -538,7 +584,7 @@ fn scattered_pages_then_sync(rig: &Rig) -> Vec<u8> {
 
 #[test]
 fn private_write_back_sends_scattered_pages_together() {
-    let rig = private_rig(BaselineWrites::Back, 0);
+    let rig = private_rig(Mode::Private, BaselineWrites::Back, 0);
     write_file(&mut rig.node(2), "/s", &vec![0u8; 40 * PAGE]);
     // Node 1 caches the whole file first: its writes are to cached pages.
     assert_eq!(read_file(&mut rig.node(1), "/s").len(), 40 * PAGE);
