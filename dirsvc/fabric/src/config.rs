@@ -89,6 +89,12 @@ pub struct BootConfig {
     /// fsync, close, sync and under memory pressure, or sent to the file
     /// server on every write.
     pub baseline_writes: BaselineWrites,
+    /// Node: the most pages its own cache holds (`cache_pages=N`, 64 to
+    /// 16M; default a third of the kernel heap, which also caps it): the
+    /// owned pages of the single-copy modes, the private cache of
+    /// `private` and `net` (a smaller cache puts writes and reads under
+    /// memory pressure on purpose).
+    pub cache_pages: Option<u64>,
     /// Eviction policy of every node's owned pages (`policy=NAME`,
     /// default `fifo`; see [`PolicyName`]).
     pub policy: PolicyName,
@@ -142,6 +148,7 @@ impl BootConfig {
             disk_lat_us: None,
             log: log::LevelFilter::Info,
             policy: PolicyName::Fifo,
+            cache_pages: None,
             task_reads_each: true,
             unknown: Vec::new(),
         };
@@ -158,6 +165,7 @@ impl BootConfig {
                 "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
                 "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
                 "ring_reads" => c.ring_reads = num(k, v, 1, 32)? as u32,
+                "cache_pages" => c.cache_pages = Some(num(k, v, 64, 1 << 24)?),
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
                 "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
                 "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
@@ -386,6 +394,11 @@ mod tests {
         assert!(c.task_reads_each);
         let c = BootConfig::parse("role=node id=1 nodes=1 mode=net").unwrap();
         assert!(!c.task_reads_each, "net: batch unless asked");
+        assert_eq!(c.cache_pages, None);
+        let c = BootConfig::parse("role=node id=1 nodes=1 cache_pages=2048").unwrap();
+        assert_eq!(c.cache_pages, Some(2048));
+        let e = BootConfig::parse("role=node id=1 nodes=1 cache_pages=8").unwrap_err();
+        assert!(e.contains("cache_pages"), "{e}");
         let c = BootConfig::parse("role=node id=1 nodes=1 task_reads=each mode=net").unwrap();
         assert!(c.task_reads_each);
         let e = BootConfig::parse("role=node id=1 nodes=1 task_reads=some").unwrap_err();

@@ -383,11 +383,34 @@ impl<E: Env> Node<E> {
             return Err(Errno::NotSupported);
         }
         // A bad descriptor runs at once and reports its own error.
-        self.start_reads(ios, |n, io| {
+        let mut out = self.start_reads(ios, |n, io| {
             (!io.write && io.len > 0)
                 .then(|| n.read_pages(io.fd, io.offset, io.len).ok())
                 .flatten()
-        })
+        })?;
+        for (slot, io) in out.iter_mut().zip(ios) {
+            if io.write && io.len > 0 {
+                *slot = self.start_room(io);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A task's write of pages not cached here, when the cache is full of
+    /// dirty pages (`private`, `net`): a ticket that waits for room being
+    /// made in flight (`private/room.rs`), or `None` to run it now.
+    fn start_room(&mut self, io: &IoSpan) -> Option<u64> {
+        let (ino, _) = self.vfs.fd_info(io.fd).ok()?;
+        let end = io.offset.saturating_add(io.len as u64).div_ceil(4096);
+        let dp = self.vfs.data_path_ref();
+        let need = (io.offset / 4096..end)
+            .filter(|&idx| !dp.holds(ino, idx))
+            .count();
+        if need == 0 {
+            return None;
+        }
+        let (dp, meta) = self.vfs.parts();
+        dp.task_room_start(&mut self.link, meta, ino, need)
     }
 
     /// The loop of [`Node::io_start`] and [`Node::mmap_start`]: per I/O,
@@ -445,6 +468,9 @@ impl<E: Env> Node<E> {
     /// does.
     pub fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {
         let done = self.vfs.data_path().task_reads_ticket(ticket)?;
+        // The last ticket: what no ticket wants any more is waited for.
+        let (dp, meta) = self.vfs.parts();
+        dp.task_reads_idle(&mut self.link, meta);
         if done.result.is_ok() && done.epoch.is_some() && self.link.meta_epoch() != done.epoch {
             if let Err(e) = self.vfs.revalidate(&mut self.link, done.ino) {
                 return Some(Err(e));

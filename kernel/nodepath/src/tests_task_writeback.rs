@@ -341,3 +341,71 @@ fn pending_or_done(n: &mut Node<HostEnv>, call: MetaCall) -> Result<MetaDone, Er
         MetaStart::Done(r) => r,
     }
 }
+
+/// A task's write to pages not cached here, with the cache full of dirty
+/// pages, waits for room made in flight (`private/room.rs`): its flush
+/// starts the write-back of the oldest dirty pages and gives the write a
+/// ticket; a second such write waits for the same job; once it is in,
+/// the pages are clean and the write itself writes nothing back (it drops
+/// clean pages). The bytes all reach the file server.
+#[test]
+fn a_write_that_needs_room_waits_for_a_write_back_in_flight() {
+    for mode in MODES {
+        eprintln!("mode {mode:?}");
+        a_write_that_needs_room_waits_for_a_write_back_in_flight_in(mode);
+    }
+}
+
+fn a_write_that_needs_room_waits_for_a_write_back_in_flight_in(mode: Mode) {
+    use userland::os::IoSpan;
+    let mut cfg = RigConfig::new(2, mode);
+    cfg.cache_pages = 16;
+    let rig = Rig::new(cfg);
+    let mut n = rig.node(1);
+    let mut want = pattern(18 * 4096, 5);
+    let fd = dirty_file(&mut n, "/r", &want[..16 * 4096]);
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "16", "the cache is full");
+    let span = |page: u64| IoSpan {
+        fd,
+        offset: page * 4096,
+        len: 4096,
+        write: true,
+    };
+    // A write to a cached page needs no room.
+    assert_eq!(n.io_start(&[span(3)]).unwrap(), vec![None]);
+    let t = n.io_start(&[span(16)]).unwrap()[0].expect("waits for room");
+    let t2 = n.io_start(&[span(17)]).unwrap()[0].expect("waits for the same room");
+    assert_eq!(stat_value(&n, keys::TASK_ROOM_WAITS), "2");
+    assert_eq!(stat_value(&n, keys::TASK_WRITE_BACKS), "1/1", "one job");
+    for t in [t, t2] {
+        let mut done = None;
+        for _ in 0..100_000 {
+            n.io_progress();
+            done = n.io_poll(t);
+            if done.is_some() {
+                break;
+            }
+            n.io_wait();
+        }
+        assert_eq!(done, Some(Ok(())));
+    }
+    assert_eq!(stat_value(&n, keys::DIRTY_PAGES), "0");
+    assert_eq!(stat_value(&n, keys::PAGES_WRITTEN_BACK), "16");
+    for page in [16usize, 17] {
+        n.seek(fd, page as u64 * 4096).unwrap();
+        let bytes = &want[page * 4096..(page + 1) * 4096];
+        assert_eq!(n.write(fd, bytes), Ok(4096));
+    }
+    assert_eq!(
+        stat_value(&n, keys::PAGES_WRITTEN_BACK),
+        "16",
+        "the writes made room by dropping clean pages"
+    );
+    n.seek(fd, 3 * 4096).unwrap();
+    let page3 = pattern(4096, 77);
+    assert_eq!(n.write(fd, &page3), Ok(4096));
+    want[3 * 4096..4 * 4096].copy_from_slice(&page3);
+    n.close(fd).unwrap();
+    drop(n);
+    assert_eq!(read_file(&mut rig.node(2), "/r"), want);
+}

@@ -662,3 +662,23 @@ fn relaxed_write_back_reports_the_directorys_error() {
     };
     assert_eq!(err, fabric::proto::Errno::NoSpace);
 }
+
+/// One write larger than the whole cache, extending a new file: the
+/// pages its own later pages push out under pressure reach the file
+/// server with their bytes. (A write-back sends a page only up to the
+/// file's size, which grew only at the end of the write: the first pages
+/// went out empty and were dropped clean, so their bytes were lost.
+/// Found on 2026-11-27 by the random task-read test with a 6-page cache.)
+#[test]
+fn one_write_larger_than_the_cache_loses_nothing() {
+    for mode in BUFFERED {
+        eprintln!("mode {mode:?}");
+        let rig = private_rig(mode, BaselineWrites::Back, 6);
+        let data = pattern(12 * PAGE + 100, 4);
+        let fd = rig.node(1).open("/big", create()).unwrap();
+        assert_eq!(rig.node(1).write(fd, &data), Ok(data.len()));
+        rig.node(1).close(fd).unwrap();
+        assert!(read_file(&mut rig.node(2), "/big") == data, "{mode:?}");
+        assert!(disk_bytes(&rig, "/big") == data, "{mode:?}");
+    }
+}

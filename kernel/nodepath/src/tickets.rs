@@ -167,6 +167,11 @@ impl<K: PartialEq + Copy> Tickets<K> {
 
     /// Did a ticket stop waiting for a page since the last call (so one
     /// may be done)? The executor polls its tickets only then.
+    /// No ticket open?
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
     pub fn take_changed(&mut self) -> bool {
         core::mem::take(&mut self.changed)
     }

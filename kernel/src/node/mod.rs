@@ -274,12 +274,15 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         ring_reads: cfg.ring_reads as usize,
         cxl_ns: cfg.cxl_ns,
         baseline_writes: cfg.baseline_writes,
-        cache_pages: nodepath::node::cache_pages_for_heap(crate::mm::heap_bytes()),
+        cache_pages: {
+            let heap = nodepath::node::cache_pages_for_heap(crate::mm::heap_bytes());
+            cfg.cache_pages.map_or(heap, |n| (n as usize).min(heap))
+        },
         policy: cfg.policy,
         task_reads_each: cfg.task_reads_each,
     };
     log::info!(
-        "node cache: {} pages (a third of the {} MiB kernel heap)",
+        "node cache: {} pages (at most a third of the {} MiB kernel heap; boot option cache_pages)",
         ncfg.cache_pages,
         crate::mm::heap_bytes() >> 20
     );

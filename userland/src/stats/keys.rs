@@ -23,6 +23,10 @@ pub mod cache {
     /// (each task runs when its own pages are in, boot option
     /// `task_reads`), and the most in flight together (`sent/max`).
     pub const TASK_READS: &str = "task read misses in flight (sent/max)";
+    /// Private-cache modes: tasks' writes that waited for room (a
+    /// write-back of the oldest dirty pages in flight) instead of writing
+    /// back inside their flush (`task_reads=each`).
+    pub const TASK_ROOM_WAITS: &str = "task writes that waited for room";
     /// Private-cache modes: write policy (`back` or `through`, boot option
     /// `baseline_writes`).
     pub const BASELINE_WRITES: &str = "baseline writes";
@@ -141,7 +145,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 56] = [
+    pub const ALL: [&str; 57] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -172,6 +176,7 @@ pub mod cache {
         MMAP_EVICTED_FAULTS,
         TASK_WRITEBACK_PAGES,
         TASK_READS,
+        TASK_ROOM_WAITS,
         RESIDENT_PRIVATE,
         DISK_READS_PAGES,
         BASELINE_WRITES,

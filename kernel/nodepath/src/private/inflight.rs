@@ -42,6 +42,11 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
+    /// Is a job in flight sending page `k`?
+    pub(super) fn sending(&self, k: &(u64, u64)) -> bool {
+        self.sent.contains_key(k)
+    }
+
     /// A write touched page `idx` of `ino`: if a job in flight took its
     /// bytes, they are not the latest any more.
     pub(super) fn touched(&mut self, ino: u64, idx: u64) {
@@ -79,13 +84,25 @@ impl Private {
             .range((ino, 0)..=(ino, u64::MAX))
             .map(|(k, _)| *k)
             .collect();
+        self.write_back_keys(link, meta, ino, &keys)
+    }
+
+    /// [`Private::write_back_start`] of the dirty pages `keys` of `ino`
+    /// (sorted), as one job.
+    pub(super) fn write_back_keys<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        keys: &[(u64, u64)],
+    ) -> Result<WbStart, Errno> {
         if keys.is_empty() {
             return Ok(WbStart::Done);
         }
         let cap = link.bulk_cap(SLOT)?;
         let id = self.inflight.q.next_id();
         let mut runs = Vec::new();
-        for r in contiguous_runs(&keys, (cap / PAGE).max(1), |&(ino, idx), n| (ino, idx + n)) {
+        for r in contiguous_runs(keys, (cap / PAGE).max(1), |&(ino, idx), n| (ino, idx + n)) {
             let first = keys[r.start].1;
             // Empty: wholly past the end (the file shrank), nothing sent.
             let data = self.run_bytes(meta, ino, first, r.len());
@@ -142,7 +159,7 @@ impl Private {
     /// Take in the answers that came, send what waits for room in the
     /// slot, and apply each job whose writes are all answered, front
     /// first.
-    fn apply_answered<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) {
+    pub(super) fn apply_answered<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) {
         self.inflight.q.take_answers(link);
         while let Some(job) = self.inflight.q.pop_complete() {
             self.apply_job(meta, job);
@@ -152,10 +169,13 @@ impl Private {
         }
     }
 
-    /// Apply `job` and keep its result for its task.
+    /// Apply `job` and keep its result for its task (a job that makes
+    /// room for tasks' writes settles their tickets instead).
     fn apply_job(&mut self, meta: &mut Meta, job: Job) {
         let r = self.apply(meta, &job);
-        self.inflight.done.insert(job.id, r);
+        if !self.room_job_done(job.id) {
+            self.inflight.done.insert(job.id, r);
+        }
     }
 
     /// A job's answers, in order: as the synchronous write-back does,

@@ -41,6 +41,7 @@ type Page = Box<[u8; PAGE]>;
 
 mod inflight;
 mod reads;
+mod room;
 mod writeback;
 
 use fabric::PAGE_SIZE as PAGE;
@@ -86,6 +87,10 @@ pub struct Private {
     inflight: inflight::InFlight,
     /// Tasks' reads in flight (`private/reads.rs`).
     reads: reads::ReadJobs,
+    /// Write-back jobs in flight that make room for tasks' writes
+    /// (`private/room.rs`), and the tickets that waited for room.
+    room: Vec<u64>,
+    room_tickets: u64,
 }
 
 impl<E: Env> Session<E> for Private {
@@ -117,6 +122,8 @@ impl Private {
             written_back: 0,
             inflight: inflight::InFlight::default(),
             reads: reads::ReadJobs::default(),
+            room: Vec::new(),
+            room_tickets: 0,
         }
     }
 
@@ -432,7 +439,18 @@ impl<E: Env> DataPath<E> for Private {
 
     fn task_reads_progress(&mut self, link: &mut Link<E>, meta: &mut Meta) -> bool {
         self.reads_progress(link, meta);
+        self.room_progress(link, meta);
         self.reads_changed()
+    }
+
+    fn task_room_start(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        ino: u64,
+        need: usize,
+    ) -> Option<u64> {
+        self.room_start(link, meta, ino, need)
     }
 
     fn task_reads_ticket(&mut self, id: u64) -> Option<crate::tickets::TicketDone> {
@@ -441,6 +459,10 @@ impl<E: Env> DataPath<E> for Private {
 
     fn task_reads_cancel(&mut self, link: &mut Link<E>, meta: &mut Meta, id: u64) {
         self.reads_cancel(link, meta, id);
+    }
+
+    fn task_reads_idle(&mut self, link: &mut Link<E>, meta: &mut Meta) {
+        self.reads_idle(link, meta);
     }
 
     /// Dirty pages are written back first (tasks' reads in flight are
@@ -492,6 +514,7 @@ impl<E: Env> DataPath<E> for Private {
         }
         let (sent, max) = self.reads_counts();
         put(keys::TASK_READS, format!("{sent}/{max}"));
+        put(keys::TASK_ROOM_WAITS, format!("{}", self.room_count()));
         Ok(v)
     }
 }

@@ -58,7 +58,7 @@ struct Flight {
 /// The reads of this node's tasks.
 #[derive(Debug, Default)]
 pub(super) struct ReadJobs {
-    tickets: Tickets<(u64, u64)>,
+    pub(super) tickets: Tickets<(u64, u64)>,
     /// Reads in flight, by call tag.
     flying: BTreeMap<u32, Flight>,
     /// Pages in flight, with their read's tag.
@@ -320,12 +320,23 @@ impl Private {
         self.reads.tickets.take(id)
     }
 
-    /// Forget ticket `id`; with none left, wait for the reads in flight.
+    /// Forget ticket `id`; with none left, wait for the reads (and the
+    /// room write-backs, `private/room.rs`) in flight: an idle node leaves
+    /// nothing in flight ([`Private::reads_idle`]).
     pub(super) fn reads_cancel<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta, id: u64) {
-        if self.reads.tickets.cancel(id) {
-            self.reads.todo.clear();
-            self.settle_reads(link, meta);
+        self.reads.tickets.cancel(id);
+        self.reads_idle(link, meta);
+    }
+
+    /// With no ticket open (the last one taken or cancelled), wait for the
+    /// reads and room write-backs still in flight.
+    pub(super) fn reads_idle<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) {
+        if !self.reads.tickets.is_empty() {
+            return;
         }
+        self.reads.todo.clear();
+        self.settle_reads(link, meta);
+        self.room_settle(link, meta);
     }
 
     /// Before a synchronous use of slot 1: wait for every read in flight

@@ -302,10 +302,14 @@ impl Private {
             self.mark_dirty(ino, idx);
             self.inflight.touched(ino, idx);
             done += n;
-        }
-        let end = pos + done as u64;
-        if end > meta.size_of(ino) {
-            meta.set_local_size(ino, end);
+            // The size grows page by page: a later page's `make_room` may
+            // write this one back, and a write-back sends a page only up to
+            // the size (it would have sent nothing of a page past the old
+            // end, then dropped it clean: the bytes were lost).
+            let end = pos + done as u64;
+            if end > meta.size_of(ino) {
+                meta.set_local_size(ino, end);
+            }
         }
         Ok(done)
     }

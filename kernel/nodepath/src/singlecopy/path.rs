@@ -557,6 +557,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.st.reads_cancel(link, id);
     }
 
+    fn task_reads_idle(&mut self, link: &mut Link<E>, _meta: &mut Meta) {
+        self.st.reads_idle(link);
+    }
+
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno> {
         self.fsync_dirty(link, meta)?;
         link.fs_call(&Request::Fsync { ino: 0 }, self)?;

@@ -298,8 +298,19 @@ impl ScState {
     /// miss in flight (a DIR_INV for such a page would wait for its
     /// answer to be applied).
     pub fn reads_cancel<E: Env>(&mut self, link: &mut Link<E>, id: u64) {
-        if self.reads.tickets.cancel(id) {
-            self.reads.todo.clear();
+        self.reads.tickets.cancel(id);
+        self.reads_idle(link);
+    }
+
+    /// With no ticket open (the last one taken or cancelled), wait for the
+    /// READs still in flight (pages no ticket wants any more): an idle
+    /// node leaves no miss in flight, whose page a DIR_INV would wait for.
+    pub fn reads_idle<E: Env>(&mut self, link: &mut Link<E>) {
+        if !self.reads.tickets.is_empty() {
+            return;
+        }
+        self.reads.todo.clear();
+        if !self.reads.flying.is_empty() {
             let keys: Vec<PageKey> = self.reads.flying.iter().map(|(k, _)| *k).collect();
             self.settle_reads(link, &keys);
         }

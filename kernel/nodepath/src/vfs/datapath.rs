@@ -176,6 +176,19 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     ) -> Result<Option<u64>, Errno> {
         Err(Errno::NotSupported)
     }
+    /// A task's write of `need` pages of `ino` not cached here is about
+    /// to run (`Os::io_start`): a ticket (as [`DataPath::task_reads_start`]'s)
+    /// if it should first wait for room being made in flight, `None` to
+    /// run it now.
+    fn task_room_start(
+        &mut self,
+        _link: &mut Link<E>,
+        _meta: &mut Meta,
+        _ino: u64,
+        _need: usize,
+    ) -> Option<u64> {
+        None
+    }
     /// Take in the answers to tasks' reads that came (and start what
     /// waits); true if a ticket may be done since the last call (a page
     /// settled, by this or any other path).
@@ -194,6 +207,10 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// Forget ticket `id` (its task is gone); with none left, wait for the
     /// reads still in flight.
     fn task_reads_cancel(&mut self, _link: &mut Link<E>, _meta: &mut Meta, _id: u64) {}
+    /// A ticket was taken: with none left, wait for the reads still in
+    /// flight (pages no ticket wants any more), so an idle node leaves
+    /// none out.
+    fn task_reads_idle(&mut self, _link: &mut Link<E>, _meta: &mut Meta) {}
     /// `cache drop`: give back every cached page; what was done.
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
     /// `bench inv`: invalidate page `idx` of `ino` if this node holds it
