@@ -91,9 +91,9 @@ pub struct BootConfig {
     pub baseline_writes: BaselineWrites,
     /// Node: the most pages its own cache holds (`cache_pages=N`, 64 to
     /// 16M; default a third of the kernel heap, which also caps it): the
-    /// owned pages of the single-copy modes, the private cache of
-    /// `private` and `net` (a smaller cache puts writes and reads under
-    /// memory pressure on purpose).
+    /// private cache of `private` and `net`, the bound on relaxed mode's
+    /// private copies (a smaller cache puts writes and reads under memory
+    /// pressure on purpose).
     pub cache_pages: Option<u64>,
     /// Eviction policy of every node's owned pages (`policy=NAME`,
     /// default `fifo`; see [`PolicyName`]).
