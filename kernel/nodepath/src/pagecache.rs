@@ -39,6 +39,10 @@ pub struct NodeCache {
     inflight: KeyMap<u64>,
     /// Pages in `inflight` that got a DIR_INV: acked once answered.
     deferred: KeySet,
+    /// Pages in `inflight` that this node's own truncate retired (the
+    /// directory dropped them without a DIR_INV to us): their answer is
+    /// not installed, the miss is retried ([`NodeCache::evict_local`]).
+    voided: KeySet,
     /// Deferred acks now due (see [`NodeCache::take_acks`]).
     acks: Vec<(PageKey, bool)>,
     /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
@@ -96,6 +100,7 @@ impl NodeCache {
             slots: slots::Slots::default(),
             inflight: KeyMap::default(),
             deferred: KeySet::default(),
+            voided: KeySet::default(),
             acks: Vec::new(),
             dropped_dirty: KeySet::default(),
             dirty_remote: KeySet::default(),
@@ -281,6 +286,17 @@ impl NodeCache {
         // A DROP of the page went out before this miss: its answer came
         // first on the response ring.
         let dropped_dirty = self.dropped_dirty.remove(&key);
+        if self.voided.remove(&key) && !matches!(reply, PageReply::Exclusive { .. }) {
+            // Our truncate retired the page while its miss flew: the
+            // directory forgot it, so an install would hold a page it
+            // does not know (writes to it lost at the next teardown).
+            self.free.push(frame);
+            self.stats.retries += 1;
+            if self.deferred.remove(&key) {
+                self.acks.push((key, dropped_dirty));
+            }
+            return Installed::Retry;
+        }
         if !self.deferred.remove(&key) {
             return self.apply_answer(key, frame, reply, exported, group);
         }
@@ -325,6 +341,7 @@ impl NodeCache {
         let Some(frame) = self.inflight.remove(key) else {
             return false;
         };
+        self.voided.remove(key);
         self.evict.miss_ended(key);
         if unanswered {
             self.orphans.insert(frame, *key);
@@ -654,6 +671,7 @@ impl NodeCache {
         self.slots.clear();
         self.inflight.clear();
         self.deferred.clear();
+        self.voided.clear();
         self.acks.clear();
         self.dropped_dirty.clear();
         self.dirty_remote.clear();

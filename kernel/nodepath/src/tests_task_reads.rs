@@ -292,7 +292,10 @@ fn random_interleavings_of_task_reads_and_writes_read_the_model() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(30);
     for mode in [Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net] {
-        for seed in 1..=seeds {
+        // Seeds that found defects run every time (578 and 696: a
+        // truncate retired a page whose READ flew; its late answer was
+        // installed as a page the directory had forgotten).
+        for seed in (1..=seeds).chain([578, 696].into_iter().filter(|&s| s > seeds)) {
             // `TASK_READS_SEED=N` replays seed N alone.
             if std::env::var("TASK_READS_SEED").is_ok_and(|v| v != seed.to_string()) {
                 continue;

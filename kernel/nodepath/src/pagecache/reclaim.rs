@@ -96,6 +96,14 @@ impl NodeCache {
     /// stay held (`Reclaiming`) until the DIR_INV for them comes: a sharer
     /// may still map them until then.
     pub fn evict_local(&mut self, ino: u64, from_idx: u64) {
+        // Misses in flight of those pages: not installed when answered.
+        let flying: Vec<PageKey> = self
+            .inflight
+            .keys()
+            .filter(|k| k.ino == ino && k.idx >= from_idx)
+            .copied()
+            .collect();
+        self.voided.extend(flying);
         let keys: Vec<PageKey> = self
             .slots
             .range(PageKey { ino, idx: from_idx }..=PageKey { ino, idx: u64::MAX })
