@@ -6,12 +6,12 @@
 #   tests/run.sh --unit          host-only: setup, fmt, clippy, unit tests (no QEMU)
 #   tests/run.sh --integration   setup, release build, QEMU integration tests
 #
-# Steps: tools/setup.sh; cargo fmt --check; host unit tests (every workspace
+# Steps: tools/setup.sh; cargo fmt --check; host unit tests and the host fuzz tests (every workspace
 # crate but the kernel's, without the QEMU tests); clippy -D warnings for the
 # host crates and for the kernel (x86_64-unknown-none); shellcheck of the
 # scripts (when installed); release build of the kernel and host tools; the
-# integration tests (cargo test -p onecopy-tests --test cluster --test lifecycle --test
-# launcher --test pagecache --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps, one at a time, and the ivshmem
+# integration tests (cargo test -p onecopy-tests --test cluster --test lifecycle --test crash --test
+# launcher --test pagecache --test asyncstore --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps, one at a time, and the ivshmem
 # server with real QEMU doorbell devices); the benchmark report's --quick smoke test
 # (cargo test -p onecopy-tests --test bench -- --ignored). A failed step does not stop the independent ones; the exit status is
 # non-zero if any step failed. No QEMU process and no /dev/shm/onecopy-* file
@@ -102,6 +102,8 @@ skip() { # skip NAME REASON
 host_unit_tests() {
     cargo test --workspace "${HOST_EXCLUDES[@]}" --exclude onecopy-tests &&
         cargo test -p onecopy-tests --lib --bins &&
+        # host-only fuzzing of the launcher's flags and the net client
+        cargo test -p onecopy-tests --test launcher_fuzz --test net_fuzz &&
         cargo test -p onecopy-tests --doc
 }
 host_clippy() {
@@ -133,7 +135,7 @@ integration_tests() {
         "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
         rm -rf -- "$d"
     done
-    cargo test --no-fail-fast -p onecopy-tests --test cluster --test lifecycle --test crash --test launcher --test pagecache --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
+    cargo test --no-fail-fast -p onecopy-tests --test cluster --test lifecycle --test crash --test launcher --test pagecache --test asyncstore --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
         cargo test -p onecopy-ivshmem-server --test qemu -- --ignored --test-threads=1
 }
 

@@ -400,8 +400,12 @@ impl<E: Env> Node<E> {
     /// dirty pages (`private`, `net`): a ticket that waits for room being
     /// made in flight (`private/room.rs`), or `None` to run it now.
     fn start_room(&mut self, io: &IoSpan) -> Option<u64> {
-        let (ino, _) = self.vfs.fd_info(io.fd).ok()?;
         let end = io.offset.saturating_add(io.len as u64).div_ceil(4096);
+        let pages = usize::try_from(end - io.offset / 4096).unwrap_or(usize::MAX);
+        if !self.vfs.data_path_ref().task_room_may_wait(pages) {
+            return None; // the common case: nothing to count
+        }
+        let (ino, _) = self.vfs.fd_info(io.fd).ok()?;
         let dp = self.vfs.data_path_ref();
         let need = (io.offset / 4096..end)
             .filter(|&idx| !dp.holds(ino, idx))

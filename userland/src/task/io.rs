@@ -89,7 +89,7 @@ pub(super) struct Queue {
     free: Vec<usize>,
     /// Wakers of the I/Os the last flush completed.
     woken: Vec<Waker>,
-    /// Scratch of [`Queue::flush`], kept to avoid allocating per flush
+    /// Scratch of [`Queue::flush`] and [`Queue::poll_started`], kept to avoid allocating per flush
     /// (allocations cost under TCG): slot indices of the positioned
     /// and the mapped I/Os, and their results.
     fd_at: Vec<usize>,
@@ -215,11 +215,17 @@ impl Queue {
         if !os.io_progress() {
             return 0;
         }
-        let mut ready = Vec::new();
-        let mut failed = Vec::new();
+        // The scratch vectors of `flush` (not running now): no allocation
+        // per poll.
+        let mut fd_ready = core::mem::take(&mut self.fd_at);
+        let mut map_ready = core::mem::take(&mut self.map_at);
+        fd_ready.clear();
+        map_ready.clear();
+        let mut failed = Vec::new(); // allocates only on a failure
         for (i, entry) in self.slots.iter().enumerate() {
             let Some(Slot {
                 state: State::Started(t),
+                req,
                 ..
             }) = entry
             else {
@@ -227,11 +233,14 @@ impl Queue {
             };
             match os.io_poll(*t) {
                 None => {}
-                Some(Ok(())) => ready.push(i),
+                Some(Ok(())) => match req.target {
+                    Target::Fd(_) => fd_ready.push(i),
+                    Target::Map(_) => map_ready.push(i),
+                },
                 Some(Err(e)) => failed.push((i, e)),
             }
         }
-        let n = ready.len() + failed.len();
+        let n = fd_ready.len() + map_ready.len() + failed.len();
         if !failed.is_empty() {
             let now = os.uptime_ns();
             let Queue {
@@ -244,22 +253,12 @@ impl Queue {
                 complete(slots, woken, started, i, Err(e), now);
             }
         }
-        let (fd, map): (Vec<usize>, Vec<usize>) = ready.into_iter().partition(|&i| {
-            matches!(
-                self.slots.get(i),
-                Some(Some(Slot {
-                    req: Req {
-                        target: Target::Fd(_),
-                        ..
-                    },
-                    ..
-                }))
-            )
-        });
-        self.run_fd(os, &fd);
-        if !map.is_empty() {
-            self.run_maps(os, &map);
+        self.run_fd(os, &fd_ready);
+        if !map_ready.is_empty() {
+            self.run_maps(os, &map_ready);
         }
+        self.fd_at = fd_ready;
+        self.map_at = map_ready;
         n
     }
 
@@ -308,25 +307,15 @@ impl Queue {
         if self.no_start {
             return at.to_vec();
         }
-        let spans: Vec<IoSpan> = at
-            .iter()
-            .filter_map(|&i| match self.slots.get(i) {
-                Some(Some(Slot {
-                    req:
-                        Req {
-                            target: Target::Fd(fd),
-                            offset,
-                            write,
-                            buf,
-                        },
-                    ..
-                })) => Some(IoSpan {
-                    fd: *fd,
-                    offset: *offset,
-                    len: buf.len(),
-                    write: *write,
+        let spans: Vec<IoSpan> = reqs(&self.slots, at)
+            .filter_map(|r| match r.target {
+                Target::Fd(fd) => Some(IoSpan {
+                    fd,
+                    offset: r.offset,
+                    len: r.buf.len(),
+                    write: r.write,
                 }),
-                _ => None,
+                Target::Map(_) => None,
             })
             .collect();
         let tickets = os.io_start(&spans);
@@ -390,25 +379,15 @@ impl Queue {
             return at.to_vec();
         }
         let tickets = {
-            let spans: Vec<MapSpan<'_>> = at
-                .iter()
-                .filter_map(|&i| match self.slots.get(i) {
-                    Some(Some(Slot {
-                        req:
-                            Req {
-                                target: Target::Map(path),
-                                offset,
-                                write,
-                                buf,
-                            },
-                        ..
-                    })) => Some(MapSpan {
+            let spans: Vec<MapSpan<'_>> = reqs(&self.slots, at)
+                .filter_map(|r| match &r.target {
+                    Target::Map(path) => Some(MapSpan {
                         path,
-                        offset: *offset,
-                        len: buf.len(),
-                        write: *write,
+                        offset: r.offset,
+                        len: r.buf.len(),
+                        write: r.write,
                     }),
-                    _ => None,
+                    Target::Fd(_) => None,
                 })
                 .collect();
             os.mmap_start(&spans)
@@ -459,6 +438,13 @@ impl Queue {
             self.woken = v;
         }
     }
+}
+
+/// The requests of the occupied slots among the indices `at` (others are
+/// skipped), in the order of `at`.
+fn reqs<'s>(slots: &'s [Option<Slot>], at: &'s [usize]) -> impl Iterator<Item = &'s Req> {
+    at.iter()
+        .filter_map(|&i| slots.get(i).and_then(Option::as_ref).map(|s| &s.req))
 }
 
 /// The occupied slots among the indices `at` (ascending, as the queue

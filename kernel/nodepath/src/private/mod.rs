@@ -443,6 +443,10 @@ impl<E: Env> DataPath<E> for Private {
         self.reads_changed()
     }
 
+    fn task_room_may_wait(&self, pages: usize) -> bool {
+        self.room_may_wait(pages)
+    }
+
     fn task_room_start(
         &mut self,
         link: &mut Link<E>,

@@ -41,11 +41,7 @@ impl Private {
         ino: u64,
         need: usize,
     ) -> Option<u64> {
-        if need == 0
-            || self.writes != BaselineWrites::Back
-            || self.cached_pages + need <= self.max_pages
-            || self.dirty.len() + need <= self.max_pages
-        {
+        if need == 0 || !self.room_may_wait(need) {
             return None; // room now, or after dropping clean pages
         }
         if self.room.is_empty() {
@@ -57,6 +53,15 @@ impl Private {
         let wait: Vec<(u64, u64)> = self.room.iter().map(|&id| (ROOM, id)).collect();
         self.room_tickets += 1;
         Some(self.reads.tickets.open(ino, wait, None))
+    }
+
+    /// Could a write of `need` uncached pages have to wait for room? Not
+    /// with write-through, nor while the cache has room for them or its
+    /// clean pages can be dropped for them.
+    pub(super) fn room_may_wait(&self, need: usize) -> bool {
+        self.writes == BaselineWrites::Back
+            && self.cached_pages + need > self.max_pages
+            && self.dirty.len() + need > self.max_pages
     }
 
     /// Start writing back the oldest dirty pages that no job is sending

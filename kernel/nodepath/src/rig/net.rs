@@ -88,14 +88,10 @@ impl RigNet {
         let later = self.sh.dir.borrow_mut().take_net_answers();
         let mut mail = self.sh.net_mail.borrow_mut();
         mail.extend(later.into_iter().map(|a| (a.node, a.token, a.frame)));
-        let mine: Vec<(u64, Frame)> = mail
-            .iter()
-            .filter(|(n, _, _)| *n == self.node)
-            .map(|(_, t, f)| (*t, f.clone()))
-            .collect();
-        mail.retain(|(n, _, _)| *n != self.node);
+        let node = self.node;
+        let mine: Vec<(u32, u64, Frame)> = mail.extract_if(.., |(n, _, _)| *n == node).collect();
         drop(mail);
-        for (token, frame) in mine {
+        for (_, token, frame) in mine {
             self.order.answer(token, frame);
         }
         self.release();

@@ -176,6 +176,13 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     ) -> Result<Option<u64>, Errno> {
         Err(Errno::NotSupported)
     }
+    /// Could a task's write of up to `pages` pages not cached here have to
+    /// wait for room ([`DataPath::task_room_start`])? A cheap check made
+    /// before the pages are counted; `false` where the path makes no room
+    /// in flight.
+    fn task_room_may_wait(&self, _pages: usize) -> bool {
+        false
+    }
     /// A task's write of `need` pages of `ino` not cached here is about
     /// to run (`Os::io_start`): a ticket (as [`DataPath::task_reads_start`]'s)
     /// if it should first wait for room being made in flight, `None` to
