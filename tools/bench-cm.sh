@@ -45,7 +45,7 @@ while [[ $# -gt 0 ]]; do
         --engine) ENGINE=${2:?--engine needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
         --kernel) BUILD=(--no-build --kernel "${2:?--kernel needs a value}"); shift 2 ;;
-        -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "$PROG: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -4,10 +4,13 @@
 //! rig (a real directory, a heap disk). `marker_read` is the one function
 //! the script tells callgrind to count inside, so setup is left out; the
 //! rig steps the directory from the node's waits, so its share shows up
-//! under `rig::Shared::step`.
+//! under `rig::Shared::step`. The `task` variants read the same pages as
+//! fio's tasks do (`task_reads=each`): a ticket for the miss
+//! ([`Node::io_start`]), polled and waited for, then the I/O run as the
+//! executor's batch of one (`marker_task_read`).
 
 use fabric::config::Mode;
-use userland::os::{Fd, OpenFlags};
+use userland::os::{BatchIo, Fd, IoSpan, OpenFlags};
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
@@ -17,6 +20,10 @@ use crate::tests::{pattern, write_file};
 const PAGES: usize = 256;
 
 fn misses(mode: Mode) {
+    run_misses(mode, false);
+}
+
+fn run_misses(mode: Mode, task: bool) {
     let rig = Rig::new(RigConfig::new(1, mode));
     write_file(&mut rig.node(1), "/f", &pattern(PAGES * 4096, 1));
     rig.node(1).sync().unwrap();
@@ -28,8 +35,12 @@ fn misses(mode: Mode) {
     for _ in 0..PAGES {
         // A permutation of the pages (97 is prime to 256).
         x = (x * 97 + 13) % PAGES;
-        n.seek(fd, (x * 4096) as u64).unwrap();
-        marker_read(&mut n, fd, &mut buf);
+        if task {
+            marker_task_read(&mut n, fd, (x * 4096) as u64, &mut buf);
+        } else {
+            n.seek(fd, (x * 4096) as u64).unwrap();
+            marker_read(&mut n, fd, &mut buf);
+        }
     }
     n.close(fd).unwrap();
 }
@@ -38,6 +49,49 @@ fn misses(mode: Mode) {
 #[inline(never)]
 fn marker_read(n: &mut Node<HostEnv>, fd: Fd, buf: &mut [u8]) {
     assert_eq!(n.read(fd, buf).unwrap(), buf.len());
+}
+
+/// One read as a task's I/O: its ticket, then the I/O (what callgrind
+/// counts with `--path task`).
+#[inline(never)]
+fn marker_task_read(n: &mut Node<HostEnv>, fd: Fd, offset: u64, buf: &mut [u8]) {
+    let span = IoSpan {
+        fd,
+        offset,
+        len: buf.len(),
+        write: false,
+    };
+    if let Some(t) = n.io_start(&[span]).unwrap()[0] {
+        loop {
+            n.io_progress();
+            if let Some(r) = n.io_poll(t) {
+                r.unwrap();
+                break;
+            }
+            n.io_wait();
+        }
+    }
+    n.prepare_batch(&[BatchIo::new(fd, offset, false, buf)]).unwrap();
+    n.seek(fd, offset).unwrap();
+    assert_eq!(n.read(fd, buf).unwrap(), buf.len());
+}
+
+#[test]
+#[ignore = "a profile for tools/profile-miss.sh"]
+fn profile_task_misses_strong() {
+    run_misses(Mode::Strong, true);
+}
+
+#[test]
+#[ignore = "a profile for tools/profile-miss.sh"]
+fn profile_task_misses_relaxed() {
+    run_misses(Mode::Relaxed, true);
+}
+
+#[test]
+#[ignore = "a profile for tools/profile-miss.sh"]
+fn profile_task_misses_private() {
+    run_misses(Mode::Private, true);
 }
 
 #[test]
