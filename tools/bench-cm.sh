@@ -8,7 +8,8 @@
 #                     [--no-build] [--kernel ELF]
 #
 # Each round boots 1 directory + 2 nodes once per mode, back to back, in
-# the order given (default 6 rounds, 3 passes, modes `private strong
+# the order given (reversed every other round, so that no mode always
+# boots first; default 6 rounds, 3 passes, modes `private strong
 # relaxed`, storage none, 8m, libaio: the full report's CM figure). In each
 # boot node 1 lays out one file with fio (`--rw=read --bs=128k`, as the
 # report), syncs, and both nodes drop their caches; then P times node 2
@@ -45,7 +46,7 @@ while [[ $# -gt 0 ]]; do
         --engine) ENGINE=${2:?--engine needs a value}; shift 2 ;;
         --no-build) BUILD=(--no-build); shift ;;
         --kernel) BUILD=(--no-build --kernel "${2:?--kernel needs a value}"); shift 2 ;;
-        -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "$PROG: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -128,7 +129,12 @@ us() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1000 }'; }
 
 echo "CM read latency: fio randread 4k, $ENGINE, iodepth 1, $SIZE, storage $STORAGE; $ROUNDS rounds x $PASSES passes per mode (two instances busy: node 2 and the directory)"
 for ((r = 1; r <= ROUNDS; r++)); do
-    for i in "${!MODE_LIST[@]}"; do
+    order=("${!MODE_LIST[@]}")
+    if ((r % 2 == 0)); then # every other round in reverse: no mode always boots first
+        order=()
+        for ((i = ${#MODE_LIST[@]} - 1; i >= 0; i--)); do order+=("$i"); done
+    fi
+    for i in "${order[@]}"; do
         boot "$i" "$r"
         printf '  round %d %-24s mean latency (us):' "$r" "${MODE_LIST[i]}"
         for v in ${LAT[mean,$i,$r]}; do printf ' %s' "$(us "$v")"; done
