@@ -2,8 +2,12 @@
 # tools/bench-miss.sh: one cold 4 KiB miss split into phases, on both paths,
 # in one session (issue #13, item 3).
 #
-#   tools/bench-miss.sh [--misses N] [--repeat K] [--modes "private strong"] [--no-build]
+#   tools/bench-miss.sh [--misses N] [--repeat K] [--modes "private strong"]
+#                       [--path read|batch] [--no-build]
 #
+# --path batch reads each page as one batch of one I/O, as fio's libaio
+# engine sends its I/Os (`bench miss N batch`); read (the default) as one
+# read call.
 # A mode may carry boot options after a colon, comma-separated, to compare
 # settings in one run: --modes "strong:disk_irq=0 strong" times the
 # directory polling its disk against waking on the disk's interrupt.
@@ -20,19 +24,22 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MISSES=256
 REPEAT=3
 MODES="private strong"
+MISS_PATH="read"
 BUILD=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --misses) MISSES=${2:?--misses needs a value}; shift 2 ;;
         --repeat) REPEAT=${2:?--repeat needs a value}; shift 2 ;;
         --modes) MODES=${2:?--modes needs a value}; shift 2 ;;
+        --path) MISS_PATH=${2:?--path needs a value}; shift 2 ;;
         --no-build) BUILD=0; shift ;;
-        -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-miss.sh: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 [[ $MISSES =~ ^[1-9][0-9]*$ && $MISSES -le 1024 ]] ||
     { echo "bench-miss.sh: error: --misses takes an integer in 1..1024" >&2; exit 2; }
+[[ $MISS_PATH =~ ^(read|batch)$ ]] || { echo "bench-miss.sh: error: --path takes read or batch, got '$MISS_PATH'" >&2; exit 2; }
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "bench-miss.sh: error: --repeat takes a positive integer" >&2; exit 2; }
 for m in $MODES; do
     [[ $m =~ ^(strong|relaxed|private|net)(:[a-z_]+=[a-z0-9_]+(,[a-z_]+=[a-z0-9_]+)*)?$ ]] ||
@@ -56,7 +63,7 @@ for ((r = 1; r <= REPEAT; r++)); do
         extra=""
         [[ $m == *:* ]] && extra=${m#*:} && extra=${extra//,/ }
         out=$(./qemu-run.sh --no-build --nodes 1 --mode "$mode" --run-dir "$RUN/c" \
-            ${extra:+--append-extra "$extra"} --cmd-timeout 600 -e "1: bench miss $MISSES") ||
+            ${extra:+--append-extra "$extra"} --cmd-timeout 600 -e "1: bench miss $MISSES $MISS_PATH") ||
             { echo "bench-miss.sh: error: $m round $r failed:" >&2; echo "$out" >&2; exit 1; }
         line=$(echo "$out" | grep 'RESULT {"bench":"miss"' | sed 's/.*RESULT //' | tail -1)
         [[ -n $line ]] || { echo "bench-miss.sh: error: $m round $r: no RESULT" >&2; echo "$out" >&2; exit 1; }
@@ -80,7 +87,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; els
 
 first=${MODES%% *}
 echo
-echo "1 directory + 1 node; $MISSES cold 4 KiB misses per run; medians of $REPEAT rounds (us per miss)"
+echo "1 directory + 1 node; $MISSES cold 4 KiB misses per run, path $MISS_PATH; medians of $REPEAT rounds (us per miss)"
 printf '%-14s' "phase"
 for m in $MODES; do printf ' %10s' "$m"; done
 for m in $MODES; do [[ $m == "$first" ]] || printf ' %16s' "$m/$first"; done

@@ -71,7 +71,8 @@ fn marker_task_read(n: &mut Node<HostEnv>, fd: Fd, offset: u64, buf: &mut [u8]) 
             n.io_wait();
         }
     }
-    n.prepare_batch(&[BatchIo::new(fd, offset, false, buf)]).unwrap();
+    n.prepare_batch(&[BatchIo::new(fd, offset, false, buf)])
+        .unwrap();
     n.seek(fd, offset).unwrap();
     assert_eq!(n.read(fd, buf).unwrap(), buf.len());
 }

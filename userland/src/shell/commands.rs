@@ -184,10 +184,10 @@ pub(super) static COMMANDS: &[Command] = &[
     },
     Command {
         name: "bench miss",
-        usage: "bench miss [N]",
-        help: "N cold 4 KiB misses (default 64, at most 1024) of a scratch file /bench-miss in this mode, split into phases: node call, transport, directory lookup/disk read/fill/reply, node fill/map (mean us, share; RESULT json)",
+        usage: "bench miss [N] [read|batch]",
+        help: "N cold 4 KiB misses (default 64, at most 1024) of a scratch file /bench-miss in this mode, each one read call (read, the default) or one batch of one I/O as fio's libaio sends (batch), split into phases: node call, transport, directory lookup/disk read/fill/reply, node fill/map (mean us, share; RESULT json)",
         min_args: 0,
-        max_args: 1,
+        max_args: 2,
         run: cmd_bench_miss,
     },
     Command {

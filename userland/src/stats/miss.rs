@@ -28,6 +28,8 @@ use fabric::proto::MissStats;
 pub struct MissRun {
     /// The cache mode.
     pub mode: String,
+    /// How each page was read (`read`, `batch`: `bench miss`'s path).
+    pub path: &'static str,
     /// Misses the node timed.
     pub misses: u64,
     /// Sum of their read calls, node clock.
@@ -137,9 +139,10 @@ pub fn service_line(m: &MissStats) -> String {
 /// share of the total), the total, and the `RESULT {json}` line.
 pub fn render(run: &MissRun, b: &Breakdown) -> String {
     let mut out = format!(
-        "bench miss: {} cold 4 KiB misses, mode {}, directory timed {} of them{}\n",
+        "bench miss: {} cold 4 KiB misses, mode {}, path {}, directory timed {} of them{}\n",
         run.misses,
         run.mode,
+        run.path,
         run.dir.count,
         if b.dir_timed {
             ""
@@ -174,6 +177,7 @@ pub fn render(run: &MissRun, b: &Breakdown) -> String {
         .uint("dir_timed", run.dir.count)
         .uint("total_mean_ns", b.total_ns)
         .uint("total_median_ns", run.median_ns)
+        .string(Some("path"), run.path)
         .begin(Some("phases_ns"));
     for p in &b.phases {
         w.uint(p.key, p.mean_ns);
@@ -199,6 +203,7 @@ mod tests {
     fn run() -> MissRun {
         MissRun {
             mode: String::from("strong"),
+            path: "read",
             misses: 4,
             total_ns: 4 * 100_000,
             median_ns: 99_000,
@@ -298,7 +303,7 @@ mod tests {
         let out = render(&r, &b);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 1 + 1 + 7 + 1 + 1, "{out}");
-        assert!(lines[0].starts_with("bench miss: 4 cold 4 KiB misses, mode strong"));
+        assert!(lines[0].starts_with("bench miss: 4 cold 4 KiB misses, mode strong, path read"));
         assert!(lines[2].starts_with("node: call + copy out"));
         assert!(
             lines[2].contains("8.00") && lines[2].ends_with("8.0%"),

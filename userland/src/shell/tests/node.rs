@@ -141,7 +141,7 @@ fn bench_miss_splits_every_miss_into_phases_and_removes_its_file() {
     let out = ok(&mut os, "bench miss 8");
     assert!(
         out.starts_with(
-            "bench miss: 8 cold 4 KiB misses, mode unknown, directory timed 8 of them\n"
+            "bench miss: 8 cold 4 KiB misses, mode unknown, path read, directory timed 8 of them\n"
         ),
         "{out}"
     );
@@ -168,6 +168,27 @@ fn bench_miss_splits_every_miss_into_phases_and_removes_its_file() {
     assert_eq!(os.file("/bench-miss"), None, "the scratch file is removed");
     assert_eq!(os.reads, 9, "page 0 untimed, then 8 misses");
     assert!(os.syncs >= 1);
+}
+
+#[test]
+fn bench_miss_batch_reads_each_page_as_a_batch_of_one() {
+    let mut os = miss_os();
+    let out = ok(&mut os, "bench miss 4 batch");
+    assert!(
+        out.starts_with(
+            "bench miss: 4 cold 4 KiB misses, mode unknown, path batch, directory timed 4 of them\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("\"path\":\"batch\""), "{out}");
+    assert_eq!(os.batches, vec![1; 4], "one batch of one per timed page");
+    assert_eq!(os.reads, 5, "page 0 untimed, then a read per batch");
+    assert_eq!(os.file("/bench-miss"), None);
+    assert_eq!(
+        err(&mut os, "bench miss 4 each"),
+        "bench miss: bad path 'each' (read or batch)"
+    );
+    assert_eq!(os.file("/bench-miss"), None);
 }
 
 #[test]
