@@ -33,6 +33,9 @@
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
+use core::hash::BuildHasherDefault;
+
+use rustc_hash::FxHasher;
 
 use crate::diskq::DiskQueue;
 use crate::pagedir::PageDir;
@@ -204,8 +207,10 @@ pub struct Directory<D: BlockDevice> {
     last_bad: Option<Event>,
     /// The single-copy page directory.
     pages: PageDir,
-    /// Opcode of every page request not answered yet, by (node, tag).
-    page_ops: BTreeMap<(u8, u32), Op>,
+    /// Opcode of every page request not answered yet, by (node, tag)
+    /// (a hash map: one insert and one remove per page request, without
+    /// the allocations of a B-tree that empties and fills).
+    page_ops: hashbrown::HashMap<(u8, u32), Op, BuildHasherDefault<FxHasher>>,
     /// Requests served per sweep (index = batch size, capped at 64).
     batches: [u64; 65],
     /// Page fills and file-read blocks waiting for the disk or in flight.
@@ -314,7 +319,7 @@ impl<D: BlockDevice> Directory<D> {
             ops: [0; 32],
             last_bad: None,
             pages: PageDir::for_nodes(layout.max_nodes),
-            page_ops: BTreeMap::new(),
+            page_ops: Default::default(),
             batches: [0; 65],
             disk: DiskQueue::new(fill_depth),
             reads: BTreeMap::new(),

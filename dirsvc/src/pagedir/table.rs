@@ -19,17 +19,24 @@
 //! and 14 for up to 64 ([`Width::Wide`]). What a transient phase needs
 //! beyond its kind (E: who fills and the tag to answer; TBI: the pending
 //! ack mask and the tag) lives in a side table keyed by page, which only
-//! holds pages in E or TBI (a few at any moment).
+//! holds pages in E or TBI (a few at any moment). It is a hash map: a
+//! page miss puts its page in E and takes it out again, and a `BTreeMap`
+//! that empties and fills allocates and frees a node each time (about
+//! half a microsecond per operation under TCG, on every miss).
 //!
 //! [`Table::memory`] counts the bytes held: the records exactly (a boxed
-//! slice holds exactly its length), and the B-tree maps by an upper bound
+//! slice holds exactly its length), the B-tree map by an upper bound
 //! from std's node layout (11 slots per node, every node but the root at
-//! least 5 full, every node counted at the size of an internal node).
+//! least 5 full, every node counted at the size of an internal node), and
+//! the side table by its capacity (an entry and a control byte a slot).
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use core::hash::BuildHasherDefault;
 use core::mem::size_of;
+
+use rustc_hash::FxHasher;
 
 use fabric::proto::PageKey;
 
@@ -122,13 +129,20 @@ pub fn btree_bytes<K, V>(len: usize) -> usize {
 pub const DENSE_NARROW_BYTES: usize =
     NARROW_RECORD + btree_node::<(u64, u64), Chunk>().div_ceil(5 * CHUNK as usize);
 
+/// The side table's map (deterministic hash: simulations stay replayable).
+type SideMap = hashbrown::HashMap<PageKey, Phase, BuildHasherDefault<FxHasher>>;
+
+/// A side table holding more slots than this, and less than an eighth of
+/// them in use, gives the rest back (after a burst of invalidations).
+const SIDE_KEEP: usize = 64;
+
 /// The entries, compactly.
 #[derive(Debug)]
 pub struct Table {
     width: Width,
     chunks: BTreeMap<(u64, u64), Chunk>,
     /// Phase details of pages in E or TBI.
-    side: BTreeMap<PageKey, Phase>,
+    side: SideMap,
     len: usize,
 }
 
@@ -146,7 +160,7 @@ impl Table {
         Table {
             width,
             chunks: BTreeMap::new(),
-            side: BTreeMap::new(),
+            side: SideMap::default(),
             len: 0,
         }
     }
@@ -166,7 +180,7 @@ impl Table {
         let records: usize = self.chunks.values().map(|c| c.records.len()).sum();
         records
             + btree_bytes::<(u64, u64), Chunk>(self.chunks.len())
-            + btree_bytes::<PageKey, Phase>(self.side.len())
+            + self.side.capacity() * (size_of::<(PageKey, Phase)>() + 1)
     }
 
     fn encode(&self, e: &Entry) -> Result<[u8; WIDE_RECORD], Unfit> {
@@ -258,7 +272,7 @@ impl Table {
         }
         if e.phase == Phase::Owned {
             if !self.side.is_empty() {
-                self.side.remove(&key);
+                self.side_remove(&key);
             }
         } else {
             self.side.insert(key, e.phase);
@@ -282,9 +296,20 @@ impl Table {
             v.extend_from_slice(&c.records[at + w..]);
             c.records = v.into_boxed_slice();
         }
-        self.side.remove(key);
+        self.side_remove(key);
         self.len -= 1;
         Some(e)
+    }
+
+    /// Take `key` out of the side table; a table left mostly empty after a
+    /// burst gives its slots back.
+    fn side_remove(&mut self, key: &PageKey) {
+        if self.side.remove(key).is_some()
+            && self.side.capacity() > SIDE_KEEP
+            && self.side.len() < self.side.capacity() / 8
+        {
+            self.side.shrink_to(SIDE_KEEP.max(self.side.len() * 2));
+        }
     }
 
     /// The side table holds exactly the pages whose records are of a

@@ -277,9 +277,10 @@ impl<D: BlockDevice> Directory<D> {
         self.miss.fills_answered();
         // Requests that waited for a fill may now map the page: its new
         // owner learns the sharer count (it started at 0).
+        // One page lookup each: most filled pages have no sharer yet.
         for key in filled {
-            if let Some((owner, _)) = self.sharer_view(&key) {
-                self.report_sharers(mem, key, Some((owner, 0)));
+            if let Some((owner, count)) = self.sharer_view(&key).filter(|v| v.1 != 0) {
+                self.notify_sharers(mem, owner, key, count);
             }
         }
     }

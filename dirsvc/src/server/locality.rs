@@ -37,13 +37,27 @@ impl<D: BlockDevice> Directory<D> {
         key: PageKey,
         before: SharerView,
     ) {
-        let (Some((owner, old)), Some((now_owner, count))) = (before, self.sharer_view(&key))
-        else {
+        // An uncached page (a miss) had no view: no page lookup for it.
+        let Some((owner, old)) = before else {
+            return;
+        };
+        let Some((now_owner, count)) = self.sharer_view(&key) else {
             return;
         };
         if owner != now_owner || old == count {
             return;
         }
+        self.notify_sharers(mem, owner, key, count);
+    }
+
+    /// Tell `owner` that `key` has `count` sharers now.
+    pub(super) fn notify_sharers(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        owner: u8,
+        key: PageKey,
+        count: u32,
+    ) {
         if let Some(p) = self.peers.get_mut((owner as usize).wrapping_sub(1)) {
             if p.member {
                 p.notify_backlog
