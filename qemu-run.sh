@@ -253,7 +253,11 @@ while [[ $# -gt 0 ]]; do
                 val=$1
                 shift
             fi
-            if [[ $arg != -e && $arg != --append-extra && ($val == --* || -z $val) ]]; then
+            # A value never looks like an option (`--x`, `-x`): an option
+            # whose value is missing would swallow the next one
+            # (`--append-extra --check`). Only -e's value is checked on its
+            # own, and only --append-extra's may be empty.
+            if [[ $arg != -e && ($val == --* || $val == -[a-zA-Z]* || ($arg != --append-extra && -z $val)) ]]; then
                 die_usage "$arg needs a value, got '${val}'"
             fi
             ;;

@@ -194,7 +194,7 @@ fn item() -> impl Strategy<Value = Item> {
             flag: None,
             verdict: Verdict::Valid,
         }),
-        1 => prop::sample::select(vec!["9: ls", "ls /", "1:", "1: a\nb", "x: ls"]).prop_map(|e| Item {
+        1 => prop::sample::select(vec!["17: ls", "ls /", "1:", "1: a\nb", "x: ls"]).prop_map(|e| Item {
             words: vec!["-e".to_string(), e.to_string()],
             flag: None,
             verdict: Verdict::Bad,
@@ -205,6 +205,16 @@ fn item() -> impl Strategy<Value = Item> {
 /// What a line should do: `Some(true)` accepted, `Some(false)` refused,
 /// `None` either.
 fn expected(items: &[Item]) -> Option<bool> {
+    // A valued option whose value is missing takes the next item's first
+    // word as its value (unless that word looks like an option, which is
+    // refused): what the line then means is not modelled.
+    let bare = |i: &Item| i.words.len() == 1 && i.flag.is_some_and(|f| i.words[0] == f);
+    if items
+        .windows(2)
+        .any(|w| bare(&w[0]) && !SWITCHES.contains(&w[0].words[0].as_str()))
+    {
+        return None;
+    }
     if items.iter().any(|i| i.verdict == Verdict::Bad) {
         return Some(false);
     }
