@@ -149,21 +149,18 @@ declare -A MED RM PR CI RR # per stat and mode index
 for st in "${STATS[@]}"; do
     echo "  $st latency:"
     printf '  %-24s %14s %16s %22s %16s\n' mode "median (us)" "ratio of medians" "median per-round ratio" "95% interval"
-    for i in "${!MODE_LIST[@]}"; do
-        all="" all_first="" ratios=""
+    all_first=""
+    for ((r = 1; r <= ROUNDS; r++)); do all_first+="${LAT[$st,0,$r]} "; done
+    MED[$st,0]=$(median "$all_first")
+    printf '  %-24s %14s\n' "$first" "$(us "${MED[$st,0]}")"
+    for ((i = 1; i < ${#MODE_LIST[@]}; i++)); do
+        all="" ratios=""
         for ((r = 1; r <= ROUNDS; r++)); do
             all+="${LAT[$st,$i,$r]} "
-            all_first+="${LAT[$st,0,$r]} "
-            ratios+="$(awk -v a="$(median "${LAT[$st,$i,$r]}")" -v b="$(median "${LAT[$st,0,$r]}")" \
-                'BEGIN { if (b > 0) printf "%.4f", a / b; else print "n/a" }') "
+            ratios+="$(ratio "$(median "${LAT[$st,$i,$r]}")" "$(median "${LAT[$st,0,$r]}")" 4) "
         done
         MED[$st,$i]=$(median "$all")
-        if [[ $i == 0 ]]; then
-            printf '  %-24s %14s\n' "${MODE_LIST[i]}" "$(us "${MED[$st,$i]}")"
-            continue
-        fi
-        RM[$st,$i]=$(awk -v a="${MED[$st,$i]}" -v b="$(median "$all_first")" \
-            'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }')
+        RM[$st,$i]=$(ratio "${MED[$st,$i]}" "${MED[$st,0]}" 3)
         PR[$st,$i]=$(median "$ratios")
         CI[$st,$i]=$(bootstrap "$ratios")
         RR[$st,$i]=${ratios% }

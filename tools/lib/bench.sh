@@ -9,8 +9,9 @@ require_int() {
         { echo "$1: error: $2 takes an integer in $4..$5, got '$3'" >&2; exit 2; }
 }
 
-# ratio A B: A / B to two decimals, n/a when B is not positive.
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# ratio A B [DIGITS]: A / B to DIGITS decimals (default 2), n/a when B is
+# not positive.
+ratio() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (b > 0) printf "%.*f", d, a / b; else print "n/a" }'; }
 
 # median V...: the median of the numbers in the words of its arguments
 # (so a space-separated list may come as one word); the mean of the middle

@@ -97,13 +97,12 @@ impl NodeCache {
     /// may still map them until then.
     pub fn evict_local(&mut self, ino: u64, from_idx: u64) {
         // Misses in flight of those pages: not installed when answered.
-        let flying: Vec<PageKey> = self
-            .inflight
-            .keys()
-            .filter(|k| k.ino == ino && k.idx >= from_idx)
-            .copied()
-            .collect();
-        self.voided.extend(flying);
+        self.voided.extend(
+            self.inflight
+                .keys()
+                .filter(|k| k.ino == ino && k.idx >= from_idx)
+                .copied(),
+        );
         let keys: Vec<PageKey> = self
             .slots
             .range(PageKey { ino, idx: from_idx }..=PageKey { ino, idx: u64::MAX })
