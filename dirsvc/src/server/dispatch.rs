@@ -31,21 +31,30 @@ impl<D: BlockDevice> Directory<D> {
             }
             match self.serve_node(mem, node) {
                 Ok(n) => out.served += n,
-                Err(error) => {
-                    self.peers[(node - 1) as usize].member = false;
-                    Header::new(mem, self.layout).set_node_state(node, NodeState::Failed);
-                    out.events.push(Event::Corrupt { node, error });
-                    self.lose(mem, node);
-                }
+                Err(error) => self.corrupt(mem, node, error, &mut out),
             }
             if let Some(e) = self.last_bad.take() {
                 out.events.push(e);
             }
         }
         self.requests += out.served as u64;
-        self.take_quiet_acks(mem);
+        self.take_quiet_acks(mem, &mut out);
         self.take_deliveries(&mut out);
         out
+    }
+
+    /// `node`'s rings are corrupt: fail it (its pages are torn down).
+    pub(super) fn corrupt(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+        error: RingError,
+        out: &mut Poll,
+    ) {
+        self.peers[(node - 1) as usize].member = false;
+        Header::new(mem, self.layout).set_node_state(node, NodeState::Failed);
+        out.events.push(Event::Corrupt { node, error });
+        self.lose(mem, node);
     }
 
     /// Which nodes' response or notify rings moved since the last report
@@ -75,8 +84,38 @@ impl<D: BlockDevice> Directory<D> {
     ) -> Result<usize, RingError> {
         let i = (node - 1) as usize;
         // Acks first: they complete invalidations others wait for.
+        let acks = self.serve_acks(mem, node, 4 * self.cfg.batch)?;
+        self.flush(mem, node)?;
+        let mut served = 0;
+        while served < self.cfg.batch {
+            if !self.peers[i].backlog.is_empty() {
+                break; // the node is not draining its responses
+            }
+            let Some(d) = self.peers[i].req.pop(mem)? else {
+                break;
+            };
+            served += 1;
+            self.handle(mem, node, &d);
+        }
+        // The sweep's last writes go to the queue before anything else.
+        self.flush_write_group(mem);
+        self.flush(mem, node)?;
+        if served > 0 {
+            self.batches[served.min(64)] += 1;
+        }
+        Ok(served + acks)
+    }
+
+    /// Take up to `max` acks from `node`'s ack ring; how many were taken.
+    pub(super) fn serve_acks(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+        max: usize,
+    ) -> Result<usize, RingError> {
+        let i = (node - 1) as usize;
         let mut acks = 0;
-        while acks < 4 * self.cfg.batch {
+        while acks < max {
             let Some(d) = self.peers[i].ack.pop(mem)? else {
                 break;
             };
@@ -111,25 +150,7 @@ impl<D: BlockDevice> Directory<D> {
                 Err(error) => self.last_bad = Some(Event::BadRequest { node, error }),
             }
         }
-        self.flush(mem, node)?;
-        let mut served = 0;
-        while served < self.cfg.batch {
-            if !self.peers[i].backlog.is_empty() {
-                break; // the node is not draining its responses
-            }
-            let Some(d) = self.peers[i].req.pop(mem)? else {
-                break;
-            };
-            served += 1;
-            self.handle(mem, node, &d);
-        }
-        // The sweep's last writes go to the queue before anything else.
-        self.flush_write_group(mem);
-        self.flush(mem, node)?;
-        if served > 0 {
-            self.batches[served.min(64)] += 1;
-        }
-        Ok(served + acks)
+        Ok(acks)
     }
 
     /// Answer (now or later) one request descriptor from `node`, timing

@@ -23,7 +23,7 @@ use fabric::proto::PageKey;
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
-use super::Directory;
+use super::{Directory, Poll};
 
 /// Counters of the lazy path (the kernel logs them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -60,7 +60,14 @@ impl<D: BlockDevice> Directory<D> {
 
     /// After a pass: take the outstanding DIR_INVs of every member that
     /// sleeps quietly as acknowledged, and run what that completes.
-    pub(super) fn take_quiet_acks(&mut self, mem: &(impl SharedMem + ?Sized)) {
+    ///
+    /// A quiet sleeper's ack ring is drained first: the node may have
+    /// serviced a DIR_INV (acking it dirty: it had stored into the owner's
+    /// frame), emptied its dirty set and gone back to sleep quietly since
+    /// this pass read its ring. Its acks are pushed before it announces the
+    /// sleep, so they are on the ring once the word reads quiet; taking the
+    /// DIR_INV as clean instead would skip the write-back of its stores.
+    pub(super) fn take_quiet_acks(&mut self, mem: &(impl SharedMem + ?Sized), out: &mut Poll) {
         if !self.cfg.lazy_inv {
             return;
         }
@@ -77,30 +84,55 @@ impl<D: BlockDevice> Directory<D> {
         // StoreLoad: the DIR_INVs published before the words are read.
         (self.cfg.fence)();
         let map = PeerMap::new(mem);
+        let quiet: u64 = (0..64usize)
+            .filter(|&i| owing >> i & 1 != 0 && map.sleeps_quiet(i as u32 + 1))
+            .fold(0, |m, i| m | 1 << i);
+        if quiet == 0 {
+            return;
+        }
+        // LoadLoad: the words are read before the ack rings.
+        (self.cfg.fence)();
         for i in 0..64usize {
-            if owing >> i & 1 == 0 {
+            if quiet >> i & 1 == 0 {
                 continue;
             }
             let node = i as u32 + 1;
-            if !map.sleeps_quiet(node) {
+            let max = 4 * self.cfg.batch;
+            match self.serve_acks(mem, node, max) {
+                // Acks still coming: not quiet after all; wait for them.
+                Ok(n) if n >= max => continue,
+                Ok(_) => {}
+                Err(error) => {
+                    self.corrupt(mem, node, error, out);
+                    continue;
+                }
+            }
+            if !self.peers[i].member {
                 continue;
             }
-            let out = core::mem::take(&mut self.peers[i].invs_out);
-            for key in out {
-                match self.pages.awaits_ack(node as u8, &key) {
-                    Some(true) => {
-                        self.peers[i].lazy_acked.push(key);
-                        self.quiet.taken += 1;
-                        log::debug!("node {node}: DIR_INV {key:?} taken as acked (quiet sleep)");
-                        let a = self.pages.ack(node as u8, key, false);
-                        self.run(mem, a);
-                    }
-                    // The owner's own DIR_INV: its ack frees the frame.
-                    Some(false) => self.peers[i].invs_out.push_back(key),
-                    // No longer awaited (the node left and came back, or
-                    // the ack is in flight and was processed meanwhile).
-                    None => {}
+            self.take_invs_of(mem, node);
+        }
+    }
+
+    /// Take every DIR_INV `node` (asleep quietly, its acks drained) still
+    /// owes as a sharer's clean ack.
+    fn take_invs_of(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) {
+        let i = (node - 1) as usize;
+        let out = core::mem::take(&mut self.peers[i].invs_out);
+        for key in out {
+            match self.pages.awaits_ack(node as u8, &key) {
+                Some(true) => {
+                    self.peers[i].lazy_acked.push(key);
+                    self.quiet.taken += 1;
+                    log::debug!("node {node}: DIR_INV {key:?} taken as acked (quiet sleep)");
+                    let a = self.pages.ack(node as u8, key, false);
+                    self.run(mem, a);
                 }
+                // The owner's own DIR_INV: its ack frees the frame.
+                Some(false) => self.peers[i].invs_out.push_back(key),
+                // No longer awaited (the node left and came back, or
+                // the ack is in flight and was processed meanwhile).
+                None => {}
             }
         }
     }

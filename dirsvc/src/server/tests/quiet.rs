@@ -194,3 +194,48 @@ fn a_file_eviction_takes_a_quiet_sharer_but_waits_for_the_owner() {
         "the owner's ack ends it"
     );
 }
+
+/// A sharer that stored into the owner's frame gets the DIR_INV, acks it
+/// dirty and sleeps quietly again, all after this pass read its ack ring
+/// and before the pass ends (`take_quiet_acks`): its dirty ack must be
+/// taken, so the page is written back, never taken as a clean ack.
+#[test]
+fn a_dirty_ack_pushed_before_a_quiet_sleep_is_not_taken_as_clean() {
+    let rig = Rig::new(2, true);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let mut nb = Notifier::new(&rig.layout, 2);
+    let key = shared_page(&rig, &mut a, &mut b, "/d");
+    let (a0, _) = rig.layout.pool_gfns(1);
+    // Node 2 writes through its mapping of node 1's frame.
+    let off = rig.layout.frame_off(a0).unwrap();
+    rig.mem.write(off, b"appended by node 2");
+    // Node 1 evicts its page: node 2 (awake) owes an ack.
+    let tag = inv(&rig, &mut a, key);
+    rig.step();
+    assert_eq!(a.recv(&*rig.mem), Ok(None), "waiting for node 2's ack");
+    // Within the next pass, after the directory served node 2's rings:
+    // node 2 acks dirty and goes back to sleep quietly.
+    assert_eq!(next_inv(&rig, &mut nb), Some(key));
+    nb.ack(&*rig.mem, key, true, &mut || true).unwrap();
+    sleep(&rig, 2, true);
+    let mut p = Poll::default();
+    rig.dir.borrow_mut().take_quiet_acks(&*rig.mem, &mut p);
+    let mut answer = None;
+    for _ in 0..20 {
+        if let Some(x) = a.recv(&*rig.mem).unwrap() {
+            answer = Some(x);
+            break;
+        }
+        rig.step();
+    }
+    let (t, d) = answer.expect("the invalidation completes");
+    assert_eq!(t, tag);
+    assert_eq!(
+        Response::decode(&d, Op::PageInv),
+        Ok((tag, Response::Page(PageReply::Done { written: true }))),
+        "node 2's stores are written back"
+    );
+    assert_eq!(rig.dir.borrow().quiet_stats(), QuietStats::default());
+    assert_eq!(rig.dir.borrow().page_stats().writebacks, 1);
+}
