@@ -113,8 +113,13 @@ impl<D: BlockDevice> Directory<D> {
     ) -> Result<(), Errno> {
         let off = self.layout.frame_off(gfn).ok_or(Errno::Invalid)?;
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        // The page index comes from the region: never let it wrap.
+        let start = key
+            .idx
+            .checked_mul(PAGE_SIZE as u64)
+            .ok_or(Errno::Invalid)?;
         let mut page = vec![0u8; PAGE_SIZE];
-        fs.read(key.ino, key.idx * PAGE_SIZE as u64, &mut page)?;
+        fs.read(key.ino, start, &mut page)?;
         mem.write(off, &page);
         Ok(())
     }
@@ -133,7 +138,9 @@ impl<D: BlockDevice> Directory<D> {
         let (Some(fs), Some(off)) = (self.fs.as_mut(), self.layout.frame_off(gfn)) else {
             return Vec::new();
         };
-        let start = key.idx * PAGE_SIZE as u64;
+        let Some(start) = key.idx.checked_mul(PAGE_SIZE as u64) else {
+            return Vec::new();
+        };
         let Ok(attr) = fs.getattr(key.ino) else {
             return Vec::new();
         };

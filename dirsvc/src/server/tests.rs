@@ -641,3 +641,31 @@ fn deliveries_list_every_node_set_in_either_mask_once_in_order() {
     );
     assert_eq!(Poll::default().deliveries().count(), 0);
 }
+
+/// A page index from the region that would wrap its byte offset is
+/// refused, not wrapped onto another page of the file.
+#[test]
+fn a_page_index_past_any_file_offset_is_refused() {
+    let rig = Rig::new(1, true);
+    let mut a = rig.join(1);
+    let Response::Attr(f) = rig.path(&mut a, Op::Create, "/w").unwrap() else {
+        panic!()
+    };
+    let (a0, _) = rig.layout.pool_gfns(1);
+    for idx in [u64::MAX, u64::MAX / 4096 + 1] {
+        let key = fabric::proto::PageKey { ino: f.ino, idx };
+        let r = rig.call(
+            &mut a,
+            &Request::Page(fabric::proto::PageReq::Read { key, frame: a0 }),
+        );
+        assert!(
+            !matches!(
+                r,
+                Ok(Response::Page(fabric::proto::PageReply::Owner { .. }))
+            ),
+            "idx {idx}: {r:?}"
+        );
+    }
+    // The directory still serves the node.
+    assert!(rig.path(&mut a, Op::Lookup, "/w").is_ok());
+}
