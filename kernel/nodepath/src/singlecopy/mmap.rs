@@ -17,9 +17,38 @@ use crate::pagecache::{Slot, PAGE};
 /// window: `MMAP_BASE + (ino mod 2^12) * 4 GiB`.
 pub const MMAP_BASE: u64 = 0x0000_1000_0000_0000;
 
+/// Window slots (inodes share a slot modulo this) and pages per window.
+const WINDOW_SLOTS: u64 = 1 << 12;
+const WINDOW_PAGES: u64 = 1 << 20;
+
 /// Virtual address of page `key` in its inode's mmap window.
 pub fn window_va(key: &PageKey) -> u64 {
-    MMAP_BASE + ((key.ino & 0xFFF) << 32) + (key.idx & 0xF_FFFF) * PAGE as u64
+    MMAP_BASE + ((key.ino % WINDOW_SLOTS) << 32) + (key.idx % WINDOW_PAGES) * PAGE as u64
+}
+
+impl super::Coherence {
+    /// Give `ino` its window slot. Inodes that share the slot (equal modulo
+    /// [`WINDOW_SLOTS`]) take turns: the previous holder's mappings are
+    /// removed first, so no address can still reach its frames once the
+    /// slot's addresses map another file's.
+    fn claim_window(&mut self, m: &impl Mapper, ino: u64) {
+        let slot = ino % WINDOW_SLOTS;
+        if let Some(old) = self.windows.get(&slot).copied() {
+            if old == ino {
+                return;
+            }
+        }
+        let aliases: Vec<PageKey> = self
+            .mapped
+            .keys()
+            .filter(|k| k.ino != ino && k.ino % WINDOW_SLOTS == slot)
+            .copied()
+            .collect();
+        for k in &aliases {
+            self.unmap(m, k);
+        }
+        self.windows.insert(slot, ino);
+    }
 }
 
 impl ScState {
@@ -34,8 +63,11 @@ impl ScState {
         pages: u64,
     ) -> Result<u64, Errno> {
         let keys: Vec<PageKey> = (0..pages).map(|idx| PageKey { ino, idx }).collect();
+        if pages > WINDOW_PAGES {
+            return Err(Errno::Invalid); // past the window's 4 GiB
+        }
         self.resolve(link, &keys, false)?;
-        self.c()?.windows.insert(ino & 0xFFF, ino);
+        self.c()?.claim_window(&link.env, ino);
         Ok(window_va(&PageKey { ino, idx: 0 }))
     }
 
@@ -97,11 +129,21 @@ impl ScState {
         link: &mut Link<E>,
         key: PageKey,
     ) -> Result<(u64, bool), Errno> {
+        if key.idx >= WINDOW_PAGES {
+            return Err(Errno::Invalid); // past the window's 4 GiB
+        }
         for _ in 0..MAX_RETRIES {
             let c = self.c()?;
+            c.claim_window(&link.env, key.ino);
             if let Some(va) = c.mapped.get(&key).copied() {
-                let remote = matches!(c.cache.slot(&key), Some(Slot::Remote { .. }));
-                return Ok((va, remote));
+                // Only while the page is still that frame here: a private
+                // copy (a relaxed write) cannot be mapped, and its old
+                // mapping may point at a frame its owner reuses.
+                match c.cache.slot(&key) {
+                    Some(Slot::Local { .. }) => return Ok((va, false)),
+                    Some(Slot::Remote { .. }) => return Ok((va, true)),
+                    _ => c.unmap(&link.env, &key),
+                }
             }
             let target = match c.cache.slot(&key) {
                 Some(Slot::Local { gfn, .. }) => Some(Ok((*gfn, false))),

@@ -335,6 +335,11 @@ impl ScState {
                         p[in_page..in_page + n].copy_from_slice(chunk);
                         p
                     };
+                    // The window mapping of the peer's frame goes too:
+                    // the owner may reuse that frame for another page.
+                    if let Ok(c) = self.c() {
+                        c.unmap(&link.env, &key);
+                    }
                     if self
                         .cache()
                         .map(|c| c.make_private(key, p))
@@ -356,6 +361,9 @@ impl ScState {
                     // no old data: a private copy at once, no READ fill,
                     // no directory call.
                     let p = page_with(in_page, chunk);
+                    if let Ok(c) = self.c() {
+                        c.unmap(&link.env, &key);
+                    }
                     if let Some(c) = self.cache() {
                         c.make_private(key, p);
                     }
