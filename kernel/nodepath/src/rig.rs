@@ -146,6 +146,11 @@ impl Shared {
         }
     }
 
+    /// The directory hangs (`false`) or resumes, from a step hook.
+    pub fn set_dir_up(&self, up: bool) {
+        self.dir_up.set(up);
+    }
+
     /// The fake clock.
     pub fn now(&self) -> u64 {
         self.now.get()

@@ -630,4 +630,5 @@ fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
 
 mod membership;
 mod quiet;
+mod unlock;
 mod windows;

@@ -159,6 +159,7 @@ impl ScState {
         let last = (pos + buf.len() as u64).div_ceil(PAGE as u64);
         let mut done = 0usize;
         let mut idx = first;
+        let mut stuck = 0u32;
         while idx < last {
             // The time the eviction policy stamps on these accesses (TTL).
             let now = link.env.now_ns();
@@ -212,10 +213,18 @@ impl ScState {
                     Hit::Miss => false,
                 };
                 if !copied {
-                    // Invalidated while we waited for another page: again.
+                    // Invalidated while we waited for another page: again
+                    // (bounded: a page that never becomes readable is an
+                    // error, not a loop that services nothing).
+                    stuck += 1;
+                    if stuck > MAX_RETRIES {
+                        log::warn!("read of {key:?}: the page never became readable");
+                        return Err(Errno::Io);
+                    }
                     self.resolve(link, &[key], false)?;
                     continue;
                 }
+                stuck = 0;
                 if let Some(g) = promote {
                     self.promote(link, key, g, cxl_ns);
                 }
@@ -379,7 +388,8 @@ impl ScState {
                         let mut page = [0u8; PAGE];
                         page[in_page..in_page + n].copy_from_slice(chunk);
                         link.env.mem().write(frame_off(gfn), &page);
-                        self.page_calls(link, &[PageReq::Unlock { key: k }])?;
+                        let r = self.page_calls(link, &[PageReq::Unlock { key: k }]);
+                        self.unlocked_or_broken(r)?;
                         if let Some(c) = self.cache() {
                             c.unlocked(k);
                         }
@@ -393,6 +403,25 @@ impl ScState {
             tries = 0;
         }
         Ok(done)
+    }
+
+    /// The UNLOCK of pages we wrote under E failed (timed out, or the
+    /// rings broke): the directory may still hold them locked by us and
+    /// our slots stay reserved, which nothing here can undo. The session
+    /// is marked broken: calls fail as "directory unavailable" until the
+    /// next membership check rejoins with a new epoch (forgetting every
+    /// slot), instead of later accesses waiting on those slots for good.
+    fn unlocked_or_broken<T>(&mut self, r: Result<T, Errno>) -> Result<(), Errno> {
+        if let Err(e) = r {
+            log::warn!(
+                "UNLOCK failed ({e:?}): session broken, rejoining at the next membership check"
+            );
+            if let Ok(c) = self.c() {
+                c.broken = true;
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Strong mode: the pages `data` covers whole and this node holds in
@@ -436,7 +465,8 @@ impl ScState {
                     .iter()
                     .map(|(key, _)| PageReq::Unlock { key: *key })
                     .collect();
-                self.page_calls(link, &unlocks)?;
+                let r = self.page_calls(link, &unlocks);
+                self.unlocked_or_broken(r)?;
                 if let Some(c) = self.cache() {
                     for (k, _) in &reserved {
                         c.unlocked(*k);
