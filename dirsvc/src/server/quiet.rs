@@ -84,19 +84,24 @@ impl<D: BlockDevice> Directory<D> {
         // StoreLoad: the DIR_INVs published before the words are read.
         (self.cfg.fence)();
         let map = PeerMap::new(mem);
-        let quiet: u64 = (0..64usize)
+        // The DIR_INVs each quiet sleeper owed when its word was read:
+        // only those may be taken (one published later, e.g. by a failure
+        // handled below, may find the node awake).
+        let quiet: Vec<(u32, Vec<PageKey>)> = (0..64usize)
             .filter(|&i| owing >> i & 1 != 0 && map.sleeps_quiet(i as u32 + 1))
-            .fold(0, |m, i| m | 1 << i);
-        if quiet == 0 {
+            .map(|i| {
+                (
+                    i as u32 + 1,
+                    self.peers[i].invs_out.iter().copied().collect(),
+                )
+            })
+            .collect();
+        if quiet.is_empty() {
             return;
         }
         // LoadLoad: the words are read before the ack rings.
         (self.cfg.fence)();
-        for i in 0..64usize {
-            if quiet >> i & 1 == 0 {
-                continue;
-            }
-            let node = i as u32 + 1;
+        for (node, owed) in quiet {
             let max = 4 * self.cfg.batch;
             match self.serve_acks(mem, node, max) {
                 // Acks still coming: not quiet after all; wait for them.
@@ -107,19 +112,22 @@ impl<D: BlockDevice> Directory<D> {
                     continue;
                 }
             }
-            if !self.peers[i].member {
-                continue;
+            if self.peers[(node - 1) as usize].member {
+                self.take_invs_of(mem, node, &owed);
             }
-            self.take_invs_of(mem, node);
         }
     }
 
-    /// Take every DIR_INV `node` (asleep quietly, its acks drained) still
-    /// owes as a sharer's clean ack.
-    fn take_invs_of(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) {
+    /// Take the DIR_INVs of `owed` that `node` (asleep quietly, its acks
+    /// drained) still owes as a sharer's clean acks.
+    fn take_invs_of(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, owed: &[PageKey]) {
         let i = (node - 1) as usize;
         let out = core::mem::take(&mut self.peers[i].invs_out);
         for key in out {
+            if !owed.contains(&key) {
+                self.peers[i].invs_out.push_back(key);
+                continue;
+            }
             match self.pages.awaits_ack(node as u8, &key) {
                 Some(true) => {
                     self.peers[i].lazy_acked.push(key);
