@@ -1132,7 +1132,7 @@ impl Model for Cluster {
                     (ix / self.cfg.frames as usize) as u8 + 1,
                     (ix % self.cfg.frames as usize) as u32,
                 );
-                if !s.dir.entry(&key(p)).is_some_and(|e| e.gfn == gfn) {
+                if s.dir.entry(&key(p)).is_none_or(|e| e.gfn != gfn) {
                     return Err(format!(
                         "page {p}: write v{} in frame {gfn} dropped unsaved (disk has v{})",
                         f.ver, s.disk[p as usize]

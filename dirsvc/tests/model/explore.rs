@@ -161,7 +161,7 @@ pub fn explore<M: Model>(m: &M, max_states: usize) -> Report {
         depth,
         elapsed: start.elapsed(),
         violation: Some(Violation {
-            trace: trace(m, parent, root, at, None),
+            trace: trace(m, parent, root, at),
             what,
         }),
     };
@@ -209,7 +209,7 @@ pub fn explore<M: Model>(m: &M, max_states: usize) -> Report {
 }
 
 /// The steps from the root to `at`, replayed.
-fn trace<M: Model>(m: &M, parent: &Seen, root: u128, at: u128, _hint: Option<()>) -> Vec<String> {
+fn trace<M: Model>(m: &M, parent: &Seen, root: u128, at: u128) -> Vec<String> {
     let mut path = vec![at];
     let mut cur = at;
     while cur != root {
