@@ -7,7 +7,10 @@
 #   tests/run.sh --integration   setup, release build, QEMU integration tests
 #
 # Steps: tools/setup.sh; cargo fmt --check; host unit tests and the host fuzz tests (every workspace
-# crate but the kernel's, without the QEMU tests); clippy -D warnings for the
+# crate but the kernel's, without the QEMU tests); the directory protocol's
+# model checker in release (cargo test --release -p dirsvc --test model --
+# --ignored three_nodes: 3 nodes x 2 pages, strong and relaxed, a node
+# failure and rejoin, about 2-3 minutes); clippy -D warnings for the
 # host crates and for the kernel (x86_64-unknown-none); shellcheck of the
 # scripts (when installed); release build of the kernel and host tools; the
 # integration tests (cargo test -p onecopy-tests --test cluster --test lifecycle --test crash --test
@@ -27,7 +30,7 @@ for arg in "$@"; do
         --unit) MODE=unit ;;
         --integration) MODE=integration ;;
         -h | --help)
-            sed -n '3,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '3,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -106,6 +109,12 @@ host_unit_tests() {
         cargo test -p onecopy-tests --test launcher_fuzz --test net_fuzz &&
         cargo test -p onecopy-tests --doc
 }
+model_check() {
+    # Every interleaving of the directory protocol (the real PageDir) with
+    # 3 nodes x 2 pages, strong and relaxed, with a node failure and rejoin;
+    # state counts and times are printed.
+    cargo test --release -p dirsvc --test model -- --ignored --nocapture three_nodes
+}
 host_clippy() {
     cargo clippy --workspace "${HOST_EXCLUDES[@]}" --all-targets -- -D warnings &&
         # --all-targets skips the QEMU tests (test = false in tests/Cargo.toml)
@@ -164,6 +173,7 @@ else
             skip shellcheck "not installed: apt-get install -y shellcheck"
         fi
         step unit-tests host_unit_tests || true
+        step model-check model_check || true
     fi
     if [[ $MODE != unit ]]; then
         if step release-build release_build; then

@@ -57,8 +57,8 @@ use fabric::proto::{PageKey, PageReply, PageReq};
 /// files stay within this figure.
 pub const BYTES_PER_ENTRY: usize = table::DENSE_NARROW_BYTES;
 
-/// The page directory.
-#[derive(Debug)]
+/// The page directory (cloneable: the model checker explores copies).
+#[derive(Debug, Clone)]
 pub struct PageDir {
     table: Table,
     /// Entries torn down by [`PageDir::evict_file`]; `true` once the

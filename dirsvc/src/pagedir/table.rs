@@ -96,7 +96,7 @@ pub enum Unfit {
 }
 
 /// 64 consecutive pages of one file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Chunk {
     /// Bit `i`: page `64 * chunk + i` is cached.
     present: u64,
@@ -137,7 +137,7 @@ type SideMap = hashbrown::HashMap<PageKey, Phase, BuildHasherDefault<FxHasher>>;
 const SIDE_KEEP: usize = 64;
 
 /// The entries, compactly.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Table {
     width: Width,
     chunks: BTreeMap<(u64, u64), Chunk>,
