@@ -18,6 +18,8 @@
 //! of its DIR_INVs, and it acks one taken here before it can ask for the
 //! page again, so the first ack of that page after the taking is its own.
 
+use alloc::vec::Vec;
+
 use fabric::doorbell::PeerMap;
 use fabric::proto::PageKey;
 use fabric::shm::SharedMem;
