@@ -5,6 +5,12 @@
 #   tests/run.sh                 everything: checks, host tests, integration tests
 #   tests/run.sh --unit          host-only: setup, fmt, clippy, unit tests (no QEMU)
 #   tests/run.sh --integration   setup, release build, QEMU integration tests
+#   tests/run.sh --long          setup, then the long host checks only: the data-path
+#                                simulation's sweep (cargo test --release -p nodepath
+#                                sim_sweep -- --ignored) over ONECOPY_SIM_SWEEP seeds
+#                                (default 10,000) in every mode (strong, relaxed, private,
+#                                net) with node failures, directory crashes and faults,
+#                                checked strictly; hours on two cores
 #
 # Steps: tools/setup.sh; cargo fmt --check; host unit tests and the host fuzz tests (every workspace
 # crate but the kernel's, without the QEMU tests); the directory protocol's
@@ -29,12 +35,14 @@ for arg in "$@"; do
     case "$arg" in
         --unit) MODE=unit ;;
         --integration) MODE=integration ;;
+        --long) MODE=long ;;
         -h | --help)
-            sed -n '3,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            # the header comment, from line 3 to the first line that is not one
+            awk 'NR >= 3 && /^#/ { sub(/^# ?/, ""); print; next } NR >= 3 { exit }' "${BASH_SOURCE[0]}"
             exit 0
             ;;
         *)
-            echo "tests/run.sh: error: unknown argument '$arg' (use --unit, --integration or nothing)" >&2
+            echo "tests/run.sh: error: unknown argument '$arg' (use --unit, --integration, --long or nothing)" >&2
             exit 2
             ;;
     esac
@@ -148,6 +156,13 @@ integration_tests() {
         cargo test -p onecopy-ivshmem-server --test qemu -- --ignored --test-threads=1
 }
 
+long_sweep() {
+    # Every mode's seeds, strict checker, failure injection (see
+    # kernel/nodepath/src/sim/datapath.rs, `sim_sweep`).
+    ONECOPY_SIM_SWEEP="${ONECOPY_SIM_SWEEP:-10000}" \
+        cargo test --release -p nodepath sim_sweep -- --ignored --nocapture
+}
+
 bench_smoke() {
     # The benchmark report in --quick mode, its application study and its
     # eviction-policy section (about 9 minutes): checks that every figure
@@ -158,7 +173,10 @@ bench_smoke() {
 if ! step setup tools/setup.sh; then
     echo "tests/run.sh: setup failed; nothing else can run" >&2
 else
-    if [[ $MODE != integration ]]; then
+    if [[ $MODE == long ]]; then
+        step sim-sweep long_sweep || true
+    fi
+    if [[ $MODE != integration && $MODE != long ]]; then
         step fmt cargo fmt --all -- --check || true
         step clippy-host host_clippy || true
         step clippy-kernel kernel_clippy || true
@@ -175,7 +193,7 @@ else
         step unit-tests host_unit_tests || true
         step model-check model_check || true
     fi
-    if [[ $MODE != unit ]]; then
+    if [[ $MODE != unit && $MODE != long ]]; then
         if step release-build release_build; then
             step integration-tests integration_tests || true
             step bench-smoke bench_smoke || true

@@ -440,6 +440,12 @@ impl Rig {
         self.sh.frozen.borrow_mut().push(k);
     }
 
+    /// Node `k` runs again after [`Rig::freeze`] (a paused node resumed:
+    /// it finds out it was declared failed at its next membership check).
+    pub fn thaw(&self, k: u32) {
+        self.sh.frozen.borrow_mut().retain(|&n| n != k);
+    }
+
     /// The shared region's bytes of frame `gfn`.
     pub fn frame(&self, gfn: u64) -> Vec<u8> {
         let mut b = vec![0u8; 4096];

@@ -70,11 +70,245 @@ impl Rng {
     }
 }
 
+impl World {
+    fn tick(&mut self) -> u64 {
+        self.now += 1;
+        self.now
+    }
+
+    /// A write of `file` by `k` starts: its record's index.
+    fn begin_write(&mut self, file: &str, k: u32, data: Vec<u8>) -> usize {
+        let start = self.tick();
+        let h = self
+            .hist
+            .entry(file.to_string())
+            .or_insert_with(|| vec![Rec::initial()]);
+        h.push(Rec {
+            data,
+            writer: k,
+            start,
+            end: None,
+            ok: false,
+            durable: false,
+            lossy: false,
+            zeros_ok: false,
+        });
+        h.len() - 1
+    }
+
+    /// The write `i` of `file` returned. A failed one stays open (its
+    /// dirty pages may still go out) until its writer writes back.
+    fn end_write(&mut self, file: &str, i: usize, ok: bool) {
+        let t = self.tick();
+        let r = &mut self.hist.get_mut(file).expect("begun")[i];
+        r.ok = ok;
+        if ok {
+            r.end = Some(t);
+            let k = r.writer;
+            self.wrote_back(k, Some(file), t);
+        }
+    }
+
+    /// Node `k` wrote back what it had of `file` (every file: `None`)
+    /// successfully, as of time `t`: its failed writes are over.
+    fn wrote_back(&mut self, k: u32, file: Option<&str>, t: u64) {
+        for (name, h) in self.hist.iter_mut() {
+            if file.is_some_and(|f| f != name) {
+                continue;
+            }
+            for r in h
+                .iter_mut()
+                .filter(|r| r.writer == k && !r.ok && r.end.is_none())
+            {
+                r.end = Some(t);
+            }
+        }
+    }
+
+    /// Node `k`'s fsync of `file` (`None`: its sync) that started at `t0`
+    /// succeeded: its writes completed before are durable.
+    fn synced(&mut self, k: u32, file: Option<&str>, t0: u64) {
+        let t = self.tick();
+        for (name, h) in self.hist.iter_mut() {
+            if file.is_some_and(|f| f != name) {
+                continue;
+            }
+            for r in h.iter_mut() {
+                if r.writer == k && r.ok && r.end.is_some_and(|e| e < t0) {
+                    r.durable = true;
+                }
+            }
+        }
+        self.wrote_back(k, file, t);
+    }
+
+    /// A failure: every write not durable may be lost (and, `zeros`, read
+    /// as zeros), if `who` says it was exposed.
+    fn may_lose(&mut self, zeros: bool, who: impl Fn(&Rec) -> bool) {
+        for h in self.hist.values_mut() {
+            for r in h.iter_mut().filter(|r| !r.durable && who(r)) {
+                r.lossy = true;
+                r.zeros_ok |= zeros;
+            }
+        }
+    }
+
+    /// Check a read of `file` that ran from `rs` to now.
+    fn check_read(&mut self, k: u32, file: &str, rs: u64, got: &[u8], at_end: bool) {
+        let re = self.tick();
+        let empty = vec![Rec::initial()];
+        let h = self.hist.get(file).unwrap_or(&empty);
+        let cands = candidates(h, rs, re);
+        if legal(&cands, got) || self.bad.is_some() {
+            return;
+        }
+        let zeros = got.iter().filter(|&&b| b == 0).count();
+        let which = h.iter().position(|r| r.data == got);
+        let desc: Vec<String> = cands
+            .iter()
+            .map(|c| {
+                format!(
+                    "[writer {} t {}..{:?} ok {} durable {} lossy {} len {}]",
+                    c.writer,
+                    c.start,
+                    c.end,
+                    c.ok,
+                    c.durable,
+                    c.lossy,
+                    c.data.len()
+                )
+            })
+            .collect();
+        let old = which.map(|i| {
+            let r = &h[i];
+            format!(
+                "it is write #{i} (writer {}, t {}..{:?}, ok {})",
+                r.writer, r.start, r.end, r.ok
+            )
+        });
+        self.bad = Some(format!(
+            "{}node {k} read {file} (t {rs}..{re}): {} bytes ({zeros} zero), {}; legal: {}",
+            if at_end { "at the end " } else { "" },
+            got.len(),
+            old.unwrap_or_else(|| "bytes no write produced".into()),
+            desc.join(" ")
+        ));
+    }
+}
+
+/// In strong mode, the directory writes back a failed node's dirty frames
+/// (the README's promise), so a failed node loses none of the strong
+/// writes that completed. `false`: the checker lets a node failure lose
+/// every strong write not yet fsync'd or synced (reading either an older
+/// version or zeros in its pages), the behaviour of a directory that
+/// drops a failed owner's frames. Flip to `true` once the directory
+/// writes the frames back.
+const STRICT_STRONG_NODE_FAILURE: bool = false;
+
+/// After a directory crash, no page of a file reads as zeros that nobody
+/// wrote. `false`: the checker lets a crash show an unsynced write's size
+/// without its data (zeros), as the directory makes a file's new size
+/// durable at once (`Setattr`) while the pages under it are written back
+/// later (strong and relaxed frames, the directory's own write queue):
+/// a crash after an unsynced truncate-and-rewrite of a synced file shows
+/// the file's size over zeros. Flip to `true` once a size growth is
+/// ordered after the data under it.
+const STRICT_DIR_CRASH: bool = false;
+
+/// One write of a file (a whole-file write, or an unlink: empty data).
+#[derive(Debug, Clone)]
+struct Rec {
+    data: Vec<u8>,
+    writer: u32,
+    /// Logical time it started.
+    start: u64,
+    /// When it returned (`None`: under way, or failed and its data may
+    /// still go out: it stays concurrent with everything until its writer
+    /// writes the file back successfully).
+    end: Option<u64>,
+    /// It returned success.
+    ok: bool,
+    /// Covered by the writer's successful fsync or sync.
+    durable: bool,
+    /// A failure may have lost it: it supersedes nothing.
+    lossy: bool,
+    /// Its pages may read as zeros (lost frames whose size survived).
+    zeros_ok: bool,
+}
+
+impl Rec {
+    fn initial() -> Rec {
+        Rec {
+            data: Vec::new(),
+            writer: 0,
+            start: 0,
+            end: Some(0),
+            ok: true,
+            durable: true,
+            lossy: false,
+            zeros_ok: false,
+        }
+    }
+    /// Completed, kept: every read that starts later sees it or newer.
+    fn settled(&self) -> bool {
+        self.ok && !self.lossy && self.end.is_some()
+    }
+}
+
+/// The records a read that ran from `rs` to `re` may return: every write
+/// that started before the read ended and that no settled write which
+/// started after it ended had completed before the read started.
+fn candidates(h: &[Rec], rs: u64, re: u64) -> Vec<&Rec> {
+    h.iter()
+        .filter(|w| w.start < re)
+        .filter(|w| {
+            let Some(e) = w.end else { return true };
+            !h.iter()
+                .any(|w2| w2.settled() && w2.start > e && w2.end.is_some_and(|e2| e2 < rs))
+        })
+        .collect()
+}
+
+/// Is `got` a legal read among `cands`: exactly one of them or, when more
+/// than one version is possible, every page from one of them (a page is
+/// atomic, a file is not); a page of zeros only where a candidate may have
+/// lost its frames; empty only where a truncation may be under way (or
+/// the file was removed or never written).
+fn legal(cands: &[&Rec], got: &[u8]) -> bool {
+    if cands.iter().any(|c| c.data == got) {
+        return true;
+    }
+    let open = |c: &Rec| c.end.is_none() || !c.ok;
+    if got.is_empty() {
+        return cands.iter().any(|c| c.data.is_empty() || open(c));
+    }
+    let any_len = cands.iter().any(|c| open(c));
+    if !any_len && !cands.iter().any(|c| c.data.len() == got.len()) {
+        return false;
+    }
+    if cands.len() < 2 && !cands.iter().any(|c| c.zeros_ok || open(c)) {
+        return false;
+    }
+    got.chunks(4096).enumerate().all(|(i, page)| {
+        let (a, b) = (i * 4096, i * 4096 + page.len());
+        cands.iter().any(|c| {
+            (c.data.len() >= b && c.data[a..b] == *page)
+                || (c.zeros_ok && c.data.len() >= b && page.iter().all(|&x| x == 0))
+        })
+    })
+}
+
 /// What the simulation shares with its step hook.
 struct World {
     rng: Rng,
-    /// Every content ever written (or being written) per file.
-    hist: BTreeMap<String, Vec<Vec<u8>>>,
+    mode: Mode,
+    /// Every write (or unlink) of every file, in start order.
+    hist: BTreeMap<String, Vec<Rec>>,
+    /// Logical time: every start and end of an operation ticks it.
+    now: u64,
+    /// Nodes declared failed and not yet back (frozen: nobody drives
+    /// them), with the step at which they come back.
+    dead: BTreeMap<u32, u64>,
     /// Sequence number of the next write.
     seq: u64,
     /// The first invariant broken.
@@ -110,15 +344,48 @@ fn content(seq: u64, writer: u32, len: usize) -> Vec<u8> {
 /// Node `k` writes `file` whole (recorded first: readers may see it while
 /// it is under way).
 fn do_write(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str, len: usize) {
-    let data = {
+    let (data, i) = {
         let mut w = w.borrow_mut();
         w.seq += 1;
         w.writes += 1;
         let d = content(w.seq, k, len);
-        w.hist.entry(file.to_string()).or_default().push(d.clone());
-        d
+        let i = w.begin_write(file, k, d.clone());
+        (d, i)
     };
-    let _ = whole_write(n, file, &data);
+    let r = whole_write(n, file, &data);
+    w.borrow_mut().end_write(file, i, r.is_ok());
+}
+
+/// Node `k` removes `file` (recorded as a write of nothing).
+fn do_unlink(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str) {
+    let i = w.borrow_mut().begin_write(file, k, Vec::new());
+    let r = n.unlink(file);
+    // A missing file: nothing was removed, nothing changes.
+    w.borrow_mut().end_write(
+        file,
+        i,
+        r.is_ok() || r == Err(fabric::proto::Errno::NotFound),
+    );
+}
+
+/// Node `k` fsyncs `file`.
+fn do_fsync(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str) {
+    let t0 = w.borrow_mut().tick();
+    if let Ok(fd) = n.open(file, userland::os::OpenFlags::default()) {
+        let r = n.fsync(fd);
+        let c = n.close(fd);
+        if r.is_ok() && c.is_ok() {
+            w.borrow_mut().synced(k, Some(file), t0);
+        }
+    }
+}
+
+/// Node `k` syncs.
+fn do_sync(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32) {
+    let t0 = w.borrow_mut().tick();
+    if n.sync().is_ok() {
+        w.borrow_mut().synced(k, None, t0);
+    }
 }
 
 /// Node `k` removes its file `file` and writes a scratch file `/x<k>` in
@@ -130,47 +397,47 @@ fn do_write(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str, len: 
 fn recreate(
     w: &RefCell<World>,
     n: &RefCell<Node<HostEnv>>,
-    other: &RefCell<Node<HostEnv>>,
+    (other, other_id): (&RefCell<Node<HostEnv>>, u32),
     k: u32,
     file: &str,
     len: usize,
 ) {
     let scratch = format!("/x{k}");
-    let _ = n.borrow_mut().unlink(file);
+    do_unlink(w, &mut n.borrow_mut(), k, file);
     // A different length from `file`'s: a stale page would show.
     do_write(w, &mut n.borrow_mut(), k, &scratch, len / 2 + 1);
     do_read(w, &mut n.borrow_mut(), k, &scratch);
-    if let Ok(mut o) = other.try_borrow_mut() {
-        do_read(w, &mut o, k, &scratch);
+    let other_alive = !w.borrow().dead.contains_key(&other_id);
+    if let (true, Ok(mut o)) = (other_alive, other.try_borrow_mut()) {
+        do_read(w, &mut o, other_id, &scratch);
     }
-    let _ = n.borrow_mut().unlink(&scratch);
+    do_unlink(w, &mut n.borrow_mut(), k, &scratch);
     do_write(w, &mut n.borrow_mut(), k, file, len);
 }
 
 /// Node `n` reads `file` whole and checks it against the history.
 fn do_read(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str) {
+    let rs = w.borrow_mut().tick();
     let r = whole_read(n, file, 1 << 17);
     let mut w = w.borrow_mut();
     w.reads += 1;
     let Ok(got) = r else { return };
     w.reads_ok += 1;
-    let known = got.is_empty() || w.hist.get(file).is_some_and(|h| h.contains(&got));
-    if !known && w.bad.is_none() {
-        let zeros = got.iter().filter(|&&b| b == 0).count();
-        w.bad = Some(format!(
-            "node {k} read {file}: {} bytes ({zeros} zero) that no write produced",
-            got.len()
-        ));
-    }
+    w.check_read(k, file, rs, &got, false);
 }
 
 /// The cache slots of every joined node.
 /// A node's id, whether its session is active, and its cache slots.
 type NodeSlots = (u32, bool, Vec<(PageKey, Slot)>);
 
-fn slots(nodes: &Nodes) -> Vec<NodeSlots> {
+fn slots(nodes: &Nodes, dead: &[u32]) -> Vec<NodeSlots> {
     let mut out = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
+        if dead.contains(&(i as u32 + 1)) {
+            // Declared failed and silent: its frames are the directory's
+            // again, and it touches nothing until it rejoins.
+            continue;
+        }
         let Ok(mut n) = n.try_borrow_mut() else {
             continue;
         };
@@ -185,9 +452,9 @@ fn slots(nodes: &Nodes) -> Vec<NodeSlots> {
 }
 
 /// The single-copy invariants over the directory and the node caches.
-fn check_single_copy(rig: &Rig, nodes: &Nodes) -> Result<(), String> {
+fn check_single_copy(rig: &Rig, nodes: &Nodes, dead: &[u32]) -> Result<(), String> {
     rig.sh.dir.borrow().pages().check()?;
-    let all = slots(nodes);
+    let all = slots(nodes, dead);
     // Readable copies in a node's own frame (`Reclaiming` is not readable:
     // being torn down).
     let mut local: BTreeMap<PageKey, (u32, u64)> = BTreeMap::new();
@@ -246,18 +513,26 @@ pub(super) struct RunStats {
     pub writes: u64,
     pub hooked: u64,
     pub faults: u64,
+    /// Node failures (and rejoins).
+    pub failures: u64,
     /// DIR_INVs the directory took from quietly sleeping nodes.
     pub quiet_taken: u64,
 }
 
-/// Run `steps` steps of seed `seed`; `Err` names the broken invariant.
-pub(super) fn run(seed: u64, steps: u64) -> Result<RunStats, String> {
+/// Run `steps` steps of seed `seed` in `mode`; `Err` names the broken
+/// invariant.
+pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String> {
     let mut rng = Rng::new(seed);
     let nnodes = 2 + rng.below(3) as u32;
-    let mut cfg = RigConfig::new(nnodes, Mode::Strong);
+    let mut cfg = RigConfig::new(nnodes, mode);
     cfg.rpc_timeout_ns = 20_000_000;
     if rng.pct(50) {
         cfg.region = (nnodes as usize) << 20; // a small pool: reclaim all the time
+    }
+    if mode != Mode::Strong && seed & 0x200 != 0 {
+        // Small private caches: relaxed copies and buffered pages go back
+        // at the bound, between the writes' closes.
+        cfg.cache_pages = 64;
     }
     let rig = Rig::new(cfg);
     // Seeds with bit 8 set run with doorbells: waits sleep (quietly when
@@ -267,10 +542,27 @@ pub(super) fn run(seed: u64, steps: u64) -> Result<RunStats, String> {
     let doorbells = seed & 0x100 != 0;
     rig.sh.doorbells.set(doorbells);
     let nodes: Nodes = (1..=nnodes).map(|k| rig.node_rc(k)).collect();
+    // Seeds with bit 10 set promote hot pages: replicas of peers' pages
+    // (single-copy modes), read often, revoked by stores and reclaim.
+    if seed & 0x400 != 0 && matches!(mode, Mode::Strong | Mode::Relaxed) {
+        for n in &nodes {
+            let mut n = n.borrow_mut();
+            if let Ok(mut c) = n.cache_controls() {
+                c.promotion = crate::pagecache::Promotion {
+                    threshold: 1,
+                    window_ns: 3_600_000_000_000,
+                };
+                let _ = n.set_cache_controls(c);
+            }
+        }
+    }
     let files = files(nnodes);
     let world = Rc::new(RefCell::new(World {
         rng,
+        mode,
         hist: BTreeMap::new(),
+        now: 0,
+        dead: BTreeMap::new(),
         seq: 0,
         bad: None,
         reads: 0,
@@ -290,7 +582,7 @@ pub(super) fn run(seed: u64, steps: u64) -> Result<RunStats, String> {
                 let k = 1 + w.rng.below(nodes.len() as u64) as u32;
                 let f = w.rng.below(files.len() as u64) as usize;
                 let drop = w.sleeper && w.rng.pct(30);
-                (go, k, f, w.rng.pct(40), drop)
+                (go && !w.dead.contains_key(&k), k, f, w.rng.pct(40), drop)
             };
             if !go {
                 return;
@@ -318,6 +610,7 @@ pub(super) fn run(seed: u64, steps: u64) -> Result<RunStats, String> {
         })));
     }
     let mut faults = 0;
+    let mut failures = 0;
     for step in 0..steps {
         let (k, f, action, arg) = {
             let mut w = world.borrow_mut();
@@ -325,32 +618,49 @@ pub(super) fn run(seed: u64, steps: u64) -> Result<RunStats, String> {
             let f = w.rng.below(files.len() as u64) as usize;
             (k, f, w.rng.below(100), w.rng.below(8))
         };
+        // Failed nodes whose time has come are back: they find themselves
+        // declared failed at their first membership check and rejoin.
+        let back: Vec<u32> = {
+            let w = world.borrow();
+            w.dead
+                .iter()
+                .filter(|(_, &t)| t <= step)
+                .map(|(&k, _)| k)
+                .collect()
+        };
+        for d in back {
+            revive(&rig, &nodes, &world, d);
+        }
         let (name, len, writer) = &files[f];
         let n = &nodes[k as usize - 1];
         if trace() {
             eprintln!("step {step}: node {k} action {action} arg {arg} file {name}");
+        }
+        if world.borrow().dead.contains_key(&k) {
+            continue;
         }
         match action {
             0..=34 if writer.is_none_or(|o| o == k) => {
                 do_write(&world, &mut n.borrow_mut(), k, name, *len)
             }
             35..=39 if *writer == Some(k) => {
-                let other = &nodes[(k as usize) % nodes.len()];
-                recreate(&world, n, other, k, name, *len);
+                let o = (k % nnodes) + 1;
+                let other = &nodes[o as usize - 1];
+                recreate(&world, n, (other, o), k, name, *len);
             }
             0..=79 => do_read(&world, &mut n.borrow_mut(), k, name),
             80..=84 => {
-                let mut n = n.borrow_mut();
-                if let Ok(fd) = n.open(name, userland::os::OpenFlags::default()) {
-                    let _ = n.fsync(fd);
-                    let _ = n.close(fd);
+                if arg == 7 {
+                    do_sync(&world, &mut n.borrow_mut(), k);
+                } else {
+                    do_fsync(&world, &mut n.borrow_mut(), k, name);
                 }
             }
             85..=87 if doorbells && arg < 6 => {
                 // Idle at the prompt: sleeps on the doorbell (quietly if
                 // nothing is in flight) while the hook runs other nodes.
                 let mut n = n.borrow_mut();
-                let _ = n.sync(); // a node that wrote is not quiet
+                do_sync(&world, &mut n, k); // a node that wrote is not quiet
                 world.borrow_mut().sleeper = true;
                 for _ in 0..=arg {
                     let now = rig.sh.now();
@@ -373,51 +683,105 @@ pub(super) fn run(seed: u64, steps: u64) -> Result<RunStats, String> {
                 // Frozen longer than the RPC timeout for one operation.
                 faults += 1;
                 rig.set_dir_up(false);
+                // `net` mode's calls wait for a silent server in fine
+                // steps, each of which would start another node's call.
+                let hook = (mode == Mode::Net).then(|| rig.sh.hook.borrow_mut().take());
                 do_read(&world, &mut n.borrow_mut(), k, name);
+                if let Some(h) = hook {
+                    *rig.sh.hook.borrow_mut() = h;
+                }
                 rig.set_dir_up(true);
             }
-            _ => {
-                if arg == 0 {
-                    // Crash: what was not written back is lost, so any
-                    // content the disk holds now is accepted once.
-                    faults += 1;
-                    rig.restart_dir();
-                    rig.set_hook(None);
-                    rejoin_all(&rig, &nodes);
-                    let mut w = world.borrow_mut();
-                    for (name, ..) in &files {
-                        w.hist.remove(name.as_str());
-                    }
-                    drop(w);
-                    let mut n1 = nodes[0].borrow_mut();
-                    for (name, ..) in &files {
-                        if let Ok(got) = whole_read(&mut n1, name, 1 << 17) {
-                            world
-                                .borrow_mut()
-                                .hist
-                                .entry(name.clone())
-                                .or_default()
-                                .push(got);
-                        }
-                    }
-                    drop(n1);
-                    let _ = step;
-                    return finish(seed, &rig, &nodes, &world, &files, steps, faults);
+            _ if arg == 0 => {
+                // Directory crash: what was not fsync'd or synced may be
+                // lost; what was must be on the disk.
+                faults += 1;
+                rig.restart_dir();
+                world.borrow_mut().may_lose(!STRICT_DIR_CRASH, |_| true);
+                rig.set_hook(None);
+                let dead: Vec<u32> = world.borrow().dead.keys().copied().collect();
+                for d in dead {
+                    revive(&rig, &nodes, &world, d);
                 }
+                rejoin_all(&rig, &nodes);
+                return finish(
+                    seed,
+                    &rig,
+                    &nodes,
+                    &world,
+                    &files,
+                    steps,
+                    (faults, failures),
+                );
             }
+            _ if arg <= 2 && world.borrow().dead.len() + 1 < nodes.len() => {
+                // Node failure: `k` falls silent (between its operations)
+                // for longer than the heartbeat timeout, while the others
+                // go on; it comes back `arg * 5` steps later.
+                faults += 1;
+                failures += 1;
+                fail_node(&rig, &world, k, step + 5 * arg);
+            }
+            _ => {}
         }
         // Idle loops: membership checks now and then.
-        for n in &nodes {
-            if world.borrow_mut().rng.pct(30) {
+        for (i, n) in nodes.iter().enumerate() {
+            let dead = world.borrow().dead.contains_key(&(i as u32 + 1));
+            if world.borrow_mut().rng.pct(30) && !dead {
                 n.borrow_mut().check();
             }
         }
         if let Some(b) = world.borrow_mut().bad.take() {
             return Err(format!("step {step}: {b}"));
         }
-        check_single_copy(&rig, &nodes).map_err(|e| format!("step {step}: {e}"))?;
+        let dead: Vec<u32> = world.borrow().dead.keys().copied().collect();
+        check_single_copy(&rig, &nodes, &dead).map_err(|e| format!("step {step}: {e}"))?;
     }
-    finish(seed, &rig, &nodes, &world, &files, steps, faults)
+    finish(
+        seed,
+        &rig,
+        &nodes,
+        &world,
+        &files,
+        steps,
+        (faults, failures),
+    )
+}
+
+/// Node `k` falls silent until the directory declares it failed. What it
+/// may lose: in strong mode (unless [`STRICT_STRONG_NODE_FAILURE`]) every
+/// write not yet durable, since any page may have lived in its frames; in
+/// the other modes nothing a completed write (its close) wrote back, only
+/// its failed writes, which stay open anyway.
+fn fail_node(rig: &Rig, world: &RefCell<World>, k: u32, until: u64) {
+    rig.freeze(k);
+    {
+        let mut w = world.borrow_mut();
+        w.dead.insert(k, until);
+        if w.mode == Mode::Strong && !STRICT_STRONG_NODE_FAILURE {
+            w.may_lose(true, |_| true);
+        }
+    }
+    // Past the heartbeat timeout (3 s) in long idle steps (the others'
+    // idle loops run; their operations wait for the silent node in steps
+    // of microseconds, so they run once it is declared failed).
+    let hook = rig.sh.hook.borrow_mut().take();
+    let t_end = rig.sh.now() + 3_500_000_000;
+    while rig.sh.now() < t_end {
+        rig.sh.step(0, 50_000_000);
+    }
+    *rig.sh.hook.borrow_mut() = hook;
+}
+
+/// Failed node `k` runs again: its membership check finds it declared
+/// failed and rejoins (writing back what it kept dirty first).
+fn revive(rig: &Rig, nodes: &Nodes, world: &RefCell<World>, k: u32) {
+    rig.thaw(k);
+    world.borrow_mut().dead.remove(&k);
+    nodes[k as usize - 1].borrow_mut().check();
+    // Its dirty pages, written back or dropped: either way, over.
+    let t = world.borrow_mut().tick();
+    world.borrow_mut().wrote_back(k, None, t);
 }
 
 /// Let every node rejoin (membership checks over idle time).
@@ -438,10 +802,14 @@ fn finish(
     world: &Rc<RefCell<World>>,
     files: &[(String, usize, Option<u32>)],
     steps: u64,
-    faults: u64,
+    (faults, failures): (u64, u64),
 ) -> Result<RunStats, String> {
     rig.set_hook(None);
     rig.sh.fail_read_in.set(None);
+    let dead: Vec<u32> = world.borrow().dead.keys().copied().collect();
+    for d in dead {
+        revive(rig, nodes, world, d);
+    }
     rejoin_all(rig, nodes);
     for (name, ..) in files {
         let mut first: Option<Vec<u8>> = None;
@@ -497,12 +865,11 @@ fn finish(
                     rig.dir_is_up()
                 )
             })?;
-            let w = world.borrow();
-            if !got.is_empty() && !w.hist.get(name).is_some_and(|h| h.contains(&got)) {
-                return Err(format!(
-                    "at the end node {} read {name} that no write produced",
-                    i + 1
-                ));
+            let mut w = world.borrow_mut();
+            let rs = w.tick();
+            w.check_read(i as u32 + 1, name, rs, &got, true);
+            if let Some(b) = w.bad.take() {
+                return Err(b);
             }
             match &first {
                 None => first = Some(got),
@@ -516,7 +883,7 @@ fn finish(
             }
         }
     }
-    check_single_copy(rig, nodes)?;
+    check_single_copy(rig, nodes, &[])?;
     let w = world.borrow();
     Ok(RunStats {
         steps,
@@ -525,6 +892,7 @@ fn finish(
         writes: w.writes,
         hooked: w.hooked,
         faults,
+        failures,
         quiet_taken: rig.sh.dir.borrow().quiet_stats().taken,
     })
 }
@@ -543,26 +911,30 @@ fn env_u64(name: &str) -> Option<u64> {
     }
 }
 
-/// The default run: a few seeds (or `ONECOPY_SIM_SEED`), each a few
-/// hundred steps.
-#[test]
-fn sim_drives_the_real_data_path() {
-    super::init_log();
-    let steps = env_u64("ONECOPY_SIM_STEPS").unwrap_or(120);
-    let seeds: Vec<u64> = match env_u64("ONECOPY_SIM_SEED") {
-        Some(s) => vec![s],
-        // 0x5eed001d, 0x5eed0049 and 0x5eed004a ended in liveness defects
-        // fixed since (see `sim_sweep`): kept as regressions.
-        None => [
-            1, 2, 3, 4, 5, 6, 0x1d, 0x49, 0x4a, 0x101, 0x102, 0x103, 0x104,
-        ]
-        .map(|i| 0x5eed_0000 + i)
-        .to_vec(),
-    };
-    let t0 = std::time::Instant::now();
+/// Every mode, or the one `ONECOPY_SIM_MODE` names (strong, relaxed,
+/// private, net).
+fn modes() -> Vec<Mode> {
+    let all = vec![Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net];
+    match std::env::var("ONECOPY_SIM_MODE") {
+        Ok(m) => all
+            .into_iter()
+            .filter(|x| format!("{x:?}").eq_ignore_ascii_case(m.trim()))
+            .collect(),
+        Err(_) => all,
+    }
+}
+
+fn mode_name(m: Mode) -> String {
+    format!("{m:?}").to_lowercase()
+}
+
+/// Run `seeds` in `mode`, `steps` each; the failures, each with its
+/// replay command.
+fn sweep(mode: Mode, seeds: &[u64], steps: u64) -> (RunStats, Vec<String>) {
     let mut total = RunStats::default();
-    for seed in seeds {
-        match run(seed, steps) {
+    let mut failed = Vec::new();
+    for &seed in seeds {
+        match run(seed, steps, mode) {
             Ok(s) => {
                 total.steps += s.steps;
                 total.reads += s.reads;
@@ -570,17 +942,81 @@ fn sim_drives_the_real_data_path() {
                 total.writes += s.writes;
                 total.hooked += s.hooked;
                 total.faults += s.faults;
+                total.failures += s.failures;
                 total.quiet_taken += s.quiet_taken;
             }
-            Err(e) => panic!(
-                "simulation failed, seed {seed:#x}: {e}\nreplay: ONECOPY_SIM_SEED={seed:#x} cargo test -p nodepath sim"
-            ),
+            Err(e) => failed.push(format!(
+                "seed {seed:#x}: {e}\nreplay: ONECOPY_SIM_MODE={} ONECOPY_SIM_SEED={seed:#x} cargo test -p nodepath sim_drives",
+                mode_name(mode)
+            )),
         }
     }
-    eprintln!("sim: {total:?} in {:?}", t0.elapsed());
+    (total, failed)
+}
+
+/// The sweep's `i`-th seed: its bits 8 (doorbells, lazy invalidation),
+/// 9 (small private caches) and 10 (hot-page replicas) vary.
+fn sweep_seed(i: u64) -> u64 {
+    0x5eed_0000_0000 | (fabric::rng::mix64(i) & 0xFFFF_FFFF)
+}
+
+/// `ONECOPY_SIM_SEED` in every mode (or `ONECOPY_SIM_MODE`), else the
+/// regression seeds in strong mode and sweep seeds (`ONECOPY_SIM_SEEDS`,
+/// else 16) in strong mode (the other modes when `ONECOPY_SIM_MODE`
+/// names them), 120 steps each.
+#[test]
+fn sim_drives_the_real_data_path() {
+    super::init_log();
+    let steps = env_u64("ONECOPY_SIM_STEPS").unwrap_or(120);
+    let t0 = std::time::Instant::now();
+    let mut failed = Vec::new();
+    if let Some(s) = env_u64("ONECOPY_SIM_SEED") {
+        for m in modes() {
+            failed.extend(sweep(m, &[s], steps).1);
+        }
+    } else {
+        // 0x5eed001d, 0x5eed0049 and 0x5eed004a ended in liveness defects
+        // fixed since (see `sim_sweep`): kept as regressions.
+        let regress = [
+            1, 2, 3, 4, 5, 6, 0x1d, 0x49, 0x4a, 0x101, 0x102, 0x103, 0x104,
+        ]
+        .map(|i| 0x5eed_0000 + i);
+        let (total, f) = sweep(Mode::Strong, &regress, steps);
+        failed.extend(f);
+        assert!(
+            total.reads_ok > 0 && total.writes > 0,
+            "the simulation did work"
+        );
+        for m in modes() {
+            // Per mode, as many seeds as fit in about 20 s of a debug
+            // build on a busy machine. Relaxed, private and net mode run
+            // only when `ONECOPY_SIM_MODE` names them, or in the long
+            // sweep, while their strict findings are open (see
+            // `sim_sweep`).
+            let chosen = std::env::var_os("ONECOPY_SIM_MODE").is_some();
+            let n = match m {
+                Mode::Strong => 16,
+                _ if !chosen => continue,
+                Mode::Private => 200,
+                _ => 48,
+            };
+            let n = env_u64("ONECOPY_SIM_SEEDS").unwrap_or(n);
+            let seeds: Vec<u64> = (1..=n).map(sweep_seed).collect();
+            let (total, f) = sweep(m, &seeds, steps);
+            eprintln!("sim {}: {total:?}", mode_name(m));
+            assert!(
+                total.reads_ok > 0 && total.failures > 0,
+                "the simulation did work"
+            );
+            failed.extend(f);
+        }
+    }
+    eprintln!("sim: in {:?}", t0.elapsed());
     assert!(
-        total.reads_ok > 0 && total.writes > 0,
-        "the simulation did work"
+        failed.is_empty(),
+        "{} runs failed:\n{}",
+        failed.len(),
+        failed.join("\n")
     );
 }
 
@@ -590,7 +1026,7 @@ fn sim_drives_the_real_data_path() {
 #[test]
 fn sim_seed_0x5eed0006_long_run() {
     super::init_log();
-    if let Err(e) = run(0x5eed_0006, 300) {
+    if let Err(e) = run(0x5eed_0006, 300, Mode::Strong) {
         panic!("{e}");
     }
 }
@@ -624,20 +1060,54 @@ fn sim_seed_0x5eed0006_long_run() {
 ///   ("directory unavailable"); a request sent now starts a new wait
 ///   (`Link::send`).
 ///
-/// After these, seeds 1..=200 all pass.
+/// After these, seeds 1..=200 all pass (under the old checker, which took
+/// any older version as a legal read).
+///
+/// The checker is strict now (see [`candidates`] and [`legal`]) and the
+/// sweep runs every mode (`ONECOPY_SIM_MODE` picks one) with node failures
+/// and rejoins; `ONECOPY_SIM_FROM` starts the seed range elsewhere. Its
+/// first runs (40 seeds per mode, debug) found, besides what the two
+/// flags above leave out on purpose:
+///
+/// * relaxed, 0x5eed3a2b148a and 0x5eedef760e18: a read concurrent with
+///   another node's truncate-and-rewrite of a multi-page file returns the
+///   new size over zeros (a size published before the data under it);
+/// * relaxed, 0x5eeda9320579: a read that opens after another node's
+///   write of the file closed returns the write before it (a stale read
+///   across close-to-open);
+/// * relaxed, 0x5eedf6aa8871 and 0x5eed52640af2: a node maps a page at a
+///   frame its (live) owner no longer holds for it, after node failures;
+/// * private and net (200 and 48 seeds): at the end a node's read fails
+///   ("I/O error", "directory unavailable"), e.g. 0x5eedd7213bbc,
+///   0x5eed4af128d0: not yet told apart from a defect of the simulation's
+///   failure injection.
+///
+/// `tests/run.sh --long` runs 10,000 seeds per mode.
 #[test]
-#[ignore = "a sweep of many seeds: minutes; run on demand"]
+#[ignore = "a sweep of many seeds: minutes; run on demand (tests/run.sh --long)"]
 fn sim_sweep() {
     super::init_log();
     let n = env_u64("ONECOPY_SIM_SWEEP").unwrap_or(200);
-    let failed: Vec<String> = (1..=n)
-        .flat_map(|i| [0x5eed_0000 + i, 0x5eed_0100 + i])
-        .filter_map(|seed| run(seed, 120).err().map(|e| format!("{seed:#x}: {e}")))
-        .collect();
+    let steps = env_u64("ONECOPY_SIM_STEPS").unwrap_or(120);
+    let from = env_u64("ONECOPY_SIM_FROM").unwrap_or(1);
+    let seeds: Vec<u64> = (from..from + n).map(sweep_seed).collect();
+    let t0 = std::time::Instant::now();
+    let mut failed = Vec::new();
+    for m in modes() {
+        let (total, f) = sweep(m, &seeds, steps);
+        eprintln!(
+            "sim_sweep {}: {total:?}, {} failed, {:?}",
+            mode_name(m),
+            f.len(),
+            t0.elapsed()
+        );
+        failed.extend(f);
+    }
     assert!(
         failed.is_empty(),
-        "{} of {n} seeds failed:\n{}",
+        "{} runs of {n} seeds x {} modes failed:\n{}",
         failed.len(),
+        modes().len(),
         failed.join("\n")
     );
 }
