@@ -25,6 +25,14 @@ impl PageDir {
                         self.stale.remove(&key);
                     }
                     Phase::Owned => {
+                        // The owner's stores into its own frame never
+                        // reach the directory (its dirty bit died with
+                        // it), but the frame lives in the region, which
+                        // survived it: write it back once the sharers are
+                        // gone. A clean frame holds the disk's bytes
+                        // (fills, and file-server writes refresh it), so
+                        // writing it again changes nothing.
+                        e.dirty = true;
                         let pending = e.sharers;
                         e.phase = Phase::Invalidating { pending, tag: 0 };
                         self.store(key, &e);

@@ -1,0 +1,153 @@
+//! Host tests of what a node failure loses in the single-copy modes: a
+//! failed owner's frames live in the shared region, which survived it, so
+//! the directory writes them back before tearing its pages down; and a
+//! node that lost its private copies forgets the size they had extended
+//! the file to.
+
+use fabric::config::Mode;
+use userland::os::OpenFlags;
+
+use crate::rig::Rig;
+use crate::rig::RigConfig;
+use crate::tests::{create, disk_bytes, pattern, read_file, write_file};
+
+use fabric::PAGE_SIZE as PAGE;
+
+/// `got` is `want`; else the first byte that differs (no dump of both).
+#[track_caller]
+fn same(got: &[u8], want: &[u8], what: &str) {
+    if got == want {
+        return;
+    }
+    let at = got.iter().zip(want).position(|(a, b)| a != b);
+    panic!(
+        "{what}: {} bytes, want {}; first difference at {at:?} (zero bytes read: {})",
+        got.len(),
+        want.len(),
+        got.iter().filter(|&&b| b == 0).count()
+    );
+}
+
+/// The bytes of `paths` on the disk, once the directory shut down.
+fn disk_files(rig: &Rig, paths: &[&str]) -> Vec<Vec<u8>> {
+    let mut fs = rig.sh.dir.borrow_mut().shutdown(&*rig.sh.mem).unwrap();
+    paths
+        .iter()
+        .map(|p| {
+            let a = fs.lookup(p).unwrap();
+            let mut buf = vec![0u8; a.size as usize];
+            let n = fs.read(a.ino, 0, &mut buf).unwrap();
+            buf.truncate(n);
+            buf
+        })
+        .collect()
+}
+
+/// Let the directory's heartbeat timeout pass for frozen node `k` and
+/// wait until it declares `k` failed.
+fn until_failed(rig: &Rig, k: u32) {
+    for _ in 0..10 {
+        // One step of more than the heartbeat timeout (3 s), then a few
+        // passes to settle the teardown.
+        rig.sh.step(0, 4_000_000_000);
+        rig.idle(50);
+        if !rig.sh.dir.borrow().is_member(k) {
+            return;
+        }
+    }
+    panic!("node {k} was never declared failed");
+}
+
+#[test]
+fn a_failed_strong_owners_unsynced_writes_are_written_back() {
+    let rig = Rig::new(RigConfig::new(3, Mode::Strong));
+    // A small new file, written and closed, never synced: its one page is
+    // in node 1's frame, its size published.
+    let small = b"written on node 1, never synced\n".to_vec();
+    write_file(&mut rig.node(1), "/small", &small);
+    // A synced file node 1 then overwrites in place (its frames, filled
+    // from disk) and extends, without a sync.
+    let old = pattern(3 * PAGE, 4);
+    write_file(&mut rig.node(1), "/g", &old);
+    {
+        let mut n = rig.node(1);
+        let fd = n.open("/g", OpenFlags::default()).unwrap();
+        n.fsync(fd).unwrap();
+        n.close(fd).unwrap();
+        n.cache_drop().unwrap();
+    }
+    let mut want = old.clone();
+    want[100..200].fill(0xAB);
+    want.extend_from_slice(&[0xCD; 300]);
+    {
+        let mut n = rig.node(1);
+        let fd = n.open("/g", OpenFlags::default()).unwrap();
+        let mut head = vec![0u8; 3 * PAGE];
+        assert_eq!(n.read(fd, &mut head).unwrap(), head.len()); // owns the frames
+        n.seek(fd, 100).unwrap();
+        n.write(fd, &[0xAB; 100]).unwrap();
+        n.seek(fd, 3 * PAGE as u64).unwrap();
+        n.write(fd, &[0xCD; 300]).unwrap();
+        n.close(fd).unwrap();
+    }
+    // Node 2 saw the writes before the failure (strong mode).
+    same(&read_file(&mut rig.node(2), "/small"), &small, "read");
+    rig.node(2).cache_drop().unwrap();
+    rig.freeze(1); // node 1 dies
+    until_failed(&rig, 1);
+    same(&read_file(&mut rig.node(3), "/small"), &small, "read");
+    same(&read_file(&mut rig.node(2), "/g"), &want, "read");
+    let disk = disk_files(&rig, &["/small", "/g"]);
+    same(&disk[0], &small, "/small on disk");
+    same(&disk[1], &want, "/g on disk");
+}
+
+#[test]
+fn a_failed_relaxed_owners_frame_writes_are_written_back() {
+    // Relaxed mode: a write to a page this node holds in its own frame
+    // goes into the frame (visible to its sharers), not a private copy;
+    // the frame survives the node, and the directory writes it back.
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    let old = pattern(2 * PAGE, 6);
+    write_file(&mut rig.node(1), "/f", &old);
+    {
+        let mut n = rig.node(1);
+        let fd = n.open("/f", OpenFlags::default()).unwrap();
+        n.fsync(fd).unwrap();
+        n.close(fd).unwrap();
+        n.cache_drop().unwrap();
+        let fd = n.open("/f", OpenFlags::default()).unwrap();
+        let mut all = vec![0u8; 2 * PAGE];
+        assert_eq!(n.read(fd, &mut all).unwrap(), all.len());
+        n.seek(fd, 10).unwrap();
+        n.write(fd, &[0xEE; 20]).unwrap();
+        // No close: a close would write back.
+    }
+    let mut want = old.clone();
+    want[10..30].fill(0xEE);
+    rig.freeze(1);
+    until_failed(&rig, 1);
+    same(&read_file(&mut rig.node(2), "/f"), &want, "read");
+    same(&disk_bytes(&rig, "/f"), &want, "disk");
+}
+
+#[test]
+fn an_unsynced_strong_file_is_never_read_as_zeros_after_its_owner_fails() {
+    // Several small files of a failed owner: each reads back either as
+    // written (its size was published) or not at all; never as zeros.
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let files: Vec<(String, Vec<u8>)> = (0..5u8)
+        .map(|i| (format!("/s{i}"), pattern(50 + 700 * i as usize, i)))
+        .collect();
+    for (p, d) in &files {
+        let mut n = rig.node(1);
+        let fd = n.open(p, create()).unwrap();
+        n.write(fd, d).unwrap();
+        n.close(fd).unwrap();
+    }
+    rig.freeze(1);
+    until_failed(&rig, 1);
+    for (p, d) in &files {
+        same(&read_file(&mut rig.node(2), p), d, p);
+    }
+}
