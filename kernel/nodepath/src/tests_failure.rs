@@ -9,7 +9,8 @@ use userland::os::OpenFlags;
 
 use crate::rig::Rig;
 use crate::rig::RigConfig;
-use crate::tests::{create, disk_bytes, pattern, read_file, write_file};
+use crate::tests::{create, disk_bytes, pattern, read_file, stat_value, write_file};
+use userland::stats::keys::cache as keys;
 
 use fabric::PAGE_SIZE as PAGE;
 
@@ -150,4 +151,78 @@ fn an_unsynced_strong_file_is_never_read_as_zeros_after_its_owner_fails() {
     for (p, d) in &files {
         same(&read_file(&mut rig.node(2), p), d, p);
     }
+}
+
+/// Relaxed: node 2 appends to node 1's file in a private copy (its local
+/// size past the directory's end) and is declared failed before the copy
+/// went back; the rejoin drops the copy. `via_check`: the periodic
+/// membership check rejoins; else the next call finds the node failed
+/// and rejoins in the middle of it.
+fn a_rejoin_that_lost_private_copies_forgets_their_size(via_check: bool) {
+    use fabric::layout::{Header, NodeState};
+    let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
+    write_file(&mut rig.node(1), "/f", b"hello\n");
+    // Node 1 holds the page: node 2's write copies it privately.
+    same(
+        &read_file(&mut rig.node(1), "/f"),
+        b"hello\n",
+        "node 1 reads",
+    );
+    let append = OpenFlags {
+        append: true,
+        ..OpenFlags::default()
+    };
+    let fd = rig.node(2).open("/f", append).unwrap();
+    rig.node(2).write(fd, b"world\n").unwrap();
+    assert_eq!(rig.node(2).fd_info(fd).unwrap().1, 12);
+    assert_eq!(
+        stat_value(&rig.node(2), keys::PRIVATE_COPIES),
+        "1",
+        "the append is in a private copy"
+    );
+    // Nobody else sees it before it is written back: nor its size.
+    assert_eq!(rig.node(1).stat("/f").unwrap().size, 6, "node 1's size");
+    let h = Header::new(&*rig.sh.mem, rig.sh.layout);
+    h.set_node_state(2, NodeState::Failed);
+    if via_check {
+        rig.node(2).check();
+        rig.idle(5);
+        rig.node(2).check();
+        assert_eq!(h.node_state(2), Some(NodeState::Up), "rejoined");
+        // What every file operation reads: the directory's size.
+        assert_eq!(rig.node(2).fd_info(fd).unwrap().1, 6, "size after rejoin");
+        assert_eq!(rig.node(2).stat("/f").unwrap().size, 6, "stat after rejoin");
+    } else {
+        // A lookup is a directory call: it finds the node failed and
+        // rejoins before it is sent.
+        assert_eq!(rig.node(2).stat("/f").unwrap().size, 6, "stat rejoined");
+        assert_eq!(h.node_state(2), Some(NodeState::Up), "rejoined");
+        assert_eq!(rig.node(2).fd_info(fd).unwrap().1, 6, "size after rejoin");
+    }
+    same(
+        &read_file(&mut rig.node(2), "/f"),
+        b"hello\n",
+        "read after rejoin",
+    );
+    // Its next append lands at the directory's end: no zeros between.
+    let fd2 = rig.node(2).open("/f", append).unwrap();
+    rig.node(2).write(fd2, b"again\n").unwrap();
+    rig.node(2).close(fd2).unwrap();
+    let _ = rig.node(2).close(fd);
+    same(
+        &read_file(&mut rig.node(1), "/f"),
+        b"hello\nagain\n",
+        "node 1",
+    );
+    same(&disk_bytes(&rig, "/f"), b"hello\nagain\n", "disk");
+}
+
+#[test]
+fn a_rejoin_that_lost_private_copies_forgets_their_size_at_the_check() {
+    a_rejoin_that_lost_private_copies_forgets_their_size(true);
+}
+
+#[test]
+fn a_rejoin_that_lost_private_copies_forgets_their_size_in_a_call() {
+    a_rejoin_that_lost_private_copies_forgets_their_size(false);
 }

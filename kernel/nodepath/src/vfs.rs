@@ -73,11 +73,9 @@ impl<E: Env> Vfs<E> {
     pub fn new(dp: Box<dyn DataPath<E>>) -> Vfs<E> {
         let mut files = Vec::new();
         files.resize_with(MAX_FILES, || None);
-        Vfs {
-            files,
-            meta: Meta::default(),
-            dp,
-        }
+        let mut meta = Meta::default();
+        meta.watch_losses(dp.losses());
+        Vfs { files, meta, dp }
     }
 
     /// The mode.

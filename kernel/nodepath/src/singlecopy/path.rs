@@ -4,7 +4,9 @@
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 use userland::stats::keys;
 
 use fabric::layout::Layout;
@@ -40,6 +42,9 @@ pub struct SingleCopy {
     private_age: BTreeMap<PageKey, u64>,
     private_order: BTreeMap<u64, PageKey>,
     next_age: u64,
+    /// Moves whenever private copies were lost unwritten (see
+    /// [`DataPath::losses`]).
+    losses: Arc<AtomicU64>,
 }
 
 impl SingleCopy {
@@ -55,6 +60,7 @@ impl SingleCopy {
                 max_private
             },
             private_age: BTreeMap::new(),
+            losses: Arc::new(AtomicU64::new(0)),
             private_order: BTreeMap::new(),
             next_age: 0,
         }
@@ -65,6 +71,14 @@ impl SingleCopy {
         let mut k = self.st.controls();
         k.policy = p;
         self.st.set_controls(k);
+    }
+
+    /// Does every page `[pos, pos + len)` of `ino` live in a private
+    /// copy here?
+    fn all_private(&self, ino: u64, pos: u64, len: usize) -> bool {
+        let page = PAGE as u64;
+        let end = pos + len as u64;
+        (pos / page..end.div_ceil(page)).all(|idx| self.is_private(&PageKey { ino, idx }))
     }
 
     fn is_private(&self, key: &PageKey) -> bool {
@@ -247,6 +261,17 @@ impl SingleCopy {
                 }
             };
             let Some(version) = grow else { return Ok(n) };
+            if self.st.mode == Mode::Relaxed && self.all_private(ino, pos, n) {
+                // The write made private copies of pages it mapped (as
+                // `private_only` writes do of pages past the end): no
+                // other node sees its bytes before they are written back,
+                // so its size stays local too. Published now, the file
+                // would read as zeros elsewhere until then, and for good
+                // if the copies are lost.
+                self.st.pin(None);
+                meta.set_local_size(ino, pos + n as u64);
+                return Ok(n);
+            }
             let req = Request::Setattr {
                 ino,
                 size: end,
@@ -273,14 +298,34 @@ impl SingleCopy {
     }
 }
 
+impl SingleCopy {
+    /// The session is about to drop every page, private copies included:
+    /// if it holds any, they are lost unwritten.
+    fn losing_copies(&mut self) {
+        let held = self
+            .st
+            .coh
+            .as_ref()
+            .is_some_and(|c| c.cache.private_count() > 0);
+        if held {
+            log::warn!("private copies lost unwritten: local sizes go back to the directory's");
+            self.losses.fetch_add(1, Ordering::Release);
+            self.private_age.clear();
+            self.private_order.clear();
+        }
+    }
+}
+
 impl<E: Env> Session<E> for SingleCopy {
     fn joined(&mut self, env: &E, layout: Layout, node: u32) {
+        self.losing_copies();
         self.st.joined(env, layout, node);
     }
     fn service(&mut self, env: &E) -> usize {
         self.st.service(env)
     }
     fn disconnect(&mut self, env: &E) {
+        self.losing_copies();
         self.st.disconnect(env);
     }
     fn broken(&self) -> bool {
@@ -299,6 +344,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
     /// Pages are kept coherent by the protocol; only the size moves.
     fn sizes_move(&self) -> bool {
         true
+    }
+
+    fn losses(&self) -> Option<Arc<AtomicU64>> {
+        Some(self.losses.clone())
     }
 
     fn evict(&mut self, env: &E, ino: u64, size: u64) {

@@ -1,7 +1,9 @@
 //! [`DataPath`]: how file data moves, one implementation per mode family.
 
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::AtomicU64;
 
 use fabric::config::Mode;
 use fabric::proto::Errno;
@@ -52,6 +54,13 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// validation round trip.
     fn page_requests(&self) -> u64 {
         0
+    }
+    /// A count this path moves whenever it loses buffered writes without
+    /// writing them back (a rejoin drops relaxed mode's private copies):
+    /// the sizes they had extended files to go with them
+    /// ([`Meta::watch_losses`]). `None`: it never does.
+    fn losses(&self) -> Option<Arc<AtomicU64>> {
+        None
     }
     /// The version of `ino` moved, or its data changed wholesale: drop any
     /// cached copy of its pages (buffered writes not written back stay).
