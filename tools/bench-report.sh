@@ -18,7 +18,7 @@
 # strong mode (CH-R latency with promotion off / on, --cxl-latency-ns
 # 250), one after the other, each with a time limit, their output in
 # DIR/policies/*.log; report.md's "Eviction policies" section sets
-# cache_ext's published figures beside ours (about 9 minutes; --policies
+# cache_ext's published figures beside ours (about 8 minutes; --policies
 # --quick: 6 policies, 1-2 s runs, 2 nodes; about 90 s).
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
 # --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
