@@ -18,8 +18,8 @@
 # A failed step does not stop the independent ones; the exit status is 1 if
 # any step failed, 2 for a wrong argument, 0 otherwise. No QEMU process and
 # no /dev/shm/onecopy-* file is left behind, whatever happens.
-# Times on the 2-core CI machine: --unit about 5 minutes, everything about
-# 20 (docs/TESTING.md).
+# Times on a quiet 2-core machine: --unit 5-10 minutes, everything about 20
+# (docs/TESTING.md).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
