@@ -7,8 +7,36 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROG="qemu-run.sh"
 
+# Names the kernel defines, written here once each (the launcher must check
+# them before it builds anything, so it cannot ask a built tool); the host
+# test tests/tests/docs.rs fails when a list differs from the code's:
+#   MODES            fabric::config::Mode::ALL (the default first)
+#   POLICIES         fabric::config::PolicyName::ALL (the default first)
+#   BOOT_OPTIONS     the keys of fabric::config::BOOT_OPTIONS that
+#                    --append-extra may set
+#   LAUNCHER_OPTIONS the keys the launcher sets from its own flags
+#                    (launcher_only there), refused in --append-extra
+MODES="strong relaxed private net"
+POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
+BOOT_OPTIONS="mode policy storage cxl_ns doorbell log hb_timeout_ms rpc_timeout_ms dir_spin_us dir_bell_spin_us bell_spin_us tick_hz remote_limit cache_pages ring_reads fill_depth disk_lat_us disk_irq lazy_inv doorbell_selftest task_reads baseline_writes"
+LAUNCHER_OPTIONS="role id nodes"
+
+# in_list LIST WORD: WORD is one of LIST's space-separated words.
+in_list() {
+    [[ -n $2 && $2 != *[[:space:]]* && " $1 " == *" $2 "* ]]
+}
+# joined LIST: LIST's words separated by ", ".
+joined() {
+    local out=$1
+    printf '%s' "${out// /, }"
+}
+
 usage() {
-    cat <<'EOF'
+    local text options
+    # The boot options, wrapped to the help's second column.
+    options=$(printf '%s\n' "$BOOT_OPTIONS" | fold -s -w 56 | sed -e 's/ *$//' -e '2,$s/^/                     /')
+    text=$(
+        cat <<'EOF'
 usage: ./qemu-run.sh [options] [-e 'K: command' ...]
        ./qemu-run.sh stop   [--run-dir DIR]
        ./qemu-run.sh status [--run-dir DIR]
@@ -34,9 +62,9 @@ kernel and host tools first, creates RUN/disk.img from tools/sample when no
 Options:
   --nodes N          number of node instances, 1..16 (default 2)
   --policy NAME      eviction policy of every node's owned pages (single-copy
-                     modes): fifo (default) | lru | clock | lfu | mru | s3fifo
-                     | sieve | arc | get-scan | cluster; `cache policy NAME`
-                     changes it on one node at run time
+                     modes; default fifo), one of:
+                     @POLICIES@;
+                     `cache policy NAME` changes it on one node at run time
   --mode M           page cache: strong (single copy, coherent writes; the
                      default) | relaxed (single copy for reads, private
                      writable copies reconciled at write-back) | private
@@ -46,7 +74,8 @@ Options:
                      link per node)
   --storage P        model the directory's disk: rate caps by QEMU
                      throttling.*, access latency per request added by the
-                     directory's driver (up to 16 requests in flight):
+                     directory's driver (up to 64 requests in the device;
+                     the directory keeps fill_depth, 32, in flight):
                      none (default) | nvme (3400 MB/s, 500k IOPS, 80 us) |
                      sata-ssd (145 MB/s, 20k IOPS, 120 us) | sas-raid
                      (4000 MB/s, 400k IOPS, 100 us: RAID-0 of four 1 GB/s
@@ -99,8 +128,12 @@ Options:
                      line, no control characters
   --boot-timeout S   seconds to wait for the cluster to come up (default 30)
   --cmd-timeout S    seconds to wait for each -e command (default 60)
-  --append-extra S   extra key=value pairs for every kernel command line
-                     (e.g. 'mode=strong hb_ms=50')
+  --append-extra S   extra key=value boot options for every kernel command
+                     line, after the launcher's own, so they win (e.g.
+                     'hb_timeout_ms=600 lazy_inv=0'); an unknown key is
+                     refused before anything is built or booted; keys:
+                     @BOOT_OPTIONS@
+                     (docs/USAGE.md describes each one)
   --kernel ELF       kernel to boot (default the release build)
   --check            validate the flags (as below, for any subcommand) and
                      exit: 0 and "qemu-run.sh: flags ok" if they are
@@ -132,6 +165,10 @@ signal N, 0 = stopped), *.stderr (QEMU's own messages), cluster.env (what was
 launched), cluster.lock (held while the cluster lives).
 Environment: ONECOPY_CTL overrides the path of the onecopy-ctl helper.
 EOF
+    )
+    text=${text//@POLICIES@/$POLICIES}
+    text=${text//@BOOT_OPTIONS@/$options}
+    printf '%s\n' "$text"
 }
 
 # Error messages are one line, whatever a value quoted in them holds.
@@ -293,16 +330,12 @@ while [[ $# -gt 0 ]]; do
             esac
             ;;
         --policy)
-            case "$val" in
-                fifo | lru | clock | lfu | mru | s3fifo | sieve | arc | get-scan | cluster) POLICY=$val ;;
-                *) die_usage "--policy must be one of fifo, lru, clock, lfu, mru, s3fifo, sieve, arc, get-scan, cluster, got '$val'" ;;
-            esac
+            in_list "$POLICIES" "$val" || die_usage "--policy must be one of $(joined "$POLICIES"), got '$val'"
+            POLICY=$val
             ;;
         --mode)
-            case "$val" in
-                strong | relaxed | private | net) MODE=$val ;;
-                *) die_usage "--mode must be strong, relaxed, private or net, got '$val'" ;;
-            esac
+            in_list "$MODES" "$val" || die_usage "--mode must be one of $(joined "$MODES"), got '$val'"
+            MODE=$val
             ;;
         --storage)
             case "$val" in
@@ -409,6 +442,17 @@ fi
 if [[ -n $APPEND_EXTRA ]]; then
     [[ $APPEND_EXTRA =~ ^[A-Za-z0-9_.,:/=+\ -]+$ ]] ||
         die_usage "--append-extra takes space-separated key=value pairs (letters, digits, _ . , : / = + -), got '$APPEND_EXTRA'"
+    # The kernel only logs a key it does not know, so a typo would boot a
+    # cluster that silently ignores it: refuse it here, before anything runs.
+    read -r -a extra_words <<<"$APPEND_EXTRA"
+    for word in "${extra_words[@]}"; do
+        [[ $word == ?*=* ]] || die_usage "--append-extra takes key=value pairs, got '$word'"
+        key=${word%%=*}
+        ! in_list "$LAUNCHER_OPTIONS" "$key" ||
+            die_usage "--append-extra: $key= is set by the launcher (use --nodes)"
+        in_list "$BOOT_OPTIONS" "$key" ||
+            die_usage "--append-extra: unknown boot option '$key' (known: $(joined "$BOOT_OPTIONS"))"
+    done
 fi
 # exec specs: "K: command" with K in 1..N (N from cluster.env for `exec`).
 SPEC_NODES=$NODES

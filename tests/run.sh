@@ -12,19 +12,23 @@
 #                                net) with node failures, directory crashes and faults,
 #                                checked strictly; hours on two cores
 #
-# Steps: tools/setup.sh; cargo fmt --check; host unit tests and the host fuzz tests (every workspace
-# crate but the kernel's, without the QEMU tests); the directory protocol's
-# model checker in release (cargo test --release -p dirsvc --test model --
-# --ignored three_nodes: 3 nodes x 2 pages, strong and relaxed, a node
-# failure and rejoin, about 2-3 minutes); clippy -D warnings for the
-# host crates and for the kernel (x86_64-unknown-none); shellcheck of the
-# scripts (when installed); release build of the kernel and host tools; the
-# integration tests (cargo test -p onecopy-tests --test cluster --test lifecycle --test crash --test
-# launcher --test pagecache --test asyncstore --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps, one at a time, and the ivshmem
-# server with real QEMU doorbell devices); the benchmark report's --quick smoke test
-# (cargo test -p onecopy-tests --test bench -- --ignored). A failed step does not stop the independent ones; the exit status is
-# non-zero if any step failed. No QEMU process and no /dev/shm/onecopy-* file
-# is left behind, whatever happens.
+# Steps: tools/setup.sh; cargo fmt --check; clippy -D warnings for the host
+# crates and for the kernel (x86_64-unknown-none); shellcheck of the scripts
+# (installed when missing and run as root); host unit tests of every
+# workspace crate but the kernel's, with the host fuzz tests and the docs
+# check (tests/tests/docs.rs); the directory protocol's model checker in
+# release (cargo test --release -p dirsvc --test model -- --ignored
+# three_nodes: 3 nodes x 2 pages, strong and relaxed, a node failure and
+# rejoin, about 2-3 minutes); release build of the kernel and host tools;
+# the QEMU integration tests, one cluster at a time (every [[test]] of
+# tests/Cargo.toml marked test = false but bench), and the ivshmem server
+# with real QEMU doorbell devices; the benchmark report's --quick smoke test
+# (cargo test -p onecopy-tests --test bench -- --ignored).
+# A failed step does not stop the independent ones; the exit status is 1 if
+# any step failed, 2 for a wrong argument, 0 otherwise. No QEMU process and
+# no /dev/shm/onecopy-* file is left behind, whatever happens.
+# Times on a quiet 2-core machine: --unit 5-10 minutes, everything about 25
+# (docs/TESTING.md).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,8 +41,8 @@ for arg in "$@"; do
         --integration) MODE=integration ;;
         --long) MODE=long ;;
         -h | --help)
-            # the header comment, from line 3 to the first line that is not one
-            awk 'NR >= 3 && /^#/ { sub(/^# ?/, ""); print; next } NR >= 3 { exit }' "${BASH_SOURCE[0]}"
+            # The comment block above, up to its end.
+            sed -n '3,/^set -euo/{/^#/!d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
             exit 0
             ;;
         *)
@@ -113,8 +117,9 @@ skip() { # skip NAME REASON
 host_unit_tests() {
     cargo test --workspace "${HOST_EXCLUDES[@]}" --exclude onecopy-tests &&
         cargo test -p onecopy-tests --lib --bins &&
-        # host-only fuzzing of the launcher's flags and the net client
-        cargo test -p onecopy-tests --test launcher_fuzz --test net_fuzz &&
+        # host-only fuzzing of the launcher's flags and the net client, and
+        # the docs checked against the code
+        cargo test -p onecopy-tests --test launcher_fuzz --test net_fuzz --test docs &&
         cargo test -p onecopy-tests --doc
 }
 model_check() {

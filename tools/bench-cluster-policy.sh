@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tools/bench-cluster-policy.sh: cluster-aware eviction on a multi-node run
-# (issue #12, item 4), as ratios in one run.
+# tools/bench-cluster-policy.sh: cluster-aware eviction on a multi-node run,
+# as ratios in one run.
 #
 #   tools/bench-cluster-policy.sh [--nodes N] [--size SIZE] [--limit PAGES]
 #                                 [--policies "lru cluster"] [--runtime S]

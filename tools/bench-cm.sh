@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tools/bench-cm.sh: the benchmark report's CM read latency (issue #13,
-# item 3: "CM read latency, single copy / private: goal <= 1.02x"), with
+# tools/bench-cm.sh: the benchmark report's CM read latency (goal:
+# single copy / private <= 1.02x), with
 # enough repeats to see past this host's spread.
 #
 #   tools/bench-cm.sh [--rounds R] [--passes P] [--modes "private strong relaxed"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench-groups.sh: a scan next to a key-value-like hot set on one node,
 # with and without a page limit on the scan's task group, measured in one
-# run on one cluster (1 directory + 1 node, strong mode; issue #12 item 3,
+# run on one cluster (1 directory + 1 node, strong mode;
 # cache_ext's per-cgroup case).
 #
 #   tools/bench-groups.sh [--kv-size SIZE] [--scan-size SIZE] [--limit PAGES]

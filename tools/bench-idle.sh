@@ -9,7 +9,7 @@
 # QEMU process of the cluster (and of the ivshmem server) from /proc over
 # S seconds (default 10); stops it and does the same with --doorbell off.
 # Prints each as a percentage of one host core and the ratio off / on.
-# Issue #10's goal: an idle 1 directory + 8 node cluster under 2% of a core.
+# Goal: an idle 1 directory + 8 node cluster under 2% of a core.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODES=4

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench-meta-lookups.sh: does a node's metadata churn hold up other
-# nodes' page lookups in the directory? (issue #10, item 4: a directory
-# that never blocks on storage). Ratios measured in one run.
+# nodes' page lookups in the directory? (A directory that
+# never blocks on storage should not.) Ratios measured in one run.
 #
 #   tools/bench-meta-lookups.sh [--base-kernel ELF] [--rounds K] [--storage P]
 #                               [--runtime S] [--no-build]

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench-meta.sh: tasks whose metadata calls yield (issue #10,
-# item 3), as ratios measured in one run on one node.
+# tools/bench-meta.sh: tasks whose metadata calls yield, as ratios measured in one run on one node.
 #
 #   tools/bench-meta.sh [--base-kernel ELF] [--runtime S] [--repeat K] [--storage P]
 #                       [--mode strong|relaxed|private|net] [--no-build]

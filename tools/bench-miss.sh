@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/bench-miss.sh: one cold 4 KiB miss split into phases, on both paths,
-# in one session (issue #13, item 3).
+# in one session (why a single-copy miss costs what it costs).
 #
 #   tools/bench-miss.sh [--misses N] [--repeat K] [--modes "private strong"]
 #                       [--path read|batch] [--no-build]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench-policy-apps.sh: cache_ext's three workloads under every
 # eviction policy, as ratios to FIFO measured in one run on one cluster
-# (1 directory + 1 node, strong mode; issue #12, "What to measure").
+# (1 directory + 1 node, strong mode; what cache_ext measured).
 #
 #   tools/bench-policy-apps.sh [--policies "fifo lru ..."] [--limit PAGES]
 #       [--kv-size SIZE] [--search-size SIZE] [--theta T] [--runtime S]

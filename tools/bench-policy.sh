@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench-policy.sh: eviction policies under reclaim pressure, as ratios
 # to FIFO measured in one run on one cluster (1 directory + 1 node, strong
-# mode; issue #12).
+# mode).
 #
 #   tools/bench-policy.sh [--policies "fifo lru s3fifo ..."] [--size SIZE]
 #                         [--limit PAGES] [--theta T] [--runtime S]

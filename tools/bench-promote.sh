@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench-promote.sh: hot-page promotion (issue #12, item 5) as a
+# tools/bench-promote.sh: hot-page promotion as a
 # ratio in one run: CH-R read latency with promotion off and on, on one
 # cluster (1 directory + 2 nodes, relaxed mode by default, emulated CXL
 # latency).

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench-psync.sh: overlapping misses from tasks (issue #10, "What to
-# measure": 4k random psync reads, cache miss, `--storage sata-ssd`, IOPS
+# tools/bench-psync.sh: overlapping misses from tasks (4k random psync reads, cache miss, `--storage sata-ssd`, IOPS
 # with --numjobs=8 against --numjobs=1 on one node, goal >= 4x), as a
 # ratio in one run on one cluster.
 #
@@ -18,7 +17,7 @@
 # Prints each run's IOPS and depth, the medians and their ratio, and one
 # RESULT json line. One node busy (plus the directory). --append-extra
 # passes kernel boot options on (qemu-run.sh's), e.g. fill_depth=0: the
-# directory's disk reads synchronous, as before issue #10 item 4.
+# directory's disk reads synchronous (the serving loop waits for each).
 # --kernel boots another kernel ELF (qemu-run.sh's --kernel; implies
 # --no-build), e.g. an older commit's build for a before/after run.
 set -euo pipefail
@@ -80,6 +79,6 @@ for ((r = 0; r < ROUNDS; r++)); do
         "$ib ($(field "$b" effective_iodepth))" "$(ratio "$ib" "$ia")"
 done
 m1=$(median "${one[@]}") m8=$(median "${eight[@]}")
-echo "  medians: numjobs=1 $m1 IOPS, numjobs=8 $m8 IOPS: $(ratio "$m8" "$m1")x (issue #10's goal: >= 4x)"
+echo "  medians: numjobs=1 $m1 IOPS, numjobs=8 $m8 IOPS: $(ratio "$m8" "$m1")x (goal: >= 4x)"
 echo "one node busy (plus the directory)"
 echo "RESULT {\"bench\":\"psync\",\"mode\":$(jstr "$MODE"),\"storage\":$(jstr "$STORAGE"),\"size\":$(jstr "$SIZE"),\"rounds\":$ROUNDS,\"extra\":$(jstr "${EXTRA[1]:-}"),\"nj1_iops\":$(jnum "$m1"),\"nj8_iops\":$(jnum "$m8"),\"ratio\":$(jnum "$(ratio "$m8" "$m1")")}"

@@ -9,16 +9,16 @@
 #   tools/bench-report.sh --policies [--quick] [--out DIR]
 #
 # --apps runs the application study instead (DPC Fig. 10: N = 1, 2, 4
-# nodes running the same app at once in every mode; about 15 minutes;
+# nodes running the same app at once in every mode; about 8 minutes;
 # --apps --quick: N = 1, 2 and 1 s per app).
-# --policies runs the eviction-policy section instead (issue #12):
+# --policies runs the eviction-policy section instead:
 # tools/bench-policy-apps.sh (YCSB-C, GET-SCAN, file search under every
 # policy, ratios to FIFO), tools/bench-cluster-policy.sh (webserver on 4
 # nodes, lru vs cluster) and tools/bench-promote.sh in relaxed and in
 # strong mode (CH-R latency with promotion off / on, --cxl-latency-ns
 # 250), one after the other, each with a time limit, their output in
 # DIR/policies/*.log; report.md's "Eviction policies" section sets
-# cache_ext's published figures beside ours (about 9 minutes; --policies
+# cache_ext's published figures beside ours (about 8 minutes; --policies
 # --quick: 6 policies, 1-2 s runs, 2 nodes; about 90 s).
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
 # --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR

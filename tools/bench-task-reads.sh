@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/bench-task-reads.sh: does a task's read wait for the slowest miss
-# of its flush? (issue #10, item 3: "a task waiting for a page yields").
+# of its flush? (A task waiting for a page should yield to the others.)
 # Compares the kernel's two ways for tasks' read misses, booted
 # alternately in one run: `task_reads=each` (the default: every page READ,
 # or file-server read in `private` and `net`, is a call in flight of its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench-tasks.sh: tasks on a node (issue #10, item 3), as ratios
+# tools/bench-tasks.sh: tasks on a node, as ratios
 # measured in one run.
 #
 #   tools/bench-tasks.sh [--base-kernel ELF] [--size SIZE] [--repeat K] [--no-build]

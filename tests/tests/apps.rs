@@ -1,4 +1,4 @@
-//! Integration tests of the application workloads (issue #11): two
+//! Integration tests of the application workloads: two
 //! nodes run the same `app` at the same time over one dataset built on
 //! the host (`mkfs --dataset`), in strong mode.
 //!
@@ -101,8 +101,8 @@ fn two_nodes_run_kv_at_once_and_the_second_maps_remote_pages() {
 /// disk. Before the file system reserved room behind a growing file, each
 /// append of one log took the blocks behind the other, every log ran out
 /// of its 11 extent slots after 130-370 KiB, and the append failed with
-/// `no space left` on a nearly empty disk (issue #11's open defect, seen
-/// in strong and relaxed mode at N >= 2). About 60 loops of 1..16 KiB
+/// `no space left` on a nearly empty disk (seen in strong and relaxed
+/// mode at N >= 2, before flatfs reserved room behind a growing extent). About 60 loops of 1..16 KiB
 /// appends per node (some 500 KiB) is past that point.
 #[test]
 fn two_nodes_run_webserver_at_once_and_their_logs_keep_growing() {
@@ -142,7 +142,7 @@ fn two_nodes_run_webserver_at_once_and_their_logs_keep_growing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `app search` (issue #12's file search) on one node, with its owned
+/// `app search` (cache_ext's file search) on one node, with its owned
 /// pages capped below the dataset so every pass reclaims: the matches
 /// per pass are the ones counted on the host from the dataset's plan,
 /// under FIFO and under MRU.

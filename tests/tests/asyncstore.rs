@@ -1,5 +1,4 @@
-//! Integration tests of the directory's asynchronous storage (issue #10,
-//! item 4): page fills in flight while the directory answers other
+//! Integration tests of the directory's asynchronous storage: page fills in flight while the directory answers other
 //! requests.
 //!
 //! Needs the release kernel and host tools (`tests/run.sh` builds them):
@@ -56,9 +55,8 @@ fn pattern(len: u64) -> (u32, u64) {
 /// node 2 caused no fill, and the directory had several fills in flight
 /// and answered a page request while they were (its log says so). The
 /// cold read is repeated (up to 5 times) until one of node 2's requests
-/// landed inside it. (Until 2026-11-27 node 2 looked up through console
-/// commands, with host round trips between them, and missed every fill
-/// in about one run of four: the test was `#[ignore]`d.)
+/// landed inside it. (Lookups sent as console commands, with host round
+/// trips between them, missed every fill in about one run of four.)
 #[test]
 fn lookups_are_answered_while_fills_are_in_flight() {
     let o = opts("asyncfill").append_extra("disk_lat_us=2000");

@@ -242,7 +242,7 @@ fn quick_apps_produce_every_cell() {
         "## Ratio vs `private` at the same N",
         "## CPU share over each run",
         "## DPC's published numbers",
-        "## Goals of issue #11",
+        "## Goals, judged on this run",
         "Cache capacity per node, the same in every mode: 2048 pages",
         "| **geomean** (DPC's five) |",
     ] {

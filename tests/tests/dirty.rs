@@ -1,4 +1,4 @@
-//! A node killed with unsynced dirty pages (issue #13, item 4), in the
+//! A node killed with unsynced dirty pages, in the
 //! modes whose writes a node buffers: `private`, `net` (buffered
 //! baselines, `baseline_writes=back`) and `relaxed` (private copies).
 //!
@@ -10,8 +10,8 @@
 //! first half of A (job 0) and writes a new file B (job 1) with 4 KiB
 //! random writes, without fsync or close. Its working set (48 pages) is far
 //! below the node's cache, so nothing reaches the file server: no fsync,
-//! no close, no `sync`, no reclaim. The README ("What a node failure
-//! loses") promises exactly that such data lives only in the node and is
+//! no close, no `sync`, no reclaim. docs/ARCHITECTURE.md ("Failure
+//! guarantees") promises exactly that such data lives only in the node and is
 //! lost with it, and that everything written back before is on the disk
 //! with nothing else of the file touched. So, exactly:
 //!

@@ -1,4 +1,4 @@
-//! Integration test of the doorbells (issue #10): `qemu-run.sh --doorbell
+//! Integration test of the doorbells: `qemu-run.sh --doorbell
 //! on` starts our ivshmem server before the instances and gives each one
 //! `-device ivshmem-doorbell`; the kernels enable the local APIC and MSI-X,
 //! read their peer id (IVPosition) and publish it in the region's doorbell

@@ -1,6 +1,5 @@
-//! Integration tests of the launcher's guard rails, one section per item of
-//! the launcher hardening issue: each section's first test fails on a
-//! `qemu-run.sh` without the item's fix (the `--shm-mb` section also checks
+//! Integration tests of the launcher's guard rails, one section per guard:
+//! each section's first test fails on a `qemu-run.sh` without that guard (the `--shm-mb` section also checks
 //! that the maximum it accepts boots and works).
 //!
 //! Needs the release kernel and host tools (`tests/run.sh` builds them):

@@ -77,6 +77,11 @@ fn options() -> Vec<(&'static str, Vec<String>, Vec<&'static str>)> {
             s(&["strong", "relaxed", "private", "net"]),
             vec!["Strong", "nfs", "", " strong"],
         ),
+        (
+            "--policy",
+            s(&["fifo", "lru", "get-scan", "cluster"]),
+            vec!["LRU", "random", "", "lru clock"],
+        ),
         ("--doorbell", s(&["on", "off"]), vec!["yes", "1", ""]),
         (
             "--storage",
@@ -120,8 +125,22 @@ fn options() -> Vec<(&'static str, Vec<String>, Vec<&'static str>)> {
         ("--cmd-timeout", s(&["1", "60"]), vec!["0", "never", ""]),
         (
             "--append-extra",
-            s(&["mode=strong hb_ms=50", "x=1"]),
-            vec!["a;b", "$(reboot)", "x=\"1\""],
+            s(&[
+                "mode=strong hb_timeout_ms=500",
+                "lazy_inv=0",
+                "task_reads=batch",
+            ]),
+            // Unknown boot options, options the launcher sets itself, and
+            // words that are not key=value are refused before booting.
+            vec![
+                "a;b",
+                "$(reboot)",
+                "x=\"1\"",
+                "hb_ms=50",
+                "x=1",
+                "nodes=3",
+                "lazy_inv",
+            ],
         ),
         ("--kernel", vec![f], vec!["/nonexistent/kernel.elf", ""]),
     ]

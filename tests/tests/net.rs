@@ -197,7 +197,7 @@ fn a_node_that_left_is_no_longer_served() {
     });
 }
 
-/// A task's metadata calls yield over TCP too (issue #10, item 3): eight
+/// A task's metadata calls yield over TCP too: eight
 /// varmail threads on one node have several creates, opens, fsyncs and
 /// deletes in flight on the one connection at once, and every operation
 /// completes with its answer (the connection's order kept).

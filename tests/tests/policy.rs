@@ -1,4 +1,4 @@
-//! Integration tests of the eviction controls (issue #12): `--policy`,
+//! Integration tests of the eviction controls: `--policy`,
 //! `cache policy [NAME]`, `cache config [KEY=VALUE ...]`, `locality PATH`,
 //! and a policy switch followed by forced reclaim losing no dirty data.
 //!
@@ -362,7 +362,7 @@ fn fio_read(c: &mut Cluster, group: &str, path: &str, size: &str, rw: &str) -> R
     Ok(())
 }
 
-/// Issue #12 item 3: two task groups on one node. A key-value-like hot
+/// Two task groups on one node (cache_ext's per-cgroup case). A key-value-like hot
 /// set (64 pages read at random by fio in group `kv`) next to a
 /// sequential scan of 1024 pages in group `scan`, with the node's owned
 /// pages capped at 256. With `cache config group=scan limit=64` the

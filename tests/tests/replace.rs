@@ -1,5 +1,5 @@
 //! Integration test of a node dying and a replacement joining the running
-//! cluster (issue #10: the ivshmem server survives an instance dying and a
+//! cluster (the ivshmem server survives an instance dying and a
 //! new one joining; peer ids are never reused): node 2's QEMU is killed,
 //! `qemu-run.sh restart 2` boots a new node 2, which joins, reads files
 //! correctly and is reached by invalidations (and, with doorbells, by the

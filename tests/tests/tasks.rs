@@ -1,4 +1,4 @@
-//! Integration tests of tasks on a node (issue #10, item 3): every fio
+//! Integration tests of tasks on a node: every fio
 //! job is a task, and the I/Os of all waiting jobs go out together, so
 //! `fio --ioengine=psync --numjobs=8` on cold reads has more than one I/O
 //! in flight, as fio's RESULT line reports (`effective_iodepth`, the mean

@@ -1,6 +1,9 @@
 //! The kernel command line: `role=dir nodes=N ...` or
 //! `role=node id=K nodes=N ...`. Unknown keys are reported, not fatal, so a
-//! newer launcher can pass options an older kernel ignores.
+//! newer launcher can pass options an older kernel ignores; the launcher
+//! itself refuses a key that is not in [`BOOT_OPTIONS`] before it boots
+//! anything (`qemu-run.sh --append-extra`), so a typo is not lost in a
+//! guest log.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -8,6 +11,71 @@ use alloc::vec::Vec;
 mod policy;
 
 pub use policy::PolicyName;
+
+/// One key of the kernel command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootOption {
+    /// The key (`key=value`).
+    pub key: &'static str,
+    /// A value [`BootConfig::parse`] accepts (for tests and docs).
+    pub example: &'static str,
+    /// Set by the launcher from its own flags (`--nodes`) and refused in
+    /// `qemu-run.sh --append-extra`, where it would contradict them.
+    pub launcher_only: bool,
+}
+
+const fn opt(key: &'static str, example: &'static str) -> BootOption {
+    BootOption {
+        key,
+        example,
+        launcher_only: false,
+    }
+}
+
+/// Every key [`BootConfig::parse`] understands: the one list of boot
+/// options. `qemu-run.sh` keeps a copy for `--append-extra` (it must
+/// refuse a typo before it builds or boots, without a built tool), and
+/// the host test `tests/tests/docs.rs` fails when that copy, or the boot
+/// option table of `docs/USAGE.md`, differs from this one.
+pub const BOOT_OPTIONS: &[BootOption] = &[
+    BootOption {
+        key: "role",
+        example: "dir",
+        launcher_only: true,
+    },
+    BootOption {
+        key: "id",
+        example: "1",
+        launcher_only: true,
+    },
+    BootOption {
+        key: "nodes",
+        example: "2",
+        launcher_only: true,
+    },
+    opt("mode", "strong"),
+    opt("policy", "lru"),
+    opt("storage", "sata-ssd"),
+    opt("cxl_ns", "250"),
+    opt("doorbell", "1"),
+    opt("log", "debug"),
+    opt("hb_timeout_ms", "3000"),
+    opt("rpc_timeout_ms", "10000"),
+    opt("dir_spin_us", "5000"),
+    opt("dir_bell_spin_us", "200"),
+    opt("bell_spin_us", "20"),
+    opt("tick_hz", "1000"),
+    opt("remote_limit", "8192"),
+    opt("cache_pages", "2048"),
+    opt("ring_reads", "32"),
+    opt("fill_depth", "32"),
+    opt("disk_lat_us", "120"),
+    opt("disk_irq", "1"),
+    opt("lazy_inv", "1"),
+    opt("doorbell_selftest", "300"),
+    opt("task_reads", "each"),
+    opt("baseline_writes", "back"),
+];
 
 /// Which part an instance plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +170,8 @@ pub struct BootConfig {
     /// I/O runs as soon as its own pages are in, or (batch) every task of
     /// a flush waits until the slowest miss of the flush is in. Default
     /// each, but batch in `net` mode, where each read as a TCP call of
-    /// its own measured 0.7-1.0x of the batch's IOPS (README, Results):
+    /// its own measured 0.7-1.0x of the batch's IOPS
+    /// (`tools/bench-task-reads.sh --mode net` compares them):
     /// the baseline keeps its faster way unless asked.
     pub task_reads_each: bool,
     /// Keys that were not understood (reported in the log).
@@ -154,6 +223,14 @@ impl BootConfig {
         };
         for word in cmdline.split_ascii_whitespace() {
             let (k, v) = word.split_once('=').unwrap_or((word, ""));
+            // Only the table's keys reach the match below, so a key parsed
+            // there but missing from the table is reported as unknown, and
+            // the test `every_boot_option_of_the_table_is_parsed` fails for
+            // a table key the match does not parse.
+            if !BOOT_OPTIONS.iter().any(|o| o.key == k) {
+                c.unknown.push(word.to_string());
+                continue;
+            }
             match k {
                 "role" => role = Some(v.to_string()),
                 "id" => id = Some(num(k, v, 1, crate::layout::MAX_NODES as u64)? as u32),
@@ -321,15 +398,13 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, the default first (the order `qemu-run.sh --help`
+    /// lists them; `tests/tests/docs.rs` checks the launcher's list).
+    pub const ALL: [Mode; 4] = [Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net];
+
     /// Parse `private|strong|relaxed|net`.
     pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "private" => Some(Mode::Private),
-            "strong" => Some(Mode::Strong),
-            "relaxed" => Some(Mode::Relaxed),
-            "net" => Some(Mode::Net),
-            _ => None,
-        }
+        Mode::ALL.into_iter().find(|m| m.as_str() == s)
     }
 
     /// Name for `cache stats`.
@@ -382,6 +457,30 @@ mod tests {
         assert_eq!((c.bell_spin_us, c.dir_bell_spin_us), (0, 1000));
         assert!(BootConfig::parse("role=dir bell_spin_us=x").is_err());
         assert!(BootConfig::parse("role=dir dir_bell_spin_us=99999999999").is_err());
+    }
+
+    #[test]
+    fn every_boot_option_of_the_table_is_parsed() {
+        for o in BOOT_OPTIONS {
+            let line = alloc::format!("role=node id=1 nodes=2 {}={}", o.key, o.example);
+            let c = BootConfig::parse(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert!(c.unknown.is_empty(), "{line}: {:?}", c.unknown);
+        }
+        let mut keys: Vec<&str> = BOOT_OPTIONS.iter().map(|o| o.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), BOOT_OPTIONS.len(), "a key given twice");
+        let c = BootConfig::parse("role=dir nodes=1 hb_ms=50").unwrap();
+        assert_eq!(c.unknown, ["hb_ms=50"]);
+    }
+
+    #[test]
+    fn modes_round_trip() {
+        for m in Mode::ALL {
+            assert_eq!(Mode::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(Mode::ALL[0], Mode::Strong, "the default first");
+        assert_eq!(Mode::parse("weak"), None);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Doorbells between instances (ivshmem-doorbell, issue #10): the peer-id
+//! Doorbells between instances (ivshmem-doorbell): the peer-id
 //! map and the "sleeping" words that suppress useless interrupts.
 //!
 //! The ivshmem server numbers its clients (peer ids) in connection order and

@@ -1,5 +1,5 @@
 //! File-server reads over the rings without blocking the loop (`private`
-//! mode's misses, issue #10 item 4): a read's blocks go to the disk queue
+//! mode's misses): a read's blocks go to the disk queue
 //! as fills with [`Dest::Read`], in the same queue as the single-copy page
 //! fills, and the loop serves everything else while they fly. When the
 //! last block arrived (each checked against its checksum) the bytes go

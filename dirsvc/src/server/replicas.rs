@@ -1,4 +1,4 @@
-//! Strong-mode replicas (hot-page promotion, issue #12 item 5): a sharer
+//! Strong-mode replicas (hot-page promotion): a sharer
 //! that reads a peer's page often keeps a read-only copy in its own memory,
 //! and strong mode stays strong because no store lands in a replicated
 //! frame while a replica of it exists.
@@ -33,7 +33,7 @@
 //! mapping, and when the frame stops being exported (its last sharer
 //! left, or the page was torn down) its replica state is forgotten. The
 //! bit and the `writing` words each have one writer (the directory, the
-//! node), as every shared word (docs/ARCHITECTURE.md section 4).
+//! node), as every shared word (docs/ARCHITECTURE.md, "The shared region").
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;

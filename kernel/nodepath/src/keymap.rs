@@ -1,8 +1,7 @@
 //! Hash maps and sets keyed by [`PageKey`] for the hot paths that need
 //! no order (a hit's policy bookkeeping, misses in flight).
 //!
-//! Measured on this host under TCG (2026-11-26, temporary timers in a
-//! local hit): a `BTreeMap` lookup of a page cost about 0.25-0.45 us and
+//! Measured on this host under TCG (temporary timers in a local hit): a `BTreeMap` lookup of a page cost about 0.25-0.45 us and
 //! a hit made about six (the slot, then the policy's lists and groups);
 //! with these maps the median `bench read` hit went from 2.4 to 2.25 us
 //! (`private`'s: 1.4 us). The hasher is rustc's Fx

@@ -67,7 +67,13 @@ pub fn cache_pages_for_heap(heap: usize) -> usize {
     (heap / 3 / fabric::PAGE_SIZE).max(1)
 }
 
-/// The data path for `mode`: the only place the mode picks code.
+/// The data path for `mode`: where the mode picks the node's read, write
+/// and write-back code (single copy or private cache). The mode is also
+/// asked elsewhere, for what is not the data path: the transport (rings or
+/// TCP, `link.rs`, and the kernel's device setup in `kernel/src/main.rs`
+/// and `kernel/src/node/mod.rs`), strong and relaxed mode's write rules
+/// inside the single-copy path (`singlecopy/`, `pagecache.rs`), and the
+/// mode-specific lines of `cache stats` (below).
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
         Mode::Strong | Mode::Relaxed => {

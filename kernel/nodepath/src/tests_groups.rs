@@ -1,4 +1,4 @@
-//! Host tests of task groups over a real directory (issue #12 item 3):
+//! Host tests of task groups over a real directory:
 //! a scan in a group with a page limit next to a key-value-like hot set
 //! in another group leaves the hot set cached (and without the limit the
 //! scan flushes it); GET-SCAN chooses its list by the task's group;

@@ -667,8 +667,8 @@ fn relaxed_write_back_reports_the_directorys_error() {
 /// pages its own later pages push out under pressure reach the file
 /// server with their bytes. (A write-back sends a page only up to the
 /// file's size, which grew only at the end of the write: the first pages
-/// went out empty and were dropped clean, so their bytes were lost.
-/// Found on 2026-11-27 by the random task-read test with a 6-page cache.)
+/// went out empty and were dropped clean, so their bytes were lost; the
+/// random task-read test with a 6-page cache found it.)
 #[test]
 fn one_write_larger_than_the_cache_loses_nothing() {
     for mode in BUFFERED {

@@ -316,8 +316,8 @@ impl Doorbell {
     }
 }
 
-// The node side of issue #10 (wired into the node data path by its owner)
-// and `cache stats` use the rest; the directory uses only part of it yet.
+// The node side of the doorbells (wired into the node data path) and
+// `cache stats` use the rest; the directory uses only part of it.
 #[allow(dead_code)]
 impl Doorbell {
     /// The shared region (the handle this driver reads the table with).

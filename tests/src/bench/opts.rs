@@ -69,7 +69,7 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      get-scan, cluster; default fifo); it orders the
                      single-copy modes' owned pages (private and net have
                      their own LRU page cache)
-  --policies         the eviction-policy section instead (issue #12): runs
+  --policies         the eviction-policy section instead: runs
                      tools/bench-policy-apps.sh (cache_ext's YCSB-C, GET-SCAN
                      and file search under every policy, ratios to FIFO),
                      tools/bench-cluster-policy.sh (webserver on 4 nodes,

@@ -1,4 +1,4 @@
-//! A directory that never blocks on storage (issue #10, item 4), measured:
+//! A directory that never blocks on storage, measured:
 //! the same workloads on a cluster whose directory fills pages
 //! synchronously (`fill_depth=0`, the behaviour before) and on one with
 //! asynchronous fills (the default), booted one after the other in one run,

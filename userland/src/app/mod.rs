@@ -1,5 +1,5 @@
-//! `app NAME [options]`: application workloads on a node (issue #11,
-//! DPC §6.3), each over a dataset built on the host (see [`dataset`]),
+//! `app NAME [options]`: application workloads on a node (DPC
+//! §6.3), each over a dataset built on the host (see [`dataset`]),
 //! its threads running as tasks ([`crate::task`]) whose I/Os go out
 //! together, and one summary plus one `RESULT {json}` line at the end.
 //!
@@ -15,7 +15,7 @@
 //! Shared options ([`options`]): `--runtime S` (10 s), `--threads N`
 //! (the workload's default), `--seed X` (1), `--ops N` (stop after N
 //! top-level operations), `--dir PATH` (`/apps/NAME`), `--group NAME`
-//! (the task group its tasks run in: issue #12, `cache groups`).
+//! (the task group its tasks run in, see `cache groups`).
 
 use alloc::format;
 use alloc::string::String;

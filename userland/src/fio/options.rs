@@ -157,7 +157,7 @@ pub struct JobSpec {
     /// patterns only); `None` is fio's default `random` (the random map).
     pub zipf_theta: Option<u32>,
     /// `--group NAME` (or `--group=NAME`): the task group the jobs run in
-    /// (issue #12: their misses are charged to it, its policy and limit
+    /// (their misses are charged to it, its policy and limit
     /// apply); `None`: the node's (`default`).
     pub group: Option<String>,
 }
@@ -214,6 +214,12 @@ const OPTIONS: &[(&str, bool)] = &[
     // Accepted for script compatibility; the report is always grouped.
     ("group_reporting", false),
 ];
+
+/// The names of the fio options the parser takes (not `--group`, which is
+/// ours): `help fio` names them all (a test checks it).
+pub fn option_names() -> impl Iterator<Item = &'static str> {
+    OPTIONS.iter().map(|(k, _)| *k)
+}
 
 /// A user-supplied word, shortened and kept on one line for an error
 /// message.

@@ -225,7 +225,7 @@ pub(super) static COMMANDS: &[Command] = &[
     Command {
         name: "cache policy",
         usage: "cache policy [NAME] [--group G]",
-        help: "show the eviction policy of this node's owned pages, or set it (fifo lru clock lfu mru s3fifo sieve arc get-scan cluster); --group G: task group G's own policy (the group is made if missing)",
+        help: "show the eviction policy of this node's owned pages and the available names, or set it by name; --group G: task group G's own policy (the group is made if missing)",
         min_args: 0,
         max_args: 3,
         run: cmd_cache_policy,
@@ -273,7 +273,7 @@ pub(super) static COMMANDS: &[Command] = &[
     Command {
         name: "fio",
         usage: "fio --OPT=VALUE ...",
-        help: "fio subset (--size required; name rw bs filename directory numjobs iodepth runtime time_based ioengine invalidate fsync ramp_time randseed): summary + RESULT {json}",
+        help: "fio subset with fio's syntax (--size required): name rw|readwrite rwmixread rwmixwrite bs|blocksize size filename directory numjobs iodepth runtime time_based ioengine invalidate fsync ramp_time randseed random_distribution group_reporting; not fio's: --group NAME (the jobs' task group): summary + RESULT {json}",
         min_args: 1,
         max_args: MANY,
         run: cmd_fio,
@@ -318,4 +318,26 @@ pub(super) fn cmd_help(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> 
         ctx.println(&format!("  {:<width$}  {}", c.usage, c.help));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::COMMANDS;
+
+    /// `help fio` names every option the fio parser takes.
+    #[test]
+    fn fio_help_names_every_fio_option() {
+        let fio = COMMANDS.iter().find(|c| c.name == "fio").expect("fio");
+        let words: alloc::vec::Vec<&str> = fio
+            .help
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .collect();
+        for key in crate::fio::options::option_names().chain(["group"]) {
+            assert!(
+                words.contains(&key) || words.contains(&alloc::format!("--{key}").as_str()),
+                "help fio omits --{key}: {}",
+                fio.help
+            );
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Task groups in the shell (issue #12 item 3): `cache groups`, and the
+//! Task groups in the shell: `cache groups`, and the
 //! group forms of `cache policy NAME --group G` and `cache config group=G
 //! [limit=PAGES] [policy=NAME]`. A group is made by the first command
 //! naming it (here, or `app`/`fio --group`); its settings are checked

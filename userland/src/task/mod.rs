@@ -1,6 +1,6 @@
 //! Tasks on a node: a small cooperative executor for the shell's
-//! workloads (every `fio` job is a task; application workloads, issue
-//! #11, use the same API).
+//! workloads (every `fio` job is a task; the application workloads
+//! use the same API).
 //!
 //! A kernel here has one vCPU and no threads, so concurrency is I/O
 //! level: a task is a `Future` polled round-robin by [`Tasks::run`]. A

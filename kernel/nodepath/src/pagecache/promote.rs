@@ -1,5 +1,5 @@
 //! Hot-page promotion (the CXL-pools slides' DDR/CXL tiering applied to
-//! the single copy; issue #12 item 5).
+//! the single copy).
 //!
 //! A remote mapping (S) read more than `threshold` times within one
 //! window gets a read-only replica in this node's own memory (its "DDR",

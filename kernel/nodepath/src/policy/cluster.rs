@@ -1,5 +1,5 @@
-//! Cluster-aware LRU: onecopy's own policy (issue #12 item 4; no anchor
-//! has it). In a single-copy cache, evicting a page on its owner takes it
+//! Cluster-aware LRU: onecopy's own policy (no anchor
+//! system has it). In a single-copy cache, evicting a page on its owner takes it
 //! away from every node mapping it: a page mapped by 3 nodes costs 3
 //! invalidations now and 3 misses later. The directory reports to the
 //! owner how many nodes map each page (a `Sharers` notice when the count

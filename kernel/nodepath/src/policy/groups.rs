@@ -1,4 +1,4 @@
-//! Task groups, the cgroup analogue (issue #12 item 3; cache_ext's
+//! Task groups, the cgroup analogue (cache_ext's
 //! per-cgroup policies, seed 004): every owned page is charged to the
 //! group of the task that brought it in, and each group may have its own
 //! eviction policy and page limit, so a scan next to a key-value store

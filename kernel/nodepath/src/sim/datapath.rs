@@ -1021,8 +1021,8 @@ fn sim_drives_the_real_data_path() {
 }
 
 /// Seed 0x5eed0006 at 300 steps, once an open liveness finding; it
-/// passes since the 2026-11-24 changes to the schedule (deferred DROPs,
-/// reads without a validation round trip). Kept: a longer run.
+/// passes since the schedule gained deferred DROPs and reads without a
+/// validation round trip. Kept: a longer run.
 #[test]
 fn sim_seed_0x5eed0006_long_run() {
     super::init_log();
@@ -1036,13 +1036,12 @@ fn sim_seed_0x5eed0006_long_run() {
 /// every seed must pass. `cargo test --release -p nodepath sim_sweep --
 /// --ignored` (a few minutes).
 ///
-/// History of what sweeps found (none returned a wrong read). On
-/// 2026-11-24 about one seed in ten failed, in two classes: a liveness
-/// ending (a node "directory unavailable" at the end) and a safety check
-/// stricter than the protocol (a node mapping an orphan frame its owner's
-/// timed-out READ filled late). On 2026-11-26, with the recreation step,
-/// three liveness defects were found and fixed, each seed now in the
-/// default run as a regression:
+/// What sweeps found (none returned a wrong read): first about one seed
+/// in ten failed, in two classes: a liveness ending (a node "directory
+/// unavailable" at the end) and a safety check stricter than the protocol
+/// (a node mapping an orphan frame its owner's timed-out READ filled
+/// late). With the recreation step, three liveness defects were found and
+/// fixed, each seed now in the default run as a regression:
 ///
 /// * 0x5eed001d: a rejoin the directory admitted only after the node's
 ///   wait gave up (it waits for other nodes to let go of the joiner's

@@ -1,5 +1,5 @@
-//! Focused regression tests of three defects of the node data path (issue
-//! #8), each over the host rig with the real directory.
+//! Focused regression tests of three defects of the node data path,
+//! each over the host rig with the real directory.
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -13,7 +13,7 @@ const MIB: u64 = 1 << 20;
 pub struct App {
     /// `app NAME`.
     pub name: &'static str,
-    /// What DPC's Fig. 10 calls it.
+    /// What DPC's Fig. 10 calls it (the report prints `name (dpc_name)`).
     pub dpc_name: &'static str,
     /// Counted in the geomean DPC reports (its five applications).
     pub in_geomean: bool,
@@ -49,7 +49,7 @@ pub const APPS: &[App] = &[
     },
     App {
         name: "varmail",
-        dpc_name: "(varmail: not in DPC)",
+        dpc_name: "not in DPC",
         in_geomean: false,
     },
 ];

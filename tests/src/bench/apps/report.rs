@@ -325,7 +325,7 @@ pub fn report_md(r: &AppsRunner, machine: &Value, chart: Option<&str>, run_label
                 .fold(None::<(f64, String, u8)>, |b, c| match b { Some(b) if b.0 >= c.0 => Some(b), _ => Some(c) });
             match best { Some((v, m, n)) => format!("{} {v:.2}x ({m} N={n})", a.name), None => format!("{} n/a", a.name) }
         }).collect::<Vec<_>>().join(", "));
-    let _ = writeln!(s, "## Goals of issue #11, judged on this run\n");
+    let _ = writeln!(s, "## Goals, judged on this run\n");
     let _ = writeln!(s, "| goal | ours | verdict |\n| --- | --- | --- |");
     for g in goals(st, &p.apps, &p.modes, &p.nodes) {
         let v = match g.met {

@@ -1,7 +1,7 @@
 //! The Fig. 10 arithmetic: per-node throughput averaged over the nodes,
 //! normalized to single-node `private` (DPC's metric), the ratio vs
-//! `private` at the same N, geomeans over the apps, and the goals of
-//! issue #11 judged on one run. Pure (host-tested).
+//! `private` at the same N, geomeans over the apps, and the goals
+//! (DPC's Fig. 10 figures as targets) judged on one run. Pure (host-tested).
 
 use serde_json::{json, Value};
 
@@ -135,7 +135,7 @@ pub const DPC_PUBLISHED: &[(&str, &str)] = &[
     ("per-node performance as nodes are added", "never drops"),
 ];
 
-/// One goal of the issue, judged on this run.
+/// One goal (a DPC figure as the target), judged on this run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Goal {
     /// The goal.
@@ -150,7 +150,8 @@ fn fmt_x(v: Option<f64>) -> String {
     v.map_or("n/a".into(), |x| format!("{x:.2}x"))
 }
 
-/// The goals of issue #11 for the single-copy modes in `modes`.
+/// The goals (DPC's Fig. 10 figures as targets) for the single-copy
+/// modes in `modes`.
 pub fn goals(s: &Study, apps: &[App], modes: &[String], nodes: &[u8]) -> Vec<Goal> {
     let sc: Vec<&str> = modes
         .iter()

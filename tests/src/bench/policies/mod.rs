@@ -1,5 +1,5 @@
 //! The eviction-policy section (`onecopy-bench --policies`,
-//! `tools/bench-report.sh --policies`; issue #12, "What to measure"): the
+//! `tools/bench-report.sh --policies`; what cache_ext measured): the
 //! three scripts that measure it run one after the other (bench-promote.sh
 //! twice: relaxed, then strong mode), each with a time limit; their
 //! `ROW {json}` / `RESULT {json}` lines become report.md's "Eviction

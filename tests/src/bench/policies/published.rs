@@ -3,7 +3,7 @@
 
 /// Where the figures come from.
 pub const SOURCE: &str =
-    "cache_ext (seed 004; as quoted in issue #12 and README \"Eviction policies\")";
+    "cache_ext (seed 004; its published figures, as docs/RESULTS.md quotes them)";
 
 /// How they compare with ours.
 pub const CAVEAT: &str = "cache_ext's ratios are to Linux's default page-cache policy (its baseline) on a disk-backed page cache; ours are to FIFO in the same run, where a miss is a round trip to the directory and, for a page no node holds, a virtio-blk read under TCG: compare the direction and the winner, not the digits.";

@@ -240,7 +240,7 @@ pub fn section_md(s: &Section) -> String {
     let _ = writeln!(t, "## Eviction policies\n");
     let _ = writeln!(
         t,
-        "Issue #12, \"What to measure\", as {} run: three scripts one after the other (bench-promote.sh twice, in relaxed and in strong mode), each run on its own cluster (QEMU, TCG); every ratio is within one script's run. Their full output: `policies/*.log`.\n",
+        "What cache_ext measured, as {} run: three scripts one after the other (bench-promote.sh twice, in relaxed and in strong mode), each run on its own cluster (QEMU, TCG); every ratio is within one script's run. Their full output: `policies/*.log`.\n",
         if s.quick { "a `--quick`" } else { "a full" }
     );
     let _ = writeln!(t, "### Parameters\n");
@@ -332,7 +332,7 @@ pub fn section_md(s: &Section) -> String {
 pub fn report_md(s: &Section, machine: &Value, run_label: &str, seconds: f64) -> String {
     let m = |k: &str| machine[k].as_str().unwrap_or("?").to_string();
     let mut t = String::new();
-    let _ = writeln!(t, "# onecopy: Eviction policies (issue #12)\n");
+    let _ = writeln!(t, "# onecopy: Eviction policies\n");
     let _ = writeln!(
         t,
         "{run_label}, {seconds:.0} s in all. {}\n",

@@ -82,7 +82,7 @@ fn part(p: &Part) -> Value {
 /// results.json.
 pub fn results_json(s: &Section, machine: &Value, run_label: &str, seconds: f64) -> Value {
     json!({
-        "study": "eviction policies (issue #12)",
+        "study": "eviction policies",
         "run": run_label,
         "quick": s.quick,
         "machine": machine,

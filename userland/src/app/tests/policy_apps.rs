@@ -1,4 +1,4 @@
-//! The policy study's workloads on the mock (issue #12): `kv`'s scan mix
+//! The policy study's workloads on the mock: `kv`'s scan mix
 //! and `search`.
 
 use alloc::string::ToString;
