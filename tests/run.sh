@@ -10,7 +10,7 @@
 # crate but the kernel's, without the QEMU tests); clippy -D warnings for the
 # host crates and for the kernel (x86_64-unknown-none); shellcheck of the
 # scripts (when installed); release build of the kernel and host tools; the
-# integration tests (cargo test -p onecopy-tests --test cluster --test lifecycle --test crash --test
+# integration tests (cargo test -p onecopy-tests --test cluster --test lifecycle --test crash --test fence --test
 # launcher --test pagecache --test asyncstore --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps, one at a time, and the ivshmem
 # server with real QEMU doorbell devices); the benchmark report's --quick smoke test
 # (cargo test -p onecopy-tests --test bench -- --ignored). A failed step does not stop the independent ones; the exit status is
@@ -135,7 +135,7 @@ integration_tests() {
         "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
         rm -rf -- "$d"
     done
-    cargo test --no-fail-fast -p onecopy-tests --test cluster --test lifecycle --test crash --test launcher --test pagecache --test asyncstore --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
+    cargo test --no-fail-fast -p onecopy-tests --test cluster --test lifecycle --test crash --test fence --test launcher --test pagecache --test asyncstore --test policy --test dirty --test net --test doorbell --test replace --test tasks --test apps -- --test-threads=1 &&
         cargo test -p onecopy-ivshmem-server --test qemu -- --ignored --test-threads=1
 }
 

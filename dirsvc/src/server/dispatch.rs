@@ -35,7 +35,7 @@ impl<D: BlockDevice> Directory<D> {
                     self.peers[(node - 1) as usize].member = false;
                     Header::new(mem, self.layout).set_node_state(node, NodeState::Failed);
                     out.events.push(Event::Corrupt { node, error });
-                    self.lose(mem, node);
+                    self.failed(mem, node, &mut out);
                 }
             }
             if let Some(e) = self.last_bad.take() {
