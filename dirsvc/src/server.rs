@@ -51,8 +51,8 @@ use flatfs::{BlockDevice, Fs};
 
 mod dispatch;
 mod executor;
-mod fileread;
 mod fencing;
+mod fileread;
 mod fileserver;
 mod fills;
 mod locality;
@@ -512,6 +512,8 @@ impl<D: BlockDevice> Directory<D> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_fencing;
+#[cfg(test)]
 mod tests_fileread;
 #[cfg(test)]
 mod tests_fills;
@@ -519,5 +521,3 @@ mod tests_fills;
 mod tests_netreq;
 #[cfg(test)]
 mod tests_writes;
-#[cfg(test)]
-mod tests_fencing;

@@ -96,6 +96,7 @@ fn a_paused_node_declared_failed_cannot_corrupt_other_files() {
             c.keep_run_dir(); // the image is examined after the cluster stops
             c.exec_ok(1, "fill /f 1m")?;
             c.exec_ok(1, "sync")?;
+            c.release_console(2);
             let fio = spawn_exec(
                 c,
                 2,
@@ -171,6 +172,7 @@ fn a_dead_directory_fails_writes_within_the_heartbeat_timeout() {
                 "fio --name=rw --rw=randrw --bs=4k --size=1m --filename=/f --runtime=60 --time_based=1 --randseed={seed}"
             )
         };
+        c.release_console(1);
         let fios = [
             spawn_exec(c, 1, job(1), Duration::from_secs(120)),
             spawn_exec(c, 2, job(2), Duration::from_secs(120)),
@@ -187,7 +189,8 @@ fn a_dead_directory_fails_writes_within_the_heartbeat_timeout() {
             eprintln!(
                 "fence-dirkill: n{node}'s fio ended {} ms after the kill: {}",
                 after.as_millis(),
-                out.text()
+                out.error_message()
+                    .map_or_else(|| out.text(), str::to_string)
             );
             if !fio_failed(&out) {
                 return Err(fail(format!(
@@ -208,7 +211,10 @@ fn a_dead_directory_fails_writes_within_the_heartbeat_timeout() {
         if out.is_ok() {
             return Err(fail("a write succeeded with the directory dead"));
         }
-        eprintln!("fence-dirkill: later write: {}", out.text());
+        eprintln!(
+            "fence-dirkill: later write: {}",
+            out.error_message().unwrap_or_default()
+        );
         Ok(())
     });
 }

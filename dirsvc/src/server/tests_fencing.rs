@@ -55,7 +55,10 @@ impl Rig {
             self.h().beat_node(*n);
         }
         self.now.set(self.now.get() + 1000);
-        self.dir.borrow_mut().poll(&*self.mem, self.now.get()).events
+        self.dir
+            .borrow_mut()
+            .poll(&*self.mem, self.now.get())
+            .events
     }
 
     fn join(&self, node: u32) -> Client {
@@ -102,7 +105,10 @@ impl Rig {
         self.call(&mut b, &Request::Page(PageReq::Read { key, frame: b0 }));
         for _ in 0..5000 {
             let ev = self.step(&[2]);
-            if ev.iter().any(|e| matches!(e, Event::Failed { node: 1, .. })) {
+            if ev
+                .iter()
+                .any(|e| matches!(e, Event::Failed { node: 1, .. }))
+            {
                 return (nb, key, a.epoch(), ev);
             }
         }
@@ -114,10 +120,7 @@ impl Rig {
 fn a_failed_node_is_torn_down_only_once_the_fencer_confirms() {
     let rig = Rig::new(2);
     let (mut nb, key, epoch, ev) = rig.owner_fails();
-    assert!(
-        ev.contains(&Event::FenceAsked { node: 1, epoch }),
-        "{ev:?}"
-    );
+    assert!(ev.contains(&Event::FenceAsked { node: 1, epoch }), "{ev:?}");
     let h = rig.h();
     assert_eq!(h.node_state(1), Some(NodeState::Failed));
     assert_eq!(h.fence_request(1), epoch);

@@ -42,6 +42,8 @@ pub mod singlecopy;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_fence;
+#[cfg(test)]
 mod tests_groups;
 #[cfg(test)]
 mod tests_meta;

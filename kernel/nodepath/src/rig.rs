@@ -435,6 +435,11 @@ impl Rig {
         self.sh.frozen.borrow_mut().push(k);
     }
 
+    /// Node `k` runs again after [`Rig::freeze`] (a paused QEMU resumed).
+    pub fn thaw(&self, k: u32) {
+        self.sh.frozen.borrow_mut().retain(|&n| n != k);
+    }
+
     /// The shared region's bytes of frame `gfn`.
     pub fn frame(&self, gfn: u64) -> Vec<u8> {
         let mut b = vec![0u8; 4096];
