@@ -1029,8 +1029,8 @@ if [[ $BUILD == 1 ]]; then
 fi
 [[ -f $KERNEL ]] || die "kernel not found: $KERNEL (build it with: cargo build --release -p onecopy-kernel --target x86_64-unknown-none, or drop --no-build)"
 find_ctl
-if [[ $DOORBELL == on && ! -x $IVSERVER ]]; then
-    die "ivshmem server not found: $IVSERVER (build it with: cargo build --release -p onecopy-ivshmem-server, drop --no-build, or use --doorbell off)"
+if [[ ! -x $IVSERVER ]]; then
+    die "ivshmem server not found: $IVSERVER (it is also the fencer of failed nodes; build it with: cargo build --release -p onecopy-ivshmem-server, or drop --no-build)"
 fi
 
 # 4. run dir, disk
@@ -1226,9 +1226,11 @@ if [[ $DOORBELL == on ]]; then
     # In its own session like the instances; it inherits the lock, so `stop`
     # finds it (and through RUN/ivshmem.pid); SIGTERM makes it remove its
     # socket and pid file.
+    # It is also the fencer: it kills the QEMU of a node the directory
+    # declared failed and confirms in the region (fabric::fence).
     setsid "$IVSERVER" --socket "$RUN_DIR/ivshmem.sock" --shm-path "$SHM_PATH" \
         --vectors "$IVSHMEM_VECTORS" --pid-file "$RUN_DIR/ivshmem.pid" \
-        </dev/null >"$RUN_DIR/ivshmem.log" 2>&1 &
+        --fence-run-dir "$RUN_DIR" </dev/null >"$RUN_DIR/ivshmem.log" 2>&1 &
     for ((i = 0; i < 500; i++)); do
         [[ -S $RUN_DIR/ivshmem.sock && -s $RUN_DIR/ivshmem.pid ]] && break
         sleep 0.01
@@ -1237,6 +1239,19 @@ if [[ $DOORBELL == on ]]; then
         die "the ivshmem server did not open $RUN_DIR/ivshmem.sock within 5 s: $(tail -n 3 "$RUN_DIR/ivshmem.log" 2>/dev/null | tr '\n' ' ')"
     fi
     info "doorbells: ivshmem server pid $(read_pid "$RUN_DIR/ivshmem.pid") on $RUN_DIR/ivshmem.sock ($IVSHMEM_VECTORS vectors; log RUN/ivshmem.log)"
+else
+    # No doorbells: the same program runs as the fencer alone (no QEMU
+    # connects to its socket), in its own session, found by `stop` through
+    # RUN/fencer.pid.
+    setsid "$IVSERVER" --socket "$RUN_DIR/fencer.sock" --shm-path "$SHM_PATH" \
+        --pid-file "$RUN_DIR/fencer.pid" --fence-run-dir "$RUN_DIR" \
+        </dev/null >"$RUN_DIR/fencer.log" 2>&1 &
+    for ((i = 0; i < 500; i++)); do
+        [[ -s $RUN_DIR/fencer.pid ]] && break
+        sleep 0.01
+    done
+    [[ -s $RUN_DIR/fencer.pid ]] || die "the fencer did not start within 5 s: $(tail -n 3 "$RUN_DIR/fencer.log" 2>/dev/null | tr '\n' ' ')"
+    info "fencing: failed nodes are fenced by pid $(read_pid "$RUN_DIR/fencer.pid") (log RUN/fencer.log)"
 fi
 # shellcheck disable=SC2046 # gdb_args yields zero or two words
 launch dir "role=dir nodes=$NODES$extra" \

@@ -29,7 +29,10 @@
 //! directory admits it (fresh rings, new epoch, `Up`) once no page of the
 //! cluster still uses its frames. A member whose heartbeat stops for
 //! [`Config::heartbeat_timeout_ns`], that says goodbye, that restarts or
-//! whose rings are corrupt is dropped from the page directory.
+//! whose rings are corrupt is dropped from the page directory. A node
+//! failed on its heartbeat is dropped only once it is fenced (with
+//! [`Config::fencing`], `server/fencing.rs`): until then nothing reuses
+//! its frames or the frames it mapped.
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
@@ -48,6 +51,7 @@ use flatfs::{BlockDevice, Fs};
 
 mod dispatch;
 mod executor;
+mod fencing;
 mod fileread;
 mod fileserver;
 mod fills;
@@ -93,6 +97,33 @@ pub enum Event {
         /// What was wrong.
         error: RingError,
     },
+    /// A failed node must be fenced before its frames, and the frames it
+    /// mapped, are reused: asked of the host's fencer (`fabric::fence`).
+    FenceAsked {
+        /// Node id.
+        node: u32,
+        /// The failed session's epoch.
+        epoch: u64,
+    },
+    /// A failed node is fenced (its frames may be reused now).
+    Fenced {
+        /// Node id.
+        node: u32,
+        /// Milliseconds since the fence was asked for.
+        after_ms: u64,
+        /// The node rejoined (it dropped its mappings itself) rather than
+        /// the fencer confirming.
+        by_rejoin: bool,
+    },
+    /// No fencer confirmed within [`Config::fence_timeout_ns`]: the node's
+    /// frames and the frames it mapped stay out of use until one does or
+    /// the node rejoins.
+    FenceOverdue {
+        /// Node id.
+        node: u32,
+        /// Milliseconds since the fence was asked for.
+        waited_ms: u64,
+    },
     /// A request could not be decoded; it was answered with `Invalid`.
     BadRequest {
         /// Node id.
@@ -127,6 +158,14 @@ pub struct Config {
     /// (`fabric::doorbell::SLEEP_QUIET`) as acknowledged, without waking
     /// it (`server/quiet.rs`; boot option `lazy_inv`).
     pub lazy_inv: bool,
+    /// Fence a node declared failed before reusing its frames and the
+    /// frames it mapped (`server/fencing.rs`, boot option `fence`); off:
+    /// they are reused at once, which is safe only if a failed node can
+    /// never run again (host tests and simulations).
+    pub fencing: bool,
+    /// How long the directory waits for a fencer before it logs that none
+    /// answered ([`Event::FenceOverdue`]); it keeps waiting.
+    pub fence_timeout_ns: u64,
 }
 
 fn seq_cst_fence() {
@@ -142,6 +181,8 @@ impl Default for Config {
             clock: misstime::no_clock,
             fence: seq_cst_fence,
             lazy_inv: true,
+            fencing: false,
+            fence_timeout_ns: 5_000_000_000,
         }
     }
 }
@@ -253,6 +294,8 @@ pub struct Directory<D: BlockDevice> {
     net_answers: Vec<reply::NetAnswer>,
     /// `net` mode requests answered later, since boot.
     net_later: u64,
+    /// Failed nodes waiting for their fence (`server/fencing.rs`).
+    fences: fencing::Fences,
 }
 
 /// Result of one [`Directory::poll`].
@@ -338,6 +381,7 @@ impl<D: BlockDevice> Directory<D> {
             quiet: quiet::QuietStats::default(),
             net_answers: Vec::new(),
             net_later: 0,
+            fences: fencing::Fences::default(),
         }
     }
 
@@ -467,6 +511,8 @@ impl<D: BlockDevice> Directory<D> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fencing;
 #[cfg(test)]
 mod tests_fileread;
 #[cfg(test)]

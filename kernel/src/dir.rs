@@ -30,8 +30,15 @@ use crate::net::DirLink;
 
 /// Tickless (doorbells): the directory wakes at least this often to beat
 /// its heartbeat and sweep membership while idle (nodes presume it failed
-/// after `nodepath::wait::DIR_SILENT_NS`, 1.5 s, of silence).
+/// after `nodepath::wait::DIR_SILENT_NS`, 1.5 s, of silence, or after
+/// `hb_timeout_ms` if shorter: see [`beat_period_ns`]).
 pub const BEAT_PERIOD_NS: u64 = nodepath::wait::DIR_SILENT_NS / 6;
+
+/// The tickless beat period for a heartbeat timeout of `hb_timeout_ms`:
+/// six beats per silence a node tolerates.
+pub fn beat_period_ns(hb_timeout_ms: u64) -> u64 {
+    BEAT_PERIOD_NS.min(hb_timeout_ms.saturating_mul(1_000_000) / 6)
+}
 
 /// Tickless, without the disk's completion interrupt (`disk_irq=0`, or a
 /// member that does not ring us): how long a pass that found only disk
@@ -92,14 +99,20 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             clock: time::now_ns,
             fence: cpu::full_fence,
             lazy_inv: cfg.lazy_inv,
+            fencing: cfg.fence,
             ..Config::default()
         },
     );
     log::info!(
-        "directory ready: serving {} nodes ({}), heartbeat timeout {} ms, page fills in flight {}",
+        "directory ready: serving {} nodes ({}), heartbeat timeout {} ms, fencing {}, page fills in flight {}",
         cfg.nodes,
         if storage { "storage up" } else { "NO STORAGE" },
         cfg.hb_timeout_ms,
+        if cfg.fence {
+            "on (a failed node's frames are reused only once it is fenced)"
+        } else {
+            "OFF (fence=0: a failed node's frames are reused at once)"
+        },
         match dir.fill_depth() {
             0 => alloc::string::String::from("1 (synchronous)"),
             n => alloc::format!("up to {n}"),
@@ -569,6 +582,24 @@ fn log_events(events: &[Event]) {
             Event::Corrupt { node, error } => {
                 log::warn!("node {node} failed: corrupt ring ({error:?})")
             }
+            Event::FenceAsked { node, epoch } => log::warn!(
+                "node {node}: fence asked for session {epoch}; its frames and the frames it mapped stay out of use until the fencer confirms or it rejoins"
+            ),
+            Event::Fenced {
+                node,
+                after_ms,
+                by_rejoin,
+            } => log::info!(
+                "node {node} fenced after {after_ms} ms ({}); its frames may be reused",
+                if *by_rejoin {
+                    "it rejoined, having dropped its mappings"
+                } else {
+                    "confirmed by the host's fencer"
+                }
+            ),
+            Event::FenceOverdue { node, waited_ms } => log::error!(
+                "node {node}: no fencer confirmed its fence in {waited_ms} ms (is the ivshmem server with --fence-run-dir running?); its frames and the frames it mapped stay out of use until one does or it rejoins"
+            ),
             Event::BadRequest { node, error } => {
                 log::warn!("node {node}: malformed request ({error}), answered 'invalid'")
             }

@@ -101,7 +101,7 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
             // the loop wakes on doorbells and on a self-armed timer for its
             // heartbeat (net mode keeps its tick for the TCP timers).
             if drivers::ivshmem::doorbell().is_some() && cfg.mode != fabric::config::Mode::Net {
-                arch::interrupts::init_tickless(|| {}, dir::BEAT_PERIOD_NS);
+                arch::interrupts::init_tickless(|| {}, dir::beat_period_ns(cfg.hb_timeout_ms));
             } else {
                 arch::interrupts::init_timer(|| {}, cfg.tick_hz);
             }

@@ -285,6 +285,12 @@ impl Cluster {
         r
     }
 
+    /// Closes this harness's connection to node `node`'s console (the
+    /// next command reconnects), so another client may attach meanwhile.
+    pub fn release_console(&mut self, node: u8) {
+        self.consoles.remove(&node);
+    }
+
     /// Runs raw bytes (no `\r`/`\n` inside) as a command line.
     pub fn exec_bytes(&mut self, node: u8, cmd: &[u8]) -> Result<CmdOutput> {
         self.exec_timeout(node, cmd, self.cmd_timeout)

@@ -148,6 +148,12 @@ pub struct BootConfig {
     /// see `fabric::doorbell`). 0: every invalidation waits for the
     /// sharer's ack, as before.
     pub lazy_inv: bool,
+    /// Directory: a node declared failed is fenced before its frames, and
+    /// the frames it mapped, are reused (`fence=0|1`, default 1: the host's
+    /// fencer, `qemu-run.sh`'s ivshmem server, kills its QEMU and confirms
+    /// in the region; see `fabric::fence`). 0: reused at once, safe only
+    /// if a failed node can never run again.
+    pub fence: bool,
     /// Node, doorbell mode: time this many doorbell round trips to the
     /// directory at boot (`doorbell_selftest=N`, 0..=10000, default 0): ring
     /// its vector 1, wait for its echo word; logs median, p99, min, max.
@@ -208,6 +214,7 @@ impl BootConfig {
             doorbell: false,
             disk_irq: true,
             lazy_inv: true,
+            fence: true,
             doorbell_selftest: 0,
             baseline_writes: BaselineWrites::Back,
             tick_hz: 1000,
@@ -267,6 +274,13 @@ impl BootConfig {
                         "0" => false,
                         "1" => true,
                         _ => return Err(alloc::format!("lazy_inv={v}: expected 0 or 1")),
+                    }
+                }
+                "fence" => {
+                    c.fence = match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(alloc::format!("fence={v}: expected 0 or 1")),
                     }
                 }
                 "baseline_writes" => {
@@ -449,6 +463,9 @@ mod tests {
         assert!(c.lazy_inv);
         let c = BootConfig::parse("role=node id=1 nodes=2 lazy_inv=0").unwrap();
         assert!(!c.lazy_inv);
+        assert!(c.fence);
+        assert!(!BootConfig::parse("role=dir fence=0").unwrap().fence);
+        assert!(BootConfig::parse("role=dir fence=2").is_err());
         assert_eq!(c.doorbell_selftest, 0);
         let c = BootConfig::parse("role=node id=1 nodes=1 doorbell_selftest=200").unwrap();
         assert_eq!(c.doorbell_selftest, 200);

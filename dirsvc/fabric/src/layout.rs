@@ -44,7 +44,11 @@
 //! `writing u64` at +32 (strong-mode replicas: the frame the node is
 //! storing into, plus one; written by that node only), `sees_replicas
 //! u64` at +40 (nonzero once the node has read `replicas_used` set: from
-//! then on it announces every store; written by that node only).
+//! then on it announces every store; written by that node only),
+//! `fence_request u64` at +48 (the session epoch the directory asks to
+//! have fenced; written by the directory only) and `fence_done u64` at +56
+//! (the last epoch the host's fencer confirmed fenced; written by the
+//! fencer only), see [`crate::fence`].
 //!
 //! After the node table (offset 4352, version 2): the doorbell table, one
 //! 32-byte entry per instance (peer id, flags, sleeping word), see
@@ -65,8 +69,9 @@ pub use header::Header;
 /// "ONECOPY1" as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ONECOPY1");
 /// Layout version this code reads and writes (2: the doorbell table; 3:
-/// replica bits, the writing words and `replicas_used`).
-pub const VERSION: u32 = 3;
+/// replica bits, the writing words and `replicas_used`; 4: the fence
+/// words).
+pub const VERSION: u32 = 4;
 /// Bytes reserved for the header including the node table.
 pub const HEADER_BYTES: usize = 8192;
 /// Offset of the node table.

@@ -30,6 +30,7 @@ pub const PAGE_SIZE: usize = 4096;
 pub mod bulk;
 pub mod config;
 pub mod doorbell;
+pub mod fence;
 pub mod layout;
 pub mod netorder;
 pub mod netwire;

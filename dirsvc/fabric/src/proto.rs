@@ -65,11 +65,15 @@ pub enum Errno {
     /// A conditional request found the inode at another version (the
     /// caller re-reads and redoes its work).
     Stale = 15,
+    /// This node was declared failed (or its session is stale): it
+    /// stopped every store and dropped every mapping; it rejoins at its
+    /// next call.
+    Fenced = 16,
 }
 
 impl Errno {
     /// Every errno, for tests and tables.
-    pub const ALL: [Errno; 15] = [
+    pub const ALL: [Errno; 16] = [
         Errno::NotFound,
         Errno::Exists,
         Errno::NotDir,
@@ -85,6 +89,7 @@ impl Errno {
         Errno::NotSupported,
         Errno::Refused,
         Errno::Stale,
+        Errno::Fenced,
     ];
 
     /// Decode a wire status; `None` for 0 or an unknown value.
@@ -110,6 +115,7 @@ impl Errno {
             Errno::NotSupported => "not supported",
             Errno::Refused => "refused",
             Errno::Stale => "stale version",
+            Errno::Fenced => "fenced: the directory declared this node failed",
         }
     }
 }

@@ -43,7 +43,8 @@ impl<D: BlockDevice> Directory<D> {
         out
     }
 
-    /// `node`'s rings are corrupt: fail it (its pages are torn down).
+    /// `node`'s rings are corrupt: fail it (its pages are torn down once
+    /// it is fenced, `server/fencing.rs`).
     pub(super) fn corrupt(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
@@ -54,7 +55,7 @@ impl<D: BlockDevice> Directory<D> {
         self.peers[(node - 1) as usize].member = false;
         Header::new(mem, self.layout).set_node_state(node, NodeState::Failed);
         out.events.push(Event::Corrupt { node, error });
-        self.lose(mem, node);
+        self.failed(mem, node, out);
     }
 
     /// Which nodes' response or notify rings moved since the last report

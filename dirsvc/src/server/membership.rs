@@ -13,6 +13,9 @@ impl<D: BlockDevice> Directory<D> {
     pub fn membership(&mut self, mem: &(impl SharedMem + ?Sized), now_ns: u64) -> Poll {
         let h = Header::new(mem, self.layout);
         let mut out = Poll::default();
+        // Before the node states: a failed node that rejoins is dropped
+        // (its fence answered) before its join is looked at.
+        self.fences(mem, now_ns, &mut out);
         for node in 1..=self.layout.max_nodes {
             let i = (node - 1) as usize;
             match h.node_state(node) {
@@ -53,7 +56,7 @@ impl<D: BlockDevice> Directory<D> {
                         p.member = false;
                         h.set_node_state(node, NodeState::Failed);
                         out.events.push(Event::Failed { node, silent_ms });
-                        self.lose(mem, node);
+                        self.failed(mem, node, &mut out);
                     }
                 }
                 Some(NodeState::Left) if self.peers[i].member => {

@@ -44,6 +44,8 @@ mod tests;
 #[cfg(test)]
 mod tests_failure;
 #[cfg(test)]
+mod tests_fence;
+#[cfg(test)]
 mod tests_groups;
 #[cfg(test)]
 mod tests_meta;

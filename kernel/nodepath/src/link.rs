@@ -82,6 +82,9 @@ pub struct Link<E: Env> {
     calls_wait: Waiter,
     /// Last directory heartbeat seen and when it changed.
     dir_hb: (u64, u64),
+    /// The directory is presumed dead once its heartbeat stood still this
+    /// long ([`Link::guard`]; the kernel sets `hb_timeout_ms`).
+    dir_timeout_ns: u64,
     /// Calls are allowed although the session is broken: the node writes
     /// back its dirty pages before rejoining (a rejoin drops them).
     pub recovering: bool,
@@ -192,6 +195,7 @@ impl<E: Env> Link<E> {
             pending: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             calls_wait: Waiter::new(rpc_timeout_ns).spinning(spin_ns),
             dir_hb: (0, 0),
+            dir_timeout_ns: DIR_SILENT_NS,
             recovering: false,
             ring_reads: MAX_RING_READS,
             ring_read_stats: (0, 0, 0),
@@ -264,6 +268,65 @@ impl<E: Env> Link<E> {
             log::warn!("directory silent: disconnecting from the shared cache, unmapping every remote page");
             self.client = None;
             svc.disconnect(&self.env);
+        }
+    }
+
+    /// Presume the directory dead once its heartbeat stood still for
+    /// `ns` (at most [`DIR_SILENT_NS`], what every wait allows).
+    pub fn set_dir_timeout(&mut self, ns: u64) {
+        self.dir_timeout_ns = ns.clamp(1, DIR_SILENT_NS);
+    }
+
+    /// Before every I/O, and before anything else: may this node touch the
+    /// shared region? No if the directory declared it failed or its
+    /// session is stale: it drops every mapping (no store reaches a frame
+    /// again) and the I/O fails with `Fenced`; the next one rejoins. No if
+    /// the directory's heartbeat stood still past the timeout: the node
+    /// leaves the shared cache and every I/O fails with `Unavailable`
+    /// until the directory beats again. Two loads and a clock read.
+    pub fn guard(&mut self, svc: &mut dyn Session<E>) -> Result<(), Errno> {
+        let Some(layout) = self.layout else {
+            return Ok(()); // never joined: the I/O's own call fails
+        };
+        let h = Header::new(self.env.mem(), layout);
+        let hb = h.dir_heartbeat();
+        let now = self.env.now_ns();
+        if hb != self.dir_hb.0 || self.dir_hb.1 == 0 {
+            self.dir_hb = (hb, now);
+        }
+        let silent = now.saturating_sub(self.dir_hb.1);
+        if silent > self.dir_timeout_ns {
+            if self.client.is_some() {
+                log::error!(
+                    "directory silent for {} ms (timeout {} ms): presumed dead; left the shared cache, unmapped every remote page; writes and fsyncs fail until it is back",
+                    silent / 1_000_000,
+                    self.dir_timeout_ns / 1_000_000
+                );
+                self.client = None;
+                svc.disconnect(&self.env);
+            }
+            self.reported = true;
+            return Err(Errno::Unavailable);
+        }
+        let Some(c) = self.client.as_ref() else {
+            return Ok(()); // not joined: the I/O's own call joins or fails
+        };
+        let epoch = c.epoch();
+        match fabric::fence::standing(&h, self.id, epoch) {
+            fabric::fence::Standing::Member => Ok(()),
+            s => {
+                self.client = None;
+                svc.disconnect(&self.env);
+                log::error!(
+                    "fenced: {} (session epoch {epoch}); stopped every store and dropped every mapping; this I/O fails, the next one rejoins",
+                    if s == fabric::fence::Standing::Failed {
+                        "the directory declared this node failed"
+                    } else {
+                        "this node's session is stale"
+                    }
+                );
+                Err(Errno::Fenced)
+            }
         }
     }
 

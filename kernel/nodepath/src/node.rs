@@ -128,6 +128,13 @@ impl<E: Env> Node<E> {
         self.link.join(wait_ns, self.vfs.session())
     }
 
+    /// Before every I/O: stop here if this node was declared failed (every
+    /// mapping dropped first) or the directory is dead (see
+    /// [`Link::guard`]).
+    pub fn guard(&mut self) -> Result<(), Errno> {
+        self.link.guard(self.vfs.session())
+    }
+
     /// Periodic membership check (rejoin if declared failed, leave the
     /// shared cache if the directory fell silent).
     pub fn check(&mut self) {
@@ -214,23 +221,28 @@ impl<E: Env> Node<E> {
 
     /// Open a file.
     pub fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
+        self.guard()?;
         self.mmap_files.clear(); // sizes may change: look files up again
         self.vfs.open(&mut self.link, path, flags)
     }
     /// Read at the descriptor's position.
     pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
+        self.guard()?;
         self.vfs.read(&mut self.link, fd, buf)
     }
     /// Write at the descriptor's position.
     pub fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
+        self.guard()?;
         self.vfs.write(&mut self.link, fd, data)
     }
     /// Set the size of an open file.
     pub fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno> {
+        self.guard()?;
         self.vfs.truncate(&mut self.link, fd, size)
     }
     /// Flush an open file.
     pub fn fsync(&mut self, fd: Fd) -> Result<(), Errno> {
+        self.guard()?;
         self.vfs.fsync(&mut self.link, fd)
     }
     /// Close a descriptor.
@@ -259,6 +271,7 @@ impl<E: Env> Node<E> {
     }
     /// Write back everything, flush the disk.
     pub fn sync(&mut self) -> Result<(), Errno> {
+        self.guard()?;
         self.vfs.sync(&mut self.link)
     }
     /// Set the position of an open file.
@@ -359,6 +372,7 @@ impl<E: Env> Node<E> {
     /// Before a batch of I/Os: bring every page its reads touch in, the
     /// misses in flight together (the reads are hits afterwards).
     pub fn prepare_batch(&mut self, ios: &[BatchIo<'_>]) -> Result<(), Errno> {
+        self.guard()?;
         if self.batch_held(ios) {
             return Ok(()); // all hits: nothing to ask, nothing to allocate
         }
@@ -385,6 +399,7 @@ impl<E: Env> Node<E> {
     /// where the data path has no such reads and with `task_reads=batch`
     /// (the caller runs the batch through [`Node::prepare_batch`]).
     pub fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        self.guard()?;
         if !self.task_reads_each || !self.vfs.data_path_ref().has_task_reads() {
             return Err(Errno::NotSupported);
         }
@@ -558,6 +573,7 @@ impl<E: Env> Node<E> {
     /// [`Node::window_fault`]) without holding the node, then calls
     /// [`Node::munmap`].
     pub fn mmap_lazy(&mut self, fd: Fd) -> Result<(u64, u64, u64), Errno> {
+        self.guard()?;
         let (ino, size) = self.vfs.fd_info(fd)?;
         let pages = size.div_ceil(4096);
         let st = self

@@ -286,7 +286,10 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         ncfg.cache_pages,
         crate::mm::heap_bytes() >> 20
     );
-    *NODE.lock() = Some(Node::new(env, ncfg, net));
+    let mut node = Node::new(env, ncfg, net);
+    // A dead directory is noticed at the next I/O within hb_timeout_ms.
+    node.link.set_dir_timeout(cfg.hb_timeout_ms * 1_000_000);
+    *NODE.lock() = Some(node);
     crate::arch::interrupts::set_window_fault_handler(window_fault);
     if with(|n| n.join(BOOT_WAIT_NS)).is_err() {
         log::warn!("starting the shell without the directory (directory unavailable)");

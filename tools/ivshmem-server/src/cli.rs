@@ -18,6 +18,9 @@ vector for itself and for every other peer. Start it before QEMU.
   --pid-file PATH       write our pid here (removed on exit)
   --stall-timeout-ms MS drop a client that has not read a pending message for
                         this long (5000)
+  --fence-run-dir DIR   fence failed nodes: when the directory asks (a fence
+                        request word in the region), SIGKILL that node's QEMU
+                        (pid from DIR/nodeK.pid) and confirm in the region
   --verbose             log every message sent
   --help                this text
 
@@ -39,6 +42,7 @@ pub struct Options {
     pub pid_file: Option<PathBuf>,
     pub stall_timeout: Duration,
     pub verbose: bool,
+    pub fence_run_dir: Option<PathBuf>,
 }
 
 pub const DEFAULT_VECTORS: u16 = 4;
@@ -57,6 +61,7 @@ where
     let mut vectors = None;
     let mut pid_file = None;
     let mut stall_ms = None;
+    let mut fence_run_dir = None;
     let mut verbose = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -74,7 +79,7 @@ where
                 continue;
             }
             "--socket" | "--shm-path" | "--create-size" | "--vectors" | "--pid-file"
-            | "--stall-timeout-ms" => {}
+            | "--stall-timeout-ms" | "--fence-run-dir" => {}
             _ if name.starts_with('-') => {
                 return Err(format!("unknown option '{name}' (see --help)"))
             }
@@ -88,6 +93,7 @@ where
             "--socket" => socket.replace(PathBuf::from(&value)).is_some(),
             "--shm-path" => shm_path.replace(PathBuf::from(&value)).is_some(),
             "--pid-file" => pid_file.replace(PathBuf::from(&value)).is_some(),
+            "--fence-run-dir" => fence_run_dir.replace(PathBuf::from(&value)).is_some(),
             "--create-size" => create_size_mib
                 .replace(number(&name, &value, 1, MAX_CREATE_MIB)?)
                 .is_some(),
@@ -118,6 +124,7 @@ where
         pid_file,
         stall_timeout: Duration::from_millis(stall_ms.unwrap_or(5000)),
         verbose,
+        fence_run_dir,
     }))
 }
 
@@ -170,6 +177,9 @@ mod tests {
         assert_eq!(o.pid_file, Some(PathBuf::from("/tmp/p")));
         assert_eq!(o.stall_timeout, Duration::from_millis(250));
         assert!(o.verbose);
+        assert_eq!(o.fence_run_dir, None);
+        let o = run(&["--socket=/s", "--shm-path=/x", "--fence-run-dir", "/r"]);
+        assert_eq!(o.fence_run_dir, Some(PathBuf::from("/r")));
     }
 
     #[test]

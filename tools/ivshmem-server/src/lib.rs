@@ -6,9 +6,12 @@
 //! - [`server`]: the epoll loop over the listening socket, the clients and
 //!   a signalfd.
 //! - [`start`]: opening the shm file, claiming the socket, the pid file.
+//! - [`fencer`]: fencing failed nodes (`--fence-run-dir`): kill the QEMU
+//!   of a node the directory declared failed, then confirm in the region.
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod fencer;
 pub mod log;
 pub mod outbox;
 pub mod peers;

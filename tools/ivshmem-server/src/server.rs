@@ -46,6 +46,8 @@ pub struct Server {
     clients: BTreeMap<PeerId, Client>,
     stall_timeout: Duration,
     log: Log,
+    /// Fences failed nodes between events (`--fence-run-dir`).
+    fencer: Option<crate::fencer::Fencer>,
 }
 
 fn io_err(e: Errno) -> io::Error {
@@ -84,7 +86,13 @@ impl Server {
             clients: BTreeMap::new(),
             stall_timeout,
             log,
+            fencer: None,
         })
+    }
+
+    /// Fence failed nodes with `f` (polled every [`crate::fencer::POLL`]).
+    pub fn set_fencer(&mut self, f: Option<crate::fencer::Fencer>) {
+        self.fencer = f;
     }
 
     /// Serve until SIGTERM, SIGINT or SIGHUP; returns the signal.
@@ -113,6 +121,9 @@ impl Server {
                 }
             }
             self.drop_stalled();
+            if let Some(f) = self.fencer.as_mut() {
+                f.poll();
+            }
         }
     }
 
@@ -136,11 +147,16 @@ impl Server {
             .values()
             .filter_map(|c| c.outbox.deadline(self.stall_timeout))
             .min();
+        let cap = match self.fencer {
+            Some(_) => crate::fencer::POLL.as_millis(),
+            None => 60_000,
+        };
         match next {
-            None => EpollTimeout::NONE,
+            None if self.fencer.is_none() => EpollTimeout::NONE,
+            None => EpollTimeout::try_from(cap as i32).unwrap_or(EpollTimeout::NONE),
             Some(d) => {
                 let ms = d.saturating_duration_since(now).as_millis() + 1;
-                EpollTimeout::try_from(ms.min(60_000) as i32).unwrap_or(EpollTimeout::NONE)
+                EpollTimeout::try_from(ms.min(cap) as i32).unwrap_or(EpollTimeout::NONE)
             }
         }
     }

@@ -170,6 +170,22 @@ pub fn run(opts: &Options, log: Log) -> Result<(), String> {
             .map_err(|e| format!("cannot write pid file {}: {e}", p.display()))?;
         cleanup.pid_file = Some(p.clone());
     }
+    let fencer = match &opts.fence_run_dir {
+        None => None,
+        Some(dir) => {
+            let f = fs::File::options()
+                .read(true)
+                .write(true)
+                .open(&opts.shm_path)
+                .and_then(|f| crate::fencer::Fencer::new(f, dir.clone(), log))
+                .map_err(|e| format!("fencer: cannot open {}: {e}", opts.shm_path.display()))?;
+            log.info(format_args!(
+                "fencing failed nodes of the cluster in {}",
+                dir.display()
+            ));
+            Some(f)
+        }
+    };
     let mut server = Server::new(
         listener,
         signals,
@@ -179,6 +195,7 @@ pub fn run(opts: &Options, log: Log) -> Result<(), String> {
         log,
     )
     .map_err(|e| format!("cannot start: {e}"))?;
+    server.set_fencer(fencer);
     log.info(format_args!(
         "listening on {} (shm {}, {} bytes, {} vectors, pid {})",
         opts.socket.display(),

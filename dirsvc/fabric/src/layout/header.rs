@@ -110,6 +110,37 @@ impl<'a, M: SharedMem + ?Sized> Header<'a, M> {
                 .store_u64(self.layout.node_rec(node) + 40, u64::from(on))
         }
     }
+    /// The session epoch of node `node` the directory asks to have fenced
+    /// (0: none). Written by the directory only; see [`crate::fence`].
+    pub fn fence_request(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 48)
+    }
+    /// Ask for node `node`'s session `epoch` to be fenced, or (0) withdraw
+    /// the request (the directory only).
+    pub fn set_fence_request(&self, node: u32, epoch: u64) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u64(self.layout.node_rec(node) + 48, epoch)
+        }
+    }
+    /// The last session epoch of node `node` the host's fencer confirmed
+    /// fenced (its instance can no longer touch the region). Written by the
+    /// fencer only.
+    pub fn fence_done(&self, node: u32) -> u64 {
+        if !self.layout.valid_node(node) {
+            return 0;
+        }
+        self.mem.load_u64(self.layout.node_rec(node) + 56)
+    }
+    /// Confirm that node `node`'s session `epoch` is fenced (the fencer
+    /// only).
+    pub fn set_fence_done(&self, node: u32, epoch: u64) {
+        if self.layout.valid_node(node) {
+            self.mem.store_u64(self.layout.node_rec(node) + 56, epoch)
+        }
+    }
     /// The ping word (`bench pingpong`).
     pub fn ping(&self) -> u64 {
         self.mem.load_u64(OFF_PING)

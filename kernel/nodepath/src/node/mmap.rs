@@ -46,6 +46,7 @@ impl<E: Env + 'static> Node<E> {
         if len == 0 {
             return Ok(()); // probe: supported in this mode
         }
+        self.guard()?;
         let (ino, size) = self.mmap_lookup(path)?;
         let end = offset.checked_add(len as u64).ok_or(Errno::Invalid)?;
         if end > size || buf.len() < len {
@@ -100,6 +101,7 @@ impl<E: Env + 'static> Node<E> {
         if !self.task_reads_each || !self.has_windows() {
             return Err(Errno::NotSupported);
         }
+        self.guard()?;
         // A file that cannot be looked up fails in its own I/O.
         self.start_reads(ios, |n, io| {
             if io.write || io.len == 0 {
@@ -123,6 +125,12 @@ impl<E: Env + 'static> Node<E> {
     ) -> Result<(), Errno> {
         if !self.has_windows() {
             return Err(Errno::NotSupported);
+        }
+        if let Err(e) = self.guard() {
+            for io in ios.iter_mut() {
+                io.done = Err(e);
+            }
+            return Ok(());
         }
         let mut pages: Vec<(u64, u64)> = Vec::new();
         for io in ios.iter() {
