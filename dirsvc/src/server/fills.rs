@@ -139,9 +139,8 @@ impl<D: BlockDevice> Directory<D> {
     /// its file read (answered `Io` once its other blocks are in), a
     /// refused write fails its job.
     pub(super) fn pump(&mut self, mem: &(impl SharedMem + ?Sized), out: &mut Vec<Action>) {
-        let room = |d: &Self| {
-            d.disk.in_flight() + d.writes.in_flight() + d.flushing.len() < d.fill_depth
-        };
+        let room =
+            |d: &Self| d.disk.in_flight() + d.writes.in_flight() + d.flushing.len() < d.fill_depth;
         loop {
             let mut moved = false;
             if room(self) {
