@@ -26,9 +26,9 @@ impl<D: BlockDevice> Directory<D> {
     /// an empty payload), the request runs exactly as on the ring path
     /// over a [`NetBulk`], and the answer carries the bytes the request
     /// wrote into a slot. A malformed descriptor is answered `Invalid` with
-    /// its own opcode and tag, like on the rings. Page requests and page
-    /// statistics are refused with `Invalid` (`net` mode has private caches
-    /// only), and so is a data request with a sub-slot offset (`at`). `mem`
+    /// its own opcode and tag, like on the rings. Page requests, page
+    /// statistics and page locality are refused with `Invalid` (`net` mode
+    /// has private caches only), and so is a data request with a sub-slot offset (`at`). `mem`
     /// is the shared region, used only if single-copy pages need tearing
     /// down (never in `net` mode). A `node` that is not a member (never
     /// joined, failed, left) is answered `Unavailable` without running

@@ -561,6 +561,19 @@ fn page_requests_are_refused_over_the_network() {
         assert_eq!(rig.call(&Request::Page(p)), Err(Errno::Invalid));
     }
     assert_eq!(rig.call(&Request::PageStats), Err(Errno::Invalid));
+    // Page locality too, for a file with pages (its records would come in
+    // a payload the answer does not announce: it was answered `Io`).
+    rig.write(ino, 0, &pattern(6000, 1)).unwrap();
+    for slot in [0, 3] {
+        assert_eq!(
+            rig.call(&Request::Locality {
+                slot,
+                ino,
+                first: 0
+            }),
+            Err(Errno::Invalid)
+        );
+    }
     assert!(rig.dir.pages().is_empty());
     assert!(matches!(rig.call(&Request::Stats), Ok(Response::Stats(_))));
     assert_eq!(rig.call(&Request::Nop), Ok(Response::Ok));

@@ -133,11 +133,14 @@ impl<D: BlockDevice> Directory<D> {
     }
 
     /// Submit waiting fills and writes, one of each in turn, while fewer
-    /// than `fill_depth` requests are in flight; a read the device refuses
-    /// fails its page fill (actions to `out`) or its file read (answered
-    /// `Io` once its other blocks are in), a refused write fails its job.
+    /// than `fill_depth` requests are in flight (device flushes, an
+    /// fsync's, included: each holds a slot of the device's queue too); a
+    /// read the device refuses fails its page fill (actions to `out`) or
+    /// its file read (answered `Io` once its other blocks are in), a
+    /// refused write fails its job.
     pub(super) fn pump(&mut self, mem: &(impl SharedMem + ?Sized), out: &mut Vec<Action>) {
-        let room = |d: &Self| d.disk.in_flight() + d.writes.in_flight() < d.fill_depth;
+        let room =
+            |d: &Self| d.disk.in_flight() + d.writes.in_flight() + d.flushing.len() < d.fill_depth;
         loop {
             let mut moved = false;
             if room(self) {

@@ -30,7 +30,13 @@ impl<D: BlockDevice> Directory<D> {
         req: Request,
         payload: &[u8],
     ) -> Result<Option<(Response, Vec<u8>)>, Errno> {
-        if matches!(req, Request::Page(_) | Request::PageStats) {
+        // `net` mode has private caches only: no single-copy pages, so no
+        // page requests and no page locality (whose records would travel
+        // in a payload the answer does not announce).
+        if matches!(
+            req,
+            Request::Page(_) | Request::PageStats | Request::Locality { .. }
+        ) {
             return Err(Errno::Invalid);
         }
         // Each request's data travels in its own frame, at the head of a

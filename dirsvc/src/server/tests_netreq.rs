@@ -182,3 +182,41 @@ fn fill_depth_zero_answers_net_requests_at_once() {
     assert_eq!(rig.disk.submitted(), 0, "nothing asynchronous");
     assert_eq!(rig.dir.borrow().net_answered_later(), 0);
 }
+
+/// A device flush in flight (an fsync's) holds one of the device's slots:
+/// the writes that follow must leave it room, or the device refuses one
+/// of them and the write fails (`Io`) with part of its blocks on the disk.
+#[test]
+fn writes_behind_an_fsync_leave_room_for_its_flush() {
+    let rig = Rig::new(1, 8, 32);
+    let mut a = rig.join(1);
+    let ino = rig.file(&mut a, 1);
+    rig.disk.set_mode(Completion::Hold);
+    assert!(
+        serve(&rig, 1, &Request::Fsync { ino: 0 }, &[], 1).is_none(),
+        "the flush is in flight"
+    );
+    let w = Request::Data {
+        op: Op::Write,
+        slot: 2,
+        at: 0,
+        ino,
+        offset: 0,
+        len: 65536,
+    };
+    assert!(serve(&rig, 1, &w, &[7u8; 65536], 2).is_none());
+    assert!(rig.disk.in_flight().len() <= 8, "within the device's depth");
+    rig.disk.set_mode(Completion::InOrder);
+    let got = answers(&rig, 2);
+    assert_eq!(got.len(), 2);
+    assert_eq!(decode(&got[0].frame, Op::Fsync), Response::Ok);
+    assert!(matches!(
+        decode(&got[1].frame, Op::Write),
+        Response::Data { bytes: 65536, .. }
+    ));
+    let r = serve(&rig, 1, &read_req(ino, 0, 65536), &[], 3);
+    let r = r
+        .or_else(|| answers(&rig, 1).pop().map(|a| a.frame))
+        .unwrap();
+    assert_eq!(r.payload, vec![7u8; 65536]);
+}

@@ -397,6 +397,16 @@ pub fn rearm_irq(line: u8) {
     });
 }
 
+/// Has claimed `line` fired since it was last re-armed? It is then masked
+/// again, so a CPU that halts now sleeps through the device's next
+/// interrupt: a waiter checks this (with interrupts off) before it halts
+/// and re-arms instead. An edge-triggered line (the UART's) fires at once
+/// when re-armed if it latched an edge while masked, even if the driver
+/// has since taken the data that raised it.
+pub fn irq_fired(line: u8) -> bool {
+    line <= 15 && IRQ_FIRED.load(Ordering::Relaxed) & (1 << line) != 0
+}
+
 /// The tick rate.
 pub fn tick_hz() -> u32 {
     TICK_HZ.load(Ordering::Relaxed)

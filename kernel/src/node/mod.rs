@@ -320,7 +320,11 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
                 // only the window fault handler tries (never while idle).
                 crate::arch::interrupts::rearm_irq(serial::IRQ);
                 let deadline = last_check + check_ns + 1;
-                let _ = with(|n| Ok(n.idle_sleep(deadline, &mut serial::rx_ready)));
+                // Console input, or a serial interrupt taken since the
+                // re-arm (the line is masked again: loop and re-arm).
+                let mut console =
+                    || serial::rx_ready() || crate::arch::interrupts::irq_fired(serial::IRQ);
+                let _ = with(|n| Ok(n.idle_sleep(deadline, &mut console)));
             } else {
                 cpu::wait_for_interrupt();
             }
