@@ -72,6 +72,7 @@ pub const BOOT_OPTIONS: &[BootOption] = &[
     opt("disk_lat_us", "120"),
     opt("disk_irq", "1"),
     opt("lazy_inv", "1"),
+    opt("fence", "1"),
     opt("doorbell_selftest", "300"),
     opt("task_reads", "each"),
     opt("baseline_writes", "back"),
