@@ -272,7 +272,17 @@ mod tests {
             ])
             .spawn()
             .unwrap();
-        // `sh -c` keeps its own argv: $0 and $1 are in /proc/PID/cmdline.
+        // `sh -c` keeps its own argv: $0 and $1 are in /proc/PID/cmdline,
+        // once the child has exec'd (until then it is this test's).
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let t0 = std::time::Instant::now();
+        while !fs::read(&cmdline)
+            .map(|c| String::from_utf8_lossy(&c).contains("onecopy-node1"))
+            .unwrap_or(false)
+        {
+            assert!(t0.elapsed().as_secs() < 10, "the stand-in never started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         fs::write(dir.join("node1.pid"), format!("{}\n", child.id())).unwrap();
         let h = Header::new(&mem, l);
         h.set_fence_request(1, 5);
