@@ -2,8 +2,10 @@
 //!
 //! A node that halts with nothing in flight an invalidation could race
 //! stores `SLEEP_QUIET` in its sleeping word (`fabric::doorbell`). After a
-//! pass published DIR_INVs, the directory fences once and reads the words
-//! of the nodes that owe it acks: a DIR_INV published to a quiet sleeper is
+//! pass published DIR_INVs, the directory fences and reads the words of
+//! the nodes that owe it acks, fences again and drains each quiet
+//! sleeper's ack ring (an ack it pushed before it slept is taken as sent,
+//! dirty or not): a DIR_INV still owed by a quiet sleeper is then
 //! taken as acknowledged (clean: a quiet node dirtied no peer frame) and
 //! the invalidation goes on at once, with no doorbell and no wakeup (as
 //! Linux skips the TLB-shootdown IPI of a CPU in lazy TLB mode). The node,
