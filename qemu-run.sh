@@ -19,7 +19,7 @@ PROG="qemu-run.sh"
 MODES="strong relaxed private net"
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
 BOOT_OPTIONS="mode policy storage cxl_ns doorbell log hb_timeout_ms rpc_timeout_ms dir_spin_us dir_bell_spin_us bell_spin_us tick_hz remote_limit cache_pages ring_reads fill_depth disk_lat_us disk_irq lazy_inv fence doorbell_selftest task_reads baseline_writes"
-LAUNCHER_OPTIONS="role id nodes"
+LAUNCHER_OPTIONS="role id nodes dilation_pct"
 
 # in_list LIST WORD: WORD is one of LIST's space-separated words.
 in_list() {
@@ -83,6 +83,17 @@ Options:
   --cxl-latency-ns N extra latency added to every copy from a peer's frame
                      (emulated CXL access; 0..100000, default 0); mmap loads
                      run at host-memory speed
+  --dilation off|auto|D
+                     time dilation (default off): the guest's CPU runs D
+                     times slower than the host's (TCG), so the storage
+                     model's latency and --cxl-latency-ns are multiplied by
+                     D and its bytes/s and IOPS divided by D, keeping
+                     hardware's ratio of compute to I/O. D: 0.1..100, at
+                     most two decimals. auto: measure D first (a 1-node
+                     boot runs `bench calibrate`, the host runs the same
+                     code with target/release/onecopy-calibrate; D = guest
+                     time / host time), printed in the `cluster up` line
+                     and recorded in cluster.env
   --doorbell on|off  on (default): start our ivshmem server
                      (target/release/onecopy-ivshmem-server, RUN/ivshmem.sock,
                      log RUN/ivshmem.log) before the instances and give each
@@ -235,6 +246,9 @@ PIN=auto
 DOORBELL=on
 STORAGE=none
 CXL_NS=0
+DILATION=off
+DILATION_PCT=100
+DILATION_HOW=
 KERNEL=
 CHECK=0
 EXECS=()
@@ -243,7 +257,7 @@ RESTART_NODE=
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --pin --accel --disk --dataset --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --dilation --pin --accel --disk --dataset --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--check --run-dir" ;;
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
@@ -251,6 +265,17 @@ case "$SUB" in
 esac
 
 is_uint() { [[ $1 =~ ^[0-9]{1,9}$ ]]; }
+
+# dilation_pct D: print the factor D (e.g. 4, 4.5, 0.25) in hundredths,
+# or fail unless it is in 0.1..100 with at most two decimals.
+dilation_pct() {
+    [[ $1 =~ ^([0-9]{1,4})(\.([0-9]{1,2}))?$ ]] || return 1
+    local int=$((10#${BASH_REMATCH[1]})) frac=${BASH_REMATCH[3]:-0}
+    [[ ${#frac} == 1 ]] && frac="${frac}0"
+    local pct=$((int * 100 + 10#$frac))
+    ((pct >= 10 && pct <= 10000)) || return 1
+    echo "$pct"
+}
 
 # int_in VAR NAME VALUE MIN MAX: set VAR to VALUE as a decimal integer or fail.
 int_in() {
@@ -283,7 +308,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --pin | --accel | --disk | --dataset | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --dilation | --pin | --accel | --disk | --dataset | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -344,6 +369,16 @@ while [[ $# -gt 0 ]]; do
             esac
             ;;
         --cxl-latency-ns) int_in CXL_NS --cxl-latency-ns "$val" 0 100000 ;;
+        --dilation)
+            case "$val" in
+                off | auto) DILATION=$val ;;
+                *)
+                    DILATION_PCT=$(dilation_pct "$val") ||
+                        die_usage "--dilation must be off, auto or a factor D in 0.1..100 with at most two decimals (e.g. 4.5), got '$val'"
+                    DILATION=$val
+                    ;;
+            esac
+            ;;
         --doorbell)
             case "$val" in
                 on | off) DOORBELL=$val ;;
@@ -816,7 +851,7 @@ restart_node() {
     ACCEL=$(env_get ACCEL) SHM_PATH=$(env_get SHM_PATH) SHM_MB=$(env_get SHM_MB)
     MEM_MB=$(env_get MEM_MB) MODE=$(env_get MODE) DOORBELL=$(env_get DOORBELL)
     STORAGE=$(env_get STORAGE) CXL_NS=$(env_get CXL_NS) KERNEL=$(env_get KERNEL)
-    APPEND_EXTRA=$(env_get APPEND_EXTRA)
+    APPEND_EXTRA=$(env_get APPEND_EXTRA) DILATION_PCT=$(env_get DILATION_PCT)
     [[ $MODE != net ]] || die "restart: net mode is not supported (QEMU 7.2's stream netdev does not take a new client on node $k's link)"
     [[ -e $SHM_PATH ]] || die "the shared region $SHM_PATH is gone"
     [[ -f $KERNEL ]] || die "kernel not found: $KERNEL"
@@ -831,6 +866,7 @@ restart_node() {
     # The new instance holds RUN/cluster.lock like the others (inherited).
     exec {hold}>>"$RUN_DIR/cluster.lock" || die "cannot open $RUN_DIR/cluster.lock"
     local extra=" mode=$MODE storage=$STORAGE cxl_ns=$CXL_NS"
+    [[ ${DILATION_PCT:-100} == 100 ]] || extra+=" dilation_pct=$DILATION_PCT"
     [[ $DOORBELL != on ]] || extra+=" doorbell=1"
     extra+="${APPEND_EXTRA:+ $APPEND_EXTRA}"
     start=$(now_ms)
@@ -1024,7 +1060,7 @@ if [[ $BUILD == 1 ]]; then
         cargo build --quiet --release -p onecopy-kernel --target x86_64-unknown-none &&
             cargo build --quiet --release -p flatfs --bins &&
             cargo build --quiet --release -p onecopy-ivshmem-server &&
-            cargo build --quiet --release -p onecopy-tests --bin onecopy-ctl
+            cargo build --quiet --release -p onecopy-tests --bin onecopy-ctl --bin onecopy-calibrate
     ) {LOCK_FD}>&- || die "build failed (see above)"
 fi
 [[ -f $KERNEL ]] || die "kernel not found: $KERNEL (build it with: cargo build --release -p onecopy-kernel --target x86_64-unknown-none, or drop --no-build)"
@@ -1085,6 +1121,40 @@ if [[ -n $DISK_ARG ]]; then
     stale=$(stale_format "$DISK")
     [[ -z $stale ]] || die "--disk $DISK: $stale (e.g. $MKFS --size-mb 64 --from DIR $DISK)"
 fi
+
+# pct_str PCT: hundredths as a decimal factor (450 -> 4.50).
+pct_str() { printf '%d.%02d' "$(($1 / 100))" "$(($1 % 100))"; }
+
+# throttle BPS IOPS: QEMU's -drive throttling for rates divided by the
+# dilation.
+throttle() {
+    echo ",throttling.bps-total=$(($1 * 100 / DILATION_PCT)),throttling.iops-total=$(($2 * 100 / DILATION_PCT))"
+}
+
+# calibrate_dilation: set DILATION_PCT to the guest's time per round of
+# fabric::calibrate over the host's: one 1-node cluster (the same kernel,
+# accelerator and doorbells, no dilation) runs `bench calibrate`, and
+# onecopy-calibrate runs the same code natively.
+calibrate_dilation() {
+    local tool=$TARGET_DIR/release/onecopy-calibrate dir=$RUN_DIR/calibrate out host guest pct
+    [[ -x $tool ]] || die "onecopy-calibrate not found: $tool (build it with: cargo build --release -p onecopy-tests --bin onecopy-calibrate, or drop --no-build)"
+    info "dilation: calibrating (a 1-node boot runs bench calibrate; the host runs onecopy-calibrate)..."
+    out=$("$tool" {LOCK_FD}>&-) || die "onecopy-calibrate failed: $out"
+    host=$(sed -n 's/^calibrate: .*ns_per_round=\([0-9]*\).*/\1/p' <<<"$out" | head -n 1)
+    local args=(--no-build --nodes 1 --mode private --doorbell "$DOORBELL" --accel "$ACCEL"
+        --pin "$PIN" --mem-mb "$MEM_MB" --run-dir "$dir" --boot-timeout "$BOOT_TIMEOUT"
+        -e '1: bench calibrate')
+    args+=(--kernel "$KERNEL")
+    out=$("$0" "${args[@]}" 2>&1 {LOCK_FD}>&-) || die "the calibration boot failed (logs in $dir):
+$out"
+    guest=$(sed -n 's/.*calibrate: .*ns_per_round=\([0-9]*\).*/\1/p' <<<"$out" | head -n 1)
+    [[ -n $host && -n $guest && $host -gt 0 ]] || die "calibration: no time per round (host '$host', guest '$guest'; logs in $dir)"
+    pct=$(((guest * 100 + host / 2) / host))
+    ((pct >= 10)) || pct=10
+    ((pct <= 10000)) || die "calibration: the guest runs $(pct_str "$pct") times slower than the host, beyond the 100 --dilation allows (host $host ns per round, guest $guest ns)"
+    DILATION_PCT=$pct
+    DILATION_HOW="auto: guest $guest ns per round, host $host ns"
+}
 
 # 5. accelerator
 ACCEL=tcg
@@ -1152,6 +1222,8 @@ POLICY='$POLICY'
 DOORBELL='$DOORBELL'
 STORAGE='$STORAGE'
 CXL_NS='$CXL_NS'
+DILATION='$DILATION'
+DILATION_PCT='$DILATION_PCT'
 KERNEL='$KERNEL'
 APPEND_EXTRA='$APPEND_EXTRA'
 PIDS='$pids'
@@ -1182,15 +1254,24 @@ else
     info "cpus: not pinned (--pin $PIN, $HOST_CPUS host CPUs)"
 fi
 
+# Time dilation: D measured (auto) or given; applied below to the storage
+# model's rates and the CXL latency, and by the directory's disk driver to
+# the access latency (boot option dilation_pct).
+[[ $DILATION != auto ]] || calibrate_dilation
+if [[ $DILATION != off ]]; then
+    info "dilation: $(pct_str "$DILATION_PCT")${DILATION_HOW:+ ($DILATION_HOW)}"
+fi
 # Storage profiles (bytes/s, IOPS), recorded in cluster.env and every result.
 case "$STORAGE" in
     none) THROTTLE= ;;
-    nvme) THROTTLE=",throttling.bps-total=3400000000,throttling.iops-total=500000" ;;
-    sata-ssd) THROTTLE=",throttling.bps-total=145000000,throttling.iops-total=20000" ;;
-    sas-raid) THROTTLE=",throttling.bps-total=4000000000,throttling.iops-total=400000" ;;
+    nvme) THROTTLE=$(throttle 3400000000 500000) ;;
+    sata-ssd) THROTTLE=$(throttle 145000000 20000) ;;
+    sas-raid) THROTTLE=$(throttle 4000000000 400000) ;;
 esac
+CXL_NS=$((CXL_NS * DILATION_PCT / 100))
 info "storage: $STORAGE${THROTTLE:+ ($THROTTLE)}; cxl latency: $CXL_NS ns"
 extra=" mode=$MODE policy=$POLICY storage=$STORAGE cxl_ns=$CXL_NS"
+[[ $DILATION == off ]] || extra+=" dilation_pct=$DILATION_PCT"
 # The shared region: ivshmem-plain over the memory backend, or (doorbells)
 # ivshmem-doorbell, which gets the very same /dev/shm file from our ivshmem
 # server (it passes the fd) plus one eventfd per peer and vector. QEMU reads
@@ -1286,7 +1367,9 @@ if run_bg "$CTL" wait-ready --run-dir "$RUN_DIR" --nodes "$NODES" \
     ready_ms=$(tr -dc '0-9' <"$RUN_DIR/ready.out")
     plural=s
     ((NODES > 1)) || plural=
-    info "cluster up: 1 directory + $NODES node$plural joined in $ready_ms ms (mode $MODE, policy $POLICY)"
+    dil="dilation off"
+    [[ $DILATION == off ]] || dil="dilation $(pct_str "$DILATION_PCT")"
+    info "cluster up: 1 directory + $NODES node$plural joined in $ready_ms ms (mode $MODE, policy $POLICY), $dil"
 else
     echo "$PROG: error: the cluster did not come up (see the reason above); logs in $RUN_DIR" >&2
     print_log_tails

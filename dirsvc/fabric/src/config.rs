@@ -70,6 +70,11 @@ pub const BOOT_OPTIONS: &[BootOption] = &[
     opt("ring_reads", "32"),
     opt("fill_depth", "32"),
     opt("disk_lat_us", "120"),
+    BootOption {
+        key: "dilation_pct",
+        example: "450",
+        launcher_only: true,
+    },
     opt("disk_irq", "1"),
     opt("lazy_inv", "1"),
     opt("fence", "1"),
@@ -113,7 +118,9 @@ pub struct BootConfig {
     /// Timer tick rate (Hz): how often a halted kernel wakes to look at
     /// its rings (an idle node answers invalidations within one tick).
     pub tick_hz: u32,
-    /// Emulated CXL latency added to every copy from a peer's frame (ns).
+    /// Emulated CXL latency added to every copy from a peer's frame (ns,
+    /// up to 10 ms: `qemu-run.sh --cxl-latency-ns` takes up to 100 us and
+    /// multiplies it by the dilation, at most 100).
     pub cxl_ns: u64,
     /// Storage profile name given by the launcher (recorded in results;
     /// the directory's disk driver adds its access latency, see
@@ -127,6 +134,11 @@ pub struct BootConfig {
     /// Directory: access latency the disk driver adds to every request
     /// (`disk_lat_us=N`, 0..=100000); `None`: the storage profile's.
     pub disk_lat_us: Option<u64>,
+    /// How many times slower this guest's CPU runs than the host's, in
+    /// percent (`dilation_pct=N`, 10..=10000, default 100; set by
+    /// `qemu-run.sh --dilation`): the disk latency is scaled by it, so
+    /// that compute and I/O keep hardware's proportions.
+    pub dilation_pct: u64,
     /// Log level (`log=error|warn|info|debug|trace`, default info).
     pub log: log::LevelFilter,
     /// Most remote mappings a node keeps before dropping old ones.
@@ -223,6 +235,7 @@ impl BootConfig {
             storage: "none".to_string(),
             fill_depth: 32,
             disk_lat_us: None,
+            dilation_pct: 100,
             log: log::LevelFilter::Info,
             policy: PolicyName::Fifo,
             cache_pages: None,
@@ -252,9 +265,10 @@ impl BootConfig {
                 "ring_reads" => c.ring_reads = num(k, v, 1, 32)? as u32,
                 "cache_pages" => c.cache_pages = Some(num(k, v, 64, 1 << 24)?),
                 "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
-                "cxl_ns" => c.cxl_ns = num(k, v, 0, 100_000)?,
+                "cxl_ns" => c.cxl_ns = num(k, v, 0, 10_000_000)?,
                 "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
                 "disk_lat_us" => c.disk_lat_us = Some(num(k, v, 0, 100_000)?),
+                "dilation_pct" => c.dilation_pct = num(k, v, 10, 10_000)?,
                 "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
                 "doorbell" => {
                     c.doorbell = match v {
@@ -347,12 +361,16 @@ impl BootConfig {
 impl BootConfig {
     /// Access latency of one disk request (us): `disk_lat_us`, else the
     /// storage profile's (a 4 KiB random read at queue depth 1 of such a
-    /// device). QEMU's throttling (the launcher's `--storage`) caps the
-    /// rate (IOPS, bytes/s) but adds no latency of its own, so without
-    /// this a request at a time costs what the host's page cache costs.
+    /// device), times the dilation (`dilation_pct`). QEMU's throttling
+    /// (the launcher's `--storage`, which divides its rates by the same
+    /// dilation) caps the rate (IOPS, bytes/s) but adds no latency of its
+    /// own, so without this a request at a time costs what the host's
+    /// page cache costs.
     pub fn disk_latency_us(&self) -> u64 {
-        self.disk_lat_us
-            .unwrap_or_else(|| profile_latency_us(&self.storage))
+        let base = self
+            .disk_lat_us
+            .unwrap_or_else(|| profile_latency_us(&self.storage));
+        base.saturating_mul(self.dilation_pct) / 100
     }
 }
 
@@ -542,6 +560,11 @@ mod tests {
         assert_eq!((c.fill_depth, c.disk_latency_us()), (0, 7));
         assert!(BootConfig::parse("role=dir fill_depth=65").is_err());
         assert!(BootConfig::parse("role=dir disk_lat_us=100001").is_err());
+        let c = BootConfig::parse("role=dir storage=sas-raid dilation_pct=450").unwrap();
+        assert_eq!(c.disk_latency_us(), 450);
+        let c = BootConfig::parse("role=dir disk_lat_us=10 dilation_pct=250").unwrap();
+        assert_eq!(c.disk_latency_us(), 25);
+        assert!(BootConfig::parse("role=dir dilation_pct=9").is_err());
         assert!(BootConfig::parse("role=dir disk_lat_us=x").is_err());
     }
 

@@ -16,6 +16,8 @@
 //!   [`netorder`]: a connection's answers released in request order.
 //! * [`config`]: boot options (the kernel command line).
 //! * [`rng`]: the deterministic generator of the simulation, tests and fio.
+//! * [`calibrate`]: the fixed workload that measures how much slower a
+//!   guest's CPU runs than the host's (the testbed's time dilation).
 #![cfg_attr(not(test), no_std)]
 // Unsafe code lives in `shm` only (raw access to the mapped region).
 #![deny(unsafe_code)]
@@ -28,6 +30,7 @@ extern crate alloc;
 pub const PAGE_SIZE: usize = 4096;
 
 pub mod bulk;
+pub mod calibrate;
 pub mod config;
 pub mod doorbell;
 pub mod fence;

@@ -1,5 +1,6 @@
 //! Benchmark commands: `bench read`, `bench inv`, `bench dir`,
-//! `bench pingpong`, `bench doorbell`, `bench ring`, `bench rpc`.
+//! `bench pingpong`, `bench doorbell`, `bench ring`, `bench rpc`,
+//! `bench calibrate`.
 
 use alloc::format;
 use alloc::string::String;
@@ -69,6 +70,27 @@ pub(super) fn cmd_bench_pingpong(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(
         .bench_pingpong(count)
         .map_err(|e| Error::Msg(format!("{e}")))?;
     print_summary(ctx, "cache-line round trip", &mut samples)
+}
+
+pub(super) fn cmd_bench_calibrate(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    use fabric::calibrate::{line, Workload, DEFAULT_ROUNDS, MAX_ROUNDS};
+    let rounds = match args.get(0) {
+        None => DEFAULT_ROUNDS,
+        Some(s) => parse::u64_dec(s)
+            .ok()
+            .filter(|r| (1..=u64::from(MAX_ROUNDS)).contains(r))
+            .ok_or_else(|| Error::Msg(format!("bad rounds '{}' (1 to {MAX_ROUNDS})", quoted(s))))?
+            as u32,
+    };
+    let mut w = Workload::new();
+    // One short warm-up run (caches, the TLB, TCG's translation of the
+    // code) before the timed one.
+    let _ = w.run(rounds.min(1000));
+    let t0 = ctx.os.uptime_ns();
+    let sum = w.run(rounds);
+    let ns = ctx.os.uptime_ns().saturating_sub(t0);
+    ctx.println(&line(rounds, ns, sum));
+    Ok(())
 }
 
 /// Most increments of one `bench atomics`.

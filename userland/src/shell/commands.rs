@@ -175,6 +175,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_bench_doorbell,
     },
     Command {
+        name: "bench calibrate",
+        usage: "bench calibrate [ROUNDS]",
+        help: "time ROUNDS (default 20000) rounds of the page cache's hot operations (a 4 KiB copy, 8 hash lookups, a descriptor through a ring), the same code onecopy-calibrate times on the host: their ratio is the testbed's time dilation (qemu-run.sh --dilation auto)",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_calibrate,
+    },
+    Command {
         name: "bench read",
         usage: "bench read PATH",
         help: "time a 4 KiB read of every page of PATH once (CM, CM-R, CH-R or local hit, by residency)",
