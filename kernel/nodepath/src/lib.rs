@@ -19,6 +19,8 @@
 //! * [`pagecache`]: the node cache's bookkeeping (frame pool, owned pages,
 //!   remote mappings, private copies, deferred acks).
 //! * [`netclient`]: `net` mode's client end of a stream connection.
+//! * [`readahead`]: readahead windows as Linux computes them (pure logic;
+//!   not yet called by the data paths).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
@@ -34,6 +36,7 @@ pub mod node;
 pub mod pagecache;
 pub mod policy;
 pub mod private;
+pub mod readahead;
 #[cfg(test)]
 pub mod rig;
 #[cfg(test)]
