@@ -147,7 +147,8 @@ shell_check() {
 release_build() {
     cargo build --release -p onecopy-kernel --target x86_64-unknown-none &&
         cargo build --release -p flatfs --bins &&
-        cargo build --release -p onecopy-ivshmem-server
+        cargo build --release -p onecopy-ivshmem-server &&
+        cargo build --release -p onecopy-tests --bin onecopy-calibrate
 }
 integration_tests() {
     # Run dirs kept by earlier failed runs (logs, disk copies): stop, remove.

@@ -1,6 +1,7 @@
 //! Integration tests of the launcher's guard rails, one section per guard:
 //! each section's first test fails on a `qemu-run.sh` without that guard (the `--shm-mb` section also checks
-//! that the maximum it accepts boots and works).
+//! that the maximum it accepts boots and works); and of `--dilation`
+//! (the last section).
 //!
 //! Needs the release kernel and host tools (`tests/run.sh` builds them):
 //!
@@ -511,4 +512,73 @@ fn shm_path_uses_and_keeps_the_users_region() {
         "the region survives the stop, formatted by the directory"
     );
     let _ = fs::remove_dir_all(&run_dir);
+}
+
+// ------------------------------------------------------ 6. time dilation
+
+/// The number after `pattern` (a regex with one group) in `text`.
+fn number_after(text: &str, pattern: &str) -> Option<f64> {
+    regex::Regex::new(pattern)
+        .ok()?
+        .captures(text)?
+        .get(1)?
+        .as_str()
+        .parse()
+        .ok()
+}
+
+/// `--dilation auto` measures D before the boot (its `bench calibrate`
+/// checksum is the host's: the same work), prints it in the `cluster up`
+/// line and the directory's disk latency is the profile's times D;
+/// `--dilation 3` takes D as given.
+#[test]
+fn dilation_scales_the_storage_model_by_the_measured_factor() {
+    let host = Command::new(env!("CARGO_BIN_EXE_onecopy-calibrate"))
+        .output()
+        .expect("run onecopy-calibrate");
+    let host = String::from_utf8_lossy(&host.stdout).into_owned();
+    let checksum = |t: &str| {
+        t.split_whitespace()
+            .find_map(|w| w.strip_prefix("checksum="))
+            .map(str::to_string)
+    };
+    let host_sum = checksum(&host).expect("host calibrate line");
+    with_cluster(
+        opts("dilation-auto")
+            .nodes(1)
+            .storage("sas-raid")
+            .dilation("auto"),
+        |c| {
+            let launch = c.launch_output().to_string();
+            let d = number_after(&launch, r"cluster up: .*, dilation (\d+\.\d\d)")
+                .unwrap_or_else(|| panic!("no dilation in the cluster up line:\n{launch}"));
+            assert!(d >= 0.1, "D = {d}");
+            // sas-raid's 100 us per request, dilated.
+            let lat = number_after(&c.log("dir"), r"access latency (\d+) us")
+                .expect("the directory's disk latency line");
+            assert!(
+                (lat - 100.0 * d).abs() <= 1.0,
+                "latency {lat} us with D = {d}"
+            );
+            let guest = c.exec_ok(1, "bench calibrate")?.text();
+            assert_eq!(checksum(&guest), Some(host_sum.clone()), "{guest}");
+            Ok(())
+        },
+    );
+    with_cluster(
+        opts("dilation-3")
+            .nodes(1)
+            .storage("sas-raid")
+            .dilation("3"),
+        |c| {
+            let launch = c.launch_output().to_string();
+            assert!(launch.contains(", dilation 3.00"), "{launch}");
+            assert!(
+                launch.contains("throttling.bps-total=1333333333,throttling.iops-total=133333"),
+                "{launch}"
+            );
+            assert!(c.log("dir").contains("access latency 300 us"));
+            Ok(())
+        },
+    );
 }

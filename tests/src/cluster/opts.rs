@@ -34,6 +34,9 @@ pub struct ClusterOpts {
     /// Emulated CXL latency in ns added to every copy from a peer's frame
     /// (qemu-run.sh `--cxl-latency-ns`; default: qemu-run.sh's 0).
     pub cxl_latency_ns: Option<u32>,
+    /// Time dilation (qemu-run.sh `--dilation`: `off`, `auto` or a factor
+    /// such as `4.5`; default: qemu-run.sh's `off`).
+    pub dilation: Option<String>,
     /// Doorbells (qemu-run.sh `--doorbell on|off`; default:
     /// `ONECOPY_TEST_DOORBELL`, else qemu-run.sh's).
     pub doorbell: Option<String>,
@@ -64,6 +67,7 @@ impl Default for ClusterOpts {
             policy: None,
             storage: None,
             cxl_latency_ns: None,
+            dilation: None,
             doorbell: doorbell_from_env(),
             expect_ready: true,
             boot_timeout: Duration::from_secs(60),
@@ -141,6 +145,11 @@ impl ClusterOpts {
     /// Sets the emulated CXL latency (ns) of a copy from a peer's frame.
     pub fn cxl_latency_ns(mut self, ns: u32) -> Self {
         self.cxl_latency_ns = Some(ns);
+        self
+    }
+    /// Sets the time dilation (`off`, `auto` or a factor such as `4.5`).
+    pub fn dilation(mut self, d: &str) -> Self {
+        self.dilation = Some(d.into());
         self
     }
     /// Sets the shared region size in MiB (a power of two >= 16).
