@@ -167,7 +167,7 @@ pub fn results_json(r: &Runner, machine: &Value, plots: &[String], problems: &[S
     })
 }
 
-pub(super) fn first_accel(r: &Runner) -> String {
+pub fn first_accel(r: &Runner) -> String {
     r.figures
         .iter()
         .map(|f| f.context.accel.as_str())

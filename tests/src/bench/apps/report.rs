@@ -149,7 +149,13 @@ fn table_rows(
 }
 
 /// report.md.
-pub fn report_md(r: &AppsRunner, machine: &Value, chart: Option<&str>, run_label: &str) -> String {
+pub fn report_md(
+    r: &AppsRunner,
+    machine: &Value,
+    chart: Option<&str>,
+    run_label: &str,
+    prov: &Value,
+) -> String {
     let p = &r.plan;
     let st = &r.study;
     let mut s = String::new();
@@ -174,10 +180,11 @@ pub fn report_md(r: &AppsRunner, machine: &Value, chart: Option<&str>, run_label
     let cache_mib = p.cache_pages as f64 * 4096.0 / 1048576.0;
     let _ = writeln!(
         s,
-        "- Machine: {} CPUs ({}), {}; accelerator TCG (one vCPU per instance).",
+        "- Machine: {} CPUs ({}), {}; accelerator {} (one vCPU per instance).",
         m("nproc"),
         m("cpu"),
-        m("qemu")
+        m("qemu"),
+        prov["accel"].as_str().unwrap_or("unknown")
     );
     let _ = writeln!(
         s,
