@@ -23,6 +23,7 @@ pub mod parse;
 pub mod plot;
 pub mod policies;
 pub mod provenance;
+pub mod render;
 pub mod report;
 pub mod reportmd;
 pub mod runner;

@@ -15,8 +15,10 @@ use crate::run_with_timeout;
 
 mod headline;
 
+pub use headline::{
+    headline_bars, headline_table, headlines, Headline, HEADLINE_PNG, HEADLINE_ROWS,
+};
 pub(super) use headline::{headline_dpc, value_of};
-pub use headline::{headline_table, headlines, Headline, HEADLINE_ROWS};
 
 /// DPC's published figures (DPC §6.2, Fig. 6-9, §6.2.5): the only numbers
 /// of the report that this run did not measure.

@@ -17,6 +17,22 @@ use onecopy_tests::{host_tool, repo_root, target_dir};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--render") {
+        let [_, dir] = args.as_slice() else {
+            eprintln!("onecopy-bench: error: usage: onecopy-bench --render DIR\n{USAGE}");
+            return ExitCode::from(2);
+        };
+        return match onecopy_tests::bench::render::render(std::path::Path::new(dir)) {
+            Ok(problems) => {
+                println!("{}", PathBuf::from(dir).join("report.md").display());
+                ExitCode::from(u8::from(!problems.is_empty()))
+            }
+            Err(e) => {
+                eprintln!("onecopy-bench: error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let opts = match parse_args(&args) {
         Ok(Parsed::Help) => {
             println!("{USAGE}");
