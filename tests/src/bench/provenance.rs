@@ -381,7 +381,7 @@ pub fn insert_md(md: &str, p: &Value) -> String {
     // After the first "## " heading's start: the title and the intro stay
     // on top.
     match md.find("\n## ") {
-        Some(i) => format!("{}\n{section}{}", &md[..=i], &md[i + 1..]),
+        Some(i) => format!("{}{section}{}", &md[..=i], &md[i + 1..]),
         None => format!("{md}\n{section}"),
     }
 }
@@ -457,5 +457,6 @@ mod tests {
         assert!(out.contains("**dirty**"));
         assert!(out.contains("M a.rs"));
         assert!(out.contains("1.00 / 2.00 / 3.00"));
+        assert!(!out.contains("\n\n\n"), "{out}");
     }
 }
