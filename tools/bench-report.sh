@@ -7,6 +7,7 @@
 #   tools/bench-report.sh --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
 #                         [--apps-list kv,webserver,...] [--policy NAME] ...
 #   tools/bench-report.sh --policies [--quick] [--out DIR]
+#   tools/bench-report.sh --render DIR
 #
 # --apps runs the application study instead (DPC Fig. 10: N = 1, 2, 4
 # nodes running the same app at once in every mode; about 8 minutes;
@@ -20,21 +21,30 @@
 # DIR/policies/*.log; report.md's "Eviction policies" section sets
 # cache_ext's published figures beside ours (about 8 minutes; --policies
 # --quick: 6 policies, 1-2 s runs, 2 nodes; about 90 s).
+# --render DIR re-draws a microbenchmark report's charts and report.md
+# from DIR/results.json (nothing is measured again).
 # Every argument goes to onecopy-bench (see target/release/onecopy-bench
-# --help). Results: DIR/results.json, DIR/report.md, DIR/*.png (default DIR
-# results/<YYYY-MM-DD-HHMMSS>/, UTC). Modes by default: strong, relaxed,
-# private and net (the TCP/IP baseline). --quick takes about 80 s on 2
-# cores with TCG; the full run about 27 minutes with the four modes. Exit
-# status: that of onecopy-bench (0 complete, 1 some
-# figure or script missing or failed, 2 usage).
+# --help). Results: DIR/results.json, DIR/report.md, DIR/params.json,
+# DIR/*.png (default DIR results/<YYYY-MM-DD-HHMMSS>/, UTC); each report
+# records the commit, the command line, the host and the load. Modes by
+# default: strong, relaxed, private and net (the TCP/IP baseline).
+# --quick takes about 80 s on 2 cores with TCG; the full run about 27
+# minutes with the four modes on an idle machine. Exit status: that of
+# onecopy-bench (0 complete, 1 some figure or script missing or failed,
+# 2 usage).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 for a in "$@"; do
     case "$a" in
-        -h | --help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
 done
 cd "$ROOT"
+if [[ ${1:-} == --render ]]; then
+    # Nothing boots: only the runner is needed.
+    cargo build --release -q -p onecopy-tests --bin onecopy-bench
+    exec "$ROOT/target/release/onecopy-bench" "$@"
+fi
 echo "bench-report.sh: building the kernel and the host tools" >&2
 cargo build --release -q -p onecopy-kernel --target x86_64-unknown-none
 cargo build --release -q -p flatfs --bins

@@ -60,6 +60,47 @@ fn run_bench(args: &[&str], out: &Path, limit: Duration, more: impl Fn(&Path) ->
         "problems: {}",
         json["problems"]
     );
+    // Every report says where it comes from.
+    let prov = &json["provenance"];
+    let commit = prov["commit"].as_str().unwrap_or("");
+    assert!(
+        commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{what}: provenance commit {commit:?}"
+    );
+    assert!(prov["dirty"].is_boolean(), "{what}: provenance dirty");
+    assert!(
+        prov["command"]
+            .as_str()
+            .is_some_and(|c| c.contains(args[0])),
+        "{what}: provenance command {}",
+        prov["command"]
+    );
+    for k in [
+        "load_start",
+        "load_end",
+        "date_utc",
+        "date_end_utc",
+        "accel",
+    ] {
+        assert!(!prov[k].is_null(), "{what}: provenance lacks {k}");
+    }
+    assert!(
+        prov["host"]["qemu"]
+            .as_str()
+            .is_some_and(|q| q.contains("QEMU")),
+        "{what}: provenance QEMU version {}",
+        prov["host"]["qemu"]
+    );
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        md.contains("## Provenance"),
+        "{what}: report.md lacks its provenance"
+    );
+    assert!(md.contains(commit), "{what}: report.md lacks the commit");
+    let params: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("params.json")).expect("params.json"))
+            .expect("params.json is JSON");
+    assert_eq!(params["commit"], commit, "{what}: params.json");
     json
 }
 
@@ -154,8 +195,8 @@ fn quick_bench_produces_every_figure() {
     let plots = json["plots"].as_array().expect("plots");
     assert_eq!(
         plots.len(),
-        15,
-        "12 fio charts + 2 reclaim charts + round trips"
+        16,
+        "headline ratios + 12 fio charts + 2 reclaim charts + round trips"
     );
     for p in plots {
         let p = out.join(p.as_str().expect("plot name"));

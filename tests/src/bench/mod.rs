@@ -22,6 +22,8 @@ pub mod opts;
 pub mod parse;
 pub mod plot;
 pub mod policies;
+pub mod provenance;
+pub mod render;
 pub mod report;
 pub mod reportmd;
 pub mod runner;
@@ -43,6 +45,20 @@ pub fn write_outputs(out: &std::path::Path, json: &serde_json::Value, md: String
         }
     }
     ok
+}
+
+/// Writes a run's `params.json` (the command line and the parameters);
+/// false (said on stderr) if it could not be written.
+pub fn write_params(out: &std::path::Path, params: &serde_json::Value) -> bool {
+    let text =
+        serde_json::to_string_pretty(params).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    match std::fs::write(out.join("params.json"), text) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("onecopy-bench: error: writing params.json: {e}");
+            false
+        }
+    }
 }
 
 /// Formats a duration in seconds as `1m23s` / `45.6s`.

@@ -371,6 +371,52 @@ impl Figure {
         )
     }
 
+    /// A figure read back from results.json ([`Figure::to_json`]); None
+    /// if a field that identifies it is missing.
+    pub fn from_json(j: &Value) -> Option<Figure> {
+        let st = |k: &str| j[k].as_str().map(str::to_string);
+        let note = st("error").unwrap_or_default();
+        let status = match j["status"].as_str()? {
+            "ok" => Status::Ok(j["value"].as_f64()?),
+            "n/a" => Status::NotApplicable(note),
+            _ => Status::Failed(note),
+        };
+        Some(Figure {
+            id: st("id")?,
+            group: st("group")?,
+            mode: st("mode")?,
+            scenario: st("scenario")?,
+            workload: st("workload")?,
+            engine: st("engine"),
+            metric: st("metric").unwrap_or_default(),
+            unit: st("unit").unwrap_or_default(),
+            lower_is_better: j["lower_is_better"].as_bool()?,
+            status,
+            params: j["params"].clone(),
+            context: Context {
+                cluster: st("cluster").unwrap_or_default(),
+                nodes: j["nodes"]
+                    .as_u64()
+                    .and_then(|n| u8::try_from(n).ok())
+                    .unwrap_or(0),
+                shm_mb: j["shm_mb"]
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0),
+                pool_mib: j["pool_mib_per_node"].as_f64().unwrap_or(f64::NAN),
+                storage: st("storage").unwrap_or_default(),
+                cxl_latency_ns: j["cxl_latency_ns"]
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0),
+                accel: st("accel").unwrap_or_default(),
+            },
+            busy_instances: j["busy_instances"].as_u64(),
+            command: st("command").unwrap_or_default(),
+            raw: j["raw"].clone(),
+        })
+    }
+
     /// The figure as JSON (results.json).
     pub fn to_json(&self) -> Value {
         json!({

@@ -16,6 +16,7 @@ usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--apps-list kv,ann,...] [--policy NAME]
                      [--modes ...] [--storage P] [--out DIR] [--keep-runs]
        onecopy-bench --policies [--quick] [--out DIR]
+       onecopy-bench --render DIR
 
 Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
 2-sharer invalidation) in every mode and measures DPC's microbenchmarks:
@@ -82,9 +83,16 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      ours. With --quick: 6 policies, 1-2 s runs, 2 nodes
                      (about 90 s, a smoke test). Takes only --quick and
                      --out
+  --render DIR       re-draw a microbenchmark report's charts and report.md
+                     from its DIR/results.json with this build's chart and
+                     report code (nothing is measured; the provenance keeps
+                     the run's commit and records the render's)
 
-Writes DIR/results.json, DIR/report.md and DIR/*.png (--policies: no
-charts). Exit status: 0 every expected figure is a number, 1 some figure
+Writes DIR/results.json, DIR/report.md, DIR/params.json (the command
+line and the parameters) and DIR/*.png (--policies: no charts); every
+report records its provenance: commit (and whether the tree had
+uncommitted changes), UTC dates, the command line, the host (CPUs, CPU
+model, QEMU, accelerator) and the load during the run. Exit status: 0 every expected figure is a number, 1 some figure
 is missing or failed (the report is still written, failures shown as n/a
 with their error; --policies: a script failed or gave no row), 2 wrong
 usage. Needs the release kernel, mkfs and onecopy-ctl built

@@ -70,8 +70,20 @@ pub fn mode_color(mode: &str) -> RGBColor {
     }
 }
 
-/// A grouped bar chart.
+/// A published value drawn as a black diamond: on the bar of one series
+/// (`series: Some`), or in its own slot right of the group's bars.
 #[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    /// Group (x position).
+    pub group: usize,
+    /// Series whose bar it sits on; None: its own slot beside the bars.
+    pub series: Option<usize>,
+    /// The value.
+    pub value: f64,
+}
+
+/// A grouped bar chart.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Bars {
     /// Title (first line).
     pub title: String,
@@ -79,12 +91,22 @@ pub struct Bars {
     pub subtitle: String,
     /// Y axis: metric and unit.
     pub y_label: String,
+    /// X axis title (what the groups are).
+    pub x_label: String,
     /// Group labels (x axis).
     pub groups: Vec<String>,
     /// Series (one bar per group each), with their colours.
     pub series: Vec<(String, RGBColor)>,
     /// `values[group][series]`; None = n/a.
     pub values: Vec<Vec<Option<f64>>>,
+    /// Published values drawn as markers (DPC's).
+    pub markers: Vec<Marker>,
+    /// Legend text of the markers.
+    pub marker_label: String,
+    /// Labels as ratios (`2.61x`) instead of plain values.
+    pub ratio_labels: bool,
+    /// Width in pixels (None: 960).
+    pub width: Option<u32>,
 }
 
 /// Y axis.
@@ -186,15 +208,156 @@ fn err<E: std::fmt::Debug>(e: E) -> String {
     format!("{e:?}")
 }
 
-/// Draws `b` into a PNG at `path`.
+/// Text of a bar's value label.
+fn value_label(v: f64, ratio: bool) -> String {
+    if ratio {
+        if v >= 10.0 {
+            format!("{v:.1}x")
+        } else {
+            format!("{v:.2}x")
+        }
+    } else {
+        fmt_value(v)
+    }
+}
+
+/// Width and height in pixels of `s` at `size` (an estimate without a font).
+fn text_size(s: &str, size: i32) -> (i32, i32) {
+    let style = TextStyle::from(("sans-serif", size).into_font());
+    if font_ready() {
+        if let Ok((w, h)) = style.font.box_size(s) {
+            return (w as i32, h as i32);
+        }
+    }
+    (
+        (s.chars().count() as f64 * f64::from(size) * 0.6).ceil() as i32,
+        size,
+    )
+}
+
+/// `s` in at most two lines of at most `width` pixels at `size` when a
+/// break at a space makes it fit (else one line).
+fn wrap2(s: &str, width: i32, size: i32) -> Vec<String> {
+    if text_size(s, size).0 <= width {
+        return vec![s.to_string()];
+    }
+    let mid = s.len() / 2;
+    let best = s
+        .char_indices()
+        .filter(|(_, c)| *c == ' ')
+        .map(|(i, _)| i)
+        .min_by_key(|i| i.abs_diff(mid));
+    match best {
+        Some(i) => vec![s[..i].to_string(), s[i + 1..].to_string()],
+        None => vec![s.to_string()],
+    }
+}
+
+/// Legend entries laid out in rows within `width` pixels: (row, x offset)
+/// of each entry of the given text widths.
+pub fn legend_layout(text_widths: &[i32], width: i32) -> Vec<(usize, i32)> {
+    let mut out = Vec::new();
+    let (mut row, mut x) = (0usize, 0i32);
+    for &tw in text_widths {
+        let w = 22 + tw + 24;
+        if x > 0 && x + w > width {
+            row += 1;
+            x = 0;
+        }
+        out.push((row, x));
+        x += w;
+    }
+    out
+}
+
+/// Draws `b` into a PNG at `path`. Value labels are drawn only where they
+/// fit the bar's width, so they never overlap; when some do not fit the
+/// chart says that the values are in the report's tables. The legend
+/// wraps onto as many rows as it needs.
 pub fn draw(path: &Path, b: &Bars) -> DrawResult {
-    const W: i32 = 960;
-    const H: i32 = 540;
+    let (w, h) = Frame::of(b).size();
+    paint(BitMapBackend::new(path, (w, h)), b)
+}
+
+/// Draws `b` into an RGB buffer: (pixels, width, height).
+pub fn draw_rgb(b: &Bars) -> Result<(Vec<u8>, u32, u32), String> {
+    let (w, h) = Frame::of(b).size();
+    let mut buf = vec![0u8; w as usize * h as usize * 3];
+    paint(BitMapBackend::with_buffer(&mut buf, (w, h)), b)?;
+    Ok((buf, w, h))
+}
+
+/// Where everything goes: the plot area, the legend's layout.
+struct Frame {
+    w_px: i32,
+    x0: i32,
+    x1: i32,
+    y0: i32,
+    y1: i32,
+    legend: Vec<(String, Option<RGBColor>)>,
+    lay: Vec<(usize, i32)>,
+    xt_y: i32,
+    ly0: i32,
+    h_px: i32,
+}
+
+impl Frame {
+    fn of(b: &Bars) -> Frame {
+        let w_px = b.width.unwrap_or(960).clamp(400, 4000) as i32;
+        let (x0, x1, y0) = (90, w_px - 20, 78);
+        let y1 = y0 + 400;
+        // Legend entries: the series, then the marker.
+        let mut legend: Vec<(String, Option<RGBColor>)> = b
+            .series
+            .iter()
+            .map(|(n, c)| (n.clone(), Some(*c)))
+            .collect();
+        if !b.markers.is_empty() {
+            legend.push((b.marker_label.clone(), None));
+        }
+        let widths: Vec<i32> = legend.iter().map(|(n, _)| text_size(n, 14).0).collect();
+        let lay = legend_layout(&widths, x1 - x0);
+        let rows = lay.last().map_or(0, |l| l.0 + 1) as i32;
+        // Group labels take up to two lines.
+        let xt_y = y1 + 8 + 40;
+        let ly0 = xt_y + 24;
+        Frame {
+            w_px,
+            x0,
+            x1,
+            y0,
+            y1,
+            legend,
+            lay,
+            xt_y,
+            ly0,
+            h_px: ly0 + rows * 24 + 10,
+        }
+    }
+
+    fn size(&self) -> (u32, u32) {
+        (self.w_px as u32, self.h_px as u32)
+    }
+}
+
+fn paint(backend: BitMapBackend, b: &Bars) -> DrawResult {
     let text = font_ready();
-    let root = BitMapBackend::new(path, (W as u32, H as u32)).into_drawing_area();
+    let Frame {
+        w_px,
+        x0,
+        x1,
+        y0,
+        y1,
+        legend,
+        lay,
+        xt_y,
+        ly0,
+        ..
+    } = Frame::of(b);
+    let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let (x0, x1, y0, y1) = (90, W - 20, 78, H - 80);
-    let all: Vec<f64> = b.values.iter().flatten().filter_map(|v| *v).collect();
+    let mut all: Vec<f64> = b.values.iter().flatten().filter_map(|v| *v).collect();
+    all.extend(b.markers.iter().map(|m| m.value));
     let scale = scale_for(&all);
     let ypix = |v: f64| y1 - ((y1 - y0) as f64 * scale.frac(v)).round() as i32;
     let font = |size: i32| ("sans-serif", size).into_font();
@@ -226,91 +389,162 @@ pub fn draw(path: &Path, b: &Bars) -> DrawResult {
     // Axes.
     root.draw(&PathElement::new(vec![(x0, y0), (x0, y1), (x1, y1)], dark))
         .map_err(err)?;
-    put(&b.title, W / 2, 8, 20, HPos::Center, VPos::Top, &BLACK)?;
-    put(&b.subtitle, W / 2, 34, 13, HPos::Center, VPos::Top, &dark)?;
+    put(&b.title, w_px / 2, 8, 20, HPos::Center, VPos::Top, &BLACK)?;
+    put(
+        &b.subtitle,
+        w_px / 2,
+        34,
+        13,
+        HPos::Center,
+        VPos::Top,
+        &dark,
+    )?;
     let ylab = match scale {
         Scale::Log { .. } => format!("{} - log scale", b.y_label),
         Scale::Linear { .. } => b.y_label.clone(),
     };
     put(&ylab, x0, y0 - 8, 13, HPos::Left, VPos::Bottom, &dark)?;
-    // Bars.
+    put(
+        &b.x_label,
+        (x0 + x1) / 2,
+        xt_y,
+        13,
+        HPos::Center,
+        VPos::Top,
+        &dark,
+    )?;
+    // Bars: one slot per series, plus one for the markers that have no
+    // series of their own.
     let ng = b.groups.len().max(1) as i32;
-    let ns = b.series.len().max(1) as i32;
+    let own_slot = b.markers.iter().any(|m| m.series.is_none());
+    let ns = b.series.len().max(1) as i32 + i32::from(own_slot);
     let gw = (x1 - x0) / ng;
-    let bw = (gw * 8 / 10) / ns;
+    let bw = ((gw * 8 / 10) / ns).max(1);
+    let mut omitted = false;
+    // A label fits its slot: it can then overlap no other label.
+    let fits = |s: &str| text_size(s, 12).0 + 2 <= bw;
     for (gi, g) in b.groups.iter().enumerate() {
         let gx = x0 + gi as i32 * gw + gw / 10;
-        put(
-            g,
-            x0 + gi as i32 * gw + gw / 2,
-            y1 + 8,
-            15,
-            HPos::Center,
-            VPos::Top,
-            &BLACK,
-        )?;
+        for (li, line) in wrap2(g, gw - 4, 15).iter().enumerate() {
+            put(
+                line,
+                x0 + gi as i32 * gw + gw / 2,
+                y1 + 8 + li as i32 * 18,
+                15,
+                HPos::Center,
+                VPos::Top,
+                &BLACK,
+            )?;
+        }
         for (si, (_, color)) in b.series.iter().enumerate() {
             let bx = gx + si as i32 * bw;
+            let (x_a, x_b) = (bx + 1.min(bw / 4) + 1, (bx + bw - 2).max(bx + 2));
+            let on_marker = b
+                .markers
+                .iter()
+                .any(|m| m.group == gi && m.series == Some(si));
             match b.values.get(gi).and_then(|r| r.get(si)).copied().flatten() {
-                Some(v) if v > 0.0 => {
-                    let top = ypix(v).min(y1 - 1);
-                    root.draw(&Rectangle::new(
-                        [(bx + 2, top), (bx + bw - 2, y1)],
-                        color.filled(),
-                    ))
-                    .map_err(err)?;
-                    put(
-                        &fmt_value(v),
-                        bx + bw / 2,
-                        top - 3,
-                        12,
-                        HPos::Center,
-                        VPos::Bottom,
-                        &dark,
-                    )?;
-                }
                 Some(v) => {
-                    put(
-                        &fmt_value(v),
-                        bx + bw / 2,
-                        y1 - 3,
-                        12,
-                        HPos::Center,
-                        VPos::Bottom,
-                        &dark,
-                    )?;
+                    let top = if v > 0.0 { ypix(v).min(y1 - 1) } else { y1 };
+                    if v > 0.0 {
+                        root.draw(&Rectangle::new([(x_a, top), (x_b, y1)], color.filled()))
+                            .map_err(err)?;
+                    }
+                    let l = value_label(v, b.ratio_labels);
+                    if fits(&l) && !on_marker {
+                        put(
+                            &l,
+                            bx + bw / 2,
+                            top - 3,
+                            12,
+                            HPos::Center,
+                            VPos::Bottom,
+                            &dark,
+                        )?;
+                    } else {
+                        omitted = true;
+                    }
                 }
                 None => {
-                    // n/a: an outline only, and the word if we can write.
+                    // n/a: an outline only, and the word where it fits.
                     root.draw(&Rectangle::new(
-                        [(bx + 2, y1 - 6), (bx + bw - 2, y1)],
+                        [(x_a, y1 - 6), (x_b, y1)],
                         ShapeStyle::from(&grey).stroke_width(1),
                     ))
                     .map_err(err)?;
-                    put(
-                        "n/a",
-                        bx + bw / 2,
-                        y1 - 8,
-                        12,
-                        HPos::Center,
-                        VPos::Bottom,
-                        &RED,
-                    )?;
+                    if fits("n/a") {
+                        put(
+                            "n/a",
+                            bx + bw / 2,
+                            y1 - 8,
+                            12,
+                            HPos::Center,
+                            VPos::Bottom,
+                            &RED,
+                        )?;
+                    } else {
+                        omitted = true;
+                    }
                 }
             }
         }
+        for m in b.markers.iter().filter(|m| m.group == gi) {
+            let slot = m.series.map_or(b.series.len() as i32, |s| s as i32);
+            let cx = gx + slot * bw + bw / 2;
+            let cy = ypix(m.value);
+            let r = (bw / 2 - 1).clamp(3, 7);
+            root.draw(&PathElement::new(
+                vec![(cx - bw / 2 + 1, cy), (cx + bw / 2 - 1, cy)],
+                BLACK.stroke_width(2),
+            ))
+            .map_err(err)?;
+            root.draw(&Polygon::new(
+                vec![(cx, cy - r), (cx + r, cy), (cx, cy + r), (cx - r, cy)],
+                BLACK.filled(),
+            ))
+            .map_err(err)?;
+            let l = value_label(m.value, b.ratio_labels);
+            if fits(&l) {
+                put(&l, cx, cy - r - 2, 12, HPos::Center, VPos::Bottom, &BLACK)?;
+            } else {
+                omitted = true;
+            }
+        }
     }
-    // Legend.
-    let mut lx = x0;
-    let ly = H - 30;
-    for (name, color) in &b.series {
-        root.draw(&Rectangle::new(
-            [(lx, ly), (lx + 16, ly + 16)],
-            color.filled(),
-        ))
-        .map_err(err)?;
+    if omitted {
+        put(
+            "values too narrow to label: see the report's tables",
+            x1,
+            y0 - 8,
+            12,
+            HPos::Right,
+            VPos::Bottom,
+            &dark,
+        )?;
+    }
+    // Legend, wrapped.
+    for ((name, color), (row, dx)) in legend.iter().zip(&lay) {
+        let lx = x0 + dx;
+        let ly = ly0 + *row as i32 * 24;
+        match color {
+            Some(c) => {
+                root.draw(&Rectangle::new([(lx, ly), (lx + 16, ly + 16)], c.filled()))
+                    .map_err(err)?;
+            }
+            None => {
+                root.draw(&Polygon::new(
+                    vec![
+                        (lx + 8, ly + 1),
+                        (lx + 15, ly + 8),
+                        (lx + 8, ly + 15),
+                        (lx + 1, ly + 8),
+                    ],
+                    BLACK.filled(),
+                ))
+                .map_err(err)?;
+            }
+        }
         put(name, lx + 22, ly + 8, 14, HPos::Left, VPos::Center, &BLACK)?;
-        lx += 140;
     }
     root.present().map_err(err)?;
     Ok(())
@@ -342,6 +576,10 @@ pub fn draw_all(
         Ok(()) => files.push(name),
         Err(e) => errors.push(format!("{name}: {e}")),
     };
+    one(
+        super::report::HEADLINE_PNG.into(),
+        super::report::headline_bars(figs, modes, run_label),
+    );
     for w in WORKLOADS {
         for e in ENGINES {
             let values = SCENARIOS
@@ -371,9 +609,13 @@ pub fn draw_all(
                         super::opts::size_human(w.size(p)),
                     ),
                     y_label: metric.into(),
+                    x_label: "scenario (CM: cached nowhere; CM-R: node 1 read it first, node 2's \
+                              first touch; CH-R: node 2 again)"
+                        .into(),
                     groups: SCENARIOS.iter().map(|s| s.to_string()).collect(),
                     series: series.clone(),
                     values,
+                    ..Bars::default()
                 },
             );
         }
@@ -387,7 +629,8 @@ pub fn draw_all(
                 "bench inv, median per page, {} file, idle sharers; {run_label}",
                 super::opts::size_human(p.inv_size)
             ),
-            y_label: "median latency (us), lower is better".into(),
+            y_label: "median latency per page (us), lower is better".into(),
+            x_label: "other nodes holding the page (sharers)".into(),
             groups: inv.iter().map(|s| s.to_string()).collect(),
             series: series.clone(),
             values: inv
@@ -399,6 +642,7 @@ pub fn draw_all(
                         .collect()
                 })
                 .collect(),
+            ..Bars::default()
         },
     );
     let big = [
@@ -416,6 +660,7 @@ pub fn draw_all(
                 super::runner::pool_mib(p.big_shm_mb, 2)
             ),
             y_label: "bandwidth (MiB/s), higher is better".into(),
+            x_label: "pass over the file".into(),
             groups: big.iter().map(|s| s.to_string()).collect(),
             series: series.clone(),
             values: big
@@ -432,6 +677,7 @@ pub fn draw_all(
                         .collect()
                 })
                 .collect(),
+            ..Bars::default()
         },
     );
     // Round trips to the directory: the control rings, the file transport
@@ -448,7 +694,8 @@ pub fn draw_all(
             subtitle: format!(
                 "medians; bench rpc over the rings, over TCP/IP in net mode; {run_label}"
             ),
-            y_label: "median (us), lower is better".into(),
+            y_label: "median round trip (us), lower is better".into(),
+            x_label: "operation".into(),
             groups: trips.iter().map(|t| t.0.to_string()).collect(),
             series,
             values: trips
@@ -460,6 +707,7 @@ pub fn draw_all(
                         .collect()
                 })
                 .collect(),
+            ..Bars::default()
         },
     );
     (files, errors)
@@ -518,11 +766,63 @@ mod tests {
                 ("private".into(), mode_color("private")),
             ],
             values: vec![vec![Some(300.0), Some(310.0)], vec![Some(2.0), None]],
+            ..Bars::default()
         };
         draw(&path, &b).unwrap();
         let bytes = fs::read(&path).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Fig. 10 has 12 series (4 modes x N = 1, 2, 4): every one must be
+    /// in the legend, which once stopped after the seventh.
+    #[test]
+    fn the_legend_shows_every_series() {
+        let mut series = Vec::new();
+        for (i, m) in ["strong", "relaxed", "private", "net"].iter().enumerate() {
+            for (k, n) in [1, 2, 4].iter().enumerate() {
+                let c = RGBColor(10 + 60 * i as u8, 20 + 70 * k as u8, 200 - 40 * i as u8);
+                series.push((format!("{m} N={n}"), c));
+            }
+        }
+        let b = Bars {
+            title: "t".into(),
+            groups: vec!["kv".into(), "ann".into()],
+            values: vec![vec![None; 12]; 2],
+            series: series.clone(),
+            markers: vec![Marker {
+                group: 1,
+                series: Some(4),
+                value: 2.8,
+            }],
+            marker_label: "DPC".into(),
+            ..Bars::default()
+        };
+        let (px, w, h) = draw_rgb(&b).unwrap();
+        assert_eq!(px.len(), w as usize * h as usize * 3);
+        let has = |c: RGBColor| px.chunks(3).any(|p| p == [c.0, c.1, c.2]);
+        for (name, c) in &series {
+            assert!(has(*c), "{name} is missing from the legend");
+        }
+    }
+
+    #[test]
+    fn legend_rows_stay_within_the_width() {
+        let lay = legend_layout(&[80; 12], 850);
+        assert!(lay.iter().all(|(_, x)| x + 22 + 80 + 24 <= 850));
+        assert!(lay.last().unwrap().0 >= 1, "12 entries need two rows");
+        assert_eq!(lay[0], (0, 0));
+        assert_eq!(legend_layout(&[], 850), vec![]);
+    }
+
+    #[test]
+    fn labels_only_where_they_fit() {
+        assert_eq!(value_label(2.5, true), "2.50x");
+        assert_eq!(value_label(72.8, true), "72.8x");
+        assert_eq!(value_label(1234.0, false), "1234");
+        assert_eq!(wrap2("short", 500, 15), vec!["short".to_string()]);
+        let two = wrap2("mmap write CH-R latency (baseline: libaio)", 120, 15);
+        assert_eq!(two.len(), 2);
     }
 
     #[test]
@@ -550,7 +850,11 @@ mod tests {
         let p = Params::new(true);
         let (files, errors) = draw_all(&dir, &figs, &modes, &p, "unit test");
         assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(files.len(), 15, "12 fio + 2 reclaim + round trips");
+        assert_eq!(
+            files.len(),
+            16,
+            "headline ratios + 12 fio + 2 reclaim + round trips"
+        );
         assert!(files.iter().any(|f| f == ROUND_TRIPS_PNG));
         for f in &files {
             let bytes = fs::read(dir.join(f)).unwrap();

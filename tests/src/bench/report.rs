@@ -15,8 +15,10 @@ use crate::run_with_timeout;
 
 mod headline;
 
+pub use headline::{
+    headline_bars, headline_table, headlines, Headline, HEADLINE_PNG, HEADLINE_ROWS,
+};
 pub(super) use headline::{headline_dpc, value_of};
-pub use headline::{headline_table, headlines, Headline, HEADLINE_ROWS};
 
 /// DPC's published figures (DPC §6.2, Fig. 6-9, §6.2.5): the only numbers
 /// of the report that this run did not measure.
@@ -167,7 +169,7 @@ pub fn results_json(r: &Runner, machine: &Value, plots: &[String], problems: &[S
     })
 }
 
-pub(super) fn first_accel(r: &Runner) -> String {
+pub fn first_accel(r: &Runner) -> String {
     r.figures
         .iter()
         .map(|f| f.context.accel.as_str())

@@ -12,7 +12,7 @@ use super::opts::size_human;
 use super::report::{
     cell, find, first_accel, headline_dpc, headline_table, headlines, md_escape, node_answer,
     note_cell, range_cell, ratio_bases, ratio_cells, ratio_heads, rpc_sentence, short, table,
-    value_of, DPC_REFS,
+    value_of, DPC_REFS, HEADLINE_PNG,
 };
 use super::runner::{host_dir_figures, Runner, HOST_DIR_BENCH, RPC_SCENARIO};
 
@@ -22,7 +22,7 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
     intro(&mut s, r, problems);
     machine_section(&mut s, r, machine);
     params_section(&mut s, r);
-    headlines_section(&mut s, r);
+    headlines_section(&mut s, r, plots);
     fio_section(&mut s, r, plots);
     reclaim_section(&mut s, r, plots);
     directory_section(&mut s, r, plots);
@@ -50,12 +50,7 @@ fn intro(s: &mut String, r: &Runner, problems: &[String]) {
          Every number below was measured in this run, except the DPC column of the \
          headline table (DPC's published ratios, labelled as such). A measurement that \
          failed or does not exist in a mode is shown as n/a with its error.\n",
-        super::iso(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
-        ),
+        r.started_utc,
         super::fmt_secs(r.elapsed()),
         r.opts.modes.join(", "),
         r.opts.storage,
@@ -188,7 +183,7 @@ fn params_section(s: &mut String, r: &Runner) {
 }
 
 /// Headline ratios next to DPC's.
-fn headlines_section(s: &mut String, r: &Runner) {
+fn headlines_section(s: &mut String, r: &Runner, plots: &[String]) {
     let figs = &r.figures;
     let heads = headlines(figs, &r.opts.modes);
     let _ = writeln!(s, "\n## Headline ratios next to DPC's published ones\n");
@@ -211,6 +206,14 @@ fn headlines_section(s: &mut String, r: &Runner) {
             "(No comparison: the run has no single-copy mode or no baseline.)\n"
         );
     } else {
+        if plots.iter().any(|x| x == HEADLINE_PNG) {
+            let _ = writeln!(
+                s,
+                "![headline ratios beside DPC's published ones]({HEADLINE_PNG})\n\nThe \
+                 chart: one bar per (single-copy mode, baseline) pair, DPC's published ratio \
+                 as a black diamond beside them; the values are in the table below.\n"
+            );
+        }
         let _ = writeln!(s, "{}", headline_table(&heads));
     }
     let _ = writeln!(s, "Every comparison with its two numbers:\n");

@@ -12,11 +12,27 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use onecopy_tests::bench::opts::{parse_args, Parsed, USAGE};
 use onecopy_tests::bench::runner::Runner;
-use onecopy_tests::bench::{plot, report, reportmd, stamp};
+use onecopy_tests::bench::{plot, provenance, report, reportmd, stamp};
 use onecopy_tests::{host_tool, repo_root, target_dir};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--render") {
+        let [_, dir] = args.as_slice() else {
+            eprintln!("onecopy-bench: error: usage: onecopy-bench --render DIR\n{USAGE}");
+            return ExitCode::from(2);
+        };
+        return match onecopy_tests::bench::render::render(std::path::Path::new(dir)) {
+            Ok(problems) => {
+                println!("{}", PathBuf::from(dir).join("report.md").display());
+                ExitCode::from(u8::from(!problems.is_empty()))
+            }
+            Err(e) => {
+                eprintln!("onecopy-bench: error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let opts = match parse_args(&args) {
         Ok(Parsed::Help) => {
             println!("{USAGE}");
@@ -28,6 +44,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let prov = provenance::Recorder::start(&repo_root(), &args);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -61,11 +78,13 @@ fn main() -> ExitCode {
     }
     if opts.apps {
         let label = onecopy_tests::bench::iso(now);
-        return ExitCode::from(onecopy_tests::bench::apps::run(opts, &out, &label));
+        return ExitCode::from(onecopy_tests::bench::apps::run(opts, &out, &label, prov));
     }
     if opts.policies {
         let label = onecopy_tests::bench::iso(now);
-        return ExitCode::from(onecopy_tests::bench::policies::run(&opts, &out, &label));
+        return ExitCode::from(onecopy_tests::bench::policies::run(
+            &opts, &out, &label, prov,
+        ));
     }
     eprintln!(
         "onecopy-bench: {} run, modes {}, storage {}, cxl latency {} ns -> {}",
@@ -99,9 +118,20 @@ fn main() -> ExitCode {
     for e in &plot_errors {
         problems.push(format!("chart: {e}"));
     }
-    let json = report::results_json(&r, &machine, &plots, &problems);
-    let md = reportmd::report_md(&r, &machine, &plots, &problems);
-    let write_failed = !onecopy_tests::bench::write_outputs(&out, &json, md);
+    let instances = r
+        .clusters
+        .iter()
+        .filter_map(|c| c["nodes"].as_u64())
+        .max()
+        .map(|n| n + 1);
+    let accel = report::first_accel(&r);
+    let prov = prov.finish(instances, Some(&accel));
+    let mut json = report::results_json(&r, &machine, &plots, &problems);
+    json["provenance"] = prov.clone();
+    let md = provenance::insert_md(&reportmd::report_md(&r, &machine, &plots, &problems), &prov);
+    let params = provenance::params_json(&prov, &r.params.to_json());
+    let write_failed = !onecopy_tests::bench::write_outputs(&out, &json, md)
+        || !onecopy_tests::bench::write_params(&out, &params);
     eprintln!(
         "onecopy-bench: {} figures, {} charts, {:.1} s; report: {}",
         r.figures.len(),

@@ -22,10 +22,11 @@ mod tests;
 use std::path::Path;
 
 use crate::bench::opts::BenchOpts;
+use crate::bench::provenance::{self, Recorder};
 
 /// Runs the study into `out`: 0 complete, 1 some cell missing or failed
 /// (the report is written anyway), 2 a usage problem.
-pub fn run(opts: BenchOpts, out: &Path, now_label: &str) -> u8 {
+pub fn run(opts: BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 {
     let plan = match plan::Plan::from_opts(&opts) {
         Ok(p) => p,
         Err(e) => {
@@ -62,9 +63,18 @@ pub fn run(opts: BenchOpts, out: &Path, now_label: &str) -> u8 {
             None
         }
     };
-    let json = report::results_json(&r, &machine, chart.as_deref());
-    let md = report::report_md(&r, &machine, chart.as_deref(), &label);
-    let mut status = u8::from(!crate::bench::write_outputs(out, &json, md));
+    let instances = r.plan.nodes.iter().copied().max().map(|n| u64::from(n) + 1);
+    let prov = prov.finish(instances, None);
+    let mut json = report::results_json(&r, &machine, chart.as_deref());
+    json["provenance"] = prov.clone();
+    let md = provenance::insert_md(
+        &report::report_md(&r, &machine, chart.as_deref(), &label, &prov),
+        &prov,
+    );
+    let params = provenance::params_json(&prov, &json["plan"]);
+    let mut status = u8::from(
+        !crate::bench::write_outputs(out, &json, md) || !crate::bench::write_params(out, &params),
+    );
     let problems = report::problems(&r);
     eprintln!(
         "onecopy-bench: application study: {} cells, {:.1} s; report: {}",

@@ -27,13 +27,16 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
+use serde_json::json;
+
 use crate::bench::opts::BenchOpts;
+use crate::bench::provenance::{self, Recorder};
 use crate::repo_root;
 use section::{Part, Section};
 
 /// Runs the section into `out`: 0 complete, 1 some script failed or a
 /// row is missing (the report is written anyway).
-pub fn run(opts: &BenchOpts, out: &Path, now_label: &str) -> u8 {
+pub fn run(opts: &BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 {
     let t0 = Instant::now();
     let root = repo_root();
     let logs = out.join("policies");
@@ -81,9 +84,14 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str) -> u8 {
         }
     );
     let secs = t0.elapsed().as_secs_f64();
-    let json = results::results_json(&s, &machine, &label, secs);
-    let md = report::report_md(&s, &machine, &label, secs);
-    let mut status = u8::from(!crate::bench::write_outputs(out, &json, md));
+    let prov = prov.finish(None, None);
+    let mut json = results::results_json(&s, &machine, &label, secs);
+    json["provenance"] = prov.clone();
+    let md = provenance::insert_md(&report::report_md(&s, &machine, &label, secs), &prov);
+    let params = provenance::params_json(&prov, &json!({"quick": opts.quick}));
+    let mut status = u8::from(
+        !crate::bench::write_outputs(out, &json, md) || !crate::bench::write_params(out, &params),
+    );
     eprintln!(
         "onecopy-bench: eviction policies: {secs:.1} s; report: {}",
         out.join("report.md").display()

@@ -386,3 +386,106 @@ pub fn headline_table(heads: &[Headline]) -> String {
     }
     s
 }
+
+/// File name of the headline ratio chart.
+pub const HEADLINE_PNG: &str = "headline-ratios.png";
+
+/// The comparisons DPC published a ratio for, as the headline chart's
+/// groups: (headline row, DPC reference key, short label). The mmap row
+/// compares with the baseline's libaio latency, since the baselines have
+/// no mmap path.
+const CHART_ROWS: &[(&str, &str, &str)] = &[
+    (ROW_CMR_LAT, "cmr-latency", "CM-R read latency"),
+    (ROW_BW_CHR, "chr-bandwidth", "CH-R read bandwidth"),
+    (ROW_IOPS_CHR, "chr-iops", "CH-R read IOPS"),
+    (
+        ROW_MMAP_LIBAIO,
+        "mmap-write-chr",
+        "mmap write CH-R latency (baseline: libaio)",
+    ),
+    (
+        ROW_INV_BASE,
+        "invalidation",
+        "invalidation with 1 sharer (cost factor)",
+    ),
+];
+
+/// The headline chart: per comparison DPC published, our ratio for each
+/// single-copy mode against each baseline (a bar each), DPC's published
+/// ratio as a marker beside them.
+pub fn headline_bars(
+    figs: &[Figure],
+    modes: &[String],
+    run_label: &str,
+) -> crate::bench::plot::Bars {
+    use crate::bench::plot::{mode_color, Bars, Marker};
+    let heads = headlines(figs, modes);
+    // Series: (mode, baseline) pairs in the order the headlines give them,
+    // single-copy modes only.
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for h in &heads {
+        if h.baseline.is_empty() || BASELINES.contains(&h.mode.as_str()) {
+            continue;
+        }
+        let p = (h.mode.clone(), h.baseline.clone());
+        if !pairs.contains(&p) {
+            pairs.push(p);
+        }
+    }
+    let series = pairs
+        .iter()
+        .map(|(m, b)| {
+            let plotters::style::RGBColor(r, g, bl) = mode_color(m);
+            // Lighter against net, so the two baselines read apart.
+            let c = if b == "net" {
+                let l = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * 0.45).round() as u8;
+                plotters::style::RGBColor(l(r), l(g), l(bl))
+            } else {
+                plotters::style::RGBColor(r, g, bl)
+            };
+            (format!("{m} vs {b}"), c)
+        })
+        .collect();
+    let values = CHART_ROWS
+        .iter()
+        .map(|(row, _, _)| {
+            pairs
+                .iter()
+                .map(|(m, b)| {
+                    heads
+                        .iter()
+                        .find(|h| h.row == *row && &h.mode == m && &h.baseline == b)
+                        .and_then(|h| h.ratio)
+                })
+                .collect()
+        })
+        .collect();
+    let markers = CHART_ROWS
+        .iter()
+        .enumerate()
+        .filter_map(|(gi, (_, key, _))| {
+            let (_, r) = dpc_ref(key);
+            r.is_finite().then_some(Marker {
+                group: gi,
+                series: None,
+                value: r,
+            })
+        })
+        .collect();
+    Bars {
+        title: "Headline ratios against the baselines, beside DPC's published ones".into(),
+        subtitle: format!(
+            "> 1: this mode better, except invalidation (> 1: costs more); baselines: private \
+             (virtiofs-like), net (NFS-like); {run_label}"
+        ),
+        y_label: "ratio (x)".into(),
+        x_label: "comparison DPC published (Fig. 6a, 6b, 6c, 9a; 6.2.5)".into(),
+        groups: CHART_ROWS.iter().map(|(_, _, l)| l.to_string()).collect(),
+        series,
+        values,
+        markers,
+        marker_label: "DPC (published)".into(),
+        ratio_labels: true,
+        width: Some(1200),
+    }
+}

@@ -34,7 +34,11 @@ pub struct Runner {
     pub phases: Vec<(String, f64)>,
     /// The onecopy-ctl binary.
     pub ctl: PathBuf,
+    /// Start of the run, `YYYY-MM-DD HH:MM:SS UTC`.
+    pub started_utc: String,
     started: Instant,
+    /// Length of a run read back from results.json (`--render`).
+    recorded_seconds: Option<f64>,
 }
 
 /// `onecopy-ctl` next to this executable, else the harness's default.
@@ -127,13 +131,44 @@ impl Runner {
             notes: Vec::new(),
             phases: Vec::new(),
             ctl: find_ctl(),
+            started_utc: super::iso(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+            ),
             started: Instant::now(),
+            recorded_seconds: None,
         }
     }
 
-    /// Seconds since the start.
+    /// A finished run read back from its results.json (`--render`): its
+    /// figures, clusters, notes and phases, its length and start date.
+    #[allow(clippy::too_many_arguments)]
+    pub fn restored(
+        opts: BenchOpts,
+        out: PathBuf,
+        figures: Vec<Figure>,
+        clusters: Vec<Value>,
+        notes: Vec<String>,
+        phases: Vec<(String, f64)>,
+        seconds: f64,
+        started_utc: String,
+    ) -> Runner {
+        let mut r = Runner::new(opts, out);
+        r.figures = figures;
+        r.clusters = clusters;
+        r.notes = notes;
+        r.phases = phases;
+        r.recorded_seconds = Some(seconds);
+        r.started_utc = started_utc;
+        r
+    }
+
+    /// Seconds since the start (a restored run: its recorded length).
     pub fn elapsed(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
+        self.recorded_seconds
+            .unwrap_or_else(|| self.started.elapsed().as_secs_f64())
     }
 
     fn say(&self, msg: &str) {
