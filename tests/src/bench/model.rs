@@ -271,6 +271,9 @@ pub struct Context {
     pub cxl_latency_ns: u32,
     /// Accelerator line of qemu-run.sh (`tcg (no vmx/svm ...)`).
     pub accel: String,
+    /// Time dilation of the cluster (`off` or the factor qemu-run.sh
+    /// applied).
+    pub dilation: String,
 }
 
 /// One number of the report.
@@ -410,6 +413,7 @@ impl Figure {
                     .and_then(|n| u32::try_from(n).ok())
                     .unwrap_or(0),
                 accel: st("accel").unwrap_or_default(),
+                dilation: st("dilation").unwrap_or_else(|| "off".into()),
             },
             busy_instances: j["busy_instances"].as_u64(),
             command: st("command").unwrap_or_default(),
@@ -440,6 +444,7 @@ impl Figure {
             "storage": self.context.storage,
             "cxl_latency_ns": self.context.cxl_latency_ns,
             "accel": self.context.accel,
+            "dilation": self.context.dilation,
             "busy_instances": self.busy_instances,
             "command": self.command,
             "raw": self.raw,

@@ -9,12 +9,13 @@ use serde_json::{json, Value};
 pub const USAGE: &str = "\
 usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
-                     [--doorbell on|off]
+                     [--doorbell on|off] [--dilation off|auto|D]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
                      [--baseline-writes back|through] [--keep-runs]
        onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
                      [--apps-list kv,ann,...] [--policy NAME]
-                     [--modes ...] [--storage P] [--out DIR] [--keep-runs]
+                     [--modes ...] [--storage P] [--dilation off|auto|D]
+                     [--out DIR] [--keep-runs]
        onecopy-bench --policies [--quick] [--out DIR]
        onecopy-bench --render DIR
 
@@ -43,6 +44,10 @@ net (the same over TCP/IP on virtio-net, NFS-like).
   --doorbell on|off  qemu-run.sh --doorbell: interrupts between instances and
                      tickless kernels (default on), or polling on the 1 kHz
                      tick
+  --dilation off|auto|D  qemu-run.sh --dilation: the storage and CXL models
+                     scaled by the guest's slowdown D (default off); auto
+                     measures D at the first boot and every later cluster
+                     of the run uses that D; recorded in the report
   --jobs N           jobs of the bandwidth / IOPS workloads (1..=64)
   --job-size SIZE    file per job of the bandwidth / IOPS workloads (4k..256m)
   --lat-size SIZE    file of the latency workloads (4k..256m)
@@ -108,6 +113,25 @@ pub const MODES: &[&str] = &["strong", "relaxed", "private", "net"];
 /// are given against them, in this order.
 pub const BASELINES: &[&str] = &["private", "net"];
 
+/// `off`, `auto` or a factor qemu-run.sh's `--dilation` takes (0.1..100,
+/// at most two decimals).
+pub fn valid_dilation(v: &str) -> bool {
+    if v == "off" || v == "auto" {
+        return true;
+    }
+    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || int.len() > 4 || frac.len() > 2 || !digits(int) || !digits(frac) {
+        return false;
+    }
+    if v.contains('.') && frac.is_empty() {
+        return false;
+    }
+    let pct = int.parse::<u32>().unwrap_or(u32::MAX).saturating_mul(100)
+        + format!("{frac:0<2}").parse::<u32>().unwrap_or(0);
+    (10..=10_000).contains(&pct)
+}
+
 /// Storage profiles of qemu-run.sh.
 pub const STORAGE: &[&str] = &["none", "nvme", "sata-ssd", "sas-raid"];
 
@@ -126,6 +150,9 @@ pub struct BenchOpts {
     pub cxl_latency_ns: u32,
     /// qemu-run.sh `--doorbell` (true: on).
     pub doorbell: bool,
+    /// qemu-run.sh `--dilation`: `off`, `auto` (until the first boot has
+    /// measured it) or a factor.
+    pub dilation: String,
     /// Keep run folders.
     pub keep_runs: bool,
     /// `--jobs`.
@@ -163,6 +190,7 @@ impl Default for BenchOpts {
             storage: "none".into(),
             cxl_latency_ns: 0,
             doorbell: true,
+            dilation: "off".into(),
             keep_runs: false,
             jobs: None,
             job_size: None,
@@ -287,6 +315,15 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                         ))
                     }
                 };
+            }
+            "--dilation" => {
+                let v = value("--dilation")?;
+                if !valid_dilation(&v) {
+                    return Err(format!(
+                        "--dilation must be off, auto or a factor in 0.1..100 with at most two decimals, got '{v}'"
+                    ));
+                }
+                o.dilation = v;
             }
             "--doorbell" => {
                 let v = value("--doorbell")?;
@@ -746,5 +783,23 @@ mod tests {
         assert_eq!(size_human(3 << 19), "1.5 MiB");
         assert_eq!(size_human(256 << 10), "256 KiB");
         assert!(Params::new(true).job_size <= Params::new(false).job_size);
+    }
+
+    #[test]
+    fn dilation_values_follow_the_launcher() {
+        for ok in ["off", "auto", "1", "4.5", "0.10", "100", "12.25"] {
+            assert!(valid_dilation(ok), "{ok}");
+        }
+        for bad in [
+            "0", "0.05", "100.01", "4.567", "x", "-1", "1e2", "", "4.", ".5",
+        ] {
+            assert!(!valid_dilation(bad), "{bad}");
+        }
+        let Ok(Parsed::Run(o)) = p(&["--dilation", "auto"]) else {
+            panic!("--dilation auto refused")
+        };
+        assert_eq!(o.dilation, "auto");
+        assert!(p(&["--dilation", "0"]).is_err());
+        assert_eq!(BenchOpts::default().dilation, "off");
     }
 }

@@ -120,6 +120,16 @@ pub fn accel(launch_output: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The dilation of qemu-run.sh's `cluster up` line (`off` or a factor
+/// such as `4.50`).
+pub fn dilation(launch_output: &str) -> Option<String> {
+    launch_output
+        .lines()
+        .filter(|l| l.trim_start().starts_with("cluster up:"))
+        .find_map(|l| l.rsplit_once(", dilation "))
+        .map(|(_, d)| d.trim().to_string())
+}
+
 /// A line of qemu-run.sh's launch output starting with `prefix`.
 pub fn launch_line(launch_output: &str, prefix: &str) -> Option<String> {
     launch_output
@@ -265,5 +275,15 @@ mod tests {
             "fio: ioengine=mmap not supported in this mode"
         ));
         assert!(!is_unsupported("I/O error"));
+    }
+
+    #[test]
+    fn the_dilation_of_the_cluster_up_line() {
+        let out = "dilation: 4.50 (auto: ...)\ncluster up: 1 directory + 2 nodes joined in 900 ms (mode strong, policy fifo), dilation 4.50\n";
+        assert_eq!(dilation(out).as_deref(), Some("4.50"));
+        let off =
+            "cluster up: 1 directory + 1 node joined in 9 ms (mode net, policy fifo), dilation off";
+        assert_eq!(dilation(off).as_deref(), Some("off"));
+        assert_eq!(dilation("cluster up: 1 directory + 2 nodes (strong)"), None);
     }
 }

@@ -45,6 +45,9 @@ fn opts_of(j: &Value) -> Result<BenchOpts, String> {
     if let Some(d) = j["doorbell"].as_bool() {
         o.doorbell = d;
     }
+    if let Some(d) = j["dilation"].as_str() {
+        o.dilation = d.to_string();
+    }
     Ok(o)
 }
 

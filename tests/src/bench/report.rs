@@ -153,6 +153,7 @@ pub fn results_json(r: &Runner, machine: &Value, plots: &[String], problems: &[S
         "storage": r.opts.storage,
         "cxl_latency_ns": r.opts.cxl_latency_ns,
         "doorbell": r.opts.doorbell,
+        "dilation": r.opts.dilation,
         "accel": first_accel(r),
         "params": r.params.to_json(),
         "machine": machine,

@@ -78,7 +78,23 @@ fn machine_section(s: &mut String, r: &Runner, machine: &Value) {
     let _ = writeln!(s, "| QEMU | {} |", md_escape(&m("qemu")));
     let _ = writeln!(s, "| accelerator | {} |", md_escape(&first_accel(r)));
     let _ = writeln!(s, "| storage profile | {} |", r.opts.storage);
-    let _ = writeln!(s, "| CXL latency | {} ns |", r.opts.cxl_latency_ns);
+    let _ = writeln!(
+        s,
+        "| CXL latency | {} ns (before the dilation) |",
+        r.opts.cxl_latency_ns
+    );
+    let _ = writeln!(
+        s,
+        "| time dilation | {} |",
+        if r.opts.dilation == "off" {
+            "off: storage and CXL models in wall-clock time".to_string()
+        } else {
+            format!(
+                "{}: storage latency and CXL latency x D, rates / D",
+                r.opts.dilation
+            )
+        }
+    );
     let _ = writeln!(
         s,
         "| doorbells | {} |",

@@ -246,8 +246,13 @@ pub fn report_md(
     );
     let _ = writeln!(
         s,
-        "- Storage profile `{}`; doorbells {}; `baseline_writes={}`; `--runtime {}` per app run; each app's default threads (tasks); eviction policy `{}` on every node (it orders the single-copy modes' owned pages).",
+        "- Storage profile `{}`; time dilation {}; doorbells {}; `baseline_writes={}`; `--runtime {}` per app run; each app's default threads (tasks); eviction policy `{}` on every node (it orders the single-copy modes' owned pages).",
         p.storage,
+        if r.opts.dilation == "off" {
+            "off (storage model in wall-clock time)".to_string()
+        } else {
+            format!("{} (storage latency x D, rates / D; `qemu-run.sh --dilation`)", r.opts.dilation)
+        },
         if r.opts.doorbell { "on" } else { "off" },
         r.opts.baseline_writes,
         p.runtime_s,

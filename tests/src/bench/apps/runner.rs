@@ -189,6 +189,7 @@ impl AppsRunner {
             .disk(&disk)
             .ctl(&self.ctl)
             .storage(&self.plan.storage)
+            .dilation(&self.opts.dilation)
             .doorbell(self.opts.doorbell)
             .shm_mb(self.plan.shm_mb)
             .mem_mb(self.plan.mem_mb)
@@ -207,6 +208,15 @@ impl AppsRunner {
             }
             Ok(mut c) => {
                 record["launch_output"] = json!(c.launch_output());
+                // `auto` is measured once, at the first boot; every later
+                // cluster of the study uses the same D.
+                if let Some(d) = crate::bench::parse::dilation(c.launch_output()) {
+                    if self.opts.dilation == "auto" {
+                        self.say(&format!("dilation measured at the first boot: {d}"));
+                        self.opts.dilation = d.clone();
+                    }
+                    record["dilation"] = json!(d);
+                }
                 let stats = self.on_cluster(&mut c, mode, n, &mut transcript);
                 record["stats"] = stats;
                 let broken = self

@@ -123,6 +123,7 @@ impl Runner {
             storage: self.opts.storage.clone(),
             cxl_latency_ns: self.opts.cxl_latency_ns,
             accel: String::new(),
+            dilation: self.opts.dilation.clone(),
         };
         let mut s = Session {
             name: name.to_string(),
@@ -162,6 +163,7 @@ impl Runner {
             .ctl(&self.ctl)
             .storage(&self.opts.storage)
             .cxl_latency_ns(self.opts.cxl_latency_ns)
+            .dilation(&self.opts.dilation)
             .doorbell(self.opts.doorbell)
             .append_extra(&format!("baseline_writes={}", p.baseline_writes))
             .cmd_timeout(p.cmd_timeout)
@@ -173,6 +175,16 @@ impl Runner {
             Ok(c) => {
                 s.launch = c.launch_output().to_string();
                 s.ctx.accel = parse::accel(&s.launch).unwrap_or_else(|| "unknown".into());
+                // `auto` is measured once, at the first boot: every later
+                // cluster of the run uses the same D, so the modes compare
+                // under one scaling.
+                if let Some(d) = parse::dilation(&s.launch) {
+                    if self.opts.dilation == "auto" {
+                        self.say(&format!("dilation measured at the first boot: {d}"));
+                        self.opts.dilation = d.clone();
+                    }
+                    s.ctx.dilation = d;
+                }
                 s.cluster = Some(c);
             }
             Err(e) => {
