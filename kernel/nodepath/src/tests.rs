@@ -631,5 +631,6 @@ fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
 mod broken;
 mod membership;
 mod quiet;
+mod reclaiming;
 mod unlock;
 mod windows;

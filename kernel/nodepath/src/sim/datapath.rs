@@ -445,7 +445,14 @@ fn slots(nodes: &Nodes, dead: &[u32]) -> Vec<NodeSlots> {
             continue;
         };
         let Some(c) = st.coherence() else { continue };
-        let s = c.cache.slots().map(|(k, s)| (*k, s.clone())).collect();
+        let mut s: Vec<(PageKey, Slot)> = c.cache.slots().map(|(k, s)| (*k, s.clone())).collect();
+        // A frame set aside for a page (not reused until the directory
+        // lets go of it) is still held for that page.
+        s.extend(
+            c.cache
+                .orphans()
+                .map(|(gfn, k)| (k, Slot::Reclaiming { gfn })),
+        );
         out.push((i as u32 + 1, c.active(), s));
     }
     out
