@@ -55,9 +55,11 @@ pub struct NodeCache {
     /// news and the node may not sleep quietly.
     dirty_remote: KeySet,
     free: Vec<u64>,
-    /// Frames of misses cancelled unanswered (timeout): the directory may
-    /// still fill them, so they are not reused until it says where the
-    /// page is (an `Owner` answer, or a DIR_INV) or the session ends.
+    /// Frames of misses cancelled unanswered (timeout), and frames being
+    /// torn down whose page a relaxed write replaced with a private copy:
+    /// the directory may still fill them or let sharers map them, so they
+    /// are not reused until it says where the page is (an `Owner` answer,
+    /// a DIR_INV, the answer to our INV) or the session ends.
     orphans: BTreeMap<u64, PageKey>,
     pool: (u64, u64),
     /// Owned pages (`Local`), charged to task groups and in the eviction
@@ -355,6 +357,12 @@ impl NodeCache {
         true
     }
 
+    /// Frames set aside for pages the directory may still place in them
+    /// (see `orphans`): (frame, page).
+    pub fn orphans(&self) -> impl Iterator<Item = (u64, PageKey)> + '_ {
+        self.orphans.iter().map(|(g, k)| (*g, *k))
+    }
+
     /// The page whose cancelled miss left frame `gfn` an orphan.
     pub fn orphan_key(&self, gfn: u64) -> Option<PageKey> {
         self.orphans.get(&gfn).copied()
@@ -515,8 +523,16 @@ impl NodeCache {
     pub fn make_private(&mut self, key: PageKey, data: Box<[u8; PAGE]>) -> bool {
         let had_remote = matches!(self.slots.get(&key), Some(Slot::Remote { .. }));
         self.replicas.gone(&key);
-        if let Some(old) = self.slots.insert(key, Slot::Private(data)) {
-            self.forget_slot(old);
+        match self.slots.insert(key, Slot::Private(data)) {
+            // Our frame being torn down: sharers may still map it until
+            // the directory has their acks, so it is not reused before the
+            // directory lets go of it (its DIR_INV, or the answer to our
+            // INV: see `orphans`).
+            Some(Slot::Reclaiming { gfn }) => {
+                self.orphans.insert(gfn, key);
+            }
+            Some(old) => self.forget_slot(old),
+            None => {}
         }
         self.private += 1;
         self.private_made += 1;

@@ -150,6 +150,15 @@ impl NodeCache {
         if let Some(Slot::Reclaiming { gfn }) = self.slots.get(key).cloned() {
             self.slots.remove(key);
             self.free.push(gfn);
+        } else if let Some(gfn) = self
+            .orphans
+            .iter()
+            .find_map(|(g, k)| (k == key).then_some(*g))
+        {
+            // A private copy took the page's place meanwhile (see
+            // `make_private`): the frame it left is free now.
+            self.orphans.remove(&gfn);
+            self.free.push(gfn);
         }
     }
 

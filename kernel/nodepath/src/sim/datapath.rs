@@ -445,7 +445,14 @@ fn slots(nodes: &Nodes, dead: &[u32]) -> Vec<NodeSlots> {
             continue;
         };
         let Some(c) = st.coherence() else { continue };
-        let s = c.cache.slots().map(|(k, s)| (*k, s.clone())).collect();
+        let mut s: Vec<(PageKey, Slot)> = c.cache.slots().map(|(k, s)| (*k, s.clone())).collect();
+        // A frame set aside for a page (not reused until the directory
+        // lets go of it) is still held for that page.
+        s.extend(
+            c.cache
+                .orphans()
+                .map(|(gfn, k)| (k, Slot::Reclaiming { gfn })),
+        );
         out.push((i as u32 + 1, c.active(), s));
     }
     out
@@ -961,9 +968,9 @@ fn sweep_seed(i: u64) -> u64 {
 }
 
 /// `ONECOPY_SIM_SEED` in every mode (or `ONECOPY_SIM_MODE`), else the
-/// regression seeds in strong mode and sweep seeds (`ONECOPY_SIM_SEEDS`,
-/// else 16) in strong mode (the other modes when `ONECOPY_SIM_MODE`
-/// names them), 120 steps each.
+/// regression seeds in strong and relaxed mode and sweep seeds
+/// (`ONECOPY_SIM_SEEDS`, else 16 strong and 24 relaxed; private and net
+/// when `ONECOPY_SIM_MODE` names them), 120 steps each.
 #[test]
 fn sim_drives_the_real_data_path() {
     super::init_log();
@@ -987,15 +994,31 @@ fn sim_drives_the_real_data_path() {
             total.reads_ok > 0 && total.writes > 0,
             "the simulation did work"
         );
+        // Relaxed mode's strict findings fixed since (see `sim_sweep`).
+        if modes().contains(&Mode::Relaxed) {
+            let relaxed = [
+                0x5eed_3a2b_148a,
+                0x5eed_ef76_0e18,
+                0x5eed_a932_0579,
+                0x5eed_f6aa_8871,
+                0x5eed_5264_0af2,
+                0x5eed_f2a6_f456,
+                0x5eed_3473_faff,
+                0x5eed_9c88_cb8f,
+                0x5eed_86ea_dd13,
+            ];
+            failed.extend(sweep(Mode::Relaxed, &relaxed, steps).1);
+        }
         for m in modes() {
             // Per mode, as many seeds as fit in about 20 s of a debug
-            // build on a busy machine. Relaxed, private and net mode run
-            // only when `ONECOPY_SIM_MODE` names them, or in the long
-            // sweep, while their strict findings are open (see
-            // `sim_sweep`).
+            // build on a busy machine. Private and net mode run only when
+            // `ONECOPY_SIM_MODE` names them, or in the long sweep, while
+            // their strict findings are open (see `sim_sweep`); relaxed
+            // runs seeds its open findings (`sim_sweep`) are not among.
             let chosen = std::env::var_os("ONECOPY_SIM_MODE").is_some();
             let n = match m {
                 Mode::Strong => 16,
+                Mode::Relaxed => 24,
                 _ if !chosen => continue,
                 Mode::Private => 200,
                 _ => 48,
@@ -1069,13 +1092,35 @@ fn sim_seed_0x5eed0006_long_run() {
 /// flags above leave out on purpose:
 ///
 /// * relaxed, 0x5eed3a2b148a and 0x5eedef760e18: a read concurrent with
-///   another node's truncate-and-rewrite of a multi-page file returns the
-///   new size over zeros (a size published before the data under it);
-/// * relaxed, 0x5eeda9320579: a read that opens after another node's
-///   write of the file closed returns the write before it (a stale read
-///   across close-to-open);
-/// * relaxed, 0x5eedf6aa8871 and 0x5eed52640af2: a node maps a page at a
-///   frame its (live) owner no longer holds for it, after node failures;
+///   another node's truncate-and-rewrite of a multi-page file returned the
+///   new size over zeros (a size published before the data under it).
+///   Fixed: a write whose pages all end in private copies keeps its size
+///   local until they are written back (the seeds fail with that
+///   publication put back);
+/// * relaxed, 0x5eeda9320579: a read that opened after another node's
+///   write of the file closed returned the write before it. Two defects:
+///   the size publication above, and a session whose notify ring was
+///   found corrupt during the open (invalidations lost) went on serving
+///   the read from its cache; it now refuses reads and stores until the
+///   membership check rejoins (host test
+///   `a_ring_found_corrupt_during_an_open_serves_nothing_stale`);
+/// * relaxed, 0x5eedf6aa8871 and 0x5eed52640af2 (and in a 500-seed
+///   release sweep 0x5eedf2a6f456, 0x5eed3473faff, 0x5eed9c88cb8f,
+///   0x5eed86eadd13 among others): a node mapped a page at a frame its
+///   owner no longer held for it, or two pages shared a frame. A relaxed
+///   write over a page of the writer's own frame being torn down (a
+///   truncate waits for the sharers' acks before the frame may go)
+///   replaced it with a private copy and freed the frame at once; the
+///   frame is now set aside until the directory lets go of it (host test
+///   `a_relaxed_rewrite_keeps_a_frame_being_torn_down_until_the_directory_frees_it`,
+///   where the reader got another file's bytes);
+/// * relaxed, open (the seeds above are in the default run's relaxed
+///   list; of sweep seeds 1..=500, 34 failed before these fixes and 9
+///   still fail, none among the default run's): a read returns an older
+///   completed write after a newer one completed (0x5eed1fdb3325,
+///   0x5eedf4c4901f, 0x5eedbef1af4e, 0x5eed492a68b6, 0x5eed2c45c7dc,
+///   0x5eedc8010cd8, and at the end 0x5eedea30b4db); bytes no write
+///   produced (0x5eed4d197a96, 0x5eed4a513957). Not analysed yet.
 /// * private and net (200 and 48 seeds): at the end a node's read fails
 ///   ("I/O error", "directory unavailable"), e.g. 0x5eedd7213bbc,
 ///   0x5eed4af128d0: not yet told apart from a defect of the simulation's

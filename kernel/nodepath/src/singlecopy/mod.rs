@@ -196,6 +196,17 @@ impl ScState {
         self.coh.as_mut().ok_or(Errno::Unavailable)
     }
 
+    /// `Unavailable` once the session is broken (its notify ring found
+    /// corrupt): invalidations may have been lost with the ring, so no
+    /// slot can be trusted until the membership check rejoins (after
+    /// writing back what is dirty, which needs no slot lookup).
+    pub(super) fn intact(&self) -> Result<(), Errno> {
+        if self.coh.as_ref().is_some_and(|c| c.broken) {
+            return Err(Errno::Unavailable);
+        }
+        Ok(())
+    }
+
     /// Is `key` usable here without a page request (ours, mapped, a
     /// private copy)? A slot being torn down or filled is not.
     pub fn holds(&self, key: &PageKey) -> bool {

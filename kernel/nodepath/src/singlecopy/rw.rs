@@ -176,6 +176,10 @@ impl ScState {
                 self.resolve(link, &missing, false)?;
             }
             while idx < end {
+                // A notify ring found corrupt (here or in an earlier call
+                // of this operation) may have lost invalidations of any
+                // page held here: nothing more comes from this cache.
+                self.intact()?;
                 let key = PageKey { ino, idx };
                 let at = pos + done as u64;
                 let in_page = (at % PAGE as u64) as usize;
@@ -312,6 +316,9 @@ impl ScState {
                 continue;
             }
             let chunk = &data[done..done + n];
+            // As in `read`: no store through a slot whose invalidation
+            // may have been lost (the frame may be another page's now).
+            self.intact()?;
             let hit = self.c()?.cache.lookup(&key);
             log::trace!("write {key:?} +{in_page} len {n}: {hit:?}");
             match (hit, mode) {
