@@ -160,6 +160,11 @@ impl PageDir {
         self.table.get(key)
     }
 
+    /// Cached pages of `ino` with index in `from..=to`, in order.
+    pub fn cached_between(&self, ino: u64, from: u64, to: u64) -> Vec<PageKey> {
+        self.table.keys_between(ino, from, to)
+    }
+
     /// Every entry, in key order (for checks and `dir stats`).
     pub fn entries(&self) -> impl Iterator<Item = (PageKey, Entry)> + '_ {
         self.table.iter()
