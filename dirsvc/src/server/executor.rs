@@ -145,6 +145,9 @@ impl<D: BlockDevice> Directory<D> {
             return Vec::new();
         };
         if start >= attr.size {
+            // Nothing of it is in the file yet; its bytes are, once the
+            // size is published: keep it dirty until then.
+            self.pages.still_dirty(key);
             return Vec::new();
         }
         let n = ((attr.size - start) as usize).min(PAGE_SIZE);

@@ -162,3 +162,57 @@ fn a_truncation_under_a_held_size_is_recorded_at_once() {
     settle(&rig);
     crash_shows(&rig, ino, &[0xD0; P as usize], "page 0 written back");
 }
+
+/// A write-back of a page past the end of the file (its writer stored it
+/// and has not published the size yet) writes nothing, and the file's
+/// version stays: nothing a reader can see changed (size, bytes), and
+/// the writer's size publication over that version goes through. But its
+/// writer is answered `written` and takes the page as clean: the
+/// directory keeps it dirty, so its eviction after the publication (the
+/// writer acking clean) still writes it back.
+#[test]
+fn a_write_back_past_the_end_keeps_the_page_dirty_until_it_is_in_the_file() {
+    let rig = Rig::new(2, 64, 32);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = rig.file(&mut a, 1);
+    settle(&rig);
+    let attr = |c: &mut Client| match rig.call(c, &Request::Getattr { ino }) {
+        Ok(Response::Attr(a)) => a,
+        r => panic!("{r:?}"),
+    };
+    let before = attr(&mut b);
+    store(&rig, &mut a, 1, ino, 1, 1, 0xA1);
+    let key = PageKey { ino, idx: 1 };
+    let r = rig.call(
+        &mut a,
+        &Request::Page(PageReq::Writeback { key, dirty: true }),
+    );
+    assert_eq!(r, Ok(Response::Page(PageReply::Done { written: true })));
+    settle(&rig);
+    let seen = attr(&mut b);
+    assert_eq!(
+        (seen.size, seen.version),
+        (before.size, before.version),
+        "nothing changed"
+    );
+    crash_shows(&rig, ino, &[1u8; P as usize], "nothing written");
+    let r = rig.call(
+        &mut a,
+        &Request::Setattr {
+            ino,
+            size: 2 * P,
+            expect: Some(before.version),
+        },
+    );
+    assert!(
+        matches!(r, Ok(Response::Attr(x)) if x.size == 2 * P),
+        "{r:?}"
+    );
+    let r = rig.call(&mut a, &Request::Page(PageReq::Inv { key, dirty: false }));
+    assert!(r.is_ok(), "{r:?}");
+    settle(&rig);
+    let mut want = vec![1u8; P as usize];
+    want.extend([0xA1; P as usize]);
+    crash_shows(&rig, ino, &want, "evicted after the size publication");
+}
