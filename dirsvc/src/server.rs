@@ -59,6 +59,7 @@ mod locality;
 mod membership;
 pub mod misstime;
 mod netreq;
+mod ordered;
 mod quiet;
 mod reply;
 pub use quiet::QuietStats;
@@ -283,6 +284,8 @@ pub struct Directory<D: BlockDevice> {
     /// sweep, not queued yet: they go to the device as one job
     /// ([`writes::WriteGroup`]).
     write_group: Option<writes::WriteGroup>,
+    /// Files whose recorded size is held below cached data (`server/ordered.rs`).
+    grown: BTreeMap<u64, ordered::Grown>,
     /// Per-phase service times of misses.
     miss: MissTimer,
     /// Strong-mode replicas granted and revocations in progress.
@@ -376,6 +379,7 @@ impl<D: BlockDevice> Directory<D> {
             defer_writes: false,
             staged: Vec::new(),
             write_group: None,
+            grown: BTreeMap::new(),
             miss: MissTimer::new(cfg.clock),
             replicas: replicas::Replicas::default(),
             quiet: quiet::QuietStats::default(),
@@ -519,5 +523,7 @@ mod tests_fileread;
 mod tests_fills;
 #[cfg(test)]
 mod tests_netreq;
+#[cfg(test)]
+mod tests_ordered;
 #[cfg(test)]
 mod tests_writes;

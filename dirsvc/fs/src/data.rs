@@ -141,6 +141,33 @@ impl<D: BlockDevice> Fs<D> {
         Ok((data.len(), a))
     }
 
+    /// Hold the size recorded on the device for file `ino` at `cap` bytes
+    /// at most (`None`: record its whole size again), rewriting its record
+    /// if what it says changes. The file keeps its size in memory (reads,
+    /// [`Fs::getattr`]); only a crash shows the held size. The directory
+    /// holds a grown file's size below data still in the page cache, so a
+    /// crash never shows a size over blocks nobody wrote (a page cache's
+    /// ordered mode). A removal drops the hold.
+    pub fn hold_size(&mut self, ino: u64, cap: Option<u64>) -> Result<(), Errno> {
+        let n = self.file(ino)?.clone();
+        let before = self.durable_size(ino)?;
+        match cap {
+            Some(c) => self.held.insert(ino, c),
+            None => self.held.remove(&ino),
+        };
+        if self.durable_size(ino)? != before {
+            self.commit(vec![(ino, Some(Box::new(n)))])?;
+        }
+        Ok(())
+    }
+
+    /// The size of file `ino` its record on the device says (see
+    /// [`Fs::hold_size`]).
+    pub fn durable_size(&self, ino: u64) -> Result<u64, Errno> {
+        let size = self.node(ino)?.size;
+        Ok(self.held.get(&ino).map_or(size, |&c| c.min(size)))
+    }
+
     /// Truncate or extend to `size` bytes; an extension reads as zeros.
     pub fn set_size(&mut self, ino: u64, size: u64) -> Result<Attr, Errno> {
         let old = self.file(ino)?.clone();

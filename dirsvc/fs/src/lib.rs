@@ -209,6 +209,10 @@ pub struct Fs<D: BlockDevice> {
     reserved: BTreeMap<u64, (u64, u64)>,
     /// Blocks in `reserved`.
     reserved_total: u64,
+    /// Sizes held back on the device, by inode ([`Fs::hold_size`]): the
+    /// record on the device says at most this many bytes while the file
+    /// in memory may be larger, until its data is there.
+    held: BTreeMap<u64, u64>,
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -336,6 +340,7 @@ impl<D: BlockDevice> Fs<D> {
             overlay: BTreeMap::new(),
             reserved: BTreeMap::new(),
             reserved_total: 0,
+            held: BTreeMap::new(),
         }
     }
 

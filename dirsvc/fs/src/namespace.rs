@@ -224,6 +224,7 @@ impl<D: BlockDevice> Fs<D> {
         let parent = n.parent;
         self.commit(vec![(ino, None), (parent, Some(Box::new(p)))])?;
         self.release(ino);
+        self.held.remove(&ino);
         for e in &n.extents {
             self.free.set(e.start, u64::from(e.len), false);
         }

@@ -15,8 +15,16 @@ impl<D: BlockDevice> Fs<D> {
         let first = b as usize * RECORDS_PER_BLOCK;
         for (i, chunk) in buf.chunks_exact_mut(RECORD_SIZE).enumerate() {
             let idx = first + i;
+            let ino = idx as u64 + 1;
             let node = self.table.get(idx).and_then(|s| s.as_deref());
-            disk::encode_record(idx as u64 + 1, node, chunk);
+            match (node, self.held.get(&ino)) {
+                (Some(n), Some(&cap)) if cap < n.size => {
+                    let mut n = n.clone();
+                    n.size = cap;
+                    disk::encode_record(ino, Some(&n), chunk);
+                }
+                _ => disk::encode_record(ino, node, chunk),
+            }
         }
         buf
     }

@@ -160,6 +160,24 @@ impl PageDir {
         self.table.get(key)
     }
 
+    /// Cached pages of `ino` with index in `from..=to`, in order.
+    pub fn cached_between(&self, ino: u64, from: u64, to: u64) -> Vec<PageKey> {
+        self.table.keys_between(ino, from, to)
+    }
+
+    /// The write-back of `key` wrote nothing (the page lies past the end
+    /// of the file, whose size its writer has not published yet): the
+    /// page stays dirty here, so its eviction still writes it back even
+    /// though its writer, answered `written`, took it as clean.
+    pub fn still_dirty(&mut self, key: PageKey) {
+        if let Some(mut e) = self.table.get(&key) {
+            if !e.dirty {
+                e.dirty = true;
+                self.store(key, &e);
+            }
+        }
+    }
+
     /// Every entry, in key order (for checks and `dir stats`).
     pub fn entries(&self) -> impl Iterator<Item = (PageKey, Entry)> + '_ {
         self.table.iter()

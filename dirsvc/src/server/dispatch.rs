@@ -209,6 +209,9 @@ impl<D: BlockDevice> Directory<D> {
             self.report_sharers(mem, p.key(), before);
             return;
         }
+        if let Request::Fsync { ino } = req {
+            self.settle_sizes(mem, ino);
+        }
         if self.defer_fsync(node, Via::Ring, op, tag, &req) {
             return; // answered once its file's writes landed
         }

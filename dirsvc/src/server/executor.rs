@@ -145,6 +145,9 @@ impl<D: BlockDevice> Directory<D> {
             return Vec::new();
         };
         if start >= attr.size {
+            // Nothing of it is in the file yet; its bytes are, once the
+            // size is published: keep it dirty until then.
+            self.pages.still_dirty(key);
             return Vec::new();
         }
         let n = ((attr.size - start) as usize).min(PAGE_SIZE);
@@ -153,13 +156,14 @@ impl<D: BlockDevice> Directory<D> {
         if deferred {
             fs.begin_deferred();
         }
-        if let Err(e) = fs.write(key.ino, start, &page) {
-            log::warn!("write-back of {key:?}: {e:?}");
+        match fs.write(key.ino, start, &page) {
+            // Its data first, then the size it held back (same job).
+            Ok(_) => self.page_written(key),
+            Err(e) => log::warn!("write-back of {key:?}: {e:?}"),
         }
-        if deferred {
-            fs.end_deferred()
-        } else {
-            Vec::new()
+        match self.fs.as_mut() {
+            Some(fs) if deferred => fs.end_deferred(),
+            _ => Vec::new(),
         }
     }
 }

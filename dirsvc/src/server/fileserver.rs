@@ -81,6 +81,7 @@ impl<D: BlockDevice> Directory<D> {
                         // page fills still reading them are stale.
                         self.drain_file_reads(mem, a.ino);
                         self.staging(defer, |fs| fs.unlink(path))?;
+                        self.size_forgotten(a.ino);
                         self.pages.stale_fills(a.ino, 0, u64::MAX);
                         let acts = self.pages.evict_file(a.ino, 0);
                         self.run(mem, acts);
@@ -133,7 +134,12 @@ impl<D: BlockDevice> Directory<D> {
                         }
                     }
                 }
-                let a = self.staging(defer, |fs| fs.set_size(ino, size))?;
+                // A growth's record waits for the cached pages under it.
+                let hold = self.size_changing(ino, old.size, size);
+                let a = self.staging(defer, |fs| {
+                    fs.hold_size(ino, hold)?;
+                    fs.set_size(ino, size)
+                })?;
                 if size < old.size {
                     // Cached pages from the one holding the new end of file
                     // on are stale: tear them down cluster-wide.

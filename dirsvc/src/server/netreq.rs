@@ -60,6 +60,9 @@ impl<D: BlockDevice> Directory<D> {
         }
         let op = op_of(&req);
         let via = Via::Net(token);
+        if let Request::Fsync { ino } = req {
+            self.settle_sizes(mem, ino);
+        }
         if self.defer_fsync(node, via, op, tag, &req) {
             return Ok(None); // answered once its file's writes landed
         }

@@ -206,14 +206,13 @@ impl World {
 const STRICT_STRONG_NODE_FAILURE: bool = false;
 
 /// After a directory crash, no page of a file reads as zeros that nobody
-/// wrote. `false`: the checker lets a crash show an unsynced write's size
-/// without its data (zeros), as the directory makes a file's new size
-/// durable at once (`Setattr`) while the pages under it are written back
-/// later (strong and relaxed frames, the directory's own write queue):
-/// a crash after an unsynced truncate-and-rewrite of a synced file shows
-/// the file's size over zeros. Flip to `true` once a size growth is
-/// ordered after the data under it.
-const STRICT_DIR_CRASH: bool = false;
+/// wrote: a file's recorded size never covers data not yet on the disk
+/// (the directory holds a grown size below the cached pages under it
+/// until they are written back, `dirsvc/src/server/ordered.rs`). A crash
+/// may still lose an unsynced write, showing an older version, or the
+/// empty file its truncation left (see [`legal`]). `false`: the checker
+/// also lets a crash show an unsynced write's size over zeros.
+const STRICT_DIR_CRASH: bool = true;
 
 /// One write of a file (a whole-file write, or an unlink: empty data).
 #[derive(Debug, Clone)]
@@ -280,7 +279,11 @@ fn legal(cands: &[&Rec], got: &[u8]) -> bool {
     }
     let open = |c: &Rec| c.end.is_none() || !c.ok;
     if got.is_empty() {
-        return cands.iter().any(|c| c.data.is_empty() || open(c));
+        // A lost whole-file write may leave its truncation behind (its
+        // data not yet on the disk when the directory crashed).
+        return cands
+            .iter()
+            .any(|c| c.data.is_empty() || open(c) || c.lossy);
     }
     let any_len = cands.iter().any(|c| open(c));
     if !any_len && !cands.iter().any(|c| c.data.len() == got.len()) {

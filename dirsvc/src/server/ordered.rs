@@ -1,0 +1,187 @@
+//! Ordered sizes: the size a file's record on the disk says never covers
+//! data that is not on the disk yet (a page cache's ordered mode, as
+//! ext4's `data=ordered`: after a crash a file shows an older size, never
+//! a newer size over blocks nobody wrote).
+//!
+//! A node grows a file by storing the new bytes into frames of the shared
+//! region and then publishing the new size (`Setattr`); the frames are
+//! written back later (eviction, write-back, fsync). If the directory
+//! recorded the new size at once, a directory crash before those
+//! write-backs would leave the file's new size over zeros. So a growth by
+//! `Setattr` holds the recorded size ([`flatfs::Fs::hold_size`]) below
+//! the pages of the grown range that are cached (the only places the new
+//! bytes can be); every write-back of such a page raises the hold in the
+//! same write job as the page's data (the record is the job's last
+//! phase, and a later job's record of the same table block goes out
+//! after it); a page whose entry is gone without a write-back holds
+//! nothing (clean, or its data was lost with its owner). An fsync of the
+//! file (or a sync) writes back the pages still holding the size and
+//! records the whole size before it is answered, so after an fsync both
+//! the data and the size are durable.
+//!
+//! A growth by a data write through the file server (`Data`) needs none
+//! of this: its blocks and its record go in one job, data first.
+
+use alloc::collections::BTreeSet;
+use alloc::vec::Vec;
+
+use crate::pagedir::{Action, Phase};
+use fabric::proto::PageKey;
+use fabric::shm::SharedMem;
+use fabric::PAGE_SIZE;
+use flatfs::BlockDevice;
+
+use super::writes::Then;
+use super::Directory;
+
+const PAGE: u64 = PAGE_SIZE as u64;
+
+/// A file grown past what its record on the disk says.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Grown {
+    /// The recorded size when the growth started (or a truncation below
+    /// it since): the hold never goes under it.
+    base: u64,
+    /// Pages of the grown range that were cached when it grew and not
+    /// written back since.
+    pages: BTreeSet<u64>,
+}
+
+impl Grown {
+    /// The size the record may say: up to the first page still waiting.
+    fn cap(&self) -> Option<u64> {
+        self.pages
+            .first()
+            .map(|&p| p.saturating_mul(PAGE).max(self.base))
+    }
+}
+
+impl<D: BlockDevice> Directory<D> {
+    /// `Setattr` of `ino` from `old` to `new` bytes is about to run: track
+    /// what a growth leaves in the cache, forget what a truncation cuts.
+    /// Returns the hold to set before the size changes (`None`: none).
+    pub(super) fn size_changing(&mut self, ino: u64, old: u64, new: u64) -> Option<u64> {
+        if new < old {
+            if let Some(g) = self.grown.get_mut(&ino) {
+                g.base = g.base.min(new);
+                let keep = new.div_ceil(PAGE);
+                g.pages.retain(|&p| p < keep);
+            }
+        } else if new > old {
+            let last = new.div_ceil(PAGE) - 1;
+            let cached: Vec<u64> = self
+                .pages
+                .cached_between(ino, old / PAGE, last)
+                .into_iter()
+                .map(|k| k.idx)
+                .collect();
+            if !cached.is_empty() {
+                let base = self
+                    .fs
+                    .as_ref()
+                    .and_then(|fs| fs.durable_size(ino).ok())
+                    .unwrap_or(0);
+                let g = self.grown.entry(ino).or_insert_with(|| Grown {
+                    base,
+                    pages: BTreeSet::new(),
+                });
+                g.pages.extend(cached);
+            }
+        }
+        self.current_cap(ino)
+    }
+
+    /// The hold of `ino` now: its waiting pages that are still cached
+    /// (an entry gone without a write-back holds nothing); forgets the
+    /// file once none is left.
+    fn current_cap(&mut self, ino: u64) -> Option<u64> {
+        let g = self.grown.get_mut(&ino)?;
+        let pages = &self.pages;
+        g.pages
+            .retain(|&idx| pages.entry(&PageKey { ino, idx }).is_some());
+        let cap = g.cap();
+        if cap.is_none() {
+            self.grown.remove(&ino);
+        }
+        cap
+    }
+
+    /// Page `key`'s bytes were just written (or staged) to the disk: it
+    /// no longer holds its file's size. Call right after the data write,
+    /// inside the same deferred staging, so the raised record follows the
+    /// data (the file system's phase order within a job).
+    pub(super) fn page_written(&mut self, key: PageKey) {
+        let Some(g) = self.grown.get_mut(&key.ino) else {
+            return;
+        };
+        if !g.pages.remove(&key.idx) {
+            return;
+        }
+        let cap = self.current_cap(key.ino);
+        if let Some(fs) = self.fs.as_mut() {
+            if let Err(e) = fs.hold_size(key.ino, cap) {
+                log::warn!("recording the size of inode {}: {e:?}", key.ino);
+            }
+        }
+    }
+
+    /// An fsync of `ino` (0: a sync) arrived: write back the pages still
+    /// holding its size (from their owners' frames) and record its whole
+    /// size, so the fsync's answer, which waits for the file's writes,
+    /// covers both.
+    pub(super) fn settle_sizes(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64) {
+        let inos: Vec<u64> = if ino == 0 {
+            self.grown.keys().copied().collect()
+        } else if self.grown.contains_key(&ino) {
+            alloc::vec![ino]
+        } else {
+            return;
+        };
+        for ino in inos {
+            let Some(g) = self.grown.get(&ino) else {
+                continue;
+            };
+            let acts: Vec<Action> = g
+                .pages
+                .iter()
+                .filter_map(|&idx| {
+                    let key = PageKey { ino, idx };
+                    self.pages
+                        .entry(&key)
+                        .filter(|e| e.phase == Phase::Owned)
+                        .map(|e| Action::WriteBack { key, gfn: e.gfn })
+                })
+                .collect();
+            if !acts.is_empty() {
+                self.run(mem, acts);
+            }
+            // What is left is in transition (a fill, an invalidation whose
+            // write-back comes with its acks): the fsync records the whole
+            // size anyway.
+            if self.grown.remove(&ino).is_none() {
+                continue;
+            }
+            let deferred = self.async_writes();
+            let Some(fs) = self.fs.as_mut() else {
+                return;
+            };
+            if deferred {
+                fs.begin_deferred();
+            }
+            if let Err(e) = fs.hold_size(ino, None) {
+                log::warn!("recording the size of inode {ino}: {e:?}");
+            }
+            if deferred {
+                let staged = fs.end_deferred();
+                if !staged.is_empty() {
+                    self.queue_writes(mem, alloc::vec![ino], staged, Then::Actions(Vec::new()));
+                }
+            }
+        }
+    }
+
+    /// The file `ino` was removed: forget its growth.
+    pub(super) fn size_forgotten(&mut self, ino: u64) {
+        self.grown.remove(&ino);
+    }
+}
