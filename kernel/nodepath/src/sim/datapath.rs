@@ -966,11 +966,11 @@ fn sweep_seed(i: u64) -> u64 {
 /// `ONECOPY_SIM_SEED` in every mode (or `ONECOPY_SIM_MODE`), else the
 /// regression seeds (strong and net) and sweep seeds (`ONECOPY_SIM_SEEDS`,
 /// else 16) in strong mode (the other modes when `ONECOPY_SIM_MODE`
-/// names them), 120 steps each. A debug build runs a few seeds a second
-/// at best (minutes for 40 on a busy 2-core machine), so the few hundred
-/// seeds of the default run are [`sim_sweep`]'s, in release: `tests/run.sh`
-/// (`--unit` and the full run) runs it over 200 seeds in strong, private
-/// and net mode.
+/// names them), 120 steps each. A debug build is too slow for hundreds
+/// (20 seeds: about 2 minutes in private or net mode, 4 in strong, on a
+/// loaded 2-core machine), so `tests/run.sh` (`--unit` and the full run)
+/// also runs [`sim_sweep`] in release over 200 seeds each in private and
+/// net mode (18 s of CPU).
 #[test]
 fn sim_drives_the_real_data_path() {
     super::init_log();
