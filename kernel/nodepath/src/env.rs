@@ -82,7 +82,8 @@ pub trait Mapper {
 /// request at a time, pipelined reads, and four staging slots that play
 /// the part of the bulk slots.
 pub trait FileServer {
-    /// One file-server request (metadata or data).
+    /// One file-server request (metadata or data); a refused one is
+    /// `Err` with the server's error, never `Ok(Response::Err(_))`.
     fn call(&mut self, req: &Request) -> Result<Response, Errno>;
     /// Several reads (`Request::Data` into slot 1) in flight together, each
     /// answer with its data; a refused one is `Response::Err` in place.

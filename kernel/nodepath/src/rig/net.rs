@@ -125,8 +125,13 @@ impl FileServer for RigNet {
         for _ in 0..CALL_STEPS {
             self.collect();
             let inbox = core::mem::take(&mut self.inbox);
-            if let Some(r) = self.client.feed(&inbox)? {
-                return Ok(r);
+            // A refused request is its error, as the kernel's connection
+            // returns it (`Response::Err` here would read as a malformed
+            // answer: a missing file as an I/O error).
+            match self.client.feed(&inbox)? {
+                Some(Response::Err(e)) => return Err(e),
+                Some(r) => return Ok(r),
+                None => {}
             }
             self.step();
         }

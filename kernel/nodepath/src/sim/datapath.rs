@@ -921,14 +921,17 @@ fn env_u64(name: &str) -> Option<u64> {
     }
 }
 
-/// Every mode, or the one `ONECOPY_SIM_MODE` names (strong, relaxed,
-/// private, net).
+/// Every mode, or those `ONECOPY_SIM_MODE` names (strong, relaxed,
+/// private, net; several separated by commas).
 fn modes() -> Vec<Mode> {
     let all = vec![Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net];
     match std::env::var("ONECOPY_SIM_MODE") {
         Ok(m) => all
             .into_iter()
-            .filter(|x| format!("{x:?}").eq_ignore_ascii_case(m.trim()))
+            .filter(|x| {
+                m.split(',')
+                    .any(|n| mode_name(*x).eq_ignore_ascii_case(n.trim()))
+            })
             .collect(),
         Err(_) => all,
     }
@@ -971,9 +974,13 @@ fn sweep_seed(i: u64) -> u64 {
 }
 
 /// `ONECOPY_SIM_SEED` in every mode (or `ONECOPY_SIM_MODE`), else the
-/// regression seeds in strong and relaxed mode and sweep seeds
+/// regression seeds (strong, relaxed and net) and sweep seeds
 /// (`ONECOPY_SIM_SEEDS`, else 16 strong and 24 relaxed; private and net
-/// when `ONECOPY_SIM_MODE` names them), 120 steps each.
+/// when `ONECOPY_SIM_MODE` names them), 120 steps each. A debug build is
+/// too slow for hundreds (20 seeds: about 2 minutes in private or net
+/// mode, 4 in strong, on a loaded 2-core machine), so `tests/run.sh`
+/// (`--unit` and the full run) also runs [`sim_sweep`] in release over
+/// 200 seeds each in private and net mode.
 #[test]
 fn sim_drives_the_real_data_path() {
     super::init_log();
@@ -993,6 +1000,9 @@ fn sim_drives_the_real_data_path() {
         .map(|i| 0x5eed_0000 + i);
         let (total, f) = sweep(Mode::Strong, &regress, steps);
         failed.extend(f);
+        // Ended in a `net` node's I/O error on a missing file (the rig's
+        // transport handed a refusal on as an answer): kept as regressions.
+        failed.extend(sweep(Mode::Net, &[0x5eed_d721_3bbc, 0x5eed_4af1_28d0], steps).1);
         assert!(
             total.reads_ok > 0 && total.writes > 0,
             "the simulation did work"
@@ -1124,10 +1134,14 @@ fn sim_seed_0x5eed0006_long_run() {
 ///   0x5eedf4c4901f, 0x5eedbef1af4e, 0x5eed492a68b6, 0x5eed2c45c7dc,
 ///   0x5eedc8010cd8, and at the end 0x5eedea30b4db); bytes no write
 ///   produced (0x5eed4d197a96, 0x5eed4a513957). Not analysed yet.
-/// * private and net (200 and 48 seeds): at the end a node's read fails
-///   ("I/O error", "directory unavailable"), e.g. 0x5eedd7213bbc,
-///   0x5eed4af128d0: not yet told apart from a defect of the simulation's
-///   failure injection.
+/// * net, 0x5eedd7213bbc and 0x5eed4af128d0: at the end a node's read
+///   of a file never written (or lost in a directory crash) fails with
+///   "I/O error": a defect of the host rig, not of the node: its `net`
+///   transport returned a refused call (`NotFound`) as an answer, which
+///   the node takes for a malformed one; the kernel's connection returns
+///   the error (host test `a_refused_call_is_its_error_in_every_mode`,
+///   the seeds in the default run). Private mode's reported endings did
+///   not reproduce on this code (seeds 1..=1000 pass).
 ///
 /// `tests/run.sh --long` runs 10,000 seeds per mode.
 #[test]

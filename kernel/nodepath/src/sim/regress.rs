@@ -177,3 +177,25 @@ fn a_timed_out_batch_cancels_its_pages() {
     let (free, owned, pool) = frames(&rig);
     assert_eq!((owned, free + owned), (4, pool), "no frame lost");
 }
+
+/// A refused synchronous request reaches the caller as the server's
+/// error in every mode: opening a missing file is `NotFound` (the
+/// simulation reads a file never written, or lost in a directory crash,
+/// as empty), and removing one too. The rig's `net` transport once
+/// handed the refusal on as an answer, which the node took for a
+/// malformed one: an I/O error, seen at the end of `net` runs.
+#[test]
+fn a_refused_call_is_its_error_in_every_mode() {
+    for mode in [Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net] {
+        let rig = Rig::new(RigConfig::new(1, mode));
+        let mut n = rig.node(1);
+        assert_eq!(
+            whole_read(&mut n, "/missing", 4096),
+            Err(Errno::NotFound),
+            "{mode:?}"
+        );
+        assert_eq!(n.unlink("/missing"), Err(Errno::NotFound), "{mode:?}");
+        whole_write(&mut n, "/here", b"x").unwrap();
+        assert_eq!(whole_read(&mut n, "/here", 4096), Ok(b"x".to_vec()));
+    }
+}
