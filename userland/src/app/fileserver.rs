@@ -14,13 +14,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::Cell;
 
-use super::dataset::Dataset;
 use super::fileset::{self, FileSet};
 use super::options::Options;
 use super::report::Report;
 use super::rng::{hash2, Rng};
 use super::{AppError, Run};
 use crate::task::Tasks;
+pub use datasets::fileset::fileserver::{plan, DIR_WIDTH, MEAN_SIZE};
 
 /// Operation kinds.
 pub const NAMES: &[&str] = &[
@@ -35,17 +35,8 @@ pub const NAMES: &[&str] = &[
 ];
 /// Filebench's `nthreads`.
 pub const DEFAULT_THREADS: u32 = 50;
-/// Filebench's `filesize` mean.
-pub const MEAN_SIZE: u64 = 128 << 10;
-/// Filebench's `meandirwidth`.
-pub const DIR_WIDTH: u64 = 20;
 /// Options of its own: none.
 pub const OPTIONS: &[&str] = &[];
-
-/// The dataset: the fileset, about `size` bytes.
-pub fn plan(size: u64, seed: u64, root: &str) -> Result<Dataset, String> {
-    fileset::plan("fileserver", size, seed, root, MEAN_SIZE, DIR_WIDTH)
-}
 
 const CREATE: usize = 0;
 const WRITE: usize = 1;
