@@ -22,7 +22,7 @@ use core::task::{Context, Poll, Waker};
 use super::dataset::{pattern_fill, Manifest};
 use super::meter::Meter;
 use super::rng::{hash2, Rng};
-use super::AppError;
+use super::{AppError, Run};
 use crate::os::{Errno, Fd, OpenFlags};
 use crate::task::Tasks;
 
@@ -340,6 +340,31 @@ pub async fn append_rand(
     let t1 = ex.uptime_ns();
     m.record(op, t1.saturating_sub(t0), 0, len as u64, t1);
     Ok(len as u64)
+}
+
+/// What a run of a create-and-delete personality (fileserver, varmail)
+/// works in: workload `app`'s shared set, this node's own directory
+/// (made if missing) and the open-file slots.
+pub fn prepare(ex: &Tasks<'_>, run: &Run, app: &str) -> Result<(FileSet, String, Slots), AppError> {
+    let set = FileSet::load(ex, &run.dir, app)?;
+    let own = set.own_dir(run.env.node);
+    ensure_dir(ex, &own)?;
+    Ok((set, own, Slots::new(MAX_OPEN)))
+}
+
+/// Delete the files a create-and-delete run left (each thread's last),
+/// so the node's directory is as it was (not timed): the first error
+/// other than `NotFound`, after trying them all.
+pub fn delete_leftovers(ex: &Tasks<'_>, paths: &[String]) -> Result<(), AppError> {
+    let mut out = Ok(());
+    for p in paths {
+        if let Err(e) = ex.with_os(|os| os.unlink(p)) {
+            if e != Errno::NotFound && out.is_ok() {
+                out = Err(AppError::new(format!("{p}: delete: {e}")));
+            }
+        }
+    }
+    out
 }
 
 /// Make `dir` if it is missing.

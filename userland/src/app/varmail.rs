@@ -16,7 +16,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 
-use super::fileset::{self, FileSet};
+use super::fileset;
 use super::options::Options;
 use super::report::Report;
 use super::rng::Rng;
@@ -49,10 +49,7 @@ const READ: usize = 6;
 
 /// Run it.
 pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppError> {
-    let set = FileSet::load(ex, &run.dir, "varmail")?;
-    let own = set.own_dir(run.env.node);
-    fileset::ensure_dir(ex, &own)?;
-    let slots = fileset::Slots::new(fileset::MAX_OPEN);
+    let (set, own, slots) = fileset::prepare(ex, run, "varmail")?;
     let m = run.meter(ex, NAMES);
     let leftovers: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let result = ex.run_n(run.threads as usize, |t| {
@@ -105,14 +102,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
             }
         }
     });
-    let mut cleanup = Ok(());
-    for p in leftovers.borrow().iter() {
-        if let Err(e) = ex.with_os(|os| os.unlink(p)) {
-            if e != crate::os::Errno::NotFound && cleanup.is_ok() {
-                cleanup = Err(AppError::new(format!("{p}: delete: {e}")));
-            }
-        }
-    }
+    let cleanup = fileset::delete_leftovers(ex, &leftovers.borrow());
     run.finish(ex, "varmail", result, &m, cleanup)
         .map(|r| r.with_geomean())
 }
