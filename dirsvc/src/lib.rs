@@ -9,13 +9,15 @@
 //! * [`diskq`]: the disk queue of page fills in flight (asynchronous
 //!   storage); [`writeq`]: the queue of deferred block writes and what
 //!   waits for them; [`fakedisk`]: an asynchronous in-memory disk for
-//!   tests.
+//!   tests (only with `cfg(test)` or the `testing` feature, never in the
+//!   product build).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
 
 pub mod diskq;
+#[cfg(any(test, feature = "testing"))]
 pub mod fakedisk;
 pub mod netserve;
 pub mod pagedir;

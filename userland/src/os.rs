@@ -8,245 +8,10 @@ use alloc::vec::Vec;
 pub use fabric::config::PolicyName;
 pub use fabric::proto::{Attr, DirEntry, Errno, FileKind, LocalityRange, MissStats};
 
-pub use crate::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
-
-/// A file descriptor handed out by [`Os::open`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fd(pub u32);
-
-/// How to open a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OpenFlags {
-    /// Create the file if it does not exist.
-    pub create: bool,
-    /// Truncate to 0 on open.
-    pub truncate: bool,
-    /// Every write goes to the end of the file.
-    pub append: bool,
-    /// With `create`: fail with `Exists` if it exists.
-    pub exclusive: bool,
-}
-
-/// Membership as one node sees it (`nodes`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeInfo {
-    /// Node id (0 is the directory).
-    pub id: u16,
-    /// "up", "joining", "failed", "down", "left", ...
-    pub state: String,
-    /// Heartbeat counter as read from the shared region.
-    pub heartbeat: u64,
-    /// Session epoch of this node (0 if never joined).
-    pub epoch: u64,
-}
-
-/// The cluster as one node sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterInfo {
-    /// Cluster epoch (bumped by every join).
-    pub epoch: u64,
-    /// This node's id.
-    pub self_id: u16,
-    /// Directory first (id 0), then every node slot.
-    pub nodes: Vec<NodeInfo>,
-}
-
-/// One positioned I/O of an [`Os::io_batch`] call (like an `iocb`).
-#[derive(Debug)]
-pub struct BatchIo<'a> {
-    /// The descriptor (its position is not used, and may be left anywhere).
-    pub fd: Fd,
-    /// Absolute byte offset in the file.
-    pub offset: u64,
-    /// Copy `buf` into the file (otherwise read the file into `buf`).
-    pub write: bool,
-    /// The data: `buf.len()` bytes are transferred (may be empty).
-    pub buf: &'a mut [u8],
-    /// Filled by [`Os::io_batch`]: the bytes transferred (`buf.len()`,
-    /// fewer only for a read that reaches the end of the file), or this
-    /// I/O's error. [`BatchIo::new`] starts it as `Err(Errno::Io)`, so an
-    /// I/O the implementation never filled in counts as failed.
-    pub done: Result<usize, Errno>,
-}
-
-impl<'a> BatchIo<'a> {
-    /// An I/O of `buf.len()` bytes at `offset`, not done yet.
-    pub fn new(fd: Fd, offset: u64, write: bool, buf: &'a mut [u8]) -> BatchIo<'a> {
-        BatchIo {
-            fd,
-            offset,
-            write,
-            buf,
-            done: Err(Errno::Io),
-        }
-    }
-}
-
-/// One positioned I/O as [`Os::io_start`] sees it: where, how long, and
-/// whether it writes (no data yet: the bytes move when it runs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IoSpan {
-    /// The open file.
-    pub fd: Fd,
-    /// Absolute byte offset.
-    pub offset: u64,
-    /// Bytes to move.
-    pub len: usize,
-    /// A write (otherwise a read).
-    pub write: bool,
-}
-
-/// One mapped I/O as [`Os::mmap_start`] sees it: which file, where, how
-/// long, and whether it stores (no data yet, as [`IoSpan`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MapSpan<'a> {
-    /// The mapped file.
-    pub path: &'a str,
-    /// Absolute byte offset in the file.
-    pub offset: u64,
-    /// Bytes to move.
-    pub len: usize,
-    /// A store (otherwise a load).
-    pub write: bool,
-}
-
-/// One memory-mapped I/O of an [`Os::mmap_batch`] call: `buf.len()`
-/// bytes at `offset` of `path` through the mapping.
-#[derive(Debug)]
-pub struct MmapIo<'a> {
-    /// The mapped file (mapped on first use, like [`Os::mmap_io`]).
-    pub path: &'a str,
-    /// Absolute byte offset in the file.
-    pub offset: u64,
-    /// Store `buf` through the mapping (otherwise load into `buf`).
-    pub write: bool,
-    /// The data: `buf.len()` bytes are moved; the range lies within the
-    /// file.
-    pub buf: &'a mut [u8],
-    /// Filled by [`Os::mmap_batch`]: `Ok(buf.len())` or this I/O's error
-    /// ([`MmapIo::new`] starts it as `Err(Errno::Io)`).
-    pub done: Result<usize, Errno>,
-}
-
-impl<'a> MmapIo<'a> {
-    /// A mapped I/O of `buf.len()` bytes at `offset`, not done yet.
-    pub fn new(path: &'a str, offset: u64, write: bool, buf: &'a mut [u8]) -> MmapIo<'a> {
-        MmapIo {
-            path,
-            offset,
-            write,
-            buf,
-            done: Err(Errno::Io),
-        }
-    }
-}
-
-/// Smallest owned-page limit `cache config limit=` accepts: two batches of
-/// page requests, so a batch of misses never has to reclaim its own pages.
-pub const MIN_CACHE_LIMIT: u64 = 64;
-
-/// A node cache's eviction controls (`cache policy`, `cache config`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheControls {
-    /// Eviction policy of the owned pages.
-    pub policy: PolicyName,
-    /// Most owned pages (`None`: the whole frame pool).
-    pub limit: Option<u64>,
-    /// Owned pages idle this many seconds are evicted (0: never).
-    pub ttl_s: u64,
-    /// Hot-page promotion (single-copy modes): a peer's page read more
-    /// than this many times within the window gets a replica here (0:
-    /// off; strong mode asks the directory, which revokes the replica
-    /// before any store into the page).
-    pub promote: u32,
-    /// The promotion window, also how long an unread replica lives (ms).
-    pub promote_window_ms: u64,
-}
-
-/// The default promotion window (ms).
-pub const DEFAULT_PROMOTE_WINDOW_MS: u64 = 100;
-
-impl Default for CacheControls {
-    fn default() -> Self {
-        CacheControls {
-            policy: PolicyName::default(),
-            limit: None,
-            ttl_s: 0,
-            promote: 0,
-            promote_window_ms: DEFAULT_PROMOTE_WINDOW_MS,
-        }
-    }
-}
-
-/// Counters `bench miss` reads before and after its misses: the node's
-/// own ([`Os::miss_counters`]) and the directory's per kind of miss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct MissCounters {
-    /// Time in round trips to the directory, node clock, since boot.
-    pub round_trip_ns: u64,
-    /// Time installing answers (page cache fill, frame mapping).
-    pub fill_ns: u64,
-    /// The directory's single-copy page fills.
-    pub page_fills: MissStats,
-    /// The directory's file-server reads.
-    pub file_reads: MissStats,
-}
-
-/// The group of tasks started without `--group` (the node's).
-pub const DEFAULT_GROUP_NAME: &str = "default";
-/// Most task groups on a node, `default` included.
-pub const MAX_GROUPS: usize = 16;
-/// Longest task group name.
-pub const MAX_GROUP_NAME: usize = 32;
-
-/// Is `s` a usable task group name: 1 to [`MAX_GROUP_NAME`] of
-/// `A-Z a-z 0-9 _ - .`?
-pub fn valid_group_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_GROUP_NAME
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
-}
-
-/// A task group's settings (`cache policy NAME --group G`, `cache config
-/// group=G ...`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupSettings {
-    /// The group.
-    pub name: String,
-    /// Its own eviction policy (`None`: the node's).
-    pub policy: Option<PolicyName>,
-    /// Most pages charged to it (`None`: no limit of its own).
-    pub limit: Option<u64>,
-}
-
-/// A task group as `cache groups` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheGroup {
-    /// Settings.
-    pub settings: GroupSettings,
-    /// The policy ordering its pages (its own, or the node's).
-    pub policy: PolicyName,
-    /// Its pages are in lists of its own (otherwise in `default`'s).
-    pub own_lists: bool,
-    /// Owned pages charged to it.
-    pub pages: u64,
-    /// Page accesses by its tasks served without a miss.
-    pub hits: u64,
-    /// Misses its tasks sent.
-    pub misses: u64,
-    /// Its pages evicted.
-    pub evictions: u64,
-}
-
-/// Largest batch of page requests `bench dir` publishes at once (a ring
-/// holds 64 descriptors).
-pub const MAX_DIR_BATCH: usize = 64;
-/// `bench dir`'s default batch (what the data path uses).
-pub const DEFAULT_DIR_BATCH: usize = 32;
-
-/// Result of `bench ring`: round-trip times in nanoseconds, unsorted.
-pub type RingSamples = Vec<u64>;
+pub use osapi::cache::*;
+pub use osapi::cluster::*;
+pub use osapi::io::*;
+pub use osapi::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
 
 /// What the shell needs from the kernel.
 pub trait Os {
@@ -519,11 +284,11 @@ pub trait Os {
     /// Start a metadata call without waiting for its answer (tasks, see
     /// [`crate::meta`]): `Pending` with a ticket for [`Os::meta_poll`], or
     /// `Done` when it finished at once. The default performs it
-    /// synchronously ([`crate::meta::run_sync`]). The calls a task starts
+    /// synchronously ([`run_meta`]). The calls a task starts
     /// one after the other take effect in that order; calls of different
     /// tasks in flight together are independent.
     fn meta_start(&mut self, call: MetaCall) -> MetaStart {
-        MetaStart::Done(crate::meta::run_sync(self, call))
+        MetaStart::Done(run_meta(self, call))
     }
 
     /// Is the call of `ticket` finished? `Some` once (the ticket is then
@@ -553,7 +318,7 @@ pub trait Os {
             .ok()
             .and_then(|v| {
                 v.into_iter()
-                    .find(|(k, _)| k == crate::stats::keys::cache::MODE)
+                    .find(|(k, _)| k == osapi::keys::cache::MODE)
                     .map(|(_, m)| m)
             })
             .unwrap_or_else(|| String::from("unknown"));
@@ -610,5 +375,22 @@ pub fn positioned_io<O: Os + ?Sized>(
             return Ok(n);
         }
         n = n.saturating_add(k);
+    }
+}
+
+/// Perform `call` synchronously with the [`Os`] methods (what
+/// [`Os::meta_start`] does by default, and the fallback of an OS that
+/// cannot split a call).
+pub fn run_meta<O: Os + ?Sized>(os: &mut O, call: MetaCall) -> Result<MetaDone, Errno> {
+    match call {
+        MetaCall::Open { path, flags } => os.open(&path, flags).map(MetaDone::Fd),
+        MetaCall::Stat { path } => os.stat(&path).map(MetaDone::Attr),
+        MetaCall::Close { fd } => os.close(fd).map(|()| MetaDone::Ok),
+        MetaCall::Fsync { fd } => os.fsync(fd).map(|()| MetaDone::Ok),
+        MetaCall::Truncate { fd, size } => os.truncate(fd, size).map(|()| MetaDone::Ok),
+        MetaCall::Unlink { path } => os.unlink(&path).map(|()| MetaDone::Ok),
+        MetaCall::Mkdir { path } => os.mkdir(&path).map(|()| MetaDone::Ok),
+        MetaCall::Rmdir { path } => os.rmdir(&path).map(|()| MetaDone::Ok),
+        MetaCall::Readdir { path } => os.readdir(&path).map(MetaDone::Entries),
     }
 }

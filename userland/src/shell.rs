@@ -45,6 +45,7 @@ use crate::os::{Errno, Fd, OpenFlags, Os};
 use crate::parse::{self, Word};
 
 mod bench;
+mod cachearg;
 mod commands;
 mod control;
 mod files;

@@ -2,7 +2,7 @@
 //! in the kernel and on the host), and the [`keys`] of the `cache stats`
 //! and `dir stats` tables.
 
-pub mod keys;
+pub use osapi::keys;
 pub mod miss;
 
 /// The `per_mille`-th percentile of `sorted` (ascending) by the

@@ -2,6 +2,9 @@
 //! seeded workloads (fio offsets) and host tests (the protocol simulation,
 //! file-system fuzzing). Same seed, same sequence, on every platform.
 
+/// SplitMix64's increment (the golden ratio in 64 bits).
+pub const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
 /// SplitMix64: a small, fast, well-mixed 64-bit generator.
 #[derive(Debug, Clone)]
 pub struct SplitMix64(u64);
@@ -14,7 +17,7 @@ impl SplitMix64 {
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.0 = self.0.wrapping_add(GOLDEN);
         mix64(self.0)
     }
 

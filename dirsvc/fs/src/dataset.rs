@@ -1,4 +1,4 @@
-//! Workload datasets (`userland::app::dataset`) written straight into a
+//! Workload datasets (the `datasets` crate) written straight into a
 //! file system on the host (`mkfs --dataset NAME:SIZE[:SEED]`), so a
 //! guest run never spends time creating them.
 
@@ -6,8 +6,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 
+use datasets::Dataset;
 use fabric::proto::Errno;
-use userland::app::dataset::Dataset;
 
 use crate::{BlockDevice, Fs, BLOCK_SIZE};
 

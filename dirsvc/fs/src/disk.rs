@@ -14,6 +14,18 @@ use alloc::vec::Vec;
 use super::{MountError, BLOCK_SIZE};
 use fabric::proto::{FileKind, MAX_NAME};
 
+/// Checksum entries in one table block.
+pub const SUMS_PER_BLOCK: usize = (BLOCK_SIZE - 4) / 4;
+
+const _: () = assert!(SUMS_PER_BLOCK == 1023);
+
+/// Checksum-table blocks for a device whose blocks from the table start to
+/// the end number `rest`: the fewest `c` with `c * SUMS_PER_BLOCK >= rest -
+/// c` (every block after the table has an entry).
+pub fn sum_table_blocks(rest: u64) -> u64 {
+    rest.div_ceil(SUMS_PER_BLOCK as u64 + 1)
+}
+
 /// Magic at byte 0 of block 0.
 pub const MAGIC: [u8; 8] = *b"ONECOPFS";
 /// The only format version this code reads and writes.
@@ -136,7 +148,7 @@ impl Superblock {
         let inode_count = inodes.checked_next_multiple_of(per)?;
         let table_blocks = u64::from(inode_count / per);
         let sums_start = TABLE_START.checked_add(table_blocks)?;
-        let sums_blocks = super::sums::table_blocks(total_blocks.checked_sub(sums_start)?);
+        let sums_blocks = sum_table_blocks(total_blocks.checked_sub(sums_start)?);
         if sums_blocks > u64::from(u32::MAX) {
             return None;
         }
@@ -237,7 +249,7 @@ impl Superblock {
             ));
         }
         let sums_blocks = u64::from(u32_at(b, SB_SUMS_BLOCKS_OFF));
-        let want = super::sums::table_blocks(total_blocks.saturating_sub(sums_start));
+        let want = sum_table_blocks(total_blocks.saturating_sub(sums_start));
         if sums_blocks != want {
             return geo(alloc::format!(
                 "checksum table of {sums_blocks} blocks, {total_blocks} blocks need {want}"

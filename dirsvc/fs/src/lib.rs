@@ -105,6 +105,7 @@ mod device;
 mod disk;
 mod error;
 mod freemap;
+#[cfg(any(test, feature = "testing"))]
 mod memdisk;
 mod mount;
 mod namespace;
@@ -123,6 +124,7 @@ pub use deferred::Staged;
 pub use device::{BlockDevice, IoError, ReadDone};
 pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VERSION};
 pub use error::{MountError, ParentProblem};
+#[cfg(any(test, feature = "testing"))]
 pub use memdisk::MemDisk;
 pub use sums::{BadBlock, SumCheck, SUMS_PER_BLOCK, ZERO_SUM};
 

@@ -1,4 +1,5 @@
-//! A `Vec`-backed [`BlockDevice`] for tests and host tools.
+//! A `Vec`-backed [`BlockDevice`] for tests (only with `cfg(test)` or
+//! the `testing` feature, never in the product build).
 
 use alloc::vec;
 use alloc::vec::Vec;

@@ -33,22 +33,15 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+// The table's geometry is part of the on-disk layout (the superblock
+// checks it), so it is defined there.
+pub use super::disk::SUMS_PER_BLOCK;
+
 use super::disk::Superblock;
 use super::{BlockDevice, Errno, Fs, MountError, BLOCK_SIZE};
 
-/// Checksum entries in one table block.
-pub const SUMS_PER_BLOCK: usize = (BLOCK_SIZE - 4) / 4;
 /// Offset of a table block's own checksum (covers bytes `0..SUM_CRC_OFF`).
 pub const SUM_CRC_OFF: usize = BLOCK_SIZE - 4;
-
-const _: () = assert!(SUMS_PER_BLOCK == 1023);
-
-/// Checksum-table blocks for a device whose blocks from the table start to
-/// the end number `rest`: the fewest `c` with `c * SUMS_PER_BLOCK >= rest -
-/// c` (every block after the table has an entry).
-pub fn table_blocks(rest: u64) -> u64 {
-    rest.div_ceil(SUMS_PER_BLOCK as u64 + 1)
-}
 
 /// The checksum of one data block.
 pub fn block_sum(buf: &[u8; BLOCK_SIZE]) -> u32 {

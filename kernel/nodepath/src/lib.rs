@@ -71,4 +71,4 @@ pub mod vfs;
 pub mod wait;
 
 /// Most page requests `bench dir` publishes together.
-pub use userland::os::MAX_DIR_BATCH;
+pub use osapi::cache::MAX_DIR_BATCH;

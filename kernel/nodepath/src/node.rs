@@ -7,11 +7,12 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::ops::Range;
-use userland::stats::keys;
+use osapi::keys;
 
 use fabric::config::{BaselineWrites, Mode};
 use fabric::proto::{Attr, DirEntry, Errno, MissKind, Request, Response};
-use userland::os::{BatchIo, Fd, IoSpan, MissCounters, OpenFlags};
+use osapi::cache::MissCounters;
+use osapi::io::{BatchIo, Fd, IoSpan, OpenFlags};
 
 use crate::env::Env;
 use crate::link::{self, Link};
@@ -393,7 +394,7 @@ impl<E: Env> Node<E> {
         Ok(())
     }
 
-    /// Tasks' positioned I/Os, first step ([`userland::os::Os::io_start`]):
+    /// Tasks' positioned I/Os, first step (`userland::os::Os::io_start`):
     /// start the misses of each read without waiting; per I/O, `None` if
     /// it can run now or a ticket for [`Node::io_poll`]. `NotSupported`
     /// where the data path has no such reads and with `task_reads=batch`

@@ -7,8 +7,8 @@ use std::rc::Rc;
 use fabric::config::Mode;
 use fabric::proto::{Errno, PageKey};
 use fabric::shm::SharedMem;
-use userland::os::{BatchIo, OpenFlags};
-use userland::stats::keys::cache as k;
+use osapi::io::{BatchIo, OpenFlags};
+use osapi::keys::cache as k;
 
 use crate::node::Node;
 use crate::pagecache::Slot;
@@ -393,14 +393,14 @@ fn an_mmap_batch_resolves_its_loads_together() {
     let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4096]).collect();
     let mut small = vec![0u8; 100];
     let t0 = rig.sh.now();
-    let mut ios: Vec<userland::os::MmapIo<'_>> = bufs
+    let mut ios: Vec<osapi::io::MmapIo<'_>> = bufs
         .iter_mut()
         .enumerate()
-        .map(|(i, b)| userland::os::MmapIo::new("/mb", i as u64 * 4096, false, b))
+        .map(|(i, b)| osapi::io::MmapIo::new("/mb", i as u64 * 4096, false, b))
         .collect();
-    ios.push(userland::os::MmapIo::new("/mc", 4000, false, &mut small));
+    ios.push(osapi::io::MmapIo::new("/mc", 4000, false, &mut small));
     let mut past = vec![0u8; 10];
-    ios.push(userland::os::MmapIo::new("/mc", 4090, false, &mut past));
+    ios.push(osapi::io::MmapIo::new("/mc", 4090, false, &mut past));
     n.mmap_batch(&mut ios, &mut io).unwrap();
     let done: Vec<_> = ios.iter().map(|io| io.done).collect();
     assert_eq!(
@@ -446,7 +446,7 @@ fn an_mmap_batch_resolves_its_loads_together() {
     drop(n);
     let mut p = Rig::new(RigConfig::new(1, Mode::Private));
     let _ = &mut p;
-    let mut none: [userland::os::MmapIo<'_>; 0] = [];
+    let mut none: [osapi::io::MmapIo<'_>; 0] = [];
     assert_eq!(
         p.node(1).mmap_batch(&mut none, &mut |_, _, _| Ok(())).err(),
         Some(Errno::NotSupported)

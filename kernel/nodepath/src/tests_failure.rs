@@ -5,12 +5,12 @@
 //! the file to.
 
 use fabric::config::Mode;
-use userland::os::OpenFlags;
+use osapi::io::OpenFlags;
 
 use crate::rig::Rig;
 use crate::rig::RigConfig;
 use crate::tests::{create, disk_bytes, pattern, read_file, stat_value, write_file};
-use userland::stats::keys::cache as keys;
+use osapi::keys::cache as keys;
 
 use fabric::PAGE_SIZE as PAGE;
 

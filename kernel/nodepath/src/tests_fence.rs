@@ -6,7 +6,7 @@
 use fabric::config::Mode;
 use fabric::layout::{Header, NodeState};
 use fabric::proto::Errno;
-use userland::os::OpenFlags;
+use osapi::io::OpenFlags;
 
 use crate::rig::{Rig, RigConfig, HALT_STEP_NS};
 use crate::tests::{pattern, read_file, write_file};

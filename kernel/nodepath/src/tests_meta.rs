@@ -4,8 +4,8 @@
 
 use fabric::config::Mode;
 use fabric::proto::Errno;
-use userland::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
-use userland::os::OpenFlags;
+use osapi::io::OpenFlags;
+use osapi::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};

@@ -10,7 +10,7 @@
 //! executor's batch of one (`marker_task_read`).
 
 use fabric::config::Mode;
-use userland::os::{BatchIo, Fd, IoSpan, OpenFlags};
+use osapi::io::{BatchIo, Fd, IoSpan, OpenFlags};
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};

@@ -8,9 +8,9 @@
 
 use fabric::config::Mode;
 use fabric::proto::PageKey;
-use userland::stats::keys;
+use osapi::keys;
 
-use userland::os::Fd;
+use osapi::io::Fd;
 
 use crate::node::Node;
 use crate::pagecache::Promotion;

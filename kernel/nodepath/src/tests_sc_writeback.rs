@@ -5,9 +5,9 @@
 //! reached the disk is read back after a directory restart.
 
 use fabric::config::Mode;
-use userland::meta::{MetaCall, MetaDone, MetaTicket};
-use userland::os::Fd;
-use userland::stats::keys::cache as keys;
+use osapi::io::Fd;
+use osapi::keys::cache as keys;
+use osapi::meta::{MetaCall, MetaDone, MetaTicket};
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
@@ -194,7 +194,7 @@ fn a_private_copy_written_while_its_write_flies_stays() {
 #[test]
 fn random_interleavings_of_writes_and_task_fsyncs_lose_nothing() {
     use fabric::rng::SplitMix64;
-    use userland::meta::MetaStart;
+    use osapi::meta::MetaStart;
     const FILES: usize = 3;
     for mode in [Mode::Strong, Mode::Relaxed] {
         let seeds: u64 = std::env::var("SC_SEEDS")
@@ -241,7 +241,7 @@ fn random_interleavings_of_writes_and_task_fsyncs_lose_nothing() {
                             MetaStart::Pending(t) => tickets.push(t),
                             MetaStart::Done(r) => assert_eq!(r, Ok(MetaDone::Ok), "{}", ctx(step)),
                         }
-                        let flags = userland::os::OpenFlags::default();
+                        let flags = osapi::io::OpenFlags::default();
                         fds[f] = n.open(&format!("/r{f}"), flags).unwrap();
                     }
                     _ => {

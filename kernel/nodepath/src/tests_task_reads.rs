@@ -7,8 +7,8 @@ use std::rc::Rc;
 
 use fabric::config::Mode;
 use fabric::proto::Errno;
-use userland::os::{Fd, IoSpan, OpenFlags};
-use userland::stats::keys::cache as keys;
+use osapi::io::{Fd, IoSpan, OpenFlags};
+use osapi::keys::cache as keys;
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
@@ -421,7 +421,7 @@ fn random_interleavings_of_task_reads_and_writes_read_the_model() {
 /// is not supported (every flush is one `mmap_batch`).
 #[test]
 fn mapped_loads_are_tickets_too() {
-    use userland::os::{MapSpan, MmapIo};
+    use osapi::io::{MapSpan, MmapIo};
     let rig = Rig::new(RigConfig::new(2, Mode::Strong));
     let (data, _) = cold_file(&rig, 1, 8);
     // Node 1 owns pages 0-3 again; pages 4-7 are on the disk only.

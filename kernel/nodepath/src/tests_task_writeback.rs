@@ -6,9 +6,9 @@
 
 use fabric::config::Mode;
 use fabric::proto::Errno;
-use userland::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
-use userland::os::Fd;
-use userland::stats::keys::cache as keys;
+use osapi::io::Fd;
+use osapi::keys::cache as keys;
+use osapi::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
@@ -301,7 +301,7 @@ fn random_interleavings_of_writes_and_fsyncs_in_flight_lose_nothing_in(mode: Mod
                         MetaStart::Pending(t) => tickets.push(t),
                         MetaStart::Done(r) => assert_eq!(r, Ok(MetaDone::Ok), "seed {seed}"),
                     }
-                    let flags = userland::os::OpenFlags::default();
+                    let flags = osapi::io::OpenFlags::default();
                     fds[f] = n.open(&format!("/r{f}"), flags).unwrap();
                 }
                 _ => {
@@ -357,7 +357,7 @@ fn a_write_that_needs_room_waits_for_a_write_back_in_flight() {
 }
 
 fn a_write_that_needs_room_waits_for_a_write_back_in_flight_in(mode: Mode) {
-    use userland::os::IoSpan;
+    use osapi::io::IoSpan;
     let mut cfg = RigConfig::new(2, mode);
     cfg.cache_pages = 16;
     let rig = Rig::new(cfg);

@@ -5,8 +5,8 @@
 
 use fabric::config::{BaselineWrites, Mode};
 use fabric::proto::PageKey;
-use userland::os::OpenFlags;
-use userland::stats::keys::cache as keys;
+use osapi::io::OpenFlags;
+use osapi::keys::cache as keys;
 
 use crate::rig::{Rig, RigConfig};
 use crate::singlecopy::BATCH;

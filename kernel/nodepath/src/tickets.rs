@@ -55,6 +55,24 @@ impl Stuck {
         false
     }
 
+    /// [`Stuck::give_up`] for an engine whose `waiting` pages to start
+    /// are `todo`: the pages given up (taken out of `todo`; the caller
+    /// fails them with `Unavailable`), or none.
+    pub fn give_up_todo<C: Default>(
+        &mut self,
+        in_flight: usize,
+        waiting: usize,
+        todo: &mut C,
+        now: u64,
+        timeout_ns: u64,
+    ) -> C {
+        if self.give_up(in_flight, waiting, now, timeout_ns) {
+            core::mem::take(todo)
+        } else {
+            C::default()
+        }
+    }
+
     /// Look at the engine now: `stuck` (pages wait, nothing in flight).
     /// True once it has been stuck for longer than `timeout_ns`.
     pub fn expired(&mut self, stuck: bool, now: u64, timeout_ns: u64) -> bool {

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use fabric::config::Mode;
 use fabric::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
-use userland::os::{Fd, OpenFlags};
+use osapi::io::{Fd, OpenFlags};
 
 use crate::env::Env;
 use crate::link::{Link, Session};

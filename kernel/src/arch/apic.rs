@@ -21,6 +21,9 @@ const LVT_EXTINT: u32 = 0x700;
 
 /// Vector of the APIC's spurious interrupts (no EOI for them).
 pub const SPURIOUS_VECTOR: u8 = 0xFF;
+/// Vector of the local APIC timer (tickless mode, [`super::timer`]), just
+/// past the MSI-X vectors (`super::interrupts::MSI_BASE`).
+pub const APIC_TIMER_VECTOR: u8 = 52;
 
 /// MMIO base of the enabled APIC (0 = not enabled).
 static BASE: AtomicU64 = AtomicU64::new(0);
@@ -107,10 +110,7 @@ const LVT_MASKED: u32 = 1 << 16;
 /// counts per microsecond (QEMU's counts at 1 GHz with divide 1), at least
 /// 1. Leaves the timer masked and stopped.
 pub fn timer_calibrate(us: u64) -> u64 {
-    write(
-        REG_LVT_TIMER,
-        LVT_MASKED | super::interrupts::APIC_TIMER_VECTOR as u32,
-    );
+    write(REG_LVT_TIMER, LVT_MASKED | APIC_TIMER_VECTOR as u32);
     write(REG_TIMER_DIVIDE, DIVIDE_BY_1);
     write(REG_TIMER_INIT, u32::MAX);
     let t0 = super::time::now_ns();
@@ -123,9 +123,9 @@ pub fn timer_calibrate(us: u64) -> u64 {
     (elapsed as u64 * 1000 / ns).max(1)
 }
 
-/// Arm the APIC timer once: interrupt [`super::interrupts::APIC_TIMER_VECTOR`]
+/// Arm the APIC timer once: interrupt [`APIC_TIMER_VECTOR`]
 /// after `counts` (replaces any armed count; 0 stops it).
 pub fn timer_oneshot(counts: u32) {
-    write(REG_LVT_TIMER, super::interrupts::APIC_TIMER_VECTOR as u32); // one-shot, unmasked
+    write(REG_LVT_TIMER, APIC_TIMER_VECTOR as u32); // one-shot, unmasked
     write(REG_TIMER_INIT, counts);
 }

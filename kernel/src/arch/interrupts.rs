@@ -11,6 +11,7 @@ use spin::Once;
 use x86_64::structures::idt::InterruptDescriptorTable;
 use x86_64::VirtAddr;
 
+use super::apic::APIC_TIMER_VECTOR;
 use super::{inb, outb};
 
 /// Vector of the PIT tick (IRQ 0 after remapping).
@@ -44,8 +45,6 @@ static TICK_HOOK: Once<fn()> = Once::new();
 static TICK_DRIVER_HOOK: Once<fn()> = Once::new();
 /// First vector of the APIC-delivered (MSI-X) interrupts.
 pub const MSI_BASE: u8 = 48;
-/// Vector of the local APIC timer (tickless mode, [`super::timer`]).
-pub const APIC_TIMER_VECTOR: u8 = 52;
 /// How many MSI-X vectors have entry stubs (`MSI_BASE..MSI_BASE+MSI_COUNT`).
 pub const MSI_COUNT: u8 = 4;
 /// Vector of the directory disk's completion interrupt (virtio-blk MSI-X

@@ -16,7 +16,7 @@ use virtio_drivers::queue::VirtQueue;
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::Transport;
 
-use super::virtio::KernelHal;
+use super::hal::KernelHal;
 
 /// Entries in the request queue. With indirect descriptors (QEMU offers
 /// them) every request takes one entry; without, three.

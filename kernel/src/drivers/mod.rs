@@ -3,6 +3,7 @@
 //! its completion interrupt, and virtio-net (through `virtio-drivers`).
 
 pub mod blkdev;
+pub mod hal;
 pub mod ivshmem;
 pub mod net;
 pub mod pci;

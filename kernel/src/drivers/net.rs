@@ -17,8 +17,8 @@ use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::{virtio_device_type, PciTransport};
 use virtio_drivers::transport::DeviceType;
 
+use super::hal::KernelHal;
 use super::pci::{self, PortCam};
-use super::virtio::KernelHal;
 use crate::arch::interrupts;
 
 /// Descriptors per virtqueue (receive buffers posted at once): 32 jumbo

@@ -270,7 +270,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 o.apps_nodes = Some(ns);
             }
             "--apps-list" => {
-                let known: Vec<&str> = crate::bench::apps::plan::APPS
+                let known: Vec<&str> = crate::bench::apps::list::APPS
                     .iter()
                     .map(|a| a.name)
                     .collect();
@@ -463,6 +463,13 @@ pub struct Params {
 
 const MIB: u64 = 1 << 20;
 
+/// Pool per node (MiB) for a region of `shm_mb` shared by `nodes` nodes.
+pub fn pool_mib(shm_mb: u32, nodes: u8) -> f64 {
+    fabric::layout::Layout::compute((shm_mb as usize) << 20, u32::from(nodes))
+        .map(|l| l.pool_frames as f64 * fabric::PAGE_SIZE as f64 / MIB as f64)
+        .unwrap_or(f64::NAN)
+}
+
 impl Params {
     /// The parameters of a quick or a full run.
     pub fn new(quick: bool) -> Params {
@@ -534,9 +541,7 @@ impl Params {
         }
         p.baseline_writes = o.baseline_writes.clone();
         let need = p.lat_size.max(u64::from(p.jobs) * p.job_size);
-        while (super::runner::pool_mib(p.fio_shm_mb, 2) * MIB as f64) < 2.0 * need as f64
-            && p.fio_shm_mb < 4096
-        {
+        while (pool_mib(p.fio_shm_mb, 2) * MIB as f64) < 2.0 * need as f64 && p.fio_shm_mb < 4096 {
             p.fio_shm_mb *= 2;
         }
         let disk_need = (3 * need / MIB) as u32 + 32;
@@ -674,10 +679,6 @@ mod tests {
         };
         assert_eq!(o.apps_list, Some(vec!["webserver".into(), "kv".into()]));
         assert_eq!(o.policy.as_deref(), Some("cluster"));
-        let plan = crate::bench::apps::plan::Plan::from_opts(&o).expect("plan");
-        let names: Vec<&str> = plan.apps.iter().map(|a| a.name).collect();
-        assert_eq!(names, ["kv", "webserver"], "report order kept");
-        assert_eq!(plan.to_json()["policy"], "cluster");
         for bad in [
             &["--apps", "--apps-list", "kv,nginx"][..],
             &["--apps", "--apps-list", ""],
@@ -750,11 +751,7 @@ mod tests {
             (q.jobs, q.job_size, q.lat_size, q.repeats),
             (8, 4 << 20, 16 << 20, 3)
         );
-        assert!(
-            super::super::runner::pool_mib(q.fio_shm_mb, 2) >= 64.0,
-            "{}",
-            q.fio_shm_mb
-        );
+        assert!(pool_mib(q.fio_shm_mb, 2) >= 64.0, "{}", q.fio_shm_mb);
         assert!(q.disk_mb >= 96 + 32);
         let d = Params::from_opts(&BenchOpts::default());
         assert_eq!(d, Params::new(false));

@@ -14,13 +14,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::Cell;
 
-use super::dataset::Dataset;
-use super::fileset::{self, FileSet};
+use super::fileset;
 use super::options::Options;
 use super::report::Report;
 use super::rng::{hash2, Rng};
 use super::{AppError, Run};
 use crate::task::Tasks;
+pub use datasets::fileset::fileserver::{plan, DIR_WIDTH, MEAN_SIZE};
 
 /// Operation kinds.
 pub const NAMES: &[&str] = &[
@@ -35,17 +35,8 @@ pub const NAMES: &[&str] = &[
 ];
 /// Filebench's `nthreads`.
 pub const DEFAULT_THREADS: u32 = 50;
-/// Filebench's `filesize` mean.
-pub const MEAN_SIZE: u64 = 128 << 10;
-/// Filebench's `meandirwidth`.
-pub const DIR_WIDTH: u64 = 20;
 /// Options of its own: none.
 pub const OPTIONS: &[&str] = &[];
-
-/// The dataset: the fileset, about `size` bytes.
-pub fn plan(size: u64, seed: u64, root: &str) -> Result<Dataset, String> {
-    fileset::plan("fileserver", size, seed, root, MEAN_SIZE, DIR_WIDTH)
-}
 
 const CREATE: usize = 0;
 const WRITE: usize = 1;
@@ -58,10 +49,7 @@ const STAT: usize = 7;
 
 /// Run it.
 pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppError> {
-    let set = FileSet::load(ex, &run.dir, "fileserver")?;
-    let own = set.own_dir(run.env.node);
-    fileset::ensure_dir(ex, &own)?;
-    let slots = fileset::Slots::new(fileset::MAX_OPEN);
+    let (set, own, slots) = fileset::prepare(ex, run, "fileserver")?;
     let m = run.meter(ex, NAMES);
     let leftovers: core::cell::RefCell<Vec<String>> = core::cell::RefCell::new(Vec::new());
     let result = ex.run_n(run.threads as usize, |t| {
@@ -112,14 +100,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
         }
     });
     // Leave the node's directory as it was (not timed).
-    let mut cleanup = Ok(());
-    for p in leftovers.borrow().iter() {
-        if let Err(e) = ex.with_os(|os| os.unlink(p)) {
-            if e != crate::os::Errno::NotFound && cleanup.is_ok() {
-                cleanup = Err(AppError::new(format!("{p}: delete: {e}")));
-            }
-        }
-    }
+    let cleanup = fileset::delete_leftovers(ex, &leftovers.borrow());
     run.finish(ex, "fileserver", result, &m, cleanup)
         .map(|r| r.with_geomean())
 }

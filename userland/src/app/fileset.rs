@@ -10,7 +10,6 @@
 //! `fsync`, `deletefile`) work on this node's own files in `DIR/nK/`,
 //! so two nodes never create or delete the same name.
 
-use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
@@ -20,10 +19,10 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 
-use super::dataset::{manifest, pattern_fill, DataFile, Dataset, Manifest, Pattern};
+use super::dataset::{pattern_fill, Manifest};
 use super::meter::Meter;
 use super::rng::{hash2, Rng};
-use super::AppError;
+use super::{AppError, Run};
 use crate::os::{Errno, Fd, OpenFlags};
 use crate::task::Tasks;
 
@@ -49,53 +48,7 @@ pub struct FileSet {
     next: Cell<u64>,
 }
 
-/// Path of file `i` of a fileset in `dir`.
-pub fn file_path(dir: &str, width: u64, i: u64) -> String {
-    format!("{dir}/d{:04}/f{:06}", i / width.max(1), i)
-}
-
-/// Size of file `i` of a dataset with `seed` and `mean`.
-pub fn file_size(seed: u64, mean: u64, i: u64) -> u64 {
-    Rng::new(seed, i).gamma15(mean)
-}
-
-/// Plan a fileset of about `size` bytes of files averaging `mean` bytes.
-pub fn plan(
-    app: &'static str,
-    size: u64,
-    seed: u64,
-    root: &str,
-    mean: u64,
-    width: u64,
-) -> Result<Dataset, String> {
-    let files = (size / mean).max(1);
-    let dirs_n = files.div_ceil(width);
-    let mut dirs = vec![String::from(root)];
-    for d in 0..dirs_n {
-        dirs.push(format!("{root}/d{d:04}"));
-    }
-    let mut out = vec![DataFile {
-        path: format!("{root}/manifest"),
-        ..manifest(
-            app,
-            seed,
-            &[("files", files), ("dirwidth", width), ("meansize", mean)],
-        )
-    }];
-    for i in 0..files {
-        out.push(DataFile {
-            path: file_path(root, width, i),
-            size: file_size(seed, mean, i),
-            gen: Box::new(Pattern(hash2(seed, i))),
-        });
-    }
-    Ok(Dataset {
-        app,
-        root: String::from(root),
-        dirs,
-        files: out,
-    })
-}
+pub use datasets::fileset::{file_path, file_size, plan};
 
 impl FileSet {
     /// The fileset of workload `app` in `dir` (its manifest).
@@ -387,6 +340,31 @@ pub async fn append_rand(
     let t1 = ex.uptime_ns();
     m.record(op, t1.saturating_sub(t0), 0, len as u64, t1);
     Ok(len as u64)
+}
+
+/// What a run of a create-and-delete personality (fileserver, varmail)
+/// works in: workload `app`'s shared set, this node's own directory
+/// (made if missing) and the open-file slots.
+pub fn prepare(ex: &Tasks<'_>, run: &Run, app: &str) -> Result<(FileSet, String, Slots), AppError> {
+    let set = FileSet::load(ex, &run.dir, app)?;
+    let own = set.own_dir(run.env.node);
+    ensure_dir(ex, &own)?;
+    Ok((set, own, Slots::new(MAX_OPEN)))
+}
+
+/// Delete the files a create-and-delete run left (each thread's last),
+/// so the node's directory is as it was (not timed): the first error
+/// other than `NotFound`, after trying them all.
+pub fn delete_leftovers(ex: &Tasks<'_>, paths: &[String]) -> Result<(), AppError> {
+    let mut out = Ok(());
+    for p in paths {
+        if let Err(e) = ex.with_os(|os| os.unlink(p)) {
+            if e != Errno::NotFound && out.is_ok() {
+                out = Err(AppError::new(format!("{p}: delete: {e}")));
+            }
+        }
+    }
+    out
 }
 
 /// Make `dir` if it is missing.

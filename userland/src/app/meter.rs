@@ -252,13 +252,13 @@ pub fn geomean_milli(values: &[u64]) -> u64 {
     let logs: Vec<f64> = values
         .iter()
         .filter(|&&v| v > 0)
-        .map(|&v| super::rng::ln(v as f64))
+        .map(|&v| datasets::fmath::ln(v as f64))
         .collect();
     if logs.is_empty() {
         return 0;
     }
     let mean = logs.iter().sum::<f64>() / logs.len() as f64;
-    (super::rng::exp(mean) + 0.5) as u64
+    (datasets::fmath::exp(mean) + 0.5) as u64
 }
 
 /// `x.yyy` for a value in thousandths.

@@ -36,7 +36,7 @@ pub mod kv;
 pub mod meter;
 pub mod options;
 pub mod report;
-pub mod rng;
+pub use datasets::rng;
 pub mod scan;
 pub mod search;
 pub mod varmail;
@@ -50,15 +50,7 @@ use options::Options;
 use report::{cache_delta, cache_snapshot, Report};
 
 /// The workloads, as `app NAME` takes them.
-pub const NAMES: &[&str] = &[
-    "webserver",
-    "fileserver",
-    "varmail",
-    "kv",
-    "infer",
-    "ann",
-    "search",
-];
+pub use datasets::NAMES;
 
 /// The command's usage line.
 pub const USAGE: &str =

@@ -16,7 +16,7 @@ pub const DEFAULT_RUNTIME_NS: u64 = 10_000_000_000;
 /// Largest `--threads` (tasks on one node).
 pub const MAX_THREADS: u32 = 256;
 /// Default `--seed`.
-pub const DEFAULT_SEED: u64 = 1;
+pub use datasets::DEFAULT_SEED;
 /// Longest user text quoted back in an error.
 const MAX_QUOTED: usize = 48;
 
@@ -184,13 +184,7 @@ impl Options {
     }
 }
 
-/// A decimal or `0x` hexadecimal integer.
-pub fn parse_u64(s: &str) -> Option<u64> {
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) if !h.is_empty() => u64::from_str_radix(h, 16).ok(),
-        _ => parse::u64_dec(s).ok(),
-    }
-}
+pub use datasets::num::parse_u64;
 
 /// A decimal fraction such as `0.99` as f64 (digits, one optional dot).
 pub fn parse_fraction(s: &str) -> Option<f64> {

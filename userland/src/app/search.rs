@@ -17,22 +17,18 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 
-use super::dataset::Dataset;
 use super::fileset::{self, FileSet};
 use super::options::{bad, Options};
 use super::report::{Extra, Report};
 use super::{AppError, Run};
 use crate::os::OpenFlags;
 use crate::task::Tasks;
+pub use datasets::fileset::search::{plan, DIR_WIDTH, MEAN_SIZE};
 
 /// Operation kinds: one file searched.
 pub const NAMES: &[&str] = &["searchfile"];
 /// Default threads (ripgrep runs a thread per core; a few here).
 pub const DEFAULT_THREADS: u32 = 8;
-/// Mean file size (a source tree's files are small).
-pub const MEAN_SIZE: u64 = 16 << 10;
-/// Files per directory.
-pub const DIR_WIDTH: u64 = 50;
 /// Its own options.
 pub const OPTIONS: &[&str] = &["passes", "pattern"];
 /// The default pattern.
@@ -43,11 +39,6 @@ pub const MAX_PATTERN: usize = 64;
 pub const IO: usize = 64 << 10;
 /// Largest `--passes`.
 pub const MAX_PASSES: u64 = 1 << 20;
-
-/// The dataset: the fileset, about `size` bytes.
-pub fn plan(size: u64, seed: u64, root: &str) -> Result<Dataset, String> {
-    fileset::plan("search", size, seed, root, MEAN_SIZE, DIR_WIDTH)
-}
 
 /// `search`'s own options.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,13 +16,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 
-use super::dataset::Dataset;
-use super::fileset::{self, FileSet};
+use super::fileset;
 use super::options::Options;
 use super::report::Report;
 use super::rng::Rng;
 use super::{AppError, Run};
 use crate::task::Tasks;
+pub use datasets::fileset::varmail::{plan, DIR_WIDTH, MEAN_SIZE};
 
 /// Operation kinds.
 pub const NAMES: &[&str] = &[
@@ -36,17 +36,8 @@ pub const NAMES: &[&str] = &[
 ];
 /// Filebench's `nthreads`.
 pub const DEFAULT_THREADS: u32 = 16;
-/// Filebench's `filesize` mean.
-pub const MEAN_SIZE: u64 = 16 << 10;
-/// Filebench's `meandirwidth` (1000000: one directory).
-pub const DIR_WIDTH: u64 = 1_000_000;
 /// Options of its own: none.
 pub const OPTIONS: &[&str] = &[];
-
-/// The dataset: the fileset, about `size` bytes.
-pub fn plan(size: u64, seed: u64, root: &str) -> Result<Dataset, String> {
-    fileset::plan("varmail", size, seed, root, MEAN_SIZE, DIR_WIDTH)
-}
 
 const DELETE: usize = 0;
 const CREATE: usize = 1;
@@ -58,10 +49,7 @@ const READ: usize = 6;
 
 /// Run it.
 pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppError> {
-    let set = FileSet::load(ex, &run.dir, "varmail")?;
-    let own = set.own_dir(run.env.node);
-    fileset::ensure_dir(ex, &own)?;
-    let slots = fileset::Slots::new(fileset::MAX_OPEN);
+    let (set, own, slots) = fileset::prepare(ex, run, "varmail")?;
     let m = run.meter(ex, NAMES);
     let leftovers: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let result = ex.run_n(run.threads as usize, |t| {
@@ -114,14 +102,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
             }
         }
     });
-    let mut cleanup = Ok(());
-    for p in leftovers.borrow().iter() {
-        if let Err(e) = ex.with_os(|os| os.unlink(p)) {
-            if e != crate::os::Errno::NotFound && cleanup.is_ok() {
-                cleanup = Err(AppError::new(format!("{p}: delete: {e}")));
-            }
-        }
-    }
+    let cleanup = fileset::delete_leftovers(ex, &leftovers.borrow());
     run.finish(ex, "varmail", result, &m, cleanup)
         .map(|r| r.with_geomean())
 }

@@ -8,10 +8,8 @@
 //! the per-flowop throughputs (DPC's Filebench metric).
 
 use alloc::format;
-use alloc::string::String;
 use core::cell::Cell;
 
-use super::dataset::Dataset;
 use super::fileset::{self, FileSet};
 use super::options::Options;
 use super::report::Report;
@@ -19,24 +17,16 @@ use super::rng::Rng;
 use super::{AppError, Run};
 use crate::os::OpenFlags;
 use crate::task::Tasks;
+pub use datasets::fileset::webserver::{plan, DIR_WIDTH, MEAN_SIZE};
 
 /// Operation kinds.
 pub const NAMES: &[&str] = &["openfile", "readwholefile", "closefile", "appendlog"];
 /// Filebench's `nthreads`.
 pub const DEFAULT_THREADS: u32 = 100;
-/// Filebench's `filesize` mean.
-pub const MEAN_SIZE: u64 = 16 << 10;
-/// Filebench's `meandirwidth`.
-pub const DIR_WIDTH: u64 = 20;
 /// Files read per loop.
 pub const READS_PER_LOOP: u32 = 10;
 /// Options of its own: none.
 pub const OPTIONS: &[&str] = &[];
-
-/// The dataset: the fileset, about `size` bytes.
-pub fn plan(size: u64, seed: u64, root: &str) -> Result<Dataset, String> {
-    fileset::plan("webserver", size, seed, root, MEAN_SIZE, DIR_WIDTH)
-}
 
 /// Run it.
 pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError> {

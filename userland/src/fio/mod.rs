@@ -69,7 +69,6 @@ use core::fmt;
 
 use crate::os::Os;
 
-mod fmath;
 pub mod json;
 pub mod offsets;
 pub mod options;

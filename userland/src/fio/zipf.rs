@@ -6,8 +6,8 @@
 //! is computed over at most [`MAX_ZETA_TERMS`] ranks (an approximation
 //! above that). The caller scatters ranks over the file.
 
-use super::fmath::powf;
-use super::offsets::SplitMix64;
+use datasets::fmath::powf;
+use fabric::rng::SplitMix64;
 
 /// Most terms of the normalising sum (fio stops at 10 million; the kernel
 /// computes in soft float, so we stop earlier: 2^20 ranks are 4 GiB of

@@ -9,7 +9,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::MockOs;
-use crate::meta::{run_sync, MetaCall, MetaDone, MetaStart, MetaTicket};
+use crate::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
+use crate::os::run_meta;
 use crate::os::Errno;
 
 /// Split metadata calls of a [`MockOs`].
@@ -47,7 +48,7 @@ impl MockOs {
     pub(super) fn split_start(&mut self, call: MetaCall) -> MetaStart {
         let k = kind(&call);
         let Some(&d) = self.meta.delay.get(k) else {
-            return MetaStart::Done(run_sync(self, call));
+            return MetaStart::Done(run_meta(self, call));
         };
         let m = &mut self.meta;
         m.next += 1;
@@ -66,7 +67,7 @@ impl MockOs {
         }
         let (call, _) = self.meta.pending.remove(&t.0)?;
         let k = kind(&call);
-        let r = run_sync(self, call);
+        let r = run_meta(self, call);
         self.meta.events.push(format!("done {k}"));
         Some(r)
     }

@@ -4,29 +4,16 @@
 use alloc::format;
 use alloc::string::String;
 
+use super::cachearg::{os_err, unknown_policy, MAX_LIMIT};
 use super::{quoted, Args, Ctx, Error};
 use crate::os::{CacheControls, PolicyName, MIN_CACHE_LIMIT};
 
 /// Longest TTL `cache config ttl=` accepts (30 days).
 pub const MAX_TTL_S: u64 = 30 * 24 * 3600;
-/// Largest page limit `cache config limit=` accepts.
-pub const MAX_LIMIT: u64 = 1 << 32;
 /// Largest promotion threshold `cache config promote=` accepts.
 pub const MAX_PROMOTE: u32 = 1 << 20;
 /// Longest promotion window `cache config promote_window_ms=` accepts (1 h).
 pub const MAX_PROMOTE_WINDOW_MS: u64 = 3_600_000;
-
-pub(super) fn os_err(e: crate::os::Errno) -> Error {
-    Error::Msg(format!("{e}"))
-}
-
-pub(super) fn unknown_policy(name: &str) -> Error {
-    Error::Msg(format!(
-        "unknown policy '{}' (valid: {})",
-        quoted(name),
-        PolicyName::names()
-    ))
-}
 
 /// `cache policy [NAME] [--group G]`: the policy name and the group, or
 /// a usage error.

@@ -7,7 +7,7 @@
 use alloc::format;
 use alloc::string::String;
 
-use super::control::{os_err, unknown_policy, MAX_LIMIT};
+use super::cachearg::{os_err, unknown_policy, MAX_LIMIT};
 use super::{quoted, Ctx, Error};
 use crate::os::{
     valid_group_name, CacheGroup, GroupSettings, PolicyName, DEFAULT_GROUP_NAME, MAX_GROUP_NAME,

@@ -103,7 +103,7 @@ fn parse_args(argv: &[String]) -> Result<Option<Args>, Fail> {
             "--from" => from = Some(PathBuf::from(value(flag)?)),
             "--dataset" => {
                 let v = value(flag)?;
-                let spec = userland::app::dataset::parse_spec(&v)
+                let spec = datasets::parse_spec(&v)
                     .map_err(|e| usage_error(format!("mkfs: --dataset: {e}")))?;
                 if datasets.iter().any(|d: &(String, u64, u64)| d.0 == spec.0) {
                     return Err(usage_error(format!(
@@ -245,7 +245,7 @@ fn run(args: &Args, created: &mut bool) -> Result<String, Fail> {
     let (mut size_mb, mut inodes) = (args.size_mb, u64::from(args.inodes));
     let (mut need_blocks, mut need_inodes) = (0u64, 0u64);
     for (name, size, seed) in &args.datasets {
-        let ds = userland::app::dataset::plan(name, *size, *seed, &format!("/apps/{name}"))
+        let ds = datasets::plan(name, *size, *seed, &format!("/apps/{name}"))
             .map_err(|e| Fail(format!("mkfs: --dataset: {e}"), 2))?;
         let (b, i) = flatfs::dataset::needs(&ds);
         need_blocks += b;

@@ -127,7 +127,7 @@ fn file_blocks_follow_the_extents() {
 
 #[test]
 fn datasets_are_written_byte_for_byte() {
-    use userland::app::dataset::plan;
+    use datasets::plan;
     let mut fs = Fs::format(MemDisk::new(4096), 256).unwrap();
     for app in ["kv", "webserver", "ann"] {
         let root = format!("/apps/{app}");

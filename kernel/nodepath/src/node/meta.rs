@@ -1,5 +1,5 @@
 //! A node's metadata calls in two halves, for tasks
-//! ([`userland::os::Os::meta_start`]): a call's request goes out on the
+//! (`userland::os::Os::meta_start`): a call's request goes out on the
 //! rings and the node returns at once; [`Node::meta_poll`] picks the
 //! answer up and takes the next step (an open that truncates sends its
 //! `Setattr`, an unlink its removal after the lookup), or finishes the
@@ -41,8 +41,8 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use fabric::proto::{DirEntry, Errno, Op, Request, Response, MAX_PATH};
-use userland::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
-use userland::os::{Fd, OpenFlags};
+use osapi::io::{Fd, OpenFlags};
+use osapi::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
 
 use super::Node;
 use crate::env::Env;
@@ -219,7 +219,7 @@ impl<E: Env> Node<E> {
         }
     }
 
-    /// Is the call of `t` finished (see [`userland::os::Os::meta_poll`])?
+    /// Is the call of `t` finished (see `userland::os::Os::meta_poll`)?
     pub fn meta_poll(&mut self, t: MetaTicket) -> Option<Result<MetaDone, Errno>> {
         if let Some(r) = self.meta.done.remove(&t.0) {
             return Some(r);

@@ -5,7 +5,7 @@ use alloc::string::ToString;
 use alloc::vec::Vec;
 
 use fabric::proto::{Errno, PageKey};
-use userland::os::{MapSpan, MmapIo};
+use osapi::io::{MapSpan, MmapIo};
 
 use super::{Node, WindowAccess};
 use crate::env::Env;
@@ -92,7 +92,7 @@ impl<E: Env + 'static> Node<E> {
         Ok(())
     }
 
-    /// Tasks' mapped I/Os, first step ([`userland::os::Os::mmap_start`],
+    /// Tasks' mapped I/Os, first step (`userland::os::Os::mmap_start`,
     /// as [`Node::io_start`]): start the misses of each load without
     /// waiting; per I/O, `None` if it can run now or a ticket for
     /// [`Node::io_poll`]. `NotSupported` without windows (`private`,

@@ -13,7 +13,7 @@ use crate::policy::{GroupConf, GroupError, GroupId, GroupInfo, PolicyName, Polic
 
 /// Smallest owned-page limit (`cache config limit=`, which refuses less):
 /// two batches, so a batch of misses never has to reclaim its own pages.
-pub const MIN_LIMIT: usize = userland::os::MIN_CACHE_LIMIT as usize;
+pub const MIN_LIMIT: usize = osapi::cache::MIN_CACHE_LIMIT as usize;
 
 impl NodeCache {
     /// The eviction policy running.

@@ -36,13 +36,13 @@ pub type GroupId = u32;
 /// The node's group.
 pub const DEFAULT_GROUP: GroupId = 0;
 /// Is `s` a usable group name: 1..=32 of `A-Z a-z 0-9 _ - .`?
-pub use userland::os::valid_group_name as valid_name;
+pub use osapi::cache::valid_group_name as valid_name;
 /// Its name.
-pub use userland::os::DEFAULT_GROUP_NAME as DEFAULT_NAME;
+pub use osapi::cache::DEFAULT_GROUP_NAME as DEFAULT_NAME;
 /// Most groups on a node, `default` included (groups are never removed).
-pub use userland::os::MAX_GROUPS;
+pub use osapi::cache::MAX_GROUPS;
 /// Longest group name.
-pub use userland::os::MAX_GROUP_NAME as MAX_NAME;
+pub use osapi::cache::MAX_GROUP_NAME as MAX_NAME;
 /// Most pages filled and not yet read that are remembered so that the
 /// read the fill was for does not count as a hit (a fill nobody reads
 /// stays until the set is full; then the set starts over).

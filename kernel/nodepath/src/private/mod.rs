@@ -31,7 +31,7 @@ use alloc::vec::Vec;
 use fabric::config::{BaselineWrites, Mode};
 use fabric::proto::{Attr, Errno, Op, Request, Response};
 
-use userland::stats::keys::cache as keys;
+use osapi::keys::cache as keys;
 
 use crate::env::Env;
 use crate::link::{Link, Session};

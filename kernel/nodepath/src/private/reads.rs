@@ -292,19 +292,15 @@ impl Private {
         link.send_started();
         // Nothing in flight and pages that cannot start (slot 1 lost to
         // reads given up): they fail after a call's give-up time.
-        let (out, waiting, now) = (
-            self.reads.flying.len(),
-            self.reads.todo.len(),
-            link.env.now_ns(),
-        );
-        if self
+        let (now, timeout) = (link.env.now_ns(), link.rpc_timeout_ns());
+        let (out, waiting) = (self.reads.flying.len(), self.reads.todo.len());
+        let todo = &mut self.reads.todo;
+        let stuck = self
             .reads
             .stuck
-            .give_up(out, waiting, now, link.rpc_timeout_ns())
-        {
-            for k in core::mem::take(&mut self.reads.todo) {
-                self.reads.settle(&k, Some(Errno::Unavailable));
-            }
+            .give_up_todo(out, waiting, todo, now, timeout);
+        for k in stuck {
+            self.reads.settle(&k, Some(Errno::Unavailable));
             any = true;
         }
         any

@@ -374,7 +374,7 @@ fn do_unlink(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str) {
 /// Node `k` fsyncs `file`.
 fn do_fsync(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str) {
     let t0 = w.borrow_mut().tick();
-    if let Ok(fd) = n.open(file, userland::os::OpenFlags::default()) {
+    if let Ok(fd) = n.open(file, osapi::io::OpenFlags::default()) {
         let r = n.fsync(fd);
         let c = n.close(fd);
         if r.is_ok() && c.is_ok() {

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use fabric::config::Mode;
 use fabric::proto::{Errno, PageKey};
-use userland::os::OpenFlags;
+use osapi::io::OpenFlags;
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};

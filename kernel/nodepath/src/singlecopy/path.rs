@@ -7,7 +7,7 @@ use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use userland::stats::keys;
+use osapi::keys;
 
 use fabric::layout::Layout;
 use fabric::proto::{Errno, PageKey, Request};

@@ -4,12 +4,14 @@
 //! throughput averaged over the nodes, normalized to single-node
 //! `private`.
 //!
+//! * [`list`]: the apps.
 //! * [`plan`]: apps, node counts, the node cache and the dataset sizes.
 //! * [`parse`]: RESULT lines, the boot log's node cache, CPU time.
 //! * [`table`]: normalization, geomeans, the goals.
 //! * [`runner`]: the clusters.
 //! * [`report`]: chart, report.md, results.json.
 
+pub mod list;
 pub mod parse;
 pub mod plan;
 pub mod report;

@@ -230,3 +230,23 @@ fn goals_are_judged() {
         None
     );
 }
+
+#[test]
+fn apps_list_runs_in_report_order() {
+    let args: Vec<String> = [
+        "--apps",
+        "--apps-list",
+        "webserver, kv,webserver",
+        "--policy=cluster",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let Ok(Parsed::Run(o)) = parse_args(&args) else {
+        panic!("should parse")
+    };
+    let plan = Plan::from_opts(&o).expect("plan");
+    let names: Vec<&str> = plan.apps.iter().map(|a| a.name).collect();
+    assert_eq!(names, ["kv", "webserver"], "report order kept");
+    assert_eq!(plan.to_json()["policy"], "cluster");
+}

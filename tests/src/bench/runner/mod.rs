@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::model::{dir_batch_scenario, Figure, DIR_BATCHES};
+pub use super::opts::pool_mib;
 use super::opts::{BenchOpts, Params};
 use crate::host_tool;
 
@@ -96,13 +97,6 @@ pub fn host_dir_figures() -> Vec<(String, String)> {
             .map(|&b| (dir_batch_scenario(b), format!("/batch/{b}"))),
     );
     v
-}
-
-/// Pool per node (MiB) for a region of `shm_mb` shared by `nodes` nodes.
-pub fn pool_mib(shm_mb: u32, nodes: u8) -> f64 {
-    fabric::layout::Layout::compute((shm_mb as usize) << 20, u32::from(nodes))
-        .map(|l| l.pool_frames as f64 * fabric::PAGE_SIZE as f64 / MIB)
-        .unwrap_or(f64::NAN)
 }
 
 pub(crate) fn one_line(s: &str) -> String {

@@ -1,7 +1,8 @@
 //! `ln`, `exp` and `powf` for `f64` without `std` or libm (the kernel is
 //! `no_std`): range reduction to a small interval, then a series. Accurate
-//! to a few ulps over the range the zipf generator uses; host tests
-//! compare with `std`.
+//! to a few ulps over the range the zipf generators and the gamma draws
+//! use; host tests compare with `std`. The one copy of these for the
+//! workloads, fio and the datasets (`userland::fio::fmath` re-exports it).
 
 const LN2: f64 = core::f64::consts::LN_2;
 
