@@ -49,6 +49,7 @@ use fabric::ring::{Consumer, Producer, RingError};
 use fabric::shm::SharedMem;
 use flatfs::{BlockDevice, Fs};
 
+mod appendlock;
 mod dispatch;
 mod executor;
 mod fencing;
@@ -299,6 +300,9 @@ pub struct Directory<D: BlockDevice> {
     net_later: u64,
     /// Failed nodes waiting for their fence (`server/fencing.rs`).
     fences: fencing::Fences,
+    /// Append locks by inode: the node holding each
+    /// (`server/appendlock.rs`).
+    append_locks: BTreeMap<u64, u8>,
 }
 
 /// Result of one [`Directory::poll`].
@@ -386,6 +390,7 @@ impl<D: BlockDevice> Directory<D> {
             net_answers: Vec::new(),
             net_later: 0,
             fences: fencing::Fences::default(),
+            append_locks: BTreeMap::new(),
         }
     }
 

@@ -69,11 +69,13 @@ pub enum Errno {
     /// stopped every store and dropped every mapping; it rejoins at its
     /// next call.
     Fenced = 16,
+    /// Held by another node for now (an append lock): try again.
+    Busy = 17,
 }
 
 impl Errno {
     /// Every errno, for tests and tables.
-    pub const ALL: [Errno; 16] = [
+    pub const ALL: [Errno; 17] = [
         Errno::NotFound,
         Errno::Exists,
         Errno::NotDir,
@@ -90,6 +92,7 @@ impl Errno {
         Errno::Refused,
         Errno::Stale,
         Errno::Fenced,
+        Errno::Busy,
     ];
 
     /// Decode a wire status; `None` for 0 or an unknown value.
@@ -116,6 +119,7 @@ impl Errno {
             Errno::Refused => "refused",
             Errno::Stale => "stale version",
             Errno::Fenced => "fenced: the directory declared this node failed",
+            Errno::Busy => "busy",
         }
     }
 }
@@ -244,6 +248,13 @@ pub enum Op {
     Fsync = 20,
     /// Directory and file-system counters: -> see [`Response::Stats`].
     Stats = 21,
+    /// Take (`hold` 1) or give back (0) the append lock of a file: args
+    /// `[ino, hold]` -> attr. Taken, it is this node's until it gives it
+    /// back or fails: another node's take is answered
+    /// [`Errno::Busy`]. Strong-mode appends learn the end of file, write
+    /// there and publish the new size under it, so two appends never
+    /// land at the same offset.
+    AppendLock = 22,
     /// Page READ: args `[ino, idx, frame]` -> [`PageReply`].
     PageRead = 30,
     /// Page LOOKUP_LOCK: args `[ino, idx, frame]` -> [`PageReply`].
@@ -293,7 +304,7 @@ pub enum Op {
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 30] = [
+    pub const ALL: [Op; 31] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -307,6 +318,7 @@ impl Op {
         Op::Write,
         Op::Fsync,
         Op::Stats,
+        Op::AppendLock,
         Op::PageRead,
         Op::PageLookupLock,
         Op::PageUnlock,

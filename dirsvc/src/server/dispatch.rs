@@ -209,6 +209,13 @@ impl<D: BlockDevice> Directory<D> {
             self.report_sharers(mem, p.key(), before);
             return;
         }
+        if let Request::AppendLock { ino, hold } = req {
+            let resp = self
+                .append_lock(node, ino, hold)
+                .unwrap_or_else(Response::Err);
+            self.respond(mem, node, resp.encode(op, tag));
+            return;
+        }
         if let Request::Fsync { ino } = req {
             self.settle_sizes(mem, ino);
         }

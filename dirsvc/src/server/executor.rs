@@ -124,6 +124,31 @@ impl<D: BlockDevice> Directory<D> {
         Ok(())
     }
 
+    /// Copy the part of `data` (written at file offset `at`) that falls in
+    /// page `idx` into frame `gfn`, which holds that page.
+    pub(super) fn patch_frame(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        gfn: u64,
+        idx: u64,
+        at: u64,
+        data: &[u8],
+    ) -> Result<(), Errno> {
+        let off = self.layout.frame_off(gfn).ok_or(Errno::Invalid)?;
+        let page = PAGE_SIZE as u64;
+        let start = idx.checked_mul(page).ok_or(Errno::Invalid)?;
+        let end = at.checked_add(data.len() as u64).ok_or(Errno::Invalid)?;
+        let (lo, hi) = (at.max(start), end.min(start + page));
+        if lo >= hi {
+            return Ok(());
+        }
+        let src = data
+            .get((lo - at) as usize..(hi - at) as usize)
+            .ok_or(Errno::Invalid)?;
+        mem.write(off + (lo - start) as usize, src);
+        Ok(())
+    }
+
     /// Write the bytes of pool frame `gfn` that lie inside the file back to
     /// page `key` on disk (best effort: a failed write leaves the disk's
     /// older copy). With asynchronous writes the block writes are staged

@@ -55,6 +55,8 @@ impl<D: BlockDevice> Directory<D> {
             | Request::PageStats
             | Request::MissStats { .. }
             | Request::Page(_) => Ok(Response::Ok),
+            // Served with the requester known (`server/appendlock.rs`).
+            Request::AppendLock { .. } => Err(Errno::Invalid),
             Request::Path {
                 op,
                 slot,
@@ -172,14 +174,18 @@ impl<D: BlockDevice> Directory<D> {
                         self.pages.stale_fills(ino, from / f, last);
                     }
                     let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;
-                    // Reconcile the single copy: refresh the owner's frame
-                    // of every cached page this write touched.
+                    // Reconcile the single copy: the bytes written go into
+                    // the owner's frame of every cached page this write
+                    // touched. Only those: the frame's other bytes may be
+                    // the owner's writes not written back yet (relaxed
+                    // mode's close writes back private copies, not
+                    // frames), which a reload from disk would lose.
                     let f = PAGE_SIZE as u64;
                     if n > 0 {
                         for idx in offset / f..=(offset + n as u64 - 1) / f {
                             let key = PageKey { ino, idx };
                             if let Some(gfn) = self.owned_frame(&key) {
-                                self.load_frame(mem, key, gfn)?;
+                                self.patch_frame(mem, gfn, idx, offset, &buf[..n])?;
                             }
                         }
                     }

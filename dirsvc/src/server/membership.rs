@@ -76,6 +76,7 @@ impl<D: BlockDevice> Directory<D> {
         self.cancel_fills(node);
         self.cancel_reads(node);
         self.cancel_fsyncs(node);
+        self.drop_append_locks(node);
         self.forget_replica_node(mem, node);
         let a = self.pages.node_failed(node as u8);
         self.run(mem, a);

@@ -58,6 +58,11 @@ impl<D: BlockDevice> Directory<D> {
             None if !payload.is_empty() => return Err(Errno::Invalid),
             None => {}
         }
+        if let Request::AppendLock { ino, hold } = req {
+            return self
+                .append_lock(node, ino, hold)
+                .map(|r| Some((r, Vec::new())));
+        }
         let op = op_of(&req);
         let via = Via::Net(token);
         if let Request::Fsync { ino } = req {

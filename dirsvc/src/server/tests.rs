@@ -669,3 +669,60 @@ fn a_page_index_past_any_file_offset_is_refused() {
     // The directory still serves the node.
     assert!(rig.path(&mut a, Op::Lookup, "/w").is_ok());
 }
+
+#[test]
+fn an_append_lock_is_one_nodes_until_given_back_or_the_node_is_lost() {
+    let rig = Rig::new(2, true);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = match rig.path(&mut a, Op::Create, "/log") {
+        Ok(Response::Attr(x)) => x.ino,
+        r => panic!("{r:?}"),
+    };
+    let take = Request::AppendLock { ino, hold: true };
+    let give = Request::AppendLock { ino, hold: false };
+    let h = Header::new(&*rig.mem, rig.layout);
+    let beat = || {
+        h.beat_node(1);
+        h.beat_node(2);
+    };
+    beat();
+    assert!(matches!(rig.call(&mut a, &take), Ok(Response::Attr(x)) if x.ino == ino));
+    beat();
+    assert_eq!(rig.call(&mut b, &take), Err(Errno::Busy));
+    // Taken again by its holder (a give-back it lost); a give-back by
+    // another node changes nothing.
+    beat();
+    assert!(matches!(rig.call(&mut a, &take), Ok(Response::Attr(_))));
+    beat();
+    assert!(matches!(rig.call(&mut b, &give), Ok(Response::Attr(_))));
+    beat();
+    assert_eq!(rig.call(&mut b, &take), Err(Errno::Busy));
+    beat();
+    assert!(matches!(rig.call(&mut a, &give), Ok(Response::Attr(_))));
+    beat();
+    assert!(matches!(rig.call(&mut b, &take), Ok(Response::Attr(_))));
+    // Node 2 holds it and goes silent: once it is failed, the lock is
+    // node 1's to take.
+    assert!(rig.step_until_failed(2, &[1], 2000));
+    let mut a2 = rig.join(1);
+    let mut ok = false;
+    for _ in 0..50 {
+        h.beat_node(1);
+        match rig.call(&mut a2, &take) {
+            Ok(Response::Attr(_)) => {
+                ok = true;
+                break;
+            }
+            Err(Errno::Busy) => {}
+            r => panic!("{r:?}"),
+        }
+    }
+    assert!(ok, "the failed node's lock was released");
+    // A malformed flag is refused.
+    let mut d = take.encode(7);
+    let mut raw = fabric::proto::Raw::decode(&d);
+    raw.args[1] = 2;
+    d = raw.encode();
+    assert!(Request::decode(&d).is_err());
+}

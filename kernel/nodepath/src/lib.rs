@@ -28,6 +28,7 @@ extern crate alloc;
 
 pub mod client;
 pub mod control;
+pub mod dirty;
 pub mod env;
 pub mod keymap;
 pub mod link;

@@ -336,16 +336,63 @@ impl<E: Env> Vfs<E> {
             let f = self.file(fd)?;
             (f.ino, f.append, f.pos)
         };
+        if append && self.dp.mode() == Mode::Strong {
+            return self.append_locked(link, fd, ino, data);
+        }
         if append {
-            pos = if self.dp.sizes_move() {
-                self.refresh(link, ino)?
-            } else {
-                self.meta.size_of(ino)
-            };
+            // Every append learns the directory's end of file (as an NFS
+            // client's O_APPEND write does), in close-to-open modes too:
+            // another node's append closed since our open is there.
+            pos = self.refresh(link, ino)?;
         }
         let n = self.dp.write(link, &mut self.meta, ino, pos, data)?;
         self.file(fd)?.pos = pos + n as u64;
         Ok(n)
+    }
+
+    /// A strong-mode append: under the file's append lock at the
+    /// directory (`Op::AppendLock`), learn the end of file, write there
+    /// and publish the new size, then give the lock back. Strong writes
+    /// store straight into the file's frames, so two appends that learned
+    /// the same end would store over each other before either published
+    /// its size; under the lock they follow one another, each whole.
+    fn append_locked(
+        &mut self,
+        link: &mut Link<E>,
+        fd: Fd,
+        ino: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        let a = self.take_append_lock(link, ino)?;
+        self.learn(&a);
+        let pos = self.meta.size_of(ino);
+        let r = self.dp.write(link, &mut self.meta, ino, pos, data);
+        let give = Request::AppendLock { ino, hold: false };
+        if let Err(e) = self.call(link, &give) {
+            // Still ours at the directory: taken again by our next append,
+            // dropped if this node fails; other nodes' appends wait.
+            log::warn!("append lock of {ino}: give-back failed ({e:?})");
+        }
+        let n = r?;
+        self.file(fd)?.pos = pos + n as u64;
+        Ok(n)
+    }
+
+    /// Take `ino`'s append lock, waiting while another node holds it (up
+    /// to the call timeout): the file's attributes.
+    fn take_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<Attr, Errno> {
+        let take = Request::AppendLock { ino, hold: true };
+        let deadline = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
+        loop {
+            match self.call(link, &take) {
+                Err(Errno::Busy) if link.env.now_ns() < deadline => {
+                    // Held by another node's append, a few calls long.
+                    link.service(&mut *self.dp);
+                    link.env.wait_step(false);
+                }
+                r => return attr_of(r?),
+            }
+        }
     }
 
     /// Set the size of an open file.

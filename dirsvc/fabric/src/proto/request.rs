@@ -50,6 +50,14 @@ pub enum Request {
         /// grew the file to only over the version it wrote the data at.
         expect: Option<u64>,
     },
+    /// Take (`hold`) or give back the append lock of `ino` (see
+    /// [`Op::AppendLock`]).
+    AppendLock {
+        /// Inode.
+        ino: u64,
+        /// Take (true) or give back (false).
+        hold: bool,
+    },
     /// Data transfer through the bulk slot.
     Data {
         /// `Read` or `Write`.
@@ -110,6 +118,7 @@ impl Request {
             | Request::Readdir { .. }
             | Request::Locality { .. }
             | Request::Getattr { .. }
+            | Request::AppendLock { .. }
             | Request::Fsync { .. }
             | Request::Stats
             | Request::Page(_)
@@ -156,6 +165,9 @@ impl Request {
                     0,
                 ],
             ),
+            Request::AppendLock { ino, hold } => {
+                (Op::AppendLock, [ino, hold as u64, 0, 0, 0, 0, 0])
+            }
             Request::Data {
                 op,
                 slot,
@@ -220,6 +232,14 @@ impl Request {
                     _ => return Err(DecodeError::BadArgument),
                 },
             },
+            Op::AppendLock => Request::AppendLock {
+                ino: a[0],
+                hold: match a[1] {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::BadArgument),
+                },
+            },
             Op::Read | Op::Write => Request::Data {
                 op,
                 slot: small(a[0])?,
@@ -270,6 +290,7 @@ pub fn op_of(r: &Request) -> Op {
         Request::Readdir { .. } => Op::Readdir,
         Request::Getattr { .. } => Op::Getattr,
         Request::Setattr { .. } => Op::Setattr,
+        Request::AppendLock { .. } => Op::AppendLock,
         Request::Fsync { .. } => Op::Fsync,
         Request::Stats => Op::Stats,
         Request::PageStats => Op::PageStats,

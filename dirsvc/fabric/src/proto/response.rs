@@ -235,7 +235,7 @@ impl Response {
         };
         let resp = match expect {
             Op::Nop | Op::Unlink | Op::Rmdir | Op::Fsync => Response::Ok,
-            Op::Lookup | Op::Create | Op::Mkdir | Op::Getattr | Op::Setattr => {
+            Op::Lookup | Op::Create | Op::Mkdir | Op::Getattr | Op::Setattr | Op::AppendLock => {
                 Response::Attr(attr()?)
             }
             Op::Readdir | Op::Locality => Response::Entries {

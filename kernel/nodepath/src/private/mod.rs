@@ -80,6 +80,8 @@ pub struct Private {
     dirty: BTreeMap<(u64, u64), u64>,
     /// The same pages, oldest first.
     dirty_age: BTreeMap<u64, (u64, u64)>,
+    /// The bytes of each dirty page this node wrote (`crate::dirty`).
+    written: BTreeMap<(u64, u64), crate::dirty::DirtyBytes>,
     next_age: u64,
     /// Pages written back.
     written_back: u64,
@@ -118,6 +120,7 @@ impl Private {
             cached_pages: 0,
             dirty: BTreeMap::new(),
             dirty_age: BTreeMap::new(),
+            written: BTreeMap::new(),
             next_age: 0,
             written_back: 0,
             inflight: inflight::InFlight::default(),

@@ -4,6 +4,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::ops::Range;
 
 use fabric::proto::{Attr, Errno, Op, Request, Response};
 
@@ -22,8 +23,21 @@ impl Private {
     }
 
     pub(super) fn mark_clean(&mut self, ino: u64, idx: u64) {
+        self.written.remove(&(ino, idx));
         if let Some(age) = self.dirty.remove(&(ino, idx)) {
             self.dirty_age.remove(&age);
+        }
+    }
+
+    /// Forget clean page `idx` of `ino`.
+    pub(super) fn forget_page(&mut self, ino: u64, idx: u64) {
+        if self.dirty.contains_key(&(ino, idx)) {
+            return;
+        }
+        if let Some(p) = self.pages.get_mut(&ino) {
+            if p.remove(&idx).is_some() {
+                self.cached_pages -= 1;
+            }
         }
     }
 
@@ -86,46 +100,66 @@ impl Private {
         // their writes come first.
         self.finish_in_flight(link, meta)?;
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
-        // The runs: (ino, first page, pages, bytes to send).
-        let mut runs: Vec<(u64, u64, usize, Vec<u8>)> = Vec::new();
+        // The runs: (ino, first page, pages, bytes of the run, the pieces
+        // of them this node wrote: only those are sent).
+        let mut runs: Vec<(u64, u64, usize, Vec<u8>, Vec<Range<usize>>)> = Vec::new();
         for r in contiguous_runs(keys, max_run, |&(ino, idx), n| (ino, idx + n)) {
             let (ino, first) = keys[r.start];
             let data = self.run_bytes(meta, ino, first, r.len());
-            runs.push((ino, first, r.len(), data));
+            let pieces = crate::dirty::pieces(data.len(), r.len(), |k| {
+                self.written.get(&(ino, first + k as u64))
+            });
+            runs.push((ino, first, r.len(), data, pieces));
         }
-        // Every run in flight together (as many as the write slot holds),
-        // answered in order: our versions follow one another.
+        // Every piece in flight together (as many as the write slot
+        // holds), answered in order: our versions follow one another.
         let reqs: Vec<WriteReq<'_>> = runs
             .iter()
-            .filter(|r| !r.3.is_empty())
-            .map(|(ino, first, _, data)| WriteReq {
-                ino: *ino,
-                offset: first * PAGE as u64,
-                data,
+            .flat_map(|(ino, first, _, data, pieces)| {
+                pieces.iter().map(move |p| WriteReq {
+                    ino: *ino,
+                    offset: first * PAGE as u64 + p.start as u64,
+                    data: &data[p.clone()],
+                })
             })
             .collect();
         let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
-        for (ino, first, n, data) in &runs {
-            if !data.is_empty() {
+        for (ino, first, n, data, pieces) in &runs {
+            let mut ok = true;
+            for p in pieces {
                 match answers.next() {
-                    Some(Response::Data { bytes, attr }) if bytes as usize >= data.len() => {
+                    Some(Response::Data { bytes, attr }) if bytes as usize >= p.len() => {
                         self.learn_own_write(meta, &attr);
-                        self.written_back += data.len().div_ceil(PAGE) as u64;
                     }
                     Some(Response::Err(e)) => {
                         err.get_or_insert(e);
-                        continue; // still dirty
+                        ok = false;
                     }
                     _ => {
                         err.get_or_insert(Errno::Io);
-                        continue;
+                        ok = false;
                     }
                 }
             }
+            if !ok {
+                continue; // still dirty
+            }
+            self.written_back += data.len().div_ceil(PAGE) as u64;
             // Pages wholly past the end (the file shrank) had nothing to send.
             for k in 0..*n as u64 {
-                self.mark_clean(*ino, first + k);
+                let key = (*ino, first + k);
+                // A page we wrote in part holds older bytes elsewhere,
+                // which another node may have rewritten: it goes (the next
+                // read fetches the file server's).
+                let partial = self
+                    .written
+                    .get(&key)
+                    .is_some_and(|w| *w != crate::dirty::DirtyBytes::whole());
+                self.mark_clean(key.0, key.1);
+                if partial {
+                    self.forget_page(key.0, key.1);
+                }
             }
             if !self.dirty.range((*ino, 0)..=(*ino, u64::MAX)).any(|_| true) {
                 meta.clear_local_size(*ino);
@@ -300,6 +334,10 @@ impl Private {
                 .ok_or(Errno::Io)?;
             page[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
             self.mark_dirty(ino, idx);
+            self.written
+                .entry((ino, idx))
+                .or_default()
+                .add(in_page..in_page + n);
             self.inflight.touched(ino, idx);
             done += n;
             // The size grows page by page: a later page's `make_room` may

@@ -116,6 +116,10 @@ pub struct Coherence {
     /// Late E grants being given back: page -> our orphan frame, freed
     /// once the directory answers the DROP.
     releasing: BTreeMap<PageKey, u64>,
+    /// Relaxed mode: the bytes of each private copy this node wrote
+    /// (`crate::dirty`), reset when a copy is made; a write-back sends
+    /// only those.
+    written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
 }
 
 /// Most abandoned LOOKUP_LOCK and INV tags remembered.

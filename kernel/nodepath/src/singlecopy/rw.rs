@@ -356,6 +356,7 @@ impl ScState {
                     if let Ok(c) = self.c() {
                         c.unmap(&link.env, &key);
                     }
+                    self.wrote_copy(key, in_page..in_page + n, true);
                     if self
                         .cache()
                         .map(|c| c.make_private(key, p))
@@ -369,6 +370,7 @@ impl ScState {
                     if let Some(p) = self.cache().and_then(|c| c.private_mut(&key)) {
                         p[in_page..in_page + n].copy_from_slice(chunk);
                     }
+                    self.wrote_copy(key, in_page..in_page + n, false);
                 }
                 (Hit::Miss, Mode::Relaxed)
                     if no_old_bytes(key.idx * PAGE as u64, n == PAGE, zeros_from) =>
@@ -380,6 +382,7 @@ impl ScState {
                     if let Ok(c) = self.c() {
                         c.unmap(&link.env, &key);
                     }
+                    self.wrote_copy(key, in_page..in_page + n, true);
                     if let Some(c) = self.cache() {
                         c.make_private(key, p);
                     }
@@ -410,6 +413,18 @@ impl ScState {
             tries = 0;
         }
         Ok(done)
+    }
+
+    /// Relaxed mode: bytes `r` of the private copy of `key` were written
+    /// (`fresh`: into a copy just made, which holds nothing else of ours).
+    fn wrote_copy(&mut self, key: PageKey, r: core::ops::Range<usize>, fresh: bool) {
+        if let Some(c) = self.coh.as_mut() {
+            let w = c.written.entry(key).or_default();
+            if fresh {
+                *w = crate::dirty::DirtyBytes::default();
+            }
+            w.add(r);
+        }
     }
 
     /// The UNLOCK of pages we wrote under E failed (timed out, or the
@@ -557,8 +572,9 @@ impl ScState {
         };
         let keys = &left[..];
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
-        // The runs of contiguous pages: (keys, bytes to send, pages held).
-        let mut runs: Vec<(&[PageKey], Vec<u8>, u64)> = Vec::new();
+        // The runs of contiguous pages: (keys, bytes of the run, pages
+        // held, the pieces of the run this node wrote: only those go).
+        let mut runs: Vec<(&[PageKey], Vec<u8>, u64, Vec<core::ops::Range<usize>>)> = Vec::new();
         let after = |k: &PageKey, n: u64| PageKey {
             ino,
             idx: k.idx + n,
@@ -576,22 +592,26 @@ impl ScState {
                     pages += 1;
                 }
             }
-            runs.push((run, buf, pages));
+            let written = self.coh.as_ref().map(|c| &c.written);
+            let pieces = crate::dirty::pieces(len, n, |k| written.and_then(|w| w.get(&run[k])));
+            runs.push((run, buf, pages, pieces));
         }
-        // Every run in flight together (as many as the write slot holds).
+        // Every piece in flight together (as many as the write slot holds).
         let reqs: Vec<WriteReq<'_>> = runs
             .iter()
-            .filter(|r| !r.1.is_empty())
-            .map(|(run, data, _)| WriteReq {
-                ino,
-                offset: run[0].idx * PAGE as u64,
-                data,
+            .flat_map(|(run, data, _, pieces)| {
+                pieces.iter().map(move |p| WriteReq {
+                    ino,
+                    offset: run[0].idx * PAGE as u64 + p.start as u64,
+                    data: &data[p.clone()],
+                })
             })
             .collect();
         let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
-        for (run, data, pages) in &runs {
-            if !data.is_empty() {
+        for (run, _, pages, pieces) in &runs {
+            let mut ok = true;
+            for _ in pieces {
                 match answers.next() {
                     Some(Response::Data { .. }) => {}
                     other => {
@@ -603,16 +623,20 @@ impl ScState {
                         };
                         log::warn!("write-back of inode {ino} at page {}: {e:?}", run[0].idx);
                         err.get_or_insert(e);
-                        continue; // the copies stay, to be written back again
+                        ok = false;
                     }
                 }
             }
-            if let Some(c) = self.cache() {
+            if !ok {
+                continue; // the copies stay, to be written back again
+            }
+            if let Some(c) = self.coh.as_mut() {
                 for _ in 0..*pages {
-                    c.count_writeback();
+                    c.cache.count_writeback();
                 }
                 for key in run.iter() {
-                    c.drop_private(key);
+                    c.cache.drop_private(key);
+                    c.written.remove(key);
                 }
             }
         }

@@ -109,6 +109,7 @@ impl<E: Env> Session<E> for ScState {
             promoting: None,
             abandoned: BTreeMap::new(),
             releasing: BTreeMap::new(),
+            written: BTreeMap::new(),
         });
         if let Some(mut c) = self.coh.take() {
             self.controls.apply(&mut c.cache);
