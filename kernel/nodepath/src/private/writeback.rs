@@ -102,7 +102,8 @@ impl Private {
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         // The runs: (ino, first page, pages, bytes of the run, the pieces
         // of them this node wrote: only those are sent).
-        let mut runs: Vec<(u64, u64, usize, Vec<u8>, Vec<Range<usize>>)> = Vec::new();
+        type Run = (u64, u64, usize, Vec<u8>, Vec<Range<usize>>);
+        let mut runs: Vec<Run> = Vec::new();
         for r in contiguous_runs(keys, max_run, |&(ino, idx), n| (ino, idx + n)) {
             let (ino, first) = keys[r.start];
             let data = self.run_bytes(meta, ino, first, r.len());

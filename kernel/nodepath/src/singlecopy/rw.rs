@@ -574,7 +574,8 @@ impl ScState {
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         // The runs of contiguous pages: (keys, bytes of the run, pages
         // held, the pieces of the run this node wrote: only those go).
-        let mut runs: Vec<(&[PageKey], Vec<u8>, u64, Vec<core::ops::Range<usize>>)> = Vec::new();
+        type Run<'k> = (&'k [PageKey], Vec<u8>, u64, Vec<core::ops::Range<usize>>);
+        let mut runs: Vec<Run<'_>> = Vec::new();
         let after = |k: &PageKey, n: u64| PageKey {
             ino,
             idx: k.idx + n,
