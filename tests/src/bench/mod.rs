@@ -17,6 +17,7 @@
 //! as "n/a", never as 0.
 
 pub mod apps;
+pub mod charts;
 pub mod model;
 pub mod opts;
 pub mod parse;

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::model::Figure;
 use super::opts::{parse_args, BenchOpts, Parsed};
 use super::runner::Runner;
-use super::{plot, provenance, report, reportmd};
+use super::{provenance, report, reportmd};
 
 /// The run's options: its recorded command line, else the fields that
 /// results.json has (reports older than the provenance record).
@@ -114,7 +114,7 @@ pub fn render(dir: &Path) -> Result<Vec<String>, String> {
         if r.opts.quick { "--quick" } else { "full" }
     );
     let (plots, plot_errors) =
-        plot::draw_all(dir, &r.figures, &r.opts.modes, &r.params, &run_label);
+        super::charts::draw_all(dir, &r.figures, &r.opts.modes, &r.params, &run_label);
     for e in &plot_errors {
         r.notes.push(format!("chart not drawn: {e}"));
     }

@@ -304,7 +304,7 @@ fn fio_section(s: &mut String, r: &Runner, plots: &[String]) {
                 size_human(w.size(p)),
                 w.iodepth(p)
             );
-            let png = super::plot::fio_png_name(w.key, e);
+            let png = super::charts::fio_png_name(w.key, e);
             if plots.iter().any(|x| x == &png) {
                 let _ = writeln!(
                     s,
@@ -433,11 +433,11 @@ fn directory_section(s: &mut String, r: &Runner, plots: &[String]) {
         "Host ping-pong (two host threads bouncing a cache line, `onecopy-pingpong {}` x{}, median of medians): **{host_s}**.\n",
         p.pingpong_rounds, p.pingpong_repeats
     );
-    if plots.iter().any(|x| x == super::plot::ROUND_TRIPS_PNG) {
+    if plots.iter().any(|x| x == super::charts::ROUND_TRIPS_PNG) {
         let _ = writeln!(
             s,
             "![round trips]({})\n\n(groups: bench ring, bench rpc, bench read CM-R, in us; bars: {} in that order)\n",
-            super::plot::ROUND_TRIPS_PNG,
+            super::charts::ROUND_TRIPS_PNG,
             r.opts.modes.join(", ")
         );
     }

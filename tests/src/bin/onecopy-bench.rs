@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use onecopy_tests::bench::opts::{parse_args, Parsed, USAGE};
 use onecopy_tests::bench::runner::Runner;
-use onecopy_tests::bench::{plot, provenance, report, reportmd, stamp};
+use onecopy_tests::bench::{charts, plot, provenance, report, reportmd, stamp};
 use onecopy_tests::{host_tool, repo_root, target_dir};
 
 fn main() -> ExitCode {
@@ -103,7 +103,7 @@ fn main() -> ExitCode {
         onecopy_tests::bench::iso(now)
     );
     let (plots, plot_errors) =
-        plot::draw_all(&out, &r.figures, &r.opts.modes, &r.params, &run_label);
+        charts::draw_all(&out, &r.figures, &r.opts.modes, &r.params, &run_label);
     for e in &plot_errors {
         r.notes.push(format!("chart not drawn: {e}"));
     }
