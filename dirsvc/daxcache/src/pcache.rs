@@ -204,7 +204,7 @@ pub enum Lookup {
 }
 
 /// A PENDING slot for the filler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FillJob {
     pub slot: usize,
     pub tag: Tag,
