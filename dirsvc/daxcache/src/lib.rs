@@ -52,6 +52,27 @@ pub enum Error {
     NoSpace,
     /// Unpin of a slot that holds no pin, or of a pin record not held.
     NotPinned,
+    /// The file has no overlay inode.
+    NoInode,
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Error::OutOfBounds => write!(f, "index outside the shared area"),
+            Error::Corrupt => write!(f, "a shared word holds a value no participant writes"),
+            Error::BadHeader => write!(f, "the area's header does not match this geometry"),
+            Error::TooBig => write!(f, "inode or page offset too big for the tag"),
+            Error::Timeout { slot, owner } => write!(
+                f,
+                "timed out waiting for slot {slot} to be filled (claimed by participant {owner})"
+            ),
+            Error::Busy => write!(f, "gave up after too many restarts"),
+            Error::NoSpace => write!(f, "the overlay table or pool is full"),
+            Error::NotPinned => write!(f, "unpin of a slot not pinned"),
+            Error::NoInode => write!(f, "the file has no overlay inode"),
+        }
+    }
 }
 
 /// The hash of a tag or key: splitmix64's finalizer. DaxFS uses the raw tag

@@ -461,7 +461,7 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
 
     /// Grows the size to at least `end` (a write that ended there).
     pub fn extend_size(&self, ino: u64, end: u64) -> Result<u64, Error> {
-        let w = self.inode_word(ino, I_SIZE)?.ok_or(Error::NotPinned)?;
+        let w = self.inode_word(ino, I_SIZE)?.ok_or(Error::NoInode)?;
         loop {
             let s = self.words.load(w)?;
             if s >= end {
@@ -477,7 +477,7 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
     /// where they start. Publish with [`Overlay::publish_append`] after the
     /// data is written.
     pub fn reserve_append(&self, ino: u64, len: u64) -> Result<u64, Error> {
-        let aw = self.inode_word(ino, I_APPEND)?.ok_or(Error::NotPinned)?;
+        let aw = self.inode_word(ino, I_APPEND)?.ok_or(Error::NoInode)?;
         let sw = aw - I_APPEND + I_SIZE;
         loop {
             let a = self.words.load(aw)?;
@@ -499,7 +499,7 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
         len: u64,
         waiter: &mut dyn Waiter,
     ) -> Result<(), Error> {
-        let sw = self.inode_word(ino, I_SIZE)?.ok_or(Error::NotPinned)?;
+        let sw = self.inode_word(ino, I_SIZE)?.ok_or(Error::NoInode)?;
         let end = start.checked_add(len).ok_or(Error::TooBig)?;
         loop {
             let s = self.words.load(sw)?;
@@ -797,6 +797,8 @@ mod tests {
         let a = area(16, 64);
         let ov = Overlay::format(&a[..], 0, 16, 64).unwrap();
         assert_eq!(ov.size(4).unwrap(), None);
+        assert_eq!(ov.extend_size(4, 1), Err(Error::NoInode));
+        assert_eq!(ov.reserve_append(4, 1), Err(Error::NoInode));
         let off = ov.inode(4, 0o644, 100).unwrap();
         assert_eq!(ov.inode(4, 0o644, 0).unwrap(), off);
         assert_eq!(ov.size(4).unwrap(), Some(100));
