@@ -213,7 +213,7 @@ pub struct FillJob {
 }
 
 /// What [`PageCache::reclaim_owner`] gave back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Reclaimed {
     /// CLAIMED or PENDING slots returned to FREE.
     pub claims: usize,
