@@ -840,6 +840,34 @@ mod tests {
     }
 
     #[test]
+    fn page_n_of_every_file_does_not_share_one_window() {
+        // With DaxFS's home (`tag & mask`) page 0 of every file starts at
+        // slot 0: 64 files' first pages would fight over 8 slots.
+        let a = area(1024);
+        let pc = PageCache::format(&a[..], 0, 1024).unwrap();
+        let mut homes: Vec<usize> = (1..=64)
+            .map(|ino| pc.home(Tag::new(ino, 0).unwrap()))
+            .collect();
+        homes.sort();
+        homes.dedup();
+        assert!(homes.len() > 48, "{} homes", homes.len());
+        for ino in 1..=64 {
+            let Lookup::Miss(s) = pc
+                .lookup(Tag::new(ino, 0).unwrap(), 0, 0, &mut spin())
+                .unwrap()
+            else {
+                panic!()
+            };
+            fill(&pc, s);
+        }
+        // No eviction was needed: all 64 first pages are cached.
+        let valid = (0..1024)
+            .filter(|&s| pc.slot(s).unwrap().state == VALID)
+            .count();
+        assert_eq!(valid, 64);
+    }
+
+    #[test]
     fn header_is_checked_on_attach() {
         let a = area(64);
         assert_eq!(
