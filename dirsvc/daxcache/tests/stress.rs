@@ -123,11 +123,14 @@ fn eviction_churn_keeps_pinned_data_and_a_consistent_cache() {
         thread::spawn(move || {
             let pc = PageCache::attach(&w[..], 0, SLOTS).unwrap();
             let mut won = 0u64;
-            while !stop.load(Ordering::SeqCst) {
+            // Sweeps at least once, however the threads were scheduled.
+            loop {
                 won += u64::from(pc.sweep().unwrap());
+                if stop.load(Ordering::SeqCst) {
+                    return won;
+                }
                 thread::yield_now();
             }
-            won
         })
     };
     let hs: Vec<_> = (0..THREADS)
@@ -170,7 +173,11 @@ fn concurrent_page_writers_lose_no_update_and_readers_never_see_a_torn_page() {
             let ov = Overlay::attach(&w[..], 0, BUCKETS, POOL).unwrap();
             let mut buf = vec![0u64; PAGE_WORDS];
             let mut whole = 0u64;
-            while !stop.load(Ordering::SeqCst) {
+            // Reads at least once after the writers finished, however the
+            // threads were scheduled.
+            let mut last = false;
+            while !last {
+                last = stop.load(Ordering::SeqCst);
                 if ov.read_page(1, 0, &mut buf).unwrap() {
                     // Every version of the page is consistent: the last
                     // word is the sum of the others.
