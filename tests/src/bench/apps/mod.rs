@@ -12,6 +12,7 @@
 //! * [`report`]: chart, report.md, results.json.
 
 pub mod list;
+pub mod parity;
 pub mod parse;
 pub mod plan;
 pub mod report;

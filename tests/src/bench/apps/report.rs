@@ -213,6 +213,11 @@ pub fn report_md(
         .flat_map(|m| p.nodes.iter().map(move |&n| (m.clone(), n)))
         .collect();
     ratios_md(&mut s, r, &cols);
+    let apps: Vec<&str> = p.apps.iter().map(|a| a.name).collect();
+    super::parity::parity_md(
+        &mut s,
+        &super::parity::parity_rows(&r.study, &apps, &p.modes),
+    );
     throughput_md(&mut s, r, &cols);
     cpu_md(&mut s, r, &cols);
     dpc_md(&mut s, r);
