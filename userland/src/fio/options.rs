@@ -215,6 +215,12 @@ const OPTIONS: &[(&str, bool)] = &[
     ("group_reporting", false),
     // Free text about the job, shown by nothing.
     ("description", true),
+    // Every I/O goes through the page cache: `direct=0` / `buffered=1`
+    // only say so; the other values are refused.
+    ("direct", true),
+    ("buffered", true),
+    // fio's threads instead of processes: jobs are tasks either way.
+    ("thread", false),
 ];
 
 /// The names of the fio options the parser takes (not `--group`, which is
@@ -365,6 +371,18 @@ impl Builder {
                 spec.name = String::from(v);
             }
             "description" => {}
+            "direct" | "buffered" => {
+                let cached = if key == "direct" { "0" } else { "1" };
+                if v != cached {
+                    return Err(bad(
+                        v,
+                        key,
+                        &format!(
+                            "only {key}={cached}: every I/O goes through the page cache, which is what is measured"
+                        ),
+                    ));
+                }
+            }
             "rw" | "readwrite" => {
                 spec.rw = Rw::from_str(v)
                     .ok_or_else(|| bad(v, key, "read, write, randread, randwrite, rw, randrw"))?;

@@ -65,6 +65,8 @@ fn every_command_line_option_is_accepted_in_a_file() {
             "randseed" => "7",
             "random_distribution" => "zipf:1.2",
             "description" => "some words",
+            "direct" => "0",
+            "buffered" => "1",
             _ => return None,
         })
     };
@@ -91,8 +93,12 @@ fn every_command_line_option_is_accepted_in_a_file() {
 fn refusals_name_the_option_and_line() {
     for (text, want) in [
         (
+            "[j]\nsize=1m\nnorandommap\n",
+            "fio: t.fio:3: unsupported option 'norandommap'",
+        ),
+        (
             "[j]\nsize=1m\ndirect=1\n",
-            "fio: t.fio:3: unsupported option 'direct'",
+            "fio: t.fio:3: bad value '1' for option 'direct' (only direct=0: every I/O goes through the page cache, which is what is measured)",
         ),
         (
             "[global]\nsize=1m\n[j]\nbs=3\n",
