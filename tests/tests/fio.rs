@@ -90,10 +90,12 @@ fn sample_job_files_run_with_fios_json() {
         assert_eq!(n, 512, "{mixed}");
         assert_eq!(mixed["onecopy"]["fsync"], 16, "{mixed}");
         // An option the runner does not have is refused by name and line.
-        let out = c.exec(1, "fio /README.txt")?.text();
+        let out = c.exec(1, "fio /README.txt")?;
+        let msg = out.error_message().unwrap_or("").to_string();
         assert!(
-            out.contains("fio: /README.txt:1: "),
-            "a text file as a job file: {out}"
+            msg.starts_with("fio: /README.txt:1: option '"),
+            "a text file as a job file: {msg:?} {}",
+            out.raw
         );
         Ok(())
     });

@@ -149,8 +149,7 @@ pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, FioError> {
     let mut format = fiojson::Format::default();
     let mut rest: Vec<&str> = Vec::new();
     let mut file: Option<&str> = None;
-    let mut it = args.iter().copied();
-    while let Some(a) = it.next() {
+    for &a in args {
         if let Some(v) = a.strip_prefix("--output-format=") {
             format = fiojson::Format::parse(v).ok_or_else(|| {
                 FioError::new(format!(
@@ -162,7 +161,7 @@ pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, FioError> {
             return Err(FioError::new(String::from(
                 "option '--output-format' requires a value (--output-format=json)",
             )));
-        } else if !a.starts_with('-') && !rest.last().is_some_and(|p| *p == "--group") {
+        } else if !a.starts_with('-') && rest.last().is_none_or(|p| *p != "--group") {
             if file.replace(a).is_some() {
                 return Err(FioError::new(String::from(
                     "one job file at a time (fio FILE)",
