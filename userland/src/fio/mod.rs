@@ -34,7 +34,11 @@
 //!   (see *Depth*).
 //! * [`Report`]: IOPS, bandwidth and completion latency (min, mean, p50,
 //!   p99, p99.9, max) per direction, rendered as a fio-like summary and one
-//!   `RESULT {json}` line with the same figures and the parameters.
+//!   `RESULT {json}` line with the same figures and the parameters; with
+//!   `--output-format=json` / `json+`, fio's own JSON document instead
+//!   (see [`fiojson`]).
+//! * `fio FILE` runs the jobs of a fio job file, one after another (see
+//!   [`jobfile`]).
 //!
 //! # Depth
 //!
