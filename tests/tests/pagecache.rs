@@ -670,18 +670,35 @@ fn sequential_read_reads_ahead() {
             "n2 read {ahead} of {pages} pages ahead:\n{}",
             s.text
         );
-        assert!(hits * 10 >= ahead * 9, "n2 read few pages it read ahead:\n{}", s.text);
+        assert!(
+            hits * 10 >= ahead * 9,
+            "n2 read few pages it read ahead:\n{}",
+            s.text
+        );
         assert!(
             batches * 8 <= pages,
             "n2 needed {batches} page batches for {pages} pages:\n{}",
             s.text
         );
-        assert_eq!(s.num(cache::MISSES), pages, "every page missed once:\n{}", s.text);
+        assert_eq!(
+            s.num(cache::MISSES),
+            pages,
+            "every page missed once:\n{}",
+            s.text
+        );
         // Read again: all hits, nothing more read ahead.
         check_sum(c, 2, "/ra", pattern(size))?;
         let again = cache_stats(c, 2)?;
-        assert_eq!(again.num(cache::READAHEAD_PAGES), s.num(cache::READAHEAD_PAGES));
-        assert_eq!(again.num(cache::MISSES), s.num(cache::MISSES), "{}", again.text);
+        assert_eq!(
+            again.num(cache::READAHEAD_PAGES),
+            s.num(cache::READAHEAD_PAGES)
+        );
+        assert_eq!(
+            again.num(cache::MISSES),
+            s.num(cache::MISSES),
+            "{}",
+            again.text
+        );
         Ok(())
     });
 }

@@ -529,15 +529,22 @@ mod tests {
     fn readahead_options() {
         let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
         assert_eq!((c.readahead_kb, c.faultaround_kb), (128, 64));
-        let c = BootConfig::parse("role=node id=1 nodes=1 readahead_kb=0 faultaround_kb=0").unwrap();
+        let c =
+            BootConfig::parse("role=node id=1 nodes=1 readahead_kb=0 faultaround_kb=0").unwrap();
         assert_eq!((c.readahead_kb, c.faultaround_kb), (0, 0));
         let c = BootConfig::parse("role=node id=1 nodes=1 readahead_kb=8192 faultaround_kb=2048")
             .unwrap();
         assert_eq!((c.readahead_kb, c.faultaround_kb), (8192, 2048));
         let e = BootConfig::parse("role=node id=1 readahead_kb=8193").unwrap_err();
-        assert!(e.contains("readahead_kb=8193") && e.contains("0..=8192"), "{e}");
+        assert!(
+            e.contains("readahead_kb=8193") && e.contains("0..=8192"),
+            "{e}"
+        );
         let e = BootConfig::parse("role=node id=1 faultaround_kb=4096").unwrap_err();
-        assert!(e.contains("faultaround_kb=4096") && e.contains("0..=2048"), "{e}");
+        assert!(
+            e.contains("faultaround_kb=4096") && e.contains("0..=2048"),
+            "{e}"
+        );
         assert!(BootConfig::parse("role=node id=1 readahead_kb=-1").is_err());
     }
 

@@ -309,9 +309,18 @@ impl<E: Env> Node<E> {
         ];
         v.extend(self.vfs.data_path_ref().stats()?);
         let ra = self.vfs.ra_stats();
-        v.push((keys::cache::READAHEAD_PAGES.to_string(), format!("{}", ra.pages)));
-        v.push((keys::cache::READAHEAD_HITS.to_string(), format!("{}", ra.hits)));
-        v.push((keys::cache::READAHEAD_WASTED.to_string(), format!("{}", ra.wasted)));
+        v.push((
+            keys::cache::READAHEAD_PAGES.to_string(),
+            format!("{}", ra.pages),
+        ));
+        v.push((
+            keys::cache::READAHEAD_HITS.to_string(),
+            format!("{}", ra.hits),
+        ));
+        v.push((
+            keys::cache::READAHEAD_WASTED.to_string(),
+            format!("{}", ra.wasted),
+        ));
         if self.mode() == Mode::Private {
             let (groups, reads, max) = self.link.ring_read_stats;
             v.push((

@@ -88,7 +88,10 @@ fn a_sequential_read_costs_about_one_round_trip_per_window() {
         let r = rig(1, mode, 0, 0);
         let (data, fd) = cold_file(&r, 1, PAGES);
         let off = read_sequentially(&r, mode, fd, &data);
-        assert!(off >= PAGES, "{mode:?}: {off} round trips without readahead");
+        assert!(
+            off >= PAGES,
+            "{mode:?}: {off} round trips without readahead"
+        );
         assert_eq!(stat(&r.node(1), keys::READAHEAD_PAGES), 0, "{mode:?}");
         drop(r);
         // 128 KiB windows (32 pages): 4, 16, then 32 pages at a time.
