@@ -645,3 +645,60 @@ fn cache_drop_parser() {
     );
     assert_eq!(parse_cache_drop("dropped the private cache"), None);
 }
+
+// ------------------------------------------------------------ readahead
+
+/// A sequential read of a file on the disk only (node 1 wrote it and gave
+/// its pages back) reads ahead on node 2 at the default `readahead_kb`:
+/// the readahead counters move, the pages read ahead are read, the data
+/// is right, and the directory sees far fewer page batches than pages.
+#[test]
+fn sequential_read_reads_ahead() {
+    with_cluster(opts("readahead").mode("strong"), |c| {
+        let size = 1024 * KIB;
+        let pages = size / PAGE;
+        c.exec_ok(1, "fill /ra 1m")?;
+        c.exec_ok(1, "cache drop")?;
+        let before = cache_stats(c, 2)?;
+        check_sum(c, 2, "/ra", pattern(size))?;
+        let s = cache_stats(c, 2)?;
+        let ahead = s.num(cache::READAHEAD_PAGES) - before.num(cache::READAHEAD_PAGES);
+        let hits = s.num(cache::READAHEAD_HITS) - before.num(cache::READAHEAD_HITS);
+        let batches = s.num(cache::PAGE_BATCHES) - before.num(cache::PAGE_BATCHES);
+        assert!(
+            ahead > pages / 2 && ahead < pages,
+            "n2 read {ahead} of {pages} pages ahead:\n{}",
+            s.text
+        );
+        assert!(
+            hits * 10 >= ahead * 9,
+            "n2 read few pages it read ahead:\n{}",
+            s.text
+        );
+        assert!(
+            batches * 8 <= pages,
+            "n2 needed {batches} page batches for {pages} pages:\n{}",
+            s.text
+        );
+        assert_eq!(
+            s.num(cache::MISSES),
+            pages,
+            "every page missed once:\n{}",
+            s.text
+        );
+        // Read again: all hits, nothing more read ahead.
+        check_sum(c, 2, "/ra", pattern(size))?;
+        let again = cache_stats(c, 2)?;
+        assert_eq!(
+            again.num(cache::READAHEAD_PAGES),
+            s.num(cache::READAHEAD_PAGES)
+        );
+        assert_eq!(
+            again.num(cache::MISSES),
+            s.num(cache::MISSES),
+            "{}",
+            again.text
+        );
+        Ok(())
+    });
+}

@@ -81,6 +81,8 @@ pub const BOOT_OPTIONS: &[BootOption] = &[
     opt("doorbell_selftest", "300"),
     opt("task_reads", "each"),
     opt("baseline_writes", "back"),
+    opt("readahead_kb", "128"),
+    opt("faultaround_kb", "64"),
 ];
 
 /// Which part an instance plays.
@@ -193,6 +195,15 @@ pub struct BootConfig {
     /// (`tools/bench-task-reads.sh --mode net` compares them):
     /// the baseline keeps its faster way unless asked.
     pub task_reads_each: bool,
+    /// Node: the largest readahead window of a sequential reader, KiB
+    /// (`readahead_kb=N`, 0..=8192, default 128 as Linux's
+    /// `read_ahead_kb`; 0: no readahead, a read fetches only its pages).
+    pub readahead_kb: u32,
+    /// Node: on an mmap fault, the already cached pages within this many
+    /// KiB around the fault (an aligned block, as Linux's
+    /// `fault_around_bytes`) are mapped too (`faultaround_kb=N`, 0..=2048,
+    /// default 64; 0: only the faulting page).
+    pub faultaround_kb: u32,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -240,6 +251,8 @@ impl BootConfig {
             policy: PolicyName::Fifo,
             cache_pages: None,
             task_reads_each: true,
+            readahead_kb: 128,
+            faultaround_kb: 64,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -269,6 +282,8 @@ impl BootConfig {
                 "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
                 "disk_lat_us" => c.disk_lat_us = Some(num(k, v, 0, 100_000)?),
                 "dilation_pct" => c.dilation_pct = num(k, v, 10, 10_000)?,
+                "readahead_kb" => c.readahead_kb = num(k, v, 0, 8192)? as u32,
+                "faultaround_kb" => c.faultaround_kb = num(k, v, 0, 2048)? as u32,
                 "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
                 "doorbell" => {
                     c.doorbell = match v {
@@ -508,6 +523,29 @@ mod tests {
         assert_eq!(keys.len(), BOOT_OPTIONS.len(), "a key given twice");
         let c = BootConfig::parse("role=dir nodes=1 hb_ms=50").unwrap();
         assert_eq!(c.unknown, ["hb_ms=50"]);
+    }
+
+    #[test]
+    fn readahead_options() {
+        let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert_eq!((c.readahead_kb, c.faultaround_kb), (128, 64));
+        let c =
+            BootConfig::parse("role=node id=1 nodes=1 readahead_kb=0 faultaround_kb=0").unwrap();
+        assert_eq!((c.readahead_kb, c.faultaround_kb), (0, 0));
+        let c = BootConfig::parse("role=node id=1 nodes=1 readahead_kb=8192 faultaround_kb=2048")
+            .unwrap();
+        assert_eq!((c.readahead_kb, c.faultaround_kb), (8192, 2048));
+        let e = BootConfig::parse("role=node id=1 readahead_kb=8193").unwrap_err();
+        assert!(
+            e.contains("readahead_kb=8193") && e.contains("0..=8192"),
+            "{e}"
+        );
+        let e = BootConfig::parse("role=node id=1 faultaround_kb=4096").unwrap_err();
+        assert!(
+            e.contains("faultaround_kb=4096") && e.contains("0..=2048"),
+            "{e}"
+        );
+        assert!(BootConfig::parse("role=node id=1 readahead_kb=-1").is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //!   remote mappings, private copies, deferred acks).
 //! * [`netclient`]: `net` mode's client end of a stream connection.
 //! * [`readahead`]: readahead windows as Linux computes them (pure logic;
-//!   not yet called by the data paths).
+//!   the VFS feeds it every read, `vfs/ra.rs`).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
@@ -59,6 +59,8 @@ mod tests_policy;
 mod tests_profile;
 #[cfg(test)]
 mod tests_promote;
+#[cfg(test)]
+mod tests_readahead;
 #[cfg(test)]
 mod tests_sc_writeback;
 #[cfg(test)]

@@ -273,6 +273,11 @@ pub struct RigConfig {
     pub inodes: u32,
     /// Boot option `task_reads=each` (true) or `batch`.
     pub task_reads_each: bool,
+    /// Boot option `readahead_kb` (0 here: the tests written before
+    /// readahead count exact page requests).
+    pub readahead_kb: u32,
+    /// Boot option `faultaround_kb` (0 here, as `readahead_kb`).
+    pub faultaround_kb: u32,
 }
 
 impl RigConfig {
@@ -290,6 +295,8 @@ impl RigConfig {
             policy: fabric::config::PolicyName::Fifo,
             inodes: 64,
             task_reads_each: true,
+            readahead_kb: 0,
+            faultaround_kb: 0,
         }
     }
 }
@@ -352,6 +359,8 @@ impl Rig {
                 cache_pages: cfg.cache_pages,
                 policy: cfg.policy,
                 task_reads_each: cfg.task_reads_each,
+                readahead_kb: cfg.readahead_kb,
+                faultaround_kb: cfg.faultaround_kb,
             };
             // `net` mode: file requests over a loopback connection.
             let net = (cfg.mode == Mode::Net).then(|| RigNet::new(sh.clone(), id));

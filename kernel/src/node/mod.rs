@@ -280,6 +280,8 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         },
         policy: cfg.policy,
         task_reads_each: cfg.task_reads_each,
+        readahead_kb: cfg.readahead_kb,
+        faultaround_kb: cfg.faultaround_kb,
     };
     log::info!(
         "node cache: {} pages (at most a third of the {} MiB kernel heap; boot option cache_pages)",

@@ -143,6 +143,10 @@ pub struct ScState {
     wb: inflight::WbJobs,
     /// Tasks' read misses in flight (`singlecopy/reads.rs`).
     reads: reads::ReadJobs,
+    /// mmap fault-around block, pages (0 or 1: only the faulting page).
+    faultaround: u32,
+    /// Pages mapped around faults (since boot).
+    faultaround_mapped: u64,
 }
 
 impl Coherence {
@@ -188,7 +192,15 @@ impl ScState {
             coh: None,
             wb: inflight::WbJobs::default(),
             reads: reads::ReadJobs::default(),
+            faultaround: 0,
+            faultaround_mapped: 0,
         }
+    }
+
+    /// On an mmap fault, map the cached pages of the aligned block of
+    /// `pages` pages around it too (0 or 1: only the faulting page).
+    pub fn set_faultaround(&mut self, pages: u32) {
+        self.faultaround = pages;
     }
 
     /// The session, if joined.

@@ -665,6 +665,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
         );
         put(keys::cache::MMAP_FAULTS, format!("{faults}"));
         put(keys::cache::MMAP_EVICTED_FAULTS, format!("{misses}"));
+        put(
+            keys::cache::FAULTAROUND_PAGES,
+            format!("{}", self.st.faultaround_count()),
+        );
         let (jobs, max, pages) = self.st.wb_counts();
         put(keys::cache::TASK_WRITE_BACKS, format!("{jobs}/{max}"));
         put(keys::cache::TASK_WRITEBACK_PAGES, format!("{pages}"));
