@@ -12,6 +12,7 @@ usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--doorbell on|off] [--dilation off|auto|D]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
                      [--baseline-writes back|through] [--keep-runs]
+       onecopy-bench --resume DIR [the interrupted run's options]
        onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
                      [--apps-list kv,ann,...] [--policy NAME]
                      [--modes ...] [--storage P] [--dilation off|auto|D]
@@ -58,6 +59,11 @@ net (the same over TCP/IP on virtio-net, NFS-like).
                      baselines DPC measured); through = every write to the
                      file server
   --keep-runs        keep the clusters' run folders (logs) under target/
+  --resume DIR       continue the interrupted (or incomplete) microbenchmark
+                     run in DIR from its results.json: the steps whose
+                     figures were all measured are kept, the others
+                     measured; give the same options as that run (refused,
+                     naming them, if they differ), not --out
   --apps             the application study instead (DPC §6.3, Fig. 10): per
                      mode and N, one cluster of N nodes runs the same `app`
                      on every node at once over one dataset built on the
@@ -100,7 +106,12 @@ uncommitted changes), UTC dates, the command line, the host (CPUs, CPU
 model, QEMU, accelerator) and the load during the run. Exit status: 0 every expected figure is a number, 1 some figure
 is missing or failed (the report is still written, failures shown as n/a
 with their error; --policies: a script failed or gave no row), 2 wrong
-usage. Needs the release kernel, mkfs and onecopy-ctl built
+usage, 130 / 143 interrupted by SIGINT / SIGTERM: every cluster and
+script it started is stopped and the report written so far is marked
+partial (report.md: \"partial: interrupted at <step>\", results.json:
+\"partial\"). One progress line per step on stderr (and in
+DIR/progress.log): the step (figure or app, mode, N), the time elapsed
+and an estimate of the time left. Needs the release kernel, mkfs and onecopy-ctl built
 (tools/bench-report.sh builds them).";
 
 /// The flags `--policies` goes with.
@@ -179,6 +190,8 @@ pub struct BenchOpts {
     pub policy: Option<String>,
     /// `--policies`: the eviction-policy section (the three scripts).
     pub policies: bool,
+    /// `--resume`: the interrupted run's results folder.
+    pub resume: Option<PathBuf>,
 }
 
 impl Default for BenchOpts {
@@ -204,6 +217,7 @@ impl Default for BenchOpts {
             apps_list: None,
             policy: None,
             policies: false,
+            resume: None,
         }
     }
 }
@@ -294,6 +308,13 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 }
                 o.out = Some(PathBuf::from(v));
             }
+            "--resume" => {
+                let v = value("--resume")?;
+                if v.is_empty() {
+                    return Err("--resume needs a folder".into());
+                }
+                o.resume = Some(PathBuf::from(v));
+            }
             "--modes" => o.modes = name_list("--modes", "mode", &value("--modes")?, MODES)?,
             "--storage" => {
                 let v = value("--storage")?;
@@ -358,6 +379,15 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     }
     if o.policies && o.apps {
         return Err("--policies and --apps are two different runs: give one of them".into());
+    }
+    if o.resume.is_some() && (o.apps || o.policies) {
+        return Err(
+            "--resume continues a microbenchmark run, not --apps or --policies (run those again)"
+                .into(),
+        );
+    }
+    if o.resume.is_some() && o.out.is_some() {
+        return Err("--resume DIR writes into DIR: give it without --out".into());
     }
     if o.policies {
         if let Some(other) = seen.iter().find(|f| !POLICIES_FLAGS.contains(&f.as_str())) {
@@ -728,6 +758,11 @@ mod tests {
             &["--doorbell"],
             &["--quick=1"],
             &["extra"],
+            &["--resume"],
+            &["--resume", ""],
+            &["--resume", "/tmp/x", "--out", "/tmp/y"],
+            &["--resume", "/tmp/x", "--apps"],
+            &["--policies", "--resume", "/tmp/x"],
         ] {
             assert!(p(bad).is_err(), "{bad:?} should be refused");
         }

@@ -15,7 +15,7 @@ use super::{plot, provenance, report, reportmd};
 
 /// The run's options: its recorded command line, else the fields that
 /// results.json has (reports older than the provenance record).
-fn opts_of(j: &Value) -> Result<BenchOpts, String> {
+pub(crate) fn opts_of(j: &Value) -> Result<BenchOpts, String> {
     if let Some(args) = j["provenance"]["args"].as_array() {
         let args: Vec<String> = args
             .iter()
@@ -109,6 +109,7 @@ pub fn render(dir: &Path) -> Result<Vec<String>, String> {
         j["seconds"].as_f64().unwrap_or(f64::NAN),
         started.clone(),
     );
+    r.partial = super::runner::Partial::from_json(&j["partial"]);
     let run_label = format!(
         "{} run {started}",
         if r.opts.quick { "--quick" } else { "full" }

@@ -44,14 +44,31 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // From here on a signal stops the clusters and the run writes its
+    // report, marked partial.
+    if let Err(e) = onecopy_tests::bench::interrupt::install() {
+        eprintln!("onecopy-bench: error: {e}");
+        return ExitCode::from(2);
+    }
+    let resume = match &opts.resume {
+        None => None,
+        Some(dir) => match onecopy_tests::bench::runner::resume::load(dir, &opts) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("onecopy-bench: error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     let prov = provenance::Recorder::start(&repo_root(), &args);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let out: PathBuf = opts
-        .out
+        .resume
         .clone()
+        .or_else(|| opts.out.clone())
         .unwrap_or_else(|| repo_root().join("results").join(stamp(now)));
     // What the clusters need, before anything is started.
     let kernel = target_dir().join("x86_64-unknown-none/release/onecopy-kernel");
@@ -87,14 +104,20 @@ fn main() -> ExitCode {
         ));
     }
     eprintln!(
-        "onecopy-bench: {} run, modes {}, storage {}, cxl latency {} ns -> {}",
+        "onecopy-bench: {} run{}, modes {}, storage {}, cxl latency {} ns -> {}",
         if opts.quick { "quick" } else { "full" },
+        if resume.is_some() { " (resumed)" } else { "" },
         opts.modes.join(","),
         opts.storage,
         opts.cxl_latency_ns,
         out.display()
     );
     let mut r = Runner::new(opts, out.clone());
+    if let Some(d) = resume.as_ref().and_then(|x| x.dilation.clone()) {
+        eprintln!("onecopy-bench: dilation measured by the interrupted run: {d}");
+        r.opts.dilation = d;
+    }
+    r.resume = resume;
     r.run_all();
     let machine = report::machine();
     let run_label = format!(
@@ -144,6 +167,17 @@ fn main() -> ExitCode {
     }
     // stdout: the report's path, whether the run is complete or not.
     println!("{}", out.join("report.md").display());
+    if let Some(p) = &r.partial {
+        eprintln!(
+            "onecopy-bench: partial report: interrupted at {} by {}; `--resume {}` with the same \
+             options measures the rest",
+            p.step,
+            p.signal,
+            out.display()
+        );
+        let sig = onecopy_tests::bench::interrupt::interrupted().unwrap_or(2);
+        return ExitCode::from(onecopy_tests::bench::interrupt::exit_status(sig));
+    }
     if !problems.is_empty() {
         eprintln!(
             "onecopy-bench: {} expected figure(s) missing or failed:",
