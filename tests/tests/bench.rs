@@ -572,7 +572,8 @@ fn sigint_stops_the_clusters_and_leaves_a_partial_report() {
         "report.md is not marked partial:\n{md}"
     );
     assert!(
-        stderr.contains("onecopy-bench: step 3/16: fio read-lat/libaio, mode strong, N=2; elapsed "),
+        stderr
+            .contains("onecopy-bench: step 3/16: fio read-lat/libaio, mode strong, N=2; elapsed "),
         "no progress line for the first fio step:\n{stderr}"
     );
     let _ = fs::remove_dir_all(&out);

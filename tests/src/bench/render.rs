@@ -23,7 +23,7 @@ pub(crate) fn opts_of(j: &Value) -> Result<BenchOpts, String> {
             .collect();
         return match parse_args(&args)? {
             Parsed::Run(o) => Ok(*o),
-            Parsed::Help => Err("the recorded command line is --help".into()),
+            _ => Err("the recorded command line is not a run".into()),
         };
     }
     let mut o = BenchOpts {
@@ -182,10 +182,10 @@ mod tests {
     fn render_redraws_from_results_json() {
         let dir = crate::unique_run_dir("bench-render-unit").unwrap();
         fs::create_dir_all(&dir).unwrap();
-        let opts = match parse_args(&["--quick".to_string()]).unwrap() {
-            Parsed::Run(o) => *o,
-            Parsed::Help => unreachable!(),
+        let Parsed::Run(opts) = parse_args(&["--quick".to_string()]).unwrap() else {
+            unreachable!()
         };
+        let opts = *opts;
         let mut r = Runner::new(opts, dir.clone());
         r.figures = vec![fig("strong", Some(10.0)), fig("private", Some(30.0))];
         let mut j = report::results_json(&r, &json!({"nproc": "2"}), &[], &[]);

@@ -10,37 +10,34 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use onecopy_tests::bench::opts::{parse_args, Parsed, USAGE};
+use onecopy_tests::bench::opts::{help_text, parse_args, Parsed};
 use onecopy_tests::bench::runner::Runner;
 use onecopy_tests::bench::{plot, provenance, report, reportmd, stamp};
 use onecopy_tests::{host_tool, repo_root, target_dir};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--render") {
-        let [_, dir] = args.as_slice() else {
-            eprintln!("onecopy-bench: error: usage: onecopy-bench --render DIR\n{USAGE}");
-            return ExitCode::from(2);
-        };
-        return match onecopy_tests::bench::render::render(std::path::Path::new(dir)) {
-            Ok(problems) => {
-                println!("{}", PathBuf::from(dir).join("report.md").display());
-                ExitCode::from(u8::from(!problems.is_empty()))
-            }
-            Err(e) => {
-                eprintln!("onecopy-bench: error: {e}");
-                ExitCode::from(2)
-            }
-        };
-    }
     let opts = match parse_args(&args) {
         Ok(Parsed::Help) => {
-            println!("{USAGE}");
+            println!("{}", help_text());
             return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Render(dir)) => {
+            return match onecopy_tests::bench::render::render(&dir) {
+                Ok(problems) => {
+                    println!("{}", dir.join("report.md").display());
+                    ExitCode::from(u8::from(!problems.is_empty()))
+                }
+                Err(e) => {
+                    eprintln!("onecopy-bench: error: {e}");
+                    ExitCode::from(2)
+                }
+            };
         }
         Ok(Parsed::Run(o)) => *o,
         Err(e) => {
-            eprintln!("onecopy-bench: error: {e}\n{USAGE}");
+            // clap's message: `error: ...`, the usage, where to look.
+            eprint!("onecopy-bench: {e}");
             return ExitCode::from(2);
         }
     };

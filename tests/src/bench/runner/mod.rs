@@ -80,8 +80,6 @@ struct Walk {
     steps: Vec<steps::Step>,
     kept: Vec<Option<Vec<Figure>>>,
     progress: steps::Progress,
-    /// Seconds per unit of step weight before anything was measured.
-    scale: f64,
 }
 
 /// `onecopy-ctl` next to this executable, else the harness's default.
@@ -227,16 +225,15 @@ impl Runner {
             .unwrap_or_default();
         let kept: Vec<Option<Vec<Figure>>> =
             plan.iter().map(|s| steps::kept(s, &previous)).collect();
-        let repeats = self.params.repeats;
+        let (repeats, quick) = (self.params.repeats, self.opts.quick);
         let progress = steps::Progress::new(
-            plan.iter().map(|s| s.weight(repeats)).collect(),
+            plan.iter().map(|s| s.weight(repeats, quick)).collect(),
             kept.iter().map(Option::is_some).collect(),
         );
         let mut w = Walk {
             steps: plan,
             kept,
             progress,
-            scale: if self.opts.quick { QUICK_SCALE } else { 1.0 },
         };
         if !self.host_step(&mut w, 0, "host ping-pong", Runner::host_pingpong)
             || !self.host_step(&mut w, 1, "host page directory", Runner::host_pagedir)
@@ -326,7 +323,7 @@ impl Runner {
             w.steps.len(),
             &label,
             self.elapsed(),
-            w.progress.eta(i, w.scale),
+            w.progress.eta(i, 1.0),
         );
         eprintln!("onecopy-bench: {line}");
         self.log_line(&line);
@@ -373,10 +370,6 @@ impl Runner {
         }
     }
 }
-
-/// Seconds per unit of step weight in a `--quick` run, until one step
-/// was measured (a quick run is about 85 s against 1600 units).
-const QUICK_SCALE: f64 = 0.05;
 
 mod fio;
 mod host;

@@ -146,7 +146,7 @@ mod tests {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         match parse_args(&args).unwrap() {
             Parsed::Run(o) => *o,
-            Parsed::Help => unreachable!(),
+            _ => unreachable!(),
         }
     }
 

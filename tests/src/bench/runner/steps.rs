@@ -62,16 +62,22 @@ impl Step {
         }
     }
 
-    /// Relative cost: about the seconds the step takes in a full run on
-    /// the 2-core machine with TCG (the committed reports' phases); the
-    /// ETA scales it by the rate this run has measured so far.
-    pub fn weight(&self, repeats: u32) -> f64 {
-        match self.kind {
-            StepKind::Pingpong => 16.0,
-            StepKind::Pagedir => 5.0,
-            StepKind::Fio(..) => 20.0 + 2.0 * f64::from(repeats.saturating_sub(1)),
-            StepKind::Inv => 40.0,
-            StepKind::Big => 20.0,
+    /// Relative cost: about the seconds the step takes on the 2-core
+    /// machine with TCG (the committed reports' phases), in a full or a
+    /// `--quick` run; the ETA scales it by the rate this run has measured
+    /// so far. The host ping-pong is as long in both.
+    pub fn weight(&self, repeats: u32, quick: bool) -> f64 {
+        let extra = 2.0 * f64::from(repeats.saturating_sub(1));
+        match (self.kind, quick) {
+            (StepKind::Pingpong, _) => 16.0,
+            (StepKind::Pagedir, false) => 5.0,
+            (StepKind::Pagedir, true) => 2.0,
+            (StepKind::Fio(..), false) => 20.0 + extra,
+            (StepKind::Fio(..), true) => 1.5 + extra,
+            (StepKind::Inv, false) => 40.0,
+            (StepKind::Inv, true) => 6.0,
+            (StepKind::Big, false) => 20.0,
+            (StepKind::Big, true) => 4.0,
         }
     }
 
