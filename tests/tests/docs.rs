@@ -193,7 +193,7 @@ fn the_name_lists_match_the_kernel() {
     assert_eq!(bench, modes, "onecopy-bench's MODES vs Mode::ALL");
     for p in &policies {
         assert!(
-            onecopy_tests::bench::opts::USAGE.contains(p.as_str()),
+            onecopy_tests::bench::opts::help_text().contains(p.as_str()),
             "onecopy-bench --help does not list policy {p}"
         );
     }

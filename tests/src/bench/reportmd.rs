@@ -44,6 +44,26 @@ fn run_kind(r: &Runner) -> &'static str {
 fn intro(s: &mut String, r: &Runner, problems: &[String]) {
     let kind = run_kind(r);
     let _ = writeln!(s, "# onecopy benchmark report\n");
+    if let Some(p) = &r.partial {
+        let _ = writeln!(
+            s,
+            "**partial: interrupted at {}** ({}): the steps after it were not run, and the \
+             figures of that step may be missing or failed. `onecopy-bench --resume {}` with \
+             the same options measures the rest.\n",
+            p.step,
+            p.signal,
+            r.out.display()
+        );
+    }
+    if let Some(x) = &r.resume {
+        let _ = writeln!(
+            s,
+            "Resumed from the interrupted run in `{}` ({}): the steps it had measured \
+             completely are kept as it measured them.\n",
+            x.dir.display(),
+            super::fmt_secs(x.seconds)
+        );
+    }
     let _ = writeln!(
         s,
         "Run: {kind}, {} ({}), modes {}, storage profile `{}`, CXL latency {} ns. \
