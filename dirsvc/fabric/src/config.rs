@@ -81,7 +81,14 @@ pub const BOOT_OPTIONS: &[BootOption] = &[
     opt("doorbell_selftest", "300"),
     opt("task_reads", "each"),
     opt("baseline_writes", "back"),
+    opt("reclaim_low", "4"),
+    opt("reclaim_high", "8"),
 ];
+
+/// Default low watermark of a node's free frames, percent of its frames.
+pub const DEFAULT_RECLAIM_LOW: u32 = 4;
+/// Default high watermark of a node's free frames, percent of its frames.
+pub const DEFAULT_RECLAIM_HIGH: u32 = 8;
 
 /// Which part an instance plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +200,16 @@ pub struct BootConfig {
     /// (`tools/bench-task-reads.sh --mode net` compares them):
     /// the baseline keeps its faster way unless asked.
     pub task_reads_each: bool,
+    /// Node: reclaim ahead of need starts when the free frames (the
+    /// single-copy pool, or the private cache's room) drop under this
+    /// percent of the node's frames (`reclaim_low=N`, 0..=50, default
+    /// [`DEFAULT_RECLAIM_LOW`]; 0: off, a miss reclaims when it finds no
+    /// frame).
+    pub reclaim_low: u32,
+    /// Node: reclaim ahead of need goes on, in batches, until this
+    /// percent of the node's frames is free (`reclaim_high=N`, 1..=90,
+    /// above `reclaim_low`, default [`DEFAULT_RECLAIM_HIGH`]).
+    pub reclaim_high: u32,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -240,6 +257,8 @@ impl BootConfig {
             policy: PolicyName::Fifo,
             cache_pages: None,
             task_reads_each: true,
+            reclaim_low: DEFAULT_RECLAIM_LOW,
+            reclaim_high: DEFAULT_RECLAIM_HIGH,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -269,6 +288,8 @@ impl BootConfig {
                 "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
                 "disk_lat_us" => c.disk_lat_us = Some(num(k, v, 0, 100_000)?),
                 "dilation_pct" => c.dilation_pct = num(k, v, 10, 10_000)?,
+                "reclaim_low" => c.reclaim_low = num(k, v, 0, 50)? as u32,
+                "reclaim_high" => c.reclaim_high = num(k, v, 1, 90)? as u32,
                 "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
                 "doorbell" => {
                     c.doorbell = match v {
@@ -354,6 +375,12 @@ impl BootConfig {
             None => return Err("missing role=dir or role=node".to_string()),
         };
         c.task_reads_each = task_reads.unwrap_or(c.mode != Mode::Net);
+        if c.reclaim_low > 0 && c.reclaim_high <= c.reclaim_low {
+            return Err(alloc::format!(
+                "reclaim_high={} must be above reclaim_low={} (percent of the node's frames)",
+                c.reclaim_high, c.reclaim_low
+            ));
+        }
         Ok(c)
     }
 }
@@ -493,6 +520,25 @@ mod tests {
         assert_eq!((c.bell_spin_us, c.dir_bell_spin_us), (0, 1000));
         assert!(BootConfig::parse("role=dir bell_spin_us=x").is_err());
         assert!(BootConfig::parse("role=dir dir_bell_spin_us=99999999999").is_err());
+    }
+
+    #[test]
+    fn reclaim_watermarks_are_percent_with_high_above_low() {
+        let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert_eq!(
+            (c.reclaim_low, c.reclaim_high),
+            (DEFAULT_RECLAIM_LOW, DEFAULT_RECLAIM_HIGH)
+        );
+        let c = BootConfig::parse("role=node id=1 nodes=1 reclaim_low=10 reclaim_high=30").unwrap();
+        assert_eq!((c.reclaim_low, c.reclaim_high), (10, 30));
+        let c = BootConfig::parse("role=node id=1 nodes=1 reclaim_low=0 reclaim_high=1").unwrap();
+        assert_eq!(c.reclaim_low, 0, "0 turns reclaim ahead of need off");
+        let e = BootConfig::parse("role=node id=1 nodes=1 reclaim_low=20 reclaim_high=10")
+            .unwrap_err();
+        assert!(e.contains("reclaim_high=10 must be above reclaim_low=20"), "{e}");
+        assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_low=51").is_err());
+        assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_high=91").is_err());
+        assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_high=0").is_err());
     }
 
     #[test]
