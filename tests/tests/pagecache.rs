@@ -485,6 +485,52 @@ fn eviction_with_sharers() {
     });
 }
 
+/// A file larger than the node's frames read from the disk: free frames
+/// are kept between the watermarks (boot options `reclaim_low` /
+/// `reclaim_high`, here their defaults) by reclaim between the reads, so
+/// the pages go ahead of need and few misses wait for reclaim.
+#[test]
+fn reclaim_ahead_of_need_keeps_misses_from_waiting() {
+    let o = opts("ahead").mode("strong").nodes(1).shm_mb(16);
+    with_cluster(o, |c| {
+        let big = 12 * KIB * KIB;
+        c.exec_ok(1, "fill /big 12m")?;
+        c.exec_ok(1, "sync")?;
+        c.exec_ok(1, "cache drop")?;
+        let before = cache_stats(c, 1)?;
+        let pool: u64 = before
+            .get(cache::POOL_FRAMES)
+            .split('/')
+            .nth(1)
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("n1: bad pool frames:\n{}", before.text));
+        assert!(
+            pool < big / PAGE,
+            "the pool ({pool} frames) holds /big: nothing would be reclaimed"
+        );
+        check_sum(c, 1, "/big", pattern(big))?;
+        let after = cache_stats(c, 1)?;
+        let d = |k: &str| after.num(k) - before.num(k);
+        let (ahead, waited, misses) = (
+            d(cache::RECLAIMS_AHEAD),
+            d(cache::MISSES_WAITED_RECLAIM),
+            d(cache::MISSES),
+        );
+        let need = big / PAGE - pool;
+        assert!(
+            ahead >= need / 2,
+            "{ahead} pages reclaimed ahead of need, {need} had to go:\n{}",
+            after.text
+        );
+        assert!(
+            waited * 20 <= misses,
+            "{waited} of {misses} misses waited for reclaim:\n{}",
+            after.text
+        );
+        Ok(())
+    });
+}
+
 // ------------------------------------ 5. killed owner, survivor continues
 
 #[test]

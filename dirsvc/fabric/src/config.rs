@@ -378,7 +378,8 @@ impl BootConfig {
         if c.reclaim_low > 0 && c.reclaim_high <= c.reclaim_low {
             return Err(alloc::format!(
                 "reclaim_high={} must be above reclaim_low={} (percent of the node's frames)",
-                c.reclaim_high, c.reclaim_low
+                c.reclaim_high,
+                c.reclaim_low
             ));
         }
         Ok(c)
@@ -533,9 +534,12 @@ mod tests {
         assert_eq!((c.reclaim_low, c.reclaim_high), (10, 30));
         let c = BootConfig::parse("role=node id=1 nodes=1 reclaim_low=0 reclaim_high=1").unwrap();
         assert_eq!(c.reclaim_low, 0, "0 turns reclaim ahead of need off");
-        let e = BootConfig::parse("role=node id=1 nodes=1 reclaim_low=20 reclaim_high=10")
-            .unwrap_err();
-        assert!(e.contains("reclaim_high=10 must be above reclaim_low=20"), "{e}");
+        let e =
+            BootConfig::parse("role=node id=1 nodes=1 reclaim_low=20 reclaim_high=10").unwrap_err();
+        assert!(
+            e.contains("reclaim_high=10 must be above reclaim_low=20"),
+            "{e}"
+        );
         assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_low=51").is_err());
         assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_high=91").is_err());
         assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_high=0").is_err());

@@ -55,6 +55,9 @@ pub struct NodeConfig {
     /// Tasks' read misses in flight one by one ([`Node::io_start`];
     /// `strong`, `relaxed` and `private`); false: every flush is one batch.
     pub task_reads_each: bool,
+    /// Free frames kept between these marks by reclaim ahead of need
+    /// (boot options `reclaim_low` / `reclaim_high`).
+    pub reclaim: crate::watermark::Watermarks,
 }
 
 /// How long [`Node::io_wait`] keeps waiting for the next answer once
@@ -76,6 +79,12 @@ pub fn cache_pages_for_heap(heap: usize) -> usize {
 /// inside the single-copy path (`singlecopy/`, `pagecache.rs`), and the
 /// mode-specific lines of `cache stats` (below).
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
+    let mut dp = mode_path(cfg);
+    dp.set_watermarks(cfg.reclaim);
+    dp
+}
+
+fn mode_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
         Mode::Strong | Mode::Relaxed => {
             let mut sc = SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns, cfg.cache_pages);
@@ -133,7 +142,26 @@ impl<E: Env> Node<E> {
     /// mapping dropped first) or the directory is dead (see
     /// [`Link::guard`]).
     pub fn guard(&mut self) -> Result<(), Errno> {
-        self.link.guard(self.vfs.session())
+        self.link.guard(self.vfs.session())?;
+        // Between operations: free frames ahead of need.
+        self.reclaim_ahead(false);
+        Ok(())
+    }
+
+    /// Reclaim ahead of need (`crate::watermark`): if free frames are
+    /// under the low mark, reclaim up to the high mark in the background;
+    /// `settle` (idle): wait until it is done. Errors are logged: the
+    /// next miss reclaims for itself. Returns the pages whose reclaim
+    /// started.
+    pub fn reclaim_ahead(&mut self, settle: bool) -> usize {
+        let (dp, meta) = self.vfs.parts();
+        match dp.reclaim_ahead(&mut self.link, meta, settle) {
+            Ok(n) => n,
+            Err(e) => {
+                log::debug!("reclaim ahead of need: {e}");
+                0
+            }
+        }
     }
 
     /// Periodic membership check (rejoin if declared failed, leave the
@@ -520,6 +548,8 @@ impl<E: Env> Node<E> {
     /// at a time). An answer that is later (a disk fill) is not waited
     /// for.
     pub fn io_wait(&mut self) {
+        // Every task waits: time to free frames ahead of need.
+        self.reclaim_ahead(false);
         let before = self.link.calls_in_flight();
         if before == 0 {
             // Tickets wait for pages that cannot start yet (a DIR_INV to

@@ -273,6 +273,8 @@ pub struct RigConfig {
     pub inodes: u32,
     /// Boot option `task_reads=each` (true) or `batch`.
     pub task_reads_each: bool,
+    /// Reclaim ahead of need (off unless a test turns it on).
+    pub reclaim: crate::watermark::Watermarks,
 }
 
 impl RigConfig {
@@ -290,6 +292,7 @@ impl RigConfig {
             policy: fabric::config::PolicyName::Fifo,
             inodes: 64,
             task_reads_each: true,
+            reclaim: crate::watermark::Watermarks::OFF,
         }
     }
 }
@@ -352,6 +355,7 @@ impl Rig {
                 cache_pages: cfg.cache_pages,
                 policy: cfg.policy,
                 task_reads_each: cfg.task_reads_each,
+                reclaim: cfg.reclaim,
             };
             // `net` mode: file requests over a loopback connection.
             let net = (cfg.mode == Mode::Net).then(|| RigNet::new(sh.clone(), id));
@@ -413,8 +417,8 @@ impl Rig {
     }
 
     /// Run node `k`'s idle loop for `ns` of fake time, as the kernel's
-    /// shell loop does: service notices every step, check membership every
-    /// 100 ms.
+    /// shell loop does: service notices every step (reclaim ahead of need
+    /// first), check membership every 100 ms.
     pub fn idle_node(&self, k: u32, ns: u64) {
         let end = self.sh.now() + ns;
         let mut last_check = self.sh.now();
@@ -424,6 +428,7 @@ impl Rig {
                 last_check = self.sh.now();
                 n.check();
             }
+            n.reclaim_ahead(true);
             n.service();
             drop(n);
             self.sh.step(k, HALT_STEP_NS);

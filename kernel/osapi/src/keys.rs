@@ -116,6 +116,15 @@ pub mod cache {
     pub const MMAP_FAULTS: &str = "mmap page faults";
     /// Single-copy modes: mmap faults on pages invalidated meanwhile.
     pub const MMAP_EVICTED_FAULTS: &str = "mmap faults on evicted pages";
+    /// Every mode with frames: pages reclaimed ahead of need (free frames
+    /// under the low mark, boot options `reclaim_low` / `reclaim_high`).
+    pub const RECLAIMS_AHEAD: &str = "reclaims ahead of need (pages)";
+    /// Every mode with frames: misses that found no free frame and waited
+    /// for reclaim.
+    pub const MISSES_WAITED_RECLAIM: &str = "misses that waited for reclaim";
+    /// Every mode with frames: the low and high marks of free frames
+    /// (`low/high` frames; `off` with `reclaim_low=0`).
+    pub const RECLAIM_WATERMARKS: &str = "reclaim watermarks (frames low/high)";
 
     /// Doorbells: `on` or `off` (ivshmem-plain, or `net` mode).
     pub const DOORBELLS: &str = "doorbells";
@@ -145,7 +154,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 57] = [
+    pub const ALL: [&str; 60] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -174,6 +183,9 @@ pub mod cache {
         REPLICA_PAGES,
         MMAP_FAULTS,
         MMAP_EVICTED_FAULTS,
+        RECLAIMS_AHEAD,
+        MISSES_WAITED_RECLAIM,
+        RECLAIM_WATERMARKS,
         TASK_WRITEBACK_PAGES,
         TASK_READS,
         TASK_ROOM_WAITS,
