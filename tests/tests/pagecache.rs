@@ -493,8 +493,12 @@ fn eviction_with_sharers() {
 fn reclaim_ahead_of_need_keeps_misses_from_waiting() {
     let o = opts("ahead").mode("strong").nodes(1).shm_mb(16);
     with_cluster(o, |c| {
-        let big = 12 * KIB * KIB;
-        c.exec_ok(1, "fill /big 12m")?;
+        // One node's pool of a 16 MiB region is about 4,000 frames.
+        let big = 24 * KIB * KIB;
+        // Writing and reading 24 MiB under TCG on a loaded host: more
+        // than one command's usual limit.
+        let slow = Duration::from_secs(300);
+        c.exec_timeout(1, b"fill /big 24m", slow)?.into_result()?;
         c.exec_ok(1, "sync")?;
         c.exec_ok(1, "cache drop")?;
         let before = cache_stats(c, 1)?;
@@ -508,7 +512,10 @@ fn reclaim_ahead_of_need_keeps_misses_from_waiting() {
             pool < big / PAGE,
             "the pool ({pool} frames) holds /big: nothing would be reclaimed"
         );
-        check_sum(c, 1, "/big", pattern(big))?;
+        let out = c.exec_timeout(1, b"sum /big", slow)?.into_result()?;
+        let got = parse_sum(&out.text())
+            .ok_or_else(|| fail(format!("n1: `sum /big` printed no crc: {out:?}")))?;
+        assert_eq!(got, pattern(big), "n1: sum /big: {}", show(got));
         let after = cache_stats(c, 1)?;
         let d = |k: &str| after.num(k) - before.num(k);
         let (ahead, waited, misses) = (
