@@ -485,6 +485,63 @@ fn eviction_with_sharers() {
     });
 }
 
+/// A file larger than the node's frames read from the disk: free frames
+/// are kept between the watermarks (boot options `reclaim_low` /
+/// `reclaim_high`, here 4 and 8 percent) by reclaim between the reads, so
+/// the pages go ahead of need and few misses wait for reclaim.
+#[test]
+fn reclaim_ahead_of_need_keeps_misses_from_waiting() {
+    let o = opts("ahead")
+        .mode("strong")
+        .nodes(1)
+        .shm_mb(16)
+        .append_extra("reclaim_low=4 reclaim_high=8");
+    with_cluster(o, |c| {
+        // One node's pool of a 16 MiB region is about 4,000 frames.
+        let big = 24 * KIB * KIB;
+        // Writing and reading 24 MiB under TCG on a loaded host: more
+        // than one command's usual limit.
+        let slow = Duration::from_secs(300);
+        c.exec_timeout(1, b"fill /big 24m", slow)?.into_result()?;
+        c.exec_ok(1, "sync")?;
+        c.exec_ok(1, "cache drop")?;
+        let before = cache_stats(c, 1)?;
+        let pool: u64 = before
+            .get(cache::POOL_FRAMES)
+            .split('/')
+            .nth(1)
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("n1: bad pool frames:\n{}", before.text));
+        assert!(
+            pool < big / PAGE,
+            "the pool ({pool} frames) holds /big: nothing would be reclaimed"
+        );
+        let out = c.exec_timeout(1, b"sum /big", slow)?.into_result()?;
+        let got = parse_sum(&out.text())
+            .ok_or_else(|| fail(format!("n1: `sum /big` printed no crc: {out:?}")))?;
+        assert_eq!(got, pattern(big), "n1: sum /big: {}", show(got));
+        let after = cache_stats(c, 1)?;
+        let d = |k: &str| after.num(k) - before.num(k);
+        let (ahead, waited, misses) = (
+            d(cache::RECLAIMS_AHEAD),
+            d(cache::MISSES_WAITED_RECLAIM),
+            d(cache::MISSES),
+        );
+        let need = big / PAGE - pool;
+        assert!(
+            ahead >= need / 2,
+            "{ahead} pages reclaimed ahead of need, {need} had to go:\n{}",
+            after.text
+        );
+        assert!(
+            waited * 20 <= misses,
+            "{waited} of {misses} misses waited for reclaim:\n{}",
+            after.text
+        );
+        Ok(())
+    });
+}
+
 // ------------------------------------ 5. killed owner, survivor continues
 
 #[test]

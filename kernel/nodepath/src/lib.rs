@@ -19,6 +19,8 @@
 //! * [`pagecache`]: the node cache's bookkeeping (frame pool, owned pages,
 //!   remote mappings, private copies, deferred acks).
 //! * [`netclient`]: `net` mode's client end of a stream connection.
+//! * [`watermark`]: reclaim ahead of need (free frames between a low and
+//!   a high mark).
 //! * [`readahead`]: readahead windows as Linux computes them (pure logic;
 //!   the VFS feeds it every read, `vfs/ra.rs`).
 #![cfg_attr(not(test), no_std)]
@@ -72,6 +74,7 @@ mod tests_writes;
 pub mod tickets;
 pub mod vfs;
 pub mod wait;
+pub mod watermark;
 
 /// Most page requests `bench dir` publishes together.
 pub use osapi::cache::MAX_DIR_BATCH;

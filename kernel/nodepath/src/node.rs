@@ -59,6 +59,9 @@ pub struct NodeConfig {
     pub readahead_kb: u32,
     /// mmap fault-around block, KiB (boot option `faultaround_kb`; 0: off).
     pub faultaround_kb: u32,
+    /// Free frames kept between these marks by reclaim ahead of need
+    /// (boot options `reclaim_low` / `reclaim_high`).
+    pub reclaim: crate::watermark::Watermarks,
 }
 
 /// How long [`Node::io_wait`] keeps waiting for the next answer once
@@ -80,6 +83,12 @@ pub fn cache_pages_for_heap(heap: usize) -> usize {
 /// inside the single-copy path (`singlecopy/`, `pagecache.rs`), and the
 /// mode-specific lines of `cache stats` (below).
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
+    let mut dp = mode_path(cfg);
+    dp.set_watermarks(cfg.reclaim);
+    dp
+}
+
+fn mode_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
         Mode::Strong | Mode::Relaxed => {
             let mut sc = SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns, cfg.cache_pages);
@@ -142,7 +151,26 @@ impl<E: Env> Node<E> {
     /// mapping dropped first) or the directory is dead (see
     /// [`Link::guard`]).
     pub fn guard(&mut self) -> Result<(), Errno> {
-        self.link.guard(self.vfs.session())
+        self.link.guard(self.vfs.session())?;
+        // Between operations: free frames ahead of need.
+        self.reclaim_ahead(false);
+        Ok(())
+    }
+
+    /// Reclaim ahead of need (`crate::watermark`): if free frames are
+    /// under the low mark, reclaim up to the high mark in the background;
+    /// `settle` (idle): wait until it is done. Errors are logged: the
+    /// next miss reclaims for itself. Returns the pages whose reclaim
+    /// started.
+    pub fn reclaim_ahead(&mut self, settle: bool) -> usize {
+        let (dp, meta) = self.vfs.parts();
+        match dp.reclaim_ahead(&mut self.link, meta, settle) {
+            Ok(n) => n,
+            Err(e) => {
+                log::debug!("reclaim ahead of need: {e}");
+                0
+            }
+        }
     }
 
     /// Periodic membership check (rejoin if declared failed, leave the
@@ -570,6 +598,8 @@ impl<E: Env> Node<E> {
     /// at a time). An answer that is later (a disk fill) is not waited
     /// for.
     pub fn io_wait(&mut self) {
+        // Every task waits: time to free frames ahead of need.
+        self.reclaim_ahead(false);
         let before = self.link.calls_in_flight();
         if before == 0 {
             // Tickets wait for pages that cannot start yet (a DIR_INV to

@@ -278,6 +278,8 @@ pub struct RigConfig {
     pub readahead_kb: u32,
     /// Boot option `faultaround_kb` (0 here, as `readahead_kb`).
     pub faultaround_kb: u32,
+    /// Reclaim ahead of need (off unless a test turns it on).
+    pub reclaim: crate::watermark::Watermarks,
 }
 
 impl RigConfig {
@@ -297,6 +299,7 @@ impl RigConfig {
             task_reads_each: true,
             readahead_kb: 0,
             faultaround_kb: 0,
+            reclaim: crate::watermark::Watermarks::OFF,
         }
     }
 }
@@ -361,6 +364,7 @@ impl Rig {
                 task_reads_each: cfg.task_reads_each,
                 readahead_kb: cfg.readahead_kb,
                 faultaround_kb: cfg.faultaround_kb,
+                reclaim: cfg.reclaim,
             };
             // `net` mode: file requests over a loopback connection.
             let net = (cfg.mode == Mode::Net).then(|| RigNet::new(sh.clone(), id));
@@ -422,8 +426,8 @@ impl Rig {
     }
 
     /// Run node `k`'s idle loop for `ns` of fake time, as the kernel's
-    /// shell loop does: service notices every step, check membership every
-    /// 100 ms.
+    /// shell loop does: service notices every step (reclaim ahead of need
+    /// first), check membership every 100 ms.
     pub fn idle_node(&self, k: u32, ns: u64) {
         let end = self.sh.now() + ns;
         let mut last_check = self.sh.now();
@@ -433,6 +437,7 @@ impl Rig {
                 last_check = self.sh.now();
                 n.check();
             }
+            n.reclaim_ahead(true);
             n.service();
             drop(n);
             self.sh.step(k, HALT_STEP_NS);

@@ -628,6 +628,7 @@ fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
     assert_eq!(&buf[..4096], &data[..4096]);
 }
 
+mod ahead;
 mod appends;
 mod broken;
 mod membership;

@@ -128,6 +128,15 @@ pub mod cache {
     /// read reached them, counted when a read reaches them or the file is
     /// closed.
     pub const READAHEAD_WASTED: &str = "readahead wasted";
+    /// Every mode with frames: pages reclaimed ahead of need (free frames
+    /// under the low mark, boot options `reclaim_low` / `reclaim_high`).
+    pub const RECLAIMS_AHEAD: &str = "reclaims ahead of need (pages)";
+    /// Every mode with frames: misses that found no free frame and waited
+    /// for reclaim.
+    pub const MISSES_WAITED_RECLAIM: &str = "misses that waited for reclaim";
+    /// Every mode with frames: the low and high marks of free frames
+    /// (`low/high` frames; `off` with `reclaim_low=0`).
+    pub const RECLAIM_WATERMARKS: &str = "reclaim watermarks (frames low/high)";
 
     /// Doorbells: `on` or `off` (ivshmem-plain, or `net` mode).
     pub const DOORBELLS: &str = "doorbells";
@@ -157,7 +166,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 61] = [
+    pub const ALL: [&str; 64] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -190,6 +199,9 @@ pub mod cache {
         READAHEAD_PAGES,
         READAHEAD_HITS,
         READAHEAD_WASTED,
+        RECLAIMS_AHEAD,
+        MISSES_WAITED_RECLAIM,
+        RECLAIM_WATERMARKS,
         TASK_WRITEBACK_PAGES,
         TASK_READS,
         TASK_ROOM_WAITS,

@@ -13,8 +13,10 @@
 //! * Relaxed writes: into our frame, or into a private copy of a peer's
 //!   page, written back through the storage server at fsync/close, which
 //!   reconciles the owner's frame.
-//! * Reclaim: when our pool runs dry, the oldest owned pages are
-//!   invalidated in a batch (BATCH_INV); dirty ones are written back by the
+//! * Reclaim: when free frames drop under the low mark, victims are
+//!   invalidated in the background between operations (`ahead`); when the
+//!   pool runs dry anyway, a miss waits for those, or invalidates victims
+//!   in a batch itself (BATCH_INV); dirty ones are written back by the
 //!   directory before it answers.
 //! * Invalidations (DIR_INV) are serviced whenever this node waits or
 //!   idles ([`Session::service`]): the page is forgotten, unmapped from the
@@ -29,6 +31,7 @@
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
+mod ahead;
 mod batch;
 mod control;
 mod groups;
@@ -120,6 +123,12 @@ pub struct Coherence {
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
     written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
+    /// Background INVs of reclaim ahead of need in flight, by tag
+    /// (`ahead`).
+    invs_in_flight: Vec<(u32, PageKey)>,
+    /// A round of reclaim ahead of need is under way (started under the
+    /// low mark, going on to the high one).
+    refilling: bool,
 }
 
 /// Most abandoned LOOKUP_LOCK and INV tags remembered.
@@ -147,6 +156,8 @@ pub struct ScState {
     faultaround: u32,
     /// Pages mapped around faults (since boot).
     faultaround_mapped: u64,
+    /// Free-frame marks of reclaim ahead of need, kept across rejoins.
+    marks: crate::watermark::Watermarks,
 }
 
 impl Coherence {
@@ -194,6 +205,7 @@ impl ScState {
             reads: reads::ReadJobs::default(),
             faultaround: 0,
             faultaround_mapped: 0,
+            marks: crate::watermark::Watermarks::OFF,
         }
     }
 
@@ -374,6 +386,9 @@ impl ScState {
             if rounds > MAX_RETRIES {
                 return Err(Errno::Io);
             }
+            // A page whose background eviction was answered is free to
+            // ask for again (its frame back in the pool).
+            self.reap_invs(link);
             let mut batch = Vec::new();
             let mut rest = Vec::new();
             for key in todo.drain(..) {
@@ -400,7 +415,7 @@ impl ScState {
                     None => {
                         // Pool empty (or the node's or group's limit):
                         // reclaim, then try this page again.
-                        let freed = self.reclaim_for_miss(link, BATCH)?;
+                        let freed = self.reclaim_waiting(link, BATCH)?;
                         if freed == 0 && batch.is_empty() {
                             return Err(Errno::NoSpace);
                         }
@@ -514,6 +529,7 @@ impl ScState {
     /// (owned pages invalidated, remote mappings dropped).
     pub fn drop_all<E: Env>(&mut self, link: &mut Link<E>) -> Result<(usize, usize), Errno> {
         self.flush_drops(link)?;
+        self.settle_invs(link); // the background INVs first
         let remote = self.cache().map(|c| c.all_remote()).unwrap_or_default();
         let nr = remote.len();
         self.drop_mappings(link, remote, BATCH)?;

@@ -623,6 +623,19 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.st.invalidate_one(link, PageKey { ino, idx })
     }
 
+    fn set_watermarks(&mut self, marks: crate::watermark::Watermarks) {
+        self.st.set_watermarks(marks);
+    }
+
+    fn reclaim_ahead(
+        &mut self,
+        link: &mut Link<E>,
+        _meta: &mut Meta,
+        settle: bool,
+    ) -> Result<usize, Errno> {
+        self.st.reclaim_ahead(link, settle)
+    }
+
     fn stats(&self) -> Result<Vec<(String, String)>, Errno> {
         let c = self.st.coh.as_ref().ok_or(Errno::Unavailable)?;
         let s = c.cache.stats();
@@ -674,6 +687,16 @@ impl<E: Env> DataPath<E> for SingleCopy {
         put(keys::cache::TASK_WRITEBACK_PAGES, format!("{pages}"));
         let (sent, max, _) = self.st.reads_counts();
         put(keys::cache::TASK_READS, format!("{sent}/{max}"));
+        put(keys::cache::RECLAIMS_AHEAD, format!("{}", s.reclaims_ahead));
+        put(
+            keys::cache::MISSES_WAITED_RECLAIM,
+            format!("{}", s.waited_misses),
+        );
+        let total = c.cache.limit().map_or(pool, |l| l.min(pool));
+        put(
+            keys::cache::RECLAIM_WATERMARKS,
+            crate::private::watermarks(self.st.watermarks(), total),
+        );
         Ok(v)
     }
 

@@ -227,6 +227,20 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// flight (pages no ticket wants any more), so an idle node leaves
     /// none out.
     fn task_reads_idle(&mut self, _link: &mut Link<E>, _meta: &mut Meta) {}
+    /// The free-frame marks of reclaim ahead of need (`crate::watermark`).
+    fn set_watermarks(&mut self, _marks: crate::watermark::Watermarks) {}
+    /// Between operations and at idle: if free frames are under the low
+    /// mark, reclaim up to the high mark (`settle`: idle, wait for what
+    /// was started). Never called inside another operation. Returns the
+    /// pages whose reclaim started.
+    fn reclaim_ahead(
+        &mut self,
+        _link: &mut Link<E>,
+        _meta: &mut Meta,
+        _settle: bool,
+    ) -> Result<usize, Errno> {
+        Ok(0)
+    }
     /// `cache drop`: give back every cached page; what was done.
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
     /// `bench inv`: invalidate page `idx` of `ino` if this node holds it
