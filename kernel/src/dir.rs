@@ -100,6 +100,7 @@ pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Ni
             fence: cpu::full_fence,
             lazy_inv: cfg.lazy_inv,
             fencing: cfg.fence,
+            append_lease_ns: dirsvc::server::append_lease_ns(cfg.hb_timeout_ms * 1_000_000),
             ..Config::default()
         },
     );
