@@ -44,10 +44,8 @@ const OUT_MAX: usize = 1 << 20;
 /// receive holds.
 const WAITING_MAX: usize = 64;
 
-/// The directory's end of a link probes an idle connection this often...
+/// The directory's end of a link probes an idle connection this often.
 const KEEPALIVE_MS: u64 = 1_000;
-/// ...and drops it when nothing answered for this long.
-const DEAD_PEER_MS: u64 = 4_000;
 
 /// smoltcp's clock.
 fn now() -> Instant {
@@ -605,14 +603,15 @@ impl DirLink {
             return;
         }
         let s = self.stack.socket();
-        // A connection whose node end is gone without a reset reaching us
-        // (the node aborted it while this instance was stopped, or the
-        // node was) is found by its keep-alives going unanswered or
-        // reset, and closed: the link listens again and the node's new
-        // connection is accepted, instead of being refused for good
-        // behind it.
+        // A connection whose node end is gone without its reset reaching
+        // us (the node dropped it while this instance was stopped) would
+        // hold the link's one socket for good, and every new connection
+        // of the node would be refused behind it. Idle, it sends a
+        // keep-alive every second: the node's stack, polling while it
+        // reconnects, answers it with a reset, and the link listens again.
+        // No dead-peer timeout: a node busy without calls polls nothing,
+        // and its live connection must not be dropped for that.
         s.set_keep_alive(Some(Duration::from_millis(KEEPALIVE_MS)));
-        s.set_timeout(Some(Duration::from_millis(DEAD_PEER_MS)));
         if let Err(e) = s.listen(netwire::PORT) {
             log::error!("net: link to node {}: listen: {e}", self.node);
         }
