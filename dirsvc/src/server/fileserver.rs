@@ -110,7 +110,9 @@ impl<D: BlockDevice> Directory<D> {
                 })
             }
             Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
-            Request::Setattr { ino, size, expect } => {
+            Request::Setattr {
+                ino, size, expect, ..
+            } => {
                 let old = fs.getattr(ino)?;
                 if expect.is_some_and(|v| v != old.version) {
                     return Err(Errno::Stale);

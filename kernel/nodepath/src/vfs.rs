@@ -11,11 +11,17 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use fabric::config::Mode;
-use fabric::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
+use fabric::proto::{
+    Attr, DirEntry, Errno, FileKind, Op, Request, Response, APPEND_BUDGET_NS, DIRENT_SIZE,
+};
 use osapi::io::{Fd, OpenFlags};
 
 use crate::env::Env;
 use crate::link::{Link, Session};
+
+/// A strong-mode append goes in chunks of this many bytes, its append
+/// lock renewed between them once half its budget is spent.
+const APPEND_CHUNK: usize = 64 << 10;
 
 mod datapath;
 mod meta;
@@ -280,6 +286,7 @@ impl<E: Env> Vfs<E> {
                     ino,
                     size: 0,
                     expect: None,
+                    locked: false,
                 };
                 let a = attr_of(self.call(link, &req)?)?;
                 self.open_truncated(&link.env, &a);
@@ -457,6 +464,13 @@ impl<E: Env> Vfs<E> {
     /// store straight into the file's frames, so two appends that learned
     /// the same end would store over each other before either published
     /// its size; under the lock they follow one another, each whole.
+    ///
+    /// The lock is a lease: this node stores and publishes under it only
+    /// within [`APPEND_BUDGET_NS`] of sending its take (renewed between
+    /// chunks once half of that is spent); past it the append stops with
+    /// what it published ([`Errno::Busy`] if nothing), since the lease may
+    /// be another node's by then. A lost give-back costs other nodes one
+    /// lease at most.
     fn append_locked(
         &mut self,
         link: &mut Link<E>,
@@ -464,34 +478,83 @@ impl<E: Env> Vfs<E> {
         ino: u64,
         data: &[u8],
     ) -> Result<usize, Errno> {
-        let a = self.take_append_lock(link, ino)?;
+        let (a, mut taken) = self.take_append_lock(link, ino)?;
         self.learn(&a);
         let pos = self.meta.size_of(ino);
-        let r = self.dp.write(link, &mut self.meta, ino, pos, data);
-        let give = Request::AppendLock { ino, hold: false };
+        let mut done = 0usize;
+        let mut r = Ok(());
+        for chunk in data.chunks(APPEND_CHUNK) {
+            if link.env.now_ns().saturating_sub(taken) >= APPEND_BUDGET_NS / 2 {
+                let sent = link.env.now_ns();
+                if let Err(e) = self.renew_append_lock(link, ino) {
+                    r = Err(e);
+                    break;
+                }
+                taken = sent;
+            }
+            self.dp
+                .set_append_deadline(Some(taken.saturating_add(APPEND_BUDGET_NS)));
+            let at = pos + done as u64;
+            let w = self.dp.write(link, &mut self.meta, ino, at, chunk);
+            self.dp.set_append_deadline(None);
+            match w {
+                Ok(n) => done += n,
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        let give = Request::AppendLock {
+            ino,
+            hold: false,
+            renew: false,
+        };
         if let Err(e) = self.call(link, &give) {
-            // Still ours at the directory: taken again by our next append,
-            // dropped if this node fails; other nodes' appends wait.
+            // Still ours at the directory until its lease lapses (taken
+            // again by our next append); other nodes' appends wait that
+            // long at most.
             log::warn!("append lock of {ino}: give-back failed ({e:?})");
         }
-        let n = r?;
-        self.file(fd)?.pos = pos + n as u64;
-        Ok(n)
+        if done == 0 {
+            r?;
+        } else if let Err(e) = r {
+            log::warn!("append to {ino}: stopped after {done} bytes ({e:?})");
+        }
+        self.file(fd)?.pos = pos + done as u64;
+        Ok(done)
+    }
+
+    /// Renew `ino`'s append lock, which this node holds: refused
+    /// ([`Errno::Busy`]) if its lease lapsed and another node took it.
+    fn renew_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<(), Errno> {
+        let take = Request::AppendLock {
+            ino,
+            hold: true,
+            renew: true,
+        };
+        attr_of(self.call(link, &take)?).map(|_| ())
     }
 
     /// Take `ino`'s append lock, waiting while another node holds it (up
-    /// to the call timeout): the file's attributes.
-    fn take_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<Attr, Errno> {
-        let take = Request::AppendLock { ino, hold: true };
+    /// to the call timeout): the file's attributes, and when the take
+    /// that got it was sent (its lease starts no earlier).
+    fn take_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<(Attr, u64), Errno> {
+        let take = Request::AppendLock {
+            ino,
+            hold: true,
+            renew: false,
+        };
         let deadline = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
         loop {
+            let sent = link.env.now_ns();
             match self.call(link, &take) {
                 Err(Errno::Busy) if link.env.now_ns() < deadline => {
                     // Held by another node's append, a few calls long.
                     link.service(&mut *self.dp);
                     link.env.wait_step(false);
                 }
-                r => return attr_of(r?),
+                r => return Ok((attr_of(r?)?, sent)),
             }
         }
     }
@@ -510,6 +573,7 @@ impl<E: Env> Vfs<E> {
             ino,
             size,
             expect: None,
+            locked: false,
         };
         let a = attr_of(self.call(link, &req)?)?;
         self.truncated(&link.env, ino, size, old, &a);

@@ -134,6 +134,7 @@ fn start_directory(
             fence: cpu::full_fence,
             lazy_inv: cfg.lazy_inv,
             fencing: cfg.fence,
+            append_lease_ns: dirsvc::server::append_lease_ns(cfg.hb_timeout_ms * 1_000_000),
             ..Config::default()
         },
     );

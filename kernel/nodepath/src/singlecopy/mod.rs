@@ -158,6 +158,11 @@ pub struct ScState {
     faultaround_mapped: u64,
     /// Free-frame marks of reclaim ahead of need, kept across rejoins.
     marks: crate::watermark::Watermarks,
+    /// Set while a strong-mode append runs under its append lock: no
+    /// store into a frame and no size publication at or past this
+    /// instant (this node's clock), when the lease may have gone to
+    /// another node (see `vfs.rs`, `append_locked`).
+    append_deadline: Option<u64>,
 }
 
 impl Coherence {
@@ -206,6 +211,7 @@ impl ScState {
             faultaround: 0,
             faultaround_mapped: 0,
             marks: crate::watermark::Watermarks::OFF,
+            append_deadline: None,
         }
     }
 
@@ -228,6 +234,29 @@ impl ScState {
     /// corrupt): invalidations may have been lost with the ring, so no
     /// slot can be trusted until the membership check rejoins (after
     /// writing back what is dirty, which needs no slot lookup).
+    /// Under an append lock, is its budget still running at `now_ns`?
+    /// [`Errno::Busy`] if not: the lease may be another node's by now,
+    /// so nothing more may be stored or published under it.
+    pub(super) fn in_append_budget(&self, now_ns: u64) -> Result<(), Errno> {
+        match self.append_deadline {
+            Some(d) if now_ns >= d => {
+                log::warn!("append lock budget spent: the append stops here");
+                Err(Errno::Busy)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Under an append lock until `deadline` (this node's clock), or not.
+    pub fn set_append_deadline(&mut self, deadline: Option<u64>) {
+        self.append_deadline = deadline;
+    }
+
+    /// Is an append lock held (its deadline set)?
+    pub(super) fn appending(&self) -> bool {
+        self.append_deadline.is_some()
+    }
+
     pub(super) fn intact(&self) -> Result<(), Errno> {
         if self.coh.as_ref().is_some_and(|c| c.broken) {
             return Err(Errno::Unavailable);

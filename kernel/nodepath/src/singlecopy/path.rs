@@ -272,10 +272,18 @@ impl SingleCopy {
                 meta.set_local_size(ino, pos + n as u64);
                 return Ok(n);
             }
+            // Under an append lock the size goes only within its budget,
+            // and the directory takes it only from the lease's holder.
+            let locked = self.st.appending();
+            if let Err(e) = self.st.in_append_budget(link.env.now_ns()) {
+                self.st.pin(None);
+                return Err(e);
+            }
             let req = Request::Setattr {
                 ino,
                 size: end,
                 expect: Some(version),
+                locked,
             };
             let published = link.fs_call(&req, self);
             self.st.pin(None);
@@ -339,6 +347,10 @@ impl<E: Env> Session<E> for SingleCopy {
 impl<E: Env> DataPath<E> for SingleCopy {
     fn mode(&self) -> Mode {
         self.st.mode
+    }
+
+    fn set_append_deadline(&mut self, deadline: Option<u64>) {
+        self.st.set_append_deadline(deadline);
     }
 
     /// Pages are kept coherent by the protocol; only the size moves.

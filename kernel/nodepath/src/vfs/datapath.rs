@@ -62,6 +62,11 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn losses(&self) -> Option<Arc<AtomicU64>> {
         None
     }
+    /// A strong-mode append holds its file's append lock until
+    /// `deadline` (this node's clock; `None`: no more): no store and no
+    /// size publication at or past it, a size published meanwhile marked
+    /// as under the lock. Paths without single-copy frames take no lock.
+    fn set_append_deadline(&mut self, _deadline: Option<u64>) {}
     /// The version of `ino` moved, or its data changed wholesale: drop any
     /// cached copy of its pages (buffered writes not written back stay).
     fn forget_pages(&mut self, _ino: u64) {}
