@@ -630,6 +630,7 @@ fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
 
 mod appends;
 mod broken;
+mod evicted;
 mod membership;
 mod quiet;
 mod reclaiming;
