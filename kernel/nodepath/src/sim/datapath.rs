@@ -38,7 +38,7 @@
 //! nodepath sim` replays one seed (with `ONECOPY_SIM_STEPS` steps).
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use fabric::config::Mode;
@@ -153,6 +153,33 @@ impl World {
         }
     }
 
+    /// `ONECOPY_SIM_PAGES=1`: where each page of a bad read came from
+    /// (which write of which file had those bytes at that page, any
+    /// offset).
+    fn page_origins(&self, got: &[u8]) -> String {
+        let mut out = String::new();
+        for (i, page) in got.chunks(4096).enumerate() {
+            let mut from = Vec::new();
+            if page.iter().all(|&b| b == 0) {
+                from.push("zeros".to_string());
+            }
+            for (name, h) in &self.hist {
+                for (j, r) in h.iter().enumerate() {
+                    for (pi, p2) in r.data.chunks(4096).enumerate() {
+                        if p2.len() >= page.len() && p2[..page.len()] == *page {
+                            from.push(format!(
+                                "{name}#{j}p{pi}(w{} t{}..{:?})",
+                                r.writer, r.start, r.end
+                            ));
+                        }
+                    }
+                }
+            }
+            out.push_str(&format!("\n  page {i}: {}", from.join(" ")));
+        }
+        out
+    }
+
     /// Check a read of `file` that ran from `rs` to now.
     fn check_read(&mut self, k: u32, file: &str, rs: u64, got: &[u8], at_end: bool) {
         let re = self.tick();
@@ -186,8 +213,13 @@ impl World {
                 r.writer, r.start, r.end, r.ok
             )
         });
+        let pages = if std::env::var_os("ONECOPY_SIM_PAGES").is_some() {
+            self.page_origins(got)
+        } else {
+            String::new()
+        };
         self.bad = Some(format!(
-            "{}node {k} read {file} (t {rs}..{re}): {} bytes ({zeros} zero), {}; legal: {}",
+            "{}node {k} read {file} (t {rs}..{re}): {} bytes ({zeros} zero), {}; legal: {}{pages}",
             if at_end { "at the end " } else { "" },
             got.len(),
             old.unwrap_or_else(|| "bytes no write produced".into()),
@@ -468,14 +500,16 @@ fn check_single_copy(rig: &Rig, nodes: &Nodes, dead: &[u32]) -> Result<(), Strin
     // Readable copies in a node's own frame (`Reclaiming` is not readable:
     // being torn down).
     let mut local: BTreeMap<PageKey, (u32, u64)> = BTreeMap::new();
-    let mut held: BTreeMap<(PageKey, u32), u64> = BTreeMap::new();
+    // A node may hold two frames for one page: its copy, and a frame set
+    // aside for it (an orphan of a cancelled miss).
+    let mut held: BTreeSet<(PageKey, u32, u64)> = BTreeSet::new();
     for (id, active, s) in &all {
         if !active {
             continue;
         }
         for (key, slot) in s {
             if let Slot::Local { gfn, .. } | Slot::Reclaiming { gfn } = slot {
-                held.insert((*key, *id), *gfn);
+                held.insert((*key, *id, *gfn));
             }
             if let Slot::Local { gfn, .. } = slot {
                 if let Some((other, g2)) = local.insert(*key, (*id, *gfn)) {
@@ -503,7 +537,7 @@ fn check_single_copy(rig: &Rig, nodes: &Nodes, dead: &[u32]) -> Result<(), Strin
             };
             let owner = u32::from(*owner);
             let owner_active = all.iter().any(|(o, a, _)| *o == owner && *a);
-            if owner_active && held.get(&(*key, owner)) != Some(gfn) {
+            if owner_active && !held.contains(&(*key, owner, *gfn)) {
                 return Err(format!(
                     "node {id} maps {key:?} at frame {gfn} of node {owner}, which no longer holds it there ({:?})",
                     local.get(key)
