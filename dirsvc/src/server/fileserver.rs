@@ -278,18 +278,22 @@ impl<D: BlockDevice> Directory<D> {
         data: &[u8],
     ) -> Result<(), Errno> {
         let f = PAGE_SIZE as u64;
-        let Some(last) = offset.checked_add(data.len() as u64 - 1).map(|e| e / f) else {
-            return Err(Errno::Invalid);
+        let Some(len) = (data.len() as u64).checked_sub(1) else {
+            return Ok(());
         };
-        for idx in old_end.min(offset) / f..=last {
-            let key = PageKey { ino, idx };
+        let last = offset.checked_add(len).ok_or(Errno::Invalid)? / f;
+        // Cached pages only (a gap may span many pages nobody holds).
+        for key in self
+            .pages
+            .cached_between(ino, old_end.min(offset) / f, last)
+        {
             let Some(gfn) = self.pages.frame_held(&key) else {
                 continue;
             };
             if old_end < offset && self.pages.evicted_unreleased(&key) {
-                self.zero_frame(mem, gfn, idx, old_end, offset)?;
+                self.zero_frame(mem, gfn, key.idx, old_end, offset)?;
             }
-            self.patch_frame(mem, gfn, idx, offset, data)?;
+            self.patch_frame(mem, gfn, key.idx, offset, data)?;
         }
         Ok(())
     }
