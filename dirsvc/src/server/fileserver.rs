@@ -147,19 +147,6 @@ impl<D: BlockDevice> Directory<D> {
                     // on are stale: tear them down cluster-wide.
                     let acts = self.pages.evict_file(ino, size / PAGE_SIZE as u64);
                     self.run(mem, acts);
-                } else if size > old.size {
-                    // Pages an earlier shrink is still tearing down are
-                    // read by their owner until it is told: the grown
-                    // range reads as zeros there, not as the cut data.
-                    let last = (size - 1) / f;
-                    for key in self.pages.cached_between(ino, old.size / f, last) {
-                        if !self.pages.evicted_unreleased(&key) {
-                            continue;
-                        }
-                        if let Some(gfn) = self.pages.frame_held(&key) {
-                            self.zero_frame(mem, gfn, key.idx, old.size, size)?;
-                        }
-                    }
                 }
                 Ok(Response::Attr(a))
             }

@@ -1183,8 +1183,8 @@ fn sim_seed_0x5eed0006_long_run() {
 ///   patched only settled frames, so the owner went on reading the cut
 ///   bytes after the rewrite completed. Fixed: such a write patches every
 ///   frame the directory still holds for the page, and in an evicted page
-///   a gap past the old end, or a growing truncate, reads as zeros (host
-///   tests `tests::evicted`). 0x5eedc8010cd8 then showed a checker
+///   a gap between the old end and the write reads as zeros (host tests
+///   `tests::evicted`). 0x5eedc8010cd8 then showed a checker
 ///   defect: a node holding a page in its frame and an orphan frame for
 ///   the same page counted only one (`check_single_copy`). All nine are
 ///   in the default run's relaxed list;
