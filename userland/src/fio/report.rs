@@ -233,8 +233,9 @@ pub struct Dist {
     pub bins: Vec<(u64, u64)>,
 }
 
-/// Completion latency of one direction, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Completion latency of one direction, in nanoseconds (serialized as is
+/// in the `RESULT` line's `lat_ns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Latency {
     /// Fastest I/O.
     pub min: u64,
@@ -540,14 +541,7 @@ impl Report {
                 bw_bytes: d.bw_bytes,
                 ios: d.ios,
                 bytes: d.bytes,
-                lat_ns: ResultLat {
-                    min: l.min,
-                    mean: l.mean,
-                    p50: l.p50,
-                    p99: l.p99,
-                    p999: l.p999,
-                    max: l.max,
-                },
+                lat_ns: l,
             }
         };
         ResultDoc {
@@ -662,17 +656,5 @@ pub struct ResultDir {
     pub bw_bytes: u64,
     pub ios: u64,
     pub bytes: u64,
-    pub lat_ns: ResultLat,
-}
-
-/// The latency of one direction of [`ResultDoc`], in nanoseconds.
-#[derive(Debug, Serialize)]
-#[allow(missing_docs)]
-pub struct ResultLat {
-    pub min: u64,
-    pub mean: u64,
-    pub p50: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
+    pub lat_ns: Latency,
 }
