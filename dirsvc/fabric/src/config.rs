@@ -238,13 +238,45 @@ fn num(key: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
     Ok(n)
 }
 
+/// Values a boot option sets that are settled only once the whole line
+/// is read (`role` needs `id`; `task_reads` defaults by mode).
+#[derive(Default)]
+struct Pending {
+    role: Option<String>,
+    id: Option<u32>,
+    task_reads: Option<bool>,
+}
+
+/// `0` or `1` for a switch `key`.
+fn switch(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(alloc::format!("{key}={v}: expected 0 or 1")),
+    }
+}
+
 impl BootConfig {
     /// Parse a command line.
     pub fn parse(cmdline: &str) -> Result<BootConfig, String> {
-        let mut role = None;
-        let mut id = None;
-        let mut task_reads = None;
-        let mut c = BootConfig {
+        let mut c = BootConfig::defaults();
+        let mut pending = Pending::default();
+        for word in cmdline.split_ascii_whitespace() {
+            let (k, v) = word.split_once('=').unwrap_or((word, ""));
+            // Only the table's keys reach `set`, so a key parsed there but
+            // missing from the table is reported as unknown, and the test
+            // `every_boot_option_of_the_table_is_parsed` fails for a table
+            // key `set` does not parse.
+            if !BOOT_OPTIONS.iter().any(|o| o.key == k) || !c.set(k, v, &mut pending)? {
+                c.unknown.push(word.to_string());
+            }
+        }
+        c.settle(pending)
+    }
+
+    /// Every option at its default (`role` still to be given).
+    fn defaults() -> BootConfig {
+        BootConfig {
             role: Role::Dir,
             nodes: 2,
             hb_timeout_ms: 3000,
@@ -276,131 +308,114 @@ impl BootConfig {
             reclaim_low: DEFAULT_RECLAIM_LOW,
             reclaim_high: DEFAULT_RECLAIM_HIGH,
             unknown: Vec::new(),
-        };
-        for word in cmdline.split_ascii_whitespace() {
-            let (k, v) = word.split_once('=').unwrap_or((word, ""));
-            // Only the table's keys reach the match below, so a key parsed
-            // there but missing from the table is reported as unknown, and
-            // the test `every_boot_option_of_the_table_is_parsed` fails for
-            // a table key the match does not parse.
-            if !BOOT_OPTIONS.iter().any(|o| o.key == k) {
-                c.unknown.push(word.to_string());
-                continue;
-            }
-            match k {
-                "role" => role = Some(v.to_string()),
-                "id" => id = Some(num(k, v, 1, crate::layout::MAX_NODES as u64)? as u32),
-                "nodes" => c.nodes = num(k, v, 1, crate::layout::MAX_NODES as u64)? as u32,
-                "hb_timeout_ms" => c.hb_timeout_ms = num(k, v, 50, 3_600_000)?,
-                "dir_spin_us" => c.dir_spin_us = num(k, v, 0, 10_000_000)?,
-                "dir_bell_spin_us" => c.dir_bell_spin_us = num(k, v, 0, 10_000_000)?,
-                "bell_spin_us" => c.bell_spin_us = num(k, v, 0, 10_000_000)?,
-                "rpc_timeout_ms" => c.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
-                "remote_limit" => c.remote_limit = num(k, v, 1, 1 << 30)?,
-                "ring_reads" => c.ring_reads = num(k, v, 1, 32)? as u32,
-                "cache_pages" => c.cache_pages = Some(num(k, v, 64, 1 << 24)?),
-                "tick_hz" => c.tick_hz = num(k, v, 100, 20_000)? as u32,
-                "cxl_ns" => c.cxl_ns = num(k, v, 0, 10_000_000)?,
-                "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
-                "disk_lat_us" => c.disk_lat_us = Some(num(k, v, 0, 100_000)?),
-                "dilation_pct" => c.dilation_pct = num(k, v, 10, 10_000)?,
-                "readahead_kb" => c.readahead_kb = num(k, v, 0, 8192)? as u32,
-                "faultaround_kb" => c.faultaround_kb = num(k, v, 0, 2048)? as u32,
-                "reclaim_low" => c.reclaim_low = num(k, v, 0, 50)? as u32,
-                "reclaim_high" => c.reclaim_high = num(k, v, 1, 90)? as u32,
-                "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
-                "doorbell" => {
-                    c.doorbell = match v {
-                        "0" => false,
-                        "1" => true,
-                        _ => return Err(alloc::format!("doorbell={v}: expected 0 or 1")),
-                    }
-                }
-                "disk_irq" => {
-                    c.disk_irq = match v {
-                        "0" => false,
-                        "1" => true,
-                        _ => return Err(alloc::format!("disk_irq={v}: expected 0 or 1")),
-                    }
-                }
-                "lazy_inv" => {
-                    c.lazy_inv = match v {
-                        "0" => false,
-                        "1" => true,
-                        _ => return Err(alloc::format!("lazy_inv={v}: expected 0 or 1")),
-                    }
-                }
-                "fence" => {
-                    c.fence = match v {
-                        "0" => false,
-                        "1" => true,
-                        _ => return Err(alloc::format!("fence={v}: expected 0 or 1")),
-                    }
-                }
-                "baseline_writes" => {
-                    c.baseline_writes = BaselineWrites::parse(v).ok_or_else(|| {
-                        alloc::format!("baseline_writes={v}: expected back or through")
-                    })?
-                }
-                "policy" => {
-                    c.policy = PolicyName::parse(v).ok_or_else(|| {
-                        alloc::format!("policy={v}: expected one of {}", PolicyName::names())
-                    })?
-                }
-                "task_reads" => {
-                    task_reads = Some(match v {
-                        "each" => true,
-                        "batch" => false,
-                        _ => return Err(alloc::format!("task_reads={v}: expected each or batch")),
-                    })
-                }
-                "storage" => match v {
-                    "none" | "nvme" | "sata-ssd" | "sas-raid" => c.storage = v.to_string(),
-                    _ => return Err(alloc::format!("storage={v}: unknown profile")),
-                },
-                "log" => {
-                    c.log = match v {
-                        "error" => log::LevelFilter::Error,
-                        "warn" => log::LevelFilter::Warn,
-                        "info" => log::LevelFilter::Info,
-                        "debug" => log::LevelFilter::Debug,
-                        "trace" => log::LevelFilter::Trace,
-                        _ => {
-                            return Err(alloc::format!(
-                                "log={v}: expected error, warn, info, debug or trace"
-                            ))
-                        }
-                    }
-                }
-                "mode" => {
-                    c.mode = Mode::parse(v).ok_or_else(|| {
-                        alloc::format!("mode={v}: expected private, strong, relaxed or net")
-                    })?
-                }
-                _ => c.unknown.push(word.to_string()),
-            }
         }
-        c.role = match role.as_deref() {
+    }
+
+    /// Apply `k=v`; `Ok(false)` if `k` is not an option this parser knows.
+    fn set(&mut self, k: &str, v: &str, p: &mut Pending) -> Result<bool, String> {
+        let max_nodes = crate::layout::MAX_NODES as u64;
+        match k {
+            "role" => p.role = Some(v.to_string()),
+            "id" => p.id = Some(num(k, v, 1, max_nodes)? as u32),
+            "nodes" => self.nodes = num(k, v, 1, max_nodes)? as u32,
+            "hb_timeout_ms" => self.hb_timeout_ms = num(k, v, 50, 3_600_000)?,
+            "dir_spin_us" => self.dir_spin_us = num(k, v, 0, 10_000_000)?,
+            "dir_bell_spin_us" => self.dir_bell_spin_us = num(k, v, 0, 10_000_000)?,
+            "bell_spin_us" => self.bell_spin_us = num(k, v, 0, 10_000_000)?,
+            "rpc_timeout_ms" => self.rpc_timeout_ms = num(k, v, 10, 3_600_000)?,
+            "remote_limit" => self.remote_limit = num(k, v, 1, 1 << 30)?,
+            "ring_reads" => self.ring_reads = num(k, v, 1, 32)? as u32,
+            "cache_pages" => self.cache_pages = Some(num(k, v, 64, 1 << 24)?),
+            "tick_hz" => self.tick_hz = num(k, v, 100, 20_000)? as u32,
+            "cxl_ns" => self.cxl_ns = num(k, v, 0, 10_000_000)?,
+            "fill_depth" => self.fill_depth = num(k, v, 0, 64)? as u32,
+            "disk_lat_us" => self.disk_lat_us = Some(num(k, v, 0, 100_000)?),
+            "dilation_pct" => self.dilation_pct = num(k, v, 10, 10_000)?,
+            "readahead_kb" => self.readahead_kb = num(k, v, 0, 8192)? as u32,
+            "faultaround_kb" => self.faultaround_kb = num(k, v, 0, 2048)? as u32,
+            "reclaim_low" => self.reclaim_low = num(k, v, 0, 50)? as u32,
+            "reclaim_high" => self.reclaim_high = num(k, v, 1, 90)? as u32,
+            "doorbell_selftest" => self.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
+            "doorbell" => self.doorbell = switch(k, v)?,
+            "disk_irq" => self.disk_irq = switch(k, v)?,
+            "lazy_inv" => self.lazy_inv = switch(k, v)?,
+            "fence" => self.fence = switch(k, v)?,
+            "task_reads" => {
+                p.task_reads = Some(match v {
+                    "each" => true,
+                    "batch" => false,
+                    _ => return Err(alloc::format!("task_reads={v}: expected each or batch")),
+                })
+            }
+            _ => return self.set_named(k, v),
+        }
+        Ok(true)
+    }
+
+    /// Options whose value is a name (`mode`, `policy`, `storage`, ...).
+    fn set_named(&mut self, k: &str, v: &str) -> Result<bool, String> {
+        match k {
+            "baseline_writes" => {
+                self.baseline_writes = BaselineWrites::parse(v).ok_or_else(|| {
+                    alloc::format!("baseline_writes={v}: expected back or through")
+                })?
+            }
+            "policy" => {
+                self.policy = PolicyName::parse(v).ok_or_else(|| {
+                    alloc::format!("policy={v}: expected one of {}", PolicyName::names())
+                })?
+            }
+            "storage" => match v {
+                "none" | "nvme" | "sata-ssd" | "sas-raid" => self.storage = v.to_string(),
+                _ => return Err(alloc::format!("storage={v}: unknown profile")),
+            },
+            "log" => {
+                self.log = match v {
+                    "error" => log::LevelFilter::Error,
+                    "warn" => log::LevelFilter::Warn,
+                    "info" => log::LevelFilter::Info,
+                    "debug" => log::LevelFilter::Debug,
+                    "trace" => log::LevelFilter::Trace,
+                    _ => {
+                        return Err(alloc::format!(
+                            "log={v}: expected error, warn, info, debug or trace"
+                        ))
+                    }
+                }
+            }
+            "mode" => {
+                self.mode = Mode::parse(v)
+                    .ok_or_else(|| alloc::format!("mode={v}: expected one of {}", Mode::names()))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Settle what depends on the whole line: the role (a node needs its
+    /// id), `task_reads`' default by mode, the watermarks' order.
+    fn settle(mut self, p: Pending) -> Result<BootConfig, String> {
+        self.role = match p.role.as_deref() {
             Some("dir") => Role::Dir,
             Some("node") => {
-                let id = id.ok_or("role=node needs id=K")?;
-                if id > c.nodes {
-                    return Err(alloc::format!("id={id} but nodes={}", c.nodes));
+                let id = p.id.ok_or("role=node needs id=K")?;
+                if id > self.nodes {
+                    return Err(alloc::format!("id={id} but nodes={}", self.nodes));
                 }
                 Role::Node(id)
             }
             Some(other) => return Err(alloc::format!("role={other}: expected dir or node")),
             None => return Err("missing role=dir or role=node".to_string()),
         };
-        c.task_reads_each = task_reads.unwrap_or(c.mode != Mode::Net);
-        if c.reclaim_low > 0 && c.reclaim_high <= c.reclaim_low {
+        self.task_reads_each = p.task_reads.unwrap_or(self.mode != Mode::Net);
+        if self.reclaim_low > 0 && self.reclaim_high <= self.reclaim_low {
             return Err(alloc::format!(
                 "reclaim_high={} must be above reclaim_low={} (percent of the node's frames)",
-                c.reclaim_high,
-                c.reclaim_low
+                self.reclaim_high,
+                self.reclaim_low
             ));
         }
-        Ok(c)
+        Ok(self)
     }
 }
 
@@ -481,9 +496,15 @@ impl Mode {
     /// lists them; `tests/tests/docs.rs` checks the launcher's list).
     pub const ALL: [Mode; 4] = [Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net];
 
-    /// Parse `private|strong|relaxed|net`.
+    /// Parse a mode's name ([`Mode::as_str`]).
     pub fn parse(s: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// Every mode's name, comma-separated (for error messages).
+    pub fn names() -> String {
+        let names: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+        names.join(", ")
     }
 
     /// Name for `cache stats`.
