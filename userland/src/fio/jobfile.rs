@@ -58,112 +58,107 @@ struct Section {
 /// Parse the text of job file `file` (its name only prefixes error
 /// messages: `FILE:LINE: ...`) into its jobs, in order.
 pub fn parse_jobfile(file: &str, text: &str) -> Result<Vec<JobSpec>, FioError> {
-    let at = |line: usize, msg: &str| FioError::new(format!("{}:{line}: {msg}", quoted(file)));
-    let mut global = Builder::new();
-    let mut global_stonewall = false;
-    let mut cur: Option<Section> = None;
-    let mut jobs: Vec<JobSpec> = Vec::new();
-    let close = |sec: Option<Section>,
-                 global: &mut Builder,
-                 global_stonewall: &mut bool,
-                 jobs: &mut Vec<JobSpec>|
-     -> Result<(), FioError> {
-        let Some(sec) = sec else { return Ok(()) };
-        let Some(name) = sec.job else {
-            *global = sec.b;
-            *global_stonewall = sec.stonewall;
-            return Ok(());
-        };
-        if !jobs.is_empty() && !sec.stonewall {
-            return Err(at(
-                sec.line,
-                &format!(
-                    "job '{}' would run alongside the jobs before it, but jobs run one at a time here: add 'stonewall' to it (or to [global])",
-                    quoted(&name)
-                ),
-            ));
-        }
-        if jobs.len() >= MAX_JOB_SECTIONS {
-            return Err(at(
-                sec.line,
-                &format!("more than {MAX_JOB_SECTIONS} job sections"),
-            ));
-        }
-        let spec = sec.b.finish().map_err(|e| {
-            at(
-                sec.line,
-                &format!("job '{}': {}", quoted(&name), e.message()),
-            )
-        })?;
-        jobs.push(spec);
-        Ok(())
-    };
+    let mut r = Reader::new(file);
     for (i, raw) in text.lines().enumerate() {
-        let n = i + 1;
-        let line = strip_comment(raw).trim();
+        r.line(i + 1, strip_comment(raw).trim())?;
+    }
+    r.finish()
+}
+
+/// A job file being read, line by line.
+struct Reader<'a> {
+    file: &'a str,
+    /// The `[global]` options so far (every later section starts from them).
+    global: Builder,
+    global_stonewall: bool,
+    /// The section being read.
+    cur: Option<Section>,
+    jobs: Vec<JobSpec>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(file: &'a str) -> Self {
+        Reader {
+            file,
+            global: Builder::new(),
+            global_stonewall: false,
+            cur: None,
+            jobs: Vec::new(),
+        }
+    }
+
+    /// An error at line `n`: `FILE:N: msg`.
+    fn at(&self, n: usize, msg: &str) -> FioError {
+        FioError::new(format!("{}:{n}: {msg}", quoted(self.file)))
+    }
+
+    /// Line `n`, its comment stripped and trimmed.
+    fn line(&mut self, n: usize, line: &str) -> Result<(), FioError> {
         if line.is_empty() {
-            continue;
+            return Ok(());
         }
         if line.contains('$') {
-            return Err(at(
+            return Err(self.at(
                 n,
                 "variables and expressions ('${VAR}', '$ncpus', ...) are not supported; write the value",
             ));
         }
         if let Some(rest) = line.strip_prefix('[') {
             let Some(name) = rest.strip_suffix(']').map(str::trim) else {
-                return Err(at(n, "a section header is '[NAME]'"));
+                return Err(self.at(n, "a section header is '[NAME]'"));
             };
-            close(cur.take(), &mut global, &mut global_stonewall, &mut jobs)?;
-            let mut b = global.clone();
-            let job = if name == "global" {
-                None
-            } else {
-                b.apply("name", Some(name))
-                    .map_err(|e| at(n, e.message()))?;
-                Some(String::from(name))
-            };
-            cur = Some(Section {
-                line: n,
-                job,
-                b,
-                stonewall: global_stonewall,
-            });
-            continue;
+            return self.header(n, name);
         }
         let (key, value) = match line.split_once('=') {
             Some((k, v)) => (k.trim(), Some(v.trim())),
             None => (line, None),
         };
+        self.option(n, key, value)
+    }
+
+    /// `[name]` at line `n`: the section before it ends.
+    fn header(&mut self, n: usize, name: &str) -> Result<(), FioError> {
+        self.close()?;
+        let mut b = self.global.clone();
+        let job = if name == "global" {
+            None
+        } else {
+            b.apply("name", Some(name))
+                .map_err(|e| self.at(n, e.message()))?;
+            Some(String::from(name))
+        };
+        self.cur = Some(Section {
+            line: n,
+            job,
+            b,
+            stonewall: self.global_stonewall,
+        });
+        Ok(())
+    }
+
+    /// `key[=value]` at line `n`, in the current section.
+    fn option(&mut self, n: usize, key: &str, value: Option<&str>) -> Result<(), FioError> {
         if key == "include" || key.starts_with("include ") {
-            return Err(at(
+            return Err(self.at(
                 n,
                 "'include' is not supported; put the options in this file",
             ));
         }
-        let Some(sec) = cur.as_mut() else {
-            return Err(at(
+        if self.cur.is_none() {
+            return Err(self.at(
                 n,
                 &format!(
                     "option '{}' outside a section ([global] or [NAME])",
                     quoted(key)
                 ),
             ));
-        };
+        }
         if ORDERING.contains(&key) {
-            match value {
-                None | Some("1") => {
-                    if key != "new_group" {
-                        sec.stonewall = true;
-                    }
-                }
-                Some("0") => {
-                    if key != "new_group" {
-                        sec.stonewall = false;
-                    }
-                }
+            let on = match value {
+                None | Some("1") => true,
+                Some("0") => false,
                 Some(v) => {
-                    return Err(at(
+                    return Err(self.at(
                         n,
                         &format!(
                             "bad value '{}' for option '{key}' (0 or 1, or no value)",
@@ -171,22 +166,71 @@ pub fn parse_jobfile(file: &str, text: &str) -> Result<Vec<JobSpec>, FioError> {
                         ),
                     ))
                 }
+            };
+            if key != "new_group" {
+                if let Some(sec) = self.cur.as_mut() {
+                    sec.stonewall = on;
+                }
             }
-            continue;
+            return Ok(());
         }
         if Builder::takes_value(key).is_none() {
-            return Err(at(n, &format!("unsupported option '{}'", quoted(key))));
+            return Err(self.at(n, &format!("unsupported option '{}'", quoted(key))));
         }
-        sec.b.apply(key, value).map_err(|e| at(n, e.message()))?;
+        let applied = match self.cur.as_mut() {
+            Some(sec) => sec.b.apply(key, value),
+            None => Ok(()),
+        };
+        applied.map_err(|e| self.at(n, e.message()))
     }
-    close(cur.take(), &mut global, &mut global_stonewall, &mut jobs)?;
-    if jobs.is_empty() {
-        return Err(FioError::new(format!(
-            "{}: no job section ([NAME] after [global])",
-            quoted(file)
-        )));
+
+    /// The current section ends: `[global]` becomes the options every
+    /// later section starts from, a job is checked and kept.
+    fn close(&mut self) -> Result<(), FioError> {
+        let Some(sec) = self.cur.take() else {
+            return Ok(());
+        };
+        let Some(name) = sec.job else {
+            self.global = sec.b;
+            self.global_stonewall = sec.stonewall;
+            return Ok(());
+        };
+        if !self.jobs.is_empty() && !sec.stonewall {
+            return Err(self.at(
+                sec.line,
+                &format!(
+                    "job '{}' would run alongside the jobs before it, but jobs run one at a time here: add 'stonewall' to it (or to [global])",
+                    quoted(&name)
+                ),
+            ));
+        }
+        if self.jobs.len() >= MAX_JOB_SECTIONS {
+            return Err(self.at(
+                sec.line,
+                &format!("more than {MAX_JOB_SECTIONS} job sections"),
+            ));
+        }
+        let spec = sec.b.finish().map_err(|e| {
+            self.at(
+                sec.line,
+                &format!("job '{}': {}", quoted(&name), e.message()),
+            )
+        })?;
+        self.jobs.push(spec);
+        Ok(())
     }
-    Ok(jobs)
+
+    /// The end of the file: its jobs, at least one.
+    fn finish(mut self) -> Result<Vec<JobSpec>, FioError> {
+        self.close()?;
+        if self.jobs.is_empty() {
+            return Err(FioError::new(format!(
+                "{}: no job section ([NAME] after [global])",
+                quoted(self.file)
+            )));
+        }
+        Ok(self.jobs)
+    }
 }
 
 /// `line` without its comment: from a `;` or `#` that starts the line or

@@ -336,7 +336,6 @@ impl Builder {
     /// Apply option `key` (a name of the table) with `value` (`None`: given
     /// as a bare flag). Errors name the option but no place.
     pub(crate) fn apply(&mut self, key: &str, value: Option<&str>) -> Result<(), FioError> {
-        let spec = &mut self.spec;
         let Some(takes_value) = Builder::takes_value(key) else {
             return Err(FioError::new(format!(
                 "unrecognized option '{}'",
@@ -346,7 +345,7 @@ impl Builder {
         if !takes_value {
             let on = flag(value, key)?;
             if key == "time_based" {
-                spec.time_based = on;
+                self.spec.time_based = on;
             }
             return Ok(());
         }
@@ -355,22 +354,11 @@ impl Builder {
                 "option '{key}' requires a value ({key}=VALUE)"
             )));
         };
+        if self.apply_naming(key, v)? {
+            return Ok(());
+        }
+        let spec = &mut self.spec;
         match key {
-            "name" => {
-                let ok = !v.is_empty()
-                    && v.chars().count() <= MAX_NAME_LEN
-                    && !v.starts_with('.')
-                    && v.chars().all(|c| c != '/' && !c.is_control());
-                if !ok {
-                    return Err(bad(
-                        v,
-                        key,
-                        "1 to 48 characters, no '/', not starting with '.'",
-                    ));
-                }
-                spec.name = String::from(v);
-            }
-            "description" => {}
             "direct" | "buffered" => {
                 let cached = if key == "direct" { "0" } else { "1" };
                 if v != cached {
@@ -401,25 +389,6 @@ impl Builder {
                     .filter(|s| (1..=MAX_SIZE).contains(s))
                     .ok_or_else(|| bad(v, key, "1 to 1t, e.g. 64m"))?;
                 self.have_size = true;
-            }
-            "filename" => {
-                if v.is_empty() || v.chars().any(char::is_control) {
-                    return Err(bad(v, key, "a file path"));
-                }
-                match parse::path(v) {
-                    Err(_) => return Err(bad(v, key, "a file path without '.' or '..'")),
-                    Ok(p) if p == "/" => return Err(bad(v, key, "a file path")),
-                    Ok(_) => {}
-                }
-                spec.filename = Some(String::from(v));
-            }
-            "directory" => {
-                if v.is_empty() || v.chars().any(char::is_control) {
-                    return Err(bad(v, key, "a directory path"));
-                }
-                let dir = parse::path(v)
-                    .map_err(|_| bad(v, key, "a directory path without '.' or '..'"))?;
-                spec.directory = Some(dir);
             }
             "numjobs" => spec.numjobs = ranged(v, key, 1, u64::from(MAX_JOBS))? as u32,
             "iodepth" => spec.iodepth = ranged(v, key, 1, u64::from(MAX_IODEPTH))? as u32,
@@ -456,6 +425,50 @@ impl Builder {
             _ => return Err(FioError::new(format!("unrecognized option '{key}'"))),
         }
         Ok(())
+    }
+
+    /// The options that name things (the job, its file or directory);
+    /// `Ok(false)` for any other.
+    fn apply_naming(&mut self, key: &str, v: &str) -> Result<bool, FioError> {
+        let spec = &mut self.spec;
+        match key {
+            "name" => {
+                let ok = !v.is_empty()
+                    && v.chars().count() <= MAX_NAME_LEN
+                    && !v.starts_with('.')
+                    && v.chars().all(|c| c != '/' && !c.is_control());
+                if !ok {
+                    return Err(bad(
+                        v,
+                        key,
+                        "1 to 48 characters, no '/', not starting with '.'",
+                    ));
+                }
+                spec.name = String::from(v);
+            }
+            "description" => {}
+            "filename" => {
+                if v.is_empty() || v.chars().any(char::is_control) {
+                    return Err(bad(v, key, "a file path"));
+                }
+                match parse::path(v) {
+                    Err(_) => return Err(bad(v, key, "a file path without '.' or '..'")),
+                    Ok(p) if p == "/" => return Err(bad(v, key, "a file path")),
+                    Ok(_) => {}
+                }
+                spec.filename = Some(String::from(v));
+            }
+            "directory" => {
+                if v.is_empty() || v.chars().any(char::is_control) {
+                    return Err(bad(v, key, "a directory path"));
+                }
+                let dir = parse::path(v)
+                    .map_err(|_| bad(v, key, "a directory path without '.' or '..'"))?;
+                spec.directory = Some(dir);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// The job, once every option is in: checks what needs several

@@ -397,10 +397,69 @@ pub fn human(v: u64, base: u64, units: &[&str]) -> String {
 const BIN: &[&str] = &["B", "KiB", "MiB", "GiB", "TiB"];
 const SI: &[&str] = &["B", "kB", "MB", "GB", "TB"];
 
+/// A direction's throughput line, and its latency line if measured.
+fn direction_lines(label: &str, d: &DirStats, msec: u64) -> String {
+    let mut out = format!(
+        "  {label}: IOPS={}, BW={}/s ({}/s)({}/{}msec)\n",
+        human(d.iops(), 1000, &["", "k", "M", "G"]),
+        human(d.bw_bytes, 1024, BIN),
+        human(d.bw_bytes, 1000, SI),
+        human(d.bytes, 1024, BIN),
+        msec
+    );
+    if let Some(l) = d.lat {
+        out.push_str(&format!(
+            "    clat (nsec): min={}, max={}, avg={}, p50={}, p99={}, p99.9={}\n",
+            l.min, l.max, l.mean, l.p50, l.p99, l.p999
+        ));
+    }
+    out
+}
+
 impl Report {
     /// The fio-like text summary (several lines, each ending in `\n`),
     /// without the `RESULT` line.
     pub fn summary(&self) -> String {
+        let mut out = self.summary_head();
+        let msec = self.elapsed_ns / 1_000_000;
+        for (label, d) in [("read", &self.read), ("write", &self.write)] {
+            if d.ios > 0 {
+                out.push_str(&direction_lines(label, d, msec));
+            }
+        }
+        if self.read.ios == 0 && self.write.ios == 0 {
+            out.push_str("  no I/O completed while measuring\n");
+        }
+        if self.fsyncs > 0 {
+            out.push_str(&format!("  fsync: {} calls\n", self.fsyncs));
+        }
+        out.push_str(&self.depth_line());
+        out.push_str(&self.busy_line());
+        out.push_str(&format!("  cache: {}\n", self.cache_state()));
+        out.push_str(&format!(
+            "\nRun status group {} (all jobs):\n",
+            self.groupid
+        ));
+        for (label, d) in [("READ", &self.read), ("WRITE", &self.write)] {
+            if d.ios == 0 {
+                continue;
+            }
+            out.push_str(&format!(
+                "  {:>5}: bw={}/s ({}/s), io={} ({}), run={}-{}msec\n",
+                label,
+                human(d.bw_bytes, 1024, BIN),
+                human(d.bw_bytes, 1000, SI),
+                human(d.bytes, 1024, BIN),
+                human(d.bytes, 1000, SI),
+                msec,
+                msec
+            ));
+        }
+        out
+    }
+
+    /// The job's line, the laying out of its files, its processes.
+    fn summary_head(&self) -> String {
         let s = &self.spec;
         let mut out = format!(
             "{}: (g={}): rw={}, bs={}B, ioengine={}, iodepth={}\n",
@@ -430,39 +489,19 @@ impl Report {
             "{}: (groupid={}, jobs={}): err= 0: node={}, mode={}\n",
             s.name, self.groupid, s.numjobs, self.env.node, self.env.mode
         ));
-        let msec = self.elapsed_ns / 1_000_000;
-        for (label, d) in [("read", &self.read), ("write", &self.write)] {
-            if d.ios == 0 {
-                continue;
-            }
-            out.push_str(&format!(
-                "  {label}: IOPS={}, BW={}/s ({}/s)({}/{}msec)\n",
-                human(d.iops(), 1000, &["", "k", "M", "G"]),
-                human(d.bw_bytes, 1024, BIN),
-                human(d.bw_bytes, 1000, SI),
-                human(d.bytes, 1024, BIN),
-                msec
-            ));
-            if let Some(l) = d.lat {
-                out.push_str(&format!(
-                    "    clat (nsec): min={}, max={}, avg={}, p50={}, p99={}, p99.9={}\n",
-                    l.min, l.max, l.mean, l.p50, l.p99, l.p999
-                ));
-            }
-        }
-        if self.read.ios == 0 && self.write.ios == 0 {
-            out.push_str("  no I/O completed while measuring\n");
-        }
-        if self.fsyncs > 0 {
-            out.push_str(&format!("  fsync: {} calls\n", self.fsyncs));
-        }
+        out
+    }
+
+    /// How deep the I/O ran, and how (batched, as tasks, synchronous).
+    fn depth_line(&self) -> String {
+        let s = &self.spec;
         if s.ioengine == Engine::Libaio {
-            out.push_str(&format!(
+            format!(
                 "  depth: iodepth={} requested, {} in flight (batched)\n",
                 s.iodepth, self.effective_iodepth
-            ));
+            )
         } else if self.tasks {
-            out.push_str(&format!(
+            format!(
                 "  depth: iodepth={} requested, {} in flight (mean {}, max {}; {} job{} as tasks, waiting I/Os flushed together, {} per flush)\n",
                 s.iodepth,
                 self.effective_iodepth,
@@ -471,56 +510,43 @@ impl Report {
                 s.numjobs,
                 plural(s.numjobs),
                 json::milli(self.per_flush_milli),
-            ));
+            )
         } else {
-            out.push_str(&format!(
+            format!(
                 "  depth: iodepth={} requested, {} in flight (synchronous calls; {} job{} interleaved round-robin)\n",
                 s.iodepth,
                 self.effective_iodepth,
                 s.numjobs,
                 plural(s.numjobs)
-            ));
+            )
         }
+    }
+
+    /// How many instances were busy during the run.
+    fn busy_line(&self) -> String {
         let who = match self.env.busy_instances {
             0 | 1 => format!("node {}", self.env.node),
             2 => format!("node {} + directory", self.env.node),
             n => format!("node {} + directory + {} more", self.env.node, n - 2),
         };
-        out.push_str(&format!(
+        format!(
             "  busy: {} instance{}, {} vCPU{} each ({})\n",
             self.env.busy_instances,
             plural(self.env.busy_instances),
             self.env.vcpus_per_instance,
             plural(self.env.vcpus_per_instance),
             who
-        ));
-        let cache = match &self.invalidated {
+        )
+    }
+
+    /// What happened to the cache before the run.
+    fn cache_state(&self) -> String {
+        match &self.invalidated {
             Invalidated::No => String::from("kept (--invalidate=0)"),
             Invalidated::Dropped(line) => format!("dropped before the run ({line})"),
             Invalidated::NotSupported => String::from("not dropped (not supported in this mode)"),
             Invalidated::Failed(e) => format!("drop failed ({e}); ran anyway"),
-        };
-        out.push_str(&format!("  cache: {cache}\n"));
-        out.push_str(&format!(
-            "\nRun status group {} (all jobs):\n",
-            self.groupid
-        ));
-        for (label, d) in [("READ", &self.read), ("WRITE", &self.write)] {
-            if d.ios == 0 {
-                continue;
-            }
-            out.push_str(&format!(
-                "  {:>5}: bw={}/s ({}/s), io={} ({}), run={}-{}msec\n",
-                label,
-                human(d.bw_bytes, 1024, BIN),
-                human(d.bw_bytes, 1000, SI),
-                human(d.bytes, 1024, BIN),
-                human(d.bytes, 1000, SI),
-                msec,
-                msec
-            ));
         }
-        out
     }
 
     /// The JSON document of the `RESULT` line: the parameters and the

@@ -180,66 +180,10 @@ fn open_and_run(
     jobs: &mut Vec<Job>,
     buf: &mut [u8],
 ) -> Result<Report, FioError> {
-    for j in 0..spec.numjobs {
-        let path = spec.file_for(j);
-        let fd = os
-            .open(&path, OpenFlags::default())
-            .map_err(|e| os_err(&path, "open", e))?;
-        jobs.push(Job {
-            path,
-            fd: Some(fd),
-            pos: 0,
-            offsets: OffsetGen::new(spec, j),
-            mix: Mix::new(spec, j),
-            done: 0,
-            writes: 0,
-            room: 0,
-            open: false,
-            sync_due: false,
-        });
-    }
-    // Random and mixed patterns need to move the position; sequential
-    // single-direction ones only rewind (done by reopening if need be).
-    if spec.ioengine == Engine::Psync && (spec.rw.is_random() || spec.rw.is_mixed()) {
-        if let Some(job) = jobs.first() {
-            if let Some(fd) = job.fd {
-                match os.seek(fd, 0) {
-                    Ok(()) => {}
-                    Err(Errno::NotSupported) => {
-                        return Err(FioError::new(format!(
-                            "rw={} needs positioned I/O (seek), not supported in this mode",
-                            spec.rw.as_str()
-                        )))
-                    }
-                    Err(e) => return Err(os_err(&job.path, "seek", e)),
-                }
-            }
-        }
-    }
-    // psync runs as tasks if positioned batches work here; otherwise
-    // the jobs take turns with synchronous calls.
-    let as_tasks = match spec.ioengine {
-        Engine::Libaio => {
-            probe_batch(os, jobs)?;
-            false
-        }
-        Engine::Mmap => true,
-        Engine::Psync => match probe_raw(os, jobs) {
-            Ok(()) => true,
-            Err((_, Errno::NotSupported)) => false,
-            Err((path, e)) => return Err(os_err(&path, "io_batch", e)),
-        },
-    };
-    let invalidated = if !spec.invalidate {
-        Invalidated::No
-    } else {
-        match os.cache_drop() {
-            Ok(line) => Invalidated::Dropped(line),
-            Err(Errno::NotSupported) => Invalidated::NotSupported,
-            Err(e) => Invalidated::Failed(format!("{e}")),
-        }
-    };
-
+    open_jobs(os, spec, jobs)?;
+    check_seek(os, spec, jobs)?;
+    let as_tasks = runs_as_tasks(os, spec, jobs)?;
+    let invalidated = invalidate(os, spec);
     let budget = if spec.time_based {
         u64::MAX
     } else {
@@ -262,7 +206,86 @@ fn open_and_run(
             sent: k,
         }
     };
+    Ok(measured(spec, env, meter, &depth, as_tasks, invalidated))
+}
 
+/// One open descriptor per job, each with its offsets and mix.
+fn open_jobs(os: &mut dyn Os, spec: &JobSpec, jobs: &mut Vec<Job>) -> Result<(), FioError> {
+    for j in 0..spec.numjobs {
+        let path = spec.file_for(j);
+        let fd = os
+            .open(&path, OpenFlags::default())
+            .map_err(|e| os_err(&path, "open", e))?;
+        jobs.push(Job {
+            path,
+            fd: Some(fd),
+            pos: 0,
+            offsets: OffsetGen::new(spec, j),
+            mix: Mix::new(spec, j),
+            done: 0,
+            writes: 0,
+            room: 0,
+            open: false,
+            sync_due: false,
+        });
+    }
+    Ok(())
+}
+
+/// Random and mixed patterns need to move the position; sequential
+/// single-direction ones only rewind (done by reopening if need be).
+fn check_seek(os: &mut dyn Os, spec: &JobSpec, jobs: &[Job]) -> Result<(), FioError> {
+    if spec.ioengine != Engine::Psync || !(spec.rw.is_random() || spec.rw.is_mixed()) {
+        return Ok(());
+    }
+    let Some((job, fd)) = jobs.first().and_then(|j| Some((j, j.fd?))) else {
+        return Ok(());
+    };
+    match os.seek(fd, 0) {
+        Ok(()) => Ok(()),
+        Err(Errno::NotSupported) => Err(FioError::new(format!(
+            "rw={} needs positioned I/O (seek), not supported in this mode",
+            spec.rw.as_str()
+        ))),
+        Err(e) => Err(os_err(&job.path, "seek", e)),
+    }
+}
+
+/// psync runs as tasks if positioned batches work here; otherwise the
+/// jobs take turns with synchronous calls. libaio needs batches.
+fn runs_as_tasks(os: &mut dyn Os, spec: &JobSpec, jobs: &[Job]) -> Result<bool, FioError> {
+    match spec.ioengine {
+        Engine::Libaio => probe_batch(os, jobs).map(|()| false),
+        Engine::Mmap => Ok(true),
+        Engine::Psync => match probe_raw(os, jobs) {
+            Ok(()) => Ok(true),
+            Err((_, Errno::NotSupported)) => Ok(false),
+            Err((path, e)) => Err(os_err(&path, "io_batch", e)),
+        },
+    }
+}
+
+/// Drop the cache before the run if the job asks (`invalidate=1`).
+fn invalidate(os: &mut dyn Os, spec: &JobSpec) -> Invalidated {
+    if !spec.invalidate {
+        return Invalidated::No;
+    }
+    match os.cache_drop() {
+        Ok(line) => Invalidated::Dropped(line),
+        Err(Errno::NotSupported) => Invalidated::NotSupported,
+        Err(e) => Invalidated::Failed(format!("{e}")),
+    }
+}
+
+/// The report of a finished run (its files filled in by the caller).
+fn measured(
+    spec: &JobSpec,
+    env: &RunEnv,
+    meter: Meter,
+    depth: &FlushStats,
+    as_tasks: bool,
+    invalidated: Invalidated,
+) -> Report {
     let elapsed_ns = if meter.measuring {
         meter.last_done.saturating_sub(meter.measure_start)
     } else {
@@ -271,7 +294,7 @@ fn open_and_run(
     let [mut rs, mut ws] = meter.samples;
     let read = DirStats::new(rs.count(), spec.bs, elapsed_ns, rs.latency());
     let write = DirStats::new(ws.count(), spec.bs, elapsed_ns, ws.latency());
-    Ok(Report {
+    Report {
         spec: spec.clone(),
         env: env.clone(),
         read,
@@ -294,5 +317,5 @@ fn open_and_run(
         hit_runtime: meter.hit_runtime,
         dists: [rs.dist(), ws.dist()],
         groupid: 0,
-    })
+    }
 }
