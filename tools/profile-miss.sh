@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/profile-miss.sh: instructions per cold 4 KiB miss on the host, per
 # mode, split into the node's data path and the directory (callgrind over
-# the in-process rig: kernel/nodepath/src/tests_profile.rs reads 256
+# the in-process rig: kernel/nodepath/src/tests/profile.rs reads 256
 # pages of a file no node caches, one read each).
 #
 #   tools/profile-miss.sh [--modes "strong relaxed private"] [--path sync|task]
@@ -47,8 +47,8 @@ trap 'rm -rf "$OUT"' EXIT
 PAGES=256
 printf '%-8s %14s %14s %14s\n' mode "node/miss" "directory/miss" "total/miss"
 for m in $MODES; do
-    valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.$m" --toggle-collect="*tests_profile::$MARK*" \
-        "$BIN" --ignored --exact "tests_profile::${TEST}_$m" --test-threads=1 >"$OUT/log.$m" 2>&1 ||
+    valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.$m" --toggle-collect="*tests::profile::$MARK*" \
+        "$BIN" --ignored --exact "tests::profile::${TEST}_$m" --test-threads=1 >"$OUT/log.$m" 2>&1 ||
         { echo "profile-miss.sh: error: $m failed:" >&2; cat "$OUT/log.$m" >&2; exit 1; }
     ann=$(callgrind_annotate --inclusive=yes "$OUT/cg.$m" 2>/dev/null)
     num() { grep -m1 "$1" <<<"$ann" | awk '{ gsub(",", "", $1); print $1 }'; }

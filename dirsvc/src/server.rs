@@ -537,15 +537,3 @@ impl<D: BlockDevice> Directory<D> {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_fencing;
-#[cfg(test)]
-mod tests_fileread;
-#[cfg(test)]
-mod tests_fills;
-#[cfg(test)]
-mod tests_netreq;
-#[cfg(test)]
-mod tests_ordered;
-#[cfg(test)]
-mod tests_writes;

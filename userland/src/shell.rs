@@ -394,8 +394,6 @@ impl Args<'_> {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_groups;
 
 #[cfg(test)]
 mod fuzz;

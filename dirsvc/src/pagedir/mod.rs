@@ -584,6 +584,4 @@ impl PageDir {
 }
 
 #[cfg(test)]
-mod memory_tests;
-#[cfg(test)]
 mod tests;

@@ -47,30 +47,6 @@ mod sim;
 pub mod singlecopy;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_failure;
-#[cfg(test)]
-mod tests_fence;
-#[cfg(test)]
-mod tests_groups;
-#[cfg(test)]
-mod tests_meta;
-#[cfg(test)]
-mod tests_policy;
-#[cfg(test)]
-mod tests_profile;
-#[cfg(test)]
-mod tests_promote;
-#[cfg(test)]
-mod tests_readahead;
-#[cfg(test)]
-mod tests_sc_writeback;
-#[cfg(test)]
-mod tests_task_reads;
-#[cfg(test)]
-mod tests_task_writeback;
-#[cfg(test)]
-mod tests_writes;
 pub mod tickets;
 pub mod vfs;
 pub mod wait;

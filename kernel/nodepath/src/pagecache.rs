@@ -744,8 +744,4 @@ impl NodeCache {
 }
 
 #[cfg(test)]
-mod policy_tests;
-#[cfg(test)]
-mod promote_tests;
-#[cfg(test)]
 mod tests;

@@ -48,10 +48,6 @@ mod io;
 mod meta;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_meta;
-#[cfg(test)]
-mod tests_reads;
 
 use io::Queue;
 pub use io::{IoDone, IoFuture, YieldNow};

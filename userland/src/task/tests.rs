@@ -283,3 +283,5 @@ fn latency_runs_from_queueing_to_the_flush() {
     );
     assert_eq!(FlushStats::default().mean_rounded(), 0);
 }
+mod meta;
+mod reads;

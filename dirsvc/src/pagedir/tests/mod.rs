@@ -147,6 +147,7 @@ mod evict;
 mod failures;
 mod invalidation;
 mod locks;
+mod memory;
 mod reads;
 mod state;
 mod writeback;

@@ -516,3 +516,5 @@ fn pool_accounting_survives_any_sequence() {
         }
     }
 }
+mod policy;
+mod promote;

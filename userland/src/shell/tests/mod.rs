@@ -49,5 +49,6 @@ fn os_with(files: &[(&str, &[u8])]) -> MockOs {
 mod control;
 mod files;
 mod framing;
+mod groups;
 mod node;
 mod robustness;

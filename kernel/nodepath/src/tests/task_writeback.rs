@@ -12,8 +12,8 @@ use osapi::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
+use crate::tests::meta::{finish, pending};
 use crate::tests::{create, pattern, read_file, stat_value};
-use crate::tests_meta::{finish, pending};
 
 /// The modes with these write-backs.
 const MODES: [Mode; 2] = [Mode::Private, Mode::Net];

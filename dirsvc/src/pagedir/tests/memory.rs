@@ -1,7 +1,7 @@
 //! The compact layout: bytes per cached page, the wide layout, the table
 //! against a plain map.
 
-use super::*;
+use super::super::*;
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use fabric::layout::Layout;

@@ -1,7 +1,7 @@
 //! Hot-page promotion: when a replica is made, what reads it, and every
 //! way it goes (DIR_INV, DROP, write, open, cold, rejoin).
 
-use super::*;
+use super::super::*;
 
 const POOL: (u64, u64) = (100, 104);
 const PEER: u64 = 500;

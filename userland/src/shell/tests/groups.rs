@@ -2,7 +2,7 @@
 //! groups`, `cache policy NAME --group G`, `cache config group=G ...`,
 //! and `fio`/`app --group NAME` entering the group and leaving it.
 
-use super::*;
+use super::super::*;
 use crate::mock::MockOs;
 use crate::os::{GroupSettings, PolicyName};
 use alloc::string::ToString;

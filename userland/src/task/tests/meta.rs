@@ -7,7 +7,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use super::Tasks;
+use super::super::Tasks;
 use crate::mock::MockOs;
 use crate::os::{Errno, OpenFlags, Os};
 

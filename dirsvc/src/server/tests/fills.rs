@@ -1,7 +1,7 @@
 //! Asynchronous page fills: the loop against a heap region, the fake
 //! asynchronous disk ([`crate::fakedisk`]) and real node clients.
 
-use super::*;
+use super::super::*;
 use crate::fakedisk::{Completion, FakeControl, FakeDisk};
 use core::cell::{Cell, RefCell};
 use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request, Response};

@@ -4,8 +4,8 @@
 //! an fsync. A crash is the disk as it is: every write that landed,
 //! none still held.
 
-use super::tests_fills::Rig;
-use super::*;
+use super::super::*;
+use super::fills::Rig;
 use fabric::proto::{PageKey, PageReply, PageReq, Request, Response};
 use flatfs::MemDisk;
 use nodepath::client::Client;

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use fabric::rng::SplitMix64;
 
-use super::*;
+use super::super::*;
 use crate::policy::PolicyName;
 
 const POOL: (u64, u64) = (1000, 1040);

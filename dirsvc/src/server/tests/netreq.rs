@@ -3,9 +3,9 @@
 //! queues as the ring path's, the loop serves other requests meanwhile,
 //! and each answer comes out of `take_net_answers` with its token.
 
-use super::tests_fileread::read_req;
-use super::tests_fills::Rig;
-use super::*;
+use super::super::*;
+use super::fileread::read_req;
+use super::fills::Rig;
 use crate::fakedisk::Completion;
 use fabric::netwire::Frame;
 use fabric::proto::{Errno, Request, Response};

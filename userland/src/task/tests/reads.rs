@@ -9,7 +9,7 @@ use core::future::{poll_fn, Future};
 use core::pin::Pin;
 use core::task::Poll;
 
-use super::Tasks;
+use super::super::Tasks;
 use crate::mock::MockOs;
 use crate::os::{Errno, Fd, OpenFlags, Os};
 

@@ -3,8 +3,8 @@
 //! holds completions ([`Completion::Hold`]) so the tests see what is
 //! answered while writes are in flight, and what waits for them.
 
-use super::tests_fills::Rig;
-use super::*;
+use super::super::*;
+use super::fills::Rig;
 use crate::fakedisk::Completion;
 use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request, Response};
 use nodepath::client::Client;

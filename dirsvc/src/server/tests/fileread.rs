@@ -2,8 +2,8 @@
 //! rings): the loop against a heap region, the fake asynchronous disk and
 //! real node clients.
 
-use super::tests_fills::Rig;
-use super::*;
+use super::super::*;
+use super::fills::Rig;
 use crate::fakedisk::Completion;
 use fabric::proto::{Errno, PageKey, PageReply, Request, Response};
 use nodepath::client::Client;
@@ -188,7 +188,7 @@ fn a_refused_block_fails_its_file_read_not_a_page_fill() {
         rig.step();
     }
     assert_eq!(data_answers(&rig, &mut a), vec![(tag, Err(Errno::Io))]);
-    let got = super::tests_fills::answers(&rig, &mut b);
+    let got = super::fills::answers(&rig, &mut b);
     assert_eq!(got, vec![(fill, PageReply::Owner { gfn: b0 })]);
     assert_eq!(rig.frame(b0), [1u8; 4096]);
     assert_eq!(rig.dir.borrow().reads_pending(), 0);

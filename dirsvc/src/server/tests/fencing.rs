@@ -2,7 +2,7 @@
 //! page directory (so its frames and the frames it mapped may be reused)
 //! only once the fencer confirmed its session fenced or it rejoined.
 
-use super::*;
+use super::super::*;
 use core::cell::{Cell, RefCell};
 use fabric::layout::NodeState;
 use fabric::proto::{Notice, PageKey, PageReq, Request, Response};

@@ -11,9 +11,9 @@ use osapi::meta::{MetaCall, MetaDone, MetaTicket};
 
 use crate::node::Node;
 use crate::rig::{HostEnv, Rig, RigConfig};
+use crate::tests::meta::{finish, pending};
+use crate::tests::task_writeback::dirty_file;
 use crate::tests::{create, pattern, read_file, stat_value};
-use crate::tests_meta::{finish, pending};
-use crate::tests_task_writeback::dirty_file;
 
 fn writebacks(n: &Node<HostEnv>) -> u64 {
     stat_value(n, keys::WRITEBACKS).parse().unwrap()
