@@ -299,7 +299,7 @@ fn net_mode_metadata_calls_are_in_flight_together() {
 /// first calls after the resume succeed, and nothing synced is lost.
 #[test]
 fn net_mode_reconnects_after_the_directory_was_paused() {
-    const RPC_MS: u64 = 2000;
+    const RPC_MS: u64 = 4000;
     let o = opts("net-pause")
         .nodes(2)
         .append_extra(&format!("rpc_timeout_ms={RPC_MS}"));
@@ -315,10 +315,10 @@ fn net_mode_reconnects_after_the_directory_was_paused() {
 
         let stopped = Stopped::new(c, Instance::Dir)?;
         let at = Instant::now();
-        // A call whose connection is up when the directory stops, then
-        // calls that must connect again, and a read.
-        fails_unavailable(c, 1, "write /during lost", 2 * rpc + Duration::from_secs(3))?;
-        fails_unavailable(c, 1, "ls /", 2 * rpc + Duration::from_secs(3))?;
+        // A write whose connection is up when the directory stops (its
+        // data and retransmissions queue up behind the stopped peer),
+        // then a read.
+        fails_unavailable(c, 1, "fill /during 4m", 2 * rpc + Duration::from_secs(3))?;
         c.exec_ok(1, "cache drop")?;
         fails_unavailable(c, 1, "sum /f", 2 * rpc + Duration::from_secs(3))?;
         // Stopped well past the RPC timeout.
@@ -370,6 +370,69 @@ fn net_mode_reconnects_after_the_directory_was_paused() {
             "the calls after the resume took {} ms",
             took.as_millis()
         );
+        Ok(())
+    });
+}
+
+/// The directory's side: node 2's QEMU stopped (SIGSTOP) past the
+/// heartbeat timeout is declared failed, and the directory drops its
+/// connection and closes the link; resumed (SIGCONT), node 2 rejoins and
+/// connects again within a bounded time: the directory keeps no dead
+/// connection that would refuse it. Node 1 is served all along. `fence=0`:
+/// with fencing on, the fencer kills the failed node's QEMU instead.
+#[test]
+fn net_mode_a_paused_node_reconnects_after_it_was_declared_failed() {
+    let o = opts("net-nodepause")
+        .nodes(2)
+        .append_extra("hb_timeout_ms=1000 rpc_timeout_ms=3000 fence=0");
+    with_cluster(o, |c| {
+        c.exec_ok(2, "write /from2 before")?;
+        c.exec_ok(2, "sync")?;
+        let stopped = Stopped::new(c, Instance::Node(2))?;
+        c.wait_log("dir", "node 2 failed", Duration::from_secs(20))?;
+        c.wait_log(
+            "dir",
+            "net: link to node 2: node is not up: connection reset",
+            Duration::from_secs(20),
+        )?;
+        c.exec_ok(1, "write /from1 meanwhile")?;
+        c.exec_ok(1, "sync")?;
+        assert_eq!(
+            c.exec_ok(1, "cat /from2")?.lines,
+            vec!["before".to_string()]
+        );
+        thread::sleep(Duration::from_secs(2));
+        drop(stopped);
+        let resumed = Instant::now();
+
+        // Its first calls may fail (it learns it was declared failed and
+        // rejoins); within a bounded time they succeed.
+        let back = Duration::from_secs(15);
+        loop {
+            let out = c.exec_timeout(2, b"cat /from1", back + Duration::from_secs(20))?;
+            if out.is_ok() {
+                assert_eq!(out.lines, vec!["meanwhile".to_string()], "n2 cat /from1");
+                break;
+            }
+            let msg = out.error_message().unwrap_or_default().to_string();
+            if resumed.elapsed() > back {
+                return Err(fail(format!(
+                    "n2: cat /from1 still fails {} ms after node 2 resumed: {msg:?}",
+                    resumed.elapsed().as_millis()
+                )));
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        eprintln!(
+            "net-nodepause: n2's calls succeed again {} ms after the resume",
+            resumed.elapsed().as_millis()
+        );
+        c.exec_ok(2, "write /from2 after")?;
+        c.exec_ok(2, "sync")?;
+        assert_eq!(c.exec_ok(1, "cat /from2")?.lines, vec!["after".to_string()]);
+        let ls = c.exec_ok(2, "ls /")?.text();
+        assert!(ls.contains("from1"), "n2 ls /: {ls}");
+        c.exec_ok(1, "write /from1 still")?;
         Ok(())
     });
 }
