@@ -10,10 +10,12 @@
 //!
 //! Tests assert on behaviour (contents, counters, errors), never on timing.
 
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use onecopy_tests::shell::{parse_sum, pattern_crc32};
-use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Result};
+use onecopy_tests::{with_cluster, Cluster, ClusterOpts, Error, Instance, Result};
 use userland::stats::keys::cache;
 
 const CTL: &str = env!("CARGO_BIN_EXE_onecopy-ctl");
@@ -29,6 +31,65 @@ fn opts(name: &str) -> ClusterOpts {
 fn sum(c: &mut Cluster, node: u8, path: &str) -> Result<(u32, u64)> {
     let out = c.exec_ok(node, &format!("sum {path}"))?;
     Ok(parse_sum(&out.text()).unwrap_or_else(|| panic!("n{node}: sum printed no crc: {out:?}")))
+}
+
+fn fail(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+/// An instance's QEMU stopped with SIGSTOP; dropping it resumes it
+/// (SIGCONT), whatever the test did meanwhile.
+struct Stopped(u32);
+
+impl Stopped {
+    fn new(c: &Cluster, inst: Instance) -> Result<Stopped> {
+        let pid = c
+            .run()
+            .pid(inst)
+            .ok_or_else(|| fail(format!("no pid recorded for {inst}")))?;
+        if !signal(pid, "-STOP") {
+            return Err(fail(format!("kill -STOP {inst} (pid {pid}) failed")));
+        }
+        Ok(Stopped(pid))
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) -> bool {
+    Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `cmd` on `node` must fail with "directory unavailable" (not succeed,
+/// not hang) within `limit`.
+fn fails_unavailable(c: &mut Cluster, node: u8, cmd: &str, limit: Duration) -> Result<()> {
+    let at = Instant::now();
+    let out = c.exec_timeout(node, cmd.as_bytes(), limit + Duration::from_secs(20))?;
+    let took = at.elapsed();
+    let Some(msg) = out.error_message() else {
+        return Err(fail(format!(
+            "n{node}: `{cmd}` succeeded without a directory: {out:?}"
+        )));
+    };
+    if !msg.contains("directory unavailable") {
+        return Err(fail(format!("n{node}: `{cmd}`: unexpected error {msg:?}")));
+    }
+    if took > limit {
+        return Err(fail(format!(
+            "n{node}: `{cmd}` failed only after {} ms (limit {} ms)",
+            took.as_millis(),
+            limit.as_millis()
+        )));
+    }
+    Ok(())
 }
 
 /// Data written on one node is read on another through TCP; each node
@@ -230,4 +291,148 @@ fn net_mode_metadata_calls_are_in_flight_together() {
         Ok(())
     });
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The directory's QEMU stopped (SIGSTOP) past the nodes' RPC timeout,
+/// then resumed: calls made meanwhile fail with a clear error within the
+/// timeout, and once it runs again the nodes reconnect on their own: the
+/// first calls after the resume succeed, and nothing synced is lost.
+#[test]
+fn net_mode_reconnects_after_the_directory_was_paused() {
+    const RPC_MS: u64 = 4000;
+    let o = opts("net-pause")
+        .nodes(2)
+        .append_extra(&format!("rpc_timeout_ms={RPC_MS}"));
+    with_cluster(o, |c| {
+        let size = 256 * 1024u64;
+        let want = (pattern_crc32(size), size);
+        c.exec_ok(1, "fill /f 256k")?;
+        c.exec_ok(1, "sync")?;
+        c.exec_ok(1, "write /s synced")?;
+        c.exec_ok(1, "sync")?;
+        assert_eq!(sum(c, 2, "/f")?, want, "n2 sum /f"); // node 2's link is up
+        let rpc = Duration::from_millis(RPC_MS);
+
+        let stopped = Stopped::new(c, Instance::Dir)?;
+        let at = Instant::now();
+        // A write whose connection is up when the directory stops (its
+        // data and retransmissions queue up behind the stopped peer),
+        // then a read.
+        fails_unavailable(c, 1, "fill /during 4m", 2 * rpc + Duration::from_secs(3))?;
+        c.exec_ok(1, "cache drop")?;
+        fails_unavailable(c, 1, "sum /f", 2 * rpc + Duration::from_secs(3))?;
+        // Stopped well past the RPC timeout.
+        thread::sleep((3 * rpc).saturating_sub(at.elapsed()));
+        drop(stopped);
+        let resumed = Instant::now();
+
+        // Within a bounded time the node's calls succeed again (the first
+        // ones may still find the directory's heartbeat stopped: they
+        // fail as before, with the same clear error), and read what was
+        // synced before the stop.
+        let back = Duration::from_secs(10);
+        let first = loop {
+            let out = c.exec_timeout(1, b"sum /f", back + Duration::from_secs(20))?;
+            if out.is_ok() {
+                break parse_sum(&out.text())
+                    .ok_or_else(|| fail(format!("n1: sum printed no crc: {out:?}")))?;
+            }
+            let msg = out.error_message().unwrap_or_default();
+            if !msg.contains("directory unavailable") || resumed.elapsed() > back {
+                return Err(fail(format!(
+                    "n1: sum /f still fails {} ms after the directory resumed: {msg:?}",
+                    resumed.elapsed().as_millis()
+                )));
+            }
+            thread::sleep(Duration::from_millis(200));
+        };
+        eprintln!(
+            "net-pause: n1's calls succeed again {} ms after the resume",
+            resumed.elapsed().as_millis()
+        );
+        assert_eq!(first, want, "n1 sum /f after the resume");
+        c.exec_ok(1, "write /after kept")?;
+        c.exec_ok(1, "sync")?;
+        let ls = c.exec_ok(1, "ls /")?.text();
+        for name in ["f", "s", "after"] {
+            assert!(
+                ls.lines().any(|l| l.split_whitespace().any(|w| w == name)),
+                "n1 ls / lacks {name}: {ls}"
+            );
+        }
+        assert_eq!(c.exec_ok(1, "cat /s")?.lines, vec!["synced".to_string()]);
+        c.exec_ok(2, "cache drop")?;
+        assert_eq!(sum(c, 2, "/f")?, want, "n2 sum /f after the resume");
+        assert_eq!(c.exec_ok(2, "cat /after")?.lines, vec!["kept".to_string()]);
+        let took = resumed.elapsed();
+        assert!(
+            took < Duration::from_secs(30),
+            "the calls after the resume took {} ms",
+            took.as_millis()
+        );
+        Ok(())
+    });
+}
+
+/// The directory's side: node 2's QEMU stopped (SIGSTOP) past the
+/// heartbeat timeout is declared failed, and the directory drops its
+/// connection and closes the link; resumed (SIGCONT), node 2 rejoins and
+/// connects again within a bounded time: the directory keeps no dead
+/// connection that would refuse it. Node 1 is served all along. `fence=0`:
+/// with fencing on, the fencer kills the failed node's QEMU instead.
+#[test]
+fn net_mode_a_paused_node_reconnects_after_it_was_declared_failed() {
+    let o = opts("net-nodepause")
+        .nodes(2)
+        .append_extra("hb_timeout_ms=1000 rpc_timeout_ms=3000 fence=0");
+    with_cluster(o, |c| {
+        c.exec_ok(2, "write /from2 before")?;
+        c.exec_ok(2, "sync")?;
+        let stopped = Stopped::new(c, Instance::Node(2))?;
+        c.wait_log("dir", "node 2 failed", Duration::from_secs(20))?;
+        c.wait_log(
+            "dir",
+            "net: link to node 2: node is not up: connection reset",
+            Duration::from_secs(20),
+        )?;
+        c.exec_ok(1, "write /from1 meanwhile")?;
+        c.exec_ok(1, "sync")?;
+        assert_eq!(
+            c.exec_ok(1, "cat /from2")?.lines,
+            vec!["before".to_string()]
+        );
+        thread::sleep(Duration::from_secs(2));
+        drop(stopped);
+        let resumed = Instant::now();
+
+        // Its first calls may fail (it learns it was declared failed and
+        // rejoins); within a bounded time they succeed.
+        let back = Duration::from_secs(15);
+        loop {
+            let out = c.exec_timeout(2, b"cat /from1", back + Duration::from_secs(20))?;
+            if out.is_ok() {
+                assert_eq!(out.lines, vec!["meanwhile".to_string()], "n2 cat /from1");
+                break;
+            }
+            let msg = out.error_message().unwrap_or_default().to_string();
+            if resumed.elapsed() > back {
+                return Err(fail(format!(
+                    "n2: cat /from1 still fails {} ms after node 2 resumed: {msg:?}",
+                    resumed.elapsed().as_millis()
+                )));
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        eprintln!(
+            "net-nodepause: n2's calls succeed again {} ms after the resume",
+            resumed.elapsed().as_millis()
+        );
+        c.exec_ok(2, "write /from2 after")?;
+        c.exec_ok(2, "sync")?;
+        assert_eq!(c.exec_ok(1, "cat /from2")?.lines, vec!["after".to_string()]);
+        let ls = c.exec_ok(2, "ls /")?.text();
+        assert!(ls.contains("from1"), "n2 ls /: {ls}");
+        c.exec_ok(1, "write /from1 still")?;
+        Ok(())
+    });
 }
