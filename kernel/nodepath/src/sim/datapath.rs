@@ -228,15 +228,6 @@ impl World {
     }
 }
 
-/// In strong mode, the directory writes back a failed node's dirty frames
-/// (the README's promise), so a failed node loses none of the strong
-/// writes that completed. `false`: the checker lets a node failure lose
-/// every strong write not yet fsync'd or synced (reading either an older
-/// version or zeros in its pages), the behaviour of a directory that
-/// drops a failed owner's frames. Flip to `true` once the directory
-/// writes the frames back.
-const STRICT_STRONG_NODE_FAILURE: bool = false;
-
 /// After a directory crash, no page of a file reads as zeros that nobody
 /// wrote: a file's recorded size never covers data not yet on the disk
 /// (the directory holds a grown size below the cached pages under it
@@ -336,7 +327,6 @@ fn legal(cands: &[&Rec], got: &[u8]) -> bool {
 /// What the simulation shares with its step hook.
 struct World {
     rng: Rng,
-    mode: Mode,
     /// Every write (or unlink) of every file, in start order.
     hist: BTreeMap<String, Vec<Rec>>,
     /// Logical time: every start and end of an operation ticks it.
@@ -603,7 +593,6 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
     let files = files(nnodes);
     let world = Rc::new(RefCell::new(World {
         rng,
-        mode,
         hist: BTreeMap::new(),
         now: 0,
         dead: BTreeMap::new(),
@@ -792,20 +781,16 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
     )
 }
 
-/// Node `k` falls silent until the directory declares it failed. What it
-/// may lose: in strong mode (unless [`STRICT_STRONG_NODE_FAILURE`]) every
-/// write not yet durable, since any page may have lived in its frames; in
-/// the other modes nothing a completed write (its close) wrote back, only
-/// its failed writes, which stay open anyway.
+/// Node `k` falls silent until the directory declares it failed. It may
+/// lose no completed write, in any mode: in strong mode its dirty pages
+/// live in frames of the shared region, which survived it, and the
+/// directory writes them back when it fails the node; in the other modes
+/// a completed write (its close) wrote its pages back. Only its failed
+/// writes may be lost, and they stay open (concurrent with every read)
+/// until it writes back or rejoins.
 fn fail_node(rig: &Rig, world: &RefCell<World>, k: u32, until: u64) {
     rig.freeze(k);
-    {
-        let mut w = world.borrow_mut();
-        w.dead.insert(k, until);
-        if w.mode == Mode::Strong && !STRICT_STRONG_NODE_FAILURE {
-            w.may_lose(true, |_| true);
-        }
-    }
+    world.borrow_mut().dead.insert(k, until);
     // Past the heartbeat timeout (3 s) in long idle steps (the others'
     // idle loops run; their operations wait for the silent node in steps
     // of microseconds, so they run once it is declared failed).
