@@ -474,14 +474,26 @@ pub enum Mode {
     /// Private per-node caches, file data over TCP (smoltcp, virtio-net)
     /// to the directory's storage server: the NFS-like baseline.
     Net,
+    /// DaxFS's decentralized design: nodes share one page cache of slots
+    /// in the region, claimed and published by compare-and-swap, with no
+    /// directory on the read path but the fill of a miss
+    /// ([`daxcache::pcache`]). Needs atomics across instances (KVM or
+    /// `--accel tcg-multi`).
+    Daxfs,
 }
 
 impl Mode {
     /// Every mode, the default first (the order `qemu-run.sh --help`
     /// lists them; `tests/tests/docs.rs` checks the launcher's list).
-    pub const ALL: [Mode; 4] = [Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net];
+    pub const ALL: [Mode; 5] = [
+        Mode::Strong,
+        Mode::Relaxed,
+        Mode::Private,
+        Mode::Net,
+        Mode::Daxfs,
+    ];
 
-    /// Parse `private|strong|relaxed|net`.
+    /// Parse `private|strong|relaxed|net|daxfs`.
     pub fn parse(s: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.as_str() == s)
     }
@@ -493,12 +505,19 @@ impl Mode {
             Mode::Strong => "strong",
             Mode::Relaxed => "relaxed",
             Mode::Net => "net",
+            Mode::Daxfs => "daxfs",
         }
     }
 
     /// Does this mode use the page directory?
     pub fn single_copy(self) -> bool {
-        !matches!(self, Mode::Private | Mode::Net)
+        !matches!(self, Mode::Private | Mode::Net | Mode::Daxfs)
+    }
+
+    /// Does this mode need read-modify-write instructions to be atomic
+    /// across instances (KVM, or multi-threaded TCG)?
+    pub fn needs_shared_atomics(self) -> bool {
+        self == Mode::Daxfs
     }
 }
 

@@ -98,6 +98,13 @@ fn mode_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
         Mode::Private | Mode::Net => {
             Box::new(Private::new(cfg.mode, cfg.baseline_writes, cfg.cache_pages))
         }
+        // DaxFS's reads come from the shared slot cache; its writes, until
+        // the hash overlay is in, go through to the file server.
+        Mode::Daxfs => Box::new(Private::new(
+            cfg.mode,
+            fabric::config::BaselineWrites::Through,
+            cfg.cache_pages,
+        )),
     }
 }
 
