@@ -48,6 +48,8 @@ pub mod singlecopy;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_daxfs;
+#[cfg(test)]
 mod tests_failure;
 #[cfg(test)]
 mod tests_fence;
