@@ -16,7 +16,7 @@ PROG="qemu-run.sh"
 #                    --append-extra may set
 #   LAUNCHER_OPTIONS the keys the launcher sets from its own flags
 #                    (launcher_only there), refused in --append-extra
-MODES="strong relaxed private net"
+MODES="strong relaxed private net daxfs"
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
 BOOT_OPTIONS="mode policy storage cxl_ns doorbell log hb_timeout_ms rpc_timeout_ms dir_spin_us dir_bell_spin_us bell_spin_us tick_hz remote_limit cache_pages ring_reads fill_depth disk_lat_us disk_irq lazy_inv fence doorbell_selftest task_reads baseline_writes readahead_kb faultaround_kb reclaim_low reclaim_high"
 LAUNCHER_OPTIONS="role id nodes dilation_pct"
@@ -71,7 +71,10 @@ Options:
                      (independent per-node caches through the directory)
                      | net (NFS-like baseline: private caches, file data
                      over TCP/IP, smoltcp on virtio-net, one unix-socket
-                     link per node)
+                     link per node) | daxfs (DaxFS's decentralized design:
+                     one page cache of slots in the region, claimed by
+                     compare-and-swap; partial, see docs/ARCHITECTURE.md;
+                     needs --accel tcg-multi or kvm)
   --storage P        model the directory's disk: rate caps by QEMU
                      throttling.*, access latency per request added by the
                      directory's driver (up to 64 requests in the device;
@@ -883,6 +886,23 @@ restart_node() {
     fi
 }
 
+# kvm_usable: the CPU has vmx/svm and /dev/kvm opens.
+kvm_usable() {
+    grep -qwE 'vmx|svm' /proc/cpuinfo && (exec 3<>/dev/kvm) 2>/dev/null
+}
+
+# check_mode_accel: a mode whose instances update shared words by CAS
+# (daxfs) needs lock-prefixed instructions atomic across instances, which
+# single-threaded TCG does not give (bench atomics: 4.6% lost updates).
+check_mode_accel() {
+    [[ $MODE == daxfs ]] || return 0
+    case "$ACCEL_REQ" in
+        tcg-multi | kvm) ;;
+        auto) kvm_usable || refuse "--mode daxfs needs atomics across instances: use --accel tcg-multi (this host has no usable KVM)" ;;
+        *) refuse "--mode daxfs needs atomics across instances, which --accel $ACCEL_REQ does not give: use --accel tcg-multi or kvm" ;;
+    esac
+}
+
 # ------------------------------------------------------------------ subcommands
 case "$SUB" in
     stop)
@@ -1016,6 +1036,7 @@ done
 
 # 0. what can be checked before anything is built or started
 check_gdb_port
+check_mode_accel
 
 # 1. one cluster per run dir. This launcher takes flock(1) on RUN/cluster.lock
 # and every instance's wrapper and QEMU inherit the lock, so it is held for

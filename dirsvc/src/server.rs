@@ -50,6 +50,7 @@ use fabric::shm::SharedMem;
 use flatfs::{BlockDevice, Fs};
 
 mod appendlock;
+mod daxfill;
 mod dispatch;
 mod executor;
 mod fencing;
@@ -63,6 +64,7 @@ mod netreq;
 mod ordered;
 mod quiet;
 mod reply;
+pub use daxfill::DaxStats;
 pub use quiet::QuietStats;
 pub use reply::NetAnswer;
 mod replicas;
@@ -174,6 +176,9 @@ pub struct Config {
     /// timeout ([`append_lease_ns`]), so it never lapses while its
     /// holder may still store under it.
     pub append_lease_ns: u64,
+    /// `daxfs` mode: format DaxFS's page cache in the region and serve
+    /// its fills (`server/daxfill.rs`).
+    pub daxfs: bool,
 }
 
 /// The append lease for a heartbeat timeout of `heartbeat_timeout_ns`:
@@ -200,6 +205,7 @@ impl Default for Config {
             fencing: false,
             fence_timeout_ns: 5_000_000_000,
             append_lease_ns: append_lease_ns(3_000_000_000),
+            daxfs: false,
         }
     }
 }
@@ -256,6 +262,9 @@ impl Peer {
 /// The directory service.
 pub struct Directory<D: BlockDevice> {
     layout: Layout,
+    /// `daxfs` mode's page cache (`server/daxfill.rs`).
+    dax: Option<fabric::layout::DaxLayout>,
+    dax_stats: daxfill::DaxStats,
     fs: Option<Fs<D>>,
     peers: Vec<Peer>,
     cfg: Config,
@@ -376,8 +385,21 @@ impl<D: BlockDevice> Directory<D> {
         let peers = (1..=layout.max_nodes)
             .map(|n| Peer::new(&layout, n))
             .collect();
+        let dax = cfg.daxfs.then(|| layout.dax()).flatten();
+        match dax {
+            Some(d) if Self::dax_format(mem, &d) => log::info!(
+                "daxfs: page cache of {} slots at {:#x}, frames at {:#x}",
+                d.slots,
+                d.meta_off,
+                d.data_off
+            ),
+            _ if cfg.daxfs => log::error!("daxfs: the region has no room for the page cache"),
+            _ => {}
+        }
         Directory {
             layout,
+            dax,
+            dax_stats: daxfill::DaxStats::default(),
             fs,
             peers,
             cfg,

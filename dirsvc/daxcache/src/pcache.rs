@@ -2,7 +2,8 @@
 //!
 //! # Layout (in words, from the area's base)
 //!
-//! * header, [`HEADER_WORDS`]: magic, slot count, `evict_hand`;
+//! * header, [`HEADER_WORDS`]: magic, slot count, `evict_hand`, the
+//!   filler's count of pages filled ([`PageCache::count_fill`]);
 //! * per slot two words (DaxFS's 16-byte `daxfs_pcache_slot`):
 //!   * the **slot word** (DaxFS's `state_tag`): bits 0-1 the state
 //!     ([`FREE`], [`PENDING`], [`VALID`], [`CLAIMED`]), bits 2-5 the
@@ -91,6 +92,9 @@ pub const MAX_OWNERS: usize = 64;
 pub const PINS_PER_OWNER: usize = 16;
 /// Restarts of one lookup before [`Error::Busy`] (DaxFS: 100).
 pub const MAX_RESTARTS: u32 = 100;
+
+/// Header word of the filler's count of pages filled.
+const FILLS_WORD: usize = 3;
 
 /// "daxpcach".
 pub const MAGIC: u64 = u64::from_le_bytes(*b"daxpcach");
@@ -210,6 +214,15 @@ pub struct FillJob {
     pub tag: Tag,
     pub owner: u8,
     word: u64,
+}
+
+/// What [`PageCache::invalidate`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Invalidated {
+    /// VALID slots of the tag returned to FREE.
+    pub freed: usize,
+    /// VALID slots of the tag left because they are pinned.
+    pub pinned: usize,
 }
 
 /// What [`PageCache::reclaim_owner`] gave back.
@@ -415,6 +428,73 @@ impl<'a, W: Words + ?Sized> PageCache<'a, W> {
             .words
             .cas(self.slot_word(job.slot)?, job.word, FREE)?
             .is_ok())
+    }
+
+    /// Drops the cached copies of `tag` (a write made them stale): a VALID
+    /// slot with the tag and no pin goes FREE. A pinned one stays (its
+    /// reader is copying the page; the caller retries, with a timeout). A
+    /// CLAIMED or PENDING slot stays too: its fill is ordered after the
+    /// write by the filler. Only the tag's probe window is looked at: a
+    /// tag is never cached outside it.
+    pub fn invalidate(&self, tag: Tag) -> Result<Invalidated, Error> {
+        let home = self.home(tag);
+        let mut out = Invalidated::default();
+        for i in 0..PROBE_LEN {
+            let slot = (home + i) & self.mask();
+            self.invalidate_slot(slot, |t| t == tag, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// [`PageCache::invalidate`] of every cached tag `stale` accepts, by a
+    /// scan of every slot (a truncation or an unlink).
+    pub fn invalidate_where(&self, stale: impl Fn(Tag) -> bool) -> Result<Invalidated, Error> {
+        let mut out = Invalidated::default();
+        for slot in 0..self.slots {
+            self.invalidate_slot(slot, &stale, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn invalidate_slot(
+        &self,
+        slot: usize,
+        stale: impl Fn(Tag) -> bool,
+        out: &mut Invalidated,
+    ) -> Result<(), Error> {
+        let sw = self.slot_word(slot)?;
+        loop {
+            let w = self.words.load(sw)?;
+            let s = decode(w)?;
+            if s.state != VALID || !stale(s.tag) {
+                return Ok(());
+            }
+            if s.refs > 0 {
+                out.pinned += 1;
+                return Ok(());
+            }
+            if self.words.cas(sw, w, FREE)?.is_ok() {
+                out.freed += 1;
+                return Ok(());
+            }
+        }
+    }
+
+    /// The filler filled one more page (a counter in the header that
+    /// every participant can read, for statistics; one filler writes it).
+    pub fn count_fill(&self) -> Result<u64, Error> {
+        let w = self.base + FILLS_WORD;
+        loop {
+            let old = self.words.load(w)?;
+            if self.words.cas(w, old, old.wrapping_add(1))?.is_ok() {
+                return Ok(old.wrapping_add(1));
+            }
+        }
+    }
+
+    /// Pages filled so far ([`PageCache::count_fill`]).
+    pub fn fills(&self) -> Result<u64, Error> {
+        self.words.load(self.base + FILLS_WORD)
     }
 
     /// MH-clock's background sweep: advance `evict_hand` by
@@ -905,7 +985,10 @@ mod tests {
             pc.lookup(t, 2, 0, &mut crate::SpinWaiter { left: 3 }),
             Err(Error::Timeout { slot: s, owner: 1 })
         );
+        assert_eq!(pc.fills(), Ok(0));
         fill(&pc, s);
+        assert_eq!(pc.count_fill(), Ok(1));
+        assert_eq!(pc.fills(), Ok(1));
         assert_eq!(pc.lookup(t, 2, 0, &mut spin()), Ok(Lookup::Hit(s)));
         assert_eq!(pc.lookup(t, 1, 0, &mut spin()), Ok(Lookup::Hit(s)));
         assert_eq!(pc.slot(s).unwrap().refs, 2);
@@ -914,6 +997,59 @@ mod tests {
         pc.unpin(1, 0, s).unwrap();
         assert_eq!(pc.unpin(1, 0, s), Err(Error::NotPinned));
         assert_eq!(pc.slot(s).unwrap().refs, 0);
+    }
+
+    #[test]
+    fn invalidate_frees_an_unpinned_copy_and_leaves_pins_and_claims() {
+        let a = area(64);
+        let pc = PageCache::format(&a[..], 0, 64).unwrap();
+        let t = Tag::new(4, 2).unwrap();
+        let none = Invalidated::default();
+        assert_eq!(pc.invalidate(t), Ok(none));
+        let Lookup::Miss(s) = pc.lookup(t, 1, 0, &mut spin()).unwrap() else {
+            panic!()
+        };
+        // A claim in flight stays: its fill comes after the write.
+        assert_eq!(pc.invalidate(t), Ok(none));
+        fill(&pc, s);
+        assert_eq!(pc.lookup(t, 2, 0, &mut spin()), Ok(Lookup::Hit(s)));
+        let pinned = Invalidated {
+            freed: 0,
+            pinned: 1,
+        };
+        assert_eq!(pc.invalidate(t), Ok(pinned));
+        assert_eq!(pc.slot(s).unwrap().state, VALID);
+        pc.unpin(2, 0, s).unwrap();
+        // Another tag is left alone.
+        assert_eq!(pc.invalidate(Tag::new(4, 3).unwrap()), Ok(none));
+        let freed = Invalidated {
+            freed: 1,
+            pinned: 0,
+        };
+        assert_eq!(pc.invalidate(t), Ok(freed));
+        assert_eq!(pc.slot(s).unwrap().state, FREE);
+        // The next reader misses and claims the page again.
+        assert!(matches!(
+            pc.lookup(t, 2, 0, &mut spin()),
+            Ok(Lookup::Miss(_))
+        ));
+        // By predicate: every page of inode 5 from page 1 on.
+        let mut slots = Vec::new();
+        for p in 0..4 {
+            slots.push(load_and_release(&pc, Tag::new(5, p).unwrap()));
+        }
+        let got = pc.invalidate_where(|t| t.ino() == 5 && t.pgoff() >= 1);
+        assert_eq!(
+            got,
+            Ok(Invalidated {
+                freed: 3,
+                pinned: 0
+            })
+        );
+        assert_eq!(pc.slot(slots[0]).unwrap().state, VALID);
+        for s in &slots[1..] {
+            assert_eq!(pc.slot(*s).unwrap().state, FREE);
+        }
     }
 
     #[test]

@@ -489,12 +489,24 @@ pub enum Mode {
     /// Private per-node caches, file data over TCP (smoltcp, virtio-net)
     /// to the directory's storage server: the NFS-like baseline.
     Net,
+    /// DaxFS's decentralized design: nodes share one page cache of slots
+    /// in the region, claimed and published by compare-and-swap, with no
+    /// directory on the read path but the fill of a miss
+    /// ([`daxcache::pcache`]). Needs atomics across instances (KVM or
+    /// `--accel tcg-multi`).
+    Daxfs,
 }
 
 impl Mode {
     /// Every mode, the default first (the order `qemu-run.sh --help`
     /// lists them; `tests/tests/docs.rs` checks the launcher's list).
-    pub const ALL: [Mode; 4] = [Mode::Strong, Mode::Relaxed, Mode::Private, Mode::Net];
+    pub const ALL: [Mode; 5] = [
+        Mode::Strong,
+        Mode::Relaxed,
+        Mode::Private,
+        Mode::Net,
+        Mode::Daxfs,
+    ];
 
     /// Parse a mode's name ([`Mode::as_str`]).
     pub fn parse(s: &str) -> Option<Mode> {
@@ -514,12 +526,19 @@ impl Mode {
             Mode::Strong => "strong",
             Mode::Relaxed => "relaxed",
             Mode::Net => "net",
+            Mode::Daxfs => "daxfs",
         }
     }
 
     /// Does this mode use the page directory?
     pub fn single_copy(self) -> bool {
-        !matches!(self, Mode::Private | Mode::Net)
+        !matches!(self, Mode::Private | Mode::Net | Mode::Daxfs)
+    }
+
+    /// Does this mode need read-modify-write instructions to be atomic
+    /// across instances (KVM, or multi-threaded TCG)?
+    pub fn needs_shared_atomics(self) -> bool {
+        self == Mode::Daxfs
     }
 }
 

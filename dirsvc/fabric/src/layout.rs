@@ -18,6 +18,9 @@
 //! |           | then (second half) replica bits                           |
 //! | pools     | per node: `pool_frames` 4 KiB frames                      |
 //!
+//! In `daxfs` mode the pools' area holds DaxFS's slot array and slot
+//! frames instead (see [`DaxLayout`], `layout/dax.rs`).
+//!
 //! Header words (byte offsets):
 //!
 //! | off | field                | off | field                    |
@@ -61,9 +64,11 @@ use crate::ring::RingLoc;
 use crate::shm::SharedMem;
 use crate::PAGE_SIZE;
 
+mod dax;
 mod frames;
 mod header;
 
+pub use dax::{DaxLayout, MAX_SLOTS as DAX_MAX_SLOTS};
 pub use header::Header;
 
 /// "ONECOPY1" as a little-endian u64.

@@ -264,6 +264,10 @@ pub enum Op {
     /// never land at the same offset; a holder stores and publishes only
     /// within [`APPEND_BUDGET_NS`] of sending its take.
     AppendLock = 22,
+    /// `daxfs` mode: fill the PENDING slot `[slot]` of the shared page
+    /// cache from the disk (the directory is DaxFS's fill thread) and
+    /// publish it VALID -> `[bytes]` (of the page inside the file) + attr.
+    DaxFill = 23,
     /// Page READ: args `[ino, idx, frame]` -> [`PageReply`].
     PageRead = 30,
     /// Page LOOKUP_LOCK: args `[ino, idx, frame]` -> [`PageReply`].
@@ -313,7 +317,7 @@ pub enum Op {
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 31] = [
+    pub const ALL: [Op; 32] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -328,6 +332,7 @@ impl Op {
         Op::Fsync,
         Op::Stats,
         Op::AppendLock,
+        Op::DaxFill,
         Op::PageRead,
         Op::PageLookupLock,
         Op::PageUnlock,

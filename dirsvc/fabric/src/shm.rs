@@ -27,6 +27,13 @@ pub trait SharedMem {
     fn store_u64(&self, off: usize, v: u64);
     /// Atomically add to a 64-bit word; returns the previous value.
     fn fetch_add_u64(&self, off: usize, v: u64) -> u64;
+    /// Compare-and-swap a 64-bit word (`lock cmpxchg`): `Ok(old)` if it
+    /// held `old` and now holds `new`, else `Err(actual)`.
+    fn cas_u64(&self, off: usize, old: u64, new: u64) -> Result<u64, u64>;
+    /// Atomically OR into a 64-bit word; returns the previous value.
+    fn fetch_or_u64(&self, off: usize, bits: u64) -> u64;
+    /// Atomically AND into a 64-bit word; returns the previous value.
+    fn fetch_and_u64(&self, off: usize, bits: u64) -> u64;
     /// Copy bytes out of the region.
     fn read(&self, off: usize, buf: &mut [u8]);
     /// Copy bytes into the region.
@@ -113,6 +120,29 @@ impl SharedMem for RawShm {
         unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) }.fetch_add(v, Ordering::AcqRel)
     }
 
+    fn cas_u64(&self, off: usize, old: u64, new: u64) -> Result<u64, u64> {
+        self.check(off, 8, 8);
+        // SAFETY: as in `load_u64`.
+        unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) }.compare_exchange(
+            old,
+            new,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        )
+    }
+
+    fn fetch_or_u64(&self, off: usize, bits: u64) -> u64 {
+        self.check(off, 8, 8);
+        // SAFETY: as in `load_u64`.
+        unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) }.fetch_or(bits, Ordering::SeqCst)
+    }
+
+    fn fetch_and_u64(&self, off: usize, bits: u64) -> u64 {
+        self.check(off, 8, 8);
+        // SAFETY: as in `load_u64`.
+        unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) }.fetch_and(bits, Ordering::SeqCst)
+    }
+
     fn read(&self, off: usize, buf: &mut [u8]) {
         self.check(off, buf.len(), 1);
         // SAFETY: the source range is in bounds (checked) and valid for
@@ -132,6 +162,71 @@ impl SharedMem for RawShm {
         self.check(off, len, 1);
         // SAFETY: in bounds (checked) and valid for writes.
         unsafe { core::ptr::write_bytes(self.base.add(off), 0, len) }
+    }
+}
+
+/// An area of the shared region seen as an array of 64-bit words, for
+/// DaxFS's structures ([`daxcache`]): `len` words from byte offset `base`.
+/// Every index is checked against the area (an index from the region
+/// outside it is [`daxcache::Error::OutOfBounds`], not a panic), and every
+/// operation is sequentially consistent: a plain load or store, or a
+/// locked instruction (`lock cmpxchg`, `lock or`, `lock and`), atomic
+/// across instances under KVM or `--accel tcg-multi` only.
+pub struct RegionWords<'a, M: SharedMem + ?Sized> {
+    mem: &'a M,
+    base: usize,
+    len: usize,
+}
+
+impl<'a, M: SharedMem + ?Sized> RegionWords<'a, M> {
+    /// The `len` words at byte offset `base` of `mem`; `None` unless the
+    /// area is 8-aligned and inside the region.
+    pub fn new(mem: &'a M, base: usize, len: usize) -> Option<Self> {
+        let end = len.checked_mul(8).and_then(|b| base.checked_add(b))?;
+        (base.is_multiple_of(8) && end <= mem.size()).then_some(RegionWords { mem, base, len })
+    }
+
+    fn off(&self, i: usize) -> Result<usize, daxcache::Error> {
+        if i >= self.len {
+            return Err(daxcache::Error::OutOfBounds);
+        }
+        // In range: `new` checked `base + len * 8` fits.
+        Ok(self.base + i * 8)
+    }
+}
+
+impl<M: SharedMem + ?Sized> daxcache::Words for RegionWords<'_, M> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn load(&self, i: usize) -> Result<u64, daxcache::Error> {
+        let off = self.off(i)?;
+        // An acquire load; the x86 load is sequentially consistent with
+        // the locked operations below.
+        Ok(self.mem.load_u64(off))
+    }
+    fn store(&self, i: usize, v: u64) -> Result<(), daxcache::Error> {
+        let off = self.off(i)?;
+        // A release store is not ordered before later loads: a plain
+        // store here must be, as for `AtomicU64::store(SeqCst)`, so it is
+        // a swap by CAS loop (an `xchg` on x86).
+        let mut cur = self.mem.load_u64(off);
+        while let Err(now) = self.mem.cas_u64(off, cur, v) {
+            cur = now;
+        }
+        Ok(())
+    }
+    fn cas(&self, i: usize, old: u64, new: u64) -> Result<Result<u64, u64>, daxcache::Error> {
+        let off = self.off(i)?;
+        Ok(self.mem.cas_u64(off, old, new))
+    }
+    fn fetch_or(&self, i: usize, bits: u64) -> Result<u64, daxcache::Error> {
+        let off = self.off(i)?;
+        Ok(self.mem.fetch_or_u64(off, bits))
+    }
+    fn fetch_and(&self, i: usize, bits: u64) -> Result<u64, daxcache::Error> {
+        let off = self.off(i)?;
+        Ok(self.mem.fetch_and_u64(off, bits))
     }
 }
 
@@ -193,6 +288,15 @@ impl SharedMem for HeapShm {
     fn fetch_add_u64(&self, off: usize, v: u64) -> u64 {
         self.raw.fetch_add_u64(off, v)
     }
+    fn cas_u64(&self, off: usize, old: u64, new: u64) -> Result<u64, u64> {
+        self.raw.cas_u64(off, old, new)
+    }
+    fn fetch_or_u64(&self, off: usize, bits: u64) -> u64 {
+        self.raw.fetch_or_u64(off, bits)
+    }
+    fn fetch_and_u64(&self, off: usize, bits: u64) -> u64 {
+        self.raw.fetch_and_u64(off, bits)
+    }
     fn read(&self, off: usize, buf: &mut [u8]) {
         self.raw.read(off, buf)
     }
@@ -223,6 +327,67 @@ mod tests {
         m.zero(100, 5);
         m.read(100, &mut b);
         assert_eq!(b, [0; 5]);
+    }
+
+    #[test]
+    fn region_words_check_every_index_and_are_atomic() {
+        use daxcache::Words;
+        let m = HeapShm::new(8192);
+        assert!(RegionWords::new(&m, 4, 1).is_none(), "misaligned");
+        assert!(RegionWords::new(&m, 8192 - 8, 2).is_none(), "past the end");
+        assert!(RegionWords::new(&m, 0, usize::MAX).is_none(), "overflow");
+        let w = RegionWords::new(&m, 64, 4).unwrap();
+        assert_eq!(w.len(), 4);
+        w.store(3, 7).unwrap();
+        assert_eq!(m.load_u64(64 + 24), 7);
+        assert_eq!(w.cas(3, 7, 9).unwrap(), Ok(7));
+        assert_eq!(w.cas(3, 7, 1).unwrap(), Err(9));
+        assert_eq!(w.fetch_or(3, 6).unwrap(), 9);
+        assert_eq!(w.fetch_and(3, !1).unwrap(), 15);
+        assert_eq!(w.load(3).unwrap(), 14);
+        assert_eq!(w.load(4), Err(daxcache::Error::OutOfBounds));
+        assert_eq!(w.store(4, 0), Err(daxcache::Error::OutOfBounds));
+        assert_eq!(w.cas(usize::MAX, 0, 0), Err(daxcache::Error::OutOfBounds));
+    }
+
+    #[test]
+    fn region_words_carry_the_page_cache_across_threads() {
+        use daxcache::pcache::{Lookup, PageCache, Tag};
+        use daxcache::SpinWaiter;
+        let slots = 64;
+        let n = PageCache::<RegionWords<'_, HeapShm>>::words_needed(slots).unwrap();
+        let m = HeapShm::new(n * 8 + 64);
+        let w = RegionWords::new(&m, 64, n).unwrap();
+        PageCache::format(&w, 0, slots).unwrap();
+        // Four threads race to claim the same eight pages: one claim each.
+        let claims = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for owner in 0..4u8 {
+                let (m, claims) = (&m, &claims);
+                s.spawn(move || {
+                    let w = RegionWords::new(m, 64, n).unwrap();
+                    let pc = PageCache::attach(&w, 0, slots).unwrap();
+                    for p in 0..8 {
+                        let t = Tag::new(1, p).unwrap();
+                        loop {
+                            match pc.lookup(t, owner, 0, &mut SpinWaiter { left: 1 << 30 }) {
+                                Ok(Lookup::Miss(slot)) => {
+                                    claims.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                    let job = pc.pending_at(slot).unwrap().unwrap();
+                                    assert!(pc.publish(&job).unwrap());
+                                }
+                                Ok(Lookup::Hit(slot)) => {
+                                    pc.unpin(owner, 0, slot).unwrap();
+                                    break;
+                                }
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(claims.load(std::sync::atomic::Ordering::SeqCst), 8);
     }
 
     #[test]

@@ -220,6 +220,12 @@ impl<D: BlockDevice> Directory<D> {
             self.respond(mem, node, Response::Err(e).encode(op, tag));
             return;
         }
+        if let Request::DaxFill { slot } = req {
+            if let Some(resp) = self.dax_fill(mem, node, tag, slot) {
+                self.respond(mem, node, resp.encode(op, tag));
+            }
+            return;
+        }
         if let Request::Fsync { ino } = req {
             self.settle_sizes(mem, ino);
         }

@@ -47,6 +47,9 @@ pub(super) struct PendingRead {
     left: usize,
     /// A block failed (device error or checksum mismatch).
     failed: bool,
+    /// `daxfs` mode: the bytes go into this PENDING slot's frame, not a
+    /// bulk slot (`server/daxfill.rs`).
+    dax: Option<daxcache::pcache::FillJob>,
 }
 
 /// What the ring path asked to read (a `Request::Data` with `Op::Read`).
@@ -61,6 +64,7 @@ pub(super) struct ReadReq {
     pub ino: u64,
     pub offset: u64,
     pub len: u32,
+    pub dax: Option<daxcache::pcache::FillJob>,
 }
 
 impl ReadReq {
@@ -85,6 +89,7 @@ impl ReadReq {
                 ino,
                 offset,
                 len,
+                dax: None,
             }),
             _ => None,
         }
@@ -135,6 +140,8 @@ impl<D: BlockDevice> Directory<D> {
         r: ReadReq,
     ) -> Result<Option<(Response, Vec<u8>)>, Errno> {
         let cap = match r.via {
+            // A fill goes into the slot's frame: one page.
+            _ if r.dax.is_some() => Some(PAGE_SIZE),
             Via::Ring => ShmBulk::new(mem, self.layout, r.node).cap(r.slot),
             Via::Net(_) => NetBulk::new().cap(r.slot),
         };
@@ -157,6 +164,7 @@ impl<D: BlockDevice> Directory<D> {
             buf: vec![0u8; n],
             left: 0,
             failed: false,
+            dax: r.dax,
         };
         let id = self.next_read;
         let mut fills = Vec::new();
@@ -229,7 +237,15 @@ impl<D: BlockDevice> Directory<D> {
             return;
         };
         let (node, via, op, tag) = (read.node, read.via, read.op, read.tag);
-        let answer = if read.failed {
+        let answer = if read.dax.is_some() {
+            // `daxfs`: publish (or give back) the slot either way.
+            let ok = !read.failed;
+            let answer = self.read_answer(mem, read);
+            self.miss.fill_done(node as u8, tag, seen, ok);
+            let (answer, payload) = answer.unwrap_or_else(|e| (Response::Err(e), Vec::new()));
+            self.answer_via(mem, node, via, answer.encode(op, tag), payload);
+            return;
+        } else if read.failed {
             Err(Errno::Io)
         } else {
             self.read_answer(mem, read)
@@ -250,8 +266,17 @@ impl<D: BlockDevice> Directory<D> {
         let attr = self
             .fs
             .as_mut()
-            .ok_or(Errno::Unavailable)?
-            .getattr(read.ino)?;
+            .ok_or(Errno::Unavailable)
+            .and_then(|fs| fs.getattr(read.ino));
+        if let Some(job) = read.dax {
+            let data = if read.failed {
+                Err(Errno::Io)
+            } else {
+                Ok(&read.buf[..])
+            };
+            return Ok((self.dax_publish(mem, &job, data, attr), Vec::new()));
+        }
+        let attr = attr?;
         let answer = Response::Data {
             bytes: read.buf.len() as u32,
             attr,

@@ -55,8 +55,9 @@ impl<D: BlockDevice> Directory<D> {
             | Request::PageStats
             | Request::MissStats { .. }
             | Request::Page(_) => Ok(Response::Ok),
-            // Served with the requester known (`server/appendlock.rs`).
-            Request::AppendLock { .. } => Err(Errno::Invalid),
+            // Served with the requester known (`server/appendlock.rs`,
+            // `server/daxfill.rs`).
+            Request::AppendLock { .. } | Request::DaxFill { .. } => Err(Errno::Invalid),
             Request::Path {
                 op,
                 slot,
@@ -84,6 +85,7 @@ impl<D: BlockDevice> Directory<D> {
                         self.drain_file_reads(mem, a.ino);
                         self.staging(defer, |fs| fs.unlink(path))?;
                         self.size_forgotten(a.ino);
+                        self.dax_invalidate(mem, a.ino, 0, u64::MAX);
                         self.pages.stale_fills(a.ino, 0, u64::MAX);
                         let acts = self.pages.evict_file(a.ino, 0);
                         self.run(mem, acts);
@@ -144,6 +146,7 @@ impl<D: BlockDevice> Directory<D> {
                     fs.hold_size(ino, hold)?;
                     fs.set_size(ino, size)
                 })?;
+                self.dax_invalidate(mem, ino, old.size.min(size) / f, u64::MAX);
                 if size < old.size {
                     // Cached pages from the one holding the new end of file
                     // on are stale: tear them down cluster-wide.
@@ -179,6 +182,9 @@ impl<D: BlockDevice> Directory<D> {
                     let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;
                     if n > 0 {
                         self.refresh_frames(mem, ino, old_end, offset, &buf[..n])?;
+                        let f = PAGE_SIZE as u64;
+                        let last = offset.saturating_add(n as u64 - 1) / f;
+                        self.dax_invalidate(mem, ino, old_end.min(offset) / f, last);
                     }
                     Ok(Response::Data {
                         bytes: n as u32,

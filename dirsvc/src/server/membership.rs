@@ -76,6 +76,7 @@ impl<D: BlockDevice> Directory<D> {
     pub(super) fn lose(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) {
         self.cancel_fills(node);
         self.cancel_reads(node);
+        self.dax_reclaim(mem, node);
         self.cancel_fsyncs(node);
         self.drop_append_locks(node);
         self.forget_replica_node(mem, node);

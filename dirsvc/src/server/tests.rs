@@ -794,6 +794,7 @@ fn a_lost_append_lock_give_back_lapses_and_the_old_holder_cannot_publish() {
     let s = rig.dir.borrow().append_lock_stats();
     assert_eq!((s.lapsed, s.refused), (1, 2));
 }
+mod daxfill;
 mod fencing;
 mod fileread;
 mod fills;

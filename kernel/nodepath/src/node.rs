@@ -98,6 +98,13 @@ fn mode_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
         Mode::Private | Mode::Net => {
             Box::new(Private::new(cfg.mode, cfg.baseline_writes, cfg.cache_pages))
         }
+        // DaxFS's reads come from the shared slot cache; its writes, until
+        // the hash overlay is in, go through to the file server.
+        Mode::Daxfs => Box::new(Private::new(
+            cfg.mode,
+            fabric::config::BaselineWrites::Through,
+            cfg.cache_pages,
+        )),
     }
 }
 
@@ -349,6 +356,13 @@ impl<E: Env> Node<E> {
             keys::cache::READAHEAD_WASTED.to_string(),
             format!("{}", ra.wasted),
         ));
+        if let Some(l) = self.link.layout().filter(|_| self.mode() == Mode::Daxfs) {
+            let fills = crate::private::dax::dir_fills(self.link.env.mem(), &l);
+            v.push((
+                keys::cache::DAXFS_FILLS.to_string(),
+                fills.map_or_else(|| "-".to_string(), |f| format!("{f}")),
+            ));
+        }
         if self.mode() == Mode::Private {
             let (groups, reads, max) = self.link.ring_read_stats;
             v.push((

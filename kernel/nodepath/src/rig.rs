@@ -81,6 +81,8 @@ impl BlockDevice for FaultDisk {
 pub struct Shared {
     /// The shared region.
     pub mem: HeapShm,
+    /// The directory's configuration (kept for its restarts).
+    pub dir_cfg: Config,
     /// Its layout.
     pub layout: Layout,
     /// The directory.
@@ -324,9 +326,14 @@ impl Rig {
             fail_read_in: fail_read_in.clone(),
         };
         let fs = Fs::format(fd, cfg.inodes).expect("format the rig's disk");
-        let dir = Directory::new(&*mem, layout, Some(fs), Config::default());
+        let dcfg = Config {
+            daxfs: cfg.mode == Mode::Daxfs,
+            ..Config::default()
+        };
+        let dir = Directory::new(&*mem, layout, Some(fs), dcfg);
         let sh = Rc::new(Shared {
             mem,
+            dir_cfg: dcfg,
             layout,
             dir: RefCell::new(dir),
             disk,
@@ -415,7 +422,7 @@ impl Rig {
         self.sh.fail_read_in.set(None);
         let fs = Fs::mount(fd).ok();
         *self.sh.dir.borrow_mut() =
-            Directory::new(&*self.sh.mem, self.sh.layout, fs, Config::default());
+            Directory::new(&*self.sh.mem, self.sh.layout, fs, self.sh.dir_cfg);
     }
 
     /// Run `steps` idle steps (directory passes, every node services).

@@ -631,6 +631,7 @@ fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
 mod ahead;
 mod appends;
 mod broken;
+mod daxfs;
 mod evicted;
 mod failure;
 mod fence;

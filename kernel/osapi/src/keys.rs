@@ -61,6 +61,17 @@ pub mod cache {
     pub const NET_FRAMES: &str = "net frames sent/received";
     /// `net` mode: NIC interrupts that woke the node.
     pub const NET_WAKEUPS: &str = "net wakeup interrupts";
+    /// `daxfs` mode: slots of the shared page cache.
+    pub const DAXFS_SLOTS: &str = "daxfs slots";
+    /// `daxfs` mode: page reads that found the page VALID in a slot.
+    pub const DAXFS_HITS: &str = "daxfs hits";
+    /// `daxfs` mode: misses this node claimed (PENDING) and had filled.
+    pub const DAXFS_CLAIMS: &str = "daxfs claims";
+    /// `daxfs` mode: lookups that waited for another node's claim (or a
+    /// full window) before they went on.
+    pub const DAXFS_WAITS: &str = "daxfs waits";
+    /// `daxfs` mode: pages the directory filled into slots, cluster-wide.
+    pub const DAXFS_FILLS: &str = "daxfs fills (directory)";
 
     /// Single-copy modes: pages owned (in our frames).
     pub const RESIDENT_OWNED: &str = "resident owned pages";
@@ -166,7 +177,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 64] = [
+    pub const ALL: [&str; 69] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -220,6 +231,11 @@ pub mod cache {
         NET_BYTES,
         NET_FRAMES,
         NET_WAKEUPS,
+        DAXFS_SLOTS,
+        DAXFS_HITS,
+        DAXFS_CLAIMS,
+        DAXFS_WAITS,
+        DAXFS_FILLS,
         DOORBELLS,
         DOORBELL_RECEIVED_REQUEST,
         DOORBELL_RECEIVED_NOTIFY,

@@ -135,6 +135,7 @@ fn start_directory(
             lazy_inv: cfg.lazy_inv,
             fencing: cfg.fence,
             append_lease_ns: dirsvc::server::append_lease_ns(cfg.hb_timeout_ms * 1_000_000),
+            daxfs: cfg.mode == fabric::config::Mode::Daxfs,
             ..Config::default()
         },
     );

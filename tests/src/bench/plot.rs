@@ -57,6 +57,7 @@ pub fn mode_color(mode: &str) -> RGBColor {
         "relaxed" => RGBColor(255, 127, 14),
         "private" => RGBColor(120, 120, 120),
         "net" => RGBColor(148, 103, 189),
+        "daxfs" => RGBColor(214, 39, 40),
         _ => RGBColor(44, 160, 44),
     }
 }

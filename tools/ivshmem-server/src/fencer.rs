@@ -79,6 +79,27 @@ impl SharedMem for FileShm {
         self.store_u64(off, old.wrapping_add(v));
         old
     }
+    fn cas_u64(&self, off: usize, old: u64, new: u64) -> Result<u64, u64> {
+        // Not atomic; the fencer never updates a shared word by CAS.
+        let cur = self.load_u64(off);
+        if cur != old {
+            return Err(cur);
+        }
+        self.store_u64(off, new);
+        Ok(old)
+    }
+    fn fetch_or_u64(&self, off: usize, bits: u64) -> u64 {
+        // Not atomic, as above.
+        let old = self.load_u64(off);
+        self.store_u64(off, old | bits);
+        old
+    }
+    fn fetch_and_u64(&self, off: usize, bits: u64) -> u64 {
+        // Not atomic, as above.
+        let old = self.load_u64(off);
+        self.store_u64(off, old & bits);
+        old
+    }
     fn read(&self, off: usize, buf: &mut [u8]) {
         buf.fill(0);
         if off.checked_add(buf.len()).is_some_and(|e| e <= self.size) {

@@ -85,6 +85,12 @@ pub enum Request {
         /// Bytes to transfer.
         len: u32,
     },
+    /// `daxfs` mode: fill a PENDING slot of the shared page cache (see
+    /// [`Op::DaxFill`]).
+    DaxFill {
+        /// The slot (the page it caches is the tag in its slot word).
+        slot: u64,
+    },
     /// Flush.
     Fsync {
         /// Inode, or 0 for everything.
@@ -128,6 +134,7 @@ impl Request {
             | Request::Locality { .. }
             | Request::Getattr { .. }
             | Request::AppendLock { .. }
+            | Request::DaxFill { .. }
             | Request::Fsync { .. }
             | Request::Stats
             | Request::Page(_)
@@ -191,6 +198,7 @@ impl Request {
                 len,
             } => (op, [slot as u64, ino, offset, len as u64, at as u64, 0, 0]),
             Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
+            Request::DaxFill { slot } => (Op::DaxFill, [slot, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
             Request::PageStats => (Op::PageStats, [0; 7]),
             Request::MissStats { kind } => (Op::MissStats, [kind as u64, 0, 0, 0, 0, 0, 0]),
@@ -273,6 +281,7 @@ impl Request {
                 len: small(a[3])?,
             },
             Op::Fsync => Request::Fsync { ino: a[0] },
+            Op::DaxFill => Request::DaxFill { slot: a[0] },
             Op::Stats => Request::Stats,
             Op::PageStats => Request::PageStats,
             Op::MissStats => Request::MissStats {
@@ -316,6 +325,7 @@ pub fn op_of(r: &Request) -> Op {
         Request::Setattr { .. } => Op::Setattr,
         Request::AppendLock { .. } => Op::AppendLock,
         Request::Fsync { .. } => Op::Fsync,
+        Request::DaxFill { .. } => Op::DaxFill,
         Request::Stats => Op::Stats,
         Request::PageStats => Op::PageStats,
         Request::MissStats { .. } => Op::MissStats,

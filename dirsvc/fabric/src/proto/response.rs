@@ -242,7 +242,7 @@ impl Response {
                 count: small(a[4])?,
                 next_cookie: a[5],
             },
-            Op::Read | Op::Write => Response::Data {
+            Op::Read | Op::Write | Op::DaxFill => Response::Data {
                 bytes: small(a[4])?,
                 attr: attr()?,
             },

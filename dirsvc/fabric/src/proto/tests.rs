@@ -35,6 +35,7 @@ fn requests_round_trip() {
             cookie: 99,
         },
         Request::Getattr { ino: 3 },
+        Request::DaxFill { slot: 1 << 40 },
         Request::Setattr {
             ino: 3,
             size: 1 << 40,

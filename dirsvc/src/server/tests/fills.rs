@@ -32,6 +32,11 @@ impl Rig {
     /// A directory over a fake disk with `depth` reads in flight, fills
     /// allowed up to `fill_depth`.
     pub(super) fn new(nodes: u32, depth: usize, fill_depth: usize) -> Rig {
+        Rig::with_mode(nodes, depth, fill_depth, false)
+    }
+
+    /// As [`Rig::new`], serving `daxfs` mode's page cache if `daxfs`.
+    pub(super) fn with_mode(nodes: u32, depth: usize, fill_depth: usize, daxfs: bool) -> Rig {
         let mem = HeapShm::new(REGION);
         let layout = Layout::compute(REGION, nodes).unwrap();
         layout.format(&*mem, 0);
@@ -47,6 +52,7 @@ impl Rig {
                 batch: 32,
                 fill_depth,
                 clock: rig_clock,
+                daxfs,
                 ..Config::default()
             },
         );

@@ -40,6 +40,7 @@ use crate::vfs::{DataPath, Meta, WbStart, WbWhy};
 type Page = Box<[u8; PAGE]>;
 
 mod ahead;
+pub mod dax;
 mod inflight;
 mod reads;
 mod room;
@@ -100,12 +101,21 @@ pub struct Private {
     /// cache full and made room first.
     ahead: u64,
     waited: u64,
+    /// `daxfs` mode: the shared slot cache (`private/dax.rs`), known once
+    /// joined.
+    dax: Option<dax::Dax>,
 }
 
 impl<E: Env> Session<E> for Private {
     /// A new session: tasks' reads of the old one are void.
-    fn joined(&mut self, _env: &E, _layout: fabric::layout::Layout, _node: u32) {
+    fn joined(&mut self, _env: &E, layout: fabric::layout::Layout, node: u32) {
         self.reads_session_ended();
+        if self.mode == Mode::Daxfs {
+            self.dax = dax::Dax::new(&layout, node);
+            if self.dax.is_none() {
+                log::error!("daxfs: the region has no slot cache for node {node}");
+            }
+        }
     }
 }
 
@@ -137,6 +147,7 @@ impl Private {
             marks: crate::watermark::Watermarks::OFF,
             ahead: 0,
             waited: 0,
+            dax: None,
         }
     }
 
@@ -284,6 +295,18 @@ impl<E: Env> DataPath<E> for Private {
     ) -> Result<usize, Errno> {
         let want = buf.len();
         let mut done = 0;
+        if self.mode == Mode::Daxfs {
+            // The caller clipped the read to the file's size.
+            while done < want {
+                let at = pos + done as u64;
+                let in_page = (at % PAGE as u64) as usize;
+                let n = (PAGE - in_page).min(want - done);
+                let idx = at / PAGE as u64;
+                self.dax_read_page(link, ino, idx, in_page, &mut buf[done..done + n])?;
+                done += n;
+            }
+            return Ok(done);
+        }
         while done < want {
             let at = pos + done as u64;
             let idx = at / PAGE as u64;
@@ -396,6 +419,9 @@ impl<E: Env> DataPath<E> for Private {
         meta: &mut Meta,
         pages: &[(u64, u64)],
     ) -> Result<(), Errno> {
+        if self.mode == Mode::Daxfs {
+            return Ok(()); // no private cache to fill
+        }
         self.settle_reads(link, meta); // slot 1 is ours alone now
         let max_run = (link.bulk_cap(1)? / PAGE).max(1);
         let mut runs: Vec<(u64, u64, usize)> = Vec::new();
@@ -435,7 +461,9 @@ impl<E: Env> DataPath<E> for Private {
     }
 
     fn has_task_reads(&self) -> bool {
-        true // `private` on the rings, `net` over its connection
+        // `private` on the rings, `net` over its connection; `daxfs`
+        // reads the slot cache synchronously.
+        self.mode != Mode::Daxfs
     }
 
     fn task_reads_start(
@@ -551,6 +579,12 @@ impl<E: Env> DataPath<E> for Private {
             keys::RECLAIM_WATERMARKS,
             watermarks(self.marks, self.max_pages),
         );
+        if let Some(d) = &self.dax {
+            put(keys::DAXFS_SLOTS, format!("{}", d.slots()));
+            put(keys::DAXFS_HITS, format!("{}", d.hits));
+            put(keys::DAXFS_CLAIMS, format!("{}", d.claims));
+            put(keys::DAXFS_WAITS, format!("{}", d.waits));
+        }
         Ok(v)
     }
 }

@@ -206,6 +206,10 @@ impl Runner {
         if let Some(m) = shm_mb {
             o = o.shm_mb(m);
         }
+        if mode == "daxfs" {
+            // The launcher refuses it without atomics across instances.
+            o = o.accel("tcg-multi");
+        }
         match Cluster::start(o) {
             Ok(c) => {
                 s.launch = c.launch_output().to_string();
