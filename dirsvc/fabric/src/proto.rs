@@ -300,11 +300,18 @@ pub enum Op {
     /// header's `replicas_used`); announce your stores from now on and
     /// say so (`sees_replicas`). No ack, no arguments.
     ReplicasUsed = 48,
+    /// Directory -> node on the notify ring: unmap every page of
+    /// `[ino, first, count]` (a [`PageSpan`]) and ack once. Every page of
+    /// the span awaits this node's ack, as a DIR_INV's page does.
+    InvRange = 49,
+    /// Node -> directory on the ack ring: `[ino, first, count, dirty]`,
+    /// the one ack of an `InvRange`.
+    InvRangeAck = 50,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 31] = [
+    pub const ALL: [Op; 33] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -336,6 +343,8 @@ impl Op {
         Op::Revoke,
         Op::RevokeAck,
         Op::ReplicasUsed,
+        Op::InvRange,
+        Op::InvRangeAck,
     ];
 
     /// Decode a wire opcode.
@@ -433,7 +442,7 @@ mod page;
 mod request;
 mod response;
 pub use locality::{LocalityRange, LOCALITY_RECORD};
-pub use page::{reply_code, Notice, PageDirStats, PageKey, PageReply, PageReq};
+pub use page::{reply_code, Notice, PageDirStats, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN};
 pub use request::{op_of, Request};
 pub use response::{DirStats, MissKind, MissStats, Response};
 

@@ -276,7 +276,9 @@ impl Request {
             | Op::Sharers
             | Op::Revoke
             | Op::RevokeAck
-            | Op::ReplicasUsed => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::ReplicasUsed
+            | Op::InvRange
+            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
     }

@@ -261,7 +261,9 @@ impl Response {
             | Op::Sharers
             | Op::Revoke
             | Op::RevokeAck
-            | Op::ReplicasUsed => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::ReplicasUsed
+            | Op::InvRange
+            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };
         Ok((r.tag, resp))
