@@ -14,7 +14,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 pub use fabric::config::Mode;
-use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::proto::{PageKey, PageReply, PageReq, PageSpan};
 
 use crate::policy::{GroupId, Groups, PolicyName};
 
@@ -45,6 +45,12 @@ pub struct NodeCache {
     voided: KeySet,
     /// Deferred acks now due (see [`NodeCache::take_acks`]).
     acks: Vec<(PageKey, bool)>,
+    /// INV_RANGEs whose ack waits for misses of their pages in flight
+    /// (those pages are in `deferred`): the span, the misses still
+    /// unanswered, the dirty bit so far.
+    range_waits: Vec<(PageSpan, usize, bool)>,
+    /// Acks of INV_RANGEs now due (see [`NodeCache::take_range_acks`]).
+    range_acks: Vec<(PageSpan, bool)>,
     /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
     /// racing the DROP must report the dirty bit too (see
     /// [`NodeCache::drop_done`]).
@@ -104,6 +110,8 @@ impl NodeCache {
             deferred: KeySet::default(),
             voided: KeySet::default(),
             acks: Vec::new(),
+            range_waits: Vec::new(),
+            range_acks: Vec::new(),
             dropped_dirty: KeySet::default(),
             dirty_remote: KeySet::default(),
             free: (pool.0..pool.1).rev().collect(),
@@ -295,7 +303,7 @@ impl NodeCache {
             self.free.push(frame);
             self.stats.retries += 1;
             if self.deferred.remove(&key) {
-                self.acks.push((key, dropped_dirty));
+                self.ack_due(key, dropped_dirty);
             }
             return Installed::Retry;
         }
@@ -322,7 +330,7 @@ impl NodeCache {
                 }
             }
         };
-        self.acks.push((key, dirty || dropped_dirty));
+        self.ack_due(key, dirty || dropped_dirty);
         got
     }
 
@@ -352,7 +360,7 @@ impl NodeCache {
         }
         let dropped_dirty = self.dropped_dirty.remove(key);
         if self.deferred.remove(key) {
-            self.acks.push((*key, dropped_dirty));
+            self.ack_due(*key, dropped_dirty);
         }
         true
     }
@@ -502,6 +510,7 @@ impl NodeCache {
         if !(self.inflight.is_empty()
             && self.deferred.is_empty()
             && self.acks.is_empty()
+            && self.range_acks.is_empty()
             && self.dropped_dirty.is_empty())
         {
             return false;
@@ -630,6 +639,74 @@ impl NodeCache {
         core::mem::take(&mut self.acks)
     }
 
+    /// An INV_RANGE (a file's teardown): every page of `span` awaits our
+    /// ack, so each page we hold is torn down as a DIR_INV's would be,
+    /// and one ack answers them all. `Some(dirty)` (we had written one of
+    /// them): ack now. `None`: a miss of one of them is in flight; the
+    /// ack waits until every such answer is applied (as a DIR_INV's does)
+    /// and then comes from [`NodeCache::take_range_acks`]. The caller
+    /// unmaps the span's pages from page tables before it sends the ack.
+    pub fn range_inv(&mut self, span: &PageSpan) -> Option<bool> {
+        let lo = PageKey {
+            ino: span.ino,
+            idx: span.first,
+        };
+        let hi = PageKey {
+            ino: span.ino,
+            idx: span.last(),
+        };
+        let mut keys: Vec<PageKey> = self.slots.range(lo..=hi).map(|(k, _)| *k).collect();
+        keys.extend(self.orphans.values().filter(|k| span.contains(k)));
+        keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
+        keys.sort_unstable();
+        keys.dedup();
+        let waiting: Vec<PageKey> = self
+            .inflight
+            .keys()
+            .filter(|k| span.contains(k))
+            .copied()
+            .collect();
+        let mut dirty = false;
+        for key in keys {
+            if !self.inflight.contains_key(&key) {
+                dirty |= self.invalidate(&key);
+            }
+        }
+        if waiting.is_empty() {
+            return Some(dirty);
+        }
+        self.stats.invs_received += waiting.len() as u64;
+        self.deferred.extend(waiting.iter().copied());
+        self.range_waits.push((*span, waiting.len(), dirty));
+        None
+    }
+
+    /// Acks of INV_RANGEs deferred by [`NodeCache::range_inv`] that became
+    /// due: `(span, dirty)`, each sent once on the ack ring.
+    pub fn take_range_acks(&mut self) -> Vec<(PageSpan, bool)> {
+        core::mem::take(&mut self.range_acks)
+    }
+
+    /// The deferred ack of `key` is due: it is its INV_RANGE's share, or
+    /// its DIR_INV's own ack.
+    fn ack_due(&mut self, key: PageKey, dirty: bool) {
+        let Some(i) = self
+            .range_waits
+            .iter()
+            .position(|(s, n, _)| *n > 0 && s.contains(&key))
+        else {
+            self.acks.push((key, dirty));
+            return;
+        };
+        let w = &mut self.range_waits[i];
+        w.1 -= 1;
+        w.2 |= dirty;
+        if w.1 == 0 {
+            let (span, _, dirty) = self.range_waits.remove(i);
+            self.range_acks.push((span, dirty));
+        }
+    }
+
     /// Tear `key` down here and say whether we had dirtied it (the DIR_INV
     /// handler without the in-flight check: prefer [`NodeCache::dir_inv`]).
     /// The caller unmaps it from page tables (and flushes the TLB) before
@@ -689,6 +766,8 @@ impl NodeCache {
         self.deferred.clear();
         self.voided.clear();
         self.acks.clear();
+        self.range_waits.clear();
+        self.range_acks.clear();
         self.dropped_dirty.clear();
         self.dirty_remote.clear();
         self.orphans.clear();

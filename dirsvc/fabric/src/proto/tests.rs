@@ -522,12 +522,18 @@ fn span_notices_round_trip_and_reject_bad_spans() {
         f(&mut r);
         assert_eq!(Notice::decode(&r.encode()), Err(DecodeError::BadArgument));
     };
-    for n in [Notice::InvRange(span), Notice::InvRangeAck { span, dirty: true }] {
+    for n in [
+        Notice::InvRange(span),
+        Notice::InvRangeAck { span, dirty: true },
+    ] {
         bad(&|r| r.args[2] = 0, n);
         bad(&|r| r.args[2] = MAX_SPAN + 1, n);
         bad(&|r| r.args[1] = u64::MAX, n);
         bad(&|r| r.args[3] = 2, n);
     }
     assert_eq!(PageSpan::new(1, u64::MAX - 1, 2), None);
-    assert_eq!(PageSpan::new(1, u64::MAX - 1, 1).map(|s| s.last()), Some(u64::MAX - 1));
+    assert_eq!(
+        PageSpan::new(1, u64::MAX - 1, 1).map(|s| s.last()),
+        Some(u64::MAX - 1)
+    );
 }

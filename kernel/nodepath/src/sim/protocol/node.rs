@@ -262,9 +262,23 @@ impl Sim {
         Ok(())
     }
 
-    pub(super) fn on_notice(&mut self, n: u8, key: PageKey) {
-        match self.node(n).cache.dir_inv(&key) {
-            Some(dirty) => self.send_ack(n, key, dirty),
+    pub(super) fn on_notice(&mut self, n: u8, span: PageSpan, range: bool) {
+        let now = if range {
+            self.node(n).cache.range_inv(&span)
+        } else {
+            let key = PageKey {
+                ino: span.ino,
+                idx: span.first,
+            };
+            self.node(n).cache.dir_inv(&key)
+        };
+        match now {
+            Some(dirty) => {
+                if range {
+                    self.seen.range_acks += 1;
+                }
+                self.send_ack(n, span, range, dirty)
+            }
             None => self.seen.deferred_invs += 1,
         }
     }
