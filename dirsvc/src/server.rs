@@ -502,6 +502,19 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
+    /// Invalidation counters, for `dir stats` and [`Op::InvStats`].
+    pub fn inv_stats(&self) -> fabric::proto::InvStats {
+        let s = self.pages.stats();
+        fabric::proto::InvStats {
+            dir_invs: s.dir_invs,
+            acks: s.acks,
+            range_invs: s.range_invs,
+            range_acks: s.range_acks,
+            range_pages: s.range_pages,
+            quiet_taken: self.quiet.taken,
+        }
+    }
+
     /// The directory's service times of `kind` of miss, phase by phase
     /// (`bench miss`, [`Op::MissStats`]).
     pub fn miss_stats(&self, kind: fabric::proto::MissKind) -> fabric::proto::MissStats {

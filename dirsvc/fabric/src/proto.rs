@@ -307,11 +307,13 @@ pub enum Op {
     /// Node -> directory on the ack ring: `[ino, first, count, dirty]`,
     /// the one ack of an `InvRange`.
     InvRangeAck = 50,
+    /// Invalidation counters -> [`Response::InvStats`] (`dir stats`).
+    InvStats = 51,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 33] = [
+    pub const ALL: [Op; 34] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -345,6 +347,7 @@ impl Op {
         Op::ReplicasUsed,
         Op::InvRange,
         Op::InvRangeAck,
+        Op::InvStats,
     ];
 
     /// Decode a wire opcode.
@@ -442,7 +445,9 @@ mod page;
 mod request;
 mod response;
 pub use locality::{LocalityRange, LOCALITY_RECORD};
-pub use page::{reply_code, Notice, PageDirStats, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN};
+pub use page::{
+    reply_code, InvStats, Notice, PageDirStats, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN,
+};
 pub use request::{op_of, Request};
 pub use response::{DirStats, MissKind, MissStats, Response};
 

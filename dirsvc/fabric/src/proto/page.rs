@@ -370,6 +370,54 @@ impl PageDirStats {
     }
 }
 
+/// Invalidation counters, the answer to [`Op::InvStats`] (`dir stats`):
+/// notices sent and acks taken, per page (DIR_INV) and per run of a
+/// file's pages (INV_RANGE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InvStats {
+    /// DIR_INVs sent (one page each).
+    pub dir_invs: u64,
+    /// INV_ACKs taken.
+    pub acks: u64,
+    /// INV_RANGEs sent.
+    pub range_invs: u64,
+    /// Acks of INV_RANGEs taken.
+    pub range_acks: u64,
+    /// Pages the INV_RANGEs covered (what per-page notices would have
+    /// been sent instead).
+    pub range_pages: u64,
+    /// Notices taken as acknowledged from quietly sleeping nodes.
+    pub quiet_taken: u64,
+}
+
+impl InvStats {
+    /// The descriptor arguments, in wire order.
+    pub fn to_args(&self) -> [u64; 7] {
+        [
+            self.dir_invs,
+            self.acks,
+            self.range_invs,
+            self.range_acks,
+            self.range_pages,
+            self.quiet_taken,
+            0,
+        ]
+    }
+
+    /// From the descriptor arguments (every value is valid).
+    pub fn from_args(a: [u64; 7]) -> InvStats {
+        let [dir_invs, acks, range_invs, range_acks, range_pages, quiet_taken, _] = a;
+        InvStats {
+            dir_invs,
+            acks,
+            range_invs,
+            range_acks,
+            range_pages,
+            quiet_taken,
+        }
+    }
+}
+
 /// A notification on the notify ring (directory -> node) or the ack ring
 /// (node -> directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

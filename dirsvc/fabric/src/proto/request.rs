@@ -87,6 +87,8 @@ pub enum Request {
     Page(PageReq),
     /// Page-directory counters.
     PageStats,
+    /// Invalidation counters.
+    InvStats,
     /// The directory's service times of one kind of miss.
     MissStats {
         /// Which kind.
@@ -123,6 +125,7 @@ impl Request {
             | Request::Stats
             | Request::Page(_)
             | Request::PageStats
+            | Request::InvStats
             | Request::MissStats { .. } => false,
         }
     }
@@ -179,6 +182,7 @@ impl Request {
             Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
             Request::PageStats => (Op::PageStats, [0; 7]),
+            Request::InvStats => (Op::InvStats, [0; 7]),
             Request::MissStats { kind } => (Op::MissStats, [kind as u64, 0, 0, 0, 0, 0, 0]),
             Request::Locality { slot, ino, first } => {
                 (Op::Locality, [slot as u64, ino, first, 0, 0, 0, 0])
@@ -251,6 +255,7 @@ impl Request {
             Op::Fsync => Request::Fsync { ino: a[0] },
             Op::Stats => Request::Stats,
             Op::PageStats => Request::PageStats,
+            Op::InvStats => Request::InvStats,
             Op::MissStats => Request::MissStats {
                 kind: MissKind::from_u64(a[0]).ok_or(DecodeError::BadArgument)?,
             },
@@ -296,6 +301,7 @@ pub fn op_of(r: &Request) -> Op {
         Request::Fsync { .. } => Op::Fsync,
         Request::Stats => Op::Stats,
         Request::PageStats => Op::PageStats,
+        Request::InvStats => Op::InvStats,
         Request::MissStats { .. } => Op::MissStats,
         Request::Locality { .. } => Op::Locality,
         Request::Page(p) => p.op(),
