@@ -516,3 +516,47 @@ fn pool_accounting_survives_any_sequence() {
         }
     }
 }
+
+#[test]
+fn range_inv_tears_down_the_span_and_acks_once() {
+    let mut c = cache();
+    let span = |first, count| fabric::proto::PageSpan::new(3, first, count).unwrap();
+    // Pages 0-1 ours, 2 mapped (written through), 3 outside the span.
+    own(&mut c, key(0));
+    own(&mut c, key(1));
+    map(&mut c, key(2), PEER);
+    c.mark_dirty(&key(2));
+    own(&mut c, key(3));
+    assert_eq!(c.range_inv(&span(0, 3)), Some(true));
+    pool_ok(&c);
+    assert_eq!((c.free_frames(), c.counts().1), (3, 0));
+    assert!(c.slot(&key(3)).is_some(), "a page outside the span stays");
+    assert!(c.take_acks().is_empty() && c.take_range_acks().is_empty());
+    assert!(c.quiet());
+}
+
+#[test]
+fn range_inv_during_a_miss_of_one_of_its_pages_acks_after_the_answer() {
+    let mut c = cache();
+    let span = fabric::proto::PageSpan::new(3, 0, 4).unwrap();
+    own(&mut c, key(0));
+    let Some(PageReq::Read { frame, .. }) = c.start_miss(key(2), false) else {
+        panic!()
+    };
+    assert_eq!(c.range_inv(&span), None);
+    pool_ok(&c);
+    assert_eq!(c.slot(&key(0)), None, "the rest goes at once");
+    assert!(!c.quiet());
+    assert!(c.take_range_acks().is_empty(), "not before the answer");
+    // The answer is not kept; the one ack of the span is due, and no
+    // per-page ack.
+    assert_eq!(
+        c.complete_miss(key(2), PageReply::Owner { gfn: frame }, yes),
+        Installed::Retry
+    );
+    assert_eq!(c.slot(&key(2)), None);
+    assert!(c.take_acks().is_empty());
+    assert_eq!(c.take_range_acks(), vec![(span, false)]);
+    pool_ok(&c);
+    assert!(c.quiet());
+}
