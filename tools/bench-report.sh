@@ -29,14 +29,17 @@
 # records the commit, the command line, the host and the load. Modes by
 # default: strong, relaxed, private and net (the TCP/IP baseline).
 # --quick takes about 80 s on 2 cores with TCG; the full run about 27
-# minutes with the four modes on an idle machine. Exit status: that of
+# minutes with the four modes on an idle machine; one progress line per
+# step (step, mode, N, elapsed, time left). SIGINT (Ctrl-C) or SIGTERM
+# stops every cluster and writes the report so far, marked partial;
+# --resume DIR with the same options continues it. Exit status: that of
 # onecopy-bench (0 complete, 1 some figure or script missing or failed,
-# 2 usage).
+# 2 usage, 130 / 143 interrupted).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 for a in "$@"; do
     case "$a" in
-        -h | --help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     esac
 done
 cd "$ROOT"
@@ -52,12 +55,29 @@ cargo build --release -q -p onecopy-ivshmem-server
 cargo build --release -q -p onecopy-tests --bins
 start=$(date +%s)
 status=0
-report=$(ONECOPY_CTL="$ROOT/target/release/onecopy-ctl" "$ROOT/target/release/onecopy-bench" "$@") || status=$?
+out=$(mktemp)
+# onecopy-bench in a session of its own, so that a terminal's Ctrl-C
+# reaches it once, through the traps below, and a SIGTERM to this script
+# reaches it too: it then stops its clusters and writes a partial report.
+ONECOPY_CTL="$ROOT/target/release/onecopy-ctl" setsid "$ROOT/target/release/onecopy-bench" "$@" >"$out" &
+bench=$!
+trap 'kill -INT "$bench" 2>/dev/null || true' INT
+trap 'kill -TERM "$bench" 2>/dev/null || true' TERM
+# A trapped signal ends `wait` early: wait again until it has exited.
+while kill -0 "$bench" 2>/dev/null; do
+    wait "$bench" || true
+done
+wait "$bench" || status=$?
+trap - INT TERM
+report=$(cat "$out")
+rm -f "$out"
 end=$(date +%s)
 if [[ -n $report ]]; then
     echo "bench-report.sh: report: $report ($((end - start)) s)"
 fi
 if [[ $status -eq 1 ]]; then
     echo "bench-report.sh: incomplete run: some figures are missing or failed (listed above and at the end of the report)" >&2
+elif [[ $status -gt 128 ]]; then
+    echo "bench-report.sh: interrupted: the report is partial; add --resume DIR to the same command to measure the rest" >&2
 fi
 exit "$status"

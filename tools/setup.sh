@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/setup.sh: check (and where possible install) what onecopy needs on the
 # host: QEMU (qemu-system-x86_64) and the Rust toolchain, target and
-# components pinned in rust-toolchain.toml.
+# components pinned in rust-toolchain.toml; optionally Debian's fio and
+# fio-examples (the fio compatibility tests skip without them).
 #
 # Idempotent and fast (well under a second) when everything is present.
 # Used by ./qemu-run.sh and ./tests/run.sh; safe to run by hand.
@@ -23,7 +24,7 @@ for arg in "$@"; do
         --qemu-only) QEMU_ONLY=1 ;;
         --quiet) QUIET=1 ;;
         -h | --help)
-            sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -59,6 +60,23 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
 fi
 
 [[ $QEMU_ONLY == 1 ]] && exit 0
+
+# ---------------------------------------------------------------- fio
+# Optional: Debian's fio (its post-processing scripts) and fio-examples (its
+# job files) let the fio compatibility tests compare against the real thing;
+# without them those tests skip, saying so.
+if ! command -v fio_jsonplus_clat2csv >/dev/null 2>&1 || [[ ! -d /usr/share/doc/fio/examples ]]; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        say "installing Debian packages fio and fio-examples (apt-get; the fio compatibility tests use them)..."
+        export DEBIAN_FRONTEND=noninteractive
+        if ! { apt-get install -y -qq --no-install-recommends fio fio-examples >/dev/null 2>&1 ||
+            { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends fio fio-examples >/dev/null; }; }; then
+            echo "setup: note: installing fio and fio-examples failed; the fio compatibility tests will skip (try: apt-get install -y fio fio-examples)" >&2
+        fi
+    else
+        say "note: fio / fio-examples not installed; the fio compatibility tests will skip (install with: sudo apt-get install -y fio fio-examples)"
+    fi
+fi
 
 # ---------------------------------------------------------------- Rust
 # A fresh rustup install puts cargo in ~/.cargo/bin, which may not be on PATH

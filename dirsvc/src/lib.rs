@@ -16,6 +16,7 @@
 
 extern crate alloc;
 
+pub mod appendlock;
 pub mod diskq;
 #[cfg(any(test, feature = "testing"))]
 pub mod fakedisk;

@@ -168,6 +168,20 @@ pub struct Config {
     /// How long the directory waits for a fencer before it logs that none
     /// answered ([`Event::FenceOverdue`]); it keeps waiting.
     pub fence_timeout_ns: u64,
+    /// An append lock's lease ([`crate::appendlock`]): a lock neither
+    /// renewed nor given back for this long goes to the next taker. Keep
+    /// it above [`fabric::proto::APPEND_BUDGET_NS`] plus the heartbeat
+    /// timeout ([`append_lease_ns`]), so it never lapses while its
+    /// holder may still store under it.
+    pub append_lease_ns: u64,
+}
+
+/// The append lease for a heartbeat timeout of `heartbeat_timeout_ns`:
+/// twice the nodes' budget under the lock plus the heartbeat timeout.
+pub fn append_lease_ns(heartbeat_timeout_ns: u64) -> u64 {
+    fabric::proto::APPEND_BUDGET_NS
+        .saturating_mul(2)
+        .saturating_add(heartbeat_timeout_ns)
 }
 
 fn seq_cst_fence() {
@@ -185,6 +199,7 @@ impl Default for Config {
             lazy_inv: true,
             fencing: false,
             fence_timeout_ns: 5_000_000_000,
+            append_lease_ns: append_lease_ns(3_000_000_000),
         }
     }
 }
@@ -311,9 +326,10 @@ pub struct Directory<D: BlockDevice> {
     net_later: u64,
     /// Failed nodes waiting for their fence (`server/fencing.rs`).
     fences: fencing::Fences,
-    /// Append locks by inode: the node holding each
-    /// (`server/appendlock.rs`).
-    append_locks: BTreeMap<u64, u8>,
+    /// Append locks, leases by inode (`crate::appendlock`).
+    append_locks: crate::appendlock::AppendLocks,
+    /// The clock of the last [`Directory::poll`] (append leases).
+    now_ns: u64,
 }
 
 /// Result of one [`Directory::poll`].
@@ -401,7 +417,8 @@ impl<D: BlockDevice> Directory<D> {
             net_answers: Vec::new(),
             net_later: 0,
             fences: fencing::Fences::default(),
-            append_locks: BTreeMap::new(),
+            append_locks: crate::appendlock::AppendLocks::new(cfg.append_lease_ns),
+            now_ns: 0,
         }
     }
 

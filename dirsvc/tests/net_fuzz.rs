@@ -593,8 +593,8 @@ fn request(known: [u64; 3]) -> impl Strategy<Value = Request> {
                 len
             }
         ),
-        2 => (ino(known), offset(), proptest::option::of(arg()))
-            .prop_map(|(ino, size, expect)| { Request::Setattr { ino, size, expect } }),
+        2 => (ino(known), offset(), proptest::option::of(arg()), any::<bool>())
+            .prop_map(|(ino, size, expect, locked)| { Request::Setattr { ino, size, expect, locked } }),
         1 => (slot.clone(), ino(known), arg()).prop_map(|(slot, ino, cookie)| Request::Readdir {
             slot,
             ino,

@@ -18,11 +18,12 @@ use alloc::vec::Vec;
 
 use fabric::netorder::AnswerOrder;
 use fabric::netwire::{self, FrameReader};
+use fabric::proto::op_of;
 use fabric::proto::{Errno, Request, Response};
-use nodepath::netclient::NetClient;
+use nodepath::netclient::{retry_safe, Backoff, NetClient};
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
-use smoltcp::time::Instant;
+use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 use crate::arch::{cpu, time};
@@ -42,6 +43,9 @@ const OUT_MAX: usize = 1 << 20;
 /// served, so this bounds the waiting list near this plus what one
 /// receive holds.
 const WAITING_MAX: usize = 64;
+
+/// The directory's end of a link probes an idle connection this often.
+const KEEPALIVE_MS: u64 = 1_000;
 
 /// smoltcp's clock.
 fn now() -> Instant {
@@ -212,30 +216,64 @@ impl NetConn {
         Errno::Unavailable
     }
 
-    /// Make sure the connection is up (connecting if needed), by `deadline`.
+    /// Make sure the connection is up (connecting if needed), by
+    /// `deadline`. An attempt refused or reset (the directory's end still
+    /// holds a connection it has not seen die, or is not listening yet) is
+    /// tried again after a wait that grows ([`Backoff`]), until the
+    /// deadline or the last attempt.
     fn connect(&mut self, deadline: u64) -> Result<(), Errno> {
+        let mut backoff = Backoff::default();
+        let mut attempted = false;
+        let mut retry_at = 0;
         loop {
             self.stack.poll();
             let state = self.stack.socket().state();
             match state {
-                tcp::State::Established => return Ok(()),
-                tcp::State::Closed => {
-                    let port = self.next_port;
-                    self.next_port = if port == u16::MAX { 49152 } else { port + 1 };
-                    let remote = self.remote;
-                    let Stack {
-                        iface,
-                        sockets,
-                        tcp: h,
-                        ..
-                    } = &mut self.stack;
-                    let s = sockets.get_mut::<tcp::Socket>(*h);
-                    if let Err(e) = s.connect(iface.context(), remote, port) {
-                        log::warn!("net: connect: {e}");
-                        return Err(Errno::Unavailable);
+                tcp::State::Established => {
+                    if backoff.tries() > 0 {
+                        log::info!(
+                            "net: connected to the file server after {} failed attempts",
+                            backoff.tries()
+                        );
                     }
-                    self.client.reset();
-                    self.tx.clear();
+                    return Ok(());
+                }
+                tcp::State::Closed => {
+                    let now = time::now_ns();
+                    if attempted {
+                        attempted = false;
+                        match backoff.failed() {
+                            Some(w) => retry_at = now.saturating_add(w),
+                            None => {
+                                log::warn!(
+                                    "net: no connection to the file server {}:{} after {} attempts",
+                                    self.remote.0,
+                                    self.remote.1,
+                                    backoff.tries()
+                                );
+                                return Err(Errno::Unavailable);
+                            }
+                        }
+                    }
+                    if now >= retry_at {
+                        let port = self.next_port;
+                        self.next_port = if port == u16::MAX { 49152 } else { port + 1 };
+                        let remote = self.remote;
+                        let Stack {
+                            iface,
+                            sockets,
+                            tcp: h,
+                            ..
+                        } = &mut self.stack;
+                        let s = sockets.get_mut::<tcp::Socket>(*h);
+                        if let Err(e) = s.connect(iface.context(), remote, port) {
+                            log::warn!("net: connect: {e}");
+                            return Err(Errno::Unavailable);
+                        }
+                        attempted = true;
+                        self.client.reset();
+                        self.tx.clear();
+                    }
                 }
                 tcp::State::SynSent | tcp::State::SynReceived => {}
                 _ => {
@@ -247,20 +285,37 @@ impl NetConn {
                 self.stack.socket().abort();
                 self.stack.poll();
                 log::warn!(
-                    "net: no connection to the file server {}:{} (state {state})",
+                    "net: no connection to the file server {}:{} (state {state}, {} failed attempts)",
                     self.remote.0,
-                    self.remote.1
+                    self.remote.1,
+                    backoff.tries()
                 );
                 return Err(Errno::Unavailable);
             }
             if !self.stack.due() {
-                self.stack.idle(); // the SYN-ACK wakes us
+                self.stack.idle(); // the SYN-ACK (or a timer tick) wakes us
             }
         }
     }
 
-    /// One request/response exchange with the file server.
+    /// One request/response exchange with the file server. If the
+    /// connection breaks before the answer (dropped, reset, timed out), a
+    /// request that may be served twice ([`retry_safe`]) is sent once more
+    /// on a new connection; any other fails with `Unavailable` (it may
+    /// have been served), and the next call reconnects.
     pub fn call(&mut self, req: &Request) -> Result<Response, Errno> {
+        match self.call_once(req) {
+            Err(Errno::Unavailable)
+                if retry_safe(req) && self.stack.socket().state() != tcp::State::Established =>
+            {
+                log::info!("net: {:?} resent on a new connection", op_of(req));
+                self.call_once(req)
+            }
+            r => r,
+        }
+    }
+
+    fn call_once(&mut self, req: &Request) -> Result<Response, Errno> {
         let deadline = time::now_ns() + self.timeout_ns;
         self.connect(deadline)?;
         let frame = self.client.request(req);
@@ -548,6 +603,15 @@ impl DirLink {
             return;
         }
         let s = self.stack.socket();
+        // A connection whose node end is gone without its reset reaching
+        // us (the node dropped it while this instance was stopped) would
+        // hold the link's one socket for good, and every new connection
+        // of the node would be refused behind it. Idle, it sends a
+        // keep-alive every second: the node's stack, polling while it
+        // reconnects, answers it with a reset, and the link listens again.
+        // No dead-peer timeout: a node busy without calls polls nothing,
+        // and its live connection must not be dropped for that.
+        s.set_keep_alive(Some(Duration::from_millis(KEEPALIVE_MS)));
         if let Err(e) = s.listen(netwire::PORT) {
             log::error!("net: link to node {}: listen: {e}", self.node);
         }

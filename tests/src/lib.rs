@@ -23,6 +23,7 @@ pub mod bench;
 pub mod cluster;
 pub mod console;
 pub mod error;
+pub mod importcheck;
 pub mod peers;
 pub mod ready;
 pub mod run;

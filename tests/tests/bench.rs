@@ -16,14 +16,17 @@
 //! --modes private,strong,net`: six clusters, about 3 minutes).
 //! A third runs the eviction-policy section quick (`--policies --quick`:
 //! four clusters, bench-promote.sh in relaxed and in strong mode; about
-//! 90 s).
+//! 90 s). A fourth interrupts a run with SIGINT once its first cluster is
+//! up: nothing of that cluster may be left, and the report must be there,
+//! marked partial (about 40 s).
 
 use std::fs;
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
-use onecopy_tests::{run_with_timeout, unique_run_dir};
+use onecopy_tests::{qemu_run, run_with_timeout, unique_run_dir};
 use serde_json::Value;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_onecopy-bench");
@@ -432,4 +435,147 @@ fn quick_policies_produce_every_row() {
         assert!(report.contains(needle), "report.md lacks '{needle}'");
     }
     let _ = fs::remove_dir_all(&out);
+}
+
+/// Pids of live processes (not this one) whose command line mentions
+/// `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut pids = Vec::new();
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me || !onecopy_tests::run::pid_alive(pid) {
+            continue;
+        }
+        if let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Every serial log of a run dir, for a failure message.
+fn run_logs(run_dir: &Path) -> String {
+    fs::read_dir(run_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| {
+            let text = fs::read_to_string(e.path()).unwrap_or_default();
+            format!("--- {}\n{text}", e.path().display())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// SIGINT to `onecopy-bench` once its first cluster is up: it exits 130
+/// within a minute, no process of that cluster's run dir is left (QEMU,
+/// the launcher, the watchdog), and the report is written and marked
+/// partial, naming the step it was in.
+#[test]
+#[ignore = "boots a QEMU cluster (about 40 s): run with -- --ignored, as tests/run.sh does"]
+fn sigint_stops_the_clusters_and_leaves_a_partial_report() {
+    let out = unique_run_dir("bench-sigint").expect("results folder");
+    let scratch = unique_run_dir("bench-sigint-log").expect("log folder");
+    fs::create_dir_all(&scratch).expect("log folder");
+    let err_path = scratch.join("stderr.txt");
+    let err = fs::File::create(&err_path).expect("stderr file");
+    let mut child = Command::new(BENCH)
+        .args(["--quick", "--modes", "strong", "--out"])
+        .arg(&out)
+        .env("ONECOPY_CTL", CTL)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("start onecopy-bench");
+    // The first cluster's run dir, once it is up.
+    let marker = "strong-fio up: run dir ";
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let run_dir: Option<PathBuf> = loop {
+        let text = fs::read_to_string(&err_path).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains(marker)) {
+            let dir = line.split(marker).nth(1).unwrap_or("").trim();
+            break Some(PathBuf::from(dir));
+        }
+        if Instant::now() >= deadline || child.try_wait().ok().flatten().is_some() {
+            break None;
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    // Let it be in the middle of a command.
+    thread::sleep(Duration::from_secs(1));
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    // What the run left, looked at before this test cleans up after it.
+    let left = run_dir
+        .as_ref()
+        .map(|d| processes_mentioning(&format!("{}/", d.display())))
+        .unwrap_or_default();
+    let logs = run_dir.as_deref().map(run_logs).unwrap_or_default();
+    if let Some(d) = &run_dir {
+        let _ = qemu_run(
+            &["stop", "--run-dir", &d.to_string_lossy()],
+            Path::new(CTL),
+            Duration::from_secs(60),
+        );
+    }
+    let run_dir = run_dir.unwrap_or_else(|| {
+        panic!("the first cluster did not come up (no '{marker}' line):\n{stderr}")
+    });
+    let status = status.unwrap_or_else(|| {
+        panic!("onecopy-bench did not exit within 120 s of SIGINT:\n{stderr}\n{logs}")
+    });
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "exit status after SIGINT:\n{stderr}\n{logs}"
+    );
+    assert!(
+        left.is_empty(),
+        "processes of {} left after onecopy-bench exited: {left:?}\n{stderr}\n{logs}",
+        run_dir.display()
+    );
+    let json: Value = fs::read_to_string(out.join("results.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| panic!("no readable results.json after SIGINT:\n{stderr}"));
+    assert_eq!(json["complete"], Value::Bool(false), "{stderr}");
+    assert_eq!(json["partial"]["signal"], "SIGINT", "{stderr}");
+    let at = json["partial"]["interrupted_at"].as_str().unwrap_or("");
+    assert!(
+        at.starts_with("fio ") && at.ends_with(", mode strong, N=2"),
+        "interrupted at {at:?}:\n{stderr}"
+    );
+    let md = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        md.contains(&format!("partial: interrupted at {at}")),
+        "report.md is not marked partial:\n{md}"
+    );
+    assert!(
+        stderr
+            .contains("onecopy-bench: step 3/16: fio read-lat/libaio, mode strong, N=2; elapsed "),
+        "no progress line for the first fio step:\n{stderr}"
+    );
+    let _ = fs::remove_dir_all(&out);
+    let _ = fs::remove_dir_all(&scratch);
 }

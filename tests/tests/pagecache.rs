@@ -485,6 +485,63 @@ fn eviction_with_sharers() {
     });
 }
 
+/// A file larger than the node's frames read from the disk: free frames
+/// are kept between the watermarks (boot options `reclaim_low` /
+/// `reclaim_high`, here 4 and 8 percent) by reclaim between the reads, so
+/// the pages go ahead of need and few misses wait for reclaim.
+#[test]
+fn reclaim_ahead_of_need_keeps_misses_from_waiting() {
+    let o = opts("ahead")
+        .mode("strong")
+        .nodes(1)
+        .shm_mb(16)
+        .append_extra("reclaim_low=4 reclaim_high=8");
+    with_cluster(o, |c| {
+        // One node's pool of a 16 MiB region is about 4,000 frames.
+        let big = 24 * KIB * KIB;
+        // Writing and reading 24 MiB under TCG on a loaded host: more
+        // than one command's usual limit.
+        let slow = Duration::from_secs(300);
+        c.exec_timeout(1, b"fill /big 24m", slow)?.into_result()?;
+        c.exec_ok(1, "sync")?;
+        c.exec_ok(1, "cache drop")?;
+        let before = cache_stats(c, 1)?;
+        let pool: u64 = before
+            .get(cache::POOL_FRAMES)
+            .split('/')
+            .nth(1)
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("n1: bad pool frames:\n{}", before.text));
+        assert!(
+            pool < big / PAGE,
+            "the pool ({pool} frames) holds /big: nothing would be reclaimed"
+        );
+        let out = c.exec_timeout(1, b"sum /big", slow)?.into_result()?;
+        let got = parse_sum(&out.text())
+            .ok_or_else(|| fail(format!("n1: `sum /big` printed no crc: {out:?}")))?;
+        assert_eq!(got, pattern(big), "n1: sum /big: {}", show(got));
+        let after = cache_stats(c, 1)?;
+        let d = |k: &str| after.num(k) - before.num(k);
+        let (ahead, waited, misses) = (
+            d(cache::RECLAIMS_AHEAD),
+            d(cache::MISSES_WAITED_RECLAIM),
+            d(cache::MISSES),
+        );
+        let need = big / PAGE - pool;
+        assert!(
+            ahead >= need / 2,
+            "{ahead} pages reclaimed ahead of need, {need} had to go:\n{}",
+            after.text
+        );
+        assert!(
+            waited * 20 <= misses,
+            "{waited} of {misses} misses waited for reclaim:\n{}",
+            after.text
+        );
+        Ok(())
+    });
+}
+
 // ------------------------------------ 5. killed owner, survivor continues
 
 #[test]
@@ -644,4 +701,61 @@ fn cache_drop_parser() {
         Some((32, 0))
     );
     assert_eq!(parse_cache_drop("dropped the private cache"), None);
+}
+
+// ------------------------------------------------------------ readahead
+
+/// A sequential read of a file on the disk only (node 1 wrote it and gave
+/// its pages back) reads ahead on node 2 at the default `readahead_kb`:
+/// the readahead counters move, the pages read ahead are read, the data
+/// is right, and the directory sees far fewer page batches than pages.
+#[test]
+fn sequential_read_reads_ahead() {
+    with_cluster(opts("readahead").mode("strong"), |c| {
+        let size = 1024 * KIB;
+        let pages = size / PAGE;
+        c.exec_ok(1, "fill /ra 1m")?;
+        c.exec_ok(1, "cache drop")?;
+        let before = cache_stats(c, 2)?;
+        check_sum(c, 2, "/ra", pattern(size))?;
+        let s = cache_stats(c, 2)?;
+        let ahead = s.num(cache::READAHEAD_PAGES) - before.num(cache::READAHEAD_PAGES);
+        let hits = s.num(cache::READAHEAD_HITS) - before.num(cache::READAHEAD_HITS);
+        let batches = s.num(cache::PAGE_BATCHES) - before.num(cache::PAGE_BATCHES);
+        assert!(
+            ahead > pages / 2 && ahead < pages,
+            "n2 read {ahead} of {pages} pages ahead:\n{}",
+            s.text
+        );
+        assert!(
+            hits * 10 >= ahead * 9,
+            "n2 read few pages it read ahead:\n{}",
+            s.text
+        );
+        assert!(
+            batches * 8 <= pages,
+            "n2 needed {batches} page batches for {pages} pages:\n{}",
+            s.text
+        );
+        assert_eq!(
+            s.num(cache::MISSES),
+            pages,
+            "every page missed once:\n{}",
+            s.text
+        );
+        // Read again: all hits, nothing more read ahead.
+        check_sum(c, 2, "/ra", pattern(size))?;
+        let again = cache_stats(c, 2)?;
+        assert_eq!(
+            again.num(cache::READAHEAD_PAGES),
+            s.num(cache::READAHEAD_PAGES)
+        );
+        assert_eq!(
+            again.num(cache::MISSES),
+            s.num(cache::MISSES),
+            "{}",
+            again.text
+        );
+        Ok(())
+    });
 }

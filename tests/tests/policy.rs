@@ -368,10 +368,13 @@ fn fio_read(c: &mut Cluster, group: &str, path: &str, size: &str, rw: &str) -> R
 /// pages capped at 256. With `cache config group=scan limit=64` the
 /// scan evicts only its own pages and the hot set is all hits after it;
 /// without the limit (groups `kv2`/`scan2` sharing the node's FIFO
-/// lists) the scan flushes the hot set. Counts, not timing.
+/// lists) the scan flushes the hot set. Counts, not timing: without
+/// readahead (`readahead_kb=0`), since the scan's read-ahead pages enter
+/// its 64-page group as its most recent ones, which `mru` evicts before
+/// the scan reads them (a known gap: each is missed again).
 #[test]
 fn a_scan_group_with_a_limit_leaves_the_kv_group_cached() {
-    with_cluster(opts("policy-groups"), |c| {
+    with_cluster(opts("policy-groups").append_extra("readahead_kb=0"), |c| {
         c.exec_ok(1, "fill /hot 256k")?;
         c.exec_ok(1, "fill /scan 4m")?;
         c.exec_ok(1, "cache drop")?;

@@ -81,7 +81,19 @@ pub const BOOT_OPTIONS: &[BootOption] = &[
     opt("doorbell_selftest", "300"),
     opt("task_reads", "each"),
     opt("baseline_writes", "back"),
+    opt("readahead_kb", "128"),
+    opt("faultaround_kb", "64"),
+    opt("reclaim_low", "0"),
+    opt("reclaim_high", "8"),
 ];
+
+/// Default low watermark of a node's free frames, percent of its frames:
+/// off until an A/B on a quiet host shows that reclaim ahead of need does
+/// not slow the read path (the one measurement so far, on a loaded host,
+/// had a sequential read slower with it; `reclaim_low=4` turns it on).
+pub const DEFAULT_RECLAIM_LOW: u32 = 0;
+/// Default high watermark of a node's free frames, percent of its frames.
+pub const DEFAULT_RECLAIM_HIGH: u32 = 8;
 
 /// Which part an instance plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +205,25 @@ pub struct BootConfig {
     /// (`tools/bench-task-reads.sh --mode net` compares them):
     /// the baseline keeps its faster way unless asked.
     pub task_reads_each: bool,
+    /// Node: the largest readahead window of a sequential reader, KiB
+    /// (`readahead_kb=N`, 0..=8192, default 128 as Linux's
+    /// `read_ahead_kb`; 0: no readahead, a read fetches only its pages).
+    pub readahead_kb: u32,
+    /// Node: on an mmap fault, the already cached pages within this many
+    /// KiB around the fault (an aligned block, as Linux's
+    /// `fault_around_bytes`) are mapped too (`faultaround_kb=N`, 0..=2048,
+    /// default 64; 0: only the faulting page).
+    pub faultaround_kb: u32,
+    /// Node: reclaim ahead of need starts when the free frames (the
+    /// single-copy pool, or the private cache's room) drop under this
+    /// percent of the node's frames (`reclaim_low=N`, 0..=50, default
+    /// [`DEFAULT_RECLAIM_LOW`]; 0: off, a miss reclaims when it finds no
+    /// frame).
+    pub reclaim_low: u32,
+    /// Node: reclaim ahead of need goes on, in batches, until this
+    /// percent of the node's frames is free (`reclaim_high=N`, 1..=90,
+    /// above `reclaim_low`, default [`DEFAULT_RECLAIM_HIGH`]).
+    pub reclaim_high: u32,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -240,6 +271,10 @@ impl BootConfig {
             policy: PolicyName::Fifo,
             cache_pages: None,
             task_reads_each: true,
+            readahead_kb: 128,
+            faultaround_kb: 64,
+            reclaim_low: DEFAULT_RECLAIM_LOW,
+            reclaim_high: DEFAULT_RECLAIM_HIGH,
             unknown: Vec::new(),
         };
         for word in cmdline.split_ascii_whitespace() {
@@ -269,6 +304,10 @@ impl BootConfig {
                 "fill_depth" => c.fill_depth = num(k, v, 0, 64)? as u32,
                 "disk_lat_us" => c.disk_lat_us = Some(num(k, v, 0, 100_000)?),
                 "dilation_pct" => c.dilation_pct = num(k, v, 10, 10_000)?,
+                "readahead_kb" => c.readahead_kb = num(k, v, 0, 8192)? as u32,
+                "faultaround_kb" => c.faultaround_kb = num(k, v, 0, 2048)? as u32,
+                "reclaim_low" => c.reclaim_low = num(k, v, 0, 50)? as u32,
+                "reclaim_high" => c.reclaim_high = num(k, v, 1, 90)? as u32,
                 "doorbell_selftest" => c.doorbell_selftest = num(k, v, 0, 10_000)? as u32,
                 "doorbell" => {
                     c.doorbell = match v {
@@ -354,6 +393,13 @@ impl BootConfig {
             None => return Err("missing role=dir or role=node".to_string()),
         };
         c.task_reads_each = task_reads.unwrap_or(c.mode != Mode::Net);
+        if c.reclaim_low > 0 && c.reclaim_high <= c.reclaim_low {
+            return Err(alloc::format!(
+                "reclaim_high={} must be above reclaim_low={} (percent of the node's frames)",
+                c.reclaim_high,
+                c.reclaim_low
+            ));
+        }
         Ok(c)
     }
 }
@@ -496,6 +542,28 @@ mod tests {
     }
 
     #[test]
+    fn reclaim_watermarks_are_percent_with_high_above_low() {
+        let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert_eq!(
+            (c.reclaim_low, c.reclaim_high),
+            (DEFAULT_RECLAIM_LOW, DEFAULT_RECLAIM_HIGH)
+        );
+        let c = BootConfig::parse("role=node id=1 nodes=1 reclaim_low=10 reclaim_high=30").unwrap();
+        assert_eq!((c.reclaim_low, c.reclaim_high), (10, 30));
+        let c = BootConfig::parse("role=node id=1 nodes=1 reclaim_low=0 reclaim_high=1").unwrap();
+        assert_eq!(c.reclaim_low, 0, "0 turns reclaim ahead of need off");
+        let e =
+            BootConfig::parse("role=node id=1 nodes=1 reclaim_low=20 reclaim_high=10").unwrap_err();
+        assert!(
+            e.contains("reclaim_high=10 must be above reclaim_low=20"),
+            "{e}"
+        );
+        assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_low=51").is_err());
+        assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_high=91").is_err());
+        assert!(BootConfig::parse("role=node id=1 nodes=1 reclaim_high=0").is_err());
+    }
+
+    #[test]
     fn every_boot_option_of_the_table_is_parsed() {
         for o in BOOT_OPTIONS {
             let line = alloc::format!("role=node id=1 nodes=2 {}={}", o.key, o.example);
@@ -508,6 +576,29 @@ mod tests {
         assert_eq!(keys.len(), BOOT_OPTIONS.len(), "a key given twice");
         let c = BootConfig::parse("role=dir nodes=1 hb_ms=50").unwrap();
         assert_eq!(c.unknown, ["hb_ms=50"]);
+    }
+
+    #[test]
+    fn readahead_options() {
+        let c = BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert_eq!((c.readahead_kb, c.faultaround_kb), (128, 64));
+        let c =
+            BootConfig::parse("role=node id=1 nodes=1 readahead_kb=0 faultaround_kb=0").unwrap();
+        assert_eq!((c.readahead_kb, c.faultaround_kb), (0, 0));
+        let c = BootConfig::parse("role=node id=1 nodes=1 readahead_kb=8192 faultaround_kb=2048")
+            .unwrap();
+        assert_eq!((c.readahead_kb, c.faultaround_kb), (8192, 2048));
+        let e = BootConfig::parse("role=node id=1 readahead_kb=8193").unwrap_err();
+        assert!(
+            e.contains("readahead_kb=8193") && e.contains("0..=8192"),
+            "{e}"
+        );
+        let e = BootConfig::parse("role=node id=1 faultaround_kb=4096").unwrap_err();
+        assert!(
+            e.contains("faultaround_kb=4096") && e.contains("0..=2048"),
+            "{e}"
+        );
+        assert!(BootConfig::parse("role=node id=1 readahead_kb=-1").is_err());
     }
 
     #[test]

@@ -177,6 +177,13 @@ pub struct DirEntry {
 /// Size of one encoded [`DirEntry`] in a bulk buffer.
 pub const DIRENT_SIZE: usize = 96;
 
+/// How long after sending its take (or renewal) of an append lock a node
+/// may still store into the file's frames and publish under it, on its
+/// own clock. The directory's lease is longer than this plus the
+/// heartbeat timeout (`dirsvc`'s `Config::append_lease_ns`), so a lease
+/// never lapses while its holder may still act under it.
+pub const APPEND_BUDGET_NS: u64 = 4_000_000_000;
+
 impl DirEntry {
     /// Encode into exactly [`DIRENT_SIZE`] bytes.
     pub fn encode(&self, out: &mut [u8; DIRENT_SIZE]) {
@@ -248,12 +255,14 @@ pub enum Op {
     Fsync = 20,
     /// Directory and file-system counters: -> see [`Response::Stats`].
     Stats = 21,
-    /// Take (`hold` 1) or give back (0) the append lock of a file: args
-    /// `[ino, hold]` -> attr. Taken, it is this node's until it gives it
-    /// back or fails: another node's take is answered
-    /// [`Errno::Busy`]. Strong-mode appends learn the end of file, write
-    /// there and publish the new size under it, so two appends never
-    /// land at the same offset.
+    /// Take or renew (`hold` 1) or give back (0) the append lock of a
+    /// file: args `[ino, hold]` -> attr. Taken, it is this node's lease
+    /// until it gives it back, fails, or lets the lease lapse unrenewed:
+    /// another node's take meanwhile is answered [`Errno::Busy`].
+    /// Strong-mode appends learn the end of file, write there and publish
+    /// the new size under it (`Setattr` with `locked`), so two appends
+    /// never land at the same offset; a holder stores and publishes only
+    /// within [`APPEND_BUDGET_NS`] of sending its take.
     AppendLock = 22,
     /// Page READ: args `[ino, idx, frame]` -> [`PageReply`].
     PageRead = 30,

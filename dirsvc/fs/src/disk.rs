@@ -391,6 +391,48 @@ pub fn decode_record(
             Err(MountError::FreeInodeNotZero { ino })
         };
     }
+    let kind = check_record_header(ino, r)?;
+    let name = decode_name(ino, r)?;
+    let count = usize::from(u16_at(r, 2));
+    if count > MAX_EXTENTS {
+        return Err(MountError::TooManyExtents { ino, count });
+    }
+    let size = u64_at(r, 32);
+    if kind == FileKind::Dir && count != 0 {
+        return Err(MountError::BadRecord {
+            ino,
+            what: "directory has data extents",
+        });
+    }
+    if kind == FileKind::Dir && size != 0 {
+        return Err(MountError::BadRecord {
+            ino,
+            what: "directory has a nonzero size field",
+        });
+    }
+    let inode = Inode {
+        kind,
+        parent: u64_at(r, 16),
+        seq: u64_at(r, 24),
+        size,
+        version: u64_at(r, 40),
+        name: String::from(name),
+        extents: decode_extents(ino, r, count, data_start, data_end)?,
+    };
+    let allocated = inode.allocated_blocks().saturating_mul(BLOCK_SIZE as u64);
+    if kind == FileKind::File && size > allocated {
+        return Err(MountError::SizeBeyondAllocation {
+            ino,
+            size,
+            allocated,
+        });
+    }
+    Ok(Some(Box::new(inode)))
+}
+
+/// A used record's checksum, kind, inode number and reserved bytes; its
+/// kind if they are right.
+fn check_record_header(ino: u64, r: &[u8; RECORD_SIZE]) -> Result<FileKind, MountError> {
     let stored = u32_at(r, REC_CRC_OFF);
     let computed = crc32fast::hash(&r[..REC_CRC_OFF]);
     if stored != computed {
@@ -411,6 +453,12 @@ pub fn decode_record(
             what: "reserved bytes are not zero",
         });
     }
+    Ok(kind)
+}
+
+/// A record's entry name: at most [`MAX_NAME`] bytes of UTF-8, zero
+/// padded, a valid name (the root's is not checked).
+fn decode_name(ino: u64, r: &[u8; RECORD_SIZE]) -> Result<&str, MountError> {
     let name_len = usize::from(r[1]);
     if name_len > MAX_NAME {
         return Err(MountError::BadName {
@@ -431,29 +479,20 @@ pub fn decode_record(
         why: "not valid UTF-8",
     })?;
     if ino != super::ROOT_INO {
-        if let Err(why) = check_name(name) {
-            return Err(MountError::BadName { ino, why });
-        }
+        check_name(name).map_err(|why| MountError::BadName { ino, why })?;
     }
-    let count = usize::from(u16_at(r, 2));
-    if count > MAX_EXTENTS {
-        return Err(MountError::TooManyExtents { ino, count });
-    }
-    let size = u64_at(r, 32);
-    if kind == FileKind::Dir {
-        if count != 0 {
-            return Err(MountError::BadRecord {
-                ino,
-                what: "directory has data extents",
-            });
-        }
-        if size != 0 {
-            return Err(MountError::BadRecord {
-                ino,
-                what: "directory has a nonzero size field",
-            });
-        }
-    }
+    Ok(name)
+}
+
+/// A record's `count` extents, each nonempty and inside the data area
+/// `data_start..data_end`; the unused slots must be zero.
+fn decode_extents(
+    ino: u64,
+    r: &[u8; RECORD_SIZE],
+    count: usize,
+    data_start: u64,
+    data_end: u64,
+) -> Result<Vec<Extent>, MountError> {
     let mut extents = Vec::with_capacity(count);
     for i in 0..MAX_EXTENTS {
         let o = REC_EXT_OFF + i * EXT_SIZE;
@@ -484,24 +523,7 @@ pub fn decode_record(
         }
         extents.push(Extent { start, len });
     }
-    let inode = Inode {
-        kind,
-        parent: u64_at(r, 16),
-        seq: u64_at(r, 24),
-        size,
-        version: u64_at(r, 40),
-        name: String::from(name),
-        extents,
-    };
-    let allocated = inode.allocated_blocks().saturating_mul(BLOCK_SIZE as u64);
-    if kind == FileKind::File && size > allocated {
-        return Err(MountError::SizeBeyondAllocation {
-            ino,
-            size,
-            allocated,
-        });
-    }
-    Ok(Some(Box::new(inode)))
+    Ok(extents)
 }
 
 /// Is `name` a valid entry name? `Err` says why not.

@@ -44,23 +44,7 @@ pub fn validate(sb: &Superblock, table: &[Option<Box<Inode>>]) -> Result<Derived
         let i = usize::try_from(ino.checked_sub(1)?).ok()?;
         table.get(i)?.as_deref()
     };
-    let root = get(ROOT_INO).ok_or(MountError::BadRoot { what: "not in use" })?;
-    if root.kind != FileKind::Dir {
-        return Err(MountError::BadRoot {
-            what: "not a directory",
-        });
-    }
-    if root.parent != ROOT_INO {
-        return Err(MountError::BadRoot {
-            what: "its parent is not itself",
-        });
-    }
-    if !root.name.is_empty() {
-        return Err(MountError::BadRoot {
-            what: "it has a name",
-        });
-    }
-
+    check_root(get(ROOT_INO))?;
     let mut dirs: BTreeMap<u64, DirIndex> = BTreeMap::new();
     let mut extents: Vec<(u64, u64, u64)> = Vec::new();
     let mut max_seq = 0u64;
@@ -88,28 +72,7 @@ pub fn validate(sb: &Superblock, table: &[Option<Box<Inode>>]) -> Result<Derived
         if ino == ROOT_INO {
             continue;
         }
-        let bad = |problem| MountError::BadParent {
-            ino,
-            parent: n.parent,
-            problem,
-        };
-        let in_range = n.parent >= 1 && n.parent <= table.len() as u64;
-        if !in_range {
-            return Err(bad(ParentProblem::OutOfRange));
-        }
-        let p = get(n.parent).ok_or(bad(ParentProblem::Free))?;
-        if p.kind != FileKind::Dir {
-            return Err(bad(ParentProblem::NotDir));
-        }
-        // Parents are strictly older: following parent links strictly
-        // decreases the sequence number, so it must end, and the only
-        // inode allowed to be its own parent is the root.
-        if p.seq >= n.seq {
-            return Err(bad(ParentProblem::NotOlder {
-                parent_seq: p.seq,
-                seq: n.seq,
-            }));
-        }
+        check_parent(ino, n, table.len() as u64, &get)?;
         let d = dirs.entry(n.parent).or_default();
         if let Some(&first) = d.by_name.get(n.name.as_str()) {
             return Err(MountError::DuplicateName {
@@ -122,11 +85,70 @@ pub fn validate(sb: &Superblock, table: &[Option<Box<Inode>>]) -> Result<Derived
         d.by_name.insert(n.name.clone(), ino);
         d.by_ino.insert(ino);
     }
+    let free = allocated_blocks(sb, &mut extents)?;
+    Ok(Derived {
+        dirs,
+        free,
+        max_seq,
+        used,
+    })
+}
 
-    // No block belongs to two extents.
+/// The root: a directory in use, its own parent, without a name.
+fn check_root(root: Option<&Inode>) -> Result<(), MountError> {
+    let root = root.ok_or(MountError::BadRoot { what: "not in use" })?;
+    let what = if root.kind != FileKind::Dir {
+        "not a directory"
+    } else if root.parent != ROOT_INO {
+        "its parent is not itself"
+    } else if !root.name.is_empty() {
+        "it has a name"
+    } else {
+        return Ok(());
+    };
+    Err(MountError::BadRoot { what })
+}
+
+/// Inode `ino`'s parent (of `inodes` slots) is an older directory in use.
+fn check_parent<'t>(
+    ino: u64,
+    n: &Inode,
+    inodes: u64,
+    get: &impl Fn(u64) -> Option<&'t Inode>,
+) -> Result<(), MountError> {
+    let bad = |problem| MountError::BadParent {
+        ino,
+        parent: n.parent,
+        problem,
+    };
+    if n.parent < 1 || n.parent > inodes {
+        return Err(bad(ParentProblem::OutOfRange));
+    }
+    let p = get(n.parent).ok_or(bad(ParentProblem::Free))?;
+    if p.kind != FileKind::Dir {
+        return Err(bad(ParentProblem::NotDir));
+    }
+    // Parents are strictly older: following parent links strictly
+    // decreases the sequence number, so it must end, and the only inode
+    // allowed to be its own parent is the root.
+    if p.seq >= n.seq {
+        return Err(bad(ParentProblem::NotOlder {
+            parent_seq: p.seq,
+            seq: n.seq,
+        }));
+    }
+    Ok(())
+}
+
+/// The free map of the data area given every extent `(start, end,
+/// owner)`, after checking that no block belongs to two extents.
+fn allocated_blocks(
+    sb: &Superblock,
+    extents: &mut [(u64, u64, u64)],
+) -> Result<FreeMap, MountError> {
     extents.sort_unstable();
     let mut reach: Option<(u64, u64)> = None; // (end, owner) of the furthest extent so far
-    for &(start, end, ino) in &extents {
+    for &(start, end, ino) in extents.iter() {
         if let Some((r_end, r_ino)) = reach {
             if start < r_end {
                 return Err(MountError::SharedBlock {
@@ -141,13 +163,8 @@ pub fn validate(sb: &Superblock, table: &[Option<Box<Inode>>]) -> Result<Derived
         }
     }
     let mut free = FreeMap::new(sb.data_start, sb.data_end - sb.data_start);
-    for &(start, end, _) in &extents {
+    for &(start, end, _) in extents.iter() {
         free.set(start, end - start, true);
     }
-    Ok(Derived {
-        dirs,
-        free,
-        max_seq,
-        used,
-    })
+    Ok(free)
 }

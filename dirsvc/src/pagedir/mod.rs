@@ -178,6 +178,29 @@ impl PageDir {
         }
     }
 
+    /// The frame holding `key`'s copy while the directory may still write
+    /// into it: the page is owned, or being invalidated while its owner
+    /// keeps the frame (a reclaim or a failed owner's teardown waiting for
+    /// the sharers, or a file eviction whose owner has not been told to
+    /// free the frame yet: until then it still reads it). `None` while the
+    /// copy is being installed (E), and once an evicted page's owner was
+    /// told (it may reuse the frame at once).
+    pub fn frame_held(&self, key: &PageKey) -> Option<u64> {
+        let e = self.table.get(key)?;
+        match e.phase {
+            Phase::Exclusive { .. } => None,
+            Phase::Owned => Some(e.gfn),
+            Phase::Invalidating { .. } => (self.evicting.get(key) != Some(&true)).then_some(e.gfn),
+        }
+    }
+
+    /// Is `key` torn down by a file eviction (truncate, unlink) whose
+    /// owner has not been told yet? Its frame's bytes from the cut on are
+    /// stale, and the owner (and sharers yet to ack) still read it.
+    pub fn evicted_unreleased(&self, key: &PageKey) -> bool {
+        self.evicting.get(key) == Some(&false)
+    }
+
     /// Every entry, in key order (for checks and `dir stats`).
     pub fn entries(&self) -> impl Iterator<Item = (PageKey, Entry)> + '_ {
         self.table.iter()

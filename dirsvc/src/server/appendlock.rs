@@ -1,56 +1,79 @@
-//! Append locks: a strong-mode append learns the end of file, writes its
-//! bytes into the file's frames there and then publishes the new size.
-//! Two nodes doing so at once would both write at the same end, the later
-//! store over the earlier one's bytes before either size is published.
-//! The lock makes the three steps one: a node holds a file's append lock
-//! from learning the end to publishing past it, and another node's append
-//! waits for it. Only appends take it; other writes pay nothing.
-//!
-//! A lock belongs to one node: it gives it back, or loses it when the
-//! directory drops the node (failed, left, restarted: see
-//! `Directory::lose`), so a dead holder never blocks appenders for good.
+//! Append locks, the serving loop's side: takes, give-backs and sizes
+//! published under the lock, answered from [`crate::appendlock`]'s
+//! leases at the clock of the last poll.
 
-use fabric::proto::{Errno, Response};
+use fabric::proto::{Errno, Request, Response};
 use flatfs::BlockDevice;
 
 use super::Directory;
 
 impl<D: BlockDevice> Directory<D> {
     /// Serve `node`'s take (`hold`) or give-back of `ino`'s append lock:
-    /// the file's attributes, or [`Errno::Busy`] while another node holds
-    /// it. Taking a lock one already holds keeps it (a node whose give-back
-    /// was lost takes it again at its next append); giving back a lock one
-    /// does not hold changes nothing.
+    /// the file's attributes, or [`Errno::Busy`] while another node's
+    /// lease runs (or its failed holder is not dropped yet). A `renew`
+    /// take succeeds only if `node`'s lease still runs. Giving back a
+    /// lock one does not hold changes nothing.
     pub(super) fn append_lock(
         &mut self,
         node: u32,
         ino: u64,
         hold: bool,
+        renew: bool,
     ) -> Result<Response, Errno> {
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         let a = fs.getattr(ino)?;
         let me = u8::try_from(node).map_err(|_| Errno::Invalid)?;
-        if hold {
-            match self.append_locks.get(&ino) {
-                Some(&holder) if holder != me => return Err(Errno::Busy),
-                _ => {
-                    self.append_locks.insert(ino, me);
-                }
-            }
-        } else if self.append_locks.get(&ino) == Some(&me) {
-            self.append_locks.remove(&ino);
+        if hold && renew {
+            self.append_locks.renew(ino, me, self.now_ns)?;
+        } else if hold {
+            let peers = &self.peers;
+            let live = |n: u8| {
+                usize::from(n)
+                    .checked_sub(1)
+                    .and_then(|i| peers.get(i))
+                    .is_some_and(|p| p.member)
+            };
+            self.append_locks.take(ino, me, self.now_ns, live)?;
+        } else {
+            self.append_locks.give(ino, me);
         }
         Ok(Response::Attr(a))
     }
 
+    /// A size published under the append lock (`Setattr` with `locked`)
+    /// by `node`: refused with [`Errno::Busy`] unless its lease still
+    /// runs (it lapsed and another node may have appended since).
+    pub(super) fn check_locked_publication(
+        &mut self,
+        node: u32,
+        req: &Request,
+    ) -> Result<(), Errno> {
+        let Request::Setattr {
+            ino, locked: true, ..
+        } = *req
+        else {
+            return Ok(());
+        };
+        let me = u8::try_from(node).map_err(|_| Errno::Invalid)?;
+        if self.append_locks.holds(ino, me, self.now_ns) {
+            Ok(())
+        } else {
+            log::warn!("node {node}: size of {ino} published under an append lock it does not hold, refused");
+            Err(Errno::Busy)
+        }
+    }
+
     /// `node` is gone: its append locks go.
     pub(super) fn drop_append_locks(&mut self, node: u32) {
-        let before = self.append_locks.len();
-        self.append_locks
-            .retain(|_, holder| u32::from(*holder) != node);
-        let gone = before - self.append_locks.len();
+        let Ok(me) = u8::try_from(node) else { return };
+        let gone = self.append_locks.drop_node(me);
         if gone > 0 {
             log::info!("node {node}: {gone} append locks released");
         }
+    }
+
+    /// The append locks' counters.
+    pub fn append_lock_stats(&self) -> crate::appendlock::AppendLockStats {
+        self.append_locks.stats()
     }
 }

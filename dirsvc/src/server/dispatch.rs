@@ -225,11 +225,15 @@ impl<D: BlockDevice> Directory<D> {
             self.report_sharers(mem, p.key(), before);
             return;
         }
-        if let Request::AppendLock { ino, hold } = req {
+        if let Request::AppendLock { ino, hold, renew } = req {
             let resp = self
-                .append_lock(node, ino, hold)
+                .append_lock(node, ino, hold, renew)
                 .unwrap_or_else(Response::Err);
             self.respond(mem, node, resp.encode(op, tag));
+            return;
+        }
+        if let Err(e) = self.check_locked_publication(node, &req) {
+            self.respond(mem, node, Response::Err(e).encode(op, tag));
             return;
         }
         if let Request::Fsync { ino } = req {

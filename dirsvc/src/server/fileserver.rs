@@ -114,7 +114,9 @@ impl<D: BlockDevice> Directory<D> {
                 })
             }
             Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
-            Request::Setattr { ino, size, expect } => {
+            Request::Setattr {
+                ino, size, expect, ..
+            } => {
                 let old = fs.getattr(ino)?;
                 if expect.is_some_and(|v| v != old.version) {
                     return Err(Errno::Stale);
@@ -168,30 +170,19 @@ impl<D: BlockDevice> Directory<D> {
                     let mut head = vec![0u8; at + buf.len()];
                     bulk.read(slot, &mut head)?;
                     buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
+                    let old_end = fs.getattr(ino).map_or(offset, |a| a.size);
                     if !buf.is_empty() {
                         // The blocks it writes (from the old end, when it
                         // starts past it: the gap reads as zeros): fills
                         // of them in flight are stale.
                         let f = PAGE_SIZE as u64;
-                        let from = fs.getattr(ino).map_or(offset, |a| a.size.min(offset));
+                        let from = old_end.min(offset);
                         let last = offset.saturating_add(buf.len() as u64 - 1) / f;
                         self.pages.stale_fills(ino, from / f, last);
                     }
                     let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;
-                    // Reconcile the single copy: the bytes written go into
-                    // the owner's frame of every cached page this write
-                    // touched. Only those: the frame's other bytes may be
-                    // the owner's writes not written back yet (relaxed
-                    // mode's close writes back private copies, not
-                    // frames), which a reload from disk would lose.
-                    let f = PAGE_SIZE as u64;
                     if n > 0 {
-                        for idx in offset / f..=(offset + n as u64 - 1) / f {
-                            let key = PageKey { ino, idx };
-                            if let Some(gfn) = self.owned_frame(&key) {
-                                self.patch_frame(mem, gfn, idx, offset, &buf[..n])?;
-                            }
-                        }
+                        self.refresh_frames(mem, ino, old_end, offset, &buf[..n])?;
                     }
                     Ok(Response::Data {
                         bytes: n as u32,
@@ -258,6 +249,65 @@ impl<D: BlockDevice> Directory<D> {
             self.staged.extend(fs.end_deferred());
         }
         r
+    }
+
+    /// Reconcile the single copy with a write through the file server of
+    /// `data` at `offset` of `ino`, whose end of file was `old_end`: the
+    /// bytes written go into the frame of every cached page the write
+    /// touched, also one being invalidated whose owner still reads it (a
+    /// page torn down by a truncate or unlink of an earlier life of the
+    /// file stays readable in its owner's frame until the sharers acked).
+    /// Only those bytes: a frame's other bytes may be the owner's writes
+    /// not written back yet (relaxed mode's close writes back private
+    /// copies, not frames), which a reload from disk would lose. In an
+    /// evicted page the bytes from the old end to the write read as zeros
+    /// now (the gap), not as the torn-down file's.
+    fn refresh_frames(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        ino: u64,
+        old_end: u64,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), Errno> {
+        let f = PAGE_SIZE as u64;
+        let Some(len) = (data.len() as u64).checked_sub(1) else {
+            return Ok(());
+        };
+        let last = offset.checked_add(len).ok_or(Errno::Invalid)? / f;
+        // Cached pages only (a gap may span many pages nobody holds).
+        for key in self
+            .pages
+            .cached_between(ino, old_end.min(offset) / f, last)
+        {
+            let Some(gfn) = self.pages.frame_held(&key) else {
+                continue;
+            };
+            if old_end < offset && self.pages.evicted_unreleased(&key) {
+                self.zero_frame(mem, gfn, key.idx, old_end, offset)?;
+            }
+            self.patch_frame(mem, gfn, key.idx, offset, data)?;
+        }
+        Ok(())
+    }
+
+    /// Zero the bytes of file range `[from, to)` that fall in page `idx`,
+    /// held in frame `gfn`.
+    fn zero_frame(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        gfn: u64,
+        idx: u64,
+        from: u64,
+        to: u64,
+    ) -> Result<(), Errno> {
+        let f = PAGE_SIZE as u64;
+        let start = idx.checked_mul(f).ok_or(Errno::Invalid)?;
+        let (lo, hi) = (from.max(start), to.min(start.saturating_add(f)));
+        if lo < hi {
+            self.patch_frame(mem, gfn, idx, lo, &vec![0u8; (hi - lo) as usize])?;
+        }
+        Ok(())
     }
 
     /// The owner's frame of page `key` if the page is cached and settled

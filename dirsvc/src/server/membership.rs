@@ -11,6 +11,7 @@ impl<D: BlockDevice> Directory<D> {
     /// Cheap, but not needed on every spin: the kernel runs it every few
     /// tens of microseconds and [`Directory::serve`] in between.
     pub fn membership(&mut self, mem: &(impl SharedMem + ?Sized), now_ns: u64) -> Poll {
+        self.now_ns = self.now_ns.max(now_ns);
         let h = Header::new(mem, self.layout);
         let mut out = Poll::default();
         // Before the node states: a failed node that rejoins is dropped

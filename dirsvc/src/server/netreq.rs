@@ -58,11 +58,12 @@ impl<D: BlockDevice> Directory<D> {
             None if !payload.is_empty() => return Err(Errno::Invalid),
             None => {}
         }
-        if let Request::AppendLock { ino, hold } = req {
+        if let Request::AppendLock { ino, hold, renew } = req {
             return self
-                .append_lock(node, ino, hold)
+                .append_lock(node, ino, hold, renew)
                 .map(|r| Some((r, Vec::new())));
         }
+        self.check_locked_publication(node, &req)?;
         let op = op_of(&req);
         let via = Via::Net(token);
         if let Request::Fsync { ino } = req {

@@ -451,6 +451,7 @@ fn a_write_or_truncate_goes_ahead_of_its_files_fills_which_retry() {
         ino,
         size: 4096,
         expect: None,
+        locked: false,
     };
     let t = b.send(&*rig.mem, &cut, &mut || true).unwrap();
     rig.step();

@@ -55,6 +55,7 @@ fn publish(rig: &Rig, c: &mut Client, ino: u64, size: u64) {
             ino,
             size,
             expect: None,
+            locked: false,
         },
     );
     assert!(
@@ -203,6 +204,7 @@ fn a_write_back_past_the_end_keeps_the_page_dirty_until_it_is_in_the_file() {
             ino,
             size: 2 * P,
             expect: Some(before.version),
+            locked: false,
         },
     );
     assert!(

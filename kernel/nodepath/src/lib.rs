@@ -19,8 +19,10 @@
 //! * [`pagecache`]: the node cache's bookkeeping (frame pool, owned pages,
 //!   remote mappings, private copies, deferred acks).
 //! * [`netclient`]: `net` mode's client end of a stream connection.
+//! * [`watermark`]: reclaim ahead of need (free frames between a low and
+//!   a high mark).
 //! * [`readahead`]: readahead windows as Linux computes them (pure logic;
-//!   not yet called by the data paths).
+//!   the VFS feeds it every read, `vfs/ra.rs`).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
@@ -60,6 +62,8 @@ mod tests_profile;
 #[cfg(test)]
 mod tests_promote;
 #[cfg(test)]
+mod tests_readahead;
+#[cfg(test)]
 mod tests_sc_writeback;
 #[cfg(test)]
 mod tests_task_reads;
@@ -70,6 +74,7 @@ mod tests_writes;
 pub mod tickets;
 pub mod vfs;
 pub mod wait;
+pub mod watermark;
 
 /// Most page requests `bench dir` publishes together.
 pub use osapi::cache::MAX_DIR_BATCH;

@@ -78,6 +78,62 @@ pub struct NetClient {
 /// Most requests [`NetClient::request_batch`] puts in flight at once.
 pub const MAX_BATCH: usize = 64;
 
+/// May `req` be sent again on a new connection after the old one broke
+/// with it unanswered? Only if serving it twice is the same as serving it
+/// once: lookups, reads, attributes, flushes, counters, and append-lock
+/// takes and give-backs (a node's second take of a lock it holds renews
+/// it; the lease is counted from before the first send). A request that
+/// may change a file (`Request::may_change_files`) may have been served
+/// before the break: it is not resent, and its caller gets the error.
+pub fn retry_safe(req: &Request) -> bool {
+    !req.may_change_files()
+}
+
+/// Reconnection attempts after a connection to the file server broke:
+/// waits that start at [`Backoff::FIRST_NS`] and double up to
+/// [`Backoff::MAX_NS`], at most [`Backoff::MAX_TRIES`] attempts per
+/// call; the caller also stops at its call deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    tries: u32,
+    wait_ns: u64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            tries: 0,
+            wait_ns: Backoff::FIRST_NS,
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait after the first failed attempt.
+    pub const FIRST_NS: u64 = 20_000_000;
+    /// The longest wait between attempts.
+    pub const MAX_NS: u64 = 1_000_000_000;
+    /// Most attempts.
+    pub const MAX_TRIES: u32 = 32;
+
+    /// An attempt failed: how long to wait before the next one, or `None`
+    /// when no attempt is left.
+    pub fn failed(&mut self) -> Option<u64> {
+        self.tries += 1;
+        if self.tries >= Backoff::MAX_TRIES {
+            return None;
+        }
+        let w = self.wait_ns;
+        self.wait_ns = self.wait_ns.saturating_mul(2).min(Backoff::MAX_NS);
+        Some(w)
+    }
+
+    /// Attempts that failed so far.
+    pub fn tries(&self) -> u32 {
+        self.tries
+    }
+}
+
 impl NetClient {
     /// A client with empty slots.
     pub fn new() -> NetClient {
@@ -307,6 +363,53 @@ impl NetClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_gives_up() {
+        let mut b = Backoff::default();
+        let waits: Vec<u64> = core::iter::from_fn(|| b.failed()).collect();
+        assert_eq!(waits.len() as u32, Backoff::MAX_TRIES - 1);
+        assert_eq!(waits[0], Backoff::FIRST_NS);
+        assert_eq!(waits[1], 2 * Backoff::FIRST_NS);
+        assert!(waits.windows(2).all(|w| w[1] >= w[0]));
+        assert_eq!(*waits.last().unwrap(), Backoff::MAX_NS);
+        assert_eq!(b.failed(), None);
+    }
+
+    #[test]
+    fn only_requests_served_twice_as_once_are_resent() {
+        use fabric::proto::Op;
+        assert!(retry_safe(&Request::Getattr { ino: 3 }));
+        assert!(retry_safe(&Request::Fsync { ino: 0 }));
+        assert!(retry_safe(&Request::AppendLock {
+            ino: 3,
+            hold: true,
+            renew: false
+        }));
+        let write = Request::Data {
+            op: Op::Write,
+            slot: 1,
+            at: 0,
+            ino: 3,
+            offset: 0,
+            len: 10,
+        };
+        assert!(!retry_safe(&write));
+        let create = Request::Path {
+            op: Op::Create,
+            slot: 0,
+            at: 0,
+            len: 2,
+            exclusive: true,
+        };
+        assert!(!retry_safe(&create));
+        assert!(!retry_safe(&Request::Setattr {
+            ino: 3,
+            size: 0,
+            expect: None,
+            locked: false
+        }));
+    }
 
     #[test]
     fn tags_advance_and_skip_zero() {

@@ -55,6 +55,13 @@ pub struct NodeConfig {
     /// Tasks' read misses in flight one by one ([`Node::io_start`];
     /// `strong`, `relaxed` and `private`); false: every flush is one batch.
     pub task_reads_each: bool,
+    /// Largest readahead window, KiB (boot option `readahead_kb`; 0: off).
+    pub readahead_kb: u32,
+    /// mmap fault-around block, KiB (boot option `faultaround_kb`; 0: off).
+    pub faultaround_kb: u32,
+    /// Free frames kept between these marks by reclaim ahead of need
+    /// (boot options `reclaim_low` / `reclaim_high`).
+    pub reclaim: crate::watermark::Watermarks,
 }
 
 /// How long [`Node::io_wait`] keeps waiting for the next answer once
@@ -76,6 +83,12 @@ pub fn cache_pages_for_heap(heap: usize) -> usize {
 /// inside the single-copy path (`singlecopy/`, `pagecache.rs`), and the
 /// mode-specific lines of `cache stats` (below).
 pub fn data_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
+    let mut dp = mode_path(cfg);
+    dp.set_watermarks(cfg.reclaim);
+    dp
+}
+
+fn mode_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
     match cfg.mode {
         Mode::Strong | Mode::Relaxed => {
             let mut sc = SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns, cfg.cache_pages);
@@ -108,9 +121,14 @@ impl<E: Env + 'static> Node<E> {
     pub fn new(env: E, cfg: NodeConfig, net: Option<E::Net>) -> Node<E> {
         let mut link = Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net);
         link.ring_reads = cfg.ring_reads.clamp(1, link::MAX_RING_READS);
+        let mut vfs = Vfs::new(data_path(&cfg));
+        vfs.set_readahead(crate::readahead::pages_for_kb(cfg.readahead_kb));
+        if let Some(st) = vfs.data_path().single_copy() {
+            st.set_faultaround(crate::readahead::pages_for_kb(cfg.faultaround_kb));
+        }
         Node {
             link,
-            vfs: Vfs::new(data_path(&cfg)),
+            vfs,
             mmap_files: Vec::new(),
             meta: MetaJobs::default(),
             task_reads_each: cfg.task_reads_each,
@@ -133,7 +151,26 @@ impl<E: Env> Node<E> {
     /// mapping dropped first) or the directory is dead (see
     /// [`Link::guard`]).
     pub fn guard(&mut self) -> Result<(), Errno> {
-        self.link.guard(self.vfs.session())
+        self.link.guard(self.vfs.session())?;
+        // Between operations: free frames ahead of need.
+        self.reclaim_ahead(false);
+        Ok(())
+    }
+
+    /// Reclaim ahead of need (`crate::watermark`): if free frames are
+    /// under the low mark, reclaim up to the high mark in the background;
+    /// `settle` (idle): wait until it is done. Errors are logged: the
+    /// next miss reclaims for itself. Returns the pages whose reclaim
+    /// started.
+    pub fn reclaim_ahead(&mut self, settle: bool) -> usize {
+        let (dp, meta) = self.vfs.parts();
+        match dp.reclaim_ahead(&mut self.link, meta, settle) {
+            Ok(n) => n,
+            Err(e) => {
+                log::debug!("reclaim ahead of need: {e}");
+                0
+            }
+        }
     }
 
     /// Periodic membership check (rejoin if declared failed, leave the
@@ -299,6 +336,19 @@ impl<E: Env> Node<E> {
             (keys::cache::CXL_LATENCY_NS.to_string(), format!("{cxl_ns}")),
         ];
         v.extend(self.vfs.data_path_ref().stats()?);
+        let ra = self.vfs.ra_stats();
+        v.push((
+            keys::cache::READAHEAD_PAGES.to_string(),
+            format!("{}", ra.pages),
+        ));
+        v.push((
+            keys::cache::READAHEAD_HITS.to_string(),
+            format!("{}", ra.hits),
+        ));
+        v.push((
+            keys::cache::READAHEAD_WASTED.to_string(),
+            format!("{}", ra.wasted),
+        ));
         if self.mode() == Mode::Private {
             let (groups, reads, max) = self.link.ring_read_stats;
             v.push((
@@ -370,14 +420,36 @@ impl<E: Env> Node<E> {
         Ok(pages)
     }
 
+    /// The readahead windows of a batch's reads (see [`Vfs::readahead`]),
+    /// as (inode, index).
+    fn batch_readahead(&mut self, ios: &[BatchIo<'_>]) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for io in ios.iter().filter(|io| !io.write && !io.buf.is_empty()) {
+            let Ok((_, r)) = self.read_pages(io.fd, io.offset, io.buf.len()) else {
+                continue;
+            };
+            if let Some((ino, w)) = self.vfs.readahead(io.fd, r.start, r.end) {
+                out.extend(w.map(|idx| (ino, idx)));
+            }
+        }
+        out
+    }
+
     /// Before a batch of I/Os: bring every page its reads touch in, the
     /// misses in flight together (the reads are hits afterwards).
     pub fn prepare_batch(&mut self, ios: &[BatchIo<'_>]) -> Result<(), Errno> {
         self.guard()?;
-        if self.batch_held(ios) {
+        let ahead = self.batch_readahead(ios);
+        if ahead.is_empty() && self.batch_held(ios) {
             return Ok(()); // all hits: nothing to ask, nothing to allocate
         }
-        let pages = self.batch_pages(ios)?;
+        let mut pages = self.batch_pages(ios)?;
+        if !ahead.is_empty() {
+            let dp = self.vfs.data_path_ref();
+            pages.extend(ahead.into_iter().filter(|&(ino, idx)| !dp.holds(ino, idx)));
+            pages.sort_unstable();
+            pages.dedup();
+        }
         let epoch = self.link.meta_epoch();
         let (dp, meta) = self.vfs.parts();
         dp.prefetch(&mut self.link, meta, &pages)?;
@@ -405,10 +477,16 @@ impl<E: Env> Node<E> {
             return Err(Errno::NotSupported);
         }
         // A bad descriptor runs at once and reports its own error.
+        // A read's ticket waits for its readahead window too.
         let mut out = self.start_reads(ios, |n, io| {
-            (!io.write && io.len > 0)
-                .then(|| n.read_pages(io.fd, io.offset, io.len).ok())
-                .flatten()
+            if io.write || io.len == 0 {
+                return None;
+            }
+            let (ino, r) = n.read_pages(io.fd, io.offset, io.len).ok()?;
+            match n.vfs.readahead(io.fd, r.start, r.end) {
+                Some((_, w)) => Some((ino, r.start.min(w.start)..r.end.max(w.end))),
+                None => Some((ino, r)),
+            }
         })?;
         for (slot, io) in out.iter_mut().zip(ios) {
             if io.write && io.len > 0 {
@@ -520,6 +598,8 @@ impl<E: Env> Node<E> {
     /// at a time). An answer that is later (a disk fill) is not waited
     /// for.
     pub fn io_wait(&mut self) {
+        // Every task waits: time to free frames ahead of need.
+        self.reclaim_ahead(false);
         let before = self.link.calls_in_flight();
         if before == 0 {
             // Tickets wait for pages that cannot start yet (a DIR_INV to

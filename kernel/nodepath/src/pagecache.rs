@@ -98,6 +98,9 @@ pub struct NodeCache {
     replicas: promote::Replicas,
     /// The clock of the current accesses ([`NodeCache::set_clock`]).
     now: u64,
+    /// Free frames kept between these marks by reclaim ahead of need
+    /// (`crate::watermark`).
+    marks: crate::watermark::Watermarks,
 }
 
 impl NodeCache {
@@ -129,7 +132,47 @@ impl NodeCache {
             promotion: Promotion::default(),
             replicas: promote::Replicas::default(),
             now: 0,
+            marks: crate::watermark::Watermarks::OFF,
         }
+    }
+
+    /// Keep free frames between these marks ahead of need.
+    pub fn set_watermarks(&mut self, marks: crate::watermark::Watermarks) {
+        self.marks = marks;
+    }
+
+    /// Frames a miss could take now: free frames, fewer if the owned-page
+    /// limit is nearer.
+    pub fn room(&self) -> usize {
+        let used = self.evict.len() + self.inflight.len();
+        self.limit.map_or(self.free.len(), |l| {
+            self.free.len().min(l.saturating_sub(used))
+        })
+    }
+
+    /// Owned pages to reclaim ahead of need now, with `coming` frames on
+    /// their way back (evictions in flight): none while the room is at or
+    /// above the low mark, else up to the high mark.
+    /// With `going_on` (a round already started), up to the high mark
+    /// whatever the room.
+    pub fn reclaim_wanted(&self, coming: usize, going_on: bool) -> usize {
+        let total = self
+            .limit
+            .map_or(self.pool_frames(), |l| l.min(self.pool_frames()));
+        if going_on {
+            return self.marks.to_high(total, self.room(), coming);
+        }
+        self.marks.wanted(total, self.room(), coming)
+    }
+
+    /// `n` pages were reclaimed ahead of need.
+    pub fn count_reclaimed_ahead(&mut self, n: usize) {
+        self.stats.reclaims_ahead += n as u64;
+    }
+
+    /// A miss found no frame and waited for reclaim.
+    pub fn count_waited_miss(&mut self) {
+        self.stats.waited_misses += 1;
     }
 
     /// The mode.

@@ -273,6 +273,13 @@ pub struct RigConfig {
     pub inodes: u32,
     /// Boot option `task_reads=each` (true) or `batch`.
     pub task_reads_each: bool,
+    /// Boot option `readahead_kb` (0 here: the tests written before
+    /// readahead count exact page requests).
+    pub readahead_kb: u32,
+    /// Boot option `faultaround_kb` (0 here, as `readahead_kb`).
+    pub faultaround_kb: u32,
+    /// Reclaim ahead of need (off unless a test turns it on).
+    pub reclaim: crate::watermark::Watermarks,
 }
 
 impl RigConfig {
@@ -290,6 +297,9 @@ impl RigConfig {
             policy: fabric::config::PolicyName::Fifo,
             inodes: 64,
             task_reads_each: true,
+            readahead_kb: 0,
+            faultaround_kb: 0,
+            reclaim: crate::watermark::Watermarks::OFF,
         }
     }
 }
@@ -352,6 +362,9 @@ impl Rig {
                 cache_pages: cfg.cache_pages,
                 policy: cfg.policy,
                 task_reads_each: cfg.task_reads_each,
+                readahead_kb: cfg.readahead_kb,
+                faultaround_kb: cfg.faultaround_kb,
+                reclaim: cfg.reclaim,
             };
             // `net` mode: file requests over a loopback connection.
             let net = (cfg.mode == Mode::Net).then(|| RigNet::new(sh.clone(), id));
@@ -413,8 +426,8 @@ impl Rig {
     }
 
     /// Run node `k`'s idle loop for `ns` of fake time, as the kernel's
-    /// shell loop does: service notices every step, check membership every
-    /// 100 ms.
+    /// shell loop does: service notices every step (reclaim ahead of need
+    /// first), check membership every 100 ms.
     pub fn idle_node(&self, k: u32, ns: u64) {
         let end = self.sh.now() + ns;
         let mut last_check = self.sh.now();
@@ -424,6 +437,7 @@ impl Rig {
                 last_check = self.sh.now();
                 n.check();
             }
+            n.reclaim_ahead(true);
             n.service();
             drop(n);
             self.sh.step(k, HALT_STEP_NS);

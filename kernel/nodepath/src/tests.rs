@@ -628,8 +628,10 @@ fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
     assert_eq!(&buf[..4096], &data[..4096]);
 }
 
+mod ahead;
 mod appends;
 mod broken;
+mod evicted;
 mod membership;
 mod quiet;
 mod reclaiming;

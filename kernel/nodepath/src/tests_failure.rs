@@ -226,3 +226,57 @@ fn a_rejoin_that_lost_private_copies_forgets_their_size_at_the_check() {
 fn a_rejoin_that_lost_private_copies_forgets_their_size_in_a_call() {
     a_rejoin_that_lost_private_copies_forgets_their_size(false);
 }
+
+/// The per-node state word has two writers: the node stores `Joining`
+/// (and `Left`), the directory `Up` and `Failed`. When the directory reads
+/// `Up` for a silent node, the node restarts and stores `Joining`, and the
+/// directory's `Failed` lands after it, the join is lost. The node must ask
+/// again at its next membership check and be admitted in a new epoch, and
+/// the cluster must read and write as before. Emulated here by the memory
+/// state that race leaves: the directory declared the node failed and
+/// handled it, the node's join waits unanswered, the word says `Failed`.
+#[test]
+fn a_join_overwritten_by_a_late_failed_is_asked_again() {
+    use fabric::layout::{Header, NodeState};
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    write_file(&mut rig.node(1), "/f", b"hello\n");
+    same(
+        &read_file(&mut rig.node(2), "/f"),
+        b"hello\n",
+        "node 2 reads",
+    );
+    let h = Header::new(&*rig.sh.mem, rig.sh.layout);
+    let epoch = h.node_epoch(2);
+    rig.freeze(2);
+    until_failed(&rig, 2);
+    // Node 2 comes back and asks to join while the directory is between
+    // its read of the word and its store: the join waits unanswered.
+    rig.set_dir_up(false);
+    rig.thaw(2);
+    rig.node(2).check();
+    assert_eq!(h.node_state(2), Some(NodeState::Joining), "node 2 asked");
+    // The directory's late store overwrites the join.
+    h.set_node_state(2, NodeState::Failed);
+    rig.set_dir_up(true);
+    rig.idle(5);
+    assert_eq!(
+        h.node_state(2),
+        Some(NodeState::Failed),
+        "the join was lost"
+    );
+    rig.idle_node(2, 500_000_000);
+    rig.idle(5);
+    assert_eq!(h.node_state(2), Some(NodeState::Up), "node 2 asked again");
+    assert!(h.node_epoch(2) > epoch, "a new epoch");
+    same(
+        &read_file(&mut rig.node(2), "/f"),
+        b"hello\n",
+        "node 2 reads again",
+    );
+    write_file(&mut rig.node(2), "/f", b"again\n");
+    same(
+        &read_file(&mut rig.node(1), "/f"),
+        b"again\n",
+        "node 1 sees node 2's write",
+    );
+}

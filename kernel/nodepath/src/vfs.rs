@@ -8,19 +8,28 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::ops::Range;
 
 use fabric::config::Mode;
-use fabric::proto::{Attr, DirEntry, Errno, FileKind, Op, Request, Response, DIRENT_SIZE};
+use fabric::proto::{
+    Attr, DirEntry, Errno, FileKind, Op, Request, Response, APPEND_BUDGET_NS, DIRENT_SIZE,
+};
 use osapi::io::{Fd, OpenFlags};
 
 use crate::env::Env;
 use crate::link::{Link, Session};
 
+/// A strong-mode append goes in chunks of this many bytes, its append
+/// lock renewed between them once half its budget is spent.
+const APPEND_CHUNK: usize = 64 << 10;
+
 mod datapath;
 mod meta;
+mod ra;
 
 pub use datapath::{DataPath, WbStart, WbWhy};
 pub use meta::{FileMeta, Meta};
+pub use ra::RaStats;
 
 /// Most copies of one read while other nodes keep changing the file.
 pub const MAX_READ_TRIES: u32 = 16;
@@ -59,6 +68,8 @@ struct OpenFile {
     ino: u64,
     pos: u64,
     append: bool,
+    /// Readahead state, made at the first read (none with readahead off).
+    ra: Option<Box<ra::RaFile>>,
 }
 
 /// The VFS of one node.
@@ -66,6 +77,9 @@ pub struct Vfs<E: Env> {
     files: Vec<Option<OpenFile>>,
     meta: Meta,
     dp: Box<dyn DataPath<E>>,
+    /// Largest readahead window, pages (0: off).
+    ra_max: u32,
+    ra_stats: RaStats,
 }
 
 impl<E: Env> Vfs<E> {
@@ -75,7 +89,75 @@ impl<E: Env> Vfs<E> {
         files.resize_with(MAX_FILES, || None);
         let mut meta = Meta::default();
         meta.watch_losses(dp.losses());
-        Vfs { files, meta, dp }
+        Vfs {
+            files,
+            meta,
+            dp,
+            ra_max: 0,
+            ra_stats: RaStats::default(),
+        }
+    }
+
+    /// Readahead windows of at most `max_pages` pages (0: off); open
+    /// files start over at their next read.
+    pub fn set_readahead(&mut self, max_pages: u32) {
+        self.ra_max = max_pages;
+        for f in self.files.iter_mut().flatten() {
+            f.ra = None;
+        }
+    }
+
+    /// Readahead counters.
+    pub fn ra_stats(&self) -> RaStats {
+        self.ra_stats
+    }
+
+    /// A read of pages `[first, end)` through `fd` is about to run: the
+    /// pages to fetch together with it (its own included: the window
+    /// starts at its first miss), as (inode, range); `None` if the read
+    /// needs nothing beyond its own pages (readahead off, all hits off a
+    /// marker, a random read). Every read is reported once it is known;
+    /// reporting one again when it runs (its pages held by then) is
+    /// harmless.
+    pub fn readahead(&mut self, fd: Fd, first: u64, end: u64) -> Option<(u64, Range<u64>)> {
+        if self.ra_max == 0 {
+            return None;
+        }
+        let max = self.ra_max;
+        let f = self.files.get_mut(fd.0 as usize)?.as_mut()?;
+        let ino = f.ino;
+        let eof_pages = self.meta.size_of(ino).div_ceil(fabric::PAGE_SIZE as u64);
+        let st = f.ra.get_or_insert_with(|| Box::new(ra::RaFile::new(max)));
+        let r = st.on_read(&*self.dp, &mut self.ra_stats, ino, first, end, eof_pages)?;
+        Some((ino, r))
+    }
+
+    /// Fetch what [`Vfs::readahead`] asked for a read: the pages of `r`
+    /// not held here, in one prefetch (the data path batches them). A
+    /// failure is only logged: the read's own pages are fetched again by
+    /// the read, which reports its own error.
+    fn read_ahead(&mut self, link: &mut Link<E>, ino: u64, r: Range<u64>) {
+        let dp = &*self.dp;
+        let pages: Vec<(u64, u64)> = r
+            .filter(|&idx| !dp.holds(ino, idx))
+            .map(|idx| (ino, idx))
+            .collect();
+        if pages.is_empty() {
+            return;
+        }
+        if let Err(e) = self.dp.prefetch(link, &mut self.meta, &pages) {
+            log::debug!("readahead of {} pages of {ino}: {e}", pages.len());
+        }
+    }
+
+    /// Windows of open files of `ino` stop at its new end.
+    fn ra_truncate(&mut self, ino: u64, size: u64) {
+        let eof_pages = size.div_ceil(fabric::PAGE_SIZE as u64);
+        for f in self.files.iter_mut().flatten().filter(|f| f.ino == ino) {
+            if let Some(st) = f.ra.as_mut() {
+                st.truncate(eof_pages);
+            }
+        }
     }
 
     /// The mode.
@@ -204,6 +286,7 @@ impl<E: Env> Vfs<E> {
                     ino,
                     size: 0,
                     expect: None,
+                    locked: false,
                 };
                 let a = attr_of(self.call(link, &req)?)?;
                 self.open_truncated(&link.env, &a);
@@ -245,6 +328,7 @@ impl<E: Env> Vfs<E> {
             ino: a.ino,
             pos: 0,
             append: flags.append,
+            ra: None,
         });
         Ok(Fd(slot as u32))
     }
@@ -259,9 +343,18 @@ impl<E: Env> Vfs<E> {
     /// Close a descriptor (relaxed mode writes back our private copies:
     /// close-to-open consistency).
     pub fn close(&mut self, link: &mut Link<E>, fd: Fd) -> Result<(), Errno> {
-        let f = self.files.get_mut(fd.0 as usize).ok_or(Errno::BadFd)?;
-        let f = f.take().ok_or(Errno::BadFd)?;
-        self.dp.close(link, &mut self.meta, f.ino)
+        let ino = self.drop_fd(fd).ok_or(Errno::BadFd)?;
+        self.dp.close(link, &mut self.meta, ino)
+    }
+
+    /// Free descriptor `fd` (its readahead's unread pages are accounted);
+    /// its inode, if it was open.
+    fn drop_fd(&mut self, fd: Fd) -> Option<u64> {
+        let f = self.files.get_mut(fd.0 as usize)?.take()?;
+        if let Some(st) = f.ra.as_ref() {
+            st.closed(&*self.dp, &mut self.ra_stats, f.ino);
+        }
+        Some(f.ino)
     }
 
     /// Read at the descriptor's position.
@@ -274,9 +367,21 @@ impl<E: Env> Vfs<E> {
         if buf.is_empty() {
             return Ok(0);
         }
+        // The window asked for once per read; a single-copy read fetches
+        // it inside its first copy, so the validation below covers it.
+        let page = fabric::PAGE_SIZE as u64;
+        let end = pos.saturating_add(buf.len() as u64).min(size);
+        let mut ahead = if pos < end {
+            self.readahead(fd, pos / page, end.div_ceil(page))
+        } else {
+            None
+        };
         if !self.dp.sizes_move() {
             if pos >= size {
                 return Ok(0);
+            }
+            if let Some((ino, r)) = ahead {
+                self.read_ahead(link, ino, r);
             }
             let want = (buf.len() as u64).min(size - pos) as usize;
             let n = self
@@ -298,6 +403,9 @@ impl<E: Env> Vfs<E> {
                 return Err(Errno::Io);
             };
             let asked = self.dp.page_requests();
+            if let Some((ino, r)) = ahead.take() {
+                self.read_ahead(link, ino, r);
+            }
             let n = if pos >= before.size {
                 0
             } else {
@@ -356,6 +464,13 @@ impl<E: Env> Vfs<E> {
     /// store straight into the file's frames, so two appends that learned
     /// the same end would store over each other before either published
     /// its size; under the lock they follow one another, each whole.
+    ///
+    /// The lock is a lease: this node stores and publishes under it only
+    /// within [`APPEND_BUDGET_NS`] of sending its take (renewed between
+    /// chunks once half of that is spent); past it the append stops with
+    /// what it published ([`Errno::Busy`] if nothing), since the lease may
+    /// be another node's by then. A lost give-back costs other nodes one
+    /// lease at most.
     fn append_locked(
         &mut self,
         link: &mut Link<E>,
@@ -363,34 +478,83 @@ impl<E: Env> Vfs<E> {
         ino: u64,
         data: &[u8],
     ) -> Result<usize, Errno> {
-        let a = self.take_append_lock(link, ino)?;
+        let (a, mut taken) = self.take_append_lock(link, ino)?;
         self.learn(&a);
         let pos = self.meta.size_of(ino);
-        let r = self.dp.write(link, &mut self.meta, ino, pos, data);
-        let give = Request::AppendLock { ino, hold: false };
+        let mut done = 0usize;
+        let mut r = Ok(());
+        for chunk in data.chunks(APPEND_CHUNK) {
+            if link.env.now_ns().saturating_sub(taken) >= APPEND_BUDGET_NS / 2 {
+                let sent = link.env.now_ns();
+                if let Err(e) = self.renew_append_lock(link, ino) {
+                    r = Err(e);
+                    break;
+                }
+                taken = sent;
+            }
+            self.dp
+                .set_append_deadline(Some(taken.saturating_add(APPEND_BUDGET_NS)));
+            let at = pos + done as u64;
+            let w = self.dp.write(link, &mut self.meta, ino, at, chunk);
+            self.dp.set_append_deadline(None);
+            match w {
+                Ok(n) => done += n,
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        let give = Request::AppendLock {
+            ino,
+            hold: false,
+            renew: false,
+        };
         if let Err(e) = self.call(link, &give) {
-            // Still ours at the directory: taken again by our next append,
-            // dropped if this node fails; other nodes' appends wait.
+            // Still ours at the directory until its lease lapses (taken
+            // again by our next append); other nodes' appends wait that
+            // long at most.
             log::warn!("append lock of {ino}: give-back failed ({e:?})");
         }
-        let n = r?;
-        self.file(fd)?.pos = pos + n as u64;
-        Ok(n)
+        if done == 0 {
+            r?;
+        } else if let Err(e) = r {
+            log::warn!("append to {ino}: stopped after {done} bytes ({e:?})");
+        }
+        self.file(fd)?.pos = pos + done as u64;
+        Ok(done)
+    }
+
+    /// Renew `ino`'s append lock, which this node holds: refused
+    /// ([`Errno::Busy`]) if its lease lapsed and another node took it.
+    fn renew_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<(), Errno> {
+        let take = Request::AppendLock {
+            ino,
+            hold: true,
+            renew: true,
+        };
+        attr_of(self.call(link, &take)?).map(|_| ())
     }
 
     /// Take `ino`'s append lock, waiting while another node holds it (up
-    /// to the call timeout): the file's attributes.
-    fn take_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<Attr, Errno> {
-        let take = Request::AppendLock { ino, hold: true };
+    /// to the call timeout): the file's attributes, and when the take
+    /// that got it was sent (its lease starts no earlier).
+    fn take_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<(Attr, u64), Errno> {
+        let take = Request::AppendLock {
+            ino,
+            hold: true,
+            renew: false,
+        };
         let deadline = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
         loop {
+            let sent = link.env.now_ns();
             match self.call(link, &take) {
                 Err(Errno::Busy) if link.env.now_ns() < deadline => {
                     // Held by another node's append, a few calls long.
                     link.service(&mut *self.dp);
                     link.env.wait_step(false);
                 }
-                r => return attr_of(r?),
+                r => return Ok((attr_of(r?)?, sent)),
             }
         }
     }
@@ -409,6 +573,7 @@ impl<E: Env> Vfs<E> {
             ino,
             size,
             expect: None,
+            locked: false,
         };
         let a = attr_of(self.call(link, &req)?)?;
         self.truncated(&link.env, ino, size, old, &a);
@@ -444,6 +609,7 @@ impl<E: Env> Vfs<E> {
         self.dp.truncate_done(env, &mut self.meta, ino, size, old);
         self.dp.forget_pages(ino);
         self.learn(a);
+        self.ra_truncate(ino, size);
     }
 
     /// Flush an open file: its dirty data, then the directory's flush.
@@ -608,14 +774,14 @@ impl<E: Env> Vfs<E> {
             .write_back_start(link, &mut self.meta, ino, WbWhy::Close)
         {
             Ok(Some(w)) => {
-                self.files[fd.0 as usize] = None;
+                self.drop_fd(fd);
                 Ok(w)
             }
             // As a synchronous close: the descriptor goes whatever the
             // write-back says.
             Ok(None) => self.close(link, fd).map(|()| WbStart::Done),
             Err(e) => {
-                self.files[fd.0 as usize] = None;
+                self.drop_fd(fd);
                 Err(e)
             }
         }

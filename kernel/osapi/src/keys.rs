@@ -116,6 +116,27 @@ pub mod cache {
     pub const MMAP_FAULTS: &str = "mmap page faults";
     /// Single-copy modes: mmap faults on pages invalidated meanwhile.
     pub const MMAP_EVICTED_FAULTS: &str = "mmap faults on evicted pages";
+    /// Single-copy modes: cached pages mapped around an mmap fault (boot
+    /// option `faultaround_kb`).
+    pub const FAULTAROUND_PAGES: &str = "fault-around pages mapped";
+    /// Every mode: pages fetched by readahead beyond what reads asked for
+    /// (boot option `readahead_kb`).
+    pub const READAHEAD_PAGES: &str = "readahead pages";
+    /// Every mode: readahead pages a read later found cached.
+    pub const READAHEAD_HITS: &str = "readahead hits";
+    /// Every mode: readahead pages gone (evicted, invalidated) before a
+    /// read reached them, counted when a read reaches them or the file is
+    /// closed.
+    pub const READAHEAD_WASTED: &str = "readahead wasted";
+    /// Every mode with frames: pages reclaimed ahead of need (free frames
+    /// under the low mark, boot options `reclaim_low` / `reclaim_high`).
+    pub const RECLAIMS_AHEAD: &str = "reclaims ahead of need (pages)";
+    /// Every mode with frames: misses that found no free frame and waited
+    /// for reclaim.
+    pub const MISSES_WAITED_RECLAIM: &str = "misses that waited for reclaim";
+    /// Every mode with frames: the low and high marks of free frames
+    /// (`low/high` frames; `off` with `reclaim_low=0`).
+    pub const RECLAIM_WATERMARKS: &str = "reclaim watermarks (frames low/high)";
 
     /// Doorbells: `on` or `off` (ivshmem-plain, or `net` mode).
     pub const DOORBELLS: &str = "doorbells";
@@ -145,7 +166,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 57] = [
+    pub const ALL: [&str; 64] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -174,6 +195,13 @@ pub mod cache {
         REPLICA_PAGES,
         MMAP_FAULTS,
         MMAP_EVICTED_FAULTS,
+        FAULTAROUND_PAGES,
+        READAHEAD_PAGES,
+        READAHEAD_HITS,
+        READAHEAD_WASTED,
+        RECLAIMS_AHEAD,
+        MISSES_WAITED_RECLAIM,
+        RECLAIM_WATERMARKS,
         TASK_WRITEBACK_PAGES,
         TASK_READS,
         TASK_ROOM_WAITS,

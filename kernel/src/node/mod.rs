@@ -280,6 +280,9 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         },
         policy: cfg.policy,
         task_reads_each: cfg.task_reads_each,
+        readahead_kb: cfg.readahead_kb,
+        faultaround_kb: cfg.faultaround_kb,
+        reclaim: nodepath::watermark::Watermarks::new(cfg.reclaim_low, cfg.reclaim_high),
     };
     log::info!(
         "node cache: {} pages (at most a third of the {} MiB kernel heap; boot option cache_pages)",
@@ -312,6 +315,9 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
                     // Pages idle past `cache config ttl=` go now.
                     n.expire();
                 }
+                // Idle: free frames ahead of need (under the low mark),
+                // done before sleeping.
+                n.reclaim_ahead(true);
                 Ok(n.service())
             });
             if bell.is_some() {

@@ -10,6 +10,8 @@
 //! * [`plot`]: grouped bar charts (scenario x mode) in PNG.
 //! * [`apps`], [`policies`]: the application study (`--apps`) and the
 //!   eviction-policy section (`--policies`), each its own run.
+//! * [`interrupt`]: SIGINT / SIGTERM stop every cluster, the report is
+//!   written marked partial.
 //!
 //! Nothing in a report is hard-coded except the DPC reference ratios
 //! ([`report::DPC_REFS`]), which are labelled as such. A measurement that
@@ -17,6 +19,8 @@
 //! as "n/a", never as 0.
 
 pub mod apps;
+pub mod charts;
+pub mod interrupt;
 pub mod model;
 pub mod opts;
 pub mod parse;
@@ -58,6 +62,18 @@ pub fn write_params(out: &std::path::Path, params: &serde_json::Value) -> bool {
             eprintln!("onecopy-bench: error: writing params.json: {e}");
             false
         }
+    }
+}
+
+/// `md` with the line that marks a report partial after its title:
+/// "**partial: interrupted at STEP** (SIGNAL)".
+pub fn partial_md(md: &str, step: &str, signal: &str) -> String {
+    let line = format!(
+        "**partial: interrupted at {step}** ({signal}): the steps after it were not run.\n\n"
+    );
+    match md.find("\n\n") {
+        Some(i) if md.starts_with('#') => format!("{}{line}{}", &md[..i + 2], &md[i + 2..]),
+        _ => format!("{line}{md}"),
     }
 }
 
@@ -117,6 +133,16 @@ mod tests {
         assert_eq!(iso(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(stamp(1_795_000_000), "2026-11-18-110640");
         assert_eq!(iso(4_102_444_799), "2099-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn partial_line_follows_the_title() {
+        assert_eq!(
+            partial_md("# T\n\nbody\n", "kv, mode strong, N=2", "SIGTERM"),
+            "# T\n\n**partial: interrupted at kv, mode strong, N=2** (SIGTERM): the steps after \
+             it were not run.\n\nbody\n"
+        );
+        assert!(partial_md("x", "s", "SIGINT").starts_with("**partial: interrupted at s**"));
     }
 
     #[test]

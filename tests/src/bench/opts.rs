@@ -3,22 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValuesParser;
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use serde_json::{json, Value};
 
-/// Usage text (`--help`).
-pub const USAGE: &str = "\
-usage: onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
-                     [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
-                     [--doorbell on|off] [--dilation off|auto|D]
-                     [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
-                     [--baseline-writes back|through] [--keep-runs]
-       onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
-                     [--apps-list kv,ann,...] [--policy NAME]
-                     [--modes ...] [--storage P] [--dilation off|auto|D]
-                     [--out DIR] [--keep-runs]
-       onecopy-bench --policies [--quick] [--out DIR]
-       onecopy-bench --render DIR
-
+/// What the runner does (the top of `--help`).
+const ABOUT: &str = "\
 Boots one cluster at a time (1 directory + 2 nodes; 3 nodes for the
 2-sharer invalidation) in every mode and measures DPC's microbenchmarks:
 fio latency / bandwidth / IOPS, reads and writes, libaio and mmap, in the
@@ -29,82 +21,232 @@ bench rpc: an empty file-server request over the mode's transport, the
 rings or TCP; bench read CM-R, bench dir) next to the host ping-pong.
 Baselines: private (independent per-node caches filled through the
 directory's file server over the shared-memory rings, virtiofs-like) and
-net (the same over TCP/IP on virtio-net, NFS-like).
+net (the same over TCP/IP on virtio-net, NFS-like).";
 
-  --quick            scaled down: 2 jobs x 1 MiB, a 1 MiB latency file, one
-                     run of each workload (about 80 s); also a smoke
-                     test. Default: 8 jobs x 1 MiB, an 8 MiB latency file,
-                     5 runs of each workload (median)
-  --out DIR          results folder (default results/<YYYY-MM-DD-HHMMSS>/
-                     under the repository root, UTC)
-  --modes LIST       comma-separated modes (default strong,relaxed,private,net);
-                     ratios vs private / vs net need that mode in the list
-  --storage P        qemu-run.sh --storage profile (default none)
-  --cxl-latency-ns N qemu-run.sh --cxl-latency-ns (default 0)
-  --doorbell on|off  qemu-run.sh --doorbell: interrupts between instances and
-                     tickless kernels (default on), or polling on the 1 kHz
-                     tick
-  --dilation off|auto|D  qemu-run.sh --dilation: the storage and CXL models
-                     scaled by the guest's slowdown D (default off); auto
-                     measures D at the first boot and every later cluster
-                     of the run uses that D; recorded in the report
-  --jobs N           jobs of the bandwidth / IOPS workloads (1..=64)
-  --job-size SIZE    file per job of the bandwidth / IOPS workloads (4k..256m)
-  --lat-size SIZE    file of the latency workloads (4k..256m)
-  --repeats N        runs of each fio workload, the figure is the median (1..=21)
-  --baseline-writes W  how private and net write (boot option baseline_writes):
-                     back = buffered in the node's page cache, written back at
-                     fsync, close, sync and under pressure (default, as the
-                     baselines DPC measured); through = every write to the
-                     file server
-  --keep-runs        keep the clusters' run folders (logs) under target/
-  --apps             the application study instead (DPC §6.3, Fig. 10): per
-                     mode and N, one cluster of N nodes runs the same `app`
-                     on every node at once over one dataset built on the
-                     host; per-node throughput normalized to single-node
-                     private. Storage defaults to sas-raid here. With
-                     --quick: N = 1, 2 and 1 s per app (a smoke test)
-  --apps-nodes LIST  node counts of the application study (default 1,2,4;
-                     --quick 1,2); each in 1..=8, 1 is needed (the baseline)
-  --apps-runtime S   --runtime of every app run, seconds (1..=600; default
-                     5, --quick 1)
-  --apps-list LIST   only these apps (default all: kv,ann,infer,webserver,
-                     fileserver,varmail)
-  --policy NAME      eviction policy of every node (qemu-run.sh --policy:
-                     fifo, lru, clock, lfu, mru, s3fifo, sieve, arc,
-                     get-scan, cluster; default fifo); it orders the
-                     single-copy modes' owned pages (private and net have
-                     their own LRU page cache)
-  --policies         the eviction-policy section instead: runs
-                     tools/bench-policy-apps.sh (cache_ext's YCSB-C, GET-SCAN
-                     and file search under every policy, ratios to FIFO),
-                     tools/bench-cluster-policy.sh (webserver on 4 nodes,
-                     lru vs cluster) and tools/bench-promote.sh twice, in
-                     relaxed and in strong mode (CH-R latency, promotion
-                     off / on, --cxl-latency-ns 250) one after the other,
-                     each with a time limit, their output in
-                     DIR/policies/*.log; report.md's \"Eviction policies\"
-                     section puts cache_ext's published figures beside
-                     ours. With --quick: 6 policies, 1-2 s runs, 2 nodes
-                     (about 90 s, a smoke test). Takes only --quick and
-                     --out
-  --render DIR       re-draw a microbenchmark report's charts and report.md
-                     from its DIR/results.json with this build's chart and
-                     report code (nothing is measured; the provenance keeps
-                     the run's commit and records the render's)
+/// The forms of the command line (clap's usage line).
+const SYNOPSIS: &str = "\
+onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
+                     [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
+                     [--doorbell on|off] [--dilation off|auto|D]
+                     [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
+                     [--baseline-writes back|through] [--keep-runs]
+       onecopy-bench --resume DIR [the interrupted run's options]
+       onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
+                     [--apps-list kv,ann,...] [--policy NAME]
+                     [--modes ...] [--storage P] [--dilation off|auto|D]
+                     [--out DIR] [--keep-runs]
+       onecopy-bench --policies [--quick] [--out DIR]
+       onecopy-bench --render DIR";
 
+/// The end of `--help`: outputs and exit status.
+const AFTER_HELP: &str = "\
 Writes DIR/results.json, DIR/report.md, DIR/params.json (the command
 line and the parameters) and DIR/*.png (--policies: no charts); every
 report records its provenance: commit (and whether the tree had
 uncommitted changes), UTC dates, the command line, the host (CPUs, CPU
-model, QEMU, accelerator) and the load during the run. Exit status: 0 every expected figure is a number, 1 some figure
-is missing or failed (the report is still written, failures shown as n/a
+model, QEMU, accelerator) and the load during the run. One progress line
+per step on stderr (and in DIR/progress.log): the step (figure or app,
+mode, N), the time elapsed and an estimate of the time left.
+
+Exit status: 0 every expected figure is a number, 1 some figure is
+missing or failed (the report is still written, failures shown as n/a
 with their error; --policies: a script failed or gave no row), 2 wrong
-usage. Needs the release kernel, mkfs and onecopy-ctl built
+usage, 130 / 143 interrupted by SIGINT / SIGTERM: every cluster and
+script it started is stopped and the report written so far is marked
+partial (report.md: \"partial: interrupted at <step>\", results.json:
+\"partial\"). Needs the release kernel, mkfs and onecopy-ctl built
 (tools/bench-report.sh builds them).";
 
-/// The flags `--policies` goes with.
-const POLICIES_FLAGS: &[&str] = &["--policies", "--quick", "--out"];
+/// The command line as clap sees it; [`parse_args`] turns it into
+/// [`BenchOpts`].
+#[derive(Debug, Parser)]
+#[command(
+    name = "onecopy-bench",
+    about = ABOUT,
+    override_usage = SYNOPSIS,
+    after_help = AFTER_HELP,
+    args_override_self = true,
+    disable_version_flag = true,
+    max_term_width = 100
+)]
+struct Cli {
+    /// Scaled down: 2 jobs x 1 MiB, a 1 MiB latency file, one run of each
+    /// workload (about 80 s); also a smoke test. Default: 8 jobs x 1 MiB,
+    /// an 8 MiB latency file, 5 runs of each workload (median)
+    #[arg(long)]
+    quick: bool,
+    /// Results folder (default results/<YYYY-MM-DD-HHMMSS>/ under the
+    /// repository root, UTC)
+    #[arg(long, value_name = "DIR", value_parser = folder)]
+    out: Option<PathBuf>,
+    /// Comma-separated modes (default strong,relaxed,private,net); ratios
+    /// vs private / vs net need that mode in the list
+    #[arg(long, value_name = "LIST", value_parser = modes_list)]
+    modes: Option<Names>,
+    /// qemu-run.sh --storage profile (default none; --apps: sas-raid)
+    #[arg(long, value_name = "P", value_parser = PossibleValuesParser::new(STORAGE))]
+    storage: Option<String>,
+    /// qemu-run.sh --cxl-latency-ns: emulated CXL latency of copies from
+    /// a peer's frame
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    cxl_latency_ns: u32,
+    /// qemu-run.sh --doorbell: interrupts between instances and tickless
+    /// kernels (on), or polling on the 1 kHz tick (off)
+    #[arg(long, value_name = "on|off", default_value = "on",
+          value_parser = PossibleValuesParser::new(["on", "off"]))]
+    doorbell: String,
+    /// qemu-run.sh --dilation: the storage and CXL models scaled by the
+    /// guest's slowdown D (default off); auto measures D at the first boot
+    /// and every later cluster of the run uses that D; recorded in the
+    /// report
+    #[arg(long, value_name = "off|auto|D", default_value = "off", value_parser = dilation)]
+    dilation: String,
+    /// Jobs of the bandwidth / IOPS workloads (1..=64)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    jobs: Option<u32>,
+    /// File per job of the bandwidth / IOPS workloads (4k..256m)
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    job_size: Option<u64>,
+    /// File of the latency workloads (4k..256m)
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    lat_size: Option<u64>,
+    /// Runs of each fio workload, the figure is the median (1..=21)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=21))]
+    repeats: Option<u32>,
+    /// How private and net write (boot option baseline_writes): back =
+    /// buffered in the node's page cache, written back at fsync, close,
+    /// sync and under pressure (as the baselines DPC measured); through =
+    /// every write to the file server
+    #[arg(long, value_name = "W", default_value = "back",
+          value_parser = PossibleValuesParser::new(["back", "through"]))]
+    baseline_writes: String,
+    /// Keep the clusters' run folders (logs) under target/
+    #[arg(long)]
+    keep_runs: bool,
+    /// Continue the interrupted (or incomplete) microbenchmark run in DIR
+    /// from its results.json: the steps whose figures were all measured
+    /// are kept, the others measured; give the same options as that run
+    /// (refused, naming them, if they differ)
+    #[arg(long, value_name = "DIR", value_parser = folder,
+          conflicts_with_all = ["out", "apps", "policies"])]
+    resume: Option<PathBuf>,
+    /// The application study instead (DPC 6.3, Fig. 10): per mode and N,
+    /// one cluster of N nodes runs the same `app` on every node at once
+    /// over one dataset built on the host; per-node throughput normalized
+    /// to single-node private. Storage defaults to sas-raid here. With
+    /// --quick: N = 1, 2 and 1 s per app (a smoke test)
+    #[arg(long)]
+    apps: bool,
+    /// Node counts of the application study (default 1,2,4; --quick 1,2);
+    /// each in 1..=8, 1 is needed (the baseline)
+    #[arg(long, value_name = "LIST", value_parser = node_list, requires = "apps")]
+    apps_nodes: Option<Nodes>,
+    /// --runtime of every app run, seconds (1..=600; default 5, --quick 1)
+    #[arg(long, value_name = "S", requires = "apps",
+          value_parser = clap::value_parser!(u32).range(1..=600))]
+    apps_runtime: Option<u32>,
+    /// Only these apps (default all: kv,ann,infer,webserver,fileserver,
+    /// varmail)
+    #[arg(long, value_name = "LIST", value_parser = apps_list, requires = "apps")]
+    apps_list: Option<Names>,
+    /// Eviction policy of every node (qemu-run.sh --policy: fifo, lru,
+    /// clock, lfu, mru, s3fifo, sieve, arc, get-scan, cluster; default
+    /// fifo); it orders the single-copy modes' owned pages (private and
+    /// net have their own LRU page cache)
+    #[arg(long, value_name = "NAME", value_parser = policy, requires = "apps")]
+    policy: Option<String>,
+    /// The eviction-policy section instead: runs tools/bench-policy-apps.sh
+    /// (cache_ext's YCSB-C, GET-SCAN and file search under every policy,
+    /// ratios to FIFO), tools/bench-cluster-policy.sh (webserver on 4
+    /// nodes, lru vs cluster) and tools/bench-promote.sh twice, in relaxed
+    /// and in strong mode (CH-R latency, promotion off / on,
+    /// --cxl-latency-ns 250) one after the other, each with a time limit,
+    /// their output in DIR/policies/*.log; report.md's "Eviction policies"
+    /// section puts cache_ext's published figures beside ours. With
+    /// --quick: 6 policies, 1-2 s runs, 2 nodes (about 90 s, a smoke
+    /// test). Takes only --quick and --out
+    #[arg(long, conflicts_with = "apps")]
+    policies: bool,
+    /// Re-draw a microbenchmark report's charts and report.md from its
+    /// DIR/results.json with this build's chart and report code (nothing
+    /// is measured; the provenance keeps the run's commit and records the
+    /// render's)
+    #[arg(long, value_name = "DIR", value_parser = folder, exclusive = true)]
+    render: Option<PathBuf>,
+}
+
+/// A list of names given as one comma-separated value.
+#[derive(Debug, Clone)]
+struct Names(Vec<String>);
+
+/// A list of node counts given as one comma-separated value.
+#[derive(Debug, Clone)]
+struct Nodes(Vec<u8>);
+
+fn folder(v: &str) -> Result<PathBuf, String> {
+    if v.is_empty() {
+        return Err("needs a folder".into());
+    }
+    Ok(PathBuf::from(v))
+}
+
+fn modes_list(v: &str) -> Result<Names, String> {
+    name_list("mode", v, MODES).map(Names)
+}
+
+fn apps_list(v: &str) -> Result<Names, String> {
+    let known: Vec<&str> = crate::bench::apps::list::APPS
+        .iter()
+        .map(|a| a.name)
+        .collect();
+    name_list("app", v, &known).map(Names)
+}
+
+fn node_list(v: &str) -> Result<Nodes, String> {
+    let mut ns: Vec<u8> = Vec::new();
+    for t in v.split(',').map(str::trim) {
+        let n = int_arg(t, 1, 8)? as u8;
+        if !ns.contains(&n) {
+            ns.push(n);
+        }
+    }
+    ns.sort_unstable();
+    if ns.first() != Some(&1) {
+        return Err("must include 1 (the single-node baseline)".into());
+    }
+    Ok(Nodes(ns))
+}
+
+fn policy(v: &str) -> Result<String, String> {
+    if fabric::config::PolicyName::parse(v).is_none() {
+        return Err(format!(
+            "unknown policy '{v}' ({})",
+            fabric::config::PolicyName::names()
+        ));
+    }
+    Ok(v.to_string())
+}
+
+fn dilation(v: &str) -> Result<String, String> {
+    if !valid_dilation(v) {
+        return Err("must be off, auto or a factor in 0.1..100 with at most two decimals".into());
+    }
+    Ok(v.to_string())
+}
+
+fn size(v: &str) -> Result<u64, String> {
+    parse_size(v)
+        .ok_or_else(|| "must be a size like 512k or 4m (a multiple of 4k, 4k..256m)".into())
+}
+
+/// The whole `--help` text.
+pub fn help_text() -> String {
+    Cli::command().render_help().to_string()
+}
+
+/// The flags `--policies` goes with (clap's ids).
+const POLICIES_FLAGS: &[&str] = &["policies", "quick", "out"];
 
 /// The page-cache modes onecopy-bench knows.
 pub const MODES: &[&str] = &["strong", "relaxed", "private", "net"];
@@ -179,6 +321,8 @@ pub struct BenchOpts {
     pub policy: Option<String>,
     /// `--policies`: the eviction-policy section (the three scripts).
     pub policies: bool,
+    /// `--resume`: the interrupted run's results folder.
+    pub resume: Option<PathBuf>,
 }
 
 impl Default for BenchOpts {
@@ -204,6 +348,7 @@ impl Default for BenchOpts {
             apps_list: None,
             policy: None,
             policies: false,
+            resume: None,
         }
     }
 }
@@ -213,172 +358,79 @@ impl Default for BenchOpts {
 pub enum Parsed {
     /// `--help`.
     Help,
+    /// `--render DIR`.
+    Render(PathBuf),
     /// A run.
     Run(Box<BenchOpts>),
 }
 
-/// Parses the arguments (without the program name).
+/// Parses the arguments (without the program name). An error is clap's
+/// message: `error: ...`, the usage line and where to find more.
 pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
-    let mut o = BenchOpts::default();
-    // Every flag given, for the combinations refused below.
-    let mut seen: Vec<String> = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (a.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            match &inline {
-                Some(v) => Ok(v.clone()),
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value")),
-            }
-        };
-        if !seen.iter().any(|s| s == flag) {
-            seen.push(flag.to_string());
-        }
-        match flag {
-            "-h" | "--help" => return Ok(Parsed::Help),
-            "--quick" if inline.is_none() => o.quick = true,
-            "--keep-runs" if inline.is_none() => o.keep_runs = true,
-            "--apps" if inline.is_none() => o.apps = true,
-            "--policies" if inline.is_none() => o.policies = true,
-            "--apps-runtime" => {
-                o.apps_runtime = Some(int_arg(
-                    "--apps-runtime",
-                    &value("--apps-runtime")?,
-                    1,
-                    600,
-                )?)
-            }
-            "--apps-nodes" => {
-                let v = value("--apps-nodes")?;
-                let mut ns: Vec<u8> = Vec::new();
-                for t in v.split(',').map(str::trim) {
-                    let n = int_arg("--apps-nodes", t, 1, 8)? as u8;
-                    if !ns.contains(&n) {
-                        ns.push(n);
-                    }
-                }
-                ns.sort_unstable();
-                if ns.first() != Some(&1) {
-                    return Err("--apps-nodes must include 1 (the single-node baseline)".into());
-                }
-                o.apps_nodes = Some(ns);
-            }
-            "--apps-list" => {
-                let known: Vec<&str> = crate::bench::apps::list::APPS
-                    .iter()
-                    .map(|a| a.name)
-                    .collect();
-                let list = name_list("--apps-list", "app", &value("--apps-list")?, &known)?;
-                o.apps_list = Some(list);
-            }
-            "--policy" => {
-                let v = value("--policy")?;
-                if fabric::config::PolicyName::parse(&v).is_none() {
-                    return Err(format!(
-                        "--policy: unknown policy '{v}' ({})",
-                        fabric::config::PolicyName::names()
-                    ));
-                }
-                o.policy = Some(v);
-            }
-            "--out" => {
-                let v = value("--out")?;
-                if v.is_empty() {
-                    return Err("--out needs a folder".into());
-                }
-                o.out = Some(PathBuf::from(v));
-            }
-            "--modes" => o.modes = name_list("--modes", "mode", &value("--modes")?, MODES)?,
-            "--storage" => {
-                let v = value("--storage")?;
-                if !STORAGE.contains(&v.as_str()) {
-                    return Err(format!(
-                        "--storage must be none, nvme, sata-ssd or sas-raid, got '{v}'"
-                    ));
-                }
-                o.storage = v;
-                o.storage_set = true;
-            }
-            "--cxl-latency-ns" => {
-                let v = value("--cxl-latency-ns")?;
-                o.cxl_latency_ns = match v.parse::<u32>() {
-                    Ok(n) if n <= 100_000 => n,
-                    _ => {
-                        return Err(format!(
-                            "--cxl-latency-ns must be an integer 0..=100000, got '{v}'"
-                        ))
-                    }
-                };
-            }
-            "--dilation" => {
-                let v = value("--dilation")?;
-                if !valid_dilation(&v) {
-                    return Err(format!(
-                        "--dilation must be off, auto or a factor in 0.1..100 with at most two decimals, got '{v}'"
-                    ));
-                }
-                o.dilation = v;
-            }
-            "--doorbell" => {
-                let v = value("--doorbell")?;
-                o.doorbell = match v.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(format!("--doorbell must be on or off, got '{v}'")),
-                };
-            }
-            "--baseline-writes" => {
-                let v = value("--baseline-writes")?;
-                if v != "back" && v != "through" {
-                    return Err(format!(
-                        "--baseline-writes must be back or through, got '{v}'"
-                    ));
-                }
-                o.baseline_writes = v;
-            }
-            "--jobs" => o.jobs = Some(int_arg("--jobs", &value("--jobs")?, 1, 64)?),
-            "--repeats" => o.repeats = Some(int_arg("--repeats", &value("--repeats")?, 1, 21)?),
-            "--job-size" => o.job_size = Some(size_value("--job-size", &value("--job-size")?)?),
-            "--lat-size" => o.lat_size = Some(size_value("--lat-size", &value("--lat-size")?)?),
-            _ => return Err(format!("unknown argument '{a}' (see --help)")),
+    let argv = std::iter::once("onecopy-bench".to_string()).chain(args.iter().cloned());
+    let m = match Cli::command().try_get_matches_from(argv) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::DisplayHelp => return Ok(Parsed::Help),
+        Err(e) => return Err(e.render().to_string()),
+    };
+    let refuse = |msg: String| {
+        Cli::command()
+            .error(ErrorKind::ArgumentConflict, msg)
+            .render()
+            .to_string()
+    };
+    let cli = Cli::from_arg_matches(&m).map_err(|e| e.render().to_string())?;
+    if let Some(dir) = cli.render {
+        return Ok(Parsed::Render(dir));
+    }
+    let given = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    if cli.policies {
+        if let Some(other) = m
+            .ids()
+            .map(|i| i.as_str())
+            .filter(|i| Cli::command().get_arguments().any(|a| a.get_id() == *i))
+            .find(|i| given(i) && !POLICIES_FLAGS.contains(i))
+        {
+            return Err(refuse(format!(
+                "--policies takes only --quick and --out, not --{} (the scripts' parameters \
+                 are fixed: see --help)",
+                other.replace('_', "-")
+            )));
         }
     }
-    let apps_only = o.apps_nodes.is_some()
-        || o.apps_runtime.is_some()
-        || o.apps_list.is_some()
-        || o.policy.is_some();
-    if apps_only && !o.apps {
-        return Err("--apps-nodes, --apps-runtime, --apps-list and --policy need --apps".into());
-    }
-    if o.policies && o.apps {
-        return Err("--policies and --apps are two different runs: give one of them".into());
-    }
-    if o.policies {
-        if let Some(other) = seen.iter().find(|f| !POLICIES_FLAGS.contains(&f.as_str())) {
-            return Err(format!(
-                "--policies takes only --quick and --out, not {other} (the scripts' parameters are fixed: see --help)"
-            ));
-        }
-    }
-    Ok(Parsed::Run(Box::new(o)))
+    let d = BenchOpts::default();
+    Ok(Parsed::Run(Box::new(BenchOpts {
+        quick: cli.quick,
+        out: cli.out,
+        modes: cli.modes.map(|n| n.0).unwrap_or(d.modes),
+        storage_set: cli.storage.is_some(),
+        storage: cli.storage.unwrap_or(d.storage),
+        cxl_latency_ns: cli.cxl_latency_ns,
+        doorbell: cli.doorbell == "on",
+        dilation: cli.dilation,
+        keep_runs: cli.keep_runs,
+        jobs: cli.jobs,
+        job_size: cli.job_size,
+        lat_size: cli.lat_size,
+        repeats: cli.repeats,
+        baseline_writes: cli.baseline_writes,
+        apps: cli.apps,
+        apps_nodes: cli.apps_nodes.map(|n| n.0),
+        apps_runtime: cli.apps_runtime,
+        apps_list: cli.apps_list.map(|n| n.0),
+        policy: cli.policy,
+        policies: cli.policies,
+        resume: cli.resume,
+    })))
 }
 
 /// A comma-separated list of names out of `known`, in the given order,
 /// each once; an unknown one is an error naming the valid ones.
-fn name_list(flag: &str, what: &str, v: &str, known: &[&str]) -> Result<Vec<String>, String> {
+fn name_list(what: &str, v: &str, known: &[&str]) -> Result<Vec<String>, String> {
     let mut list: Vec<String> = Vec::new();
     for t in v.split(',').map(str::trim) {
         if !known.contains(&t) {
-            return Err(format!(
-                "{flag}: unknown {what} '{t}' ({})",
-                known.join(", ")
-            ));
+            return Err(format!("unknown {what} '{t}' ({})", known.join(", ")));
         }
         if !list.iter().any(|x| x == t) {
             list.push(t.to_string());
@@ -387,10 +439,10 @@ fn name_list(flag: &str, what: &str, v: &str, known: &[&str]) -> Result<Vec<Stri
     Ok(list)
 }
 
-fn int_arg(name: &str, v: &str, lo: u32, hi: u32) -> Result<u32, String> {
+fn int_arg(v: &str, lo: u32, hi: u32) -> Result<u32, String> {
     match v.parse::<u32>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!("{name} must be an integer {lo}..={hi}, got '{v}'")),
+        _ => Err(format!("must be an integer {lo}..={hi}, got '{v}'")),
     }
 }
 
@@ -405,12 +457,6 @@ pub fn parse_size(v: &str) -> Option<u64> {
     let n: u64 = num.parse().ok()?;
     let b = n.checked_mul(mul)?;
     ((4096..=256 * MIB).contains(&b) && b.is_multiple_of(4096)).then_some(b)
-}
-
-fn size_value(name: &str, v: &str) -> Result<u64, String> {
-    parse_size(v).ok_or_else(|| {
-        format!("{name} must be a size like 512k or 4m (a multiple of 4k, 4k..256m), got '{v}'")
-    })
 }
 
 /// Sizes and counts of one run: `--quick` scales everything down. Every
@@ -708,7 +754,7 @@ mod tests {
         assert_eq!(o.modes, vec!["net", "strong"]);
         let e = p(&["--modes", "nfs"]).unwrap_err();
         assert!(e.contains("strong, relaxed, private, net"), "{e}");
-        assert!(USAGE.contains("strong,relaxed,private,net"));
+        assert!(help_text().contains("strong,relaxed,private,net"));
         assert!(BASELINES.iter().all(|b| MODES.contains(b)));
     }
 
@@ -728,8 +774,61 @@ mod tests {
             &["--doorbell"],
             &["--quick=1"],
             &["extra"],
+            &["--resume"],
+            &["--resume", ""],
+            &["--resume", "/tmp/x", "--out", "/tmp/y"],
+            &["--resume", "/tmp/x", "--apps"],
+            &["--policies", "--resume", "/tmp/x"],
         ] {
             assert!(p(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn render_policies_and_errors() {
+        assert_eq!(
+            p(&["--render", "/r"]),
+            Ok(Parsed::Render(PathBuf::from("/r")))
+        );
+        assert!(p(&["--render", "/r", "--quick"]).is_err());
+        assert!(p(&["--quick", "--render=/r"]).is_err());
+        let Ok(Parsed::Run(o)) = p(&["--policies", "--quick", "--out", "/o"]) else {
+            panic!("should parse")
+        };
+        assert!(o.policies && o.quick);
+        let e = p(&["--policies", "--jobs", "2"]).unwrap_err();
+        assert!(
+            e.contains("--policies takes only --quick and --out, not --jobs"),
+            "{e}"
+        );
+        // Errors say what is wrong with which flag, and where to look.
+        let e = p(&["--storage", "floppy"]).unwrap_err();
+        assert!(e.contains("--storage") && e.contains("sata-ssd"), "{e}");
+        let e = p(&["--apps-runtime", "5"]).unwrap_err();
+        assert!(e.contains("--apps"), "{e}");
+        let e = p(&["--job-size", "3k"]).unwrap_err();
+        assert!(
+            e.contains("--job-size") && e.contains("multiple of 4k"),
+            "{e}"
+        );
+        assert!(e.contains("--help"), "{e}");
+        // The last of a repeated flag wins.
+        let Ok(Parsed::Run(o)) = p(&["--repeats", "2", "--repeats", "3"]) else {
+            panic!("should parse")
+        };
+        assert_eq!(o.repeats, Some(3));
+        let Ok(Parsed::Run(o)) = p(&["--resume", "/r", "--quick"]) else {
+            panic!("should parse")
+        };
+        assert_eq!(o.resume, Some(PathBuf::from("/r")));
+        let h = help_text();
+        for flag in [
+            "--resume <DIR>",
+            "--render <DIR>",
+            "--apps-nodes <LIST>",
+            "partial",
+        ] {
+            assert!(h.contains(flag), "--help lacks {flag}:\n{h}");
         }
     }
 

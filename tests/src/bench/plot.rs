@@ -15,16 +15,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
-use super::model::{
-    figure_id, fmt_value, Figure, Kind, ENGINES, GROUP_BIG, GROUP_DIR, GROUP_FIO, GROUP_INV,
-    SCENARIOS, WORKLOADS,
-};
-use super::opts::Params;
-use super::runner::RPC_SCENARIO;
-
-/// File name of the round-trip chart (bench ring, bench rpc, bench read
-/// CM-R per mode).
-pub const ROUND_TRIPS_PNG: &str = "round-trips.png";
+use super::model::fmt_value;
 
 /// Fonts tried, in order.
 pub const FONT_CANDIDATES: &[&str] = &[
@@ -341,376 +332,296 @@ impl Frame {
 }
 
 fn paint(backend: BitMapBackend, b: &Bars) -> DrawResult {
-    let text = font_ready();
-    let Frame {
-        w_px,
-        x0,
-        x1,
-        y0,
-        y1,
-        legend,
-        lay,
-        xt_y,
-        ly0,
-        ..
-    } = Frame::of(b);
+    let frame = Frame::of(b);
     let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut all: Vec<f64> = b.values.iter().flatten().filter_map(|v| *v).collect();
     all.extend(b.markers.iter().map(|m| m.value));
-    let scale = scale_for(&all);
-    let ypix = |v: f64| y1 - ((y1 - y0) as f64 * scale.frac(v)).round() as i32;
-    let font = |size: i32| ("sans-serif", size).into_font();
-    let put = |s: &str, x: i32, y: i32, size: i32, h: HPos, v: VPos, c: &RGBColor| -> DrawResult {
-        if !text || s.is_empty() {
-            return Ok(());
-        }
-        let style = TextStyle::from(font(size)).color(c).pos(Pos::new(h, v));
-        root.draw(&Text::new(s.to_string(), (x, y), style))
-            .map_err(err)
+    let mut p = Painter {
+        root,
+        text: font_ready(),
+        scale: scale_for(&all),
+        f: frame,
+        bw: 1,
+        omitted: false,
     };
-    let grey = RGBColor(220, 220, 220);
-    let dark = RGBColor(40, 40, 40);
-    // Grid and y ticks.
-    for t in scale.ticks() {
-        let y = ypix(t);
-        root.draw(&PathElement::new(vec![(x0, y), (x1, y)], grey))
-            .map_err(err)?;
-        put(
-            &tick_label(t),
-            x0 - 6,
-            y,
-            13,
-            HPos::Right,
-            VPos::Center,
-            &dark,
-        )?;
-    }
-    // Axes.
-    root.draw(&PathElement::new(vec![(x0, y0), (x0, y1), (x1, y1)], dark))
-        .map_err(err)?;
-    put(&b.title, w_px / 2, 8, 20, HPos::Center, VPos::Top, &BLACK)?;
-    put(
-        &b.subtitle,
-        w_px / 2,
-        34,
-        13,
-        HPos::Center,
-        VPos::Top,
-        &dark,
-    )?;
-    let ylab = match scale {
-        Scale::Log { .. } => format!("{} - log scale", b.y_label),
-        Scale::Linear { .. } => b.y_label.clone(),
-    };
-    put(&ylab, x0, y0 - 8, 13, HPos::Left, VPos::Bottom, &dark)?;
-    put(
-        &b.x_label,
-        (x0 + x1) / 2,
-        xt_y,
-        13,
-        HPos::Center,
-        VPos::Top,
-        &dark,
-    )?;
+    p.axes(b)?;
     // Bars: one slot per series, plus one for the markers that have no
     // series of their own.
     let ng = b.groups.len().max(1) as i32;
     let own_slot = b.markers.iter().any(|m| m.series.is_none());
     let ns = b.series.len().max(1) as i32 + i32::from(own_slot);
-    let gw = (x1 - x0) / ng;
-    let bw = ((gw * 8 / 10) / ns).max(1);
-    let mut omitted = false;
-    // A label fits its slot: it can then overlap no other label.
-    let fits = |s: &str| text_size(s, 12).0 + 2 <= bw;
-    for (gi, g) in b.groups.iter().enumerate() {
-        let gx = x0 + gi as i32 * gw + gw / 10;
-        for (li, line) in wrap2(g, gw - 4, 15).iter().enumerate() {
-            put(
-                line,
-                x0 + gi as i32 * gw + gw / 2,
-                y1 + 8 + li as i32 * 18,
-                15,
-                HPos::Center,
-                VPos::Top,
-                &BLACK,
+    let gw = (p.f.x1 - p.f.x0) / ng;
+    p.bw = ((gw * 8 / 10) / ns).max(1);
+    for gi in 0..b.groups.len() {
+        p.group(b, gi, gw)?;
+    }
+    if p.omitted {
+        let (x1, y0) = (p.f.x1, p.f.y0);
+        p.put(
+            "values too narrow to label: see the report's tables",
+            (x1, y0 - 8),
+            12,
+            (HPos::Right, VPos::Bottom),
+            &DARK,
+        )?;
+    }
+    p.legend()?;
+    p.root.present().map_err(err)?;
+    Ok(())
+}
+
+const GREY: RGBColor = RGBColor(220, 220, 220);
+const DARK: RGBColor = RGBColor(40, 40, 40);
+
+/// One chart being drawn: the area, the frame, the y scale, the width of
+/// a bar's slot, and whether a value label was left out for lack of room.
+struct Painter<'a> {
+    root: DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+    text: bool,
+    scale: Scale,
+    f: Frame,
+    bw: i32,
+    omitted: bool,
+}
+
+impl Painter<'_> {
+    /// The pixel row of value `v`.
+    fn ypix(&self, v: f64) -> i32 {
+        self.f.y1 - ((self.f.y1 - self.f.y0) as f64 * self.scale.frac(v)).round() as i32
+    }
+
+    /// Text at `at`, anchored at `pos` (nothing without a font).
+    fn put(
+        &self,
+        s: &str,
+        at: (i32, i32),
+        size: i32,
+        pos: (HPos, VPos),
+        c: &RGBColor,
+    ) -> DrawResult {
+        if !self.text || s.is_empty() {
+            return Ok(());
+        }
+        let font = ("sans-serif", size).into_font();
+        let style = TextStyle::from(font).color(c).pos(Pos::new(pos.0, pos.1));
+        self.root
+            .draw(&Text::new(s.to_string(), at, style))
+            .map_err(err)
+    }
+
+    /// A label fits its slot: it can then overlap no other label.
+    fn fits(&self, s: &str) -> bool {
+        text_size(s, 12).0 + 2 <= self.bw
+    }
+
+    /// Grid, y ticks, axes, titles.
+    fn axes(&self, b: &Bars) -> DrawResult {
+        let Frame {
+            w_px,
+            x0,
+            x1,
+            y0,
+            y1,
+            xt_y,
+            ..
+        } = self.f;
+        for t in self.scale.ticks() {
+            let y = self.ypix(t);
+            self.root
+                .draw(&PathElement::new(vec![(x0, y), (x1, y)], GREY))
+                .map_err(err)?;
+            self.put(
+                &tick_label(t),
+                (x0 - 6, y),
+                13,
+                (HPos::Right, VPos::Center),
+                &DARK,
             )?;
         }
+        self.root
+            .draw(&PathElement::new(vec![(x0, y0), (x0, y1), (x1, y1)], DARK))
+            .map_err(err)?;
+        self.put(
+            &b.title,
+            (w_px / 2, 8),
+            20,
+            (HPos::Center, VPos::Top),
+            &BLACK,
+        )?;
+        self.put(
+            &b.subtitle,
+            (w_px / 2, 34),
+            13,
+            (HPos::Center, VPos::Top),
+            &DARK,
+        )?;
+        let ylab = match self.scale {
+            Scale::Log { .. } => format!("{} - log scale", b.y_label),
+            Scale::Linear { .. } => b.y_label.clone(),
+        };
+        self.put(&ylab, (x0, y0 - 8), 13, (HPos::Left, VPos::Bottom), &DARK)?;
+        self.put(
+            &b.x_label,
+            ((x0 + x1) / 2, xt_y),
+            13,
+            (HPos::Center, VPos::Top),
+            &DARK,
+        )
+    }
+
+    /// Group `gi` (its slot `gw` pixels wide): its label, its bars and its
+    /// markers.
+    fn group(&mut self, b: &Bars, gi: usize, gw: i32) -> DrawResult {
+        let (x0, y1) = (self.f.x0, self.f.y1);
+        let gx = x0 + gi as i32 * gw + gw / 10;
+        for (li, line) in wrap2(&b.groups[gi], gw - 4, 15).iter().enumerate() {
+            let at = (x0 + gi as i32 * gw + gw / 2, y1 + 8 + li as i32 * 18);
+            self.put(line, at, 15, (HPos::Center, VPos::Top), &BLACK)?;
+        }
         for (si, (_, color)) in b.series.iter().enumerate() {
-            let bx = gx + si as i32 * bw;
-            let (x_a, x_b) = (bx + 1.min(bw / 4) + 1, (bx + bw - 2).max(bx + 2));
             let on_marker = b
                 .markers
                 .iter()
                 .any(|m| m.group == gi && m.series == Some(si));
-            match b.values.get(gi).and_then(|r| r.get(si)).copied().flatten() {
-                Some(v) => {
-                    let top = if v > 0.0 { ypix(v).min(y1 - 1) } else { y1 };
-                    if v > 0.0 {
-                        root.draw(&Rectangle::new([(x_a, top), (x_b, y1)], color.filled()))
-                            .map_err(err)?;
-                    }
-                    let l = value_label(v, b.ratio_labels);
-                    if fits(&l) && !on_marker {
-                        put(
-                            &l,
-                            bx + bw / 2,
-                            top - 3,
-                            12,
-                            HPos::Center,
-                            VPos::Bottom,
-                            &dark,
-                        )?;
-                    } else {
-                        omitted = true;
-                    }
-                }
-                None => {
-                    // n/a: an outline only, and the word where it fits.
-                    root.draw(&Rectangle::new(
-                        [(x_a, y1 - 6), (x_b, y1)],
-                        ShapeStyle::from(&grey).stroke_width(1),
-                    ))
-                    .map_err(err)?;
-                    if fits("n/a") {
-                        put(
-                            "n/a",
-                            bx + bw / 2,
-                            y1 - 8,
-                            12,
-                            HPos::Center,
-                            VPos::Bottom,
-                            &RED,
-                        )?;
-                    } else {
-                        omitted = true;
-                    }
-                }
-            }
+            let v = b.values.get(gi).and_then(|r| r.get(si)).copied().flatten();
+            self.bar(
+                gx + si as i32 * self.bw,
+                v,
+                color,
+                on_marker,
+                b.ratio_labels,
+            )?;
         }
         for m in b.markers.iter().filter(|m| m.group == gi) {
             let slot = m.series.map_or(b.series.len() as i32, |s| s as i32);
-            let cx = gx + slot * bw + bw / 2;
-            let cy = ypix(m.value);
-            let r = (bw / 2 - 1).clamp(3, 7);
-            root.draw(&PathElement::new(
+            self.marker(gx + slot * self.bw + self.bw / 2, m.value, b.ratio_labels)?;
+        }
+        Ok(())
+    }
+
+    /// One bar at `bx` with its value label (unless a marker sits on it);
+    /// n/a is an outline only, and the word where it fits.
+    fn bar(
+        &mut self,
+        bx: i32,
+        v: Option<f64>,
+        color: &RGBColor,
+        on_marker: bool,
+        ratio: bool,
+    ) -> DrawResult {
+        let (bw, y1) = (self.bw, self.f.y1);
+        let (x_a, x_b) = (bx + 1.min(bw / 4) + 1, (bx + bw - 2).max(bx + 2));
+        let Some(v) = v else {
+            self.root
+                .draw(&Rectangle::new(
+                    [(x_a, y1 - 6), (x_b, y1)],
+                    ShapeStyle::from(&GREY).stroke_width(1),
+                ))
+                .map_err(err)?;
+            if !self.fits("n/a") {
+                self.omitted = true;
+                return Ok(());
+            }
+            return self.put(
+                "n/a",
+                (bx + bw / 2, y1 - 8),
+                12,
+                (HPos::Center, VPos::Bottom),
+                &RED,
+            );
+        };
+        let top = if v > 0.0 {
+            self.ypix(v).min(y1 - 1)
+        } else {
+            y1
+        };
+        if v > 0.0 {
+            self.root
+                .draw(&Rectangle::new([(x_a, top), (x_b, y1)], color.filled()))
+                .map_err(err)?;
+        }
+        let l = value_label(v, ratio);
+        if !self.fits(&l) || on_marker {
+            self.omitted = true;
+            return Ok(());
+        }
+        self.put(
+            &l,
+            (bx + bw / 2, top - 3),
+            12,
+            (HPos::Center, VPos::Bottom),
+            &DARK,
+        )
+    }
+
+    /// A published value: a line across the slot centred at `cx` and a
+    /// diamond, with its label where it fits.
+    fn marker(&mut self, cx: i32, value: f64, ratio: bool) -> DrawResult {
+        let bw = self.bw;
+        let cy = self.ypix(value);
+        let r = (bw / 2 - 1).clamp(3, 7);
+        self.root
+            .draw(&PathElement::new(
                 vec![(cx - bw / 2 + 1, cy), (cx + bw / 2 - 1, cy)],
                 BLACK.stroke_width(2),
             ))
             .map_err(err)?;
-            root.draw(&Polygon::new(
+        self.root
+            .draw(&Polygon::new(
                 vec![(cx, cy - r), (cx + r, cy), (cx, cy + r), (cx - r, cy)],
                 BLACK.filled(),
             ))
             .map_err(err)?;
-            let l = value_label(m.value, b.ratio_labels);
-            if fits(&l) {
-                put(&l, cx, cy - r - 2, 12, HPos::Center, VPos::Bottom, &BLACK)?;
-            } else {
-                omitted = true;
-            }
+        let l = value_label(value, ratio);
+        if !self.fits(&l) {
+            self.omitted = true;
+            return Ok(());
         }
-    }
-    if omitted {
-        put(
-            "values too narrow to label: see the report's tables",
-            x1,
-            y0 - 8,
+        self.put(
+            &l,
+            (cx, cy - r - 2),
             12,
-            HPos::Right,
-            VPos::Bottom,
-            &dark,
-        )?;
+            (HPos::Center, VPos::Bottom),
+            &BLACK,
+        )
     }
-    // Legend, wrapped.
-    for ((name, color), (row, dx)) in legend.iter().zip(&lay) {
-        let lx = x0 + dx;
-        let ly = ly0 + *row as i32 * 24;
-        match color {
-            Some(c) => {
-                root.draw(&Rectangle::new([(lx, ly), (lx + 16, ly + 16)], c.filled()))
-                    .map_err(err)?;
+
+    /// The legend, wrapped: a swatch per series, a diamond for markers.
+    fn legend(&self) -> DrawResult {
+        for ((name, color), (row, dx)) in self.f.legend.iter().zip(&self.f.lay) {
+            let lx = self.f.x0 + dx;
+            let ly = self.f.ly0 + *row as i32 * 24;
+            match color {
+                Some(c) => {
+                    self.root
+                        .draw(&Rectangle::new([(lx, ly), (lx + 16, ly + 16)], c.filled()))
+                        .map_err(err)?;
+                }
+                None => {
+                    self.root
+                        .draw(&Polygon::new(
+                            vec![
+                                (lx + 8, ly + 1),
+                                (lx + 15, ly + 8),
+                                (lx + 8, ly + 15),
+                                (lx + 1, ly + 8),
+                            ],
+                            BLACK.filled(),
+                        ))
+                        .map_err(err)?;
+                }
             }
-            None => {
-                root.draw(&Polygon::new(
-                    vec![
-                        (lx + 8, ly + 1),
-                        (lx + 15, ly + 8),
-                        (lx + 8, ly + 15),
-                        (lx + 1, ly + 8),
-                    ],
-                    BLACK.filled(),
-                ))
-                .map_err(err)?;
-            }
+            self.put(
+                name,
+                (lx + 22, ly + 8),
+                14,
+                (HPos::Left, VPos::Center),
+                &BLACK,
+            )?;
         }
-        put(name, lx + 22, ly + 8, 14, HPos::Left, VPos::Center, &BLACK)?;
+        Ok(())
     }
-    root.present().map_err(err)?;
-    Ok(())
-}
-
-/// File name of a fio chart.
-pub fn fio_png_name(workload: &str, engine: &str) -> String {
-    format!("fio-{workload}-{engine}.png")
-}
-
-fn find(figs: &[Figure], id: &str) -> Option<f64> {
-    figs.iter().find(|f| f.id == id).and_then(Figure::value)
-}
-
-/// Draws every chart of a run into `dir`; returns the files written and
-/// the errors (a chart that could not be drawn is not fatal).
-pub fn draw_all(
-    dir: &Path,
-    figs: &[Figure],
-    modes: &[String],
-    p: &Params,
-    run_label: &str,
-) -> (Vec<String>, Vec<String>) {
-    let series: Vec<(String, RGBColor)> =
-        modes.iter().map(|m| (m.clone(), mode_color(m))).collect();
-    let mut files = Vec::new();
-    let mut errors = Vec::new();
-    let mut one = |name: String, b: Bars| match draw(&dir.join(&name), &b) {
-        Ok(()) => files.push(name),
-        Err(e) => errors.push(format!("{name}: {e}")),
-    };
-    one(
-        super::report::HEADLINE_PNG.into(),
-        super::report::headline_bars(figs, modes, run_label),
-    );
-    for w in WORKLOADS {
-        for e in ENGINES {
-            let values = SCENARIOS
-                .iter()
-                .map(|sc| {
-                    modes
-                        .iter()
-                        .map(|m| find(figs, &figure_id(GROUP_FIO, m, w.key, Some(e), sc)))
-                        .collect()
-                })
-                .collect();
-            let metric = match w.kind {
-                Kind::Latency => "mean latency (us), lower is better",
-                Kind::Bandwidth => "bandwidth (MiB/s), higher is better",
-                Kind::Iops => "IOPS, higher is better",
-            };
-            one(
-                fio_png_name(w.key, e),
-                Bars {
-                    title: format!("{} - {e} ({} style)", w.title, w.dpc_figure(e)),
-                    subtitle: format!(
-                        "fio --rw={} --bs={} --iodepth={} --numjobs={}, {} per file; {run_label}",
-                        w.rw,
-                        super::opts::size_arg(w.bs),
-                        w.iodepth(p),
-                        w.jobs(p),
-                        super::opts::size_human(w.size(p)),
-                    ),
-                    y_label: metric.into(),
-                    x_label: "scenario (CM: cached nowhere; CM-R: node 1 read it first, node 2's \
-                              first touch; CH-R: node 2 again)"
-                        .into(),
-                    groups: SCENARIOS.iter().map(|s| s.to_string()).collect(),
-                    series: series.clone(),
-                    values,
-                    ..Bars::default()
-                },
-            );
-        }
-    }
-    let inv = ["2 sharers", "1 sharer", "0 sharers"];
-    one(
-        "reclaim-inv.png".into(),
-        Bars {
-            title: "Synchronous invalidation of one page (DPC 6.2.5)".into(),
-            subtitle: format!(
-                "bench inv, median per page, {} file, idle sharers; {run_label}",
-                super::opts::size_human(p.inv_size)
-            ),
-            y_label: "median latency per page (us), lower is better".into(),
-            x_label: "other nodes holding the page (sharers)".into(),
-            groups: inv.iter().map(|s| s.to_string()).collect(),
-            series: series.clone(),
-            values: inv
-                .iter()
-                .map(|sc| {
-                    modes
-                        .iter()
-                        .map(|m| find(figs, &figure_id(GROUP_INV, m, "bench inv", None, sc)))
-                        .collect()
-                })
-                .collect(),
-            ..Bars::default()
-        },
-    );
-    let big = [
-        "pass 1: cached nowhere",
-        "pass 2: same node again",
-        "after node 1 read it",
-    ];
-    one(
-        "reclaim-bigfile.png".into(),
-        Bars {
-            title: "Sequential read of a file larger than the pool".into(),
-            subtitle: format!(
-                "{} file, {:.1} MiB pool per node, bs=128k, 1 job; {run_label}",
-                super::opts::size_human(p.big_file),
-                super::runner::pool_mib(p.big_shm_mb, 2)
-            ),
-            y_label: "bandwidth (MiB/s), higher is better".into(),
-            x_label: "pass over the file".into(),
-            groups: big.iter().map(|s| s.to_string()).collect(),
-            series: series.clone(),
-            values: big
-                .iter()
-                .map(|sc| {
-                    modes
-                        .iter()
-                        .map(|m| {
-                            find(
-                                figs,
-                                &figure_id(GROUP_BIG, m, "seq read > pool", Some("libaio"), sc),
-                            )
-                        })
-                        .collect()
-                })
-                .collect(),
-            ..Bars::default()
-        },
-    );
-    // Round trips to the directory: the control rings, the file transport
-    // (rings, or TCP in net mode), a one-page CM-R read; all in us.
-    let trips: [(&str, &str, &str, f64); 3] = [
-        ("ring (bench ring)", "bench ring", "empty round trip", 1e-3),
-        ("file request (bench rpc)", "bench rpc", RPC_SCENARIO, 1e-3),
-        ("4 KiB read CM-R (bench read)", "bench read", "CM-R", 1.0),
-    ];
-    one(
-        ROUND_TRIPS_PNG.into(),
-        Bars {
-            title: "Round trips to the directory: rings vs TCP".into(),
-            subtitle: format!(
-                "medians; bench rpc over the rings, over TCP/IP in net mode; {run_label}"
-            ),
-            y_label: "median round trip (us), lower is better".into(),
-            x_label: "operation".into(),
-            groups: trips.iter().map(|t| t.0.to_string()).collect(),
-            series,
-            values: trips
-                .iter()
-                .map(|(_, b, sc, mul)| {
-                    modes
-                        .iter()
-                        .map(|m| find(figs, &figure_id(GROUP_DIR, m, b, None, sc)).map(|v| v * mul))
-                        .collect()
-                })
-                .collect(),
-            ..Bars::default()
-        },
-    );
-    (files, errors)
 }
 
 #[cfg(test)]
@@ -823,43 +734,5 @@ mod tests {
         assert_eq!(wrap2("short", 500, 15), vec!["short".to_string()]);
         let two = wrap2("mmap write CH-R latency (baseline: libaio)", 120, 15);
         assert_eq!(two.len(), 2);
-    }
-
-    #[test]
-    fn every_chart_has_every_mode() {
-        let dir = crate::unique_run_dir("bench-plot-all").unwrap();
-        let modes: Vec<String> = crate::bench::opts::MODES
-            .iter()
-            .map(|m| m.to_string())
-            .collect();
-        let mut figs = Vec::new();
-        for m in &modes {
-            let mut f = Figure::new(
-                GROUP_DIR,
-                m,
-                "bench rpc",
-                None,
-                RPC_SCENARIO,
-                "m",
-                "ns",
-                true,
-            );
-            f.status = crate::bench::model::Status::Ok(if m == "net" { 7e5 } else { 2e3 });
-            figs.push(f);
-        }
-        let p = Params::new(true);
-        let (files, errors) = draw_all(&dir, &figs, &modes, &p, "unit test");
-        assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(
-            files.len(),
-            16,
-            "headline ratios + 12 fio + 2 reclaim + round trips"
-        );
-        assert!(files.iter().any(|f| f == ROUND_TRIPS_PNG));
-        for f in &files {
-            let bytes = fs::read(dir.join(f)).unwrap();
-            assert_eq!(&bytes[1..4], b"PNG", "{f}");
-        }
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,11 +11,11 @@ use serde_json::{json, Value};
 use super::model::Figure;
 use super::opts::{parse_args, BenchOpts, Parsed};
 use super::runner::Runner;
-use super::{plot, provenance, report, reportmd};
+use super::{provenance, report, reportmd};
 
 /// The run's options: its recorded command line, else the fields that
 /// results.json has (reports older than the provenance record).
-fn opts_of(j: &Value) -> Result<BenchOpts, String> {
+pub(crate) fn opts_of(j: &Value) -> Result<BenchOpts, String> {
     if let Some(args) = j["provenance"]["args"].as_array() {
         let args: Vec<String> = args
             .iter()
@@ -23,7 +23,7 @@ fn opts_of(j: &Value) -> Result<BenchOpts, String> {
             .collect();
         return match parse_args(&args)? {
             Parsed::Run(o) => Ok(*o),
-            Parsed::Help => Err("the recorded command line is --help".into()),
+            _ => Err("the recorded command line is not a run".into()),
         };
     }
     let mut o = BenchOpts {
@@ -109,12 +109,13 @@ pub fn render(dir: &Path) -> Result<Vec<String>, String> {
         j["seconds"].as_f64().unwrap_or(f64::NAN),
         started.clone(),
     );
+    r.partial = super::runner::Partial::from_json(&j["partial"]);
     let run_label = format!(
         "{} run {started}",
         if r.opts.quick { "--quick" } else { "full" }
     );
     let (plots, plot_errors) =
-        plot::draw_all(dir, &r.figures, &r.opts.modes, &r.params, &run_label);
+        super::charts::draw_all(dir, &r.figures, &r.opts.modes, &r.params, &run_label);
     for e in &plot_errors {
         r.notes.push(format!("chart not drawn: {e}"));
     }
@@ -181,10 +182,10 @@ mod tests {
     fn render_redraws_from_results_json() {
         let dir = crate::unique_run_dir("bench-render-unit").unwrap();
         fs::create_dir_all(&dir).unwrap();
-        let opts = match parse_args(&["--quick".to_string()]).unwrap() {
-            Parsed::Run(o) => *o,
-            Parsed::Help => unreachable!(),
+        let Parsed::Run(opts) = parse_args(&["--quick".to_string()]).unwrap() else {
+            unreachable!()
         };
+        let opts = *opts;
         let mut r = Runner::new(opts, dir.clone());
         r.figures = vec![fig("strong", Some(10.0)), fig("private", Some(30.0))];
         let mut j = report::results_json(&r, &json!({"nproc": "2"}), &[], &[]);

@@ -166,7 +166,13 @@ pub fn results_json(r: &Runner, machine: &Value, plots: &[String], problems: &[S
         "notes": r.notes,
         "plots": plots,
         "problems": problems,
-        "complete": problems.is_empty(),
+        "complete": problems.is_empty() && r.partial.is_none(),
+        "partial": super::runner::Partial::to_json(r.partial.as_ref()),
+        "resumed_from": r.resume.as_ref().map(|x| json!({
+            "dir": x.dir.display().to_string(),
+            "seconds": x.seconds,
+            "provenance": x.provenance,
+        })),
     })
 }
 

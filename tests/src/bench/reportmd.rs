@@ -44,6 +44,26 @@ fn run_kind(r: &Runner) -> &'static str {
 fn intro(s: &mut String, r: &Runner, problems: &[String]) {
     let kind = run_kind(r);
     let _ = writeln!(s, "# onecopy benchmark report\n");
+    if let Some(p) = &r.partial {
+        let _ = writeln!(
+            s,
+            "**partial: interrupted at {}** ({}): the steps after it were not run, and the \
+             figures of that step may be missing or failed. `onecopy-bench --resume {}` with \
+             the same options measures the rest.\n",
+            p.step,
+            p.signal,
+            r.out.display()
+        );
+    }
+    if let Some(x) = &r.resume {
+        let _ = writeln!(
+            s,
+            "Resumed from the interrupted run in `{}` ({}): the steps it had measured \
+             completely are kept as it measured them.\n",
+            x.dir.display(),
+            super::fmt_secs(x.seconds)
+        );
+    }
     let _ = writeln!(
         s,
         "Run: {kind}, {} ({}), modes {}, storage profile `{}`, CXL latency {} ns. \
@@ -304,7 +324,7 @@ fn fio_section(s: &mut String, r: &Runner, plots: &[String]) {
                 size_human(w.size(p)),
                 w.iodepth(p)
             );
-            let png = super::plot::fio_png_name(w.key, e);
+            let png = super::charts::fio_png_name(w.key, e);
             if plots.iter().any(|x| x == &png) {
                 let _ = writeln!(
                     s,
@@ -433,11 +453,11 @@ fn directory_section(s: &mut String, r: &Runner, plots: &[String]) {
         "Host ping-pong (two host threads bouncing a cache line, `onecopy-pingpong {}` x{}, median of medians): **{host_s}**.\n",
         p.pingpong_rounds, p.pingpong_repeats
     );
-    if plots.iter().any(|x| x == super::plot::ROUND_TRIPS_PNG) {
+    if plots.iter().any(|x| x == super::charts::ROUND_TRIPS_PNG) {
         let _ = writeln!(
             s,
             "![round trips]({})\n\n(groups: bench ring, bench rpc, bench read CM-R, in us; bars: {} in that order)\n",
-            super::plot::ROUND_TRIPS_PNG,
+            super::charts::ROUND_TRIPS_PNG,
             r.opts.modes.join(", ")
         );
     }

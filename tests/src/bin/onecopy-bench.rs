@@ -10,39 +10,52 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use onecopy_tests::bench::opts::{parse_args, Parsed, USAGE};
+use onecopy_tests::bench::opts::{help_text, parse_args, Parsed};
 use onecopy_tests::bench::runner::Runner;
-use onecopy_tests::bench::{plot, provenance, report, reportmd, stamp};
+use onecopy_tests::bench::{charts, plot, provenance, report, reportmd, stamp};
 use onecopy_tests::{host_tool, repo_root, target_dir};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--render") {
-        let [_, dir] = args.as_slice() else {
-            eprintln!("onecopy-bench: error: usage: onecopy-bench --render DIR\n{USAGE}");
-            return ExitCode::from(2);
-        };
-        return match onecopy_tests::bench::render::render(std::path::Path::new(dir)) {
-            Ok(problems) => {
-                println!("{}", PathBuf::from(dir).join("report.md").display());
-                ExitCode::from(u8::from(!problems.is_empty()))
-            }
-            Err(e) => {
-                eprintln!("onecopy-bench: error: {e}");
-                ExitCode::from(2)
-            }
-        };
-    }
     let opts = match parse_args(&args) {
         Ok(Parsed::Help) => {
-            println!("{USAGE}");
+            println!("{}", help_text());
             return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Render(dir)) => {
+            return match onecopy_tests::bench::render::render(&dir) {
+                Ok(problems) => {
+                    println!("{}", dir.join("report.md").display());
+                    ExitCode::from(u8::from(!problems.is_empty()))
+                }
+                Err(e) => {
+                    eprintln!("onecopy-bench: error: {e}");
+                    ExitCode::from(2)
+                }
+            };
         }
         Ok(Parsed::Run(o)) => *o,
         Err(e) => {
-            eprintln!("onecopy-bench: error: {e}\n{USAGE}");
+            // clap's message: `error: ...`, the usage, where to look.
+            eprint!("onecopy-bench: {e}");
             return ExitCode::from(2);
         }
+    };
+    // From here on a signal stops the clusters and the run writes its
+    // report, marked partial.
+    if let Err(e) = onecopy_tests::bench::interrupt::install() {
+        eprintln!("onecopy-bench: error: {e}");
+        return ExitCode::from(2);
+    }
+    let resume = match &opts.resume {
+        None => None,
+        Some(dir) => match onecopy_tests::bench::runner::resume::load(dir, &opts) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("onecopy-bench: error: {e}");
+                return ExitCode::from(2);
+            }
+        },
     };
     let prov = provenance::Recorder::start(&repo_root(), &args);
     let now = SystemTime::now()
@@ -50,8 +63,9 @@ fn main() -> ExitCode {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let out: PathBuf = opts
-        .out
+        .resume
         .clone()
+        .or_else(|| opts.out.clone())
         .unwrap_or_else(|| repo_root().join("results").join(stamp(now)));
     // What the clusters need, before anything is started.
     let kernel = target_dir().join("x86_64-unknown-none/release/onecopy-kernel");
@@ -87,14 +101,20 @@ fn main() -> ExitCode {
         ));
     }
     eprintln!(
-        "onecopy-bench: {} run, modes {}, storage {}, cxl latency {} ns -> {}",
+        "onecopy-bench: {} run{}, modes {}, storage {}, cxl latency {} ns -> {}",
         if opts.quick { "quick" } else { "full" },
+        if resume.is_some() { " (resumed)" } else { "" },
         opts.modes.join(","),
         opts.storage,
         opts.cxl_latency_ns,
         out.display()
     );
     let mut r = Runner::new(opts, out.clone());
+    if let Some(d) = resume.as_ref().and_then(|x| x.dilation.clone()) {
+        eprintln!("onecopy-bench: dilation measured by the interrupted run: {d}");
+        r.opts.dilation = d;
+    }
+    r.resume = resume;
     r.run_all();
     let machine = report::machine();
     let run_label = format!(
@@ -103,7 +123,7 @@ fn main() -> ExitCode {
         onecopy_tests::bench::iso(now)
     );
     let (plots, plot_errors) =
-        plot::draw_all(&out, &r.figures, &r.opts.modes, &r.params, &run_label);
+        charts::draw_all(&out, &r.figures, &r.opts.modes, &r.params, &run_label);
     for e in &plot_errors {
         r.notes.push(format!("chart not drawn: {e}"));
     }
@@ -144,6 +164,17 @@ fn main() -> ExitCode {
     }
     // stdout: the report's path, whether the run is complete or not.
     println!("{}", out.join("report.md").display());
+    if let Some(p) = &r.partial {
+        eprintln!(
+            "onecopy-bench: partial report: interrupted at {} by {}; `--resume {}` with the same \
+             options measures the rest",
+            p.step,
+            p.signal,
+            out.display()
+        );
+        let sig = onecopy_tests::bench::interrupt::interrupted().unwrap_or(2);
+        return ExitCode::from(onecopy_tests::bench::interrupt::exit_status(sig));
+    }
     if !problems.is_empty() {
         eprintln!(
             "onecopy-bench: {} expected figure(s) missing or failed:",

@@ -290,41 +290,16 @@ fn cmd_attach(args: &[String]) -> ExitCode {
         Ok(v) => v,
         Err(e) => return usage_error(&e),
     };
-    let path = run.socket_path(inst);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let stream = loop {
-        match UnixStream::connect(&path) {
-            Ok(s) => break s,
-            Err(e) if Instant::now() >= deadline => {
-                eprintln!("onecopy-ctl: cannot connect to {}: {e}\r", path.display());
-                return ExitCode::from(1);
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+    let stream = match connect_console(&run.socket_path(inst)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("onecopy-ctl: {e}\r");
+            return ExitCode::from(1);
         }
     };
     // What the instance printed before we connected is only in its log.
-    let log = run.log(inst);
-    let tail_start = log
-        .char_indices()
-        .filter(|&(_, c)| c == '\n')
-        .map(|(i, _)| i + 1)
-        .collect::<Vec<_>>()
-        .iter()
-        .rev()
-        .nth(15)
-        .copied()
-        .unwrap_or(0);
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = write!(
-            out,
-            "[attached to {} console; Ctrl-] detaches]\r\n{}",
-            inst.label(),
-            &log[tail_start..]
-        );
-        let _ = out.flush();
-    }
-    let mut reader = match stream.try_clone() {
+    print_log_tail(&run.log(inst), 16, &inst.label());
+    let reader = match stream.try_clone() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("onecopy-ctl: {e}\r");
@@ -332,25 +307,69 @@ fn cmd_attach(args: &[String]) -> ExitCode {
         }
     };
     let label = inst.label();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut out = std::io::stdout().lock();
-                    if out.write_all(&buf[..n]).and_then(|_| out.flush()).is_err() {
-                        break;
-                    }
+    std::thread::spawn(move || copy_console_out(reader, &label));
+    copy_stdin_in(stream, &inst.label());
+    ExitCode::SUCCESS
+}
+
+/// Connect to an instance's console socket, retrying for 10 s while QEMU
+/// has not created it yet.
+fn connect_console(path: &std::path::Path) -> Result<UnixStream, String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match UnixStream::connect(path) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!("cannot connect to {}: {e}", path.display()))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The banner and the last `lines` lines of the console's log.
+fn print_log_tail(log: &str, lines: usize, label: &str) {
+    let tail_start = log
+        .char_indices()
+        .filter(|&(_, c)| c == '\n')
+        .map(|(i, _)| i + 1)
+        .collect::<Vec<_>>()
+        .iter()
+        .rev()
+        .nth(lines - 1)
+        .copied()
+        .unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    let _ = write!(
+        out,
+        "[attached to {label} console; Ctrl-] detaches]\r\n{}",
+        &log[tail_start..]
+    );
+    let _ = out.flush();
+}
+
+/// The console's output to stdout until it closes; then the process ends.
+fn copy_console_out(mut reader: UnixStream, label: &str) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let mut out = std::io::stdout().lock();
+                if out.write_all(&buf[..n]).and_then(|_| out.flush()).is_err() {
+                    break;
                 }
             }
         }
-        let mut out = std::io::stdout().lock();
-        let _ = write!(out, "\r\n[{label} console closed]\r\n");
-        let _ = out.flush();
-        std::process::exit(0);
-    });
-    let mut writer = stream;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "\r\n[{label} console closed]\r\n");
+    let _ = out.flush();
+    std::process::exit(0);
+}
+
+/// Stdin to the console until end of input or Ctrl-] (which detaches).
+fn copy_stdin_in(mut writer: UnixStream, label: &str) {
     let mut stdin = std::io::stdin().lock();
     let mut buf = [0u8; 1024];
     loop {
@@ -367,14 +386,13 @@ fn cmd_attach(args: &[String]) -> ExitCode {
                 }
                 if detach {
                     let mut out = std::io::stdout().lock();
-                    let _ = write!(out, "\r\n[detached from {} console]\r\n", inst.label());
+                    let _ = write!(out, "\r\n[detached from {label} console]\r\n");
                     let _ = out.flush();
                     break;
                 }
             }
         }
     }
-    ExitCode::SUCCESS
 }
 
 fn main() -> ExitCode {

@@ -274,7 +274,7 @@ fn main() -> ExitCode {
         Err(e) => return usage(&e),
     };
     let mut sides = Vec::new();
-    for depth in o.depths {
+    for &depth in &o.depths {
         eprintln!(
             "onecopy-fill-bench: storage {}, fill_depth {}",
             o.storage,
@@ -289,6 +289,23 @@ fn main() -> ExitCode {
         }
     }
     let (b, a) = (&sides[0], &sides[1]);
+    print_table(&o, b, a);
+    print_result(&o, b, a);
+    if b.overlapped == 0 || a.overlapped == 0 {
+        eprintln!("onecopy-fill-bench: no lookup overlapped the cold read; raise --cold-mb");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The median over the runs of figure `f` of side `s`'s quiet or busy
+/// lookups.
+fn med(s: &Side, busy: bool, f: fn(&Lookups) -> f64) -> f64 {
+    over(if busy { &s.busy } else { &s.quiet }, f)
+}
+
+/// The before/after table and each side's ratio of busy to quiet lookups.
+fn print_table(o: &Opts, b: &Side, a: &Side) {
     let row = |name: &str, before: f64, after: f64, unit: &str, better_low: bool| {
         let ratio = if better_low {
             before / after
@@ -307,9 +324,6 @@ fn main() -> ExitCode {
     );
     println!("| figure | before | after | after vs before |");
     println!("| --- | --- | --- | --- |");
-    let med = |s: &Side, busy: bool, f: fn(&Lookups) -> f64| {
-        over(if busy { &s.busy } else { &s.quiet }, f)
-    };
     for (name, f) in [
         ("median", (|l: &Lookups| l.median) as fn(&Lookups) -> f64),
         ("mean", |l: &Lookups| l.mean),
@@ -361,6 +375,10 @@ fn main() -> ExitCode {
             s.overlapped
         );
     }
+}
+
+/// The `RESULT {json}` line: both sides' figures.
+fn print_result(o: &Opts, b: &Side, a: &Side) {
     let j = |s: &Side| {
         json!({
             "fill_depth": s.fill_depth,
@@ -377,9 +395,4 @@ fn main() -> ExitCode {
         "RESULT {}",
         json!({"storage": o.storage, "busy": o.busy, "before": j(b), "after": j(a)})
     );
-    if b.overlapped == 0 || a.overlapped == 0 {
-        eprintln!("onecopy-fill-bench: no lookup overlapped the cold read; raise --cold-mb");
-        return ExitCode::from(1);
-    }
-    ExitCode::SUCCESS
 }

@@ -1,30 +1,77 @@
-//! Command-line options.
+//! Command-line options, parsed with clap; errors are one line, in the
+//! server's own words.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const USAGE: &str = "\
-usage: onecopy-ivshmem-server --socket PATH --shm-path PATH [options]
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
+/// What the server does (the top of `--help`).
+const ABOUT: &str = "\
 QEMU ivshmem-server protocol for `-device ivshmem-doorbell,chardev=...`:
 hands every client the shared-memory fd, a peer id and one eventfd per
-vector for itself and for every other peer. Start it before QEMU.
+vector for itself and for every other peer. Start it before QEMU.";
 
-  --socket PATH         unix socket to listen on (refused if a live server has it)
-  --shm-path PATH       existing shared-memory file (/dev/shm or hugetlbfs),
-                        opened read-write, never truncated
-  --create-size MiB     create --shm-path with this size if it does not exist
-  --vectors N           interrupt vectors per peer, 1..=64 (4)
-  --pid-file PATH       write our pid here (removed on exit)
-  --stall-timeout-ms MS drop a client that has not read a pending message for
-                        this long (5000)
-  --fence-run-dir DIR   fence failed nodes: when the directory asks (a fence
-                        request word in the region), SIGKILL that node's QEMU
-                        (pid from DIR/nodeK.pid) and confirm in the region
-  --verbose             log every message sent
-  --help                this text
+const AFTER_HELP: &str =
+    "Exit status: 0 after SIGTERM/SIGINT, 1 if it cannot start or fails, 2 for bad usage.";
 
-Exit status: 0 after SIGTERM/SIGINT, 1 if it cannot start or fails, 2 for bad usage.";
+/// The command line as clap sees it. Every option is collected as a
+/// list so that one given twice is refused by name, after its values were
+/// checked in order; [`parse`] then requires --socket and --shm-path.
+#[derive(Debug, Parser)]
+#[command(
+    name = "onecopy-ivshmem-server",
+    about = ABOUT,
+    after_help = AFTER_HELP,
+    override_usage = "onecopy-ivshmem-server --socket PATH --shm-path PATH [options]",
+    disable_version_flag = true,
+    max_term_width = 100
+)]
+struct Cli {
+    /// Unix socket to listen on (refused if a live server has it)
+    #[arg(long, value_name = "PATH", action = ArgAction::Append,
+          value_parser = path)]
+    socket: Vec<PathBuf>,
+    /// Existing shared-memory file (/dev/shm or hugetlbfs), opened
+    /// read-write, never truncated
+    #[arg(long, value_name = "PATH", action = ArgAction::Append,
+          value_parser = path)]
+    shm_path: Vec<PathBuf>,
+    /// Create --shm-path with this size if it does not exist
+    #[arg(long = "create-size", value_name = "MiB", action = ArgAction::Append,
+          value_parser = create_size)]
+    create_size_mib: Vec<u64>,
+    /// Interrupt vectors per peer, 1..=64 (4)
+    #[arg(long, value_name = "N", action = ArgAction::Append, value_parser = vectors)]
+    vectors: Vec<u16>,
+    /// Write our pid here (removed on exit)
+    #[arg(long, value_name = "PATH", action = ArgAction::Append, value_parser = path)]
+    pid_file: Vec<PathBuf>,
+    /// Drop a client that has not read a pending message for this long
+    /// (5000)
+    #[arg(long = "stall-timeout-ms", value_name = "MS", action = ArgAction::Append,
+          value_parser = stall_ms)]
+    stall_timeout_ms: Vec<u64>,
+    /// Fence failed nodes: when the directory asks (a fence request word
+    /// in the region), SIGKILL that node's QEMU (pid from DIR/nodeK.pid)
+    /// and confirm in the region
+    #[arg(long, value_name = "DIR", action = ArgAction::Append, value_parser = path)]
+    fence_run_dir: Vec<PathBuf>,
+    /// Log every message sent
+    #[arg(long, short = 'v')]
+    verbose: bool,
+}
+
+/// The one value of an option (None if not given); given twice is an
+/// error.
+fn once<T>(name: &str, mut v: Vec<T>) -> Result<Option<T>, String> {
+    if v.len() > 1 {
+        return Err(format!("{name} given twice"));
+    }
+    Ok(v.pop())
+}
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -50,66 +97,33 @@ pub const MAX_VECTORS: u16 = 64;
 /// Largest --create-size (1 TiB).
 const MAX_CREATE_MIB: u64 = 1 << 20;
 
+/// The `--help` text.
+pub fn usage() -> String {
+    Cli::command().render_help().to_string()
+}
+
 /// Parse the arguments after the program name. Errors are one line.
 pub fn parse<I>(args: I) -> Result<Command, String>
 where
     I: IntoIterator<Item = String>,
 {
-    let mut socket = None;
-    let mut shm_path = None;
-    let mut create_size_mib = None;
-    let mut vectors = None;
-    let mut pid_file = None;
-    let mut stall_ms = None;
-    let mut fence_run_dir = None;
-    let mut verbose = false;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        match name.as_str() {
-            "--help" | "-h" => return Ok(Command::Help),
-            "--verbose" | "-v" => {
-                if inline.is_some() {
-                    return Err("--verbose takes no value".into());
-                }
-                verbose = true;
-                continue;
-            }
-            "--socket" | "--shm-path" | "--create-size" | "--vectors" | "--pid-file"
-            | "--stall-timeout-ms" | "--fence-run-dir" => {}
-            _ if name.starts_with('-') => {
-                return Err(format!("unknown option '{name}' (see --help)"))
-            }
-            _ => return Err(format!("unexpected argument '{arg}' (see --help)")),
-        }
-        let value = match inline.or_else(|| args.next()) {
-            Some(v) if !v.is_empty() => v,
-            _ => return Err(format!("{name} needs a value")),
-        };
-        let slot_taken = match name.as_str() {
-            "--socket" => socket.replace(PathBuf::from(&value)).is_some(),
-            "--shm-path" => shm_path.replace(PathBuf::from(&value)).is_some(),
-            "--pid-file" => pid_file.replace(PathBuf::from(&value)).is_some(),
-            "--fence-run-dir" => fence_run_dir.replace(PathBuf::from(&value)).is_some(),
-            "--create-size" => create_size_mib
-                .replace(number(&name, &value, 1, MAX_CREATE_MIB)?)
-                .is_some(),
-            "--vectors" => vectors
-                .replace(number(&name, &value, 1, u64::from(MAX_VECTORS))? as u16)
-                .is_some(),
-            _ => stall_ms
-                .replace(number(&name, &value, 1, 3_600_000)?)
-                .is_some(),
-        };
-        if slot_taken {
-            return Err(format!("{name} given twice"));
-        }
-    }
-    let socket = socket.ok_or("--socket PATH is required (see --help)")?;
-    let shm_path = shm_path.ok_or("--shm-path PATH is required (see --help)")?;
+    let argv = std::iter::once("onecopy-ivshmem-server".to_string()).chain(args);
+    let cli = match Cli::command()
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == ErrorKind::DisplayHelp => return Ok(Command::Help),
+        Err(e) => return Err(one_line(&e)),
+    };
+    let socket = once("--socket", cli.socket)?.ok_or("--socket PATH is required (see --help)")?;
+    let shm_path =
+        once("--shm-path", cli.shm_path)?.ok_or("--shm-path PATH is required (see --help)")?;
+    let create_size_mib = once("--create-size", cli.create_size_mib)?;
+    let vectors = once("--vectors", cli.vectors)?.unwrap_or(DEFAULT_VECTORS);
+    let pid_file = once("--pid-file", cli.pid_file)?;
+    let stall_ms = once("--stall-timeout-ms", cli.stall_timeout_ms)?.unwrap_or(5000);
+    let fence_run_dir = once("--fence-run-dir", cli.fence_run_dir)?;
     if socket.as_os_str().len() >= 108 {
         return Err(format!(
             "--socket path is too long for a unix socket (max 107 bytes): {}",
@@ -120,21 +134,95 @@ where
         socket,
         shm_path,
         create_size_mib,
-        vectors: vectors.unwrap_or(DEFAULT_VECTORS),
+        vectors,
         pid_file,
-        stall_timeout: Duration::from_millis(stall_ms.unwrap_or(5000)),
-        verbose,
+        stall_timeout: Duration::from_millis(stall_ms),
+        verbose: cli.verbose,
         fence_run_dir,
     }))
 }
 
-fn number(name: &str, value: &str, min: u64, max: u64) -> Result<u64, String> {
+/// A clap error as one line naming the flag.
+fn one_line(e: &clap::Error) -> String {
+    let ctx = |k: ContextKind| match e.get(k) {
+        Some(ContextValue::String(s)) => s.clone(),
+        Some(ContextValue::Strings(v)) => v.join(", "),
+        _ => String::new(),
+    };
+    // `--socket <PATH>` -> `--socket`.
+    let flag = |k: ContextKind| {
+        ctx(k)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    match e.kind() {
+        ErrorKind::MissingRequiredArgument => {
+            let missing = ctx(ContextKind::InvalidArg);
+            let first = missing
+                .split(", ")
+                .next()
+                .and_then(|a| a.split_whitespace().next())
+                .unwrap_or("--socket")
+                .to_string();
+            format!("{first} PATH is required (see --help)")
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = ctx(ContextKind::InvalidArg);
+            if arg.starts_with('-') {
+                format!("unknown option '{arg}' (see --help)")
+            } else {
+                format!("unexpected argument '{arg}' (see --help)")
+            }
+        }
+        ErrorKind::TooManyValues => {
+            format!("{} takes no value", flag(ContextKind::InvalidArg))
+        }
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            let name = flag(ContextKind::InvalidArg);
+            match std::error::Error::source(e) {
+                Some(why) => format!("{name} {why}"),
+                None => format!("{name} needs a value"),
+            }
+        }
+        _ => e
+            .render()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("bad usage")
+            .trim_start_matches("error: ")
+            .to_string(),
+    }
+}
+
+fn path(v: &str) -> Result<PathBuf, String> {
+    if v.is_empty() {
+        return Err("needs a value".into());
+    }
+    Ok(PathBuf::from(OsStr::new(v)))
+}
+
+fn number(value: &str, min: u64, max: u64) -> Result<u64, String> {
     match value.parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(format!(
-            "{name} must be a whole number in {min}..={max}, not '{value}'"
+            "must be a whole number in {min}..={max}, not '{value}'"
         )),
     }
+}
+
+fn create_size(v: &str) -> Result<u64, String> {
+    number(v, 1, MAX_CREATE_MIB)
+}
+
+fn vectors(v: &str) -> Result<u16, String> {
+    number(v, 1, u64::from(MAX_VECTORS)).map(|n| n as u16)
+}
+
+fn stall_ms(v: &str) -> Result<u64, String> {
+    number(v, 1, 3_600_000)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ where
 {
     let opts = match cli::parse(args) {
         Ok(Command::Help) => {
-            println!("{}", cli::USAGE);
+            println!("{}", cli::usage());
             return 0;
         }
         Ok(Command::Run(o)) => o,

@@ -300,7 +300,8 @@ fn bad_usage_exits_2_with_one_line() {
     assert!(!dir.path("s").exists(), "no socket left behind");
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("--vectors N"));
+    // clap's conventions: `--flag <VALUE>`.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--vectors <N>"));
 }
 
 #[test]

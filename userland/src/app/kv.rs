@@ -17,6 +17,7 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
+use alloc::vec::Vec;
 use core::cell::Cell;
 
 use super::dataset::Manifest;
@@ -168,20 +169,7 @@ fn lookups(
     fd: crate::os::Fd,
     path: &str,
 ) -> Result<Report, AppError> {
-    // The index: footer, then each block's first key (not timed).
-    let footer_at = t.size() - BLOCK as u64;
-    let mut foot = vec![0u8; BLOCK];
-    read_exact(ex, fd, footer_at, &mut foot, path)?;
-    let u = |i: usize| u64::from_le_bytes(foot[i..i + 8].try_into().unwrap_or([0; 8]));
-    if &foot[..8] != MAGIC || u(8) != t.blocks || u(16) != t.keys {
-        return Err(AppError::new(format!(
-            "{path}: footer does not match the manifest (not a kv table of this format)"
-        )));
-    }
-    let index_at = u(24);
-    let mut index = vec![0u8; (t.blocks * KEY as u64) as usize];
-    read_exact(ex, fd, index_at, &mut index, path)?;
-
+    let index = read_index(ex, t, fd, path)?;
     let m = run.meter(ex, if mix.on() { NAMES_SCAN } else { NAMES });
     let sum = Cell::new(0u64);
     let scanned = Cell::new(0u64);
@@ -209,17 +197,7 @@ fn lookups(
                     Some(z) => scramble(z.sample(&mut rng), t.keys),
                 };
                 let key = key_of(k);
-                // Last block whose first key <= key.
-                let (mut lo, mut hi) = (0u64, t.blocks);
-                while hi - lo > 1 {
-                    let mid = (lo + hi) / 2;
-                    let at = (mid * KEY as u64) as usize;
-                    if index[at..at + KEY] <= key[..] {
-                        lo = mid;
-                    } else {
-                        hi = mid;
-                    }
-                }
+                let lo = block_of(index, t.blocks, &key);
                 let t0 = ex.uptime_ns();
                 let done = ex.pread(fd, lo * BLOCK as u64, vec![0u8; BLOCK]).await;
                 match done.result {
@@ -235,25 +213,14 @@ fn lookups(
                         break;
                     }
                 }
-                let found = (0..PER_BLOCK as usize)
-                    .map(|s| s * (KEY + VALUE))
-                    .find(|&at| done.buf[at..at + KEY] == key[..]);
-                let ok = found.is_some_and(|at| {
-                    let v = &done.buf[at + KEY..at + KEY + VALUE];
-                    v[..8] == k.to_le_bytes()
-                });
-                if !ok {
-                    m.fail(AppError::new(format!(
-                        "{path}: key {k} not found in block {lo} (corrupt table?)"
-                    )));
-                    break;
-                }
-                if let Some(at) = found {
-                    let v = &done.buf[at + KEY + 8..at + KEY + 16];
-                    sum.set(
-                        sum.get()
-                            .wrapping_add(u64::from_le_bytes(v.try_into().unwrap_or([0; 8]))),
-                    );
+                match value_in_block(&done.buf, &key, k) {
+                    Some(v) => sum.set(sum.get().wrapping_add(v)),
+                    None => {
+                        m.fail(AppError::new(format!(
+                            "{path}: key {k} not found in block {lo} (corrupt table?)"
+                        )));
+                        break;
+                    }
                 }
                 let t1 = ex.uptime_ns();
                 m.record(0, t1.saturating_sub(t0), BLOCK as u64, 0, t1);
@@ -267,6 +234,59 @@ fn lookups(
         r.extra.push(("scan_keys", Extra::Uint(scanned.get())));
     }
     Ok(r)
+}
+
+/// The table's index (each block's first key), found through its footer,
+/// which must match the manifest `t` (not timed).
+fn read_index(
+    ex: &Tasks<'_>,
+    t: &Table,
+    fd: crate::os::Fd,
+    path: &str,
+) -> Result<Vec<u8>, AppError> {
+    let footer_at = t.size() - BLOCK as u64;
+    let mut foot = vec![0u8; BLOCK];
+    read_exact(ex, fd, footer_at, &mut foot, path)?;
+    let u = |i: usize| u64::from_le_bytes(foot[i..i + 8].try_into().unwrap_or([0; 8]));
+    if &foot[..8] != MAGIC || u(8) != t.blocks || u(16) != t.keys {
+        return Err(AppError::new(format!(
+            "{path}: footer does not match the manifest (not a kv table of this format)"
+        )));
+    }
+    let index_at = u(24);
+    let mut index = vec![0u8; (t.blocks * KEY as u64) as usize];
+    read_exact(ex, fd, index_at, &mut index, path)?;
+    Ok(index)
+}
+
+/// The block that holds `key`: the last of `blocks` whose first key in
+/// `index` is at most `key` (binary search).
+fn block_of(index: &[u8], blocks: u64, key: &[u8]) -> u64 {
+    let (mut lo, mut hi) = (0u64, blocks);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        let at = (mid * KEY as u64) as usize;
+        if index[at..at + KEY] <= key[..KEY] {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Key number `k` (bytes `key`) in a block read from the table: the
+/// checksum word of its value, or `None` if the block does not hold it
+/// (or its value is not `k`'s: a corrupt table).
+fn value_in_block(block: &[u8], key: &[u8], k: u64) -> Option<u64> {
+    let at = (0..PER_BLOCK as usize)
+        .map(|s| s * (KEY + VALUE))
+        .find(|&at| block[at..at + KEY] == key[..KEY])?;
+    let v = &block[at + KEY..at + KEY + VALUE];
+    if v[..8] != k.to_le_bytes() {
+        return None;
+    }
+    Some(u64::from_le_bytes(v[8..16].try_into().unwrap_or([0; 8])))
 }
 
 /// One range scan: `mix.len` blocks from block `start`, read in

@@ -34,7 +34,11 @@
 //!   (see *Depth*).
 //! * [`Report`]: IOPS, bandwidth and completion latency (min, mean, p50,
 //!   p99, p99.9, max) per direction, rendered as a fio-like summary and one
-//!   `RESULT {json}` line with the same figures and the parameters.
+//!   `RESULT {json}` line with the same figures and the parameters; with
+//!   `--output-format=json` / `json+`, fio's own JSON document instead
+//!   (see [`fiojson`]).
+//! * `fio FILE` runs the jobs of a fio job file, one after another (see
+//!   [`jobfile`]).
 //!
 //! # Depth
 //!
@@ -65,10 +69,14 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
 use core::fmt;
 
 use crate::os::Os;
 
+pub mod fiojson;
+pub mod jobfile;
 pub mod json;
 pub mod offsets;
 pub mod options;
@@ -135,14 +143,122 @@ impl RunEnv {
 }
 
 /// Parse `args` and run them on `os`: the whole `fio` command. Returns
-/// the text to print (summary and `RESULT` line).
+/// the text to print: for the `normal` output format the summary and
+/// `RESULT` line of each job, for `json` / `json+` fio's JSON document.
+///
+/// `args` are options (`--opt=value`), or one job file path (read from
+/// the node's file system, see [`jobfile`]) with at most `--group` and
+/// `--output-format` beside it. The jobs of a file run one after another.
 pub fn command(os: &mut dyn Os, args: &[&str]) -> Result<String, FioError> {
-    let spec = parse(args)?;
-    let env = RunEnv::from_os(os);
-    let Some(group) = spec.group.as_deref() else {
-        return Ok(run(os, &spec, &env)?.render());
+    let mut format = fiojson::Format::default();
+    let mut rest: Vec<&str> = Vec::new();
+    let mut file: Option<&str> = None;
+    for &a in args {
+        if let Some(v) = a.strip_prefix("--output-format=") {
+            format = fiojson::Format::parse(v).ok_or_else(|| {
+                FioError::new(format!(
+                    "bad value '{}' for option 'output-format' (normal, json, json+, or several joined by ',')",
+                    options::quoted(v)
+                ))
+            })?;
+        } else if a == "--output-format" {
+            return Err(FioError::new(String::from(
+                "option '--output-format' requires a value (--output-format=json)",
+            )));
+        } else if !a.starts_with('-') && rest.last().is_none_or(|p| *p != "--group") {
+            if file.replace(a).is_some() {
+                return Err(FioError::new(String::from(
+                    "one job file at a time (fio FILE)",
+                )));
+            }
+        } else {
+            rest.push(a);
+        }
+    }
+    let specs = match file {
+        None => vec![parse(&rest)?],
+        Some(path) => {
+            let mut group = None;
+            let mut it = rest.iter().copied();
+            while let Some(a) = it.next() {
+                match options::group_arg(a, &mut it) {
+                    Some(g) => {
+                        if group.replace(g?).is_some() {
+                            return Err(FioError::new(String::from("--group given twice")));
+                        }
+                    }
+                    None => {
+                        return Err(FioError::new(format!(
+                            "with a job file only --output-format and --group go on the command line; put '{}' in the file",
+                            options::quoted(a)
+                        )))
+                    }
+                }
+            }
+            let text = read_job_file(os, path)?;
+            let mut specs = jobfile::parse_jobfile(path, &text)?;
+            for s in &mut specs {
+                s.group.clone_from(&group);
+            }
+            specs
+        }
     };
-    crate::os::in_group(os, group, |os| run(os, &spec, &env))
-        .map_err(|e| FioError::new(format!("--group {group}: {e}")))?
-        .map(|r| r.render())
+    let env = RunEnv::from_os(os);
+    let mut reports = Vec::new();
+    let mut out = String::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let mut r = match spec.group.as_deref() {
+            None => run(os, spec, &env)?,
+            Some(group) => crate::os::in_group(os, group, |os| run(os, spec, &env))
+                .map_err(|e| FioError::new(format!("--group {group}: {e}")))??,
+        };
+        r.groupid = u32::try_from(i).unwrap_or(u32::MAX);
+        if format.normal {
+            out.push_str(&r.render());
+        }
+        reports.push(r);
+    }
+    if format.json || format.json_plus {
+        out.push_str(&fiojson::document(&reports, format.json_plus));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The text of job file `path` on the node's file system.
+fn read_job_file(os: &mut dyn Os, path: &str) -> Result<String, FioError> {
+    let fail = |e: &dyn fmt::Display| {
+        FioError::new(format!(
+            "cannot read job file '{}': {e}",
+            options::quoted(path)
+        ))
+    };
+    let abs = crate::parse::path(path).map_err(|e| fail(&e))?;
+    let fd = os
+        .open(&abs, crate::os::OpenFlags::default())
+        .map_err(|e| fail(&e))?;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let res = loop {
+        match os.read(fd, &mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => {
+                let Some(chunk) = buf.get(..n) else {
+                    break Err(fail(&"read returned too much"));
+                };
+                if data.len() + n > jobfile::MAX_JOB_FILE {
+                    break Err(fail(&format_args!(
+                        "longer than {} bytes",
+                        jobfile::MAX_JOB_FILE
+                    )));
+                }
+                data.extend_from_slice(chunk);
+            }
+            Err(e) => break Err(fail(&e)),
+        }
+    };
+    let closed = os.close(fd);
+    res?;
+    closed.map_err(|e| fail(&e))?;
+    String::from_utf8(data).map_err(|_| fail(&"not UTF-8 text"))
 }

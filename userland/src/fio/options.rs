@@ -213,6 +213,14 @@ const OPTIONS: &[(&str, bool)] = &[
     ("random_distribution", true),
     // Accepted for script compatibility; the report is always grouped.
     ("group_reporting", false),
+    // Free text about the job, shown by nothing.
+    ("description", true),
+    // Every I/O goes through the page cache: `direct=0` / `buffered=1`
+    // only say so; the other values are refused.
+    ("direct", true),
+    ("buffered", true),
+    // fio's threads instead of processes: jobs are tasks either way.
+    ("thread", false),
 ];
 
 /// The names of the fio options the parser takes (not `--group`, which is
@@ -223,7 +231,7 @@ pub fn option_names() -> impl Iterator<Item = &'static str> {
 
 /// A user-supplied word, shortened and kept on one line for an error
 /// message.
-fn quoted(s: &str) -> String {
+pub(crate) fn quoted(s: &str) -> String {
     let mut out: String = s
         .chars()
         .take(MAX_QUOTED)
@@ -284,65 +292,54 @@ fn ranged(v: &str, opt: &str, lo: u64, hi: u64) -> Result<u64, FioError> {
         .ok_or_else(|| bad(v, opt, &format!("{lo} to {hi}")))
 }
 
-/// Parse fio options (the words after `fio`).
-///
-/// Every argument must be `--opt=value` or `--flag`; a later occurrence of
-/// an option overrides an earlier one (except `--name`: one job section
-/// only). `--size` is required. Nothing is touched on the OS.
-pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
-    let mut spec = JobSpec {
-        name: String::from("job"),
-        rw: Rw::Read,
-        rwmixread: 50,
-        bs: 4096,
-        size: 0,
-        filename: None,
-        directory: None,
-        numjobs: 1,
-        iodepth: 1,
-        runtime_ns: 0,
-        time_based: false,
-        ioengine: Engine::Psync,
-        invalidate: true,
-        fsync: 0,
-        ramp_ns: 0,
-        randseed: DEFAULT_RANDSEED,
-        zipf_theta: None,
-        group: None,
-    };
-    let mut have_size = false;
-    let mut have_name = false;
-    let mut it = args.iter();
-    while let Some(&arg) = it.next() {
-        if arg == "--group" || arg.starts_with("--group=") {
-            // Not a fio option: onecopy's task group, also `--group NAME`.
-            let v = match arg.strip_prefix("--group=") {
-                Some(v) => v,
-                None => it.next().copied().ok_or_else(|| {
-                    FioError::new(String::from("option '--group' requires a NAME"))
-                })?,
-            };
-            if !crate::os::valid_group_name(v) {
-                return Err(bad(v, "group", "1 to 32 of A-Z a-z 0-9 _ - ."));
-            }
-            if spec.group.replace(String::from(v)).is_some() {
-                return Err(FioError::new(String::from("--group given twice")));
-            }
-            continue;
+/// A job being built from options: the spec so far and what was given.
+#[derive(Debug, Clone)]
+pub(crate) struct Builder {
+    pub(crate) spec: JobSpec,
+    have_size: bool,
+}
+
+impl Builder {
+    /// fio's defaults.
+    pub(crate) fn new() -> Builder {
+        Builder {
+            spec: JobSpec {
+                name: String::from("job"),
+                rw: Rw::Read,
+                rwmixread: 50,
+                bs: 4096,
+                size: 0,
+                filename: None,
+                directory: None,
+                numjobs: 1,
+                iodepth: 1,
+                runtime_ns: 0,
+                time_based: false,
+                ioengine: Engine::Psync,
+                invalidate: true,
+                fsync: 0,
+                ramp_ns: 0,
+                randseed: DEFAULT_RANDSEED,
+                zipf_theta: None,
+                group: None,
+            },
+            have_size: false,
         }
-        let Some(body) = arg.strip_prefix("--") else {
+    }
+
+    /// Whether `key` is an option of the table; `Some(true)` if it takes a
+    /// value.
+    pub(crate) fn takes_value(key: &str) -> Option<bool> {
+        OPTIONS.iter().find(|(k, _)| *k == key).map(|&(_, v)| v)
+    }
+
+    /// Apply option `key` (a name of the table) with `value` (`None`: given
+    /// as a bare flag). Errors name the option but no place.
+    pub(crate) fn apply(&mut self, key: &str, value: Option<&str>) -> Result<(), FioError> {
+        let spec = &mut self.spec;
+        let Some(takes_value) = Builder::takes_value(key) else {
             return Err(FioError::new(format!(
-                "unrecognized option '{}' (job files are not supported; use --opt=value)",
-                quoted(arg)
-            )));
-        };
-        let (key, value) = match body.split_once('=') {
-            Some((k, v)) => (k, Some(v)),
-            None => (body, None),
-        };
-        let Some(&(key, takes_value)) = OPTIONS.iter().find(|(k, _)| *k == key) else {
-            return Err(FioError::new(format!(
-                "unrecognized option '--{}'",
+                "unrecognized option '{}'",
                 quoted(key)
             )));
         };
@@ -351,20 +348,15 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
             if key == "time_based" {
                 spec.time_based = on;
             }
-            continue;
+            return Ok(());
         }
         let Some(v) = value else {
             return Err(FioError::new(format!(
-                "option '--{key}' requires a value (--{key}=VALUE)"
+                "option '{key}' requires a value ({key}=VALUE)"
             )));
         };
         match key {
             "name" => {
-                if have_name {
-                    return Err(FioError::new(String::from(
-                        "only one job section is supported (--name given twice)",
-                    )));
-                }
                 let ok = !v.is_empty()
                     && v.chars().count() <= MAX_NAME_LEN
                     && !v.starts_with('.')
@@ -377,7 +369,19 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
                     ));
                 }
                 spec.name = String::from(v);
-                have_name = true;
+            }
+            "description" => {}
+            "direct" | "buffered" => {
+                let cached = if key == "direct" { "0" } else { "1" };
+                if v != cached {
+                    return Err(bad(
+                        v,
+                        key,
+                        &format!(
+                            "only {key}={cached}: every I/O goes through the page cache, which is what is measured"
+                        ),
+                    ));
+                }
             }
             "rw" | "readwrite" => {
                 spec.rw = Rw::from_str(v)
@@ -396,7 +400,7 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
                     .ok()
                     .filter(|s| (1..=MAX_SIZE).contains(s))
                     .ok_or_else(|| bad(v, key, "1 to 1t, e.g. 64m"))?;
-                have_size = true;
+                self.have_size = true;
             }
             "filename" => {
                 if v.is_empty() || v.chars().any(char::is_control) {
@@ -449,29 +453,114 @@ pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
                 };
             }
             // Every value option is handled above.
-            _ => return Err(FioError::new(format!("unrecognized option '--{key}'"))),
+            _ => return Err(FioError::new(format!("unrecognized option '{key}'"))),
         }
+        Ok(())
     }
-    if !have_size {
-        return Err(FioError::new(String::from(
-            "option '--size' is required (e.g. --size=64m)",
-        )));
+
+    /// The job, once every option is in: checks what needs several
+    /// options together.
+    pub(crate) fn finish(self) -> Result<JobSpec, FioError> {
+        let spec = self.spec;
+        if !self.have_size {
+            return Err(FioError::new(String::from(
+                "option '--size' is required (e.g. --size=64m)",
+            )));
+        }
+        if spec.size < spec.bs {
+            return Err(FioError::new(format!(
+                "size {} is smaller than bs {}",
+                spec.size, spec.bs
+            )));
+        }
+        if spec.zipf_theta.is_some() && !spec.rw.is_random() {
+            return Err(FioError::new(String::from(
+                "random_distribution=zipf needs a random pattern (--rw=randread, randwrite or randrw)",
+            )));
+        }
+        if spec.time_based && spec.runtime_ns == 0 {
+            return Err(FioError::new(String::from(
+                "time_based needs a runtime (e.g. --runtime=10)",
+            )));
+        }
+        Ok(spec)
     }
-    if spec.size < spec.bs {
-        return Err(FioError::new(format!(
-            "size {} is smaller than bs {}",
-            spec.size, spec.bs
-        )));
+}
+
+/// Parse `--group NAME` or `--group=NAME` at `arg` (taking the next word
+/// from `it` for the first form); `None` if `arg` is not `--group`.
+pub(crate) fn group_arg<'a>(
+    arg: &'a str,
+    it: &mut dyn Iterator<Item = &'a str>,
+) -> Option<Result<String, FioError>> {
+    if arg != "--group" && !arg.starts_with("--group=") {
+        return None;
     }
-    if spec.zipf_theta.is_some() && !spec.rw.is_random() {
-        return Err(FioError::new(String::from(
-            "random_distribution=zipf needs a random pattern (--rw=randread, randwrite or randrw)",
-        )));
+    // Not a fio option: onecopy's task group, also `--group NAME`.
+    let v = match arg.strip_prefix("--group=") {
+        Some(v) => v,
+        None => match it.next() {
+            Some(v) => v,
+            None => {
+                return Some(Err(FioError::new(String::from(
+                    "option '--group' requires a NAME",
+                ))))
+            }
+        },
+    };
+    if !crate::os::valid_group_name(v) {
+        return Some(Err(bad(v, "group", "1 to 32 of A-Z a-z 0-9 _ - .")));
     }
-    if spec.time_based && spec.runtime_ns == 0 {
-        return Err(FioError::new(String::from(
-            "time_based needs a runtime (e.g. --runtime=10)",
-        )));
+    Some(Ok(String::from(v)))
+}
+
+/// Parse fio options (the words after `fio`).
+///
+/// Every argument must be `--opt=value` or `--flag`; a later occurrence of
+/// an option overrides an earlier one (except `--name`: one job section
+/// only). `--size` is required. `--output-format` is left to
+/// [`super::command`]: here it is refused. Nothing is touched on the OS.
+pub fn parse(args: &[&str]) -> Result<JobSpec, FioError> {
+    let mut b = Builder::new();
+    let mut have_name = false;
+    let mut it = args.iter().copied();
+    while let Some(arg) = it.next() {
+        if let Some(g) = group_arg(arg, &mut it) {
+            if b.spec.group.replace(g?).is_some() {
+                return Err(FioError::new(String::from("--group given twice")));
+            }
+            continue;
+        }
+        let Some(body) = arg.strip_prefix("--") else {
+            return Err(FioError::new(format!(
+                "unrecognized option '{}' (options are --opt=value; a job file is given alone: fio FILE)",
+                quoted(arg)
+            )));
+        };
+        let (key, value) = match body.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (body, None),
+        };
+        let Some(takes_value) = Builder::takes_value(key) else {
+            return Err(FioError::new(format!(
+                "unrecognized option '--{}'",
+                quoted(key)
+            )));
+        };
+        if takes_value && value.is_none() {
+            return Err(FioError::new(format!(
+                "option '--{key}' requires a value (--{key}=VALUE)"
+            )));
+        }
+        if key == "name" {
+            if have_name {
+                return Err(FioError::new(String::from(
+                    "only one job section is supported (--name given twice)",
+                )));
+            }
+            have_name = true;
+        }
+        b.apply(key, value)?;
     }
-    Ok(spec)
+    b.finish()
 }

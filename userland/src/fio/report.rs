@@ -8,7 +8,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::json::{self, JsonWriter};
+use serde::{Serialize, Serializer};
+
+use super::json;
 use super::options::{Engine, JobSpec};
 use super::RunEnv;
 use crate::stats;
@@ -25,6 +27,11 @@ pub(crate) struct Samples {
     cap: usize,
     seen: u64,
     sum: u128,
+    /// Sum of squares, for the standard deviation.
+    sum_sq: u128,
+    /// fio's latency histogram ([`hist_index`]): empty until the first
+    /// sample, then [`HIST_BINS`] counters.
+    hist: Vec<u64>,
     min: u64,
     max: u64,
     rng: u64,
@@ -44,6 +51,8 @@ impl Samples {
             cap,
             seen: 0,
             sum: 0,
+            sum_sq: 0,
+            hist: Vec::new(),
             min: u64::MAX,
             max: 0,
             rng: 0x853c_49e6_748f_ea9b,
@@ -62,6 +71,13 @@ impl Samples {
     pub(crate) fn push(&mut self, v: u64) {
         self.seen = self.seen.saturating_add(1);
         self.sum = self.sum.saturating_add(u128::from(v));
+        self.sum_sq = self.sum_sq.saturating_add(u128::from(v) * u128::from(v));
+        if self.hist.is_empty() && self.hist.try_reserve_exact(HIST_BINS).is_ok() {
+            self.hist.resize(HIST_BINS, 0);
+        }
+        if let Some(c) = self.hist.get_mut(hist_index(v)) {
+            *c = c.saturating_add(1);
+        }
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         let len = self.kept.len();
@@ -107,10 +123,119 @@ impl Samples {
             max: self.max,
         })
     }
+
+    /// The distribution beyond [`Latency`]: standard deviation, fio's
+    /// percentiles and histogram (sorts the kept samples).
+    pub(crate) fn dist(&mut self) -> Dist {
+        if self.seen == 0 {
+            return Dist::default();
+        }
+        self.kept.sort_unstable();
+        let percentiles = FIO_PERCENTILES
+            .iter()
+            .filter_map(|&ppm| Some((ppm, percentile_ppm(&self.kept, ppm)?)))
+            .collect();
+        let bins = self
+            .hist
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (hist_value(i), c))
+            .collect();
+        Dist {
+            count: self.seen,
+            sum: self.sum,
+            stddev_milli: stddev_milli(self.seen, self.sum, self.sum_sq),
+            percentiles,
+            bins,
+        }
+    }
 }
 
-/// Completion latency of one direction, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The percentiles fio reports by default, in millionths (fio's keys
+/// `1.000000` ... `99.990000`).
+pub const FIO_PERCENTILES: &[u32] = &[
+    10_000, 50_000, 100_000, 200_000, 300_000, 400_000, 500_000, 600_000, 700_000, 800_000,
+    900_000, 950_000, 990_000, 995_000, 999_000, 999_500, 999_900,
+];
+
+/// Bits of precision of a histogram group: 64 bins per power of two.
+const HIST_BITS: u32 = 6;
+/// Bins per group.
+const HIST_VAL: usize = 1 << HIST_BITS;
+/// Groups: the histogram covers up to about 2^34 ns (17 s) exactly
+/// enough, the last bin takes everything slower.
+const HIST_GROUPS: usize = 29;
+/// Number of histogram bins (fio's `FIO_IO_U_PLAT_NR`).
+pub const HIST_BINS: usize = HIST_GROUPS * HIST_VAL;
+
+/// The bin of a latency in fio's log-linear histogram: values below 128
+/// have a bin each; above, each power of two is split into 64 bins.
+pub fn hist_index(v: u64) -> usize {
+    if v < (HIST_VAL as u64) << 1 {
+        return v as usize;
+    }
+    let msb = 63 - v.leading_zeros();
+    let error_bits = msb - HIST_BITS;
+    let base = (error_bits as usize + 1) << HIST_BITS;
+    let offset = ((v >> error_bits) as usize) & (HIST_VAL - 1);
+    (base + offset).min(HIST_BINS - 1)
+}
+
+/// The value fio shows for bin `i` (its key in json+'s `bins`): the bin
+/// itself below 128, else the middle of the bin's range.
+pub fn hist_value(i: usize) -> u64 {
+    if i < HIST_VAL << 1 {
+        return i as u64;
+    }
+    let error_bits = (i >> HIST_BITS) as u32 - 1;
+    let base = 1u64 << (error_bits + HIST_BITS);
+    let k = (i % HIST_VAL) as u64;
+    base + (k << error_bits) + (1u64 << error_bits >> 1)
+}
+
+/// Nearest-rank percentile of sorted samples at `ppm` millionths.
+fn percentile_ppm(sorted: &[u64], ppm: u32) -> Option<u64> {
+    let n = sorted.len() as u128;
+    let rank = (u128::from(ppm.min(1_000_000)) * n)
+        .div_ceil(1_000_000)
+        .max(1);
+    sorted.get(usize::try_from(rank - 1).ok()?).copied()
+}
+
+/// Sample standard deviation (fio's, over `n - 1`) in thousandths.
+fn stddev_milli(n: u64, sum: u128, sum_sq: u128) -> u64 {
+    if n < 2 {
+        return 0;
+    }
+    let n = u128::from(n);
+    // n * sum_sq - sum^2 = n * (n - 1) * variance, exact in integers.
+    let num = n
+        .saturating_mul(sum_sq)
+        .saturating_sub(sum.saturating_mul(sum));
+    let var_micro = num.saturating_mul(1_000_000) / (n * (n - 1));
+    u64::try_from(var_micro.isqrt()).unwrap_or(u64::MAX)
+}
+
+/// A direction's latency distribution beyond [`Latency`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Dist {
+    /// Samples recorded.
+    pub count: u64,
+    /// Their sum in nanoseconds (the mean is `sum / count`).
+    pub sum: u128,
+    /// Sample standard deviation, in thousandths of a nanosecond.
+    pub stddev_milli: u64,
+    /// ([`FIO_PERCENTILES`] entry, value): nearest rank over the kept
+    /// samples.
+    pub percentiles: Vec<(u32, u64)>,
+    /// fio's histogram: (bin value, count) of every bin used, ascending.
+    pub bins: Vec<(u64, u64)>,
+}
+
+/// Completion latency of one direction, in nanoseconds (serialized as is
+/// in the `RESULT` line's `lat_ns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Latency {
     /// Fastest I/O.
     pub min: u64,
@@ -239,6 +364,10 @@ pub struct Report {
     pub invalidated: Invalidated,
     /// The run ended because `--runtime` passed.
     pub hit_runtime: bool,
+    /// The latency distributions: reads, writes.
+    pub dists: [Dist; 2],
+    /// Reporting group (the job's index in its job file; 0 otherwise).
+    pub groupid: u32,
 }
 
 /// fio-style number with a unit: divide by `base` while 5 digits or
@@ -274,8 +403,9 @@ impl Report {
     pub fn summary(&self) -> String {
         let s = &self.spec;
         let mut out = format!(
-            "{}: (g=0): rw={}, bs={}B, ioengine={}, iodepth={}\n",
+            "{}: (g={}): rw={}, bs={}B, ioengine={}, iodepth={}\n",
             s.name,
+            self.groupid,
             s.rw.as_str(),
             s.bs,
             s.ioengine.as_str(),
@@ -297,8 +427,8 @@ impl Report {
             if s.numjobs == 1 { "" } else { "es" }
         ));
         out.push_str(&format!(
-            "{}: (groupid=0, jobs={}): err= 0: node={}, mode={}\n",
-            s.name, s.numjobs, self.env.node, self.env.mode
+            "{}: (groupid={}, jobs={}): err= 0: node={}, mode={}\n",
+            s.name, self.groupid, s.numjobs, self.env.node, self.env.mode
         ));
         let msec = self.elapsed_ns / 1_000_000;
         for (label, d) in [("read", &self.read), ("write", &self.write)] {
@@ -371,7 +501,10 @@ impl Report {
             Invalidated::Failed(e) => format!("drop failed ({e}); ran anyway"),
         };
         out.push_str(&format!("  cache: {cache}\n"));
-        out.push_str("\nRun status group 0 (all jobs):\n");
+        out.push_str(&format!(
+            "\nRun status group {} (all jobs):\n",
+            self.groupid
+        ));
         for (label, d) in [("READ", &self.read), ("WRITE", &self.write)] {
             if d.ios == 0 {
                 continue;
@@ -393,62 +526,57 @@ impl Report {
     /// The JSON document of the `RESULT` line: the parameters and the
     /// figures.
     pub fn json(&self) -> String {
+        serde_json::to_string(&self.result_doc()).unwrap_or_default()
+    }
+
+    /// The `RESULT` document as a serializable value (also the `onecopy`
+    /// member of each job in fio's JSON).
+    pub fn result_doc(&self) -> ResultDoc<'_> {
         let s = &self.spec;
-        let mut w = JsonWriter::new();
-        w.begin(None)
-            .string(Some("name"), &s.name)
-            .string(Some("rw"), s.rw.as_str())
-            .uint("bs", s.bs)
-            .uint("size", s.size)
-            .uint("iodepth", u64::from(s.iodepth))
-            .uint("effective_iodepth", u64::from(self.effective_iodepth))
-            .number("mean_iodepth", &json::milli(self.mean_iodepth_milli))
-            .number("ios_per_flush", &json::milli(self.per_flush_milli))
-            .uint("max_iodepth", u64::from(self.max_iodepth))
-            .uint("numjobs", u64::from(s.numjobs))
-            .string(Some("ioengine"), s.ioengine.as_str())
-            .uint("rwmixread", u64::from(s.rwmixread))
-            .uint("runtime_ns", s.runtime_ns)
-            .boolean("time_based", s.time_based)
-            .uint("ramp_ns", s.ramp_ns)
-            .uint("fsync", u64::from(s.fsync))
-            .boolean("invalidate", s.invalidate)
-            .string(Some("invalidated"), self.invalidated.short())
-            .uint("randseed", s.randseed)
-            .string(Some("random_distribution"), &s.random_distribution())
-            .begin_array("files");
-        for f in &self.files {
-            w.string(None, f);
-        }
-        w.end_array()
-            .string(Some("mode"), &self.env.mode)
-            .uint("node", u64::from(self.env.node))
-            .uint("busy_instances", u64::from(self.env.busy_instances))
-            .uint("vcpus_per_instance", u64::from(self.env.vcpus_per_instance));
-        for (key, d) in [("read", &self.read), ("write", &self.write)] {
+        let dir = |d: &DirStats| {
             let l = d.lat.unwrap_or_default();
-            w.begin(Some(key))
-                .number("iops", &json::milli(d.iops_milli))
-                .uint("bw_kib", d.bw_kib())
-                .uint("bw_bytes", d.bw_bytes)
-                .uint("ios", d.ios)
-                .uint("bytes", d.bytes)
-                .begin(Some("lat_ns"))
-                .uint("min", l.min)
-                .uint("mean", l.mean)
-                .uint("p50", l.p50)
-                .uint("p99", l.p99)
-                .uint("p999", l.p999)
-                .uint("max", l.max)
-                .end()
-                .end();
+            ResultDir {
+                iops: Milli(d.iops_milli),
+                bw_kib: d.bw_kib(),
+                bw_bytes: d.bw_bytes,
+                ios: d.ios,
+                bytes: d.bytes,
+                lat_ns: l,
+            }
+        };
+        ResultDoc {
+            name: &s.name,
+            rw: s.rw.as_str(),
+            bs: s.bs,
+            size: s.size,
+            iodepth: s.iodepth,
+            effective_iodepth: self.effective_iodepth,
+            mean_iodepth: Milli(self.mean_iodepth_milli),
+            ios_per_flush: Milli(self.per_flush_milli),
+            max_iodepth: self.max_iodepth,
+            numjobs: s.numjobs,
+            ioengine: s.ioengine.as_str(),
+            rwmixread: s.rwmixread,
+            runtime_ns: s.runtime_ns,
+            time_based: s.time_based,
+            ramp_ns: s.ramp_ns,
+            fsync: s.fsync,
+            invalidate: s.invalidate,
+            invalidated: self.invalidated.short(),
+            randseed: s.randseed,
+            random_distribution: s.random_distribution(),
+            files: &self.files,
+            mode: &self.env.mode,
+            node: self.env.node,
+            busy_instances: self.env.busy_instances,
+            vcpus_per_instance: self.env.vcpus_per_instance,
+            read: dir(&self.read),
+            write: dir(&self.write),
+            elapsed_ns: self.elapsed_ns,
+            fsyncs: self.fsyncs,
+            hit_runtime: self.hit_runtime,
+            laid_out_bytes: self.laid_out_bytes,
         }
-        w.uint("elapsed_ns", self.elapsed_ns)
-            .uint("fsyncs", self.fsyncs)
-            .boolean("hit_runtime", self.hit_runtime)
-            .uint("laid_out_bytes", self.laid_out_bytes)
-            .end();
-        w.finish()
     }
 
     /// The summary followed by the `RESULT {json}` line: what the shell
@@ -468,4 +596,65 @@ fn plural(n: u32) -> &'static str {
     } else {
         "s"
     }
+}
+
+/// A thousandths fixed-point value, serialized as a JSON number
+/// (`12345` -> `12.345`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Milli(pub u64);
+
+impl Serialize for Milli {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0 as f64 / 1000.0)
+    }
+}
+
+/// The `RESULT {json}` document: onecopy's schema, which the benchmark
+/// harness and the integration tests read.
+#[derive(Debug, Serialize)]
+#[allow(missing_docs)]
+pub struct ResultDoc<'a> {
+    pub name: &'a str,
+    pub rw: &'static str,
+    pub bs: u64,
+    pub size: u64,
+    pub iodepth: u32,
+    pub effective_iodepth: u32,
+    pub mean_iodepth: Milli,
+    pub ios_per_flush: Milli,
+    pub max_iodepth: u32,
+    pub numjobs: u32,
+    pub ioengine: &'static str,
+    pub rwmixread: u8,
+    pub runtime_ns: u64,
+    pub time_based: bool,
+    pub ramp_ns: u64,
+    pub fsync: u32,
+    pub invalidate: bool,
+    pub invalidated: &'static str,
+    pub randseed: u64,
+    pub random_distribution: String,
+    pub files: &'a [String],
+    pub mode: &'a str,
+    pub node: u16,
+    pub busy_instances: u32,
+    pub vcpus_per_instance: u32,
+    pub read: ResultDir,
+    pub write: ResultDir,
+    pub elapsed_ns: u64,
+    pub fsyncs: u64,
+    pub hit_runtime: bool,
+    pub laid_out_bytes: u64,
+}
+
+/// One direction of [`ResultDoc`].
+#[derive(Debug, Serialize)]
+#[allow(missing_docs)]
+pub struct ResultDir {
+    pub iops: Milli,
+    pub bw_kib: u64,
+    pub bw_bytes: u64,
+    pub ios: u64,
+    pub bytes: u64,
+    pub lat_ns: Latency,
 }

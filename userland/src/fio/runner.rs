@@ -269,11 +269,13 @@ fn open_and_run(
         0
     };
     let [mut rs, mut ws] = meter.samples;
+    let read = DirStats::new(rs.count(), spec.bs, elapsed_ns, rs.latency());
+    let write = DirStats::new(ws.count(), spec.bs, elapsed_ns, ws.latency());
     Ok(Report {
         spec: spec.clone(),
         env: env.clone(),
-        read: DirStats::new(rs.count(), spec.bs, elapsed_ns, rs.latency()),
-        write: DirStats::new(ws.count(), spec.bs, elapsed_ns, ws.latency()),
+        read,
+        write,
         elapsed_ns,
         effective_iodepth: if spec.ioengine != Engine::Libaio && !as_tasks {
             1
@@ -290,5 +292,7 @@ fn open_and_run(
         laid_out_bytes: 0,
         invalidated,
         hit_runtime: meter.hit_runtime,
+        dists: [rs.dist(), ws.dist()],
+        groupid: 0,
     })
 }

@@ -280,8 +280,8 @@ pub(super) static COMMANDS: &[Command] = &[
     },
     Command {
         name: "fio",
-        usage: "fio --OPT=VALUE ...",
-        help: "fio subset with fio's syntax (--size required): name rw|readwrite rwmixread rwmixwrite bs|blocksize size filename directory numjobs iodepth runtime time_based ioengine invalidate fsync ramp_time randseed random_distribution group_reporting; not fio's: --group NAME (the jobs' task group): summary + RESULT {json}",
+        usage: "fio [--output-format=F] --OPT=VALUE ... | JOBFILE",
+        help: "fio subset with fio's syntax (--size required): name rw|readwrite rwmixread rwmixwrite bs|blocksize size filename directory numjobs iodepth runtime time_based ioengine invalidate fsync ramp_time randseed random_distribution group_reporting description direct=0 buffered=1 thread; or a job file of these ([global], [job], stonewall, new_group), its jobs one after another; not fio's: --group NAME (the jobs' task group); --output-format=normal (summary + RESULT {json}) | json | json+ (fio's JSON)",
         min_args: 1,
         max_args: MANY,
         run: cmd_fio,

@@ -49,14 +49,23 @@ pub enum Request {
         /// [`crate::proto::Errno::Stale`]): a writer publishes the size it
         /// grew the file to only over the version it wrote the data at.
         expect: Option<u64>,
+        /// Published under the file's append lock: accepted only while
+        /// the sender holds the lock's lease (else
+        /// [`crate::proto::Errno::Busy`]).
+        locked: bool,
     },
     /// Take (`hold`) or give back the append lock of `ino` (see
     /// [`Op::AppendLock`]).
     AppendLock {
         /// Inode.
         ino: u64,
-        /// Take (true) or give back (false).
+        /// Take (true) or give back.
         hold: bool,
+        /// A take that only renews a lease the sender holds without a
+        /// break: refused ([`crate::proto::Errno::Busy`]) if it lapsed,
+        /// even if the lock is free now (another node may have appended
+        /// meanwhile).
+        renew: bool,
     },
     /// Data transfer through the bulk slot.
     Data {
@@ -156,20 +165,25 @@ impl Request {
                 (Op::Readdir, [slot as u64, ino, cookie, 0, 0, 0, 0])
             }
             Request::Getattr { ino } => (Op::Getattr, [ino, 0, 0, 0, 0, 0, 0]),
-            Request::Setattr { ino, size, expect } => (
+            Request::Setattr {
+                ino,
+                size,
+                expect,
+                locked,
+            } => (
                 Op::Setattr,
                 [
                     ino,
                     size,
                     expect.is_some() as u64,
                     expect.unwrap_or(0),
-                    0,
+                    locked as u64,
                     0,
                     0,
                 ],
             ),
-            Request::AppendLock { ino, hold } => {
-                (Op::AppendLock, [ino, hold as u64, 0, 0, 0, 0, 0])
+            Request::AppendLock { ino, hold, renew } => {
+                (Op::AppendLock, [ino, hold as u64, renew as u64, 0, 0, 0, 0])
             }
             Request::Data {
                 op,
@@ -235,14 +249,24 @@ impl Request {
                     1 => Some(a[3]),
                     _ => return Err(DecodeError::BadArgument),
                 },
-            },
-            Op::AppendLock => Request::AppendLock {
-                ino: a[0],
-                hold: match a[1] {
+                locked: match a[4] {
                     0 => false,
                     1 => true,
                     _ => return Err(DecodeError::BadArgument),
                 },
+            },
+            Op::AppendLock => match (a[1], a[2]) {
+                (0, 0) => Request::AppendLock {
+                    ino: a[0],
+                    hold: false,
+                    renew: false,
+                },
+                (1, r @ (0 | 1)) => Request::AppendLock {
+                    ino: a[0],
+                    hold: true,
+                    renew: r == 1,
+                },
+                _ => return Err(DecodeError::BadArgument),
             },
             Op::Read | Op::Write => Request::Data {
                 op,

@@ -39,16 +39,19 @@ fn requests_round_trip() {
             ino: 3,
             size: 1 << 40,
             expect: None,
+            locked: false,
         },
         Request::Setattr {
             ino: 3,
             size: 7,
             expect: Some(0),
+            locked: false,
         },
         Request::Setattr {
             ino: 3,
             size: 7,
             expect: Some(u64::MAX),
+            locked: false,
         },
         Request::Data {
             op: Op::Write,
@@ -179,6 +182,7 @@ fn op_of_matches_the_encoded_opcode() {
             ino: 1,
             size: 2,
             expect: Some(9),
+            locked: false,
         },
         Request::Fsync { ino: 0 },
         Request::Readdir {

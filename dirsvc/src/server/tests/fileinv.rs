@@ -19,6 +19,7 @@ fn shared_file(rig: &Rig, a: &mut Client, b: &mut Client, name: &str) -> u64 {
         ino: f.ino,
         size: PAGES * 4096,
         expect: None,
+        locked: false,
     };
     assert!(matches!(rig.call(a, &grow), Ok(Response::Attr(_))));
     let (a0, _) = rig.layout.pool_gfns(1);
@@ -146,6 +147,7 @@ fn a_sharer_that_fails_before_acking_lets_the_teardown_finish() {
         ino,
         size: 3 * 4096,
         expect: None,
+        locked: false,
     };
     assert!(matches!(rig.call(&mut a, &cut), Ok(Response::Attr(_))));
     let tail = PageSpan::new(ino, 3, PAGES - 3).unwrap();
@@ -177,6 +179,7 @@ fn a_read_racing_a_truncate_waits_and_then_sees_the_new_file() {
         ino,
         size: 2 * 4096,
         expect: None,
+        locked: false,
     };
     assert!(matches!(rig.call(&mut a, &cut), Ok(Response::Attr(_))));
     // Node 3 reads page 5 while node 2 has not acked: it waits (Retry),

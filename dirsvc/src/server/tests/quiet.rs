@@ -15,6 +15,7 @@ fn shared_page(rig: &Rig, a: &mut Client, b: &mut Client, name: &str) -> PageKey
         ino: f.ino,
         size: 4096,
         expect: None,
+        locked: false,
     };
     assert!(matches!(rig.call(a, &grow), Ok(Response::Attr(_))));
     let key = PageKey { ino: f.ino, idx: 0 };
@@ -171,6 +172,7 @@ fn a_file_eviction_takes_a_quiet_sharer_but_waits_for_the_owner() {
             ino: key.ino,
             size: 0,
             expect: None,
+            locked: false,
         },
     );
     assert!(matches!(r, Ok(Response::Attr(_))), "{r:?}");

@@ -546,6 +546,7 @@ impl<E: Env> Node<E> {
                             ino,
                             size: 0,
                             expect: None,
+                            locked: false,
                         };
                         return self.start(&req, Step::OpenTrunc(flags), None, 0);
                     }
@@ -606,5 +607,6 @@ fn set_size(ino: u64, size: u64) -> Request {
         ino,
         size,
         expect: None,
+        locked: false,
     }
 }

@@ -99,6 +99,11 @@ pub struct CacheStats {
     pub refused_maps: u64,
     /// Batches of page requests sent (round trips to the directory).
     pub page_batches: u64,
+    /// Owned pages reclaimed ahead of need (free frames under the low
+    /// mark, see `crate::watermark`).
+    pub reclaims_ahead: u64,
+    /// Misses that found no frame and waited for reclaim.
+    pub waited_misses: u64,
 }
 
 /// Result of applying a directory answer to a miss.

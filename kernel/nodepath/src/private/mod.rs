@@ -39,6 +39,7 @@ use crate::vfs::{DataPath, Meta, WbStart, WbWhy};
 
 type Page = Box<[u8; PAGE]>;
 
+mod ahead;
 mod inflight;
 mod reads;
 mod room;
@@ -93,6 +94,12 @@ pub struct Private {
     /// (`private/room.rs`), and the tickets that waited for room.
     room: Vec<u64>,
     room_tickets: u64,
+    /// Free pages kept between these marks ahead of need (`ahead`).
+    marks: crate::watermark::Watermarks,
+    /// Pages freed ahead of need, and reads or writes that found the
+    /// cache full and made room first.
+    ahead: u64,
+    waited: u64,
 }
 
 impl<E: Env> Session<E> for Private {
@@ -127,6 +134,9 @@ impl Private {
             reads: reads::ReadJobs::default(),
             room: Vec::new(),
             room_tickets: 0,
+            marks: crate::watermark::Watermarks::OFF,
+            ahead: 0,
+            waited: 0,
         }
     }
 
@@ -499,6 +509,19 @@ impl<E: Env> DataPath<E> for Private {
         Ok(gone)
     }
 
+    fn set_watermarks(&mut self, marks: crate::watermark::Watermarks) {
+        self.marks = marks;
+    }
+
+    fn reclaim_ahead(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+        _settle: bool,
+    ) -> Result<usize, Errno> {
+        self.reclaim_ahead_now(link, meta)
+    }
+
     fn stats(&self) -> Result<Vec<(String, String)>, Errno> {
         let (hits, fetched, cached) = self.counts();
         let mut v: Vec<(String, String)> = Vec::new();
@@ -522,6 +545,21 @@ impl<E: Env> DataPath<E> for Private {
         let (sent, max) = self.reads_counts();
         put(keys::TASK_READS, format!("{sent}/{max}"));
         put(keys::TASK_ROOM_WAITS, format!("{}", self.room_count()));
+        put(keys::RECLAIMS_AHEAD, format!("{}", self.ahead));
+        put(keys::MISSES_WAITED_RECLAIM, format!("{}", self.waited));
+        put(
+            keys::RECLAIM_WATERMARKS,
+            watermarks(self.marks, self.max_pages),
+        );
         Ok(v)
     }
+}
+
+/// The `cache stats` value of the marks for `total` frames.
+pub(crate) fn watermarks(marks: crate::watermark::Watermarks, total: usize) -> String {
+    if marks.off() {
+        return "off".to_string();
+    }
+    let (low, high) = marks.frames(total);
+    format!("{low}/{high}")
 }

@@ -68,6 +68,7 @@ impl Private {
         if self.cached_pages + n <= self.max_pages {
             return Ok(());
         }
+        self.waited += 1;
         self.drop_all();
         while self.cached_pages + n > self.max_pages && !self.dirty.is_empty() {
             let mut keys: Vec<(u64, u64)> = self

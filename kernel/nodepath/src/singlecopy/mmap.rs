@@ -51,7 +51,47 @@ impl super::Coherence {
     }
 }
 
+impl super::Coherence {
+    /// Fault-around: `key` was just mapped; map the other pages of the
+    /// aligned block of `pages` pages around it that are cached here (our
+    /// frames or owners' frames) and not mapped yet, as Linux maps the
+    /// page-cache pages around a fault. Nothing is fetched, so nothing can
+    /// be staler than a fault of that page would map: each mapping is
+    /// tracked in `mapped` and goes with its page's invalidation. The
+    /// pages mapped.
+    fn fault_around(&mut self, m: &impl Mapper, key: &PageKey, pages: u32) -> u64 {
+        if pages <= 1 {
+            return 0;
+        }
+        let start = key.idx - key.idx % u64::from(pages);
+        let end = start.saturating_add(u64::from(pages)).min(WINDOW_PAGES);
+        let mut n = 0;
+        for idx in start..end {
+            let k = PageKey { ino: key.ino, idx };
+            if idx == key.idx || self.mapped.contains_key(&k) || self.cache.in_flight(&k) {
+                continue;
+            }
+            let gfn = match self.cache.slot(&k) {
+                Some(Slot::Local { gfn, .. }) | Some(Slot::Remote { gfn, .. }) => *gfn,
+                _ => continue,
+            };
+            let va = window_va(&k);
+            if m.map_4k(va, m.shm_pa() + gfn * PAGE as u64).is_err() {
+                break;
+            }
+            self.mapped.insert(k, va);
+            n += 1;
+        }
+        n
+    }
+}
+
 impl ScState {
+    /// Pages mapped around mmap faults (`cache stats`).
+    pub fn faultaround_count(&self) -> u64 {
+        self.faultaround_mapped
+    }
+
     /// Resolve the pages `[0, pages)` of `ino` through the protocol
     /// (batched) and open its window without mapping anything: the first
     /// access to each page faults, and [`ScState::window_fault`] maps our
@@ -114,6 +154,9 @@ impl ScState {
             return false;
         }
         c.mapped.insert(key, page_va);
+        if pa != zero {
+            self.faultaround_mapped += c.fault_around(m, &key, self.faultaround);
+        }
         true
     }
 
@@ -132,6 +175,7 @@ impl ScState {
         if key.idx >= WINDOW_PAGES {
             return Err(Errno::Invalid); // past the window's 4 GiB
         }
+        let around = self.faultaround;
         for _ in 0..MAX_RETRIES {
             let c = self.c()?;
             c.claim_window(&link.env, key.ino);
@@ -157,6 +201,8 @@ impl ScState {
                     let pa = link.env.shm_pa() + gfn * PAGE as u64;
                     link.env.map_4k(va, pa).map_err(|_| Errno::NoSpace)?;
                     c.mapped.insert(key, va);
+                    let n = c.fault_around(&link.env, &key, around);
+                    self.faultaround_mapped += n;
                     return Ok((va, remote));
                 }
                 Some(Err(e)) => return Err(e),

@@ -13,8 +13,10 @@
 //! * Relaxed writes: into our frame, or into a private copy of a peer's
 //!   page, written back through the storage server at fsync/close, which
 //!   reconciles the owner's frame.
-//! * Reclaim: when our pool runs dry, the oldest owned pages are
-//!   invalidated in a batch (BATCH_INV); dirty ones are written back by the
+//! * Reclaim: when free frames drop under the low mark, victims are
+//!   invalidated in the background between operations (`ahead`); when the
+//!   pool runs dry anyway, a miss waits for those, or invalidates victims
+//!   in a batch itself (BATCH_INV); dirty ones are written back by the
 //!   directory before it answers.
 //! * Invalidations (DIR_INV) are serviced whenever this node waits or
 //!   idles ([`Session::service`]): the page is forgotten, unmapped from the
@@ -29,6 +31,7 @@
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
+mod ahead;
 mod batch;
 mod control;
 mod groups;
@@ -120,6 +123,12 @@ pub struct Coherence {
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
     written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
+    /// Background INVs of reclaim ahead of need in flight, by tag
+    /// (`ahead`).
+    invs_in_flight: Vec<(u32, PageKey)>,
+    /// A round of reclaim ahead of need is under way (started under the
+    /// low mark, going on to the high one).
+    refilling: bool,
 }
 
 /// Most abandoned LOOKUP_LOCK and INV tags remembered.
@@ -143,6 +152,17 @@ pub struct ScState {
     wb: inflight::WbJobs,
     /// Tasks' read misses in flight (`singlecopy/reads.rs`).
     reads: reads::ReadJobs,
+    /// mmap fault-around block, pages (0 or 1: only the faulting page).
+    faultaround: u32,
+    /// Pages mapped around faults (since boot).
+    faultaround_mapped: u64,
+    /// Free-frame marks of reclaim ahead of need, kept across rejoins.
+    marks: crate::watermark::Watermarks,
+    /// Set while a strong-mode append runs under its append lock: no
+    /// store into a frame and no size publication at or past this
+    /// instant (this node's clock), when the lease may have gone to
+    /// another node (see `vfs.rs`, `append_locked`).
+    append_deadline: Option<u64>,
 }
 
 impl Coherence {
@@ -188,7 +208,17 @@ impl ScState {
             coh: None,
             wb: inflight::WbJobs::default(),
             reads: reads::ReadJobs::default(),
+            faultaround: 0,
+            faultaround_mapped: 0,
+            marks: crate::watermark::Watermarks::OFF,
+            append_deadline: None,
         }
+    }
+
+    /// On an mmap fault, map the cached pages of the aligned block of
+    /// `pages` pages around it too (0 or 1: only the faulting page).
+    pub fn set_faultaround(&mut self, pages: u32) {
+        self.faultaround = pages;
     }
 
     /// The session, if joined.
@@ -204,6 +234,29 @@ impl ScState {
     /// corrupt): invalidations may have been lost with the ring, so no
     /// slot can be trusted until the membership check rejoins (after
     /// writing back what is dirty, which needs no slot lookup).
+    /// Under an append lock, is its budget still running at `now_ns`?
+    /// [`Errno::Busy`] if not: the lease may be another node's by now,
+    /// so nothing more may be stored or published under it.
+    pub(super) fn in_append_budget(&self, now_ns: u64) -> Result<(), Errno> {
+        match self.append_deadline {
+            Some(d) if now_ns >= d => {
+                log::warn!("append lock budget spent: the append stops here");
+                Err(Errno::Busy)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Under an append lock until `deadline` (this node's clock), or not.
+    pub fn set_append_deadline(&mut self, deadline: Option<u64>) {
+        self.append_deadline = deadline;
+    }
+
+    /// Is an append lock held (its deadline set)?
+    pub(super) fn appending(&self) -> bool {
+        self.append_deadline.is_some()
+    }
+
     pub(super) fn intact(&self) -> Result<(), Errno> {
         if self.coh.as_ref().is_some_and(|c| c.broken) {
             return Err(Errno::Unavailable);
@@ -362,6 +415,9 @@ impl ScState {
             if rounds > MAX_RETRIES {
                 return Err(Errno::Io);
             }
+            // A page whose background eviction was answered is free to
+            // ask for again (its frame back in the pool).
+            self.reap_invs(link);
             let mut batch = Vec::new();
             let mut rest = Vec::new();
             for key in todo.drain(..) {
@@ -388,7 +444,7 @@ impl ScState {
                     None => {
                         // Pool empty (or the node's or group's limit):
                         // reclaim, then try this page again.
-                        let freed = self.reclaim_for_miss(link, BATCH)?;
+                        let freed = self.reclaim_waiting(link, BATCH)?;
                         if freed == 0 && batch.is_empty() {
                             return Err(Errno::NoSpace);
                         }
@@ -502,6 +558,7 @@ impl ScState {
     /// (owned pages invalidated, remote mappings dropped).
     pub fn drop_all<E: Env>(&mut self, link: &mut Link<E>) -> Result<(usize, usize), Errno> {
         self.flush_drops(link)?;
+        self.settle_invs(link); // the background INVs first
         let remote = self.cache().map(|c| c.all_remote()).unwrap_or_default();
         let nr = remote.len();
         self.drop_mappings(link, remote, BATCH)?;

@@ -272,10 +272,18 @@ impl SingleCopy {
                 meta.set_local_size(ino, pos + n as u64);
                 return Ok(n);
             }
+            // Under an append lock the size goes only within its budget,
+            // and the directory takes it only from the lease's holder.
+            let locked = self.st.appending();
+            if let Err(e) = self.st.in_append_budget(link.env.now_ns()) {
+                self.st.pin(None);
+                return Err(e);
+            }
             let req = Request::Setattr {
                 ino,
                 size: end,
                 expect: Some(version),
+                locked,
             };
             let published = link.fs_call(&req, self);
             self.st.pin(None);
@@ -339,6 +347,10 @@ impl<E: Env> Session<E> for SingleCopy {
 impl<E: Env> DataPath<E> for SingleCopy {
     fn mode(&self) -> Mode {
         self.st.mode
+    }
+
+    fn set_append_deadline(&mut self, deadline: Option<u64>) {
+        self.st.set_append_deadline(deadline);
     }
 
     /// Pages are kept coherent by the protocol; only the size moves.
@@ -623,6 +635,19 @@ impl<E: Env> DataPath<E> for SingleCopy {
         self.st.invalidate_one(link, PageKey { ino, idx })
     }
 
+    fn set_watermarks(&mut self, marks: crate::watermark::Watermarks) {
+        self.st.set_watermarks(marks);
+    }
+
+    fn reclaim_ahead(
+        &mut self,
+        link: &mut Link<E>,
+        _meta: &mut Meta,
+        settle: bool,
+    ) -> Result<usize, Errno> {
+        self.st.reclaim_ahead(link, settle)
+    }
+
     fn stats(&self) -> Result<Vec<(String, String)>, Errno> {
         let c = self.st.coh.as_ref().ok_or(Errno::Unavailable)?;
         let s = c.cache.stats();
@@ -665,11 +690,25 @@ impl<E: Env> DataPath<E> for SingleCopy {
         );
         put(keys::cache::MMAP_FAULTS, format!("{faults}"));
         put(keys::cache::MMAP_EVICTED_FAULTS, format!("{misses}"));
+        put(
+            keys::cache::FAULTAROUND_PAGES,
+            format!("{}", self.st.faultaround_count()),
+        );
         let (jobs, max, pages) = self.st.wb_counts();
         put(keys::cache::TASK_WRITE_BACKS, format!("{jobs}/{max}"));
         put(keys::cache::TASK_WRITEBACK_PAGES, format!("{pages}"));
         let (sent, max, _) = self.st.reads_counts();
         put(keys::cache::TASK_READS, format!("{sent}/{max}"));
+        put(keys::cache::RECLAIMS_AHEAD, format!("{}", s.reclaims_ahead));
+        put(
+            keys::cache::MISSES_WAITED_RECLAIM,
+            format!("{}", s.waited_misses),
+        );
+        let total = c.cache.limit().map_or(pool, |l| l.min(pool));
+        put(
+            keys::cache::RECLAIM_WATERMARKS,
+            crate::private::watermarks(self.st.watermarks(), total),
+        );
         Ok(v)
     }
 

@@ -150,9 +150,20 @@ impl ScState {
             let req = match c.cache.start_miss(key, false) {
                 Some(r) => r,
                 None => {
-                    // Pool empty (or a limit): reclaim once per launch.
+                    // Pool empty (or a limit): reclaim once per launch,
+                    // unless background INVs are in flight: their frames
+                    // come back to a later poll, the ticket waits.
+                    if !reclaimed && self.invs_in_flight() > 0 {
+                        reclaimed = true;
+                        if let Some(c) = self.cache() {
+                            c.count_waited_miss();
+                        }
+                    }
                     if !reclaimed {
                         reclaimed = true;
+                        if let Some(c) = self.cache() {
+                            c.count_waited_miss();
+                        }
                         match self.reclaim_for_miss(link, BATCH) {
                             Ok(0) if self.reads.flying.is_empty() => {
                                 self.reads.finish(&key, Some(Errno::NoSpace));
@@ -189,6 +200,9 @@ impl ScState {
     /// Apply the answers that came, start what waits; true if any page
     /// was settled.
     pub fn reads_poll<E: Env>(&mut self, link: &mut Link<E>) -> bool {
+        // Frames of background evictions answered meanwhile: misses
+        // waiting for a frame can start.
+        self.reap_invs(link);
         if self.reads.flying.is_empty() && self.reads.todo.is_empty() {
             return false;
         }

@@ -298,7 +298,10 @@ impl ScState {
         if let Some(c) = self.cache() {
             c.set_clock(now);
         }
-        let written = if mode == Mode::Strong {
+        // Under an append lock every store is checked against its budget
+        // just before it happens (below): no batch of whole pages stored
+        // after one round trip.
+        let written = if mode == Mode::Strong && !self.appending() {
             self.write_full_pages(link, ino, pos, data)?
         } else {
             Vec::new()
@@ -332,6 +335,10 @@ impl ScState {
                             return Err(Errno::Io);
                         }
                         continue;
+                    }
+                    if let Err(e) = self.in_append_budget(link.env.now_ns()) {
+                        self.end_store(link);
+                        return Err(e);
                     }
                     link.env.mem().write(frame_off(g) + in_page, chunk);
                     self.end_store(link);
@@ -394,15 +401,21 @@ impl ScState {
                     }
                     let full = n == PAGE;
                     for (k, gfn) in self.resolve(link, &[key], full)? {
-                        // E: we install the page: write it whole, then UNLOCK.
+                        // E: we install the page: write it whole, then UNLOCK
+                        // (past an append's budget, as the page with no
+                        // data it was: another node may append there now).
+                        let late = self.in_append_budget(link.env.now_ns());
                         let mut page = [0u8; PAGE];
-                        page[in_page..in_page + n].copy_from_slice(chunk);
+                        if late.is_ok() {
+                            page[in_page..in_page + n].copy_from_slice(chunk);
+                        }
                         link.env.mem().write(frame_off(gfn), &page);
                         let r = self.page_calls(link, &[PageReq::Unlock { key: k }]);
                         self.unlocked_or_broken(r)?;
                         if let Some(c) = self.cache() {
                             c.unlocked(k);
                         }
+                        late?;
                         done += n;
                         tries = 0;
                     }

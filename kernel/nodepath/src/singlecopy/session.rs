@@ -142,9 +142,12 @@ impl<E: Env> Session<E> for ScState {
             abandoned: BTreeMap::new(),
             releasing: BTreeMap::new(),
             written: BTreeMap::new(),
+            invs_in_flight: Vec::new(),
+            refilling: false,
         });
         if let Some(mut c) = self.coh.take() {
             self.controls.apply(&mut c.cache);
+            c.cache.set_watermarks(self.marks);
             self.apply_groups(&mut c.cache);
             self.coh = Some(c);
         }

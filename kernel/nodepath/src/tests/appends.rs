@@ -182,6 +182,120 @@ fn strong_appends_interleaved_at_the_third_wait_keep_every_line() {
     strong_appends_interleaved(3);
 }
 
+/// Strong mode: node 1 stalls at its `step`-th wait step of an append
+/// (under the append lock: a lost give-back, or a node paused that stays
+/// a member) for longer than the lock's lease. Node 2's append meanwhile
+/// gets the lapsed lock and lands. Node 1's append then either stops
+/// (nothing stored past its budget, no size published: [`Errno::Busy`])
+/// or had finished before it stalled; node 2's line is never written
+/// over, and no byte is zero.
+fn strong_append_outlived_by_its_lease(step: u32) {
+    let mut cfg = RigConfig::new(2, Mode::Strong);
+    // Node 1's calls outlast the stall (they are not what times out).
+    cfg.rpc_timeout_ns = 60_000_000_000;
+    let rig = Rig::new(cfg);
+    let lease = dirsvc::server::Config::default().append_lease_ns;
+    write_file(&mut rig.node(1), "/log", &b"head\n".repeat(700));
+    let mut want = vec![b"head\n".to_vec(); 700];
+    let fd1 = rig.node(1).open("/log", append_flags()).unwrap();
+    let n2 = rig.node_rc(2);
+    let sh = rig.sh.clone();
+    let seen = Rc::new(Cell::new(0u32));
+    let landed = Rc::new(Cell::new(false));
+    let (count, ok) = (seen.clone(), landed.clone());
+    rig.set_hook(Some(Box::new(move |me| {
+        if me != 1 {
+            return;
+        }
+        count.set(count.get() + 1);
+        if count.get() != step {
+            return;
+        }
+        // Stalled past the lease; both nodes stay members.
+        sh.step(0, lease + 1_000_000_000);
+        let mut n = n2.borrow_mut();
+        let fd = n.open("/log", append_flags()).unwrap();
+        let l = line(2, 0);
+        assert_eq!(
+            n.write(fd, &l),
+            Ok(l.len()),
+            "node 2 waits on a lapsed lock"
+        );
+        n.close(fd).unwrap();
+        ok.set(true);
+    })));
+    let l = line(1, 0);
+    let r = rig.node(1).write(fd1, &l);
+    rig.set_hook(None);
+    if !landed.get() {
+        // Node 1's append took fewer wait steps: nothing to show here.
+        assert_eq!(r, Ok(l.len()));
+        return;
+    }
+    match r {
+        Ok(n) => {
+            assert_eq!(n, l.len());
+            want.push(l);
+        }
+        Err(e) => assert_eq!(e, Errno::Busy, "step {step}"),
+    }
+    want.push(line(2, 0));
+    rig.node(1).close(fd1).unwrap();
+    assert_everywhere(&rig, 2, "/log", &want);
+}
+
+#[test]
+fn strong_append_outlived_by_its_lease_never_overwrites_the_next_holder() {
+    for step in 1..=8 {
+        strong_append_outlived_by_its_lease(step);
+    }
+}
+
+/// Strong mode: node 1 holds a file's append lock and never gives it back
+/// (its give-back lost), staying alive: node 2's append is refused for
+/// at most one lease, then lands.
+#[test]
+fn strong_append_lock_given_back_never_blocks_for_one_lease_at_most() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let lease = dirsvc::server::Config::default().append_lease_ns;
+    write_file(&mut rig.node(1), "/log", b"head\n");
+    let ino = rig.node(1).stat("/log").unwrap().ino;
+    let take = fabric::proto::Request::AppendLock {
+        ino,
+        hold: true,
+        renew: false,
+    };
+    assert!(rig.node(1).fs_call(&take).is_ok());
+    let start = rig.sh.now();
+    let l = line(2, 0);
+    let mut tries = 0;
+    loop {
+        let mut n = rig.node(2);
+        let fd = n.open("/log", append_flags()).unwrap();
+        let r = n.write(fd, &l);
+        n.close(fd).unwrap();
+        match r {
+            Ok(k) => {
+                assert_eq!(k, l.len());
+                break;
+            }
+            Err(e) => assert_eq!(e, Errno::Busy),
+        }
+        tries += 1;
+        assert!(
+            rig.sh.now() - start < 3 * lease,
+            "node 2's append still waits after {tries} tries"
+        );
+        drop(n);
+        rig.idle_node(2, 1_000_000_000);
+    }
+    assert!(
+        rig.sh.now() - start >= lease,
+        "taken before the lease lapsed"
+    );
+    assert_everywhere(&rig, 2, "/log", &[b"head\n".to_vec(), l]);
+}
+
 /// Relaxed, `private` and `net` modes: node 1 appends a line and keeps
 /// it (unwritten, in its cache) while node 2 appends and closes lines of
 /// its own (each node learns the other's end of file at its own open

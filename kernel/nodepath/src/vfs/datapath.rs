@@ -62,6 +62,11 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     fn losses(&self) -> Option<Arc<AtomicU64>> {
         None
     }
+    /// A strong-mode append holds its file's append lock until
+    /// `deadline` (this node's clock; `None`: no more): no store and no
+    /// size publication at or past it, a size published meanwhile marked
+    /// as under the lock. Paths without single-copy frames take no lock.
+    fn set_append_deadline(&mut self, _deadline: Option<u64>) {}
     /// The version of `ino` moved, or its data changed wholesale: drop any
     /// cached copy of its pages (buffered writes not written back stay).
     fn forget_pages(&mut self, _ino: u64) {}
@@ -227,6 +232,20 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// flight (pages no ticket wants any more), so an idle node leaves
     /// none out.
     fn task_reads_idle(&mut self, _link: &mut Link<E>, _meta: &mut Meta) {}
+    /// The free-frame marks of reclaim ahead of need (`crate::watermark`).
+    fn set_watermarks(&mut self, _marks: crate::watermark::Watermarks) {}
+    /// Between operations and at idle: if free frames are under the low
+    /// mark, reclaim up to the high mark (`settle`: idle, wait for what
+    /// was started). Never called inside another operation. Returns the
+    /// pages whose reclaim started.
+    fn reclaim_ahead(
+        &mut self,
+        _link: &mut Link<E>,
+        _meta: &mut Meta,
+        _settle: bool,
+    ) -> Result<usize, Errno> {
+        Ok(0)
+    }
     /// `cache drop`: give back every cached page; what was done.
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
     /// `bench inv`: invalidate page `idx` of `ino` if this node holds it

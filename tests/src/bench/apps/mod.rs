@@ -12,6 +12,7 @@
 //! * [`report`]: chart, report.md, results.json.
 
 pub mod list;
+pub mod parity;
 pub mod parse;
 pub mod plan;
 pub mod report;
@@ -69,10 +70,18 @@ pub fn run(opts: BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 {
     let prov = prov.finish(instances, None);
     let mut json = report::results_json(&r, &machine, chart.as_deref());
     json["provenance"] = prov.clone();
-    let md = provenance::insert_md(
+    let mut md = provenance::insert_md(
         &report::report_md(&r, &machine, chart.as_deref(), &label, &prov),
         &prov,
     );
+    json["partial"] = match &r.partial {
+        None => serde_json::json!(false),
+        Some((step, sig)) => serde_json::json!({"interrupted_at": step, "signal": sig}),
+    };
+    if let Some((step, sig)) = &r.partial {
+        md = crate::bench::partial_md(&md, step, sig);
+        json["complete"] = serde_json::json!(false);
+    }
     let params = provenance::params_json(&prov, &json["plan"]);
     let mut status = u8::from(
         !crate::bench::write_outputs(out, &json, md) || !crate::bench::write_params(out, &params),
@@ -96,6 +105,12 @@ pub fn run(opts: BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 {
             eprintln!("  {p}");
         }
         status = 1;
+    }
+    if let Some((step, sig)) = &r.partial {
+        eprintln!("onecopy-bench: partial report: interrupted at {step} by {sig}");
+        status = crate::bench::interrupt::exit_status(
+            crate::bench::interrupt::interrupted().unwrap_or(2),
+        );
     }
     status
 }

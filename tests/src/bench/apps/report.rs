@@ -187,10 +187,8 @@ pub fn report_md(
     prov: &Value,
 ) -> String {
     let p = &r.plan;
-    let st = &r.study;
     let mut s = String::new();
     let problems = problems(r);
-    let m = |k: &str| machine[k].as_str().unwrap_or("").to_string();
     let _ = writeln!(s, "# onecopy: Applications (DPC Fig. 10)\n");
     let _ = writeln!(
         s,
@@ -205,6 +203,33 @@ pub fn report_md(
             )
         }
     );
+    setup_md(&mut s, r, machine, prov);
+    if let Some(c) = chart {
+        let _ = writeln!(s, "![Fig. 10]({c})\n");
+    }
+    let cols: Vec<(String, u8)> = p
+        .modes
+        .iter()
+        .flat_map(|m| p.nodes.iter().map(move |&n| (m.clone(), n)))
+        .collect();
+    ratios_md(&mut s, r, &cols);
+    let apps: Vec<&str> = p.apps.iter().map(|a| a.name).collect();
+    super::parity::parity_md(
+        &mut s,
+        &super::parity::parity_rows(&r.study, &apps, &p.modes),
+    );
+    throughput_md(&mut s, r, &cols);
+    cpu_md(&mut s, r, &cols);
+    dpc_md(&mut s, r);
+    goals_md(&mut s, r);
+    clusters_md(&mut s, r, &problems);
+    s
+}
+
+/// The setup: machine, clusters, cache capacity, datasets, storage, CPU.
+fn setup_md(s: &mut String, r: &AppsRunner, machine: &Value, prov: &Value) {
+    let p = &r.plan;
+    let m = |k: &str| machine[k].as_str().unwrap_or("").to_string();
     let _ = writeln!(s, "## Setup\n");
     let max_n = p.nodes.iter().copied().max().unwrap_or(1);
     let cache_mib = p.cache_pages as f64 * 4096.0 / 1048576.0;
@@ -264,22 +289,18 @@ pub fn report_md(
         m("nproc"),
         max_n + 1
     );
-    if let Some(c) = chart {
-        let _ = writeln!(s, "![Fig. 10]({c})\n");
-    }
-    let cols: Vec<(String, u8)> = p
-        .modes
-        .iter()
-        .flat_map(|m| p.nodes.iter().map(move |&n| (m.clone(), n)))
-        .collect();
+}
+
+/// Fig. 10 normalized to single-node `private`, and each mode against
+/// `private` at the same N.
+fn ratios_md(s: &mut String, r: &AppsRunner, cols: &[(String, u8)]) {
+    let (p, st) = (&r.plan, &r.study);
     let _ = writeln!(
         s,
         "## Fig. 10: per-node throughput normalized to single-node `private`\n"
     );
     let _ = writeln!(s, "DPC's metric: each node's throughput, averaged over the N nodes, divided by one node's throughput in `private` (our virtiofs-like baseline). > 1 = faster per node.\n");
-    table_rows(&mut s, st, &p.apps, &cols, &|a, m, n| {
-        st.normalized(a, m, n)
-    });
+    table_rows(s, st, &p.apps, cols, &|a, m, n| st.normalized(a, m, n));
     let sc_cols: Vec<(String, u8)> = cols
         .iter()
         .filter(|(m, _)| m != "private")
@@ -287,19 +308,24 @@ pub fn report_md(
         .collect();
     let _ = writeln!(s, "\n## Ratio vs `private` at the same N\n");
     let _ = writeln!(s, "Per-node throughput / `private`'s per-node throughput with the same number of nodes (the same CPU sharing on both sides).\n");
-    table_rows(&mut s, st, &p.apps, &sc_cols, &|a, m, n| {
+    table_rows(s, st, &p.apps, &sc_cols, &|a, m, n| {
         st.vs_private_same_n(a, m, n)
     });
+}
+
+/// Throughput per node (mean) and aggregate, with units.
+fn throughput_md(s: &mut String, r: &AppsRunner, cols: &[(String, u8)]) {
+    let (p, st) = (&r.plan, &r.study);
     let _ = writeln!(
         s,
         "\n## Throughput: per node (mean) / aggregate of the N nodes\n"
     );
     let _ = write!(s, "| app | unit |");
-    for (m, n) in &cols {
+    for (m, n) in cols {
         let _ = write!(s, " {} |", column(m, *n));
     }
     let _ = write!(s, "\n| --- | --- |");
-    for _ in &cols {
+    for _ in cols {
         let _ = write!(s, " --- |");
     }
     let _ = writeln!(s);
@@ -315,7 +341,7 @@ pub fn report_md(
             })
             .unwrap_or_default();
         let _ = write!(s, "| {} | {unit} |", a.name);
-        for (m, n) in &cols {
+        for (m, n) in cols {
             let c = st.cell(a.name, m, *n);
             let _ = write!(
                 s,
@@ -326,22 +352,27 @@ pub fn report_md(
         }
         let _ = writeln!(s);
     }
+}
+
+/// The CPU share of the nodes and of the directory over each run.
+fn cpu_md(s: &mut String, r: &AppsRunner, cols: &[(String, u8)]) {
+    let (p, st) = (&r.plan, &r.study);
     let _ = writeln!(
         s,
         "\n## CPU share over each run (mean of the nodes / the directory; 100% = one core)\n"
     );
     let _ = write!(s, "| app |");
-    for (m, n) in &cols {
+    for (m, n) in cols {
         let _ = write!(s, " {} |", column(m, *n));
     }
     let _ = write!(s, "\n| --- |");
-    for _ in &cols {
+    for _ in cols {
         let _ = write!(s, " --- |");
     }
     let _ = writeln!(s);
     for a in &p.apps {
         let _ = write!(s, "| {} |", a.name);
-        for (m, n) in &cols {
+        for (m, n) in cols {
             let cell = st.cell(a.name, m, *n);
             let node = cell.and_then(|c| super::table::mean(&c.cpu_nodes));
             let dir = cell.and_then(|c| c.cpu_dir);
@@ -351,6 +382,11 @@ pub fn report_md(
         }
         let _ = writeln!(s);
     }
+}
+
+/// DPC's published numbers and ours beside them.
+fn dpc_md(s: &mut String, r: &AppsRunner) {
+    let (p, st) = (&r.plan, &r.study);
     let _ = writeln!(
         s,
         "\n## DPC's published numbers (seed 000, §6.3, Fig. 10)\n"
@@ -367,6 +403,11 @@ pub fn report_md(
                 .fold(None::<(f64, String, u8)>, |b, c| match b { Some(b) if b.0 >= c.0 => Some(b), _ => Some(c) });
             match best { Some((v, m, n)) => format!("{} {v:.2}x ({m} N={n})", a.name), None => format!("{} n/a", a.name) }
         }).collect::<Vec<_>>().join(", "));
+}
+
+/// The goals, judged on this run.
+fn goals_md(s: &mut String, r: &AppsRunner) {
+    let (p, st) = (&r.plan, &r.study);
     let _ = writeln!(s, "## Goals, judged on this run\n");
     let _ = writeln!(s, "| goal | ours | verdict |\n| --- | --- | --- |");
     for g in goals(st, &p.apps, &p.modes, &p.nodes) {
@@ -377,6 +418,10 @@ pub fn report_md(
         };
         let _ = writeln!(s, "| {} | {} | {v} |", g.what, g.ours);
     }
+}
+
+/// The clusters' times, the notes, what is missing, where the rest is.
+fn clusters_md(s: &mut String, r: &AppsRunner, problems: &[String]) {
     let _ = writeln!(s, "\n## Clusters\n");
     let _ = writeln!(s, "| cluster | time |\n| --- | --- |");
     for c in &r.clusters {
@@ -396,12 +441,11 @@ pub fn report_md(
     }
     if !problems.is_empty() {
         let _ = writeln!(s, "\n## Missing or failed\n");
-        for pr in &problems {
+        for pr in problems {
             let _ = writeln!(s, "- {pr}");
         }
     }
     let _ = writeln!(s, "\nEvery node's RESULT json (per-operation latency percentiles, bytes, cache counters) is in results.json; every command and its output in transcripts/.");
-    s
 }
 
 /// results.json.

@@ -13,6 +13,7 @@ use super::parse::{app_result, node_cache_pages, proc_cpu_ticks};
 use super::plan::Plan;
 use super::table::{Cell, Study};
 use crate::bench::opts::BenchOpts;
+use crate::bench::runner::steps::{progress_line, Progress};
 use crate::bench::runner::{find_ctl, one_line, spawn_guard};
 use crate::{host_tool, run_with_timeout, unique_run_dir, Cluster, ClusterOpts};
 
@@ -33,6 +34,8 @@ pub struct AppsRunner {
     pub notes: Vec<String>,
     /// Seconds spent building the datasets' image.
     pub mkfs_s: f64,
+    /// Set when a signal stopped the study: (where, which signal).
+    pub partial: Option<(String, String)>,
     ctl: PathBuf,
     clk_tck: f64,
     started: Instant,
@@ -71,6 +74,7 @@ impl AppsRunner {
             clusters: Vec::new(),
             notes: Vec::new(),
             mkfs_s: 0.0,
+            partial: None,
             ctl: find_ctl(),
             clk_tck: clk_tck(),
             started: Instant::now(),
@@ -108,14 +112,52 @@ impl AppsRunner {
                     self.mkfs_s,
                     self.plan.dataset_specs().join(",")
                 ));
-                for n in self.plan.nodes.clone() {
-                    for mode in self.plan.modes.clone() {
-                        self.cluster(&mode, n, &image);
-                    }
-                }
+                self.clusters_in_order(&image);
             }
         }
         let _ = fs::remove_dir_all(&img_dir);
+    }
+
+    /// Every (N, mode) cluster, one progress line each, until a signal.
+    fn clusters_in_order(&mut self, image: &Path) {
+        let order: Vec<(u8, String)> = self
+            .plan
+            .nodes
+            .iter()
+            .flat_map(|&n| self.plan.modes.iter().map(move |m| (n, m.clone())))
+            .collect();
+        // A cluster's cost grows with its nodes (boot, one app run each).
+        let mut progress = Progress::new(
+            order.iter().map(|(n, _)| 2.0 + f64::from(*n)).collect(),
+            vec![false; order.len()],
+        );
+        // Seconds per unit of weight before one was measured: the full
+        // study is about 8 minutes for 3 x 4 clusters of weight 3..6.
+        let scale = if self.opts.quick { 4.0 } else { 9.0 };
+        for (i, (n, mode)) in order.iter().enumerate() {
+            let label = format!("{} apps, mode {mode}, N={n}", self.plan.apps.len());
+            if let Some(sig) = crate::bench::interrupt::interrupted() {
+                self.partial = Some((label, crate::bench::interrupt::signal_name(sig)));
+                return;
+            }
+            eprintln!(
+                "onecopy-bench: {}",
+                progress_line(
+                    i,
+                    order.len(),
+                    &label,
+                    self.elapsed(),
+                    progress.eta(i, scale)
+                )
+            );
+            let t = Instant::now();
+            self.cluster(mode, *n, image);
+            progress.measured(i, t.elapsed().as_secs_f64());
+            if let Some(sig) = crate::bench::interrupt::interrupted() {
+                self.partial = Some((label, crate::bench::interrupt::signal_name(sig)));
+                return;
+            }
+        }
     }
 
     fn mkfs(&self, image: &Path) -> Result<(), String> {
@@ -177,7 +219,7 @@ impl AppsRunner {
         {
             return self.fail_cluster(mode, n, &format!("copying the datasets' image: {e}"));
         }
-        let mut guard = spawn_guard(&run_dir, &self.ctl);
+        let guard = spawn_guard(&run_dir, &self.ctl);
         let mut o = ClusterOpts::new(&name);
         if let Some(p) = &self.plan.policy {
             o = o.policy(p);
@@ -246,10 +288,7 @@ impl AppsRunner {
                 let _ = fs::remove_file(&disk);
             }
         }
-        if let Some(g) = guard.as_mut() {
-            let _ = g.kill();
-            let _ = g.wait();
-        }
+        guard.end();
         let tdir = self.out.join("transcripts");
         if fs::create_dir_all(&tdir).is_ok() {
             let _ = fs::write(tdir.join(format!("{name}.txt")), &transcript);
@@ -324,7 +363,14 @@ impl AppsRunner {
                 cpu_dir: None,
                 wall_s: 0.0,
                 unit: String::new(),
-                error: broken.clone().map(|b| format!("not run: {b}")),
+                error: broken.clone().map(|b| format!("not run: {b}")).or_else(|| {
+                    crate::bench::interrupt::interrupted().map(|sig| {
+                        format!(
+                            "not run: interrupted by {}",
+                            crate::bench::interrupt::signal_name(sig)
+                        )
+                    })
+                }),
                 results: Vec::new(),
             };
             if cell.error.is_none() {

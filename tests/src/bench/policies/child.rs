@@ -134,6 +134,9 @@ pub fn run_step(root: &Path, step: &Step, log: &Path) -> Outcome {
     };
     let pgid = child.id();
     let mut guard = spawn_watchdog(pgid);
+    // SIGINT / SIGTERM to onecopy-bench: SIGTERM to the script's group
+    // at once (its EXIT trap stops its clusters).
+    let _registration = crate::bench::interrupt::register_group(pgid);
     let mut epilogue = String::new();
     match wait_for(&mut child, step.timeout) {
         Ok(Some(code)) => out.code = code,

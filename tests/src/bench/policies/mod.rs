@@ -55,8 +55,20 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 
         out.display()
     );
     let mut parts = Vec::new();
-    for step in steps {
+    let total = steps.len();
+    let mut partial: Option<(String, String)> = None;
+    for (i, step) in steps.into_iter().enumerate() {
         let name = step.kind.log_name();
+        if let Some(sig) = crate::bench::interrupt::interrupted() {
+            partial = Some((step.kind.label(), crate::bench::interrupt::signal_name(sig)));
+            break;
+        }
+        eprintln!(
+            "onecopy-bench: step {}/{total}: {}; elapsed {}",
+            i + 1,
+            step.kind.label(),
+            crate::bench::fmt_secs(t0.elapsed().as_secs_f64())
+        );
         eprintln!(
             "[{:7.1}s] {} (limit {} s)",
             t0.elapsed().as_secs_f64(),
@@ -71,7 +83,12 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 
             outcome.failure().unwrap_or_else(|| "ok".into()),
             outcome.seconds
         );
+        let label = step.kind.label();
         parts.push(Part::new(step, outcome, format!("policies/{name}")));
+        if let Some(sig) = crate::bench::interrupt::interrupted() {
+            partial = Some((label, crate::bench::interrupt::signal_name(sig)));
+            break;
+        }
     }
     let s = Section::collect(opts.quick, parts);
     let machine = crate::bench::report::machine();
@@ -87,7 +104,15 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 
     let prov = prov.finish(None, None);
     let mut json = results::results_json(&s, &machine, &label, secs);
     json["provenance"] = prov.clone();
-    let md = provenance::insert_md(&report::report_md(&s, &machine, &label, secs), &prov);
+    json["partial"] = match &partial {
+        None => json!(false),
+        Some((step, sig)) => json!({"interrupted_at": step, "signal": sig}),
+    };
+    let mut md = provenance::insert_md(&report::report_md(&s, &machine, &label, secs), &prov);
+    if let Some((step, sig)) = &partial {
+        md = crate::bench::partial_md(&md, step, sig);
+        json["complete"] = json!(false);
+    }
     let params = provenance::params_json(&prov, &json!({"quick": opts.quick}));
     let mut status = u8::from(
         !crate::bench::write_outputs(out, &json, md) || !crate::bench::write_params(out, &params),
@@ -105,6 +130,12 @@ pub fn run(opts: &BenchOpts, out: &Path, now_label: &str, prov: Recorder) -> u8 
             eprintln!("  {p}");
         }
         status = 1;
+    }
+    if let Some((step, sig)) = &partial {
+        eprintln!("onecopy-bench: partial report: interrupted at {step} by {sig}");
+        status = crate::bench::interrupt::exit_status(
+            crate::bench::interrupt::interrupted().unwrap_or(2),
+        );
     }
     status
 }

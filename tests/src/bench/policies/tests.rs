@@ -557,5 +557,5 @@ fn options() {
         assert!(p(bad).is_err(), "{bad:?} should be refused");
     }
     assert!(p(&["--policies", "--apps"]).unwrap_err().contains("--apps"));
-    assert!(crate::bench::opts::USAGE.contains("--policies [--quick] [--out DIR]"));
+    assert!(crate::bench::opts::help_text().contains("--policies [--quick] [--out DIR]"));
 }

@@ -164,69 +164,111 @@ pub fn headlines(figs: &[Figure], modes: &[String]) -> Vec<Headline> {
         if !single && vs.is_empty() {
             continue;
         }
-        let v = |mode: &str, w: &str, e: &str, sc: &str| fio_value(figs, mode, w, e, sc);
-        let cmp = |key: &'static str, row: &'static str, b: &'static str, what: String| Cmp {
+        let h = ModeHeadlines {
+            figs,
+            m,
+            vs,
+            single,
+        };
+        h.latency(&mut out);
+        h.bandwidth_and_iops(&mut out);
+        if single {
+            h.mmap_writes(&mut out);
+            h.invalidation(&mut out);
+        }
+        h.rpc(&mut out);
+    }
+    out
+}
+
+/// The headline comparisons of mode `m` against the baselines `vs`
+/// (`single`: `m` is a single-copy mode).
+struct ModeHeadlines<'a> {
+    figs: &'a [Figure],
+    m: &'a str,
+    vs: Vec<&'a str>,
+    single: bool,
+}
+
+impl<'a> ModeHeadlines<'a> {
+    fn v(&self, mode: &str, w: &str, e: &str, sc: &str) -> (Option<f64>, String) {
+        fio_value(self.figs, mode, w, e, sc)
+    }
+
+    fn cmp(&self, key: &'static str, row: &'static str, b: &'a str, what: String) -> Cmp<'a> {
+        Cmp {
             key,
             row,
-            mode: m,
+            mode: self.m,
             baseline: b,
             what,
-        };
-        for &b in &vs {
+        }
+    }
+
+    /// CM-R read latency against each baseline, and CM against CM-R
+    /// within a single-copy mode.
+    fn latency(&self, out: &mut Vec<Headline>) {
+        let m = self.m;
+        for &b in &self.vs {
             out.push(
-                cmp(
+                self.cmp(
                     "cmr-latency",
                     ROW_CMR_LAT,
                     b,
                     format!("read-lat libaio CM-R mean latency: {b} / this"),
                 )
                 .better(
-                    v(m, "read-lat", "libaio", "CM-R"),
-                    v(b, "read-lat", "libaio", "CM-R"),
+                    self.v(m, "read-lat", "libaio", "CM-R"),
+                    self.v(b, "read-lat", "libaio", "CM-R"),
                     true,
                 ),
             );
         }
-        if single {
+        if self.single {
             out.push(
-                cmp(
+                self.cmp(
                     "cmr-latency",
                     ROW_CM_CMR,
                     "",
                     "read-lat libaio mean latency in this mode: CM / CM-R".into(),
                 )
                 .better(
-                    v(m, "read-lat", "libaio", "CM-R"),
-                    v(m, "read-lat", "libaio", "CM"),
+                    self.v(m, "read-lat", "libaio", "CM-R"),
+                    self.v(m, "read-lat", "libaio", "CM"),
                     true,
                 ),
             );
         }
+    }
+
+    /// CH-R bandwidth and IOPS against each baseline's CH-R and CM-R.
+    fn bandwidth_and_iops(&self, out: &mut Vec<Headline>) {
+        let m = self.m;
         for (key, w, row_chr, row_cmr) in [
             ("chr-bandwidth", "read-bw", ROW_BW_CHR, ROW_BW_CMR),
             ("chr-iops", "read-iops", ROW_IOPS_CHR, ROW_IOPS_CMR),
         ] {
-            for &b in &vs {
+            for &b in &self.vs {
                 let how = if b == "net" {
                     "over TCP/IP"
                 } else {
                     "through the rings"
                 };
                 out.push(
-                    cmp(
+                    self.cmp(
                         key,
                         row_chr,
                         b,
                         format!("{w} libaio CH-R: this / {b} CH-R ({b}: its own local copy)"),
                     )
                     .better(
-                        v(m, w, "libaio", "CH-R"),
-                        v(b, w, "libaio", "CH-R"),
+                        self.v(m, w, "libaio", "CH-R"),
+                        self.v(b, w, "libaio", "CH-R"),
                         false,
                     ),
                 );
                 out.push(
-                    cmp(
+                    self.cmp(
                         key,
                         row_cmr,
                         b,
@@ -235,84 +277,98 @@ pub fn headlines(figs: &[Figure], modes: &[String]) -> Vec<Headline> {
                         ),
                     )
                     .better(
-                        v(m, w, "libaio", "CH-R"),
-                        v(b, w, "libaio", "CM-R"),
+                        self.v(m, w, "libaio", "CH-R"),
+                        self.v(b, w, "libaio", "CM-R"),
                         false,
                     ),
                 );
             }
         }
-        if single {
-            for &b in &vs {
-                out.push(
-                    cmp(
-                        "mmap-write-chr",
-                        ROW_MMAP,
-                        b,
-                        format!("write-lat mmap CH-R mean latency: {b} mmap / this"),
-                    )
-                    .better(
-                        v(m, "write-lat", "mmap", "CH-R"),
-                        v(b, "write-lat", "mmap", "CH-R"),
-                        true,
-                    ),
-                );
-                out.push(
-                    cmp(
-                        "mmap-write-chr",
-                        ROW_MMAP_LIBAIO,
-                        b,
-                        format!(
-                            "write-lat mmap CH-R: {b} libaio CH-R / this ({b} has no mmap; different engine)"
-                        ),
-                    )
-                    .better(
-                        v(m, "write-lat", "mmap", "CH-R"),
-                        v(b, "write-lat", "libaio", "CH-R"),
-                        true,
-                    ),
-                );
-            }
-            let inv = |mode: &str, sc: &str| {
-                value_of(
-                    figs,
-                    &crate::bench::model::figure_id(GROUP_INV, mode, "bench inv", None, sc),
+    }
+
+    /// CH-R mmap write latency against each baseline's mmap and libaio.
+    fn mmap_writes(&self, out: &mut Vec<Headline>) {
+        let m = self.m;
+        for &b in &self.vs {
+            out.push(
+                self.cmp(
+                    "mmap-write-chr",
+                    ROW_MMAP,
+                    b,
+                    format!("write-lat mmap CH-R mean latency: {b} mmap / this"),
                 )
-            };
-            for &b in &vs {
-                out.push(
-                    cmp(
-                        "invalidation",
-                        ROW_INV_BASE,
-                        b,
-                        format!(
-                            "bench inv median: this with 1 sharer / {b} (drops a page of its own copy) (cost factor, like DPC's 99.7/11)"
-                        ),
-                    )
-                    .factor(inv(m, "1 sharer"), inv(b, "0 sharers")),
-                );
-            }
-            for (sc, row) in [("1 sharer", ROW_INV1), ("2 sharers", ROW_INV2)] {
-                out.push(
-                    cmp(
-                        "invalidation",
-                        row,
-                        "",
-                        format!("bench inv median: {sc} / 0 sharers within the mode (cost factor)"),
-                    )
-                    .factor(inv(m, sc), inv(m, "0 sharers")),
-                );
-            }
+                .better(
+                    self.v(m, "write-lat", "mmap", "CH-R"),
+                    self.v(b, "write-lat", "mmap", "CH-R"),
+                    true,
+                ),
+            );
+            out.push(
+                self.cmp(
+                    "mmap-write-chr",
+                    ROW_MMAP_LIBAIO,
+                    b,
+                    format!(
+                        "write-lat mmap CH-R: {b} libaio CH-R / this ({b} has no mmap; different engine)"
+                    ),
+                )
+                .better(
+                    self.v(m, "write-lat", "mmap", "CH-R"),
+                    self.v(b, "write-lat", "libaio", "CH-R"),
+                    true,
+                ),
+            );
         }
+    }
+
+    /// The cost of invalidating one page: against each baseline's own
+    /// drop, and by sharers within the mode.
+    fn invalidation(&self, out: &mut Vec<Headline>) {
+        let m = self.m;
+        let inv = |mode: &str, sc: &str| {
+            value_of(
+                self.figs,
+                &crate::bench::model::figure_id(GROUP_INV, mode, "bench inv", None, sc),
+            )
+        };
+        for &b in &self.vs {
+            out.push(
+                self.cmp(
+                    "invalidation",
+                    ROW_INV_BASE,
+                    b,
+                    format!(
+                        "bench inv median: this with 1 sharer / {b} (drops a page of its own copy) (cost factor, like DPC's 99.7/11)"
+                    ),
+                )
+                .factor(inv(m, "1 sharer"), inv(b, "0 sharers")),
+            );
+        }
+        for (sc, row) in [("1 sharer", ROW_INV1), ("2 sharers", ROW_INV2)] {
+            out.push(
+                self.cmp(
+                    "invalidation",
+                    row,
+                    "",
+                    format!("bench inv median: {sc} / 0 sharers within the mode (cost factor)"),
+                )
+                .factor(inv(m, sc), inv(m, "0 sharers")),
+            );
+        }
+    }
+
+    /// An empty request's round trip against each baseline's transport.
+    fn rpc(&self, out: &mut Vec<Headline>) {
+        let m = self.m;
         let rpc = |mode: &str| {
             value_of(
-                figs,
+                self.figs,
                 &crate::bench::model::figure_id(GROUP_DIR, mode, "bench rpc", None, RPC_SCENARIO),
             )
         };
-        for &b in &vs {
+        for &b in &self.vs {
             out.push(
-                cmp(
+                self.cmp(
                     "rpc",
                     ROW_RPC,
                     b,
@@ -326,7 +382,6 @@ pub fn headlines(figs: &[Figure], modes: &[String]) -> Vec<Headline> {
             );
         }
     }
-    out
 }
 
 /// The index into [`DPC_REFS`] of the ratio DPC published for a headline

@@ -4,25 +4,62 @@ use serde_json::{json, Value};
 
 use super::session::Session;
 use super::*;
-use crate::bench::model::{
-    Figure, Kind, Status, Workload, ENGINES, GROUP_FIO, SCENARIOS, WORKLOADS,
-};
+use std::time::Instant;
+
+use super::steps::StepKind;
+use crate::bench::model::{Figure, Kind, Status, Workload, GROUP_FIO, SCENARIOS};
 use crate::bench::opts::{size_arg, size_human};
 use crate::bench::parse;
 use crate::CmdOutput;
 
 impl Runner {
-    pub(super) fn fio_cluster(&mut self, mode: &str) {
+    /// The fio cluster of `mode`: its steps are `idx` of `w` (one per
+    /// workload and engine); booted only if one of them is not kept from
+    /// the resumed run. False when the run stops here.
+    pub(super) fn fio_cluster(&mut self, mode: &str, w: &mut Walk, idx: &[usize]) -> bool {
         let name = format!("{mode}-fio");
-        let shm = self.params.fio_shm_mb;
-        let mut s = self.start(&name, mode, 2, Some(shm));
-        for w in WORKLOADS {
-            for e in ENGINES {
-                self.fio_workload(&mut s, mode, w, e);
+        let phase = format!("{mode}: fio");
+        let t = Instant::now();
+        let all_kept = idx
+            .iter()
+            .all(|&i| w.kept.get(i).is_some_and(Option::is_some));
+        let mut s = None;
+        let mut go_on = true;
+        for &i in idx {
+            match self.step_begin(w, i) {
+                None => {
+                    go_on = false;
+                    break;
+                }
+                Some(true) => continue,
+                Some(false) => {}
+            }
+            let Some(StepKind::Fio(wl, e)) = w.steps.get(i).map(|s| s.kind) else {
+                continue;
+            };
+            let t = Instant::now();
+            if s.is_none() {
+                let shm = self.params.fio_shm_mb;
+                s = Some(self.start(&name, mode, 2, Some(shm)));
+            }
+            if let Some(s) = s.as_mut() {
+                self.fio_workload(s, mode, wl, e);
+            }
+            if !self.step_end(w, i, t) {
+                go_on = false;
+                break;
             }
         }
-        let stats = self.stats(&mut s, &[(1, "dir stats"), (2, "cache stats")]);
-        self.finish(s, stats);
+        match s {
+            Some(mut s) => {
+                let stats = self.stats(&mut s, &[(1, "dir stats"), (2, "cache stats")]);
+                self.finish(s, stats);
+                self.phases.push((phase, t.elapsed().as_secs_f64()));
+            }
+            None if all_kept => self.keep_phase(&phase, &name),
+            None => {}
+        }
+        go_on
     }
 
     pub(super) fn fio_workload(&mut self, s: &mut Session, mode: &str, w: &Workload, engine: &str) {

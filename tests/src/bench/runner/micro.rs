@@ -11,13 +11,10 @@ use crate::bench::parse;
 
 impl Runner {
     pub(super) fn inv_cluster(&mut self, mode: &str) {
-        let p = self.params.clone();
         let name = format!("{mode}-inv");
         let mut s = self.start(&name, mode, 3, None);
         let f = "/inv.dat";
-        let inv_na = crate::bench::model::na_allowed(GROUP_INV, mode, "bench inv", None);
-        let dir_na = crate::bench::model::na_allowed(GROUP_DIR, mode, "bench dir", None);
-        let size = p.inv_size;
+        let size = self.params.inv_size;
         let setup = s.seq(&[
             (1, format!("fill {f} {}", size_arg(size))),
             (1, "sync".into()),
@@ -26,9 +23,19 @@ impl Runner {
             (3, "cache drop".into()),
         ]);
         let setup_err = setup.err().map(|e| format!("setup: {e}"));
-        let file_params =
-            json!({"file": f, "size": size, "pages": size / fabric::PAGE_SIZE as u64});
-        // bench read in the four scenarios (one timed 4 KiB read per page).
+        self.bench_reads(&mut s, mode, f, &setup_err);
+        self.bench_inv(&mut s, mode, f, &setup_err);
+        self.bench_ring(&mut s, mode);
+        self.bench_rpc(&mut s, mode);
+        self.bench_dir(&mut s, mode, f, &setup_err);
+        let stats = self.stats(&mut s, &[(1, "dir stats"), (1, "cache stats")]);
+        self.finish(s, stats);
+    }
+
+    /// `bench read` of file `f` in the four scenarios (one timed 4 KiB
+    /// read per page).
+    fn bench_reads(&mut self, s: &mut Session, mode: &str, f: &str, setup_err: &Option<String>) {
+        let size = self.params.inv_size;
         let reads = [
             (1, "CM", "node 1, cached nowhere"),
             (1, "local hit", "node 1 again (its own frames)"),
@@ -50,7 +57,7 @@ impl Runner {
             fig.params = json!({"file": f, "size": size, "what": what});
             fig.command = format!("n{node}: bench read {f}");
             fig.busy_instances = Some(2);
-            fig.status = match &setup_err {
+            fig.status = match setup_err {
                 Some(e) => Status::Failed(e.clone()),
                 None => match s.run(node, &format!("bench read {f}")) {
                     Ok(o) => summary_status(&mut fig, &o.lines, "read 4k:"),
@@ -59,8 +66,15 @@ impl Runner {
             };
             self.push(fig);
         }
-        // Synchronous invalidation of every page node 1 owns, with 2, 1, 0
-        // sharers (the sharers idle at their prompt).
+    }
+
+    /// Synchronous invalidation of every page node 1 owns, with 2, 1, 0
+    /// sharers (the sharers idle at their prompt).
+    fn bench_inv(&mut self, s: &mut Session, mode: &str, f: &str, setup_err: &Option<String>) {
+        let size = self.params.inv_size;
+        let inv_na = crate::bench::model::na_allowed(GROUP_INV, mode, "bench inv", None);
+        let file_params =
+            json!({"file": f, "size": size, "pages": size / fabric::PAGE_SIZE as u64});
         let cases: [(&str, Vec<(u8, String)>); 3] = [
             ("2 sharers", vec![(3, format!("bench read {f}"))]),
             (
@@ -98,7 +112,7 @@ impl Runner {
             });
             fig.command = format!("n1: bench inv {f}");
             fig.busy_instances = Some(2);
-            fig.status = match &setup_err {
+            fig.status = match setup_err {
                 Some(e) => Status::Failed(e.clone()),
                 None => match s.seq(&prep) {
                     Err(e) => Status::Failed(format!("preparing the sharers: {e}")),
@@ -111,7 +125,11 @@ impl Runner {
             };
             self.push(fig);
         }
-        // bench ring: median of the runs' medians.
+    }
+
+    /// `bench ring`: median of the runs' medians.
+    fn bench_ring(&mut self, s: &mut Session, mode: &str) {
+        let p = self.params.clone();
         let mut fig = Figure::new(
             GROUP_DIR,
             mode,
@@ -148,10 +166,15 @@ impl Runner {
             (None, None) => Status::Failed("no bench ring result".into()),
         };
         self.push(fig);
-        self.bench_rpc(&mut s, mode);
-        // bench dir: page requests for a file node 1 owns, published in
-        // batches of 1 to 64 (DPC: batched lookups).
-        let owner = match &setup_err {
+    }
+
+    /// `bench dir`: page requests for a file node 1 owns, published in
+    /// batches of 1 to 64 (DPC: batched lookups).
+    fn bench_dir(&mut self, s: &mut Session, mode: &str, f: &str, setup_err: &Option<String>) {
+        let p = self.params.clone();
+        let size = p.inv_size;
+        let dir_na = crate::bench::model::na_allowed(GROUP_DIR, mode, "bench dir", None);
+        let owner = match setup_err {
             Some(e) => Err(e.clone()),
             None => s
                 .run(1, &format!("bench read {f}"))
@@ -190,8 +213,6 @@ impl Runner {
             };
             self.push(fig);
         }
-        let stats = self.stats(&mut s, &[(1, "dir stats"), (1, "cache stats")]);
-        self.finish(s, stats);
     }
 
     /// `bench rpc`: an empty request to the file server over the mode's

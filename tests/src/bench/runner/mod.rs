@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::model::{dir_batch_scenario, Figure, DIR_BATCHES};
+use super::interrupt;
+use super::model::{dir_batch_scenario, Figure, DIR_BATCHES, ENGINES, WORKLOADS};
 pub use super::opts::pool_mib;
 use super::opts::{BenchOpts, Params};
 use crate::host_tool;
@@ -40,6 +41,45 @@ pub struct Runner {
     started: Instant,
     /// Length of a run read back from results.json (`--render`).
     recorded_seconds: Option<f64>,
+    /// Set when a signal stopped the run: where.
+    pub partial: Option<Partial>,
+    /// The run `--resume` continues.
+    pub resume: Option<resume::Resume>,
+}
+
+/// Where a signal stopped a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partial {
+    /// `SIGINT`, `SIGTERM`.
+    pub signal: String,
+    /// The step it was in (or about to start).
+    pub step: String,
+}
+
+impl Partial {
+    /// results.json's `partial` (false for a run that was not stopped).
+    pub fn to_json(p: Option<&Partial>) -> Value {
+        match p {
+            None => json!(false),
+            Some(p) => json!({"interrupted_at": p.step, "signal": p.signal}),
+        }
+    }
+
+    /// The record read back (`--render`).
+    pub fn from_json(j: &Value) -> Option<Partial> {
+        Some(Partial {
+            step: j["interrupted_at"].as_str()?.to_string(),
+            signal: j["signal"].as_str().unwrap_or("a signal").to_string(),
+        })
+    }
+}
+
+/// The steps being walked through: their plan, the figures `--resume`
+/// keeps, the progress.
+struct Walk {
+    steps: Vec<steps::Step>,
+    kept: Vec<Option<Vec<Figure>>>,
+    progress: steps::Progress,
 }
 
 /// `onecopy-ctl` next to this executable, else the harness's default.
@@ -133,6 +173,8 @@ impl Runner {
             ),
             started: Instant::now(),
             recorded_seconds: None,
+            partial: None,
+            resume: None,
         }
     }
 
@@ -170,33 +212,161 @@ impl Runner {
     }
 
     /// Runs everything: host ping-pong, then per mode the fio cluster, the
-    /// invalidation / directory cluster and the small-pool cluster.
+    /// invalidation / directory cluster and the small-pool cluster; one
+    /// progress line per step. A signal stops it after the step it is in
+    /// (the run is then [`Runner::partial`]); with [`Runner::resume`] the
+    /// steps whose figures were all measured are kept, not run again.
     pub fn run_all(&mut self) {
-        let t = Instant::now();
-        self.host_pingpong();
-        self.phases
-            .push(("host ping-pong".into(), t.elapsed().as_secs_f64()));
-        let t = Instant::now();
-        self.host_pagedir();
-        self.phases
-            .push(("host page directory".into(), t.elapsed().as_secs_f64()));
+        let plan = steps::plan(&self.opts.modes);
+        let previous = self
+            .resume
+            .as_ref()
+            .map(|r| r.figures.clone())
+            .unwrap_or_default();
+        let kept: Vec<Option<Vec<Figure>>> =
+            plan.iter().map(|s| steps::kept(s, &previous)).collect();
+        let (repeats, quick) = (self.params.repeats, self.opts.quick);
+        let progress = steps::Progress::new(
+            plan.iter().map(|s| s.weight(repeats, quick)).collect(),
+            kept.iter().map(Option::is_some).collect(),
+        );
+        let mut w = Walk {
+            steps: plan,
+            kept,
+            progress,
+        };
+        if !self.host_step(&mut w, 0, "host ping-pong", Runner::host_pingpong)
+            || !self.host_step(&mut w, 1, "host page directory", Runner::host_pagedir)
+        {
+            return;
+        }
+        let fio_steps = WORKLOADS.len() * ENGINES.len();
+        let mut i = 2;
         for mode in self.opts.modes.clone() {
-            let t = Instant::now();
-            self.fio_cluster(&mode);
-            self.phases
-                .push((format!("{mode}: fio"), t.elapsed().as_secs_f64()));
-            let t = Instant::now();
-            self.inv_cluster(&mode);
-            self.phases.push((
-                format!("{mode}: invalidation + directory"),
-                t.elapsed().as_secs_f64(),
+            let fio: Vec<usize> = (i..i + fio_steps).collect();
+            if !self.fio_cluster(&mode, &mut w, &fio) {
+                return;
+            }
+            i += fio_steps;
+            let phase = format!("{mode}: invalidation + directory");
+            if !self.cluster_step(&mut w, i, &phase, &format!("{mode}-inv"), |r| {
+                r.inv_cluster(&mode)
+            }) {
+                return;
+            }
+            i += 1;
+            let phase = format!("{mode}: larger-than-pool read");
+            if !self.cluster_step(&mut w, i, &phase, &format!("{mode}-bigfile"), |r| {
+                r.big_cluster(&mode)
+            }) {
+                return;
+            }
+            i += 1;
+        }
+    }
+
+    /// A host step; false when the run stops here.
+    fn host_step(&mut self, w: &mut Walk, i: usize, phase: &str, f: fn(&mut Runner)) -> bool {
+        self.cluster_step(w, i, phase, "host", f)
+    }
+
+    /// A step that is one phase (one cluster, or the host); false when
+    /// the run stops here.
+    fn cluster_step(
+        &mut self,
+        w: &mut Walk,
+        i: usize,
+        phase: &str,
+        cluster: &str,
+        f: impl FnOnce(&mut Runner),
+    ) -> bool {
+        match self.step_begin(w, i) {
+            None => false,
+            Some(true) => {
+                self.keep_phase(phase, cluster);
+                true
+            }
+            Some(false) => {
+                let t = Instant::now();
+                f(self);
+                self.phases
+                    .push((phase.to_string(), t.elapsed().as_secs_f64()));
+                self.step_end(w, i, t)
+            }
+        }
+    }
+
+    /// Before step `i`: None when a signal stopped the run (it stops
+    /// there), else whether the step is kept from the resumed run (its
+    /// figures are then recorded) rather than measured (its progress line
+    /// printed).
+    fn step_begin(&mut self, w: &mut Walk, i: usize) -> Option<bool> {
+        let label = w.steps.get(i)?.label();
+        if let Some(sig) = interrupt::interrupted() {
+            self.mark_partial(sig, &label);
+            return None;
+        }
+        if let Some(figs) = w.kept.get_mut(i).and_then(Option::take) {
+            let line = format!(
+                "step {}/{}: {label}: kept from the interrupted run ({} figures)",
+                i + 1,
+                w.steps.len(),
+                figs.len()
+            );
+            self.say(&line);
+            self.log_line(&line);
+            self.figures.extend(figs);
+            return Some(true);
+        }
+        let line = steps::progress_line(
+            i,
+            w.steps.len(),
+            &label,
+            self.elapsed(),
+            w.progress.eta(i, 1.0),
+        );
+        eprintln!("onecopy-bench: {line}");
+        self.log_line(&line);
+        Some(false)
+    }
+
+    /// After measuring step `i` (started at `t`): false when a signal
+    /// stopped the run in it.
+    fn step_end(&mut self, w: &mut Walk, i: usize, t: Instant) -> bool {
+        w.progress.measured(i, t.elapsed().as_secs_f64());
+        match interrupt::interrupted() {
+            Some(sig) => {
+                let label = w.steps.get(i).map(steps::Step::label).unwrap_or_default();
+                self.mark_partial(sig, &label);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// Records where a signal stopped the run (the first place only).
+    fn mark_partial(&mut self, sig: i32, step: &str) {
+        if self.partial.is_none() {
+            let signal = interrupt::signal_name(sig);
+            self.say(&format!(
+                "interrupted by {signal} at {step}: no further step"
             ));
-            let t = Instant::now();
-            self.big_cluster(&mode);
-            self.phases.push((
-                format!("{mode}: larger-than-pool read"),
-                t.elapsed().as_secs_f64(),
-            ));
+            self.partial = Some(Partial {
+                signal,
+                step: step.to_string(),
+            });
+        }
+    }
+
+    /// A phase kept whole from the resumed run: its time and its
+    /// cluster's record as they were.
+    fn keep_phase(&mut self, phase: &str, cluster: &str) {
+        let Some(r) = &self.resume else { return };
+        if let Some(p) = r.phases.iter().find(|(n, _)| n == phase) {
+            self.phases.push(p.clone());
+        }
+        if let Some(c) = r.clusters.iter().find(|c| c["name"] == cluster) {
+            self.clusters.push(c.clone());
         }
     }
 }
@@ -206,7 +376,9 @@ mod host;
 mod micro;
 mod reclaim;
 mod record;
+pub mod resume;
 mod session;
+pub mod steps;
 pub(crate) use session::spawn_guard;
 
 #[cfg(test)]

@@ -4,10 +4,7 @@ use std::fs;
 use std::io::Write;
 
 use super::*;
-use crate::bench::model::{
-    dir_batch_scenario, figure_id, Figure, Status, DIR_BATCHES, ENGINES, GROUP_BIG, GROUP_DIR,
-    GROUP_FIO, GROUP_HOST, GROUP_INV, SCENARIOS, WORKLOADS,
-};
+use crate::bench::model::{Figure, Status};
 
 impl Runner {
     pub(super) fn push(&mut self, f: Figure) {
@@ -46,56 +43,10 @@ impl Runner {
 
     /// Every figure id the run must produce.
     pub fn expected_ids(&self) -> Vec<String> {
-        let mut ids = vec![figure_id(GROUP_HOST, "host", "ping-pong", None, "median")];
-        for (sc, _) in host_dir_figures() {
-            ids.push(figure_id(GROUP_HOST, "host", HOST_DIR_BENCH, None, &sc));
-        }
-        for m in &self.opts.modes {
-            for w in WORKLOADS {
-                for e in ENGINES {
-                    for sc in SCENARIOS {
-                        ids.push(figure_id(GROUP_FIO, m, w.key, Some(e), sc));
-                    }
-                }
-            }
-            for sc in ["CM", "local hit", "CM-R", "CH-R"] {
-                ids.push(figure_id(GROUP_DIR, m, "bench read", None, sc));
-            }
-            for sc in ["2 sharers", "1 sharer", "0 sharers"] {
-                ids.push(figure_id(GROUP_INV, m, "bench inv", None, sc));
-            }
-            ids.push(figure_id(
-                GROUP_DIR,
-                m,
-                "bench ring",
-                None,
-                "empty round trip",
-            ));
-            ids.push(figure_id(GROUP_DIR, m, "bench rpc", None, RPC_SCENARIO));
-            for b in DIR_BATCHES {
-                ids.push(figure_id(
-                    GROUP_DIR,
-                    m,
-                    "bench dir",
-                    None,
-                    &dir_batch_scenario(b),
-                ));
-            }
-            for sc in [
-                "pass 1: cached nowhere",
-                "pass 2: same node again",
-                "after node 1 read it",
-            ] {
-                ids.push(figure_id(
-                    GROUP_BIG,
-                    m,
-                    "seq read > pool",
-                    Some("libaio"),
-                    sc,
-                ));
-            }
-        }
-        ids
+        super::steps::plan(&self.opts.modes)
+            .iter()
+            .flat_map(super::steps::Step::ids)
+            .collect()
     }
 
     /// Problems that make the run incomplete: expected figures that are

@@ -21,7 +21,7 @@ pub(super) struct Session {
     pub(super) broken: Option<String>,
     pub(super) ctx: Context,
     pub(super) timeout: Duration,
-    pub(super) guard: Option<Child>,
+    pub(super) guard: Option<Guard>,
     pub(super) transcript: String,
     pub(super) failures: Vec<String>,
     pub(super) started: Instant,
@@ -31,6 +31,14 @@ pub(super) struct Session {
 impl Session {
     /// Runs `cmd` on `node`: Ok only for an `ok` status.
     pub(super) fn run(&mut self, node: u8, cmd: &str) -> Result<CmdOutput, String> {
+        if let Some(sig) = crate::bench::interrupt::interrupted() {
+            let why = format!(
+                "interrupted by {}",
+                crate::bench::interrupt::signal_name(sig)
+            );
+            self.broken.get_or_insert(why.clone());
+            return Err(format!("not run: {why}"));
+        }
         if let Some(why) = &self.broken {
             return Err(format!(
                 "not run: cluster {} failed earlier: {why}",
@@ -82,11 +90,38 @@ impl Session {
     }
 }
 
-/// A watchdog process (its own process group, so a terminal's Ctrl-C does
-/// not reach it): when this process is gone without having stopped the
-/// cluster (Ctrl-C, kill), it runs `qemu-run.sh stop` for it. Killed (by
-/// its pid) once the cluster was stopped normally.
-pub(crate) fn spawn_guard(run_dir: &Path, ctl: &Path) -> Option<Child> {
+/// What stops a cluster when the runner cannot: the signal handler's
+/// registration (SIGINT, SIGTERM) and a watchdog process (its own process
+/// group, so a terminal's Ctrl-C does not reach it) that runs
+/// `qemu-run.sh stop` for it when this process is gone without having
+/// stopped it (SIGKILL, a second signal). Ended once the cluster was
+/// stopped normally.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    watchdog: Option<Child>,
+    _registration: crate::bench::interrupt::Registration,
+}
+
+impl Guard {
+    /// The cluster was stopped: the watchdog is killed (by its pid), the
+    /// registration dropped.
+    pub(crate) fn end(mut self) {
+        if let Some(mut g) = self.watchdog.take() {
+            let _ = g.kill();
+            let _ = g.wait();
+        }
+    }
+}
+
+/// The guard of the cluster in `run_dir` (see [`Guard`]).
+pub(crate) fn spawn_guard(run_dir: &Path, ctl: &Path) -> Guard {
+    Guard {
+        watchdog: spawn_watchdog(run_dir, ctl),
+        _registration: crate::bench::interrupt::register_run_dir(run_dir, ctl),
+    }
+}
+
+fn spawn_watchdog(run_dir: &Path, ctl: &Path) -> Option<Child> {
     let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done
 ONECOPY_CTL="$4" exec bash "$3/qemu-run.sh" stop --run-dir "$2""#;
     Command::new("bash")
@@ -154,7 +189,7 @@ impl Runner {
             let _ = fs::remove_dir_all(&run_dir);
             return s;
         }
-        s.guard = spawn_guard(&run_dir, &self.ctl);
+        s.guard = Some(spawn_guard(&run_dir, &self.ctl));
         let mut o = ClusterOpts::new(&format!("bench-{name}"))
             .nodes(nodes)
             .mode(mode)
@@ -174,6 +209,7 @@ impl Runner {
         match Cluster::start(o) {
             Ok(c) => {
                 s.launch = c.launch_output().to_string();
+                self.say(&format!("{name} up: run dir {}", run_dir.display()));
                 s.ctx.accel = parse::accel(&s.launch).unwrap_or_else(|| "unknown".into());
                 // `auto` is measured once, at the first boot: every later
                 // cluster of the run uses the same D, so the modes compare
@@ -234,9 +270,8 @@ impl Runner {
             let _ = fs::remove_file(disk);
             drop(c);
         }
-        if let Some(mut g) = s.guard.take() {
-            let _ = g.kill();
-            let _ = g.wait();
+        if let Some(g) = s.guard.take() {
+            g.end();
         }
         let tdir = self.out.join("transcripts");
         if fs::create_dir_all(&tdir).is_ok() {

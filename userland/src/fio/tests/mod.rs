@@ -82,6 +82,8 @@ fn offsets(args: &[&str], job: u32, n: usize, dir: Ddir) -> Vec<u64> {
     (0..n).map(|_| g.next_offset(dir)).collect()
 }
 
+mod fio_json;
+mod jobfile;
 mod offset_gen;
 mod parse;
 mod render;

@@ -161,9 +161,10 @@ fn rejections_are_fio_style() {
     let cases: &[(&[&str], &str)] = &[
         (&["--size=1m", "--foo=1"], "fio: unrecognized option '--foo'"),
         (&["--size=1m", "--foo"], "fio: unrecognized option '--foo'"),
-        (&["--size=1m", "--direct=1"], "fio: unrecognized option '--direct'"),
-        (&["--size=1m", "-b"], "fio: unrecognized option '-b' (job files are not supported; use --opt=value)"),
-        (&["job.fio"], "fio: unrecognized option 'job.fio' (job files are not supported; use --opt=value)"),
+        (&["--size=1m", "--direct=1"], "fio: bad value '1' for option 'direct' (only direct=0: every I/O goes through the page cache, which is what is measured)"),
+        (&["--size=1m", "--norandommap"], "fio: unrecognized option '--norandommap'"),
+        (&["--size=1m", "-b"], "fio: unrecognized option '-b' (options are --opt=value; a job file is given alone: fio FILE)"),
+        (&["job.fio"], "fio: unrecognized option 'job.fio' (options are --opt=value; a job file is given alone: fio FILE)"),
         (&["--size=1m", "--"], "fio: unrecognized option '--'"),
         (&["--size=1m", "--=4k"], "fio: unrecognized option '--'"),
         (&["--size=1m", "--BS=4k"], "fio: unrecognized option '--BS'"),

@@ -54,6 +54,8 @@ fn sample_report() -> Report {
         laid_out_bytes: 2 << 20,
         invalidated: Invalidated::Dropped("invalidated 12 owned pages".to_string()),
         hit_runtime: true,
+        dists: Default::default(),
+        groupid: 0,
     }
 }
 
@@ -127,17 +129,17 @@ fn result_json_exact_and_valid() {
     let j = r.json();
     let want = concat!(
         r#"{"name":"lat\"x","rw":"randrw","bs":4096,"size":1048576,"iodepth":32,"#,
-        r#""effective_iodepth":1,"mean_iodepth":1.000,"ios_per_flush":2.500,"max_iodepth":1,"#,
+        r#""effective_iodepth":1,"mean_iodepth":1.0,"ios_per_flush":2.5,"max_iodepth":1,"#,
         r#""numjobs":2,"ioengine":"psync","rwmixread":50,"#,
         r#""runtime_ns":10000000000,"time_based":false,"ramp_ns":0,"fsync":8,"#,
         r#""invalidate":true,"invalidated":"dropped","randseed":137,"#,
         r#""random_distribution":"random","#,
         r#""files":["/lat\"x.0.0","/lat\"x.1.0"],"mode":"onecopy","node":1,"#,
         r#""busy_instances":2,"vcpus_per_instance":1,"#,
-        r#""read":{"iops":12345.600,"bw_kib":49382,"bw_bytes":50567577,"ios":123456,"#,
+        r#""read":{"iops":12345.6,"bw_kib":49382,"bw_bytes":50567577,"ios":123456,"#,
         r#""bytes":505675776,"lat_ns":{"min":1200,"mean":1500,"p50":1400,"p99":3000,"#,
         r#""p999":9000,"max":98000}},"#,
-        r#""write":{"iops":100.000,"bw_kib":400,"bw_bytes":409600,"ios":1000,"#,
+        r#""write":{"iops":100.0,"bw_kib":400,"bw_bytes":409600,"ios":1000,"#,
         r#""bytes":4096000,"lat_ns":{"min":2000,"mean":2500,"p50":2400,"p99":5000,"#,
         r#""p999":7000,"max":8000}},"#,
         r#""elapsed_ns":10000000000,"fsyncs":125,"hit_runtime":true,"#,

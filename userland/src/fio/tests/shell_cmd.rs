@@ -37,7 +37,10 @@ fn shell_reports_fio_errors() {
         shell(&mut os, "fio --size=1m --bs=x"),
         "error: fio: bad value 'x' for option 'bs' (a multiple of 512 from 512 to 16m)\n"
     );
-    assert_eq!(shell(&mut os, "fio"), "error: usage: fio --OPT=VALUE ...\n");
+    assert_eq!(
+        shell(&mut os, "fio"),
+        "error: usage: fio [--output-format=F] --OPT=VALUE ... | JOBFILE\n"
+    );
     // The shell mock cannot seek: random I/O is refused after layout.
     assert_eq!(
         shell(&mut os, "fio --size=16k --rw=randread"),

@@ -1,0 +1,850 @@
+//! DaxFS's hash overlay: where writes go.
+//!
+//! # Layout (in words, from the area's base)
+//!
+//! * header, [`HEADER_WORDS`]: magic, bucket count, pool size (words), the
+//!   bump allocator `pool_alloc` (words), `next_ino`, the free-list heads
+//!   of inode entries and data pages;
+//! * per bucket two words (DaxFS's 16-byte `daxfs_overlay_bucket`): the
+//!   **state key** (bit 0 USED, bits 1-63 the key; 0 = FREE) and the
+//!   **value**;
+//! * the pool: data pages ([`PAGE_WORDS`], page-aligned, raw data as in
+//!   DaxFS's format) and inode entries ([`INODE_WORDS`]).
+//!
+//! Keys are DaxFS's: data `(ino << 20) | pgoff` with `pgoff` at most
+//! [`MAX_PGOFF`], inode `(ino << 20) | 0xFFFFF`.
+//!
+//! # Protocol, and where it differs from DaxFS
+//!
+//! An insert probes from the key's home bucket (linear probing) and claims
+//! the first FREE bucket with one CAS of its state key, as DaxFS. Then:
+//!
+//! * **The value is published by CAS, and readers tolerate a bucket whose
+//!   value is not yet published.** DaxFS writes the value with a plain
+//!   store after the key's CAS, so between the two a reader matching the
+//!   key reads value 0 and follows pool offset 0 (another entry). Here the
+//!   value word is 0 until published, and a published value has bit 0 set;
+//!   a reader that finds the key unpublished treats the page as absent
+//!   (the write that creates it has not completed, so reading the old data
+//!   is correct), and any inserter of the same key may publish its own
+//!   value by CAS from 0. So an inserter that fails between its two CASes
+//!   blocks no one, and the entry's content is always written before its
+//!   value is visible.
+//! * **The home bucket is a hash of the key** ([`crate::hash64`]); DaxFS
+//!   masks the raw key.
+//! * **Page writes are copy-on-write**, with the value carrying a version:
+//!   a writer copies the current page (or the base data) into a new pool
+//!   page, applies its change, and installs it by CAS on the value it read;
+//!   if the value changed meanwhile it merges again, so concurrent writers
+//!   of one page lose no update, and a reader copies the page and checks
+//!   the value did not change (else copies again), so it never sees a torn
+//!   page. DaxFS writes into the overlay page in place, where a concurrent
+//!   reader can see half a write. The replaced page goes to the free list.
+//! * **The file size is one word of the inode entry, changed by CAS**:
+//!   grow-only for writes ([`Overlay::extend_size`]), and appends reserve
+//!   their range first ([`Overlay::reserve_append`]) and publish the new
+//!   size in range order ([`Overlay::publish_append`]), so the size never
+//!   covers data not yet written and concurrent appends lose nothing.
+//!   DaxFS replaces the whole inode entry (copy-on-write of its 32 bytes),
+//!   so two hosts extending a file at once can lose one size update.
+//! * **Free lists are tagged**: a free-list head carries a counter bumped
+//!   by every push and pop, so a pop cannot succeed on a head that was
+//!   popped and pushed back meanwhile (the ABA problem of a plain CAS
+//!   stack, which DaxFS's has).
+//!
+//! Every offset read from the region is checked against the pool and its
+//! kind's alignment before use.
+
+use crate::{hash64, Error, Step, Waiter, Words};
+
+/// Words of the header.
+pub const HEADER_WORDS: usize = 16;
+/// Words per bucket (16 bytes, as DaxFS).
+pub const BUCKET_WORDS: usize = 2;
+/// Words of a data page (4 KiB).
+pub const PAGE_WORDS: usize = 512;
+/// Words of an inode entry: mode, size, append reservation end, nlink.
+pub const INODE_WORDS: usize = 4;
+/// Largest page offset of a data key (DaxFS's `DAXFS_OVL_MAX_PGOFF`).
+pub const MAX_PGOFF: u64 = 0xF_FFFD;
+/// Largest inode number (the key must fit 63 bits).
+pub const MAX_INO: u64 = (1 << 43) - 1;
+/// Tries of a copy-on-write update or a validated read before [`Error::Busy`].
+pub const MAX_RETRIES: u32 = 1000;
+
+/// "daxovrly".
+pub const MAGIC: u64 = u64::from_le_bytes(*b"daxovrly");
+
+const H_BUCKETS: usize = 1;
+const H_POOL_WORDS: usize = 2;
+const H_POOL_ALLOC: usize = 3;
+const H_NEXT_INO: usize = 4;
+const H_FREE_INODE: usize = 5;
+const H_FREE_DATA: usize = 6;
+
+const USED: u64 = 1;
+const VAL_OFF_SHIFT: u32 = 12;
+const VAL_VER_MASK: u64 = 0x7FF;
+const HEAD_OFF_BITS: u32 = 44;
+const HEAD_OFF_MASK: u64 = (1 << HEAD_OFF_BITS) - 1;
+
+const I_MODE: usize = 0;
+const I_SIZE: usize = 1;
+const I_APPEND: usize = 2;
+const I_NLINK: usize = 3;
+
+/// An overlay key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key(u64);
+
+impl Key {
+    /// The key of page `pgoff` of inode `ino`.
+    pub fn data(ino: u64, pgoff: u64) -> Result<Key, Error> {
+        if ino > MAX_INO || pgoff > MAX_PGOFF {
+            return Err(Error::TooBig);
+        }
+        Ok(Key((ino << 20) | pgoff))
+    }
+    /// The key of inode `ino`'s entry.
+    pub fn inode(ino: u64) -> Result<Key, Error> {
+        if ino > MAX_INO {
+            return Err(Error::TooBig);
+        }
+        Ok(Key((ino << 20) | 0xF_FFFF))
+    }
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+    fn kind(self) -> Kind {
+        if self.0 & 0xF_FFFF == 0xF_FFFF {
+            Kind::Inode
+        } else {
+            Kind::Data
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Inode,
+    Data,
+}
+
+impl Kind {
+    fn words(self) -> usize {
+        match self {
+            Kind::Inode => INODE_WORDS,
+            Kind::Data => PAGE_WORDS,
+        }
+    }
+    fn free_head(self) -> usize {
+        match self {
+            Kind::Inode => H_FREE_INODE,
+            Kind::Data => H_FREE_DATA,
+        }
+    }
+}
+
+/// A published bucket value: the pool offset (words) of the entry and the
+/// version of the bucket (bumped by every replacement).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Value {
+    pub off: usize,
+    pub version: u16,
+}
+
+impl Value {
+    fn encode(self) -> u64 {
+        ((self.off as u64) << VAL_OFF_SHIFT) | ((u64::from(self.version) & VAL_VER_MASK) << 1) | 1
+    }
+    fn next(self, off: usize) -> Value {
+        Value {
+            off,
+            version: ((u64::from(self.version) + 1) & VAL_VER_MASK) as u16,
+        }
+    }
+}
+
+/// What an insert found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Inserted {
+    /// Our value is the key's.
+    New { bucket: usize },
+    /// The key already had a published value (ours was not used).
+    Existing { bucket: usize, value: u64 },
+    /// Every bucket holds another key.
+    Full,
+}
+
+/// A view of the overlay area inside shared words.
+pub struct Overlay<'a, W: Words + ?Sized> {
+    words: &'a W,
+    base: usize,
+    buckets: usize,
+    pool_words: usize,
+}
+
+impl<'a, W: Words + ?Sized> Overlay<'a, W> {
+    /// Words the area needs.
+    pub fn words_needed(buckets: usize, pool_words: usize) -> Option<usize> {
+        buckets
+            .checked_mul(BUCKET_WORDS)?
+            .checked_add(HEADER_WORDS)?
+            .checked_add(pool_words)
+    }
+
+    fn check(words: &W, base: usize, buckets: usize, pool_words: usize) -> Result<(), Error> {
+        if !buckets.is_power_of_two() || pool_words >= 1 << HEAD_OFF_BITS {
+            return Err(Error::BadHeader);
+        }
+        let end = base
+            .checked_add(Self::words_needed(buckets, pool_words).ok_or(Error::OutOfBounds)?)
+            .ok_or(Error::OutOfBounds)?;
+        if end > words.len() {
+            return Err(Error::OutOfBounds);
+        }
+        Ok(())
+    }
+
+    /// Lays out an empty overlay at `base`.
+    pub fn format(
+        words: &'a W,
+        base: usize,
+        buckets: usize,
+        pool_words: usize,
+    ) -> Result<Self, Error> {
+        Self::check(words, base, buckets, pool_words)?;
+        let n = Self::words_needed(buckets, pool_words).ok_or(Error::OutOfBounds)?;
+        for i in 0..HEADER_WORDS + buckets * BUCKET_WORDS {
+            words.store(base + i, 0)?;
+        }
+        debug_assert!(n >= HEADER_WORDS);
+        words.store(base + H_BUCKETS, buckets as u64)?;
+        words.store(base + H_POOL_WORDS, pool_words as u64)?;
+        words.store(base + H_NEXT_INO, 1)?;
+        words.store(base, MAGIC)?;
+        Ok(Overlay {
+            words,
+            base,
+            buckets,
+            pool_words,
+        })
+    }
+
+    /// Attaches to a formatted overlay whose header must match this
+    /// participant's configured geometry.
+    pub fn attach(
+        words: &'a W,
+        base: usize,
+        buckets: usize,
+        pool_words: usize,
+    ) -> Result<Self, Error> {
+        Self::check(words, base, buckets, pool_words)?;
+        if words.load(base)? != MAGIC
+            || words.load(base + H_BUCKETS)? != buckets as u64
+            || words.load(base + H_POOL_WORDS)? != pool_words as u64
+        {
+            return Err(Error::BadHeader);
+        }
+        Ok(Overlay {
+            words,
+            base,
+            buckets,
+            pool_words,
+        })
+    }
+
+    fn bucket_word(&self, b: usize) -> Result<usize, Error> {
+        if b >= self.buckets {
+            return Err(Error::OutOfBounds);
+        }
+        Ok(self.base + HEADER_WORDS + b * BUCKET_WORDS)
+    }
+
+    fn pool_word(&self, off: usize) -> Result<usize, Error> {
+        if off >= self.pool_words {
+            return Err(Error::OutOfBounds);
+        }
+        Ok(self.base + HEADER_WORDS + self.buckets * BUCKET_WORDS + off)
+    }
+
+    /// The home bucket of a key.
+    pub fn home(&self, key: Key) -> usize {
+        (hash64(key.0) as usize) & (self.buckets - 1)
+    }
+
+    /// Checks an entry offset read from the region for a key of `kind`.
+    fn entry(&self, off: usize, kind: Kind) -> Result<usize, Error> {
+        let end = off.checked_add(kind.words()).ok_or(Error::Corrupt)?;
+        if end > self.pool_words || (kind == Kind::Data && !off.is_multiple_of(PAGE_WORDS)) {
+            return Err(Error::Corrupt);
+        }
+        Ok(off)
+    }
+
+    fn decode(&self, v: u64, kind: Kind) -> Result<Value, Error> {
+        if v & 1 == 0 {
+            return Err(Error::Corrupt);
+        }
+        let off = usize::try_from(v >> VAL_OFF_SHIFT).map_err(|_| Error::Corrupt)?;
+        Ok(Value {
+            off: self.entry(off, kind)?,
+            version: ((v >> 1) & VAL_VER_MASK) as u16,
+        })
+    }
+
+    /// Runs an insert of `key -> value` (a fresh entry's offset).
+    pub fn insert(&self, key: Key, off: usize) -> Result<Inserted, Error> {
+        let mut op = InsertOp::new(self, key, off)?;
+        loop {
+            if let Step::Done(r) = op.step(self)? {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Finds a key's bucket and published value; `None` if absent or not
+    /// yet published.
+    pub fn lookup(&self, key: Key) -> Result<Option<(usize, Value)>, Error> {
+        let home = self.home(key);
+        let want = (key.0 << 1) | USED;
+        for i in 0..self.buckets {
+            let b = (home + i) & (self.buckets - 1);
+            let bw = self.bucket_word(b)?;
+            let sk = self.words.load(bw)?;
+            if sk == 0 {
+                return Ok(None);
+            }
+            if sk == want {
+                let v = self.words.load(bw + 1)?;
+                if v == 0 {
+                    return Ok(None);
+                }
+                return Ok(Some((b, self.decode(v, key.kind())?)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Bump allocation of `n` words aligned to `align` words.
+    fn bump(&self, n: usize, align: usize) -> Result<usize, Error> {
+        let w = self.base + H_POOL_ALLOC;
+        loop {
+            let a = self.words.load(w)?;
+            let a = usize::try_from(a).map_err(|_| Error::Corrupt)?;
+            let start = a.checked_next_multiple_of(align).ok_or(Error::NoSpace)?;
+            let end = start.checked_add(n).ok_or(Error::NoSpace)?;
+            if end > self.pool_words {
+                return Err(Error::NoSpace);
+            }
+            if self.words.cas(w, a as u64, end as u64)?.is_ok() {
+                return Ok(start);
+            }
+        }
+    }
+
+    fn pop_free(&self, kind: Kind) -> Result<Option<usize>, Error> {
+        let hw = self.base + kind.free_head();
+        loop {
+            let h = self.words.load(hw)?;
+            let top = h & HEAD_OFF_MASK;
+            if top == 0 {
+                return Ok(None);
+            }
+            let off = self.entry(usize::try_from(top - 1).map_err(|_| Error::Corrupt)?, kind)?;
+            let next = self.words.load(self.pool_word(off)?)? & HEAD_OFF_MASK;
+            // `next` may be garbage if another participant popped this entry
+            // and wrote into it meanwhile; then the head has changed and the
+            // CAS below fails. Judge it only if the head still holds.
+            let next_ok = next == 0
+                || usize::try_from(next - 1)
+                    .ok()
+                    .and_then(|o| self.entry(o, kind).ok())
+                    .is_some();
+            let tagged = ((h >> HEAD_OFF_BITS).wrapping_add(1) << HEAD_OFF_BITS) | next;
+            if !next_ok {
+                if self.words.load(hw)? == h {
+                    return Err(Error::Corrupt);
+                }
+                continue;
+            }
+            if self.words.cas(hw, h, tagged)?.is_ok() {
+                return Ok(Some(off));
+            }
+        }
+    }
+
+    fn push_free(&self, off: usize, kind: Kind) -> Result<(), Error> {
+        let off = self.entry(off, kind)?;
+        let hw = self.base + kind.free_head();
+        loop {
+            let h = self.words.load(hw)?;
+            self.words.store(self.pool_word(off)?, h & HEAD_OFF_MASK)?;
+            let tagged = ((h >> HEAD_OFF_BITS).wrapping_add(1) << HEAD_OFF_BITS) | (off as u64 + 1);
+            if self.words.cas(hw, h, tagged)?.is_ok() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn alloc(&self, kind: Kind) -> Result<usize, Error> {
+        if let Some(off) = self.pop_free(kind)? {
+            return Ok(off);
+        }
+        match kind {
+            Kind::Data => self.bump(PAGE_WORDS, PAGE_WORDS),
+            Kind::Inode => self.bump(INODE_WORDS, 1),
+        }
+    }
+
+    /// Words bump-allocated so far.
+    pub fn pool_used(&self) -> Result<u64, Error> {
+        self.words.load(self.base + H_POOL_ALLOC)
+    }
+
+    /// A new inode number (DaxFS's atomic `next_ino`).
+    pub fn next_ino(&self) -> Result<u64, Error> {
+        let w = self.base + H_NEXT_INO;
+        loop {
+            let n = self.words.load(w)?;
+            let next = n
+                .checked_add(1)
+                .filter(|x| *x <= MAX_INO)
+                .ok_or(Error::NoSpace)?;
+            if self.words.cas(w, n, next)?.is_ok() {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// The overlay inode of `ino`, created (size `size`) if absent.
+    /// Returns the entry's pool offset.
+    pub fn inode(&self, ino: u64, mode: u64, size: u64) -> Result<usize, Error> {
+        let key = Key::inode(ino)?;
+        if let Some((_, v)) = self.lookup(key)? {
+            return Ok(v.off);
+        }
+        let off = self.alloc(Kind::Inode)?;
+        let p = self.pool_word(off)?;
+        self.words.store(p + I_MODE, mode)?;
+        self.words.store(p + I_SIZE, size)?;
+        self.words.store(p + I_APPEND, size)?;
+        self.words.store(p + I_NLINK, 1)?;
+        match self.insert(key, off)? {
+            Inserted::New { .. } => Ok(off),
+            Inserted::Existing { value, .. } => {
+                self.push_free(off, Kind::Inode)?;
+                Ok(self.decode(value, Kind::Inode)?.off)
+            }
+            Inserted::Full => {
+                self.push_free(off, Kind::Inode)?;
+                Err(Error::NoSpace)
+            }
+        }
+    }
+
+    fn inode_word(&self, ino: u64, field: usize) -> Result<Option<usize>, Error> {
+        match self.lookup(Key::inode(ino)?)? {
+            Some((_, v)) => Ok(Some(self.pool_word(v.off)? + field)),
+            None => Ok(None),
+        }
+    }
+
+    /// The authoritative file size (read on every read); `None` if the file
+    /// has no overlay inode.
+    pub fn size(&self, ino: u64) -> Result<Option<u64>, Error> {
+        match self.inode_word(ino, I_SIZE)? {
+            Some(w) => Ok(Some(self.words.load(w)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Grows the size to at least `end` (a write that ended there).
+    pub fn extend_size(&self, ino: u64, end: u64) -> Result<u64, Error> {
+        let w = self.inode_word(ino, I_SIZE)?.ok_or(Error::NoInode)?;
+        loop {
+            let s = self.words.load(w)?;
+            if s >= end {
+                return Ok(s);
+            }
+            if self.words.cas(w, s, end)?.is_ok() {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// Reserves `len` bytes at the end of the file for an append; returns
+    /// where they start. Publish with [`Overlay::publish_append`] after the
+    /// data is written.
+    pub fn reserve_append(&self, ino: u64, len: u64) -> Result<u64, Error> {
+        let aw = self.inode_word(ino, I_APPEND)?.ok_or(Error::NoInode)?;
+        let sw = aw - I_APPEND + I_SIZE;
+        loop {
+            let a = self.words.load(aw)?;
+            let start = a.max(self.words.load(sw)?);
+            let end = start.checked_add(len).ok_or(Error::TooBig)?;
+            if self.words.cas(aw, a, end)?.is_ok() {
+                return Ok(start);
+            }
+        }
+    }
+
+    /// Publishes an append reserved at `start`: the size moves to
+    /// `start + len` once every earlier reservation has published, so the
+    /// size never covers data not yet written. Waits on `waiter`.
+    pub fn publish_append(
+        &self,
+        ino: u64,
+        start: u64,
+        len: u64,
+        waiter: &mut dyn Waiter,
+    ) -> Result<(), Error> {
+        let sw = self.inode_word(ino, I_SIZE)?.ok_or(Error::NoInode)?;
+        let end = start.checked_add(len).ok_or(Error::TooBig)?;
+        loop {
+            let s = self.words.load(sw)?;
+            if s >= start {
+                if s >= end || self.words.cas(sw, s, end)?.is_ok() {
+                    return Ok(());
+                }
+                continue;
+            }
+            if !waiter.pause() {
+                return Err(Error::Busy);
+            }
+        }
+    }
+
+    /// Copies page `pgoff` of `ino` into `buf` ([`PAGE_WORDS`] words) if the
+    /// overlay has it, checking that no write replaced it meanwhile (else
+    /// copies again): the copy is always one whole version of the page.
+    pub fn read_page(&self, ino: u64, pgoff: u64, buf: &mut [u64]) -> Result<bool, Error> {
+        let key = Key::data(ino, pgoff)?;
+        if buf.len() != PAGE_WORDS {
+            return Err(Error::OutOfBounds);
+        }
+        for _ in 0..MAX_RETRIES {
+            let Some((b, v)) = self.lookup(key)? else {
+                return Ok(false);
+            };
+            let p = self.pool_word(v.off)?;
+            for (i, x) in buf.iter_mut().enumerate() {
+                *x = self.words.load(p + i)?;
+            }
+            if self.words.load(self.bucket_word(b)? + 1)? == v.encode() {
+                return Ok(true);
+            }
+        }
+        Err(Error::Busy)
+    }
+
+    /// Writes page `pgoff` of `ino` by copy-on-write: `base` fills the page
+    /// when the overlay does not have it yet (from the page cache or the
+    /// disk), `change` applies the write to a copy of the current page, and
+    /// the copy is installed by CAS on the value it was copied from; if
+    /// another write won meanwhile, the change is applied again to that
+    /// write's page. No concurrent write is lost.
+    pub fn update_page(
+        &self,
+        ino: u64,
+        pgoff: u64,
+        buf: &mut [u64],
+        base: &mut dyn FnMut(&mut [u64]),
+        change: &mut dyn FnMut(&mut [u64]),
+    ) -> Result<(), Error> {
+        let key = Key::data(ino, pgoff)?;
+        if buf.len() != PAGE_WORDS {
+            return Err(Error::OutOfBounds);
+        }
+        let new = self.alloc(Kind::Data)?;
+        let np = self.pool_word(new)?;
+        for _ in 0..MAX_RETRIES {
+            let cur = self.lookup(key)?;
+            match cur {
+                Some((_, v)) => {
+                    let p = self.pool_word(v.off)?;
+                    for (i, x) in buf.iter_mut().enumerate() {
+                        *x = self.words.load(p + i)?;
+                    }
+                }
+                None => base(buf),
+            }
+            change(buf);
+            for (i, x) in buf.iter().enumerate() {
+                self.words.store(np + i, *x)?;
+            }
+            match cur {
+                Some((b, v)) => {
+                    let vw = self.bucket_word(b)? + 1;
+                    if self
+                        .words
+                        .cas(vw, v.encode(), v.next(new).encode())?
+                        .is_ok()
+                    {
+                        // Readers copying the old page see the value change.
+                        return self.push_free(v.off, Kind::Data);
+                    }
+                }
+                None => match self.insert(key, new)? {
+                    Inserted::New { .. } => return Ok(()),
+                    Inserted::Existing { .. } => {}
+                    Inserted::Full => {
+                        self.push_free(new, Kind::Data)?;
+                        return Err(Error::NoSpace);
+                    }
+                },
+            }
+        }
+        self.push_free(new, Kind::Data)?;
+        Err(Error::Busy)
+    }
+}
+
+/// Where an insert is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Read probe bucket `i`'s state key.
+    Probe { i: usize },
+    /// CAS it from FREE to our key.
+    Claim { i: usize },
+    /// Read the key's value; publish ours by CAS if it is unpublished.
+    Publish { b: usize },
+}
+
+/// One insert as a step machine (one shared operation per step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InsertOp {
+    key: Key,
+    value: u64,
+    home: usize,
+    phase: Phase,
+}
+
+impl InsertOp {
+    pub fn new<W: Words + ?Sized>(
+        ov: &Overlay<'_, W>,
+        key: Key,
+        off: usize,
+    ) -> Result<Self, Error> {
+        let off = ov.entry(off, key.kind())?;
+        Ok(InsertOp {
+            key,
+            value: Value { off, version: 0 }.encode(),
+            home: ov.home(key),
+            phase: Phase::Probe { i: 0 },
+        })
+    }
+
+    pub fn step<W: Words + ?Sized>(
+        &mut self,
+        ov: &Overlay<'_, W>,
+    ) -> Result<Step<Inserted>, Error> {
+        let w = ov.words;
+        let mask = ov.buckets - 1;
+        let want = (self.key.0 << 1) | USED;
+        match self.phase {
+            Phase::Probe { i } => {
+                if i >= ov.buckets {
+                    return Ok(Step::Done(Inserted::Full));
+                }
+                let b = (self.home + i) & mask;
+                let sk = w.load(ov.bucket_word(b)?)?;
+                self.phase = if sk == 0 {
+                    Phase::Claim { i }
+                } else if sk == want {
+                    Phase::Publish { b }
+                } else {
+                    Phase::Probe { i: i + 1 }
+                };
+                Ok(Step::Again)
+            }
+            Phase::Claim { i } => {
+                let b = (self.home + i) & mask;
+                // On failure re-read the same bucket: it may now hold our key.
+                self.phase = match w.cas(ov.bucket_word(b)?, 0, want)? {
+                    Ok(_) => Phase::Publish { b },
+                    Err(_) => Phase::Probe { i },
+                };
+                Ok(Step::Again)
+            }
+            Phase::Publish { b } => {
+                let vw = ov.bucket_word(b)? + 1;
+                let v = w.load(vw)?;
+                if v != 0 {
+                    ov.decode(v, self.key.kind())?;
+                    return Ok(Step::Done(Inserted::Existing {
+                        bucket: b,
+                        value: v,
+                    }));
+                }
+                if w.cas(vw, 0, self.value)?.is_ok() {
+                    return Ok(Step::Done(Inserted::New { bucket: b }));
+                }
+                Ok(Step::Again)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::{AtomicU64, Ordering};
+
+    fn area(buckets: usize, pool: usize) -> Vec<AtomicU64> {
+        let n = Overlay::<[AtomicU64]>::words_needed(buckets, pool).unwrap();
+        (0..n).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    fn page(x: u64) -> Vec<u64> {
+        vec![x; PAGE_WORDS]
+    }
+
+    #[test]
+    fn keys_are_daxfs_keys() {
+        assert_eq!(Key::data(3, 5).unwrap().raw(), (3 << 20) | 5);
+        assert_eq!(Key::inode(3).unwrap().raw(), (3 << 20) | 0xF_FFFF);
+        assert!(Key::data(3, MAX_PGOFF + 1).is_err());
+        assert!(Key::data(MAX_INO + 1, 0).is_err());
+    }
+
+    #[test]
+    fn header_is_checked() {
+        let a = area(16, 4096);
+        assert!(Overlay::attach(&a[..], 0, 16, 4096).is_err());
+        Overlay::format(&a[..], 0, 16, 4096).unwrap();
+        assert!(Overlay::attach(&a[..], 0, 16, 4096).is_ok());
+        assert_eq!(
+            Overlay::attach(&a[..], 0, 16, 2048).err(),
+            Some(Error::BadHeader)
+        );
+        assert_eq!(
+            Overlay::attach(&a[..], 0, 32, 4096).err(),
+            Some(Error::OutOfBounds)
+        );
+    }
+
+    #[test]
+    fn write_read_rewrite_recycles_the_old_page() {
+        let a = area(16, 8 * PAGE_WORDS);
+        let ov = Overlay::format(&a[..], 0, 16, 8 * PAGE_WORDS).unwrap();
+        let mut buf = page(0);
+        assert!(!ov.read_page(1, 0, &mut buf).unwrap());
+        ov.update_page(1, 0, &mut buf, &mut |b| b.fill(7), &mut |b| b[3] = 9)
+            .unwrap();
+        let mut out = page(0);
+        assert!(ov.read_page(1, 0, &mut out).unwrap());
+        assert_eq!((out[0], out[3], out[511]), (7, 9, 7));
+        let used = ov.pool_used().unwrap();
+        // A rewrite takes a new page, then recycles the old one: the next
+        // write reuses it instead of bumping.
+        ov.update_page(1, 0, &mut buf, &mut |_| panic!("present"), &mut |b| {
+            b[4] = 1
+        })
+        .unwrap();
+        assert_eq!(ov.pool_used().unwrap(), used + PAGE_WORDS as u64);
+        ov.update_page(1, 1, &mut buf, &mut |b| b.fill(0), &mut |b| b[0] = 1)
+            .unwrap();
+        assert_eq!(ov.pool_used().unwrap(), used + PAGE_WORDS as u64);
+        assert!(ov.read_page(1, 0, &mut out).unwrap());
+        assert_eq!((out[0], out[3], out[4]), (7, 9, 1));
+        let (_, v) = ov.lookup(Key::data(1, 0).unwrap()).unwrap().unwrap();
+        assert_eq!(v.version, 1);
+    }
+
+    #[test]
+    fn an_unpublished_value_reads_as_absent_and_any_inserter_completes_it() {
+        let a = area(16, 4 * PAGE_WORDS);
+        let ov = Overlay::format(&a[..], 0, 16, 4 * PAGE_WORDS).unwrap();
+        let key = Key::data(2, 2).unwrap();
+        // An inserter claims the key, then fails before publishing.
+        let mut op = InsertOp::new(&ov, key, 0).unwrap();
+        op.step(&ov).unwrap();
+        op.step(&ov).unwrap();
+        assert!(matches!(op.phase, Phase::Publish { .. }));
+        assert_eq!(ov.lookup(key).unwrap(), None);
+        let mut buf = page(0);
+        assert!(!ov.read_page(2, 2, &mut buf).unwrap());
+        // Another writer of the page publishes its own.
+        ov.update_page(2, 2, &mut buf, &mut |b| b.fill(0), &mut |b| b[0] = 5)
+            .unwrap();
+        assert!(ov.read_page(2, 2, &mut buf).unwrap());
+        assert_eq!(buf[0], 5);
+        // The stale inserter then finds the key taken.
+        assert!(matches!(
+            op.step(&ov).unwrap(),
+            Step::Done(Inserted::Existing { .. })
+        ));
+    }
+
+    #[test]
+    fn full_table_and_pool_are_errors() {
+        let a = area(2, 2 * PAGE_WORDS);
+        let ov = Overlay::format(&a[..], 0, 2, 2 * PAGE_WORDS).unwrap();
+        let mut buf = page(0);
+        ov.update_page(1, 0, &mut buf, &mut |b| b.fill(0), &mut |_| {})
+            .unwrap();
+        ov.update_page(1, 1, &mut buf, &mut |b| b.fill(0), &mut |_| {})
+            .unwrap();
+        assert_eq!(
+            ov.update_page(1, 2, &mut buf, &mut |b| b.fill(0), &mut |_| {}),
+            Err(Error::NoSpace)
+        );
+    }
+
+    #[test]
+    fn sizes_grow_by_cas_and_appends_publish_in_order() {
+        let a = area(16, 64);
+        let ov = Overlay::format(&a[..], 0, 16, 64).unwrap();
+        assert_eq!(ov.size(4).unwrap(), None);
+        assert_eq!(ov.extend_size(4, 1), Err(Error::NoInode));
+        assert_eq!(ov.reserve_append(4, 1), Err(Error::NoInode));
+        let off = ov.inode(4, 0o644, 100).unwrap();
+        assert_eq!(ov.inode(4, 0o644, 0).unwrap(), off);
+        assert_eq!(ov.size(4).unwrap(), Some(100));
+        assert_eq!(ov.extend_size(4, 50).unwrap(), 100);
+        assert_eq!(ov.extend_size(4, 150).unwrap(), 150);
+        let r1 = ov.reserve_append(4, 10).unwrap();
+        let r2 = ov.reserve_append(4, 5).unwrap();
+        assert_eq!((r1, r2), (150, 160));
+        // The second cannot publish before the first.
+        assert_eq!(
+            ov.publish_append(4, r2, 5, &mut crate::SpinWaiter { left: 3 }),
+            Err(Error::Busy)
+        );
+        assert_eq!(ov.size(4).unwrap(), Some(150));
+        ov.publish_append(4, r1, 10, &mut crate::SpinWaiter { left: 3 })
+            .unwrap();
+        ov.publish_append(4, r2, 5, &mut crate::SpinWaiter { left: 3 })
+            .unwrap();
+        assert_eq!(ov.size(4).unwrap(), Some(165));
+        assert_eq!(ov.next_ino().unwrap(), 1);
+        assert_eq!(ov.next_ino().unwrap(), 2);
+    }
+
+    #[test]
+    fn tagged_free_list_and_corrupt_offsets() {
+        let a = area(16, 4 * PAGE_WORDS);
+        let ov = Overlay::format(&a[..], 0, 16, 4 * PAGE_WORDS).unwrap();
+        ov.push_free(0, Kind::Data).unwrap();
+        ov.push_free(PAGE_WORDS, Kind::Data).unwrap();
+        let h = a[H_FREE_DATA].load(Ordering::SeqCst);
+        assert_eq!(h >> HEAD_OFF_BITS, 2);
+        assert_eq!(ov.pop_free(Kind::Data).unwrap(), Some(PAGE_WORDS));
+        assert_eq!(ov.pop_free(Kind::Data).unwrap(), Some(0));
+        assert_eq!(ov.pop_free(Kind::Data).unwrap(), None);
+        assert_eq!(a[H_FREE_DATA].load(Ordering::SeqCst) >> HEAD_OFF_BITS, 4);
+        // Misaligned or out-of-pool offsets are refused.
+        assert_eq!(ov.push_free(3, Kind::Data), Err(Error::Corrupt));
+        a[H_FREE_DATA].store(5, Ordering::SeqCst);
+        assert_eq!(ov.pop_free(Kind::Data), Err(Error::Corrupt));
+        a[H_FREE_DATA].store(0, Ordering::SeqCst);
+        // A published value pointing outside the pool.
+        let key = Key::data(1, 1).unwrap();
+        InsertOp::new(&ov, key, 0).unwrap();
+        ov.insert(key, 0).unwrap();
+        let b = ov.lookup(key).unwrap().unwrap().0;
+        a[ov.bucket_word(b).unwrap() + 1].store((1 << 40) | 1, Ordering::SeqCst);
+        assert_eq!(ov.lookup(key), Err(Error::Corrupt));
+    }
+}

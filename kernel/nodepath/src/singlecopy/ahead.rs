@@ -1,0 +1,194 @@
+//! Reclaim ahead of need (`crate::watermark`): when the free frames drop
+//! under the low mark, the eviction policy's victims are invalidated in
+//! the background, between operations and at idle: their INVs go out as
+//! calls nobody blocks on ([`Link::start_call`]), a batch at a time, and
+//! their answers are taken in later ([`ScState::reap_invs`]), so the
+//! directory's write-back of dirty victims overlaps this node's next
+//! operations. A miss that finds no frame first waits for the evictions
+//! in flight, and reclaims synchronously only when none is
+//! ([`ScState::reclaim_waiting`]).
+
+use alloc::vec::Vec;
+
+use fabric::proto::{Errno, Op, PageReply, PageReq, Request, Response};
+
+use super::{ScState, BATCH, MAX_ABANDONED};
+use crate::env::Env;
+use crate::link::Link;
+use crate::watermark::Watermarks;
+
+/// Most background INVs in flight together (the rest of the request ring
+/// is left for the operations' own requests).
+pub(super) const MAX_INVS_IN_FLIGHT: usize = 2 * BATCH;
+
+impl ScState {
+    /// The free-frame marks of every cache of this node.
+    pub fn set_watermarks(&mut self, marks: Watermarks) {
+        self.marks = marks;
+        if let Some(c) = self.cache() {
+            c.set_watermarks(marks);
+        }
+    }
+
+    /// The free-frame marks.
+    pub fn watermarks(&self) -> Watermarks {
+        self.marks
+    }
+
+    /// Background INVs in flight.
+    pub fn invs_in_flight(&self) -> usize {
+        self.coh.as_ref().map_or(0, |c| c.invs_in_flight.len())
+    }
+
+    /// Between operations: take in the answers of background INVs, and
+    /// if the free frames are under the low mark start INVs of victims up
+    /// to the high mark (at most [`MAX_INVS_IN_FLIGHT`] out). With
+    /// `settle` (idle), wait until every one is answered. Returns the
+    /// INVs started.
+    pub fn reclaim_ahead<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        settle: bool,
+    ) -> Result<usize, Errno> {
+        if self.coh.as_ref().is_none_or(|c| !c.active()) {
+            return Ok(0);
+        }
+        self.reap_invs(link);
+        let mut started = 0;
+        loop {
+            let out = self.invs_in_flight();
+            let Some(c) = self.coh.as_mut() else { break };
+            // Under the low mark a round starts; it goes on (in later
+            // calls too) until the high mark is free.
+            let want = c.cache.reclaim_wanted(out, c.refilling);
+            c.refilling = want > 0;
+            let n = want.min(MAX_INVS_IN_FLIGHT.saturating_sub(out)).min(BATCH);
+            if n == 0 {
+                if want > 0 && settle && out > 0 {
+                    // Idle: wait for room in flight, then go on.
+                    if !link.wait_calls(self) {
+                        break;
+                    }
+                    self.reap_invs(link);
+                    continue;
+                }
+                break;
+            }
+            let victims = c.cache.pick_victims(n);
+            if victims.is_empty() {
+                c.refilling = false;
+                break; // nothing owned that may go
+            }
+            started += victims.len();
+            self.start_invs(link, victims)?;
+        }
+        if settle {
+            self.settle_invs(link);
+        }
+        Ok(started)
+    }
+
+    /// Wait until every background INV is answered (or given up).
+    pub(super) fn settle_invs<E: Env>(&mut self, link: &mut Link<E>) {
+        self.reap_invs(link);
+        while self.invs_in_flight() > 0 {
+            if !link.wait_calls(self) {
+                break; // the calls' own give-up times end them
+            }
+            self.reap_invs(link);
+        }
+    }
+
+    /// Send the INVs of `victims` (already `Reclaiming`) without waiting.
+    fn start_invs<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        victims: Vec<(fabric::proto::PageKey, bool)>,
+    ) -> Result<(), Errno> {
+        // Our own mappings of these frames go first.
+        if let Some(c) = self.coh.as_mut() {
+            for (k, _) in &victims {
+                c.unmap(&link.env, k);
+            }
+        }
+        for (i, &(key, dirty)) in victims.iter().enumerate() {
+            match link.start_call(&Request::Page(PageReq::Inv { key, dirty }), self) {
+                Ok(tag) => {
+                    if let Some(c) = self.coh.as_mut() {
+                        c.invs_in_flight.push((tag, key));
+                    }
+                }
+                Err(e) => {
+                    // Not sent: the pages stay as they were (as dirty: at
+                    // worst one write-back too many).
+                    if let Some(c) = self.cache() {
+                        for (k, _) in &victims[i..] {
+                            c.reclaim_failed(k);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Take in the answers of background INVs that came: a page done
+    /// frees its frame, a refused one goes back to the cache, one given up
+    /// unanswered stays torn down until its late answer (or the
+    /// directory's DIR_INV). Returns the frames freed.
+    pub(super) fn reap_invs<E: Env>(&mut self, link: &mut Link<E>) -> usize {
+        let Some(c) = self.coh.as_mut() else { return 0 };
+        let mut freed = 0;
+        let mut i = 0;
+        while i < c.invs_in_flight.len() {
+            let (tag, key) = c.invs_in_flight[i];
+            let Some(r) = link.poll_call(tag, Op::PageInv) else {
+                i += 1;
+                continue;
+            };
+            c.invs_in_flight.swap_remove(i);
+            match r {
+                Ok(Response::Page(PageReply::Done { .. })) => {
+                    c.cache.reclaimed(&key);
+                    c.cache.count_reclaimed_ahead(1);
+                    freed += 1;
+                }
+                Err(Errno::Unavailable) => {
+                    if c.abandoned.len() >= MAX_ABANDONED {
+                        c.abandoned.pop_first();
+                    }
+                    c.abandoned.insert(tag, (key, Op::PageInv));
+                }
+                Ok(_) | Err(_) => c.cache.reclaim_failed(&key),
+            }
+        }
+        freed
+    }
+
+    /// A miss found no frame: wait for the background INVs in flight,
+    /// else reclaim `n` pages now (from the task's group if it is at its
+    /// limit). Counted as a miss that waited. Returns the frames freed.
+    pub(super) fn reclaim_waiting<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        n: usize,
+    ) -> Result<usize, Errno> {
+        if let Some(c) = self.cache() {
+            c.count_waited_miss();
+        }
+        while self.invs_in_flight() > 0 {
+            let freed = self.reap_invs(link);
+            if freed > 0 {
+                return Ok(freed);
+            }
+            if self.invs_in_flight() == 0 {
+                break;
+            }
+            if !link.wait_calls(self) {
+                return Err(Errno::Unavailable);
+            }
+        }
+        self.reclaim_for_miss(link, n)
+    }
+}
