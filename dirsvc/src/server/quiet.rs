@@ -25,7 +25,7 @@
 use alloc::vec::Vec;
 
 use fabric::doorbell::PeerMap;
-use fabric::proto::PageKey;
+use fabric::proto::{PageKey, PageSpan};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
@@ -49,17 +49,29 @@ impl<D: BlockDevice> Directory<D> {
     /// `node` acked `inv`: true if the ack is of an invalidation already
     /// taken as acknowledged (then it is dropped); else it is no longer
     /// outstanding.
+    ///
+    /// A node acks an INV_RANGE in parts when misses of some of its pages
+    /// are in flight (each run without one at once, each such page alone
+    /// once its answer is in): an ack of a part of an outstanding span
+    /// leaves the rest of the span outstanding.
     pub(super) fn absorb_ack(&mut self, node: u32, key: InvOut) -> bool {
         let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) else {
             return false;
         };
-        if let Some(i) = p.lazy_acked.iter().position(|k| *k == key) {
-            p.lazy_acked.remove(i);
+        if let Some(i) = find_ack(p.lazy_acked.iter(), &key) {
+            let rest = carve(p.lazy_acked.remove(i), &key);
+            for (j, r) in rest.into_iter().flatten().enumerate() {
+                p.lazy_acked.insert(i + j, r);
+            }
             self.quiet.absorbed += 1;
             return true;
         }
-        if let Some(i) = p.invs_out.iter().position(|k| *k == key) {
-            p.invs_out.remove(i);
+        if let Some(i) = find_ack(p.invs_out.iter(), &key) {
+            if let Some(out) = p.invs_out.remove(i) {
+                for (j, r) in carve(out, &key).into_iter().flatten().enumerate() {
+                    p.invs_out.insert(i + j, r);
+                }
+            }
         }
         false
     }
@@ -164,4 +176,35 @@ impl<D: BlockDevice> Directory<D> {
             }
         }
     }
+}
+
+/// Which of `outs` the ack `ack` answers: the notice itself, else the
+/// INV_RANGE whose span holds the acked pages.
+fn find_ack<'a>(outs: impl Iterator<Item = &'a InvOut> + Clone, ack: &InvOut) -> Option<usize> {
+    outs.clone().position(|o| o == ack).or_else(|| {
+        outs.into_iter().position(|o| {
+            o.range
+                && o.span.ino == ack.span.ino
+                && o.span.first <= ack.span.first
+                && ack.span.last() <= o.span.last()
+        })
+    })
+}
+
+/// What of `out` is still unacknowledged once `ack` (the whole of it, or
+/// a part of its span) came: the pages before and after the part.
+fn carve(out: InvOut, ack: &InvOut) -> [Option<InvOut>; 2] {
+    if out == *ack {
+        return [None, None];
+    }
+    let (o, a) = (out.span, ack.span);
+    let piece = |first: u64, end: u64| {
+        let count = end.checked_sub(first).filter(|c| *c > 0)?;
+        let span = PageSpan::new(o.ino, first, count)?;
+        Some(InvOut { span, range: true })
+    };
+    [
+        piece(o.first, a.first),
+        piece(a.last().saturating_add(1), o.last().saturating_add(1)),
+    ]
 }

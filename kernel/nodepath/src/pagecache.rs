@@ -45,12 +45,6 @@ pub struct NodeCache {
     voided: KeySet,
     /// Deferred acks now due (see [`NodeCache::take_acks`]).
     acks: Vec<(PageKey, bool)>,
-    /// INV_RANGEs whose ack waits for misses of their pages in flight
-    /// (those pages are in `deferred`): the span, the misses still
-    /// unanswered, the dirty bit so far.
-    range_waits: Vec<(PageSpan, usize, bool)>,
-    /// Acks of INV_RANGEs now due (see [`NodeCache::take_range_acks`]).
-    range_acks: Vec<(PageSpan, bool)>,
     /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
     /// racing the DROP must report the dirty bit too (see
     /// [`NodeCache::drop_done`]).
@@ -113,8 +107,6 @@ impl NodeCache {
             deferred: KeySet::default(),
             voided: KeySet::default(),
             acks: Vec::new(),
-            range_waits: Vec::new(),
-            range_acks: Vec::new(),
             dropped_dirty: KeySet::default(),
             dirty_remote: KeySet::default(),
             free: (pool.0..pool.1).rev().collect(),
@@ -346,7 +338,7 @@ impl NodeCache {
             self.free.push(frame);
             self.stats.retries += 1;
             if self.deferred.remove(&key) {
-                self.ack_due(key, dropped_dirty);
+                self.acks.push((key, dropped_dirty));
             }
             return Installed::Retry;
         }
@@ -373,7 +365,7 @@ impl NodeCache {
                 }
             }
         };
-        self.ack_due(key, dirty || dropped_dirty);
+        self.acks.push((key, dirty || dropped_dirty));
         got
     }
 
@@ -403,7 +395,7 @@ impl NodeCache {
         }
         let dropped_dirty = self.dropped_dirty.remove(key);
         if self.deferred.remove(key) {
-            self.ack_due(*key, dropped_dirty);
+            self.acks.push((*key, dropped_dirty));
         }
         true
     }
@@ -553,7 +545,6 @@ impl NodeCache {
         if !(self.inflight.is_empty()
             && self.deferred.is_empty()
             && self.acks.is_empty()
-            && self.range_acks.is_empty()
             && self.dropped_dirty.is_empty())
         {
             return false;
@@ -683,13 +674,16 @@ impl NodeCache {
     }
 
     /// An INV_RANGE (a file's teardown): every page of `span` awaits our
-    /// ack, so each page we hold is torn down as a DIR_INV's would be,
-    /// and one ack answers them all. `Some(dirty)` (we had written one of
-    /// them): ack now. `None`: a miss of one of them is in flight; the
-    /// ack waits until every such answer is applied (as a DIR_INV's does)
-    /// and then comes from [`NodeCache::take_range_acks`]. The caller
-    /// unmaps the span's pages from page tables before it sends the ack.
-    pub fn range_inv(&mut self, span: &PageSpan) -> Option<bool> {
+    /// ack, so each page we hold is torn down as a DIR_INV's would be.
+    /// Returns the acks to send now: each run of `span` with no miss in
+    /// flight, with whether we had written one of its pages. A page whose
+    /// miss is in flight is left out and handled as its own DIR_INV's
+    /// (its ack, a plain INV_ACK, comes from [`NodeCache::take_acks`] once
+    /// the answer is applied): one ack for the whole span would hold up
+    /// every other page of it until that answer is taken in, and the
+    /// path that takes it in may itself wait for one of those pages. The
+    /// caller unmaps each run's pages from page tables before it acks.
+    pub fn range_inv(&mut self, span: &PageSpan) -> Vec<(PageSpan, bool)> {
         let lo = PageKey {
             ino: span.ino,
             idx: span.first,
@@ -703,51 +697,45 @@ impl NodeCache {
         keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
         keys.sort_unstable();
         keys.dedup();
-        let waiting: Vec<PageKey> = self
+        let mut waiting: Vec<u64> = self
             .inflight
             .keys()
             .filter(|k| span.contains(k))
-            .copied()
+            .map(|k| k.idx)
             .collect();
-        let mut dirty = false;
+        waiting.sort_unstable();
+        let mut dirty: Vec<u64> = Vec::new();
         for key in keys {
-            if !self.inflight.contains_key(&key) {
-                dirty |= self.invalidate(&key);
+            if !self.inflight.contains_key(&key) && self.invalidate(&key) {
+                dirty.push(key.idx);
             }
         }
-        if waiting.is_empty() {
-            return Some(dirty);
+        for idx in &waiting {
+            self.stats.invs_received += 1;
+            self.deferred.insert(PageKey {
+                ino: span.ino,
+                idx: *idx,
+            });
         }
-        self.stats.invs_received += waiting.len() as u64;
-        self.deferred.extend(waiting.iter().copied());
-        self.range_waits.push((*span, waiting.len(), dirty));
-        None
-    }
-
-    /// Acks of INV_RANGEs deferred by [`NodeCache::range_inv`] that became
-    /// due: `(span, dirty)`, each sent once on the ack ring.
-    pub fn take_range_acks(&mut self) -> Vec<(PageSpan, bool)> {
-        core::mem::take(&mut self.range_acks)
-    }
-
-    /// The deferred ack of `key` is due: it is its INV_RANGE's share, or
-    /// its DIR_INV's own ack.
-    fn ack_due(&mut self, key: PageKey, dirty: bool) {
-        let Some(i) = self
-            .range_waits
-            .iter()
-            .position(|(s, n, _)| *n > 0 && s.contains(&key))
-        else {
-            self.acks.push((key, dirty));
-            return;
-        };
-        let w = &mut self.range_waits[i];
-        w.1 -= 1;
-        w.2 |= dirty;
-        if w.1 == 0 {
-            let (span, _, dirty) = self.range_waits.remove(i);
-            self.range_acks.push((span, dirty));
+        // The runs between the pages in flight (`dirty` is sorted).
+        let mut out = Vec::new();
+        let mut start = span.first;
+        for gap in waiting.iter().copied().map(Some).chain([None]) {
+            let end = gap.unwrap_or_else(|| span.last().saturating_add(1));
+            if end > start {
+                if let Some(run) = PageSpan::new(span.ino, start, end - start) {
+                    let d = dirty.iter().any(|i| {
+                        run.contains(&PageKey {
+                            ino: span.ino,
+                            idx: *i,
+                        })
+                    });
+                    out.push((run, d));
+                }
+            }
+            start = end.saturating_add(1);
         }
+        out
     }
 
     /// Tear `key` down here and say whether we had dirtied it (the DIR_INV
@@ -809,8 +797,6 @@ impl NodeCache {
         self.deferred.clear();
         self.voided.clear();
         self.acks.clear();
-        self.range_waits.clear();
-        self.range_acks.clear();
         self.dropped_dirty.clear();
         self.dirty_remote.clear();
         self.orphans.clear();

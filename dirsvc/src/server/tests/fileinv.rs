@@ -202,3 +202,45 @@ fn a_read_racing_a_truncate_waits_and_then_sees_the_new_file() {
     assert!(page.iter().all(|&x| x == 0));
     assert_eq!(rig.dir.borrow().page_stats().writebacks, 0);
 }
+
+/// A sharer with a miss in flight of one page of the span acks the runs
+/// around it at once and that page alone later: the teardown goes on
+/// with each part, and nothing stays outstanding once all are in (a
+/// stale outstanding notice would wake the node for every later one).
+#[test]
+fn a_span_acked_in_parts_completes_and_leaves_nothing_outstanding() {
+    let rig = Rig::new(2, true);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let mut na = Notifier::new(&rig.layout, 1);
+    let mut nb = Notifier::new(&rig.layout, 2);
+    let ino = shared_file(&rig, &mut a, &mut b, "/p");
+    assert_eq!(rig.path(&mut a, Op::Unlink, "/p"), Ok(Response::Ok));
+    let all = PageSpan::new(ino, 0, PAGES).unwrap();
+    assert_eq!(next_notice(&rig, &mut nb), Some((all, true)));
+    let outstanding = |rig: &Rig| rig.dir.borrow().peers[1].invs_out.len();
+    ack_range(&rig, &mut nb, PageSpan::new(ino, 0, 3).unwrap());
+    ack_range(&rig, &mut nb, PageSpan::new(ino, 4, PAGES - 4).unwrap());
+    assert_eq!(outstanding(&rig), 1, "page 3 is still owed");
+    // The owner frees the acked pages meanwhile; page 3 waits.
+    let mut told = Vec::new();
+    while let Some((s, range)) = next_notice(&rig, &mut na) {
+        assert!(range && !s.contains(&PageKey { ino, idx: 3 }), "{s:?}");
+        told.push(s);
+    }
+    assert_eq!(told.iter().map(|s| s.count).sum::<u64>(), PAGES - 1);
+    nb.ack(&*rig.mem, PageKey { ino, idx: 3 }, false, &mut || true)
+        .unwrap();
+    rig.step();
+    assert_eq!(outstanding(&rig), 0);
+    assert_eq!(
+        next_notice(&rig, &mut na),
+        Some((PageSpan::new(ino, 3, 1).unwrap(), true))
+    );
+    told.push(PageSpan::new(ino, 3, 1).unwrap());
+    for s in told {
+        ack_range(&rig, &mut na, s);
+    }
+    assert!(rig.dir.borrow().pages().is_empty());
+    assert_eq!(rig.dir.borrow().peers[0].invs_out.len(), 0);
+}

@@ -104,10 +104,6 @@ impl Coherence {
             log::debug!("DIR_INV {key:?}: deferred ack, dirty={dirty}");
             self.ack(env, key, dirty);
         }
-        for (span, dirty) in self.cache.take_range_acks() {
-            log::debug!("INV_RANGE {span:?}: deferred ack, dirty={dirty}");
-            self.ack_range(env, span, dirty);
-        }
     }
 }
 
@@ -173,14 +169,13 @@ impl<E: Env> Session<E> for ScState {
                 Ok(Some(Notice::DirInv(k))) => k,
                 Ok(Some(Notice::InvRange(span))) => {
                     n += 1;
-                    match c.cache.range_inv(&span) {
-                        Some(dirty) => {
-                            log::debug!("INV_RANGE {span:?}: acked, dirty={dirty}");
-                            c.ack_range(env, span, dirty);
-                        }
-                        None => {
-                            log::debug!("INV_RANGE {span:?}: a miss is in flight, ack deferred")
-                        }
+                    let runs = c.cache.range_inv(&span);
+                    if runs.len() != 1 || runs[0].0 != span {
+                        log::debug!("INV_RANGE {span:?}: misses in flight, their acks deferred");
+                    }
+                    for (run, dirty) in runs {
+                        log::debug!("INV_RANGE {run:?}: acked, dirty={dirty}");
+                        c.ack_range(env, run, dirty);
                     }
                     continue;
                 }

@@ -21,8 +21,8 @@
 //! at any time. Scenarios add node crashes (queues lost, `node_failed`,
 //! `forget_all`, rejoin only once `!holds_frames_of`), file eviction
 //! (`evict_file` on a second inode whose values are not checked: its
-//! INV_RANGEs are served with `NodeCache::range_inv`, one ack each, or
-//! deferred behind a miss in flight), and lost notices / acks (healed by declaring the node failed) with duplicated
+//! INV_RANGEs are served with `NodeCache::range_inv`: one ack per run of
+//! the span with no miss in flight, and a page's own ack behind its miss), and lost notices / acks (healed by declaring the node failed) with duplicated
 //! acks (applied twice; the second must be a no-op).
 //!
 //! Checked after every step: [`PageDir::check`]; directory entries use
@@ -414,10 +414,6 @@ impl Sim {
     fn flush_acks(&mut self, n: u8) {
         for (key, dirty) in self.node(n).cache.take_acks() {
             self.send_ack(n, PageSpan::page(key), false, dirty);
-        }
-        for (span, dirty) in self.node(n).cache.take_range_acks() {
-            self.seen.range_acks += 1;
-            self.send_ack(n, span, true, dirty);
         }
     }
 
