@@ -44,7 +44,7 @@ use crate::diskq::DiskQueue;
 use crate::pagedir::PageDir;
 use crate::writeq::WriteQueue;
 use fabric::layout::{DirState, Header, Layout};
-use fabric::proto::{DecodeError, Desc, DirStats, Op, PageDirStats, PageKey};
+use fabric::proto::{DecodeError, Desc, DirStats, Op, PageDirStats};
 use fabric::ring::{Consumer, Producer, RingError};
 use fabric::shm::SharedMem;
 use flatfs::{BlockDevice, Fs};
@@ -226,15 +226,26 @@ struct Peer {
     /// Response and notify heads last reported in [`Poll::responded`] /
     /// [`Poll::noticed`].
     reported: (u32, u32),
-    /// DIR_INVs published on the notify ring whose ack is not in yet, in
-    /// order (`server/quiet.rs`).
-    invs_out: VecDeque<PageKey>,
-    /// DIR_INVs taken as acknowledged while the node slept quietly: the
-    /// node's own ack of each, when it comes, is dropped.
-    lazy_acked: Vec<PageKey>,
+    /// DIR_INVs and INV_RANGEs published on the notify ring whose ack is
+    /// not in yet, in order (`server/quiet.rs`).
+    invs_out: VecDeque<InvOut>,
+    /// Invalidations taken as acknowledged while the node slept quietly:
+    /// the node's own ack of each, when it comes, is dropped.
+    lazy_acked: Vec<InvOut>,
     /// A notice other than a DIR_INV was published since the last report
     /// (the node must be woken for it).
     wake_notice: bool,
+}
+
+/// An invalidation notice awaiting its ack: a DIR_INV (its page, a span
+/// of one) or an INV_RANGE (its span). Each is answered by its own kind
+/// of ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InvOut {
+    /// Pages.
+    pub(crate) span: fabric::proto::PageSpan,
+    /// An INV_RANGE (else a DIR_INV).
+    pub(crate) range: bool,
 }
 
 impl Peer {
@@ -527,6 +538,19 @@ impl<D: BlockDevice> Directory<D> {
             dir_invs: s.dir_invs,
             writebacks: s.writebacks,
             max_batch: max_batch as u64,
+        }
+    }
+
+    /// Invalidation counters, for `dir stats` and [`Op::InvStats`].
+    pub fn inv_stats(&self) -> fabric::proto::InvStats {
+        let s = self.pages.stats();
+        fabric::proto::InvStats {
+            dir_invs: s.dir_invs,
+            acks: s.acks,
+            range_invs: s.range_invs,
+            range_acks: s.range_acks,
+            range_pages: s.range_pages,
+            quiet_taken: self.quiet.taken,
         }
     }
 

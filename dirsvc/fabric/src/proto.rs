@@ -313,11 +313,20 @@ pub enum Op {
     /// header's `replicas_used`); announce your stores from now on and
     /// say so (`sees_replicas`). No ack, no arguments.
     ReplicasUsed = 48,
+    /// Directory -> node on the notify ring: unmap every page of
+    /// `[ino, first, count]` (a [`PageSpan`]) and ack once. Every page of
+    /// the span awaits this node's ack, as a DIR_INV's page does.
+    InvRange = 49,
+    /// Node -> directory on the ack ring: `[ino, first, count, dirty]`,
+    /// the one ack of an `InvRange`.
+    InvRangeAck = 50,
+    /// Invalidation counters -> [`Response::InvStats`] (`dir stats`).
+    InvStats = 51,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 32] = [
+    pub const ALL: [Op; 35] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -350,6 +359,9 @@ impl Op {
         Op::Revoke,
         Op::RevokeAck,
         Op::ReplicasUsed,
+        Op::InvRange,
+        Op::InvRangeAck,
+        Op::InvStats,
     ];
 
     /// Decode a wire opcode.
@@ -447,7 +459,9 @@ mod page;
 mod request;
 mod response;
 pub use locality::{LocalityRange, LOCALITY_RECORD};
-pub use page::{reply_code, Notice, PageDirStats, PageKey, PageReply, PageReq};
+pub use page::{
+    reply_code, InvStats, Notice, PageDirStats, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN,
+};
 pub use request::{op_of, Request};
 pub use response::{DirStats, MissKind, MissStats, Response};
 

@@ -48,7 +48,7 @@ use table::Table;
 pub use table::{Unfit, Width, NARROW_RECORD, WIDE_RECORD};
 pub use types::{Action, Entry, FrameOwner, PageState, PageStats, Phase};
 
-use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::proto::{PageKey, PageReply, PageReq, PageSpan, MAX_SPAN};
 
 /// Bytes of directory state per cached page, for `dir stats`: the layout
 /// for clusters of up to 32 nodes with files cached whole (a 10-byte record
@@ -502,6 +502,90 @@ impl PageDir {
             return out;
         }
         self.stats.acks += 1;
+        self.ack_page(node, key, dirty, &mut out);
+        self.coalesce(&mut out);
+        out
+    }
+
+    /// The one ack of an INV_RANGE from `node`: every page of `span` that
+    /// awaits `node`'s ack is acknowledged (`dirty` counts for each; a
+    /// file's teardown writes nothing back anyway). Pages that await no
+    /// ack of `node` are left alone, so a duplicate changes nothing.
+    pub fn ack_range(&mut self, node: u8, span: PageSpan, dirty: bool) -> Vec<Action> {
+        let mut out = Vec::new();
+        if !self.node_ok(node) {
+            return out;
+        }
+        self.stats.range_acks += 1;
+        for key in self.table.keys_between(span.ino, span.first, span.last()) {
+            self.ack_page(node, key, dirty, &mut out);
+        }
+        self.coalesce(&mut out);
+        out
+    }
+
+    /// Does every cached page of `span` that awaits an ack of `node` await
+    /// it as a sharer's (see [`PageDir::awaits_ack`])? `None` if no page
+    /// awaits one.
+    pub fn awaits_range_ack(&self, node: u8, span: &PageSpan) -> Option<bool> {
+        let mut any = None;
+        for key in self.table.keys_between(span.ino, span.first, span.last()) {
+            match self.awaits_ack(node, &key) {
+                Some(false) => return Some(false),
+                Some(true) => any = Some(true),
+                None => {}
+            }
+        }
+        any
+    }
+
+    /// The DIR_INVs of a file's teardown (pages in `evicting`) travel as
+    /// INV_RANGEs: one per node per run of contiguous pages, after every
+    /// other action of the step (an owner's is preceded by its frame's
+    /// unexport, which stays before it).
+    fn coalesce(&mut self, out: &mut Vec<Action>) {
+        if self.evicting.is_empty() {
+            return;
+        }
+        let mut pages: Vec<(u8, PageKey)> = Vec::new();
+        out.retain(|a| match *a {
+            Action::Invalidate { node, key } if self.evicting.contains_key(&key) => {
+                pages.push((node, key));
+                false
+            }
+            _ => true,
+        });
+        if pages.is_empty() {
+            return;
+        }
+        self.stats.dir_invs -= pages.len() as u64;
+        self.stats.range_pages += pages.len() as u64;
+        pages.sort_unstable();
+        pages.dedup();
+        let mut run: Option<(u8, PageSpan)> = None;
+        for (node, key) in pages {
+            if let Some((n, s)) = run.as_mut() {
+                if *n == node
+                    && s.ino == key.ino
+                    && s.count < MAX_SPAN
+                    && s.first.checked_add(s.count) == Some(key.idx)
+                {
+                    s.count += 1;
+                    continue;
+                }
+                out.push(Action::InvalidateRange { node: *n, span: *s });
+                self.stats.range_invs += 1;
+            }
+            run = Some((node, PageSpan::page(key)));
+        }
+        if let Some((node, span)) = run {
+            out.push(Action::InvalidateRange { node, span });
+            self.stats.range_invs += 1;
+        }
+    }
+
+    /// One page's share of an ack.
+    fn ack_page(&mut self, node: u8, key: PageKey, dirty: bool, out: &mut Vec<Action>) {
         if let Some(mut e) = self.table.get(&key) {
             if let Phase::Invalidating { pending, tag } = e.phase {
                 if pending & bit(node) != 0 {
@@ -512,11 +596,10 @@ impl PageDir {
                     e.sharers &= !bit(node);
                     e.dirty |= dirty;
                     self.store(key, &e);
-                    self.settle(key, &mut out);
+                    self.settle(key, out);
                 }
             }
         }
-        out
     }
 
     /// An invalidation may have received its last ack: move on. A file

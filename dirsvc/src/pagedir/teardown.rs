@@ -75,6 +75,7 @@ impl PageDir {
                 }
             }
         }
+        self.coalesce(&mut out);
         out
     }
 
@@ -86,6 +87,11 @@ impl PageDir {
     /// owner's ack. Pages in E or already in TBI are left alone (their
     /// installer will find the file's size when it commits; an owner's
     /// invalidation completes with its write-back as usual).
+    ///
+    /// Each node is told with one INV_RANGE per run of contiguous pages it
+    /// maps or owns (one for a file it holds whole) and acks each once;
+    /// only pages that await its ack are in a run, so a page it got anew
+    /// meanwhile (a gap) is never torn down by it.
     pub fn evict_file(&mut self, ino: u64, from_idx: u64) -> Vec<Action> {
         let mut out = Vec::new();
         for key in self.table.keys_from(ino, from_idx) {
@@ -105,6 +111,7 @@ impl PageDir {
             invalidate_all(&mut self.stats, key, pending, &mut out);
             self.settle(key, &mut out);
         }
+        self.coalesce(&mut out);
         out
     }
 

@@ -2,7 +2,7 @@
 //! its phase, the actions a step returns, the counters, and who owns a
 //! frame.
 
-use fabric::proto::{PageKey, PageReply};
+use fabric::proto::{PageKey, PageReply, PageSpan};
 
 /// Per-node view of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,15 @@ pub enum Action {
         /// Page.
         key: PageKey,
     },
+    /// Tell `node` to unmap (and free, where it owns them) every page of
+    /// `span` and ack once (INV_RANGE): a file's teardown. Every page of
+    /// the span awaits `node`'s ack.
+    InvalidateRange {
+        /// Sharer or owner node.
+        node: u8,
+        /// Pages.
+        span: PageSpan,
+    },
     /// Set (true) or clear the export bit of frame `gfn`.
     Export {
         /// Frame.
@@ -116,10 +125,16 @@ pub struct PageStats {
     pub unlocks: u64,
     /// INV requests (pages).
     pub invs: u64,
-    /// DIR_INV notifications sent.
+    /// DIR_INV notifications sent (one page each).
     pub dir_invs: u64,
+    /// INV_RANGE notifications sent (a run of a file's pages each).
+    pub range_invs: u64,
+    /// Pages the INV_RANGE notifications covered.
+    pub range_pages: u64,
     /// INV_ACKs received.
     pub acks: u64,
+    /// Acks of INV_RANGEs received.
+    pub range_acks: u64,
     /// DROP requests.
     pub drops: u64,
     /// Write-backs to disk.

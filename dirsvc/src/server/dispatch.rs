@@ -8,14 +8,16 @@ use alloc::vec::Vec;
 
 use fabric::bulk::ShmBulk;
 use fabric::layout::{Header, NodeState};
-use fabric::proto::{op_of, DecodeError, Desc, Errno, Notice, Op, PageReq, Raw, Request, Response};
+use fabric::proto::{
+    op_of, DecodeError, Desc, Errno, Notice, Op, PageReq, PageSpan, Raw, Request, Response,
+};
 use fabric::ring::{Producer, RingError};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
 use super::reply::Via;
 use super::writes::Then;
-use super::{Directory, Event, Poll};
+use super::{Directory, Event, InvOut, Poll};
 use crate::pagedir::Action;
 
 impl<D: BlockDevice> Directory<D> {
@@ -124,21 +126,35 @@ impl<D: BlockDevice> Directory<D> {
             match Notice::decode(&d) {
                 Ok(Notice::InvAck { key, dirty }) => {
                     log::debug!("node {node}: ack {key:?} dirty={dirty}");
-                    if self.absorb_ack(node, key) {
+                    let inv = InvOut {
+                        span: PageSpan::page(key),
+                        range: false,
+                    };
+                    if self.absorb_ack(node, inv) {
                         continue; // taken while it slept (`server/quiet.rs`)
                     }
                     let a = self.pages.ack(node as u8, key, dirty);
                     self.run(mem, a);
                 }
+                Ok(Notice::InvRangeAck { span, dirty }) => {
+                    log::debug!("node {node}: range ack {span:?} dirty={dirty}");
+                    if self.absorb_ack(node, InvOut { span, range: true }) {
+                        continue;
+                    }
+                    let a = self.pages.ack_range(node as u8, span, dirty);
+                    self.run(mem, a);
+                }
                 Ok(Notice::RevokeAck(key)) => self.revoke_acked(mem, node, key),
                 Ok(
                     n @ (Notice::DirInv(_)
+                    | Notice::InvRange(_)
                     | Notice::Sharers { .. }
                     | Notice::Revoke(_)
                     | Notice::ReplicasUsed),
                 ) => {
                     let op = match n {
                         Notice::DirInv(_) => Op::DirInv,
+                        Notice::InvRange(_) => Op::InvRange,
                         Notice::Revoke(_) => Op::Revoke,
                         Notice::ReplicasUsed => Op::ReplicasUsed,
                         _ => Op::Sharers,
@@ -292,7 +308,11 @@ impl<D: BlockDevice> Directory<D> {
                 Err(e) => return Err(e),
             }
             match Notice::decode(d) {
-                Ok(Notice::DirInv(key)) => p.invs_out.push_back(key),
+                Ok(Notice::DirInv(key)) => p.invs_out.push_back(InvOut {
+                    span: PageSpan::page(key),
+                    range: false,
+                }),
+                Ok(Notice::InvRange(span)) => p.invs_out.push_back(InvOut { span, range: true }),
                 _ => p.wake_notice = true,
             }
             p.notify_backlog.pop_front();

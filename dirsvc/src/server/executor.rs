@@ -69,6 +69,11 @@ impl<D: BlockDevice> Directory<D> {
                         p.notify_backlog.push_back(Notice::DirInv(key).encode());
                     }
                 }
+                Action::InvalidateRange { node, span } => {
+                    if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
+                        p.notify_backlog.push_back(Notice::InvRange(span).encode());
+                    }
+                }
                 Action::Export { gfn, on } => {
                     Header::new(mem, self.layout).set_exported(gfn, on);
                     if !on {

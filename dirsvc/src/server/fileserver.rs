@@ -41,6 +41,9 @@ impl<D: BlockDevice> Directory<D> {
         if let Request::MissStats { kind } = req {
             return Ok(Response::MissStats(self.miss.stats(kind)));
         }
+        if let Request::InvStats = req {
+            return Ok(Response::InvStats(self.inv_stats()));
+        }
         if req.may_change_files() {
             // Before the change can be seen: a node whose read ends at an
             // unchanged epoch needs no validation round trip.
@@ -53,6 +56,7 @@ impl<D: BlockDevice> Directory<D> {
             Request::Nop
             | Request::Stats
             | Request::PageStats
+            | Request::InvStats
             | Request::MissStats { .. }
             | Request::Page(_) => Ok(Response::Ok),
             // Served with the requester known (`server/appendlock.rs`,

@@ -13,7 +13,9 @@
 //! notify ring before it runs anything else, so it tears the mapping down
 //! before it could use it (the Dekker argument in `fabric::doorbell`).
 //!
-//! Only sharers' DIR_INVs are taken: a file eviction's DIR_INV to the
+//! INV_RANGEs (a file's teardown) are taken alike, whole: one whose span
+//! holds a page the node owns is not taken. Only sharers' DIR_INVs are
+//! taken: a file eviction's DIR_INV to the
 //! owner (free your frame) waits for the owner's ack as before. The node
 //! still acks every DIR_INV when it services it; the ack of one taken here
 //! is dropped when it comes (`absorb_ack`). A node's acks come in the order
@@ -23,11 +25,11 @@
 use alloc::vec::Vec;
 
 use fabric::doorbell::PeerMap;
-use fabric::proto::PageKey;
+use fabric::proto::{PageKey, PageSpan};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
-use super::{Directory, Poll};
+use super::{Directory, InvOut, Poll};
 
 /// Counters of the lazy path (the kernel logs them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,20 +46,32 @@ impl<D: BlockDevice> Directory<D> {
         self.quiet
     }
 
-    /// `node` acked `key`: true if the ack is of a DIR_INV already taken
-    /// as acknowledged (then it is dropped); else it is no longer
+    /// `node` acked `inv`: true if the ack is of an invalidation already
+    /// taken as acknowledged (then it is dropped); else it is no longer
     /// outstanding.
-    pub(super) fn absorb_ack(&mut self, node: u32, key: PageKey) -> bool {
+    ///
+    /// A node acks an INV_RANGE in parts when misses of some of its pages
+    /// are in flight (each run without one at once, each such page alone
+    /// once its answer is in): an ack of a part of an outstanding span
+    /// leaves the rest of the span outstanding.
+    pub(super) fn absorb_ack(&mut self, node: u32, key: InvOut) -> bool {
         let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) else {
             return false;
         };
-        if let Some(i) = p.lazy_acked.iter().position(|k| *k == key) {
-            p.lazy_acked.remove(i);
+        if let Some(i) = find_ack(p.lazy_acked.iter(), &key) {
+            let rest = carve(p.lazy_acked.remove(i), &key);
+            for (j, r) in rest.into_iter().flatten().enumerate() {
+                p.lazy_acked.insert(i + j, r);
+            }
             self.quiet.absorbed += 1;
             return true;
         }
-        if let Some(i) = p.invs_out.iter().position(|k| *k == key) {
-            p.invs_out.remove(i);
+        if let Some(i) = find_ack(p.invs_out.iter(), &key) {
+            if let Some(out) = p.invs_out.remove(i) {
+                for (j, r) in carve(out, &key).into_iter().flatten().enumerate() {
+                    p.invs_out.insert(i + j, r);
+                }
+            }
         }
         false
     }
@@ -91,7 +105,7 @@ impl<D: BlockDevice> Directory<D> {
         // The DIR_INVs each quiet sleeper owed when its word was read:
         // only those may be taken (one published later, e.g. by a failure
         // handled below, may find the node awake).
-        let quiet: Vec<(u32, Vec<PageKey>)> = (0..64usize)
+        let quiet: Vec<(u32, Vec<InvOut>)> = (0..64usize)
             .filter(|&i| owing >> i & 1 != 0 && map.sleeps_quiet(i as u32 + 1))
             .map(|i| {
                 (
@@ -124,28 +138,73 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Take the DIR_INVs of `owed` that `node` (asleep quietly, its acks
     /// drained) still owes as a sharer's clean acks.
-    fn take_invs_of(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, owed: &[PageKey]) {
+    fn take_invs_of(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, owed: &[InvOut]) {
         let i = (node - 1) as usize;
         let out = core::mem::take(&mut self.peers[i].invs_out);
-        for key in out {
-            if !owed.contains(&key) {
-                self.peers[i].invs_out.push_back(key);
+        for inv in out {
+            if !owed.contains(&inv) {
+                self.peers[i].invs_out.push_back(inv);
                 continue;
             }
-            match self.pages.awaits_ack(node as u8, &key) {
+            let key = PageKey {
+                ino: inv.span.ino,
+                idx: inv.span.first,
+            };
+            let awaits = if inv.range {
+                self.pages.awaits_range_ack(node as u8, &inv.span)
+            } else {
+                self.pages.awaits_ack(node as u8, &key)
+            };
+            match awaits {
                 Some(true) => {
-                    self.peers[i].lazy_acked.push(key);
+                    self.peers[i].lazy_acked.push(inv);
                     self.quiet.taken += 1;
-                    log::debug!("node {node}: DIR_INV {key:?} taken as acked (quiet sleep)");
-                    let a = self.pages.ack(node as u8, key, false);
+                    log::debug!("node {node}: {inv:?} taken as acked (quiet sleep)");
+                    let a = if inv.range {
+                        self.pages.ack_range(node as u8, inv.span, false)
+                    } else {
+                        self.pages.ack(node as u8, key, false)
+                    };
                     self.run(mem, a);
                 }
-                // The owner's own DIR_INV: its ack frees the frame.
-                Some(false) => self.peers[i].invs_out.push_back(key),
+                // The owner's own DIR_INV (or a span holding one of its
+                // pages): its ack frees the frame.
+                Some(false) => self.peers[i].invs_out.push_back(inv),
                 // No longer awaited (the node left and came back, or
                 // the ack is in flight and was processed meanwhile).
                 None => {}
             }
         }
     }
+}
+
+/// Which of `outs` the ack `ack` answers: the notice itself, else the
+/// INV_RANGE whose span holds the acked pages.
+fn find_ack<'a>(outs: impl Iterator<Item = &'a InvOut> + Clone, ack: &InvOut) -> Option<usize> {
+    outs.clone().position(|o| o == ack).or_else(|| {
+        outs.into_iter().position(|o| {
+            o.range
+                && o.span.ino == ack.span.ino
+                && o.span.first <= ack.span.first
+                && ack.span.last() <= o.span.last()
+        })
+    })
+}
+
+/// What of `out` is still unacknowledged once `ack` (the whole of it, or
+/// a part of its span) came: the pages before and after the part.
+fn carve(out: InvOut, ack: &InvOut) -> [Option<InvOut>; 2] {
+    if out == *ack {
+        return [None, None];
+    }
+    let (o, a) = (out.span, ack.span);
+    let piece = |first: u64, end: u64| {
+        let count = end.checked_sub(first).filter(|c| *c > 0)?;
+        let span = PageSpan::new(o.ino, first, count)?;
+        Some(InvOut { span, range: true })
+    };
+    [
+        piece(o.first, a.first),
+        piece(a.last().saturating_add(1), o.last().saturating_add(1)),
+    ]
 }

@@ -626,6 +626,7 @@ fn a_pass_reports_which_nodes_got_responses_and_notices() {
     assert_eq!((p.responded, p.noticed), (0b01, 0));
 }
 
+mod fileinv;
 mod quiet;
 
 #[test]

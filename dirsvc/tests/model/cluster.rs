@@ -405,6 +405,12 @@ impl Cluster {
                         s.peers[i].invs_out.push(p);
                     }
                 }
+                // Only a file's teardown sends these; the model has none.
+                Action::InvalidateRange { node, span } => {
+                    return Err(format!(
+                        "INV_RANGE {span:?} to node {node} without a teardown"
+                    ));
+                }
                 Action::Export { .. } => {}
             }
         }

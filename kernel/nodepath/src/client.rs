@@ -293,6 +293,7 @@ impl Notifier {
             Some(d) => match Notice::decode(&d) {
                 Ok(
                     n @ (Notice::DirInv(_)
+                    | Notice::InvRange(_)
                     | Notice::Sharers { .. }
                     | Notice::Revoke(_)
                     | Notice::ReplicasUsed),

@@ -14,7 +14,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 pub use fabric::config::Mode;
-use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::proto::{PageKey, PageReply, PageReq, PageSpan};
 
 use crate::policy::{GroupId, Groups, PolicyName};
 
@@ -671,6 +671,71 @@ impl NodeCache {
     /// ring (after unmapping the page, as for [`NodeCache::dir_inv`]).
     pub fn take_acks(&mut self) -> Vec<(PageKey, bool)> {
         core::mem::take(&mut self.acks)
+    }
+
+    /// An INV_RANGE (a file's teardown): every page of `span` awaits our
+    /// ack, so each page we hold is torn down as a DIR_INV's would be.
+    /// Returns the acks to send now: each run of `span` with no miss in
+    /// flight, with whether we had written one of its pages. A page whose
+    /// miss is in flight is left out and handled as its own DIR_INV's
+    /// (its ack, a plain INV_ACK, comes from [`NodeCache::take_acks`] once
+    /// the answer is applied): one ack for the whole span would hold up
+    /// every other page of it until that answer is taken in, and the
+    /// path that takes it in may itself wait for one of those pages. The
+    /// caller unmaps each run's pages from page tables before it acks.
+    pub fn range_inv(&mut self, span: &PageSpan) -> Vec<(PageSpan, bool)> {
+        let lo = PageKey {
+            ino: span.ino,
+            idx: span.first,
+        };
+        let hi = PageKey {
+            ino: span.ino,
+            idx: span.last(),
+        };
+        let mut keys: Vec<PageKey> = self.slots.range(lo..=hi).map(|(k, _)| *k).collect();
+        keys.extend(self.orphans.values().filter(|k| span.contains(k)));
+        keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
+        keys.sort_unstable();
+        keys.dedup();
+        let mut waiting: Vec<u64> = self
+            .inflight
+            .keys()
+            .filter(|k| span.contains(k))
+            .map(|k| k.idx)
+            .collect();
+        waiting.sort_unstable();
+        let mut dirty: Vec<u64> = Vec::new();
+        for key in keys {
+            if !self.inflight.contains_key(&key) && self.invalidate(&key) {
+                dirty.push(key.idx);
+            }
+        }
+        for idx in &waiting {
+            self.stats.invs_received += 1;
+            self.deferred.insert(PageKey {
+                ino: span.ino,
+                idx: *idx,
+            });
+        }
+        // The runs between the pages in flight (`dirty` is sorted).
+        let mut out = Vec::new();
+        let mut start = span.first;
+        for gap in waiting.iter().copied().map(Some).chain([None]) {
+            let end = gap.unwrap_or_else(|| span.last().saturating_add(1));
+            if end > start {
+                if let Some(run) = PageSpan::new(span.ino, start, end - start) {
+                    let d = dirty.iter().any(|i| {
+                        run.contains(&PageKey {
+                            ino: span.ino,
+                            idx: *i,
+                        })
+                    });
+                    out.push((run, d));
+                }
+            }
+            start = end.saturating_add(1);
+        }
+        out
     }
 
     /// Tear `key` down here and say whether we had dirtied it (the DIR_INV

@@ -266,6 +266,13 @@ pub mod dir {
     pub const REMOTE_MAPPINGS_GRANTED: &str = "remote mappings granted";
     /// DIR_INVs sent.
     pub const INVALIDATIONS_SENT: &str = "invalidations sent (DIR_INV)";
+    /// Invalidation notices sent: all, DIR_INVs (one page each) and
+    /// INV_RANGEs (a run of a file's pages each).
+    pub const INV_NOTICES: &str = "invalidation notices (DIR_INV + INV_RANGE)";
+    /// Their acks taken: all, INV_ACKs and INV_RANGE acks.
+    pub const INV_ACKS: &str = "invalidation acks (INV_ACK + INV_RANGE)";
+    /// Pages the INV_RANGEs covered.
+    pub const INV_RANGE_PAGES: &str = "pages in INV_RANGEs";
     /// Pages written back.
     pub const WRITEBACKS: &str = "write-backs";
     /// Most requests served from one node in one sweep.
@@ -284,7 +291,7 @@ pub mod dir {
     pub const MISS_FILE_READS: &str = "miss service, file reads";
 
     /// Every key, in the order `dir stats` prints them.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 18] = [
         PAGE_ENTRIES,
         BYTES_PER_ENTRY,
         REQUESTS_SERVED,
@@ -292,6 +299,9 @@ pub mod dir {
         FILLS,
         REMOTE_MAPPINGS_GRANTED,
         INVALIDATIONS_SENT,
+        INV_NOTICES,
+        INV_ACKS,
+        INV_RANGE_PAGES,
         WRITEBACKS,
         LARGEST_BATCH,
         DISK_BLOCKS_READ,

@@ -314,6 +314,23 @@ impl Os for NodeOs {
             format!("{}", p.remote_maps),
         );
         put(keys::dir::INVALIDATIONS_SENT, format!("{}", p.dir_invs));
+        let Response::InvStats(i) = with(|n| n.ring_call(&Request::InvStats))? else {
+            return Err(Errno::Io);
+        };
+        put(
+            keys::dir::INV_NOTICES,
+            format!(
+                "{} ({} + {})",
+                i.dir_invs + i.range_invs,
+                i.dir_invs,
+                i.range_invs
+            ),
+        );
+        put(
+            keys::dir::INV_ACKS,
+            format!("{} ({} + {})", i.acks + i.range_acks, i.acks, i.range_acks),
+        );
+        put(keys::dir::INV_RANGE_PAGES, format!("{}", i.range_pages));
         put(keys::dir::WRITEBACKS, format!("{}", p.writebacks));
         put(keys::dir::LARGEST_BATCH, format!("{}", p.max_batch));
         put(keys::dir::DISK_BLOCKS_READ, format!("{}", s.disk_reads));

@@ -15,6 +15,48 @@ pub struct PageKey {
     pub idx: u64,
 }
 
+/// Most pages one [`PageSpan`] covers: a longer run travels as several.
+pub const MAX_SPAN: u64 = 1 << 20;
+
+/// A run of pages of one file: `count` pages from `first` on (never empty,
+/// never past the last page index; decoding checks both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PageSpan {
+    /// Inode.
+    pub ino: u64,
+    /// First page index.
+    pub first: u64,
+    /// Pages (1..=[`MAX_SPAN`]).
+    pub count: u64,
+}
+
+impl PageSpan {
+    /// The span of `count` pages of `ino` from `first`, if well-formed.
+    pub fn new(ino: u64, first: u64, count: u64) -> Option<PageSpan> {
+        let ok = (1..=MAX_SPAN).contains(&count) && first.checked_add(count).is_some();
+        ok.then_some(PageSpan { ino, first, count })
+    }
+
+    /// The one page `key`.
+    pub fn page(key: PageKey) -> PageSpan {
+        PageSpan {
+            ino: key.ino,
+            first: key.idx,
+            count: 1,
+        }
+    }
+
+    /// Last page index (inclusive).
+    pub fn last(&self) -> u64 {
+        self.first.saturating_add(self.count - 1)
+    }
+
+    /// Is `key` one of its pages?
+    pub fn contains(&self, key: &PageKey) -> bool {
+        key.ino == self.ino && key.idx >= self.first && key.idx <= self.last()
+    }
+}
+
 /// Page requests a node sends (each one 64-byte descriptor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PageReq {
@@ -328,6 +370,54 @@ impl PageDirStats {
     }
 }
 
+/// Invalidation counters, the answer to [`Op::InvStats`] (`dir stats`):
+/// notices sent and acks taken, per page (DIR_INV) and per run of a
+/// file's pages (INV_RANGE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InvStats {
+    /// DIR_INVs sent (one page each).
+    pub dir_invs: u64,
+    /// INV_ACKs taken.
+    pub acks: u64,
+    /// INV_RANGEs sent.
+    pub range_invs: u64,
+    /// Acks of INV_RANGEs taken.
+    pub range_acks: u64,
+    /// Pages the INV_RANGEs covered (what per-page notices would have
+    /// been sent instead).
+    pub range_pages: u64,
+    /// Notices taken as acknowledged from quietly sleeping nodes.
+    pub quiet_taken: u64,
+}
+
+impl InvStats {
+    /// The descriptor arguments, in wire order.
+    pub fn to_args(&self) -> [u64; 7] {
+        [
+            self.dir_invs,
+            self.acks,
+            self.range_invs,
+            self.range_acks,
+            self.range_pages,
+            self.quiet_taken,
+            0,
+        ]
+    }
+
+    /// From the descriptor arguments (every value is valid).
+    pub fn from_args(a: [u64; 7]) -> InvStats {
+        let [dir_invs, acks, range_invs, range_acks, range_pages, quiet_taken, _] = a;
+        InvStats {
+            dir_invs,
+            acks,
+            range_invs,
+            range_acks,
+            range_pages,
+            quiet_taken,
+        }
+    }
+}
+
 /// A notification on the notify ring (directory -> node) or the ack ring
 /// (node -> directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -357,6 +447,18 @@ pub enum Notice {
     /// mode): look at the header's `replicas_used` now (it wakes an idle
     /// node). No ack.
     ReplicasUsed,
+    /// Unmap (and, for pages this node owns, free) every page of the span
+    /// and acknowledge once with [`Notice::InvRangeAck`] (a file's
+    /// teardown: unlink, truncate).
+    InvRange(PageSpan),
+    /// Done with every page of the span; `dirty`: the node had written
+    /// one of them.
+    InvRangeAck {
+        /// Pages.
+        span: PageSpan,
+        /// The node had written one of them.
+        dirty: bool,
+    },
 }
 
 impl Notice {
@@ -369,6 +471,10 @@ impl Notice {
             Notice::Revoke(k) => (Op::Revoke, k, 0),
             Notice::RevokeAck(k) => (Op::RevokeAck, k, 0),
             Notice::ReplicasUsed => (Op::ReplicasUsed, PageKey { ino: 0, idx: 0 }, 0),
+            Notice::InvRange(s) => return span_desc(Op::InvRange, s, 0),
+            Notice::InvRangeAck { span, dirty } => {
+                return span_desc(Op::InvRangeAck, span, dirty as u64)
+            }
         };
         Raw {
             op: op as u16,
@@ -401,7 +507,30 @@ impl Notice {
             Some(Op::Revoke) => Ok(Notice::Revoke(key)),
             Some(Op::RevokeAck) => Ok(Notice::RevokeAck(key)),
             Some(Op::ReplicasUsed) => Ok(Notice::ReplicasUsed),
+            Some(op @ (Op::InvRange | Op::InvRangeAck)) => {
+                let span = PageSpan::new(r.args[0], r.args[1], r.args[2])
+                    .ok_or(DecodeError::BadArgument)?;
+                match (op, r.args[3]) {
+                    (Op::InvRange, 0) => Ok(Notice::InvRange(span)),
+                    (Op::InvRangeAck, d @ (0 | 1)) => Ok(Notice::InvRangeAck {
+                        span,
+                        dirty: d == 1,
+                    }),
+                    _ => Err(DecodeError::BadArgument),
+                }
+            }
             _ => Err(DecodeError::BadOpcode(r.op)),
         }
     }
+}
+
+/// A span notice: `[ino, first, count, flag]`.
+fn span_desc(op: Op, s: PageSpan, flag: u64) -> Desc {
+    Raw {
+        op: op as u16,
+        status: 0,
+        tag: 0,
+        args: [s.ino, s.first, s.count, flag, 0, 0, 0],
+    }
+    .encode()
 }

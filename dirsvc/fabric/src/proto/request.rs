@@ -102,6 +102,8 @@ pub enum Request {
     Page(PageReq),
     /// Page-directory counters.
     PageStats,
+    /// Invalidation counters.
+    InvStats,
     /// The directory's service times of one kind of miss.
     MissStats {
         /// Which kind.
@@ -139,6 +141,7 @@ impl Request {
             | Request::Stats
             | Request::Page(_)
             | Request::PageStats
+            | Request::InvStats
             | Request::MissStats { .. } => false,
         }
     }
@@ -201,6 +204,7 @@ impl Request {
             Request::DaxFill { slot } => (Op::DaxFill, [slot, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
             Request::PageStats => (Op::PageStats, [0; 7]),
+            Request::InvStats => (Op::InvStats, [0; 7]),
             Request::MissStats { kind } => (Op::MissStats, [kind as u64, 0, 0, 0, 0, 0, 0]),
             Request::Locality { slot, ino, first } => {
                 (Op::Locality, [slot as u64, ino, first, 0, 0, 0, 0])
@@ -284,6 +288,7 @@ impl Request {
             Op::DaxFill => Request::DaxFill { slot: a[0] },
             Op::Stats => Request::Stats,
             Op::PageStats => Request::PageStats,
+            Op::InvStats => Request::InvStats,
             Op::MissStats => Request::MissStats {
                 kind: MissKind::from_u64(a[0]).ok_or(DecodeError::BadArgument)?,
             },
@@ -309,7 +314,9 @@ impl Request {
             | Op::Sharers
             | Op::Revoke
             | Op::RevokeAck
-            | Op::ReplicasUsed => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::ReplicasUsed
+            | Op::InvRange
+            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
     }
@@ -328,6 +335,7 @@ pub fn op_of(r: &Request) -> Op {
         Request::DaxFill { .. } => Op::DaxFill,
         Request::Stats => Op::Stats,
         Request::PageStats => Op::PageStats,
+        Request::InvStats => Op::InvStats,
         Request::MissStats { .. } => Op::MissStats,
         Request::Locality { .. } => Op::Locality,
         Request::Page(p) => p.op(),

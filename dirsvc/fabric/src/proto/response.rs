@@ -1,6 +1,8 @@
 //! Answers (directory -> node) as the node sees them, with their encoding.
 
-use super::{small, Attr, DecodeError, Desc, Errno, FileKind, Op, PageDirStats, PageReply, Raw};
+use super::{
+    small, Attr, DecodeError, Desc, Errno, FileKind, InvStats, Op, PageDirStats, PageReply, Raw,
+};
 
 /// Counters reported by [`Op::Stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -169,6 +171,8 @@ pub enum Response {
     Page(PageReply),
     /// Page-directory counters.
     PageStats(PageDirStats),
+    /// Invalidation counters.
+    InvStats(InvStats),
     /// Service times of one kind of miss.
     MissStats(MissStats),
     /// Failure.
@@ -199,6 +203,7 @@ impl Response {
             Response::Stats(s) => r.args = s.to_args(),
             Response::Page(p) => r.args[..3].copy_from_slice(&p.to_args()),
             Response::PageStats(s) => r.args = s.to_args(),
+            Response::InvStats(s) => r.args = s.to_args(),
             Response::MissStats(s) => r.args = s.to_args(),
             Response::Err(e) => r.status = *e as u16,
         }
@@ -255,13 +260,16 @@ impl Response {
             | Op::PagePromote
             | Op::PageUnprotect => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
             Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
+            Op::InvStats => Response::InvStats(InvStats::from_args(a)),
             Op::MissStats => Response::MissStats(MissStats::from_args(a)),
             Op::DirInv
             | Op::InvAck
             | Op::Sharers
             | Op::Revoke
             | Op::RevokeAck
-            | Op::ReplicasUsed => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::ReplicasUsed
+            | Op::InvRange
+            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };
         Ok((r.tag, resp))

@@ -21,6 +21,14 @@ fn inv(node: u8) -> Action {
     Action::Invalidate { node, key: K }
 }
 
+/// The INV_RANGE of `K` alone (a file teardown's notice of one page).
+fn rinv(node: u8) -> Action {
+    Action::InvalidateRange {
+        node,
+        span: PageSpan::page(K),
+    }
+}
+
 const DONE: PageReply = PageReply::Done { written: false };
 const WRITTEN: PageReply = PageReply::Done { written: true };
 

@@ -179,8 +179,8 @@ fn a_file_eviction_takes_a_quiet_sharer_but_waits_for_the_owner() {
     for _ in 0..3 {
         rig.step();
     }
-    // The sharer's DIR_INV was taken; the owner must free its frame
-    // itself, so its DIR_INV waits (and node 1 is rung for it).
+    // The sharer's notice was taken; the owner must free its frame
+    // itself, so its notice waits (and node 1 is rung for it).
     assert_eq!(rig.dir.borrow().quiet_stats().taken, 1);
     assert!(
         !rig.dir.borrow().pages().is_empty(),
@@ -188,8 +188,21 @@ fn a_file_eviction_takes_a_quiet_sharer_but_waits_for_the_owner() {
     );
     wake(&rig, 1);
     let mut na = Notifier::new(&rig.layout, 1);
-    assert_eq!(next_inv(&rig, &mut na), Some(key));
-    na.ack(&*rig.mem, key, false, &mut || true).unwrap();
+    // A file's teardown: the owner's notice is an INV_RANGE.
+    let span = fabric::proto::PageSpan::page(key);
+    let notice = loop {
+        match na.poll(&*rig.mem) {
+            Ok(Some(Notice::Sharers { .. })) => continue,
+            n => break n,
+        }
+    };
+    assert_eq!(notice, Ok(Some(Notice::InvRange(span))));
+    na.send(
+        &*rig.mem,
+        Notice::InvRangeAck { span, dirty: false },
+        &mut || true,
+    )
+    .unwrap();
     rig.step();
     assert!(
         rig.dir.borrow().pages().is_empty(),

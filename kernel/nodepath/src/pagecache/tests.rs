@@ -516,5 +516,63 @@ fn pool_accounting_survives_any_sequence() {
         }
     }
 }
+
+#[test]
+fn range_inv_tears_down_the_span_and_acks_once() {
+    let mut c = cache();
+    let span = |first, count| fabric::proto::PageSpan::new(3, first, count).unwrap();
+    // Pages 0-1 ours, 2 mapped (written through), 3 outside the span.
+    own(&mut c, key(0));
+    own(&mut c, key(1));
+    map(&mut c, key(2), PEER);
+    c.mark_dirty(&key(2));
+    own(&mut c, key(3));
+    assert_eq!(c.range_inv(&span(0, 3)), vec![(span(0, 3), true)]);
+    pool_ok(&c);
+    assert_eq!((c.free_frames(), c.counts().1), (3, 0));
+    assert!(c.slot(&key(3)).is_some(), "a page outside the span stays");
+    assert!(c.take_acks().is_empty());
+    assert!(c.quiet());
+}
+
+/// A miss in flight of one page of the span holds back that page's ack
+/// only: the runs around it are acked at once, so a request of theirs
+/// need not wait for the miss's answer to be taken in.
+#[test]
+fn range_inv_during_a_miss_of_one_of_its_pages_defers_that_page_alone() {
+    let mut c = cache();
+    let span = |first, count| fabric::proto::PageSpan::new(3, first, count).unwrap();
+    own(&mut c, key(0));
+    map(&mut c, key(4), PEER);
+    c.mark_dirty(&key(4));
+    let Some(PageReq::Read { frame, .. }) = c.start_miss(key(2), false) else {
+        panic!()
+    };
+    assert_eq!(
+        c.range_inv(&span(0, 6)),
+        vec![(span(0, 2), false), (span(3, 3), true)]
+    );
+    pool_ok(&c);
+    assert_eq!(c.slot(&key(0)), None, "the rest goes at once");
+    assert_eq!(c.slot(&key(4)), None);
+    assert!(!c.quiet());
+    assert!(c.take_acks().is_empty(), "not before the answer");
+    // The answer is not kept; the page's own ack is due.
+    assert_eq!(
+        c.complete_miss(key(2), PageReply::Owner { gfn: frame }, yes),
+        Installed::Retry
+    );
+    assert_eq!(c.slot(&key(2)), None);
+    assert_eq!(c.take_acks(), vec![(key(2), false)]);
+    pool_ok(&c);
+    assert!(c.quiet());
+    // Misses at both ends of a span: one run between them.
+    let _ = c.start_miss(key(0), false).unwrap();
+    let _ = c.start_miss(key(3), false).unwrap();
+    assert_eq!(c.range_inv(&span(0, 4)), vec![(span(1, 2), false)]);
+    // Every page in flight: nothing to ack yet.
+    let _ = c.start_miss(key(5), false).unwrap();
+    assert_eq!(c.range_inv(&span(5, 1)), vec![]);
+}
 mod policy;
 mod promote;

@@ -1,14 +1,14 @@
 //! The session with the directory, node side: joining (a fresh cache and
 //! notify/ack endpoints, this node's replica words cleared), servicing the
-//! notify ring (DIR_INV: forget, unmap, ack, or defer the ack behind a miss
-//! in flight; `Sharers`; REVOKE and `ReplicasUsed` of strong-mode
+//! notify ring (DIR_INV and INV_RANGE: forget, unmap, ack, or defer the
+//! ack behind a miss in flight; `Sharers`; REVOKE and `ReplicasUsed` of strong-mode
 //! replicas), and leaving.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use fabric::layout::Layout;
-use fabric::proto::{Notice, PageKey};
+use fabric::proto::{Notice, PageKey, PageSpan};
 
 use super::{Coherence, ScState};
 use crate::client::Notifier;
@@ -24,6 +24,34 @@ impl Coherence {
         if self
             .notifier
             .ack(env.mem(), key, dirty, &mut || {
+                spins += 1;
+                spins < 10_000_000
+            })
+            .is_err()
+        {
+            log::warn!("ack ring stuck; the directory will time this node out");
+        }
+    }
+
+    /// Unmap every page of `span` from the window, then acknowledge the
+    /// INV_RANGE once.
+    fn ack_range<E: Env>(&mut self, env: &E, span: PageSpan, dirty: bool) {
+        let lo = PageKey {
+            ino: span.ino,
+            idx: span.first,
+        };
+        let hi = PageKey {
+            ino: span.ino,
+            idx: span.last(),
+        };
+        let keys: Vec<PageKey> = self.mapped.range(lo..=hi).map(|(k, _)| *k).collect();
+        for key in keys {
+            self.unmap(env, &key);
+        }
+        let mut spins = 0u32;
+        if self
+            .notifier
+            .send(env.mem(), Notice::InvRangeAck { span, dirty }, &mut || {
                 spins += 1;
                 spins < 10_000_000
             })
@@ -139,6 +167,18 @@ impl<E: Env> Session<E> for ScState {
         loop {
             let key = match c.notifier.poll(env.mem()) {
                 Ok(Some(Notice::DirInv(k))) => k,
+                Ok(Some(Notice::InvRange(span))) => {
+                    n += 1;
+                    let runs = c.cache.range_inv(&span);
+                    if runs.len() != 1 || runs[0].0 != span {
+                        log::debug!("INV_RANGE {span:?}: misses in flight, their acks deferred");
+                    }
+                    for (run, dirty) in runs {
+                        log::debug!("INV_RANGE {run:?}: acked, dirty={dirty}");
+                        c.ack_range(env, run, dirty);
+                    }
+                    continue;
+                }
                 Ok(Some(Notice::Sharers { key, count })) => {
                     // Not an invalidation: an input of cluster-aware
                     // eviction (a rise is a remote access of our page).
@@ -158,7 +198,9 @@ impl<E: Env> Session<E> for ScState {
                     c.replicas_seen(env);
                     continue;
                 }
-                Ok(Some(Notice::InvAck { .. } | Notice::RevokeAck(_))) => continue,
+                Ok(Some(
+                    Notice::InvAck { .. } | Notice::InvRangeAck { .. } | Notice::RevokeAck(_),
+                )) => continue,
                 Ok(None) => break,
                 Err(e) => {
                     // A ring that stays corrupt answers the same error

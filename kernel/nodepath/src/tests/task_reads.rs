@@ -246,6 +246,60 @@ fn an_invalidation_racing_a_read_in_flight_is_acked_after_it_and_retried() {
     assert_eq!(read_at(&mut n, fd, 0, 4096), data);
 }
 
+/// Another node truncates a file while our task's READ of one of its
+/// pages is answered but not taken in: the teardown's INV_RANGE waits
+/// only for that page, so a synchronous write of another page of the
+/// span goes on at once (the task's answer is taken in only when the
+/// executor polls, which the write does not do).
+#[test]
+fn a_truncate_racing_a_task_read_does_not_hold_up_the_rest_of_its_span() {
+    let rig = Rig::new(RigConfig::new(2, Mode::Strong));
+    let data = pattern(12 * PAGE as usize, 3);
+    write_file(&mut rig.node(2), "/r", &data);
+    rig.node(2).sync().unwrap();
+    let fd = rig.node(1).open("/r", OpenFlags::default()).unwrap();
+    // Node 1 maps pages 6-11 but 8, whose READ it starts as a task's.
+    assert_eq!(
+        read_at(&mut rig.node(1), fd, 6, 2 * PAGE as usize).len(),
+        8192
+    );
+    assert_eq!(
+        read_at(&mut rig.node(1), fd, 9, 3 * PAGE as usize).len(),
+        3 * 4096
+    );
+    let t = rig.node(1).io_start(&[span(fd, 8, 1)]).unwrap()[0].unwrap();
+    rig.idle(4); // the directory answers the READ: node 1 maps node 2's frame
+    assert_eq!(
+        rig.node(1).link.calls_in_flight(),
+        1,
+        "answered, not taken in"
+    );
+    {
+        let mut n2 = rig.node(2);
+        let f = n2.open("/r", OpenFlags::default()).unwrap();
+        n2.truncate(f, 4 * PAGE).unwrap();
+        n2.close(f).unwrap();
+    }
+    // Page 10 of the span: its teardown must not wait for page 8's
+    // answer. (A new open: the old descriptor's size predates the
+    // truncate.)
+    let mut n = rig.node(1);
+    let fd2 = n.open("/r", OpenFlags::default()).unwrap();
+    let new = pattern(100, 7);
+    n.seek(fd2, 10 * PAGE).unwrap();
+    assert_eq!(n.write(fd2, &new), Ok(100));
+    assert_eq!(finish(&mut n, t), Ok(()));
+    let mut want = data[..4 * PAGE as usize].to_vec();
+    want.resize(10 * PAGE as usize, 0);
+    want.extend_from_slice(&new);
+    let got = read_at(&mut n, fd2, 0, 11 * PAGE as usize);
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "read back differs");
+    n.fsync(fd2).unwrap();
+    drop(n);
+    assert!(crate::tests::read_file(&mut rig.node(2), "/r") == want);
+}
+
 /// A truncate completes while a ticket's pages come: the I/O's read
 /// clips at the new size (the ticket's file is refreshed, as a batch
 /// does).

@@ -57,7 +57,21 @@ impl Sim {
                         self.seen.lost += 1;
                         self.node(node).doomed = true;
                     } else {
-                        self.node(node).notify.push_back(key);
+                        self.node(node)
+                            .notify
+                            .push_back((PageSpan::page(key), false));
+                    }
+                }
+                Action::InvalidateRange { node, span } => {
+                    if !self.node(node).alive {
+                        return Err(format!("INV_RANGE of {span:?} to failed node {node}"));
+                    }
+                    self.seen.range_invs += 1;
+                    if self.issuing && self.rng.chance(self.p.loss_pm) {
+                        self.seen.lost += 1;
+                        self.node(node).doomed = true;
+                    } else {
+                        self.node(node).notify.push_back((span, true));
                     }
                 }
                 Action::Export { gfn, on } => {
@@ -88,18 +102,29 @@ impl Sim {
         self.run(actions)
     }
 
-    pub(super) fn serve_ack(&mut self, n: u8, key: PageKey, dirty: bool) -> Res {
-        let actions = self.dir.ack(n, key, dirty);
+    pub(super) fn serve_ack(&mut self, n: u8, span: PageSpan, range: bool, dirty: bool) -> Res {
+        let key = PageKey {
+            ino: span.ino,
+            idx: span.first,
+        };
+        let ack = |dir: &mut PageDir| {
+            if range {
+                dir.ack_range(n, span, dirty)
+            } else {
+                dir.ack(n, key, dirty)
+            }
+        };
+        let actions = ack(&mut self.dir);
         self.run(actions)?;
         if self.sc.lossy && self.rng.chance(self.p.loss_pm) {
             // A duplicate right behind it: must change nothing.
             self.seen.dup_acks += 1;
             let before: Vec<_> = self.dir.entries().collect();
-            let again = self.dir.ack(n, key, dirty);
+            let again = ack(&mut self.dir);
             let after: Vec<_> = self.dir.entries().collect();
             if !again.is_empty() || before != after {
                 return Err(format!(
-                    "duplicate ack of {key:?} from {n} acted: {again:?}"
+                    "duplicate ack of {span:?} from {n} acted: {again:?}"
                 ));
             }
         }

@@ -20,8 +20,9 @@
 //! mappings over a small limit, and DIR_INVs served from the notify queue
 //! at any time. Scenarios add node crashes (queues lost, `node_failed`,
 //! `forget_all`, rejoin only once `!holds_frames_of`), file eviction
-//! (`evict_file` on a second inode whose values are not checked), and lost
-//! DIR_INVs / acks (healed by declaring the node failed) with duplicated
+//! (`evict_file` on a second inode whose values are not checked: its
+//! INV_RANGEs are served with `NodeCache::range_inv`: one ack per run of
+//! the span with no miss in flight, and a page's own ack behind its miss), and lost notices / acks (healed by declaring the node failed) with duplicated
 //! acks (applied twice; the second must be a no-op).
 //!
 //! Checked after every step: [`PageDir::check`]; directory entries use
@@ -63,7 +64,7 @@ use crate::pagecache::{Hit, Installed, Mode, NodeCache, Slot};
 use dirsvc::diskq::{Dest, DiskQueue, Fill};
 use dirsvc::pagedir::{Action, Entry, PageDir, PageState, Phase};
 use fabric::layout::Layout;
-use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::proto::{PageKey, PageReply, PageReq, PageSpan};
 
 use fabric::rng::SplitMix64 as Rng;
 
@@ -180,8 +181,10 @@ struct Node {
     cache: NodeCache,
     req: VecDeque<(u32, PageReq)>,
     resp: VecDeque<(u32, PageReply)>,
-    notify: VecDeque<PageKey>,
-    ack: VecDeque<(PageKey, bool)>,
+    /// DIR_INVs (a span of one page, `false`) and INV_RANGEs (`true`).
+    notify: VecDeque<(PageSpan, bool)>,
+    /// Acks: (pages, of an INV_RANGE, dirty).
+    ack: VecDeque<(PageSpan, bool, bool)>,
     next_tag: u32,
     calls: BTreeMap<u32, Call>,
     op: Option<Op>,
@@ -205,9 +208,9 @@ impl Node {
 #[allow(dead_code)] // read through `Debug` only
 enum Ev {
     DirReq(u8, u32, PageReq),
-    DirAck(u8, PageKey, bool),
+    DirAck(u8, PageSpan, bool, bool),
     Resp(u8, u32, PageReply),
-    Notice(u8, PageKey),
+    Notice(u8, PageSpan, bool),
     Advance(u8),
     House(u8),
     Crash(u8),
@@ -266,6 +269,9 @@ struct Seen {
     evictions: u64,
     lost: u64,
     dup_acks: u64,
+    /// INV_RANGE notices the directory sent, and their acks.
+    range_invs: u64,
+    range_acks: u64,
     async_fills: u64,
     stale_fills: u64,
     /// Fills marked stale by a truncation of the scratch file.
@@ -284,6 +290,8 @@ impl Seen {
         self.evictions += o.evictions;
         self.lost += o.lost;
         self.dup_acks += o.dup_acks;
+        self.range_invs += o.range_invs;
+        self.range_acks += o.range_acks;
         self.async_fills += o.async_fills;
         self.stale_fills += o.stale_fills;
         self.stale_marked += o.stale_marked;
@@ -393,19 +401,19 @@ impl Sim {
         tag
     }
 
-    fn send_ack(&mut self, n: u8, key: PageKey, dirty: bool) {
+    fn send_ack(&mut self, n: u8, span: PageSpan, range: bool, dirty: bool) {
         if self.issuing && self.rng.chance(self.p.loss_pm) {
             // Lost: the directory waits, then times the node out.
             self.seen.lost += 1;
             self.node(n).doomed = true;
             return;
         }
-        self.node(n).ack.push_back((key, dirty));
+        self.node(n).ack.push_back((span, range, dirty));
     }
 
     fn flush_acks(&mut self, n: u8) {
         for (key, dirty) in self.node(n).cache.take_acks() {
-            self.send_ack(n, key, dirty);
+            self.send_ack(n, PageSpan::page(key), false, dirty);
         }
     }
 
@@ -547,7 +555,7 @@ impl Node {
             .req
             .iter()
             .any(|(_, r)| matches!(r, PageReq::Drop { key: k, dirty: true } if k == key));
-        let acking = self.ack.iter().any(|(k, d)| *d && k == key);
+        let acking = self.ack.iter().any(|(s, _, d)| *d && s.contains(key));
         let pending = matches!(e.phase, Phase::Invalidating { pending, .. } if pending & b != 0);
         (e.sharers & b != 0 && ((slot && !cleaning) || dropping)) || (pending && acking)
     }
@@ -594,6 +602,7 @@ fn run(sc: Scenario, salt: u64, seeds: u64, steps: u64) {
         assert!(seen.deferred_invs > 0 && seen.refused_drops > 0);
         assert_eq!(seen.crashes > 0, sc.crashes || sc.lossy);
         assert_eq!(seen.evictions > 0, sc.evict);
+        assert_eq!(seen.range_invs > 0 && seen.range_acks > 0, sc.evict);
         assert_eq!(seen.lost > 0 && seen.dup_acks > 0, sc.lossy);
     }
 }

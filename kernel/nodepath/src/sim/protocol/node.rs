@@ -262,9 +262,25 @@ impl Sim {
         Ok(())
     }
 
-    pub(super) fn on_notice(&mut self, n: u8, key: PageKey) {
+    pub(super) fn on_notice(&mut self, n: u8, span: PageSpan, range: bool) {
+        if range {
+            let runs = self.node(n).cache.range_inv(&span);
+            let acked: u64 = runs.iter().map(|(r, _)| r.count).sum();
+            // The pages left out have a miss in flight: each is acked
+            // alone once its answer is applied.
+            self.seen.deferred_invs += span.count - acked;
+            for (run, dirty) in runs {
+                self.seen.range_acks += 1;
+                self.send_ack(n, run, true, dirty);
+            }
+            return;
+        }
+        let key = PageKey {
+            ino: span.ino,
+            idx: span.first,
+        };
         match self.node(n).cache.dir_inv(&key) {
-            Some(dirty) => self.send_ack(n, key, dirty),
+            Some(dirty) => self.send_ack(n, span, false, dirty),
             None => self.seen.deferred_invs += 1,
         }
     }

@@ -96,11 +96,11 @@ impl Sim {
                 self.serve_request(n, tag, req)
             }
             1 => {
-                let Some((key, dirty)) = self.node(n).ack.pop_front() else {
+                let Some((span, range, dirty)) = self.node(n).ack.pop_front() else {
                     return Ok(());
                 };
-                self.log(Ev::DirAck(n, key, dirty));
-                self.serve_ack(n, key, dirty)
+                self.log(Ev::DirAck(n, span, range, dirty));
+                self.serve_ack(n, span, range, dirty)
             }
             2 => {
                 let Some((tag, reply)) = self.node(n).resp.pop_front() else {
@@ -110,11 +110,11 @@ impl Sim {
                 self.on_response(n, tag, reply)
             }
             3 => {
-                let Some(key) = self.node(n).notify.pop_front() else {
+                let Some((span, range)) = self.node(n).notify.pop_front() else {
                     return Ok(());
                 };
-                self.log(Ev::Notice(n, key));
-                self.on_notice(n, key);
+                self.log(Ev::Notice(n, span, range));
+                self.on_notice(n, span, range);
                 Ok(())
             }
             4 => {
