@@ -166,13 +166,15 @@ integration_tests() {
 }
 
 short_sweep() {
-    # The data-path simulation's sweep in release, 200 seeds each in
-    # private and net mode, strict checker, failure injection (a debug
-    # build is too slow for them; strong mode's seeds, several times
-    # slower, run in the unit tests and the --long tier; relaxed's strict
-    # findings are open). 18 s of CPU, 87 s on a loaded 2-core machine.
+    # The data-path simulation's sweep in release, strict checker, failure
+    # injection (a debug build is too slow for hundreds): 200 seeds each in
+    # private and net mode, 100 each in strong and relaxed, several times
+    # slower per seed (about 2 minutes of CPU in all). The --long tier runs
+    # 10,000 per mode.
     ONECOPY_SIM_MODE=private,net ONECOPY_SIM_SWEEP=200 \
-        cargo test --release -p nodepath sim_sweep -- --ignored --nocapture
+        cargo test --release -p nodepath sim_sweep -- --ignored --nocapture &&
+        ONECOPY_SIM_MODE=strong,relaxed ONECOPY_SIM_SWEEP=100 \
+            cargo test --release -p nodepath sim_sweep -- --ignored --nocapture
 }
 long_sweep() {
     # Every mode's seeds, strict checker, failure injection (see
