@@ -635,5 +635,6 @@ mod evicted;
 mod membership;
 mod quiet;
 mod reclaiming;
+mod torndown;
 mod unlock;
 mod windows;
