@@ -176,3 +176,25 @@ fn strong_a_write_through_an_fd_opened_before_the_cut_outlives_the_teardown() {
     assert_same(&n3, &b, "node 3");
     assert_same(&n1, &b, "node 1");
 }
+
+/// Node 3 removes `/f` while node 1 holds it open (and owns its pages,
+/// not told yet): node 1's write through that descriptor fails instead
+/// of storing into a frame the teardown frees (a write that returned
+/// success would be gone, and a read back would see zeros).
+#[test]
+fn strong_a_write_to_a_file_removed_meanwhile_fails() {
+    let (rig, _, fd) = cut_under_a_slow_sharer(Mode::Strong, true, |n3| {
+        n3.unlink("/f").unwrap();
+    });
+    let fd = fd.unwrap();
+    let b = pattern(100, 4);
+    let w = rig.node(1).write(fd, &b);
+    assert!(w.is_err(), "a write to a removed file returned {w:?}");
+    let _ = rig.node(1).close(fd);
+    rig.thaw(2);
+    rig.idle(50);
+    assert_eq!(
+        rig.node(3).stat("/f").map(|a| a.size),
+        Err(Errno::NotFound)
+    );
+}
