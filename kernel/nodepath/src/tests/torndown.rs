@@ -193,8 +193,5 @@ fn strong_a_write_to_a_file_removed_meanwhile_fails() {
     let _ = rig.node(1).close(fd);
     rig.thaw(2);
     rig.idle(50);
-    assert_eq!(
-        rig.node(3).stat("/f").map(|a| a.size),
-        Err(Errno::NotFound)
-    );
+    assert_eq!(rig.node(3).stat("/f").map(|a| a.size), Err(Errno::NotFound));
 }
