@@ -201,6 +201,23 @@ impl PageDir {
         self.evicting.get(key) == Some(&false)
     }
 
+    /// Is any page of `ino` in `from_idx..=to_idx` still being torn down
+    /// by a file eviction (its owner not told yet, or told and not yet
+    /// acked)? Until that ends the owner may store into the old frame
+    /// (it still holds it) and a sharer may still map it: a size that
+    /// grows the file over such a page would show those stores, which the
+    /// teardown then drops, as zeros. The directory refuses the growth
+    /// (`Busy`) until the teardown ended; the writer then misses the page
+    /// again and stores into a fresh copy.
+    pub fn tearing_down(&self, ino: u64, from_idx: u64, to_idx: u64) -> bool {
+        from_idx <= to_idx
+            && self
+                .evicting
+                .range(PageKey { ino, idx: from_idx }..=PageKey { ino, idx: to_idx })
+                .next()
+                .is_some()
+    }
+
     /// Every entry, in key order (for checks and `dir stats`).
     pub fn entries(&self) -> impl Iterator<Item = (PageKey, Entry)> + '_ {
         self.table.iter()

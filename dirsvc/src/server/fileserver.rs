@@ -124,6 +124,15 @@ impl<D: BlockDevice> Directory<D> {
                     return Err(Errno::Stale);
                 }
                 let f = PAGE_SIZE as u64;
+                // A growth over pages an earlier shrink is still tearing
+                // down waits until they are gone: their owner (or a sharer
+                // yet to ack) may have stored this very write into the old
+                // frame, which the teardown frees unwritten; published now,
+                // the size would show zeros there. The writer redoes its
+                // write after the wait, into a fresh copy.
+                if size > old.size && self.pages.tearing_down(ino, old.size / f, (size - 1) / f) {
+                    return Err(Errno::Busy);
+                }
                 // From the page holding the lower end on, the blocks
                 // change (cut, zeroed past the end, or freed): fills of
                 // them in flight are stale.
@@ -152,9 +161,10 @@ impl<D: BlockDevice> Directory<D> {
                 })?;
                 self.dax_invalidate(mem, ino, old.size.min(size) / f, u64::MAX);
                 if size < old.size {
-                    // Cached pages from the one holding the new end of file
-                    // on are stale: tear them down cluster-wide.
-                    let acts = self.pages.evict_file(ino, size / PAGE_SIZE as u64);
+                    // Cached pages wholly past the new end of file are
+                    // stale: tear them down cluster-wide.
+                    let from = self.cut_tail(mem, ino, size);
+                    let acts = self.pages.evict_file(ino, from);
                     self.run(mem, acts);
                 }
                 Ok(Response::Attr(a))
@@ -314,6 +324,30 @@ impl<D: BlockDevice> Directory<D> {
             self.patch_frame(mem, gfn, idx, lo, &vec![0u8; (hi - lo) as usize])?;
         }
         Ok(())
+    }
+
+    /// `ino` shrank to `size`: the page holding a new end inside it stays
+    /// cached (as Linux keeps the partial page of a truncate), only its
+    /// bytes past the end are zeroed in its frame, so a later write into
+    /// its head (inside the file: no size to publish) lands in a page
+    /// nobody tears down, and a later growth reads zeros there, not the
+    /// cut bytes. Its replicas are revoked (the zeros are a store). Returns
+    /// the first page to tear down: the next one, or that page itself if
+    /// its frame could not be zeroed.
+    fn cut_tail(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64, size: u64) -> u64 {
+        let f = PAGE_SIZE as u64;
+        let key = PageKey { ino, idx: size / f };
+        if size.is_multiple_of(f) {
+            return key.idx;
+        }
+        if let Some(gfn) = self.pages.frame_held(&key) {
+            let end = key.idx.saturating_add(1).saturating_mul(f);
+            if self.zero_frame(mem, gfn, key.idx, size, end).is_err() {
+                return key.idx;
+            }
+            self.revoke_replicas(mem, key);
+        }
+        key.idx + 1
     }
 
     /// The owner's frame of page `key` if the page is cached and settled

@@ -256,6 +256,39 @@ impl<D: BlockDevice> Directory<D> {
         );
     }
 
+    /// The directory stored into `key`'s frame (a truncate zeroed its
+    /// tail): every replica goes, as for an UNPROTECT with no writer to
+    /// answer. An UNPROTECT in progress already revokes them all.
+    pub(super) fn revoke_replicas(&mut self, mem: &(impl SharedMem + ?Sized), key: PageKey) {
+        if self.replicas.pending.contains_key(&key) {
+            return;
+        }
+        let sharers = self.pages.entry(&key).map_or(0, |e| e.sharers);
+        let holders = self
+            .replicas
+            .pages
+            .get(&key)
+            .map_or(0, |r| r.holders & sharers);
+        if holders == 0 {
+            self.forget_page(mem, key);
+            return;
+        }
+        for n in (1..=self.layout.max_nodes).filter(|&n| holders & bit(n) != 0) {
+            if let Some(p) = self.peers.get_mut(n as usize - 1) {
+                p.notify_backlog.push_back(Notice::Revoke(key).encode());
+                self.replicas.stats.revokes += 1;
+                let _ = self.flush(mem, n);
+            }
+        }
+        self.replicas.pending.insert(
+            key,
+            Pending {
+                waiting: holders,
+                writers: Vec::new(),
+            },
+        );
+    }
+
     /// `node` acked the REVOKE of `key`: its replica is gone.
     pub(super) fn revoke_acked(
         &mut self,

@@ -43,6 +43,10 @@ pub struct NodeCache {
     /// directory dropped them without a DIR_INV to us): their answer is
     /// not installed, the miss is retried ([`NodeCache::evict_local`]).
     voided: KeySet,
+    /// Pages a write's unpublished size covers (`pinned`) that got a
+    /// DIR_INV: acked once the publication is answered (see
+    /// [`NodeCache::dir_inv`]).
+    held: alloc::collections::BTreeSet<PageKey>,
     /// Deferred acks now due (see [`NodeCache::take_acks`]).
     acks: Vec<(PageKey, bool)>,
     /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
@@ -106,6 +110,7 @@ impl NodeCache {
             inflight: KeyMap::default(),
             deferred: KeySet::default(),
             voided: KeySet::default(),
+            held: alloc::collections::BTreeSet::new(),
             acks: Vec::new(),
             dropped_dirty: KeySet::default(),
             dirty_remote: KeySet::default(),
@@ -544,6 +549,7 @@ impl NodeCache {
     pub fn quiet(&mut self) -> bool {
         if !(self.inflight.is_empty()
             && self.deferred.is_empty()
+            && self.held.is_empty()
             && self.acks.is_empty()
             && self.dropped_dirty.is_empty())
         {
@@ -658,13 +664,43 @@ impl NodeCache {
     /// let the directory finish the invalidation before the answer is
     /// applied: we would then map a frame nobody tracks, or keep a fill the
     /// directory already forgot.
+    ///
+    /// A DIR_INV of a page a write stored into and whose size it is
+    /// publishing (`pinned`) waits for that answer too: the notice may be
+    /// a truncate's teardown, which frees the frame unwritten, and the
+    /// directory refuses a size over a page still in teardown. Acked at
+    /// once, the teardown could end before the publication is served,
+    /// which would then show the lost write as zeros.
     pub fn dir_inv(&mut self, key: &PageKey) -> Option<bool> {
         if self.inflight.contains_key(key) {
             self.stats.invs_received += 1;
             self.deferred.insert(*key);
             return None;
         }
+        if reclaim::is_pinned(self.pinned, key) && self.slots.get(key).is_some() {
+            self.stats.invs_received += 1;
+            self.held.insert(*key);
+            return None;
+        }
         Some(self.invalidate(key))
+    }
+
+    /// DIR_INVs held behind a publication whose pages are no longer
+    /// pinned: tear those pages down and queue their acks.
+    pub(crate) fn release_held(&mut self) {
+        let pinned = self.pinned;
+        let due: Vec<PageKey> = self
+            .held
+            .iter()
+            .filter(|k| !reclaim::is_pinned(pinned, k))
+            .copied()
+            .collect();
+        for key in due {
+            self.held.remove(&key);
+            let dropped = self.dropped_dirty.remove(&key);
+            let dirty = self.teardown(&key) || dropped;
+            self.acks.push((key, dirty));
+        }
     }
 
     /// Acks of deferred DIR_INVs that became due: send each on the ack
@@ -796,6 +832,7 @@ impl NodeCache {
         self.inflight.clear();
         self.deferred.clear();
         self.voided.clear();
+        self.held.clear();
         self.acks.clear();
         self.dropped_dirty.clear();
         self.dirty_remote.clear();

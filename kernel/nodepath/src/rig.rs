@@ -157,6 +157,11 @@ impl Shared {
     pub fn now(&self) -> u64 {
         self.now.get()
     }
+
+    /// Node `k` runs again after [`Rig::freeze`] (from a step hook).
+    pub fn thaw(&self, k: u32) {
+        self.frozen.borrow_mut().retain(|&n| n != k);
+    }
 }
 
 /// One node's host: the shared state and its recorded window mappings.
@@ -464,7 +469,7 @@ impl Rig {
     /// Node `k` runs again after [`Rig::freeze`] (a paused node resumed:
     /// it finds out it was declared failed at its next membership check).
     pub fn thaw(&self, k: u32) {
-        self.sh.frozen.borrow_mut().retain(|&n| n != k);
+        self.sh.thaw(k);
     }
 
     /// The shared region's bytes of frame `gfn`.

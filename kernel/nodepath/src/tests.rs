@@ -647,6 +647,7 @@ mod reclaiming;
 mod sc_writeback;
 mod task_reads;
 mod task_writeback;
+mod torndown;
 mod unlock;
 mod windows;
 mod writes;

@@ -278,6 +278,10 @@ impl<E: Env> Vfs<E> {
             return Err(Errno::TooManyFiles);
         }
         let op = if flags.create { Op::Create } else { Op::Lookup };
+        // The lookup confirms the version it answers (single copy: a
+        // write then needs no call to confirm the size, see
+        // `Meta::validated_at`).
+        let epoch = link.meta_epoch();
         let a = attr_of(self.path_op(link, op, path, flags.exclusive)?)?;
         let a = match self.open_looked_up(a, flags)? {
             OpenNext::Ready(a) => a,
@@ -293,7 +297,11 @@ impl<E: Env> Vfs<E> {
                 a
             }
         };
-        self.install(&a, flags)
+        let fd = self.install(&a, flags)?;
+        if let Some(e) = epoch {
+            self.meta.set_validated(a.ino, e);
+        }
+        Ok(fd)
     }
 
     /// An open's lookup (or create) answered `a`: a directory is refused;
@@ -575,7 +583,22 @@ impl<E: Env> Vfs<E> {
             expect: None,
             locked: false,
         };
-        let a = attr_of(self.call(link, &req)?)?;
+        // A growth over pages another node's shrink is still tearing down
+        // is refused until they are gone (`Busy`): wait, servicing our
+        // notices (this node may hold some of them).
+        let deadline = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
+        let a = loop {
+            match self.call(link, &req) {
+                Err(Errno::Busy) if link.env.now_ns() < deadline => {
+                    // Our own tasks' READs of those pages hold their acks
+                    // until their answers are applied.
+                    self.dp.task_reads_progress(link, &mut self.meta);
+                    link.service(&mut *self.dp);
+                    link.env.wait_step(false);
+                }
+                r => break attr_of(r?)?,
+            }
+        };
         self.truncated(&link.env, ino, size, old, &a);
         Ok(())
     }

@@ -265,3 +265,25 @@ fn a_range_ack_counts_only_for_pages_that_await_it() {
     assert_eq!(t.d.awaits_range_ack(1, &span(0, 2)), Some(false));
     t.d.check().unwrap();
 }
+
+#[test]
+fn a_page_is_tearing_down_until_its_owner_acked() {
+    let mut t = T::new();
+    t.own(1);
+    t.share(2);
+    assert!(!t.d.tearing_down(K.ino, 0, u64::MAX));
+    t.d.evict_file(K.ino, 0);
+    assert!(t.d.tearing_down(K.ino, 0, K.idx));
+    assert!(t.d.tearing_down(K.ino, K.idx, K.idx));
+    assert!(!t.d.tearing_down(K.ino, 0, K.idx - 1), "below the page");
+    assert!(!t.d.tearing_down(K.ino, K.idx + 1, u64::MAX), "past it");
+    assert!(!t.d.tearing_down(K.ino + 1, 0, u64::MAX), "another file");
+    assert!(!t.d.tearing_down(K.ino, K.idx, 0), "an empty range");
+    // The sharer acked: the owner is told, and may still store into the
+    // frame until it acked too.
+    t.ack(2, false);
+    assert!(t.d.tearing_down(K.ino, 0, K.idx));
+    t.ack(1, false);
+    assert!(!t.d.tearing_down(K.ino, 0, K.idx));
+    assert!(t.d.is_empty());
+}

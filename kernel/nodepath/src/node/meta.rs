@@ -74,11 +74,13 @@ enum Step {
     TruncWriteBack { wb: u64, fd: Fd, size: u64 },
     /// A truncate's `Getattr` of the size before (then its `Setattr`).
     TruncOld { ino: u64, size: u64 },
-    /// A truncate's `Setattr` (`old`: the size before, if asked).
+    /// A truncate's `Setattr` (`old`: the size before, if asked; a growth
+    /// refused as `Busy` is asked again until `busy_until`).
     Trunc {
         ino: u64,
         size: u64,
         old: Option<u64>,
+        busy_until: u64,
     },
     /// A readdir's lookup of its path (then its `Readdir`s).
     ReaddirLookup,
@@ -421,6 +423,7 @@ impl<E: Env> Node<E> {
                     ino,
                     size,
                     old: None,
+                    busy_until: self.busy_deadline(),
                 },
             )
         };
@@ -448,10 +451,43 @@ impl<E: Env> Node<E> {
         }
     }
 
+    /// When a truncate started now stops asking again while its growth is
+    /// refused as `Busy`.
+    fn busy_deadline(&self) -> u64 {
+        self.link
+            .env
+            .now_ns()
+            .saturating_add(self.link.rpc_timeout_ns())
+    }
+
     /// The answer `r` of `job` came: the next request, or the result.
     fn advance(&mut self, job: Job, r: Result<Response, Errno>) -> Next {
         let r = match r {
             Ok(r) => r,
+            // A growth over pages another node's shrink is still tearing
+            // down: ask again (this node services its notices meanwhile,
+            // it may hold some of those pages) until the teardown ended.
+            Err(Errno::Busy) => match job.step {
+                Step::Trunc {
+                    ino,
+                    size,
+                    old,
+                    busy_until,
+                } if self.link.env.now_ns() < busy_until => {
+                    self.meta.give_sub(job.sub);
+                    let step = Step::Trunc {
+                        ino,
+                        size,
+                        old,
+                        busy_until,
+                    };
+                    return self.start(&set_size(ino, size), step, None, 0);
+                }
+                _ => {
+                    self.meta.give_sub(job.sub);
+                    return Next::Done(Err(Errno::Busy));
+                }
+            },
             Err(e) => {
                 // Given up (or no session): the directory may still read
                 // the sub-slot, so it stays taken until nothing is in
@@ -524,6 +560,7 @@ impl<E: Env> Node<E> {
                         ino,
                         size,
                         old: Some(old.size),
+                        busy_until: self.busy_deadline(),
                     };
                     self.start(&set_size(ino, size), step, None, 0)
                 }
@@ -564,7 +601,7 @@ impl<E: Env> Node<E> {
                 Next::Done(Ok(MetaDone::Ok))
             }
             Step::Plain | Step::Fsync => Next::Done(Ok(MetaDone::Ok)),
-            Step::Trunc { ino, size, old } => Next::Done(attr_of(r).map(|a| {
+            Step::Trunc { ino, size, old, .. } => Next::Done(attr_of(r).map(|a| {
                 self.vfs.truncated(&self.link.env, ino, size, old, &a);
                 MetaDone::Ok
             })),

@@ -111,9 +111,11 @@ impl NodeCache {
     }
 
     /// Keep reclaim off pages `[first, end)` of `ino` (a write's chunk
-    /// until its size is published); `None` unpins.
+    /// until its size is published); `None` unpins. DIR_INVs held behind
+    /// the pin (see [`NodeCache::dir_inv`]) become due acks.
     pub fn pin(&mut self, range: Option<(u64, u64, u64)>) {
         self.pinned = range;
+        self.release_held();
     }
 
     /// The group of the task doing the next accesses and misses (an

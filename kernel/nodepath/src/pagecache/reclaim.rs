@@ -224,6 +224,6 @@ impl NodeCache {
 }
 
 /// Is `key` in the pinned range `(ino, first, end)`?
-fn is_pinned(pinned: Option<(u64, u64, u64)>, key: &PageKey) -> bool {
+pub(super) fn is_pinned(pinned: Option<(u64, u64, u64)>, key: &PageKey) -> bool {
     pinned.is_some_and(|(ino, first, end)| key.ino == ino && (first..end).contains(&key.idx))
 }

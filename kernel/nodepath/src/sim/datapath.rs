@@ -5,7 +5,9 @@
 //! operations.
 //!
 //! Every step picks an action with the seed's random generator: a
-//! whole-file write (truncate + write + close, as the shell's `write`), a
+//! whole-file write (truncate + write + close, as the shell's `write`), an
+//! in-place rewrite (open, write at 0, close: no truncate first, so it
+//! races other nodes' truncates while their cut pages are torn down), a
 //! whole-file read (one read call with a buffer larger than the file), a
 //! recreation (a node removes its file, writes and reads a scratch file
 //! that takes the freed inode number, removes it and writes its file
@@ -381,6 +383,27 @@ fn do_write(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str, len: 
     w.borrow_mut().end_write(file, i, r.is_ok());
 }
 
+/// Node `k` rewrites `file` whole in place: open (a missing file is left
+/// alone), write at 0, close, with no truncate first (every write of a
+/// file has its length, so the result is this write's bytes).
+fn do_write_in_place(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str, len: usize) {
+    let Ok(fd) = n.open(file, osapi::io::OpenFlags::default()) else {
+        return;
+    };
+    let (data, i) = {
+        let mut w = w.borrow_mut();
+        w.seq += 1;
+        w.writes += 1;
+        let d = content(w.seq, k, len);
+        let i = w.begin_write(file, k, d.clone());
+        (d, i)
+    };
+    let r = n.write(fd, &data);
+    let c = n.close(fd);
+    let ok = r == Ok(data.len()) && c.is_ok();
+    w.borrow_mut().end_write(file, i, ok);
+}
+
 /// Node `k` removes `file` (recorded as a write of nothing).
 fn do_unlink(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str) {
     let i = w.borrow_mut().begin_write(file, k, Vec::new());
@@ -724,6 +747,9 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
                     *rig.sh.hook.borrow_mut() = h;
                 }
                 rig.set_dir_up(true);
+            }
+            98..=99 if arg >= 3 && writer.is_none_or(|o| o == k) => {
+                do_write_in_place(&world, &mut n.borrow_mut(), k, name, *len)
             }
             _ if arg == 0 => {
                 // Directory crash: what was not fsync'd or synced may be

@@ -39,9 +39,11 @@ impl Controls {
 impl ScState {
     /// Keep reclaim off a write's unpublished pages (see
     /// `NodeCache::pin`).
-    pub(super) fn pin(&mut self, range: Option<(u64, u64, u64)>) {
-        if let Some(c) = self.cache() {
-            c.pin(range);
+    pub(super) fn pin<E: Env>(&mut self, env: &E, range: Option<(u64, u64, u64)>) {
+        if let Some(c) = self.coh.as_mut() {
+            c.cache.pin(range);
+            // DIR_INVs held behind the last pin are acked now.
+            c.send_due_acks(env);
         }
     }
 

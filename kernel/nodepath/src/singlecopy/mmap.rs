@@ -249,11 +249,13 @@ impl ScState {
     }
 
     /// The file shrank to `size` (or was removed, `size` 0): retire our
-    /// pages from the one holding the new end on (see
-    /// `NodeCache::evict_local`).
+    /// pages wholly past the new end, the ones the directory tears down (a
+    /// page holding a new end inside it stays, its tail zeroed by the
+    /// directory; see `NodeCache::evict_local`). Should the directory tear
+    /// that page down too, its DIR_INV retires it here as any other.
     pub fn evict_local(&mut self, m: &impl Mapper, ino: u64, size: u64) {
         let Some(c) = self.coh.as_mut() else { return };
-        let from = size / PAGE as u64;
+        let from = size.div_ceil(PAGE as u64);
         let gone: Vec<PageKey> = c
             .mapped
             .range(PageKey { ino, idx: from }..=PageKey { ino, idx: u64::MAX })

@@ -231,6 +231,7 @@ impl SingleCopy {
             return Ok(n);
         }
         let mut tries = 0u32;
+        let busy_until = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
         loop {
             tries += 1;
             if tries > MAX_PUBLISH_TRIES {
@@ -239,10 +240,21 @@ impl SingleCopy {
             // With a local extension (relaxed private copies past the
             // published end) the known size is not the directory's: ask,
             // since a frame past the published end is not written back.
+            // Strong: so is a size another node may have cut since it was
+            // confirmed (the metadata epoch moved): a write that starts
+            // after a truncate returned and lands past its end extends the
+            // file again, or its bytes would lie past the end, unseen. The
+            // call also services the DIR_INVs the cut sent this node.
             let extended = meta.local_size(ino).is_some();
-            let grow = if end > meta.size_of(ino) || extended {
+            let epoch = link.meta_epoch();
+            let unconfirmed = self.st.mode == Mode::Strong
+                && (epoch.is_none() || epoch != meta.validated_at(ino));
+            let grow = if end > meta.size_of(ino) || extended || unconfirmed {
                 let a = getattr(link, &mut self.st, ino)?;
                 meta.learn(&a);
+                if let Some(e) = epoch {
+                    meta.set_validated(ino, e);
+                }
                 (end > a.size).then_some(a.version)
             } else {
                 None
@@ -251,12 +263,12 @@ impl SingleCopy {
             // pages (not written back past the end of file): see `pin`.
             let first = pos / PAGE as u64;
             let last = end.div_ceil(PAGE as u64);
-            self.st.pin(grow.map(|_| (ino, first, last)));
+            self.st.pin(&link.env, grow.map(|_| (ino, first, last)));
             let n = self.st.write(link, ino, pos, data, known_end(meta, ino));
             let n = match n {
                 Ok(n) => n,
                 Err(e) => {
-                    self.st.pin(None);
+                    self.st.pin(&link.env, None);
                     return Err(e);
                 }
             };
@@ -268,7 +280,7 @@ impl SingleCopy {
                 // so its size stays local too. Published now, the file
                 // would read as zeros elsewhere until then, and for good
                 // if the copies are lost.
-                self.st.pin(None);
+                self.st.pin(&link.env, None);
                 meta.set_local_size(ino, pos + n as u64);
                 return Ok(n);
             }
@@ -276,7 +288,7 @@ impl SingleCopy {
             // and the directory takes it only from the lease's holder.
             let locked = self.st.appending();
             if let Err(e) = self.st.in_append_budget(link.env.now_ns()) {
-                self.st.pin(None);
+                self.st.pin(&link.env, None);
                 return Err(e);
             }
             let req = Request::Setattr {
@@ -286,7 +298,7 @@ impl SingleCopy {
                 locked,
             };
             let published = link.fs_call(&req, self);
-            self.st.pin(None);
+            self.st.pin(&link.env, None);
             match published {
                 Ok(r) => {
                     let a = attr_of(r)?;
@@ -300,6 +312,21 @@ impl SingleCopy {
                     return Ok(n);
                 }
                 Err(Errno::Stale) => log::debug!("write of {ino}: size publication stale, again"),
+                // A page the size would cover is still being torn down (a
+                // truncate by another node): this write may sit in its old
+                // frame. Wait for the teardown (servicing our notices: we
+                // may be the owner to tell), then redo the write into a
+                // fresh copy. Under an append lock, `Busy` may also mean
+                // the lease lapsed: the budget check above ends that.
+                Err(Errno::Busy) if link.env.now_ns() < busy_until => {
+                    log::debug!("write of {ino}: pages under the new size torn down, waiting");
+                    tries -= 1;
+                    // Our own tasks' READs of those pages hold their acks
+                    // until their answers are applied.
+                    self.st.reads_poll(link);
+                    link.service(self);
+                    link.env.wait_step(false);
+                }
                 Err(e) => return Err(e),
             }
         }
