@@ -712,8 +712,9 @@ impl NodeCache {
     /// An INV_RANGE (a file's teardown): every page of `span` awaits our
     /// ack, so each page we hold is torn down as a DIR_INV's would be.
     /// Returns the acks to send now: each run of `span` with no miss in
-    /// flight, with whether we had written one of its pages. A page whose
-    /// miss is in flight is left out and handled as its own DIR_INV's
+    /// flight and no page under our size publication, with whether we had
+    /// written one of its pages. A page whose miss is in flight (or that
+    /// is under our publication) is left out and handled as its own DIR_INV's
     /// (its ack, a plain INV_ACK, comes from [`NodeCache::take_acks`] once
     /// the answer is applied): one ack for the whole span would hold up
     /// every other page of it until that answer is taken in, and the
@@ -733,25 +734,44 @@ impl NodeCache {
         keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
         keys.sort_unstable();
         keys.dedup();
+        // Pages under our own size publication are held as their DIR_INV
+        // would be (see [`NodeCache::dir_inv`]): acked alone once it is
+        // answered ([`NodeCache::release_held`]).
+        let held: Vec<PageKey> = keys
+            .iter()
+            .filter(|k| {
+                !self.inflight.contains_key(*k)
+                    && reclaim::is_pinned(self.pinned, k)
+                    && self.slots.get(k).is_some()
+            })
+            .copied()
+            .collect();
         let mut waiting: Vec<u64> = self
             .inflight
             .keys()
             .filter(|k| span.contains(k))
             .map(|k| k.idx)
+            .chain(held.iter().map(|k| k.idx))
             .collect();
         waiting.sort_unstable();
+        waiting.dedup();
         let mut dirty: Vec<u64> = Vec::new();
         for key in keys {
-            if !self.inflight.contains_key(&key) && self.invalidate(&key) {
+            if !self.inflight.contains_key(&key) && !held.contains(&key) && self.invalidate(&key) {
                 dirty.push(key.idx);
             }
         }
         for idx in &waiting {
-            self.stats.invs_received += 1;
-            self.deferred.insert(PageKey {
+            let key = PageKey {
                 ino: span.ino,
                 idx: *idx,
-            });
+            };
+            self.stats.invs_received += 1;
+            if held.contains(&key) {
+                self.held.insert(key);
+            } else {
+                self.deferred.insert(key);
+            }
         }
         // The runs between the pages in flight (`dirty` is sorted).
         let mut out = Vec::new();
