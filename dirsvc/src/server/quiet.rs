@@ -137,6 +137,8 @@ impl<D: BlockDevice> Directory<D> {
                     self.peers[i].lazy_acked.push(key);
                     self.quiet.taken += 1;
                     log::debug!("node {node}: DIR_INV {key:?} taken as acked (quiet sleep)");
+                    let arg = fabric::trace::key_arg(key.ino, key.idx);
+                    fabric::trace::record(fabric::trace::Kind::LazyAck, node, 0, 0, arg);
                     let a = self.pages.ack(node as u8, key, false);
                     self.run(mem, a);
                 }
