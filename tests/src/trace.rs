@@ -8,15 +8,16 @@
 //! give a guest the host's TSC plus an offset fixed at the VM's start), so
 //! each instance's clock is the directory's plus a constant offset. The
 //! offset is measured from the events themselves, as NTP does: a request
-//! sent at `t1` (node), taken at `t2` and answered at `t3` (directory),
-//! and its answer taken at `t4` (node), bounds the offset (directory
-//! minus node) to `[t3 - t4, t2 - t1]`; the intersection over every round
-//! trip of the dump is the window of offsets that keeps every message
-//! after its sending, and its middle is used. An empty window means the
-//! clocks do not differ by a constant (skew or drift): reported, and the
-//! round trip of least delay is used instead. A node with no complete
-//! round trip is placed by the dumps' own clock readings taken when the
-//! host asked for them (milliseconds of uncertainty).
+//! sent at `t1` (node) and taken at `t2` (directory) bounds the offset
+//! (directory minus node) from above by `t2 - t1`, an answer published at
+//! `t3` and taken at `t4` from below by `t3 - t4` (and DIR_INVs and acks
+//! likewise); the intersection over every message of the dump is the
+//! window of offsets that keeps every message after its sending, and its
+//! middle is used. An empty window means the clocks do not differ by a
+//! constant (skew or drift): reported, and the middle of the crossed
+//! bounds used. A node with messages one way only, or none, is placed by
+//! the dumps' own clock readings taken when the host asked for them
+//! (milliseconds of uncertainty), kept within the bounds it has.
 //!
 //! The JSON: one process per instance (pid K for node K, [`DIR_PID`] for
 //! the directory), one thread (track) per queue: a node's requests, its
@@ -183,7 +184,7 @@ pub struct Alignment {
     /// Half the width of the consistent window (ticks): the offset's
     /// uncertainty.
     pub error: u128,
-    /// Round trips it was measured from (0: the dumps' readings).
+    /// Messages it was measured from (0: the dumps' readings).
     pub round_trips: usize,
     /// The round trips' windows did not intersect: the clocks are not
     /// one counter plus a constant.
@@ -197,14 +198,14 @@ impl Alignment {
         let how = if self.inst == 0 {
             "reference".to_string()
         } else if self.round_trips == 0 {
-            "from the dumps' clock readings (no round trip recorded)".to_string()
+            "from the dumps' clock readings (no messages both ways recorded)".to_string()
         } else if self.inconsistent {
             format!(
-                "INCONSISTENT over {} round trips (skew or drift: the least-delay one used)",
+                "INCONSISTENT over {} messages (skew or drift: the middle of the crossed bounds used)",
                 self.round_trips
             )
         } else {
-            format!("from {} round trips", self.round_trips)
+            format!("from {} messages", self.round_trips)
         };
         format!(
             "{}: TSC offset to the directory {:+.3} us +- {:.3} us, {how}",
@@ -219,38 +220,51 @@ impl Alignment {
     }
 }
 
-/// The four timestamps of each round trip of node `d.inst` whose events
-/// are all in the dumps: (t1, t2, t3, t4).
-fn round_trips(dir: &Dump, d: &Dump) -> Vec<(u64, u64, u64, u64)> {
+/// The bounds on node `d.inst`'s offset (directory clock minus node
+/// clock) that its messages with the directory set: a message from the
+/// node is taken after it was sent (offset <= t_dir - t_node), and one to
+/// the node likewise (offset >= t_dir - t_node). (lower, upper, how many
+/// messages.) A message is matched by its tag (requests and answers) or
+/// its page (DIR_INVs and acks) when that appears once on each side.
+fn bounds(dir: &Dump, d: &Dump) -> (Option<i128>, Option<i128>, usize) {
     let node = d.inst;
-    let times = |dump: &Dump, kind: &str, peer: Option<u32>| {
-        let mut m: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    let times = |dump: &Dump, kind: &str, peer: Option<u32>, by_key: bool| {
+        let mut m: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         for e in &dump.events {
-            if e.kind == kind && e.tag != 0 && peer.is_none_or(|p| e.peer == p) {
-                m.entry(e.tag).or_default().push(e.ts);
+            let id = if by_key { e.arg } else { u64::from(e.tag) };
+            if e.kind == kind && id != 0 && peer.is_none_or(|p| e.peer == p) {
+                m.entry(id).or_default().push(e.ts);
             }
         }
         m
     };
-    let sent = times(d, "req_sent", None);
-    let taken = times(d, "resp_taken", None);
-    let served = times(dir, "serve", Some(node));
-    let replied = times(dir, "reply", Some(node));
-    let mut out = Vec::new();
-    for (tag, t1s) in &sent {
-        let (Some(t2s), Some(t3s), Some(t4s)) = (served.get(tag), replied.get(tag), taken.get(tag))
-        else {
-            continue;
-        };
-        // A tag seen once on every side (tags restart when a node rejoins:
-        // an ambiguous one is not used).
-        if let ([t1], [t2], [t3], [t4]) = (&t1s[..], &t2s[..], &t3s[..], &t4s[..]) {
-            if t1 <= t4 && t2 <= t3 {
-                out.push((*t1, *t2, *t3, *t4));
+    let (mut lo, mut hi, mut n) = (None::<i128>, None::<i128>, 0);
+    // (node's kind, directory's kind, from the node?, matched by page?)
+    let pairs = [
+        ("req_sent", "serve", true, false),
+        ("resp_taken", "reply", false, false),
+        ("ack_sent", "ack_taken", true, true),
+        ("inv_taken", "inv_sent", false, true),
+    ];
+    for (nk, dk, from_node, by_key) in pairs {
+        let on_node = times(d, nk, None, by_key);
+        let on_dir = times(dir, dk, Some(node), by_key);
+        for (id, tn) in &on_node {
+            // Tags restart when a node rejoins, pages are invalidated
+            // again: an ambiguous one is not used.
+            let (Some([td]), [tn]) = (on_dir.get(id).map(|v| &v[..]), &tn[..]) else {
+                continue;
+            };
+            let b = *td as i128 - *tn as i128;
+            n += 1;
+            if from_node {
+                hi = Some(hi.map_or(b, |h| h.min(b)));
+            } else {
+                lo = Some(lo.map_or(b, |l| l.max(b)));
             }
         }
     }
-    out
+    (lo, hi, n)
 }
 
 /// Put every dump's clock on the directory's (see the module's doc).
@@ -271,58 +285,45 @@ pub fn align(dumps: &[Dump]) -> Vec<Alignment> {
             });
             continue;
         }
-        let rts = if reference.inst == 0 {
-            round_trips(reference, d)
-        } else {
-            Vec::new()
+        // The two readings of `now` were taken when the host asked, a few
+        // milliseconds apart at most.
+        let host = match (reference.host_ns, d.host_ns) {
+            (Some(r), Some(x)) => (r as i128 - x as i128) * reference.hz as i128 / 1_000_000_000,
+            _ => 0,
         };
-        if rts.is_empty() {
-            // The two readings of `now` were taken when the host asked,
-            // a few milliseconds apart at most.
-            let host = match (reference.host_ns, d.host_ns) {
-                (Some(r), Some(x)) => {
-                    (r as i128 - x as i128) * reference.hz as i128 / 1_000_000_000
-                }
-                _ => 0,
-            };
-            out.push(Alignment {
+        let anchor = reference.now as i128 - d.now as i128 - host;
+        let (lo, hi, n) = if reference.inst == 0 {
+            bounds(reference, d)
+        } else {
+            (None, None, 0)
+        };
+        let a = match (lo, hi) {
+            (Some(lo), Some(hi)) if lo <= hi => Alignment {
                 inst: d.inst,
-                offset: reference.now as i128 - d.now as i128 - host,
+                offset: lo + (hi - lo) / 2,
+                error: ((hi - lo) / 2) as u128,
+                round_trips: n,
+                inconsistent: false,
+            },
+            (Some(lo), Some(hi)) => Alignment {
+                inst: d.inst,
+                offset: hi + (lo - hi) / 2,
+                error: ((lo - hi) / 2) as u128,
+                round_trips: n,
+                inconsistent: true,
+            },
+            // One side only: the readings' estimate, kept within it.
+            (lo, hi) => Alignment {
+                inst: d.inst,
+                offset: anchor
+                    .max(lo.unwrap_or(i128::MIN))
+                    .min(hi.unwrap_or(i128::MAX)),
                 error: reference.hz as u128 / 100,
                 round_trips: 0,
                 inconsistent: false,
-            });
-            continue;
-        }
-        let lo = rts
-            .iter()
-            .map(|r| r.2 as i128 - r.3 as i128)
-            .max()
-            .unwrap_or(0);
-        let hi = rts
-            .iter()
-            .map(|r| r.1 as i128 - r.0 as i128)
-            .min()
-            .unwrap_or(0);
-        let (offset, error, inconsistent) = if lo <= hi {
-            (lo + (hi - lo) / 2, ((hi - lo) / 2) as u128, false)
-        } else {
-            let best = rts
-                .iter()
-                .min_by_key(|r| (r.3 - r.0).saturating_sub(r.2 - r.1))
-                .copied()
-                .unwrap_or_default();
-            let delay = (best.3 - best.0).saturating_sub(best.2 - best.1);
-            let off = ((best.1 as i128 - best.0 as i128) + (best.2 as i128 - best.3 as i128)) / 2;
-            (off, delay as u128 / 2, true)
+            },
         };
-        out.push(Alignment {
-            inst: d.inst,
-            offset,
-            error,
-            round_trips: rts.len(),
-            inconsistent,
-        });
+        out.push(a);
     }
     out
 }
@@ -671,12 +672,13 @@ mod tests {
         let d = parse_dumps(&two_dumps()).unwrap();
         let a = align(&d);
         let n1 = a.iter().find(|a| a.inst == 1).unwrap();
-        // [t3 - t4, t2 - t1] = [4810, 5050]: the middle, +- 120.
-        assert_eq!((n1.offset, n1.error, n1.round_trips), (4930, 120, 1));
+        // Request [.., 5050], answer [4810, ..], DIR_INV [4910, ..]: the
+        // middle of [4910, 5050], +- 70.
+        assert_eq!((n1.offset, n1.error, n1.round_trips), (4980, 70, 3));
         assert!(!n1.inconsistent);
         assert!(n1
             .describe(1_000_000)
-            .contains("+4930.000 us +- 120.000 us"));
+            .contains("+4980.000 us +- 70.000 us"));
     }
 
     /// Events from two instances -> valid trace-event JSON with the
@@ -788,6 +790,6 @@ mod tests {
         let a = align(&d);
         assert!(a
             .iter()
-            .any(|a| a.inst == 1 && a.inconsistent && a.round_trips == 2));
+            .any(|a| a.inst == 1 && a.inconsistent && a.round_trips == 5));
     }
 }

@@ -63,18 +63,19 @@ fn remote_read_timeline_orders_node_directory_disk_node() {
             if out.code != Some(0) {
                 return Err(fail(format!("qemu-run.sh trace failed:\n{}", out.text())));
             }
+            let stdout = out.stdout_text();
             // The skew check: one line per instance.
             for who in ["dir:", "n1:", "n2:"] {
-                if !out
-                    .stdout
+                if !stdout
                     .lines()
                     .any(|l| l.starts_with(who) && l.contains("TSC offset"))
                 {
                     return Err(fail(format!("no offset line for {who}:\n{}", out.text())));
                 }
             }
-            println!("{}", out.stdout);
-            let text = std::fs::read_to_string(&out_file)?;
+            println!("{stdout}");
+            let text = std::fs::read_to_string(&out_file)
+                .map_err(|e| fail(format!("{}: {e}", out_file.display())))?;
             let v: Value = serde_json::from_str(&text)
                 .map_err(|e| fail(format!("trace.json is not JSON: {e}")))?;
             check_schema(&v).map_err(|e| fail(format!("trace.json: {e}")))?;
@@ -131,7 +132,7 @@ fn remote_read_timeline_orders_node_directory_disk_node() {
                     if order.windows(2).any(|w| w[0].1 > w[1].1) {
                         return Err(fail(format!(
                             "n{node} tag {tag}: out of order on the merged axis: {order:?}\n{}",
-                            out.stdout
+                            stdout
                         )));
                     }
                     checked.push((node, tag, disk.is_some()));
@@ -155,6 +156,5 @@ fn remote_read_timeline_orders_node_directory_disk_node() {
             println!("checked in order: {checked:?}");
             Ok(())
         },
-    )
-    .unwrap();
+    );
 }

@@ -240,6 +240,8 @@ impl Client {
         let op = fabric::proto::op_of(req);
         loop {
             if let Some(r) = self.resp.pop(mem).map_err(ring_err)? {
+                let t = Raw::decode(&r).tag;
+                fabric::trace::record(fabric::trace::Kind::RespTaken, 0, t, 0, 0);
                 match Response::decode(&r, op) {
                     Ok((t, resp)) if t == tag => {
                         return match resp {

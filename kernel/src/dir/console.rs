@@ -29,7 +29,8 @@ impl DirConsole {
             serial::enable_rx_irq();
             interrupts::claim_irq(serial::IRQ);
         }
-        klog::print_str(PROMPT);
+        // No prompt yet: a client types an empty line first and gets one
+        // (an unprompted one would put the next log line after it).
         DirConsole {
             editor: LineEditor::new(),
         }
