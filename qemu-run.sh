@@ -18,7 +18,7 @@ PROG="qemu-run.sh"
 #                    (launcher_only there), refused in --append-extra
 MODES="strong relaxed private net daxfs"
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
-BOOT_OPTIONS="mode policy storage cxl_ns doorbell log hb_timeout_ms rpc_timeout_ms dir_spin_us dir_bell_spin_us bell_spin_us tick_hz remote_limit cache_pages ring_reads fill_depth disk_lat_us disk_irq lazy_inv fence doorbell_selftest task_reads baseline_writes readahead_kb faultaround_kb reclaim_low reclaim_high"
+BOOT_OPTIONS="mode policy storage cxl_ns doorbell log hb_timeout_ms rpc_timeout_ms dir_spin_us dir_bell_spin_us bell_spin_us tick_hz remote_limit cache_pages ring_reads fill_depth disk_lat_us disk_irq lazy_inv fence doorbell_selftest task_reads baseline_writes readahead_kb faultaround_kb reclaim_low reclaim_high trace"
 LAUNCHER_OPTIONS="role id nodes dilation_pct"
 
 # in_list LIST WORD: WORD is one of LIST's space-separated words.
@@ -43,6 +43,7 @@ usage: ./qemu-run.sh [options] [-e 'K: command' ...]
        ./qemu-run.sh attach [--run-dir DIR] [--console K]
        ./qemu-run.sh exec   [--run-dir DIR] [--cmd-timeout S] -e 'K: command' ...
        ./qemu-run.sh restart [--run-dir DIR] [--boot-timeout S] K
+       ./qemu-run.sh trace  [--run-dir DIR] [--cmd-timeout S] -o FILE.json
        ./qemu-run.sh --help
 
 Boots a onecopy cluster: one directory instance (role=dir, owns the disk) and
@@ -170,6 +171,12 @@ Subcommands:
            its QEMU died or was killed (same flags as launched, from
            cluster.env; the old log is kept as nodeK.log.<ms>); waits until
            it joined; refused while node K runs and in net mode
+  trace    collect the protocol timeline: `trace dump` on the directory's
+           console and every node's shell (record first with `trace on` on
+           each, or boot with --append-extra trace=1), merged onto the
+           directory's TSC (each instance's offset and its uncertainty are
+           printed: the skew check) as Chrome trace-event JSON in FILE.json
+           (open it in Perfetto's UI or chrome://tracing)
 
 Files in the run dir: dir.log, nodeK.log (serial output), *.sock (consoles;
 netK.sock: node K's network link in net mode),
@@ -209,7 +216,7 @@ info() { echo "$*" 2>/dev/null; } # a closed stdout ends us through the PIPE tra
 SUB=run
 if [[ $# -gt 0 ]]; then
     case "$1" in
-        stop | status | attach | exec | restart)
+        stop | status | attach | exec | restart | trace)
             SUB=$1
             shift
             ;;
@@ -257,6 +264,7 @@ CHECK=0
 EXECS=()
 SEEN=" "
 RESTART_NODE=
+TRACE_OUT=
 
 # flags each subcommand accepts
 case "$SUB" in
@@ -265,6 +273,7 @@ case "$SUB" in
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
     restart) ALLOWED="--check --run-dir --boot-timeout" ;;
+    trace) ALLOWED="--check --run-dir --cmd-timeout -o" ;;
 esac
 
 is_uint() { [[ $1 =~ ^[0-9]{1,9}$ ]]; }
@@ -312,7 +321,7 @@ while [[ $# -gt 0 ]]; do
     esac
     case "$arg" in
         --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --dilation | --pin | --accel | --disk | --dataset | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
-            --boot-timeout | --cmd-timeout | --append-extra | --kernel)
+            --boot-timeout | --cmd-timeout | --append-extra | --kernel | -o)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
                 val=$1
@@ -433,6 +442,7 @@ while [[ $# -gt 0 ]]; do
         --cmd-timeout) int_in CMD_TIMEOUT --cmd-timeout "$val" 1 3600 ;;
         --append-extra) APPEND_EXTRA=$val ;;
         --kernel) KERNEL=$val ;;
+        -o) TRACE_OUT=$val ;;
     esac
 done
 
@@ -514,6 +524,9 @@ for spec in ${EXECS[@]+"${EXECS[@]}"}; do
     k=$((10#${BASH_REMATCH[1]}))
     ((k >= 1 && k <= SPEC_NODES)) || die_usage "-e '$spec': node $k is not in 1..$SPEC_NODES"
 done
+if [[ $SUB == trace && -z $TRACE_OUT ]]; then
+    die_usage "trace needs -o FILE.json"
+fi
 if [[ $SUB == restart && -z $RESTART_NODE ]]; then
     die_usage "restart needs the node to boot again: ./qemu-run.sh restart [--run-dir DIR] K"
 fi
@@ -969,6 +982,11 @@ case "$SUB" in
     restart)
         restart_node "$RESTART_NODE"
         exit 0
+        ;;
+    trace)
+        find_ctl
+        [[ -n $(running_pids) ]] || die "no cluster running in $RUN_DIR (start one with ./qemu-run.sh --detach --run-dir $RUN_DIR)"
+        exec "$CTL" trace --run-dir "$RUN_DIR" --timeout-ms "$((CMD_TIMEOUT * 1000))" -o "$TRACE_OUT"
         ;;
     attach | exec)
         find_ctl

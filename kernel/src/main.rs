@@ -64,6 +64,11 @@ extern "C" fn kernel_entry(start_info: u64) -> ! {
     for w in &cfg.unknown {
         log::warn!("ignoring unknown boot option '{w}'");
     }
+    // The protocol timeline stamps events with the TSC, which every
+    // instance reads from the same host counter (the merge measures what
+    // offset each instance's reading still has).
+    fabric::trace::set_clock(arch::cpu::rdtsc);
+    fabric::trace::set_enabled(cfg.trace);
     let mut root = drivers::pci::root();
     let shm = match drivers::ivshmem::probe(&mut root) {
         Ok(s) => s,

@@ -28,6 +28,7 @@ pub mod peers;
 pub mod ready;
 pub mod run;
 pub mod shell;
+pub mod trace;
 
 pub use cluster::{
     default_ctl, host_tool, inspect, mkfs, mkfs_datasets, qemu_run, repo_root, run_with_timeout,

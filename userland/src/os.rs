@@ -156,6 +156,13 @@ pub trait Os {
         Err(Errno::NotSupported)
     }
 
+    /// The protocol timeline's clock (`trace`): this instance's number
+    /// (0 = the directory, K = node K), the clock's ticks per second and
+    /// its reading now. None: no timeline here.
+    fn trace_clock(&mut self) -> Option<(u32, u64, u64)> {
+        None
+    }
+
     /// Directory counters as `(name, value)` lines (`dir stats`).
     fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
         Err(Errno::NotSupported)

@@ -85,6 +85,7 @@ pub const BOOT_OPTIONS: &[BootOption] = &[
     opt("faultaround_kb", "64"),
     opt("reclaim_low", "0"),
     opt("reclaim_high", "8"),
+    opt("trace", "1"),
 ];
 
 /// Default low watermark of a node's free frames, percent of its frames:
@@ -173,6 +174,9 @@ pub struct BootConfig {
     /// see `fabric::doorbell`). 0: every invalidation waits for the
     /// sharer's ack, as before.
     pub lazy_inv: bool,
+    /// Record protocol events from boot (`trace=0|1`, default 0; the
+    /// shell's `trace on|off` changes it at run time; see `fabric::trace`).
+    pub trace: bool,
     /// Directory: a node declared failed is fenced before its frames, and
     /// the frames it mapped, are reused (`fence=0|1`, default 1: the host's
     /// fencer, `qemu-run.sh`'s ivshmem server, kills its QEMU and confirms
@@ -290,6 +294,7 @@ impl BootConfig {
             doorbell: false,
             disk_irq: true,
             lazy_inv: true,
+            trace: false,
             fence: true,
             doorbell_selftest: 0,
             baseline_writes: BaselineWrites::Back,
@@ -340,6 +345,7 @@ impl BootConfig {
             "disk_irq" => self.disk_irq = switch(k, v)?,
             "lazy_inv" => self.lazy_inv = switch(k, v)?,
             "fence" => self.fence = switch(k, v)?,
+            "trace" => self.trace = switch(k, v)?,
             "task_reads" => {
                 p.task_reads = Some(match v {
                     "each" => true,
@@ -568,6 +574,10 @@ mod tests {
         assert!(c.lazy_inv);
         let c = BootConfig::parse("role=node id=1 nodes=2 lazy_inv=0").unwrap();
         assert!(!c.lazy_inv);
+        assert!(!c.trace);
+        let c = BootConfig::parse("role=node id=1 nodes=2 trace=1").unwrap();
+        assert!(c.trace);
+        assert!(BootConfig::parse("role=dir trace=2").is_err());
         assert!(c.fence);
         assert!(!BootConfig::parse("role=dir fence=0").unwrap().fence);
         assert!(BootConfig::parse("role=dir fence=2").is_err());

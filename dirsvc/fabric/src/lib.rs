@@ -16,6 +16,7 @@
 //!   [`netorder`]: a connection's answers released in request order.
 //! * [`config`]: boot options (the kernel command line).
 //! * [`rng`]: the deterministic generator of the simulation, tests and fio.
+//! * [`trace`]: the protocol timeline, a per-instance ring of events.
 //! * [`calibrate`]: the fixed workload that measures how much slower a
 //!   guest's CPU runs than the host's (the testbed's time dilation).
 #![cfg_attr(not(test), no_std)]
@@ -42,3 +43,4 @@ pub mod ring;
 pub mod rng;
 #[allow(unsafe_code)]
 pub mod shm;
+pub mod trace;

@@ -126,6 +126,8 @@ impl<D: BlockDevice> Directory<D> {
             match Notice::decode(&d) {
                 Ok(Notice::InvAck { key, dirty }) => {
                     log::debug!("node {node}: ack {key:?} dirty={dirty}");
+                    let arg = fabric::trace::key_arg(key.ino, key.idx);
+                    fabric::trace::record(fabric::trace::Kind::AckTaken, node, 0, 0, arg);
                     let inv = InvOut {
                         span: PageSpan::page(key),
                         range: false,
@@ -138,6 +140,8 @@ impl<D: BlockDevice> Directory<D> {
                 }
                 Ok(Notice::InvRangeAck { span, dirty }) => {
                     log::debug!("node {node}: range ack {span:?} dirty={dirty}");
+                    let arg = fabric::trace::key_arg(span.ino, span.first);
+                    fabric::trace::record(fabric::trace::Kind::AckTaken, node, 0, 0, arg);
                     if self.absorb_ack(node, InvOut { span, range: true }) {
                         continue;
                     }
@@ -194,6 +198,10 @@ impl<D: BlockDevice> Directory<D> {
             self.flush_write_group(mem);
         }
         let op = op_of(&req);
+        if fabric::trace::enabled() {
+            let (op, arg) = fabric::trace::req_args(&req);
+            fabric::trace::record(fabric::trace::Kind::Serve, node, tag, op, arg);
+        }
         self.ops[(op as usize).min(31)] += 1;
         log::trace!("node {node} tag {tag}: {req:?}");
         if let Request::Page(p) = req {
@@ -308,11 +316,19 @@ impl<D: BlockDevice> Directory<D> {
                 Err(e) => return Err(e),
             }
             match Notice::decode(d) {
-                Ok(Notice::DirInv(key)) => p.invs_out.push_back(InvOut {
-                    span: PageSpan::page(key),
-                    range: false,
-                }),
-                Ok(Notice::InvRange(span)) => p.invs_out.push_back(InvOut { span, range: true }),
+                Ok(Notice::DirInv(key)) => {
+                    let arg = fabric::trace::key_arg(key.ino, key.idx);
+                    fabric::trace::record(fabric::trace::Kind::InvSent, node, 0, 0, arg);
+                    p.invs_out.push_back(InvOut {
+                        span: PageSpan::page(key),
+                        range: false,
+                    })
+                }
+                Ok(Notice::InvRange(span)) => {
+                    let arg = fabric::trace::key_arg(span.ino, span.first);
+                    fabric::trace::record(fabric::trace::Kind::InvSent, node, 0, 0, arg);
+                    p.invs_out.push_back(InvOut { span, range: true })
+                }
                 _ => p.wake_notice = true,
             }
             p.notify_backlog.pop_front();
@@ -323,6 +339,7 @@ impl<D: BlockDevice> Directory<D> {
     /// Queue (or, when nothing is queued before it, publish at once) a
     /// response to `node`.
     pub(super) fn respond(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: Desc) {
+        fabric::trace::record(fabric::trace::Kind::Reply, node, Raw::decode(&d).tag, 0, 0);
         if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
             if p.member && !(p.backlog.is_empty() && p.resp.push(mem, &d).is_ok()) {
                 p.backlog.push_back(d);

@@ -85,6 +85,14 @@ impl<D: BlockDevice> Directory<D> {
                 }
                 None => {
                     self.miss.fill_queued(MissKind::PageFill, e.owner, tag);
+                    let arg = fabric::trace::key_arg(key.ino, key.idx);
+                    fabric::trace::record(
+                        fabric::trace::Kind::DiskStart,
+                        e.owner.into(),
+                        tag,
+                        0,
+                        arg,
+                    );
                     self.disk.push(Fill {
                         key,
                         dest: Dest::Frame(gfn),
@@ -240,6 +248,8 @@ impl<D: BlockDevice> Directory<D> {
             let Some(f) = self.disk.complete(d.id) else {
                 continue; // cancelled: the requester failed meanwhile
             };
+            let arg = fabric::trace::key_arg(f.key.ino, f.key.idx);
+            fabric::trace::record(fabric::trace::Kind::DiskDone, f.node.into(), f.tag, 0, arg);
             let Dest::Frame(gfn) = f.dest else {
                 self.read_block_done(mem, &f, d.result, seen);
                 continue;

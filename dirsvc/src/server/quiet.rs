@@ -160,6 +160,8 @@ impl<D: BlockDevice> Directory<D> {
                     self.peers[i].lazy_acked.push(inv);
                     self.quiet.taken += 1;
                     log::debug!("node {node}: {inv:?} taken as acked (quiet sleep)");
+                    let arg = fabric::trace::key_arg(key.ino, key.idx);
+                    fabric::trace::record(fabric::trace::Kind::LazyAck, node, 0, 0, arg);
                     let a = if inv.range {
                         self.pages.ack_range(node as u8, inv.span, false)
                     } else {

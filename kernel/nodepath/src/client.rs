@@ -166,7 +166,12 @@ impl Client {
     ) -> Result<u32, Errno> {
         let tag = self.next_tag;
         self.next_tag = self.next_tag.wrapping_add(1).max(1);
-        push_waiting(&mut self.req, mem, &req.encode(tag), wait)?;
+        let d = req.encode(tag);
+        push_waiting(&mut self.req, mem, &d, wait)?;
+        if fabric::trace::enabled() {
+            let (op, arg) = fabric::trace::req_args(req);
+            fabric::trace::record(fabric::trace::Kind::ReqSent, 0, tag, op, arg);
+        }
         Ok(tag)
     }
 
@@ -177,6 +182,7 @@ impl Client {
     pub fn recv(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<Option<(u32, Desc)>, Errno> {
         while let Some(d) = self.resp.pop(mem).map_err(ring_err)? {
             let tag = Raw::decode(&d).tag;
+            fabric::trace::record(fabric::trace::Kind::RespTaken, 0, tag, 0, 0);
             match self.inflight.get_mut(&tag) {
                 Some((_, answer)) => *answer = Some(d),
                 None => return Ok(Some((tag, d))),
@@ -234,6 +240,8 @@ impl Client {
         let op = fabric::proto::op_of(req);
         loop {
             if let Some(r) = self.resp.pop(mem).map_err(ring_err)? {
+                let t = Raw::decode(&r).tag;
+                fabric::trace::record(fabric::trace::Kind::RespTaken, 0, t, 0, 0);
                 match Response::decode(&r, op) {
                     Ok((t, resp)) if t == tag => {
                         return match resp {
@@ -291,13 +299,19 @@ impl Notifier {
         match self.notify.pop(mem).map_err(ring_err)? {
             None => Ok(None),
             Some(d) => match Notice::decode(&d) {
-                Ok(
-                    n @ (Notice::DirInv(_)
-                    | Notice::InvRange(_)
-                    | Notice::Sharers { .. }
-                    | Notice::Revoke(_)
-                    | Notice::ReplicasUsed),
-                ) => Ok(Some(n)),
+                Ok(Notice::DirInv(key)) => {
+                    let arg = fabric::trace::key_arg(key.ino, key.idx);
+                    fabric::trace::record(fabric::trace::Kind::InvTaken, 0, 0, 0, arg);
+                    Ok(Some(Notice::DirInv(key)))
+                }
+                Ok(Notice::InvRange(span)) => {
+                    let arg = fabric::trace::key_arg(span.ino, span.first);
+                    fabric::trace::record(fabric::trace::Kind::InvTaken, 0, 0, 0, arg);
+                    Ok(Some(Notice::InvRange(span)))
+                }
+                Ok(n @ (Notice::Sharers { .. } | Notice::Revoke(_) | Notice::ReplicasUsed)) => {
+                    Ok(Some(n))
+                }
                 _ => Err(Errno::Invalid),
             },
         }
@@ -312,7 +326,10 @@ impl Notifier {
         dirty: bool,
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<(), Errno> {
-        self.send(mem, fabric::proto::Notice::InvAck { key, dirty }, wait)
+        self.send(mem, fabric::proto::Notice::InvAck { key, dirty }, wait)?;
+        let arg = fabric::trace::key_arg(key.ino, key.idx);
+        fabric::trace::record(fabric::trace::Kind::AckSent, 0, 0, 0, arg);
+        Ok(())
     }
 
     /// Publish `n` on the ack ring (spins while it is full, as

@@ -332,6 +332,8 @@ impl NodeCache {
         let Some(frame) = self.inflight.remove(&key) else {
             return Installed::Failed;
         };
+        let arg = fabric::trace::key_arg(key.ino, key.idx);
+        fabric::trace::record(fabric::trace::Kind::Install, 0, 0, 0, arg);
         let group = self.evict.miss_ended(&key);
         // A DROP of the page went out before this miss: its answer came
         // first on the response ring.

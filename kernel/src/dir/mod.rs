@@ -29,10 +29,12 @@ use crate::drivers::virtio::{VirtioDisk, WAKE_SAFETY_NS};
 use crate::net::DirLink;
 
 mod bell;
+mod console;
 mod disklog;
 mod events;
 
 use bell::DirBell;
+use console::DirConsole;
 use disklog::DiskLog;
 use events::log_events;
 
@@ -177,6 +179,7 @@ struct ServeLoop<'a> {
     links: Vec<DirLink>,
     bell: Option<DirBell>,
     disk_log: DiskLog,
+    console: DirConsole,
     spin_cycles: u64,
     bell_spin_cycles: u64,
     member_cycles: u64,
@@ -206,6 +209,7 @@ impl<'a> ServeLoop<'a> {
             links,
             bell: crate::drivers::ivshmem::doorbell().map(|d| DirBell::new(d, layout)),
             disk_log: DiskLog::default(),
+            console: DirConsole::new(crate::arch::timer::tickless()),
             spin_cycles: cfg.dir_spin_us * hz / 1_000_000,
             bell_spin_cycles: cfg.dir_bell_spin_us * hz / 1_000_000,
             member_cycles: hz / 20_000, // membership sweep every 50 us
@@ -268,6 +272,7 @@ impl<'a> ServeLoop<'a> {
         let mut events = false;
         if now - self.last_member >= self.member_cycles {
             self.last_member = now;
+            self.console.poll();
             let p = self.dir.membership(self.shm, time::now_ns());
             events = !p.events.is_empty();
             log_events(&p.events);

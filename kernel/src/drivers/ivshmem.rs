@@ -267,6 +267,7 @@ fn read_reg(regs: u64, off: usize) -> u32 {
 }
 
 fn on_msi(index: u8) {
+    fabric::trace::record(fabric::trace::Kind::BellTaken, 0, 0, index, 0);
     if let Some(d) = DOORBELL.get() {
         if let Some(c) = d.received.get(index as usize) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -349,6 +350,13 @@ impl Doorbell {
         // SAFETY: see `read_reg`: Doorbell is the 4-byte register at 12.
         unsafe { core::ptr::write_volatile((self.regs as usize + REG_DOORBELL) as *mut u32, v) };
         self.rung.fetch_add(1, Ordering::Relaxed);
+        fabric::trace::record(
+            fabric::trace::Kind::BellRung,
+            0,
+            0,
+            vector as u8,
+            peer.into(),
+        );
         Ok(())
     }
 
@@ -491,7 +499,9 @@ impl Doorbell {
         self.sleeps.fetch_add(1, Ordering::Relaxed);
         // sti; hlt with the timer armed for the deadline (tickless):
         // returns after the handler of whatever interrupt came.
+        fabric::trace::record(fabric::trace::Kind::Sleep, 0, 0, 0, 0);
         crate::arch::timer::halt_until(deadline_ns);
+        fabric::trace::record(fabric::trace::Kind::Wake, 0, 0, 0, 0);
         db::finish_sleep(&m, self.me, cpu::full_fence);
         if self.received_total() != before {
             Wake::Doorbell

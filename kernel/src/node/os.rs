@@ -292,6 +292,10 @@ impl Os for NodeOs {
         with(|n| n.miss_counters())
     }
 
+    fn trace_clock(&mut self) -> Option<(u32, u64, u64)> {
+        Some((self.id, time::tsc_hz(), cpu::rdtsc()))
+    }
+
     fn dir_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
         let Response::Stats(s) = with(|n| n.ring_call(&Request::Stats))? else {
             return Err(Errno::Io);

@@ -4,6 +4,7 @@
 //! onecopy-ctl wait-ready --run-dir D [--nodes N] [--timeout-ms T] [--since-ms EPOCH_MS]
 //! onecopy-ctl exec --run-dir D [--timeout-ms T] 'K: command'...
 //! onecopy-ctl attach --run-dir D [--node K]
+//! onecopy-ctl trace --run-dir D -o FILE.json [--timeout-ms T]
 //! ```
 //!
 //! Exit status: 0 success, 1 failure (not ready, a command answered
@@ -25,6 +26,7 @@ const USAGE: &str = "\
 usage: onecopy-ctl wait-ready --run-dir D [--nodes N] [--timeout-ms T] [--since-ms EPOCH_MS]
        onecopy-ctl exec --run-dir D [--timeout-ms T] 'K: command'...
        onecopy-ctl attach --run-dir D [--node K]
+       onecopy-ctl trace --run-dir D -o FILE.json [--timeout-ms T]
 
   wait-ready  wait until the directory is ready and every node joined; print the
               elapsed milliseconds (since --since-ms, default START_MS from
@@ -35,7 +37,12 @@ usage: onecopy-ctl wait-ready --run-dir D [--nodes N] [--timeout-ms T] [--since-
               (--timeout-ms per command, default 60000)
   attach      connect the terminal to an instance's serial console (K = 0 is
               the directory; default 1); Ctrl-] detaches. Put the terminal in
-              raw mode first (qemu-run.sh does: stty raw -echo)";
+              raw mode first (qemu-run.sh does: stty raw -echo)
+  trace       run `trace dump` on the directory's console and every node's
+              shell, put their events on the directory's clock (printing
+              each instance's TSC offset and its uncertainty: the skew
+              check) and write them as Chrome trace-event JSON (Perfetto);
+              exit 1 if an instance gave no dump (the others are written)";
 
 fn usage_error(msg: &str) -> ExitCode {
     eprintln!("onecopy-ctl: error: {msg}\n{USAGE}");
@@ -395,6 +402,83 @@ fn copy_stdin_in(mut writer: UnixStream, label: &str) {
     }
 }
 
+fn cmd_trace(args: &[String]) -> ExitCode {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if a == "-o" {
+                "--output".to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    let a = match parse_args(&args, &["run-dir", "output", "timeout-ms", "nodes"]) {
+        Ok(a) => a,
+        Err(e) => return usage_error(&e),
+    };
+    let parsed = (|| {
+        let run = a.run_dir()?;
+        let nodes = cluster_nodes(&run, &a)?;
+        let timeout = a.number("timeout-ms", 60_000, 3_600_000)?.max(1);
+        let out = a.flags.get("output").ok_or("trace needs -o FILE.json")?;
+        if let Some(p) = a.positional.first() {
+            return Err(format!("unexpected argument {p:?}"));
+        }
+        Ok::<_, String>((
+            run,
+            nodes,
+            Duration::from_millis(timeout),
+            PathBuf::from(out),
+        ))
+    })();
+    let (run, nodes, timeout, out) = match parsed {
+        Ok(v) => v,
+        Err(e) => return usage_error(&e),
+    };
+    let (dumps, errors) = onecopy_tests::trace::collect(&run, nodes, timeout);
+    for e in &errors {
+        eprintln!("onecopy-ctl: trace: no dump from {e}");
+    }
+    if dumps.is_empty() {
+        eprintln!("onecopy-ctl: trace: no instance gave a dump");
+        return ExitCode::from(1);
+    }
+    let (json, aligns) = onecopy_tests::trace::merge(&dumps);
+    let hz = dumps.first().map(|d| d.hz).unwrap_or(1);
+    for d in &dumps {
+        if d.hz.abs_diff(hz) > hz / 100 {
+            println!("warning: n{} counts {} ticks/s, the directory {hz}: its timestamps are scaled wrong", d.inst, d.hz);
+        }
+    }
+    for a in &aligns {
+        println!("{}", a.describe(hz));
+    }
+    let text = match serde_json::to_string(&json) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("onecopy-ctl: trace: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = std::fs::write(&out, text) {
+        eprintln!("onecopy-ctl: trace: cannot write {}: {e}", out.display());
+        return ExitCode::from(1);
+    }
+    let events: usize = dumps.iter().map(|d| d.events.len()).sum();
+    let lost: u64 = dumps.iter().map(|d| d.lost).sum();
+    println!(
+        "wrote {}: {events} events from {} instances ({lost} overwritten before the dump)",
+        out.display(),
+        dumps.len()
+    );
+    if errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(sub) = args.first() else {
@@ -405,6 +489,7 @@ fn main() -> ExitCode {
         "wait-ready" => cmd_wait_ready(rest),
         "exec" => cmd_exec(rest),
         "attach" => cmd_attach(rest),
+        "trace" => cmd_trace(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -135,6 +135,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_uptime,
     },
     Command {
+        name: "trace",
+        usage: "trace on|off|clear|dump",
+        help: "the protocol timeline of this instance: record events (requests, answers, fills, invalidations, acks, doorbells, sleeps) with TSC timestamps into its private ring (on), stop (off), forget them (clear), or print them, one `TRACE` line each (dump; qemu-run.sh trace merges every instance's dump into Perfetto's JSON)",
+        min_args: 1,
+        max_args: 1,
+        run: cmd_trace,
+    },
+    Command {
         name: "bench ring",
         usage: "bench ring [COUNT]",
         help: "time COUNT empty round trips to the directory (default 10000)",

@@ -1,5 +1,5 @@
 //! Node status commands: `nodes`, `cache stats`, `cache drop`, `dir stats`,
-//! `uptime`, `fio`, `shutdown`.
+//! `uptime`, `trace`, `fio`, `shutdown`.
 
 use alloc::format;
 use alloc::string::String;
@@ -61,6 +61,15 @@ pub(super) fn cmd_dir_stats(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), E
     let pairs = ctx.os.dir_stats().map_err(|e| Error::Msg(format!("{e}")))?;
     print_pairs(ctx, &pairs);
     Ok(())
+}
+
+pub(super) fn cmd_trace(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let (inst, hz, now) = ctx
+        .os
+        .trace_clock()
+        .ok_or_else(|| Error::Msg(String::from("no protocol timeline on this system")))?;
+    fabric::trace::command(args.get(0).unwrap_or(""), inst, hz, now, |l| ctx.println(l))
+        .map_err(|usage| Error::Msg(String::from(usage)))
 }
 
 pub(super) fn cmd_uptime(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), Error> {
