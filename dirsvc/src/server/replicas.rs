@@ -240,20 +240,7 @@ impl<D: BlockDevice> Directory<D> {
             );
             return;
         }
-        for n in (1..=self.layout.max_nodes).filter(|&n| holders & bit(n) != 0) {
-            if let Some(p) = self.peers.get_mut(n as usize - 1) {
-                p.notify_backlog.push_back(Notice::Revoke(key).encode());
-                self.replicas.stats.revokes += 1;
-                let _ = self.flush(mem, n);
-            }
-        }
-        self.replicas.pending.insert(
-            key,
-            Pending {
-                waiting: holders,
-                writers: alloc::vec![(node, tag)],
-            },
-        );
+        self.revoke_from(mem, key, holders, alloc::vec![(node, tag)]);
     }
 
     /// The directory stored into `key`'s frame (a truncate zeroed its
@@ -273,6 +260,18 @@ impl<D: BlockDevice> Directory<D> {
             self.forget_page(mem, key);
             return;
         }
+        self.revoke_from(mem, key, holders, Vec::new());
+    }
+
+    /// Send a REVOKE of `key` to every node of `holders` and wait for their
+    /// acks, then answer `writers` (node, tag).
+    fn revoke_from(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        key: PageKey,
+        holders: u64,
+        writers: Vec<(u32, u32)>,
+    ) {
         for n in (1..=self.layout.max_nodes).filter(|&n| holders & bit(n) != 0) {
             if let Some(p) = self.peers.get_mut(n as usize - 1) {
                 p.notify_backlog.push_back(Notice::Revoke(key).encode());
@@ -284,7 +283,7 @@ impl<D: BlockDevice> Directory<D> {
             key,
             Pending {
                 waiting: holders,
-                writers: Vec::new(),
+                writers,
             },
         );
     }

@@ -723,15 +723,7 @@ impl NodeCache {
     /// path that takes it in may itself wait for one of those pages. The
     /// caller unmaps each run's pages from page tables before it acks.
     pub fn range_inv(&mut self, span: &PageSpan) -> Vec<(PageSpan, bool)> {
-        let lo = PageKey {
-            ino: span.ino,
-            idx: span.first,
-        };
-        let hi = PageKey {
-            ino: span.ino,
-            idx: span.last(),
-        };
-        let mut keys: Vec<PageKey> = self.slots.range(lo..=hi).map(|(k, _)| *k).collect();
+        let mut keys: Vec<PageKey> = self.slots.range(span.keys()).map(|(k, _)| *k).collect();
         keys.extend(self.orphans.values().filter(|k| span.contains(k)));
         keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
         keys.sort_unstable();

@@ -55,6 +55,12 @@ impl PageSpan {
     pub fn contains(&self, key: &PageKey) -> bool {
         key.ino == self.ino && key.idx >= self.first && key.idx <= self.last()
     }
+
+    /// Its pages' keys as a range (for a `BTreeMap::range` over keys).
+    pub fn keys(&self) -> core::ops::RangeInclusive<PageKey> {
+        let at = |idx| PageKey { ino: self.ino, idx };
+        at(self.first)..=at(self.last())
+    }
 }
 
 /// Page requests a node sends (each one 64-byte descriptor).

@@ -368,17 +368,21 @@ fn content(seq: u64, writer: u32, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Record that node `k` starts writing `file` whole with new content of
+/// `len` bytes: the bytes and the write's index in the history.
+fn begin_whole_write(w: &RefCell<World>, k: u32, file: &str, len: usize) -> (Vec<u8>, usize) {
+    let mut w = w.borrow_mut();
+    w.seq += 1;
+    w.writes += 1;
+    let d = content(w.seq, k, len);
+    let i = w.begin_write(file, k, d.clone());
+    (d, i)
+}
+
 /// Node `k` writes `file` whole (recorded first: readers may see it while
 /// it is under way).
 fn do_write(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &str, len: usize) {
-    let (data, i) = {
-        let mut w = w.borrow_mut();
-        w.seq += 1;
-        w.writes += 1;
-        let d = content(w.seq, k, len);
-        let i = w.begin_write(file, k, d.clone());
-        (d, i)
-    };
+    let (data, i) = begin_whole_write(w, k, file, len);
     let r = whole_write(n, file, &data);
     w.borrow_mut().end_write(file, i, r.is_ok());
 }
@@ -390,14 +394,7 @@ fn do_write_in_place(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &s
     let Ok(fd) = n.open(file, osapi::io::OpenFlags::default()) else {
         return;
     };
-    let (data, i) = {
-        let mut w = w.borrow_mut();
-        w.seq += 1;
-        w.writes += 1;
-        let d = content(w.seq, k, len);
-        let i = w.begin_write(file, k, d.clone());
-        (d, i)
-    };
+    let (data, i) = begin_whole_write(w, k, file, len);
     let r = n.write(fd, &data);
     let c = n.close(fd);
     let ok = r == Ok(data.len()) && c.is_ok();

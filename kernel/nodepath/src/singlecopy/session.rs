@@ -36,15 +36,7 @@ impl Coherence {
     /// Unmap every page of `span` from the window, then acknowledge the
     /// INV_RANGE once.
     fn ack_range<E: Env>(&mut self, env: &E, span: PageSpan, dirty: bool) {
-        let lo = PageKey {
-            ino: span.ino,
-            idx: span.first,
-        };
-        let hi = PageKey {
-            ino: span.ino,
-            idx: span.last(),
-        };
-        let keys: Vec<PageKey> = self.mapped.range(lo..=hi).map(|(k, _)| *k).collect();
+        let keys: Vec<PageKey> = self.mapped.range(span.keys()).map(|(k, _)| *k).collect();
         for key in keys {
             self.unmap(env, &key);
         }
