@@ -51,7 +51,9 @@ impl<D: BlockDevice> Directory<D> {
         }
         let defer = self.defers(&req);
         self.order_before(mem, &req, defer);
-        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        if self.fs.is_none() {
+            return Err(Errno::Unavailable);
+        }
         match req {
             Request::Nop
             | Request::Stats
@@ -68,107 +70,17 @@ impl<D: BlockDevice> Directory<D> {
                 at,
                 len,
                 exclusive,
-            } => {
-                let (at, buf) = slot_buffer(bulk, slot, at, len)?;
-                // The path sits at `at`: read the slot up to its end.
-                let mut head = vec![0u8; at + buf.len()];
-                bulk.read(slot, &mut head)?;
-                let path = head.get(at..).ok_or(Errno::Invalid)?;
-                let path = core::str::from_utf8(path).map_err(|_| Errno::Invalid)?;
-                match op {
-                    Op::Lookup => fs.lookup(path).map(Response::Attr),
-                    Op::Create => self
-                        .staging(defer, |fs| fs.create(path, exclusive))
-                        .map(Response::Attr),
-                    Op::Mkdir => self.staging(defer, |fs| fs.mkdir(path)).map(Response::Attr),
-                    Op::Unlink => {
-                        let a = fs.lookup(path)?;
-                        // Its blocks are freed (a later write may reuse
-                        // them): a file-server read of them is waited for,
-                        // page fills still reading them are stale.
-                        self.drain_file_reads(mem, a.ino);
-                        self.staging(defer, |fs| fs.unlink(path))?;
-                        self.size_forgotten(a.ino);
-                        self.dax_invalidate(mem, a.ino, 0, u64::MAX);
-                        self.pages.stale_fills(a.ino, 0, u64::MAX);
-                        let acts = self.pages.evict_file(a.ino, 0);
-                        self.run(mem, acts);
-                        Ok(Response::Ok)
-                    }
-                    Op::Rmdir => self
-                        .staging(defer, |fs| fs.rmdir(path))
-                        .map(|_| Response::Ok),
-                    _ => Err(Errno::Invalid),
-                }
-            }
-            Request::Readdir { slot, ino, cookie } => {
-                let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
-                let max = cap / DIRENT_SIZE;
-                let (entries, next) = fs.readdir(ino, cookie, max)?;
-                let mut rec = [0u8; DIRENT_SIZE];
-                for (k, e) in entries.iter().take(max).enumerate() {
-                    e.encode(&mut rec);
-                    bulk.write(slot, k * DIRENT_SIZE, &rec)?;
-                }
-                Ok(Response::Entries {
-                    count: entries.len().min(max) as u32,
-                    next_cookie: next,
-                })
-            }
-            Request::Getattr { ino } => fs.getattr(ino).map(Response::Attr),
+            } => self.path_call(mem, bulk, defer, op, (slot, at, len), exclusive),
+            Request::Readdir { slot, ino, cookie } => self.readdir(bulk, slot, ino, cookie),
+            Request::Getattr { ino } => self
+                .fs
+                .as_mut()
+                .ok_or(Errno::Unavailable)?
+                .getattr(ino)
+                .map(Response::Attr),
             Request::Setattr {
                 ino, size, expect, ..
-            } => {
-                let old = fs.getattr(ino)?;
-                if expect.is_some_and(|v| v != old.version) {
-                    return Err(Errno::Stale);
-                }
-                let f = PAGE_SIZE as u64;
-                // A growth over pages an earlier shrink is still tearing
-                // down waits until they are gone: their owner (or a sharer
-                // yet to ack) may have stored this very write into the old
-                // frame, which the teardown frees unwritten; published now,
-                // the size would show zeros there. The writer redoes its
-                // write after the wait, into a fresh copy.
-                if size > old.size && self.pages.tearing_down(ino, old.size / f, (size - 1) / f) {
-                    return Err(Errno::Busy);
-                }
-                // From the page holding the lower end on, the blocks
-                // change (cut, zeroed past the end, or freed): fills of
-                // them in flight are stale.
-                self.pages
-                    .stale_fills(ino, old.size.min(size) / f, u64::MAX);
-                if size < old.size && !size.is_multiple_of(f) {
-                    // The page holding the new end of file survives in
-                    // part: its head may be dirty in the owner's frame
-                    // (strong mode), so write it back before cutting.
-                    let key = PageKey { ino, idx: size / f };
-                    if let Some(gfn) = self.owned_frame(&key) {
-                        self.run(mem, vec![Action::WriteBack { key, gfn }]);
-                        if !defer {
-                            // The cut below writes synchronously: after
-                            // it. (Staged, it is a barrier job queued
-                            // after the write-back's.)
-                            self.drain_writes(mem, None);
-                        }
-                    }
-                }
-                // A growth's record waits for the cached pages under it.
-                let hold = self.size_changing(ino, old.size, size);
-                let a = self.staging(defer, |fs| {
-                    fs.hold_size(ino, hold)?;
-                    fs.set_size(ino, size)
-                })?;
-                self.dax_invalidate(mem, ino, old.size.min(size) / f, u64::MAX);
-                if size < old.size {
-                    // Cached pages wholly past the new end of file are
-                    // stale: tear them down cluster-wide.
-                    let from = self.cut_tail(mem, ino, size);
-                    let acts = self.pages.evict_file(ino, from);
-                    self.run(mem, acts);
-                }
-                Ok(Response::Attr(a))
-            }
+            } => self.setattr(mem, defer, ino, size, expect),
             Request::Data {
                 op,
                 slot,
@@ -177,50 +89,214 @@ impl<D: BlockDevice> Directory<D> {
                 offset,
                 len,
             } => {
-                let (at, mut buf) = slot_buffer(bulk, slot, at, len)?;
+                let (at, buf) = slot_buffer(bulk, slot, at, len)?;
                 if op == Op::Write {
-                    // The data sits at `at`: read the slot up to its end.
-                    let mut head = vec![0u8; at + buf.len()];
-                    bulk.read(slot, &mut head)?;
-                    buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
-                    let old_end = fs.getattr(ino).map_or(offset, |a| a.size);
-                    if !buf.is_empty() {
-                        // The blocks it writes (from the old end, when it
-                        // starts past it: the gap reads as zeros): fills
-                        // of them in flight are stale.
-                        let f = PAGE_SIZE as u64;
-                        let from = old_end.min(offset);
-                        let last = offset.saturating_add(buf.len() as u64 - 1) / f;
-                        self.pages.stale_fills(ino, from / f, last);
-                    }
-                    let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;
-                    if n > 0 {
-                        self.refresh_frames(mem, ino, old_end, offset, &buf[..n])?;
-                        let f = PAGE_SIZE as u64;
-                        let last = offset.saturating_add(n as u64 - 1) / f;
-                        self.dax_invalidate(mem, ino, old_end.min(offset) / f, last);
-                    }
-                    Ok(Response::Data {
-                        bytes: n as u32,
-                        attr,
-                    })
+                    self.data_write(mem, bulk, defer, (slot, at), ino, offset, buf)
                 } else {
-                    let lookup = self.miss.now();
-                    let n = fs.read(ino, offset, &mut buf)?;
-                    let disk = self.miss.now();
-                    bulk.write(slot, at, &buf[..n])?;
-                    let attr = fs.getattr(ino)?;
-                    let filled = self.miss.now();
-                    self.miss.file_read(lookup, disk, filled);
-                    Ok(Response::Data {
-                        bytes: n as u32,
-                        attr,
-                    })
+                    self.data_read(bulk, (slot, at), ino, offset, buf)
                 }
             }
-            Request::Fsync { .. } => fs.sync().map(|_| Response::Ok),
+            Request::Fsync { .. } => self
+                .fs
+                .as_mut()
+                .ok_or(Errno::Unavailable)?
+                .sync()
+                .map(|_| Response::Ok),
             Request::Locality { slot, ino, first } => self.locality(bulk, slot, ino, first),
         }
+    }
+
+    /// A path operation: the path sits in bulk slot `slot` at `at`.
+    fn path_call(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        bulk: &mut dyn Bulk,
+        defer: bool,
+        op: Op,
+        (slot, at, len): (u32, u32, u32),
+        exclusive: bool,
+    ) -> Result<Response, Errno> {
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        let (at, buf) = slot_buffer(bulk, slot, at, len)?;
+        // The path sits at `at`: read the slot up to its end.
+        let mut head = vec![0u8; at + buf.len()];
+        bulk.read(slot, &mut head)?;
+        let path = head.get(at..).ok_or(Errno::Invalid)?;
+        let path = core::str::from_utf8(path).map_err(|_| Errno::Invalid)?;
+        match op {
+            Op::Lookup => fs.lookup(path).map(Response::Attr),
+            Op::Create => self
+                .staging(defer, |fs| fs.create(path, exclusive))
+                .map(Response::Attr),
+            Op::Mkdir => self.staging(defer, |fs| fs.mkdir(path)).map(Response::Attr),
+            Op::Unlink => {
+                let a = fs.lookup(path)?;
+                // Its blocks are freed (a later write may reuse
+                // them): a file-server read of them is waited for,
+                // page fills still reading them are stale.
+                self.drain_file_reads(mem, a.ino);
+                self.staging(defer, |fs| fs.unlink(path))?;
+                self.size_forgotten(a.ino);
+                self.dax_invalidate(mem, a.ino, 0, u64::MAX);
+                self.pages.stale_fills(a.ino, 0, u64::MAX);
+                let acts = self.pages.evict_file(a.ino, 0);
+                self.run(mem, acts);
+                Ok(Response::Ok)
+            }
+            Op::Rmdir => self
+                .staging(defer, |fs| fs.rmdir(path))
+                .map(|_| Response::Ok),
+            _ => Err(Errno::Invalid),
+        }
+    }
+
+    /// Directory entries of `ino` from `cookie`, as many as slot `slot`
+    /// holds.
+    fn readdir(
+        &mut self,
+        bulk: &mut dyn Bulk,
+        slot: u32,
+        ino: u64,
+        cookie: u64,
+    ) -> Result<Response, Errno> {
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        let cap = bulk.cap(slot).ok_or(Errno::Invalid)?;
+        let max = cap / DIRENT_SIZE;
+        let (entries, next) = fs.readdir(ino, cookie, max)?;
+        let mut rec = [0u8; DIRENT_SIZE];
+        for (k, e) in entries.iter().take(max).enumerate() {
+            e.encode(&mut rec);
+            bulk.write(slot, k * DIRENT_SIZE, &rec)?;
+        }
+        Ok(Response::Entries {
+            count: entries.len().min(max) as u32,
+            next_cookie: next,
+        })
+    }
+
+    /// Set `ino`'s size (a truncate, or a write's size publication),
+    /// tearing down or refreshing the cached pages it changes.
+    fn setattr(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        defer: bool,
+        ino: u64,
+        size: u64,
+        expect: Option<u64>,
+    ) -> Result<Response, Errno> {
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        let old = fs.getattr(ino)?;
+        if expect.is_some_and(|v| v != old.version) {
+            return Err(Errno::Stale);
+        }
+        let f = PAGE_SIZE as u64;
+        // A growth over pages an earlier shrink is still tearing
+        // down waits until they are gone: their owner (or a sharer
+        // yet to ack) may have stored this very write into the old
+        // frame, which the teardown frees unwritten; published now,
+        // the size would show zeros there. The writer redoes its
+        // write after the wait, into a fresh copy.
+        if size > old.size && self.pages.tearing_down(ino, old.size / f, (size - 1) / f) {
+            return Err(Errno::Busy);
+        }
+        // From the page holding the lower end on, the blocks
+        // change (cut, zeroed past the end, or freed): fills of
+        // them in flight are stale.
+        self.pages
+            .stale_fills(ino, old.size.min(size) / f, u64::MAX);
+        if size < old.size && !size.is_multiple_of(f) {
+            // The page holding the new end of file survives in
+            // part: its head may be dirty in the owner's frame
+            // (strong mode), so write it back before cutting.
+            let key = PageKey { ino, idx: size / f };
+            if let Some(gfn) = self.owned_frame(&key) {
+                self.run(mem, vec![Action::WriteBack { key, gfn }]);
+                if !defer {
+                    // The cut below writes synchronously: after
+                    // it. (Staged, it is a barrier job queued
+                    // after the write-back's.)
+                    self.drain_writes(mem, None);
+                }
+            }
+        }
+        // A growth's record waits for the cached pages under it.
+        let hold = self.size_changing(ino, old.size, size);
+        let a = self.staging(defer, |fs| {
+            fs.hold_size(ino, hold)?;
+            fs.set_size(ino, size)
+        })?;
+        self.dax_invalidate(mem, ino, old.size.min(size) / f, u64::MAX);
+        if size < old.size {
+            // Cached pages wholly past the new end of file are
+            // stale: tear them down cluster-wide.
+            let from = self.cut_tail(mem, ino, size);
+            let acts = self.pages.evict_file(ino, from);
+            self.run(mem, acts);
+        }
+        Ok(Response::Attr(a))
+    }
+
+    /// A write through the file server: the data sits in bulk slot `slot`
+    /// at `at`; the frames of cached pages it touches are refreshed.
+    fn data_write(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        bulk: &mut dyn Bulk,
+        defer: bool,
+        (slot, at): (u32, usize),
+        ino: u64,
+        offset: u64,
+        mut buf: Vec<u8>,
+    ) -> Result<Response, Errno> {
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        // The data sits at `at`: read the slot up to its end.
+        let mut head = vec![0u8; at + buf.len()];
+        bulk.read(slot, &mut head)?;
+        buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
+        let old_end = fs.getattr(ino).map_or(offset, |a| a.size);
+        if !buf.is_empty() {
+            // The blocks it writes (from the old end, when it
+            // starts past it: the gap reads as zeros): fills
+            // of them in flight are stale.
+            let f = PAGE_SIZE as u64;
+            let from = old_end.min(offset);
+            let last = offset.saturating_add(buf.len() as u64 - 1) / f;
+            self.pages.stale_fills(ino, from / f, last);
+        }
+        let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;
+        if n > 0 {
+            self.refresh_frames(mem, ino, old_end, offset, &buf[..n])?;
+            let f = PAGE_SIZE as u64;
+            let last = offset.saturating_add(n as u64 - 1) / f;
+            self.dax_invalidate(mem, ino, old_end.min(offset) / f, last);
+        }
+        Ok(Response::Data {
+            bytes: n as u32,
+            attr,
+        })
+    }
+
+    /// A read through the file server into bulk slot `slot` at `at`.
+    fn data_read(
+        &mut self,
+        bulk: &mut dyn Bulk,
+        (slot, at): (u32, usize),
+        ino: u64,
+        offset: u64,
+        mut buf: Vec<u8>,
+    ) -> Result<Response, Errno> {
+        let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
+        let lookup = self.miss.now();
+        let n = fs.read(ino, offset, &mut buf)?;
+        let disk = self.miss.now();
+        bulk.write(slot, at, &buf[..n])?;
+        let attr = fs.getattr(ino)?;
+        let filled = self.miss.now();
+        self.miss.file_read(lookup, disk, filled);
+        Ok(Response::Data {
+            bytes: n as u32,
+            attr,
+        })
     }
 
     /// Will `req`'s block writes be staged for the write queue rather than
