@@ -91,7 +91,7 @@ impl<D: BlockDevice> Directory<D> {
             } => {
                 let (at, buf) = slot_buffer(bulk, slot, at, len)?;
                 if op == Op::Write {
-                    self.data_write(mem, bulk, defer, (slot, at), ino, offset, buf)
+                    self.data_write(mem, bulk, defer, (slot, at), (ino, offset), buf)
                 } else {
                     self.data_read(bulk, (slot, at), ino, offset, buf)
                 }
@@ -244,8 +244,7 @@ impl<D: BlockDevice> Directory<D> {
         bulk: &mut dyn Bulk,
         defer: bool,
         (slot, at): (u32, usize),
-        ino: u64,
-        offset: u64,
+        (ino, offset): (u64, u64),
         mut buf: Vec<u8>,
     ) -> Result<Response, Errno> {
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
