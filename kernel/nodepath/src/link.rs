@@ -617,6 +617,12 @@ impl<E: Env> Link<E> {
         self.rpc_timeout_ns
     }
 
+    /// When a wait started now gives up: one RPC timeout from now (a call
+    /// answered `Busy` is asked again until then).
+    pub fn deadline(&self) -> u64 {
+        self.env.now_ns().saturating_add(self.rpc_timeout_ns)
+    }
+
     /// This node's bulk slot `slot` in the shared region: (offset, size).
     pub fn ring_bulk(&self, slot: u32) -> Result<(usize, usize), Errno> {
         self.client

@@ -679,12 +679,18 @@ impl NodeCache {
             self.deferred.insert(*key);
             return None;
         }
-        if reclaim::is_pinned(self.pinned, key) && self.slots.get(key).is_some() {
+        if self.under_publication(key) {
             self.stats.invs_received += 1;
             self.held.insert(*key);
             return None;
         }
         Some(self.invalidate(key))
+    }
+
+    /// Is `key` a page we hold that a write stored into and whose size it
+    /// is publishing (`pinned`)? Its invalidation is held until then.
+    fn under_publication(&self, key: &PageKey) -> bool {
+        reclaim::is_pinned(self.pinned, key) && self.slots.get(key).is_some()
     }
 
     /// DIR_INVs held behind a publication whose pages are no longer
@@ -733,11 +739,7 @@ impl NodeCache {
         // answered ([`NodeCache::release_held`]).
         let held: Vec<PageKey> = keys
             .iter()
-            .filter(|k| {
-                !self.inflight.contains_key(*k)
-                    && reclaim::is_pinned(self.pinned, k)
-                    && self.slots.get(k).is_some()
-            })
+            .filter(|k| !self.inflight.contains_key(*k) && self.under_publication(k))
             .copied()
             .collect();
         let mut waiting: Vec<u64> = self

@@ -553,7 +553,7 @@ impl<E: Env> Vfs<E> {
             hold: true,
             renew: false,
         };
-        let deadline = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
+        let deadline = link.deadline();
         loop {
             let sent = link.env.now_ns();
             match self.call(link, &take) {
@@ -586,7 +586,7 @@ impl<E: Env> Vfs<E> {
         // A growth over pages another node's shrink is still tearing down
         // is refused until they are gone (`Busy`): wait, servicing our
         // notices (this node may hold some of them).
-        let deadline = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
+        let deadline = link.deadline();
         let a = loop {
             match self.call(link, &req) {
                 Err(Errno::Busy) if link.env.now_ns() < deadline => {

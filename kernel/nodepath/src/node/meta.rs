@@ -423,7 +423,7 @@ impl<E: Env> Node<E> {
                     ino,
                     size,
                     old: None,
-                    busy_until: self.busy_deadline(),
+                    busy_until: self.link.deadline(),
                 },
             )
         };
@@ -449,15 +449,6 @@ impl<E: Env> Node<E> {
                 Next::Done(Err(e))
             }
         }
-    }
-
-    /// When a truncate started now stops asking again while its growth is
-    /// refused as `Busy`.
-    fn busy_deadline(&self) -> u64 {
-        self.link
-            .env
-            .now_ns()
-            .saturating_add(self.link.rpc_timeout_ns())
     }
 
     /// The answer `r` of `job` came: the next request, or the result.
@@ -560,7 +551,7 @@ impl<E: Env> Node<E> {
                         ino,
                         size,
                         old: Some(old.size),
-                        busy_until: self.busy_deadline(),
+                        busy_until: self.link.deadline(),
                     };
                     self.start(&set_size(ino, size), step, None, 0)
                 }

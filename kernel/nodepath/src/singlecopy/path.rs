@@ -231,7 +231,7 @@ impl SingleCopy {
             return Ok(n);
         }
         let mut tries = 0u32;
-        let busy_until = link.env.now_ns().saturating_add(link.rpc_timeout_ns());
+        let busy_until = link.deadline();
         loop {
             tries += 1;
             if tries > MAX_PUBLISH_TRIES {
