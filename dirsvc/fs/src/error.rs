@@ -1,5 +1,6 @@
 //! Why an image is refused at mount.
 
+use alloc::format;
 use alloc::string::String;
 use core::fmt;
 
@@ -7,16 +8,20 @@ use super::disk::{MAX_EXTENTS, VERSION};
 use super::BLOCK_SIZE;
 
 /// What is wrong with an inode's parent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ParentProblem {
     /// The parent number is 0 or past the inode table.
+    #[error("is out of range")]
     OutOfRange,
     /// The parent slot is free.
+    #[error("is not in use")]
     Free,
     /// The parent is a regular file.
+    #[error("is not a directory")]
     NotDir,
     /// The parent is not older than the child (its creation sequence
     /// number is not smaller): the only way a cycle could be written.
+    #[error("is not older (seq {parent_seq} >= {seq}): cycle or misordered inodes")]
     NotOlder {
         /// The parent's sequence number.
         parent_seq: u64,
@@ -27,21 +32,25 @@ pub enum ParentProblem {
 
 /// Why [`super::Fs::mount`] refused an image. Each variant names the
 /// problem and where it is; `Display` gives one line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MountError {
     /// The device could not be read.
+    #[error("I/O error reading block {lba}")]
     Io {
         /// Block that failed.
         lba: u64,
     },
     /// The device has no block at all.
+    #[error("device is empty: no room for a superblock")]
     EmptyDevice,
     /// Block 0 does not start with the onecopy magic.
+    #[error("bad magic: not a onecopy image (found {})", Hex8(found))]
     BadMagic {
         /// The first eight bytes found.
         found: [u8; 8],
     },
     /// The superblock's checksum does not match its fields.
+    #[error("superblock checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
     SuperblockChecksum {
         /// Checksum stored on disk.
         stored: u32,
@@ -49,18 +58,22 @@ pub enum MountError {
         computed: u32,
     },
     /// A format version this code does not read.
+    #[error("unsupported format version {found} (this build reads version {VERSION}): re-create the image with mkfs")]
     UnsupportedVersion {
         /// Version found on disk.
         found: u32,
     },
     /// Reserved superblock bytes are not zero.
+    #[error("superblock: reserved bytes are not zero")]
     SuperblockReserved,
     /// A block size other than [`BLOCK_SIZE`].
+    #[error("unsupported block size {found} (this kernel reads {BLOCK_SIZE})")]
     BadBlockSize {
         /// Block size found on disk.
         found: u32,
     },
     /// The superblock describes more blocks than the device has.
+    #[error("device has {device_blocks} blocks, superblock says {superblock_blocks}")]
     DeviceTooSmall {
         /// Blocks on the device.
         device_blocks: u64,
@@ -68,8 +81,10 @@ pub enum MountError {
         superblock_blocks: u64,
     },
     /// The superblock's layout is inconsistent with itself.
+    #[error("bad geometry: {0}")]
     Geometry(String),
     /// A block of the data checksum table does not match its own checksum.
+    #[error("checksum table block {lba}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
     SumTableChecksum {
         /// Device block of the table block.
         lba: u64,
@@ -79,11 +94,15 @@ pub enum MountError {
         computed: u32,
     },
     /// Checksum-table entries past the end of the data area are not zero.
+    #[error("checksum table block {lba}: entries past the data area are not zero")]
     SumTablePadding {
         /// Device block of the table block.
         lba: u64,
     },
     /// An inode record's checksum does not match.
+    #[error(
+        "inode {ino}: record checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+    )]
     InodeChecksum {
         /// Inode number of the slot.
         ino: u64,
@@ -93,11 +112,13 @@ pub enum MountError {
         computed: u32,
     },
     /// A free inode slot holds nonzero bytes.
+    #[error("inode {ino}: free record is not zeroed")]
     FreeInodeNotZero {
         /// Inode number of the slot.
         ino: u64,
     },
     /// An inode's kind byte is neither file nor directory.
+    #[error("inode {ino}: bad kind {kind}")]
     BadKind {
         /// Inode number of the slot.
         ino: u64,
@@ -105,6 +126,7 @@ pub enum MountError {
         kind: u8,
     },
     /// A record's inode-number field does not match its slot.
+    #[error("inode {ino}: record says it is inode {found}")]
     BadInodeNumber {
         /// Inode number of the slot.
         ino: u64,
@@ -112,6 +134,7 @@ pub enum MountError {
         found: u64,
     },
     /// A record field is malformed (the text says which).
+    #[error("inode {ino}: {what}")]
     BadRecord {
         /// Inode number of the slot.
         ino: u64,
@@ -119,6 +142,7 @@ pub enum MountError {
         what: &'static str,
     },
     /// An inode's name is not a valid entry name.
+    #[error("inode {ino}: bad name ({why})")]
     BadName {
         /// Inode number of the slot.
         ino: u64,
@@ -126,6 +150,7 @@ pub enum MountError {
         why: &'static str,
     },
     /// A record's extent count exceeds the slots in a record.
+    #[error("inode {ino}: extent count {count} exceeds the {MAX_EXTENTS} slots of a record")]
     TooManyExtents {
         /// Inode number of the slot.
         ino: u64,
@@ -133,6 +158,7 @@ pub enum MountError {
         count: usize,
     },
     /// An extent of length 0.
+    #[error("inode {ino}: extent {index} is empty")]
     EmptyExtent {
         /// Inode number.
         ino: u64,
@@ -140,6 +166,7 @@ pub enum MountError {
         index: usize,
     },
     /// An extent that does not lie inside the data area.
+    #[error("inode {ino}: extent {index} [{start}..{end}) {}", outside(*start, *data_start, *data_end))]
     ExtentOutOfRange {
         /// Inode number.
         ino: u64,
@@ -155,6 +182,7 @@ pub enum MountError {
         data_end: u64,
     },
     /// Two extents (of the same inode or of two inodes) overlap.
+    #[error("{} share block {block}", owners(*a, *b))]
     SharedBlock {
         /// One owner.
         a: u64,
@@ -164,6 +192,7 @@ pub enum MountError {
         block: u64,
     },
     /// A file's size exceeds the bytes its extents hold.
+    #[error("inode {ino}: size {size} exceeds its {allocated} allocated bytes")]
     SizeBeyondAllocation {
         /// Inode number.
         ino: u64,
@@ -174,6 +203,9 @@ pub enum MountError {
     },
     /// An inode's creation sequence number is not below the superblock's
     /// sequence floor, so the floor does not bound the numbers handed out.
+    #[error(
+        "inode {ino}: sequence number {seq} is not below the superblock's sequence floor {floor}"
+    )]
     SeqNotBelowFloor {
         /// Inode number.
         ino: u64,
@@ -183,11 +215,13 @@ pub enum MountError {
         floor: u64,
     },
     /// The root inode (1) is missing or malformed.
+    #[error("root inode 1: {what}")]
     BadRoot {
         /// What is wrong.
         what: &'static str,
     },
     /// An inode's parent is unusable.
+    #[error("inode {ino}: parent {parent} {problem}")]
     BadParent {
         /// Inode number.
         ino: u64,
@@ -197,6 +231,7 @@ pub enum MountError {
         problem: ParentProblem,
     },
     /// Two entries of one directory have the same name.
+    #[error("directory {dir}: name {name:?} used by inodes {first} and {second}")]
     DuplicateName {
         /// The directory.
         dir: u64,
@@ -209,144 +244,30 @@ pub enum MountError {
     },
 }
 
-fn hex8(f: &mut fmt::Formatter<'_>, b: &[u8; 8]) -> fmt::Result {
-    f.write_str("0x")?;
-    for x in b {
-        write!(f, "{x:02x}")?;
+/// Eight bytes in hex, as `0x0011..`.
+struct Hex8<'a>(&'a [u8; 8]);
+
+impl fmt::Display for Hex8<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("0x")?;
+        self.0.iter().try_for_each(|x| write!(f, "{x:02x}"))
     }
-    Ok(())
 }
 
-impl fmt::Display for MountError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use MountError as E;
-        match self {
-            E::Io { lba } => write!(f, "I/O error reading block {lba}"),
-            E::EmptyDevice => f.write_str("device is empty: no room for a superblock"),
-            E::BadMagic { found } => {
-                f.write_str("bad magic: not a onecopy image (found ")?;
-                hex8(f, found)?;
-                f.write_str(")")
-            }
-            E::SuperblockChecksum { stored, computed } => write!(
-                f,
-                "superblock checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
-            ),
-            E::UnsupportedVersion { found } => write!(
-                f,
-                "unsupported format version {found} (this build reads version {VERSION}): re-create the image with mkfs"
-            ),
-            E::SuperblockReserved => f.write_str("superblock: reserved bytes are not zero"),
-            E::BadBlockSize { found } => write!(
-                f,
-                "unsupported block size {found} (this kernel reads {BLOCK_SIZE})"
-            ),
-            E::DeviceTooSmall {
-                device_blocks,
-                superblock_blocks,
-            } => write!(
-                f,
-                "device has {device_blocks} blocks, superblock says {superblock_blocks}"
-            ),
-            E::Geometry(what) => write!(f, "bad geometry: {what}"),
-            E::InodeChecksum {
-                ino,
-                stored,
-                computed,
-            } => write!(
-                f,
-                "inode {ino}: record checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
-            ),
-            E::SumTableChecksum {
-                lba,
-                stored,
-                computed,
-            } => write!(
-                f,
-                "checksum table block {lba}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
-            ),
-            E::SumTablePadding { lba } => write!(
-                f,
-                "checksum table block {lba}: entries past the data area are not zero"
-            ),
-            E::FreeInodeNotZero { ino } => write!(f, "inode {ino}: free record is not zeroed"),
-            E::BadKind { ino, kind } => write!(f, "inode {ino}: bad kind {kind}"),
-            E::BadInodeNumber { ino, found } => {
-                write!(f, "inode {ino}: record says it is inode {found}")
-            }
-            E::BadRecord { ino, what } => write!(f, "inode {ino}: {what}"),
-            E::BadName { ino, why } => write!(f, "inode {ino}: bad name ({why})"),
-            E::TooManyExtents { ino, count } => write!(
-                f,
-                "inode {ino}: extent count {count} exceeds the {MAX_EXTENTS} slots of a record"
-            ),
-            E::EmptyExtent { ino, index } => write!(f, "inode {ino}: extent {index} is empty"),
-            E::ExtentOutOfRange {
-                ino,
-                index,
-                start,
-                end,
-                data_start,
-                data_end,
-            } => {
-                if start < data_start {
-                    write!(
-                        f,
-                        "inode {ino}: extent {index} [{start}..{end}) before data area start {data_start}"
-                    )
-                } else {
-                    write!(
-                        f,
-                        "inode {ino}: extent {index} [{start}..{end}) beyond data area end {data_end}"
-                    )
-                }
-            }
-            E::SharedBlock { a, b, block } => {
-                if a == b {
-                    write!(f, "inode {a}: two extents share block {block}")
-                } else {
-                    write!(f, "inodes {a} and {b} share block {block}")
-                }
-            }
-            E::SizeBeyondAllocation {
-                ino,
-                size,
-                allocated,
-            } => write!(
-                f,
-                "inode {ino}: size {size} exceeds its {allocated} allocated bytes"
-            ),
-            E::SeqNotBelowFloor { ino, seq, floor } => write!(
-                f,
-                "inode {ino}: sequence number {seq} is not below the superblock's sequence floor {floor}"
-            ),
-            E::BadRoot { what } => write!(f, "root inode 1: {what}"),
-            E::BadParent {
-                ino,
-                parent,
-                problem,
-            } => match problem {
-                ParentProblem::OutOfRange => {
-                    write!(f, "inode {ino}: parent {parent} is out of range")
-                }
-                ParentProblem::Free => write!(f, "inode {ino}: parent {parent} is not in use"),
-                ParentProblem::NotDir => {
-                    write!(f, "inode {ino}: parent {parent} is not a directory")
-                }
-                ParentProblem::NotOlder { parent_seq, seq } => write!(
-                    f,
-                    "inode {ino}: parent {parent} is not older (seq {parent_seq} >= {seq}): cycle or misordered inodes"
-                ),
-            },
-            E::DuplicateName {
-                dir,
-                name,
-                first,
-                second,
-            } => write!(
-                f,
-                "directory {dir}: name {name:?} used by inodes {first} and {second}"
-            ),
-        }
+/// Which end of the data area an extent lies past.
+fn outside(start: u64, data_start: u64, data_end: u64) -> String {
+    if start < data_start {
+        format!("before data area start {data_start}")
+    } else {
+        format!("beyond data area end {data_end}")
+    }
+}
+
+/// "inode A: two extents" or "inodes A and B".
+fn owners(a: u64, b: u64) -> String {
+    if a == b {
+        format!("inode {a}: two extents")
+    } else {
+        format!("inodes {a} and {b}")
     }
 }
