@@ -13,7 +13,19 @@ impl Sim {
         if self.frozen.is_some_and(|(_, _, until)| self.step >= until) {
             self.frozen = None;
         }
-        // Rare events first.
+        if let Some(done) = self.rare_event() {
+            return done;
+        }
+        let cands = self.ready_events();
+        match self.pick(&cands) {
+            Some((kind, n)) => self.run_event(kind, n),
+            None => Ok(()),
+        }
+    }
+
+    /// Freezes a queue, crashes a node or evicts the scratch file, each
+    /// with its small chance; `Some` when one ran (it is the step).
+    fn rare_event(&mut self) -> Option<Res> {
         let nodes = self.p.nodes;
         if self.issuing && self.frozen.is_none() && self.rng.chance(3) {
             let q = self.rng.below(QUEUES as u64) as usize;
@@ -26,13 +38,13 @@ impl Sim {
             let n = self.rng.range(1, u64::from(nodes)) as u8;
             if self.node(n).alive {
                 self.log(Ev::Crash(n));
-                return self.crash(n);
+                return Some(self.crash(n));
             }
         }
         if let Some(n) = (1..=nodes).find(|&n| self.node(n).doomed) {
             if !self.issuing || self.rng.chance(30) {
                 self.log(Ev::Crash(n));
-                return self.crash(n);
+                return Some(self.crash(n));
             }
         }
         if self.issuing && self.rng.chance(self.p.evict_pm) {
@@ -43,9 +55,14 @@ impl Sim {
             // stale (their readers retry), the cached ones torn down.
             self.seen.stale_marked += self.dir.stale_fills(SCRATCH, from, u64::MAX) as u64;
             let actions = self.dir.evict_file(SCRATCH, from);
-            return self.run(actions);
+            return Some(self.run(actions));
         }
-        // Weighted choice among the ready events.
+        None
+    }
+
+    /// The events ready to run, as (weight, kind, node).
+    fn ready_events(&self) -> Vec<(u64, u8, u8)> {
+        let nodes = self.p.nodes;
         let mut cands: Vec<(u64, u8, u8)> = Vec::new();
         for n in 1..=nodes {
             let node = &self.nodes[usize::from(n) - 1];
@@ -73,13 +90,18 @@ impl Sim {
             // The disk finishes a read (kind 7).
             cands.push((self.p.w[0], 7, 0));
         }
+        cands
+    }
+
+    /// A weighted random choice among `cands`: (kind, node).
+    fn pick(&mut self, cands: &[(u64, u8, u8)]) -> Option<(u8, u8)> {
         let total: u64 = cands.iter().map(|c| c.0).sum();
         if total == 0 {
-            return Ok(());
+            return None;
         }
         let mut x = self.rng.below(total);
         let mut pick = cands[0];
-        for c in &cands {
+        for c in cands {
             if x < c.0 {
                 pick = *c;
                 break;
@@ -87,6 +109,11 @@ impl Sim {
             x -= c.0;
         }
         let (_, kind, n) = pick;
+        Some((kind, n))
+    }
+
+    /// Runs one event of `kind` on node `n`.
+    fn run_event(&mut self, kind: u8, n: u8) -> Res {
         match kind {
             0 => {
                 let Some((tag, req)) = self.node(n).req.pop_front() else {
