@@ -5,9 +5,10 @@ use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use crate::os::traits::*;
 use crate::os::{
     Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Errno, Fd, FileKind,
-    GroupSettings, LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, Os, RingSamples,
+    GroupSettings, LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, RingSamples,
     DEFAULT_GROUP_NAME,
 };
 use fabric::proto::MissStats;
@@ -263,34 +264,7 @@ impl MockOs {
     }
 }
 
-impl Os for MockOs {
-    fn cache_groups(&mut self) -> Result<Vec<CacheGroup>, Errno> {
-        self.mock_cache_groups()
-    }
-
-    fn set_cache_group(&mut self, settings: &GroupSettings) -> Result<(), Errno> {
-        self.mock_set_cache_group(settings)
-    }
-
-    fn set_task_group(&mut self, name: &str) -> Result<(), Errno> {
-        self.mock_set_task_group(name)
-    }
-
-    fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
-        self.controls.ok_or(Errno::NotSupported)
-    }
-
-    fn set_cache_controls(&mut self, controls: CacheControls) -> Result<(), Errno> {
-        let c = self.controls.as_mut().ok_or(Errno::NotSupported)?;
-        *c = controls;
-        Ok(())
-    }
-
-    fn locality(&mut self, path: &str) -> Result<Vec<LocalityRange>, Errno> {
-        self.paths.push(path.to_string());
-        self.locality.get(path).cloned().ok_or(Errno::NotFound)
-    }
-
+impl Console for MockOs {
     fn print(&mut self, s: &str) {
         self.out.push_str(s);
     }
@@ -298,7 +272,9 @@ impl Os for MockOs {
     fn uptime_ns(&self) -> u64 {
         self.now_ns
     }
+}
 
+impl Files for MockOs {
     fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
         self.check("open")?;
         self.validate(path)?;
@@ -437,66 +413,6 @@ impl Os for MockOs {
         Ok(())
     }
 
-    /// Logged in `batches`; fault `"io_batch"` fails the call as a whole.
-    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
-        self.batches.push(ios.len());
-        self.meta
-            .events
-            .push(alloc::format!("io_batch {}", ios.len()));
-        self.check("io_batch")?;
-        for io in ios.iter_mut() {
-            io.done = crate::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
-        }
-        Ok(())
-    }
-
-    /// Logged in `batches`; fault `"mmap_batch"` fails the call as a
-    /// whole.
-    fn mmap_batch(&mut self, ios: &mut [MmapIo<'_>]) -> Result<(), Errno> {
-        self.batches.push(ios.len());
-        self.check("mmap_batch")?;
-        for io in ios.iter_mut() {
-            let len = io.buf.len();
-            io.done = self
-                .mmap_io(io.path, io.offset, len, io.write, io.buf)
-                .map(|()| len);
-        }
-        Ok(())
-    }
-
-    /// Copies to or from the file's bytes (a "mapping" without pages).
-    fn mmap_io(
-        &mut self,
-        path: &str,
-        offset: u64,
-        len: usize,
-        write: bool,
-        buf: &mut [u8],
-    ) -> Result<(), Errno> {
-        if !self.can_mmap {
-            return Err(Errno::NotSupported);
-        }
-        if len == 0 {
-            return Ok(()); // probe
-        }
-        self.check("mmap_io")?;
-        let n = self.nodes.get_mut(path).ok_or(Errno::NotFound)?;
-        if n.kind != FileKind::File {
-            return Err(Errno::IsDir);
-        }
-        let o = usize::try_from(offset).map_err(|_| Errno::Invalid)?;
-        let end = o.checked_add(len).ok_or(Errno::Invalid)?;
-        let (Some(file), Some(b)) = (n.data.get_mut(o..end), buf.get_mut(..len)) else {
-            return Err(Errno::Invalid);
-        };
-        if write {
-            file.copy_from_slice(b);
-        } else {
-            b.copy_from_slice(file);
-        }
-        Ok(())
-    }
-
     fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
         self.check("stat")?;
         self.validate(path)?;
@@ -581,30 +497,67 @@ impl Os for MockOs {
         self.syncs += 1;
         Ok(())
     }
+}
 
-    fn cache_drop(&mut self) -> Result<String, Errno> {
-        match self.miss_per_read {
-            Some(_) => Ok("dropped".to_string()),
-            None => Err(Errno::NotSupported),
+impl AsyncIo for MockOs {
+    /// Logged in `batches`; fault `"io_batch"` fails the call as a whole.
+    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
+        self.batches.push(ios.len());
+        self.meta
+            .events
+            .push(alloc::format!("io_batch {}", ios.len()));
+        self.check("io_batch")?;
+        for io in ios.iter_mut() {
+            io.done = crate::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
         }
+        Ok(())
     }
 
-    fn miss_counters(&mut self) -> Result<MissCounters, Errno> {
-        let per = self.miss_per_read.ok_or(Errno::NotSupported)?;
-        let k = self.reads;
-        let scale = |m: MissStats| MissStats {
-            count: m.count * k,
-            lookup_ns: m.lookup_ns * k,
-            disk_ns: m.disk_ns * k,
-            fill_ns: m.fill_ns * k,
-            reply_ns: m.reply_ns * k,
+    /// Logged in `batches`; fault `"mmap_batch"` fails the call as a
+    /// whole.
+    fn mmap_batch(&mut self, ios: &mut [MmapIo<'_>]) -> Result<(), Errno> {
+        self.batches.push(ios.len());
+        self.check("mmap_batch")?;
+        for io in ios.iter_mut() {
+            let len = io.buf.len();
+            io.done = self
+                .mmap_io(io.path, io.offset, len, io.write, io.buf)
+                .map(|()| len);
+        }
+        Ok(())
+    }
+
+    /// Copies to or from the file's bytes (a "mapping" without pages).
+    fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+    ) -> Result<(), Errno> {
+        if !self.can_mmap {
+            return Err(Errno::NotSupported);
+        }
+        if len == 0 {
+            return Ok(()); // probe
+        }
+        self.check("mmap_io")?;
+        let n = self.nodes.get_mut(path).ok_or(Errno::NotFound)?;
+        if n.kind != FileKind::File {
+            return Err(Errno::IsDir);
+        }
+        let o = usize::try_from(offset).map_err(|_| Errno::Invalid)?;
+        let end = o.checked_add(len).ok_or(Errno::Invalid)?;
+        let (Some(file), Some(b)) = (n.data.get_mut(o..end), buf.get_mut(..len)) else {
+            return Err(Errno::Invalid);
         };
-        Ok(MissCounters {
-            round_trip_ns: per.round_trip_ns * k,
-            fill_ns: per.fill_ns * k,
-            page_fills: scale(per.page_fills),
-            file_reads: scale(per.file_reads),
-        })
+        if write {
+            file.copy_from_slice(b);
+        } else {
+            b.copy_from_slice(file);
+        }
+        Ok(())
     }
 
     fn meta_start(&mut self, call: crate::meta::MetaCall) -> crate::meta::MetaStart {
@@ -641,11 +594,67 @@ impl Os for MockOs {
     fn io_cancel(&mut self, ticket: u64) {
         self.split_io_cancel(ticket);
     }
+}
+
+impl CacheControl for MockOs {
+    fn cache_groups(&mut self) -> Result<Vec<CacheGroup>, Errno> {
+        self.mock_cache_groups()
+    }
+
+    fn set_cache_group(&mut self, settings: &GroupSettings) -> Result<(), Errno> {
+        self.mock_set_cache_group(settings)
+    }
+
+    fn set_task_group(&mut self, name: &str) -> Result<(), Errno> {
+        self.mock_set_task_group(name)
+    }
+
+    fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
+        self.controls.ok_or(Errno::NotSupported)
+    }
+
+    fn set_cache_controls(&mut self, controls: CacheControls) -> Result<(), Errno> {
+        let c = self.controls.as_mut().ok_or(Errno::NotSupported)?;
+        *c = controls;
+        Ok(())
+    }
+
+    fn locality(&mut self, path: &str) -> Result<Vec<LocalityRange>, Errno> {
+        self.paths.push(path.to_string());
+        self.locality.get(path).cloned().ok_or(Errno::NotFound)
+    }
+
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        match self.miss_per_read {
+            Some(_) => Ok("dropped".to_string()),
+            None => Err(Errno::NotSupported),
+        }
+    }
+
+    fn miss_counters(&mut self) -> Result<MissCounters, Errno> {
+        let per = self.miss_per_read.ok_or(Errno::NotSupported)?;
+        let k = self.reads;
+        let scale = |m: MissStats| MissStats {
+            count: m.count * k,
+            lookup_ns: m.lookup_ns * k,
+            disk_ns: m.disk_ns * k,
+            fill_ns: m.fill_ns * k,
+            reply_ns: m.reply_ns * k,
+        };
+        Ok(MissCounters {
+            round_trip_ns: per.round_trip_ns * k,
+            fill_ns: per.fill_ns * k,
+            page_fills: scale(per.page_fills),
+            file_reads: scale(per.file_reads),
+        })
+    }
 
     fn cluster(&mut self) -> ClusterInfo {
         self.cluster.clone()
     }
+}
 
+impl Benches for MockOs {
     fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
         self.check("bench_ring")?;
         if self.ring_samples.is_empty() {

@@ -10,9 +10,9 @@ use userland::stats::keys;
 use fabric::layout::{DirState, Header};
 use fabric::proto::{Errno, MissKind, Request, Response};
 use userland::os::{
-    Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Fd, GroupSettings, IoSpan,
-    LocalityRange, MapSpan, MetaCall, MetaDone, MetaStart, MetaTicket, MissCounters, MmapIo,
-    NodeInfo, OpenFlags, Os, RingSamples,
+    AsyncIo, Attr, BatchIo, Benches, CacheControl, CacheControls, CacheGroup, ClusterInfo, Console,
+    DirEntry, Fd, Files, GroupSettings, IoSpan, LocalityRange, MapSpan, MetaCall, MetaDone,
+    MetaStart, MetaTicket, MissCounters, MmapIo, NodeInfo, OpenFlags, RingSamples,
 };
 
 use super::{with, SHM};
@@ -67,50 +67,71 @@ impl NodeOs {
     }
 }
 
-impl Os for NodeOs {
+impl Console for NodeOs {
     fn print(&mut self, s: &str) {
         klog::print_str(s);
     }
+
     fn uptime_ns(&self) -> u64 {
         time::now_ns()
     }
+}
+
+impl Files for NodeOs {
     fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
         with(|n| n.open(path, flags))
     }
+
     fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
         with(|n| n.read(fd, buf))
     }
+
     fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
         with(|n| n.write(fd, data))
     }
+
     fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno> {
         with(|n| n.truncate(fd, size))
     }
+
     fn fsync(&mut self, fd: Fd) -> Result<(), Errno> {
         with(|n| n.fsync(fd))
     }
+
     fn close(&mut self, fd: Fd) -> Result<(), Errno> {
         with(|n| n.close(fd))
     }
+
     fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
         with(|n| n.stat(path))
     }
+
     fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>, Errno> {
         with(|n| n.readdir(path))
     }
+
     fn mkdir(&mut self, path: &str) -> Result<(), Errno> {
         with(|n| n.mkdir(path))
     }
+
     fn rmdir(&mut self, path: &str) -> Result<(), Errno> {
         with(|n| n.rmdir(path))
     }
+
     fn unlink(&mut self, path: &str) -> Result<(), Errno> {
         with(|n| n.unlink(path))
     }
+
     fn sync(&mut self) -> Result<(), Errno> {
         with(|n| n.sync())
     }
 
+    fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
+        with(|n| n.seek(fd, pos))
+    }
+}
+
+impl AsyncIo for NodeOs {
     fn meta_start(&mut self, call: MetaCall) -> MetaStart {
         with(|n| Ok(n.meta_start(call))).unwrap_or_else(|e| MetaStart::Done(Err(e)))
     }
@@ -126,6 +147,79 @@ impl Os for NodeOs {
         });
     }
 
+    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
+        // The batch's misses go out together; the reads are hits after.
+        with(|n| n.prepare_batch(ios))?;
+        for io in ios.iter_mut() {
+            io.done = userland::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
+        }
+        Ok(())
+    }
+
+    fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
+        with(|n| n.io_start(ios))
+    }
+
+    fn mmap_start(&mut self, ios: &[MapSpan<'_>]) -> Result<Vec<Option<u64>>, Errno> {
+        with(|n| n.mmap_start(ios))
+    }
+
+    fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {
+        with(|n| Ok(n.io_poll(ticket))).unwrap_or_else(|e| Some(Err(e)))
+    }
+
+    fn io_progress(&mut self) -> bool {
+        with(|n| Ok(n.io_progress())).unwrap_or(true)
+    }
+
+    fn io_cancel(&mut self, ticket: u64) {
+        let _ = with(|n| {
+            n.io_cancel(ticket);
+            Ok(())
+        });
+    }
+
+    fn io_wait(&mut self) {
+        let _ = with(|n| {
+            n.io_wait();
+            Ok(())
+        });
+    }
+
+    fn mmap_io(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+        write: bool,
+        buf: &mut [u8],
+    ) -> Result<(), Errno> {
+        let mut access = |va: u64, bytes: &mut [u8], store: bool| {
+            if store {
+                paging::window_write(va, bytes)
+            } else {
+                paging::window_read(va, bytes)
+            }
+            .map_err(|_| Errno::Io)
+        };
+        with(|n| n.mmap_io(path, offset, len, write, buf, &mut access))
+    }
+
+    fn mmap_batch(&mut self, ios: &mut [MmapIo<'_>]) -> Result<(), Errno> {
+        // The loads' misses go out together; the accesses are hits after.
+        let mut access = |va: u64, bytes: &mut [u8], store: bool| {
+            if store {
+                paging::window_write(va, bytes)
+            } else {
+                paging::window_read(va, bytes)
+            }
+            .map_err(|_| Errno::Io)
+        };
+        with(|n| n.mmap_batch(ios, &mut access))
+    }
+}
+
+impl CacheControl for NodeOs {
     fn cluster(&mut self) -> ClusterInfo {
         let id = self.id as u16;
         let layout = with(|n| n.link.layout().ok_or(Errno::Unavailable));
@@ -360,6 +454,14 @@ impl Os for NodeOs {
         Ok(v)
     }
 
+    fn run_env(&mut self) -> (u16, String, u32) {
+        // This node and the directory's core are the busy instances.
+        let mode = with(|n| Ok(n.mode().as_str().to_string())).unwrap_or_default();
+        (self.id as u16, mode, 2)
+    }
+}
+
+impl Benches for NodeOs {
     fn bench_read(&mut self, path: &str) -> Result<RingSamples, Errno> {
         let fd = self.open(path, OpenFlags::default())?;
         let mut out = Vec::new();
@@ -388,87 +490,6 @@ impl Os for NodeOs {
             }
         }
         Ok(out)
-    }
-
-    fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
-        with(|n| n.seek(fd, pos))
-    }
-
-    fn io_batch(&mut self, ios: &mut [BatchIo<'_>]) -> Result<(), Errno> {
-        // The batch's misses go out together; the reads are hits after.
-        with(|n| n.prepare_batch(ios))?;
-        for io in ios.iter_mut() {
-            io.done = userland::os::positioned_io(self, io.fd, io.offset, io.write, io.buf);
-        }
-        Ok(())
-    }
-
-    fn io_start(&mut self, ios: &[IoSpan]) -> Result<Vec<Option<u64>>, Errno> {
-        with(|n| n.io_start(ios))
-    }
-
-    fn mmap_start(&mut self, ios: &[MapSpan<'_>]) -> Result<Vec<Option<u64>>, Errno> {
-        with(|n| n.mmap_start(ios))
-    }
-
-    fn io_poll(&mut self, ticket: u64) -> Option<Result<(), Errno>> {
-        with(|n| Ok(n.io_poll(ticket))).unwrap_or_else(|e| Some(Err(e)))
-    }
-
-    fn io_progress(&mut self) -> bool {
-        with(|n| Ok(n.io_progress())).unwrap_or(true)
-    }
-
-    fn io_cancel(&mut self, ticket: u64) {
-        let _ = with(|n| {
-            n.io_cancel(ticket);
-            Ok(())
-        });
-    }
-
-    fn io_wait(&mut self) {
-        let _ = with(|n| {
-            n.io_wait();
-            Ok(())
-        });
-    }
-
-    fn run_env(&mut self) -> (u16, String, u32) {
-        // This node and the directory's core are the busy instances.
-        let mode = with(|n| Ok(n.mode().as_str().to_string())).unwrap_or_default();
-        (self.id as u16, mode, 2)
-    }
-
-    fn mmap_io(
-        &mut self,
-        path: &str,
-        offset: u64,
-        len: usize,
-        write: bool,
-        buf: &mut [u8],
-    ) -> Result<(), Errno> {
-        let mut access = |va: u64, bytes: &mut [u8], store: bool| {
-            if store {
-                paging::window_write(va, bytes)
-            } else {
-                paging::window_read(va, bytes)
-            }
-            .map_err(|_| Errno::Io)
-        };
-        with(|n| n.mmap_io(path, offset, len, write, buf, &mut access))
-    }
-
-    fn mmap_batch(&mut self, ios: &mut [MmapIo<'_>]) -> Result<(), Errno> {
-        // The loads' misses go out together; the accesses are hits after.
-        let mut access = |va: u64, bytes: &mut [u8], store: bool| {
-            if store {
-                paging::window_write(va, bytes)
-            } else {
-                paging::window_read(va, bytes)
-            }
-            .map_err(|_| Errno::Io)
-        };
-        with(|n| n.mmap_batch(ios, &mut access))
     }
 
     fn bench_dir(&mut self, path: &str, rounds: u32, batch: usize) -> Result<(u64, u64), Errno> {

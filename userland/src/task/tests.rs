@@ -9,7 +9,8 @@ use core::future::Future;
 
 use super::{FlushStats, Stalled, Tasks};
 use crate::mock::MockOs;
-use crate::os::{Errno, Fd, OpenFlags, Os};
+use crate::os::traits::*;
+use crate::os::{Errno, Fd, OpenFlags};
 
 /// A mock with `/f` of `pages` 4 KiB pages, page `i` filled with byte `i`.
 fn mock_with_file(pages: u8) -> (MockOs, Fd) {

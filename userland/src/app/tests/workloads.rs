@@ -65,7 +65,7 @@ fn fileserver_runs_every_flowop_and_leaves_no_files() {
     assert!(j.contains("\"metric\":\"geomean_flowop_ops_per_s\""));
     let mut os = os_with("fileserver", 1 << 20, 9);
     app(&mut os, "fileserver --ops 12 --threads 4").unwrap();
-    use crate::os::Os;
+    use crate::os::traits::*;
     let left = os.readdir("/apps/fileserver/n1").unwrap();
     assert!(left.is_empty(), "{left:?}");
 }

@@ -9,8 +9,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::cell::Cell;
 
+use crate::os::traits::*;
 use crate::os::{
-    Attr, BatchIo, ClusterInfo, DirEntry, Errno, Fd, FileKind, NodeInfo, OpenFlags, Os, RingSamples,
+    Attr, BatchIo, ClusterInfo, DirEntry, Errno, Fd, FileKind, NodeInfo, OpenFlags, RingSamples,
 };
 
 /// One logged operation.
@@ -139,7 +140,7 @@ impl FakeOs {
     }
 }
 
-impl Os for FakeOs {
+impl Console for FakeOs {
     fn print(&mut self, s: &str) {
         self.out.push_str(s);
     }
@@ -149,7 +150,9 @@ impl Os for FakeOs {
         self.clock.set(t + self.uptime_tick);
         t
     }
+}
 
+impl Files for FakeOs {
     fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
         self.check("open")?;
         assert!(path.starts_with('/'), "{path}");
@@ -287,44 +290,6 @@ impl Os for FakeOs {
         Ok(())
     }
 
-    fn cluster(&mut self) -> ClusterInfo {
-        ClusterInfo {
-            epoch: 1,
-            self_id: 3,
-            nodes: alloc::vec![NodeInfo {
-                id: 0,
-                state: "up".to_string(),
-                heartbeat: 1,
-                epoch: 0,
-            }],
-        }
-    }
-
-    fn bench_ring(&mut self, _count: usize) -> Result<RingSamples, Errno> {
-        Err(Errno::NotSupported)
-    }
-
-    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
-        match &self.mode {
-            Some(m) => Ok(alloc::vec![(
-                crate::stats::keys::cache::MODE.to_string(),
-                m.clone()
-            )]),
-            None => Err(Errno::NotSupported),
-        }
-    }
-
-    fn cache_drop(&mut self) -> Result<String, Errno> {
-        self.can_drop?;
-        self.log.push(Op::Drop);
-        if let Some((path, len)) = &self.on_drop {
-            if let Some(f) = self.files.get_mut(path) {
-                f.truncate(*len);
-            }
-        }
-        Ok("dropped 3 pages".to_string())
-    }
-
     fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
         if !self.can_seek {
             return Err(Errno::NotSupported);
@@ -336,7 +301,9 @@ impl Os for FakeOs {
         self.log.push(Op::Seek(path, pos));
         Ok(())
     }
+}
 
+impl AsyncIo for FakeOs {
     fn mmap_io(
         &mut self,
         path: &str,
@@ -371,6 +338,48 @@ impl Os for FakeOs {
             mmap: true,
         });
         Ok(())
+    }
+}
+
+impl CacheControl for FakeOs {
+    fn cluster(&mut self) -> ClusterInfo {
+        ClusterInfo {
+            epoch: 1,
+            self_id: 3,
+            nodes: alloc::vec![NodeInfo {
+                id: 0,
+                state: "up".to_string(),
+                heartbeat: 1,
+                epoch: 0,
+            }],
+        }
+    }
+
+    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        match &self.mode {
+            Some(m) => Ok(alloc::vec![(
+                crate::stats::keys::cache::MODE.to_string(),
+                m.clone()
+            )]),
+            None => Err(Errno::NotSupported),
+        }
+    }
+
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        self.can_drop?;
+        self.log.push(Op::Drop);
+        if let Some((path, len)) = &self.on_drop {
+            if let Some(f) = self.files.get_mut(path) {
+                f.truncate(*len);
+            }
+        }
+        Ok("dropped 3 pages".to_string())
+    }
+}
+
+impl Benches for FakeOs {
+    fn bench_ring(&mut self, _count: usize) -> Result<RingSamples, Errno> {
+        Err(Errno::NotSupported)
     }
 }
 
@@ -418,64 +427,71 @@ impl<'a> Batcher<'a> {
     }
 }
 
-impl Os for Batcher<'_> {
+impl Console for Batcher<'_> {
     fn print(&mut self, s: &str) {
         self.inner.print(s)
     }
+
     fn uptime_ns(&self) -> u64 {
         self.inner.uptime_ns()
     }
+}
+
+impl Files for Batcher<'_> {
     fn open(&mut self, path: &str, flags: OpenFlags) -> Result<Fd, Errno> {
         self.inner.open(path, flags)
     }
+
     fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
         self.inner.read(fd, buf)
     }
+
     fn write(&mut self, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
         self.inner.write(fd, data)
     }
+
     fn truncate(&mut self, fd: Fd, size: u64) -> Result<(), Errno> {
         self.inner.truncate(fd, size)
     }
+
     fn fsync(&mut self, fd: Fd) -> Result<(), Errno> {
         self.inner.fsync(fd)
     }
+
     fn close(&mut self, fd: Fd) -> Result<(), Errno> {
         self.inner.close(fd)
     }
+
     fn stat(&mut self, path: &str) -> Result<Attr, Errno> {
         self.inner.stat(path)
     }
+
     fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>, Errno> {
         self.inner.readdir(path)
     }
+
     fn mkdir(&mut self, path: &str) -> Result<(), Errno> {
         self.inner.mkdir(path)
     }
+
     fn rmdir(&mut self, path: &str) -> Result<(), Errno> {
         self.inner.rmdir(path)
     }
+
     fn unlink(&mut self, path: &str) -> Result<(), Errno> {
         self.inner.unlink(path)
     }
+
     fn sync(&mut self) -> Result<(), Errno> {
         self.inner.sync()
     }
-    fn cluster(&mut self) -> ClusterInfo {
-        self.inner.cluster()
-    }
-    fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
-        self.inner.bench_ring(count)
-    }
-    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
-        self.inner.cache_stats()
-    }
-    fn cache_drop(&mut self) -> Result<String, Errno> {
-        self.inner.cache_drop()
-    }
+
     fn seek(&mut self, fd: Fd, pos: u64) -> Result<(), Errno> {
         self.inner.seek(fd, pos)
     }
+}
+
+impl AsyncIo for Batcher<'_> {
     fn mmap_io(
         &mut self,
         path: &str,
@@ -506,5 +522,25 @@ impl Os for Batcher<'_> {
             self.inner.clock.set(t0 + cost(call as u64, ios.len()));
         }
         r
+    }
+}
+
+impl CacheControl for Batcher<'_> {
+    fn cluster(&mut self) -> ClusterInfo {
+        self.inner.cluster()
+    }
+
+    fn cache_stats(&mut self) -> Result<Vec<(String, String)>, Errno> {
+        self.inner.cache_stats()
+    }
+
+    fn cache_drop(&mut self) -> Result<String, Errno> {
+        self.inner.cache_drop()
+    }
+}
+
+impl Benches for Batcher<'_> {
+    fn bench_ring(&mut self, count: usize) -> Result<RingSamples, Errno> {
+        self.inner.bench_ring(count)
     }
 }

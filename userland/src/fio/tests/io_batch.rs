@@ -6,7 +6,8 @@ use alloc::vec;
 
 use super::fake::{FakeOs, Op};
 use crate::mock::MockOs;
-use crate::os::{BatchIo, Errno, Fd, OpenFlags, Os};
+use crate::os::traits::*;
+use crate::os::{BatchIo, Errno, Fd, OpenFlags};
 use crate::pattern;
 
 #[test]

@@ -1,6 +1,7 @@
 //! The runner on a fake OS: layout, engines, runtime, ramp, latencies, fsync.
 
 use super::*;
+use crate::os::traits::*;
 
 #[test]
 fn sequential_read_lays_out_then_reads_every_block_once() {

@@ -61,7 +61,7 @@ fn shell_reports_fio_errors() {
 #[test]
 fn default_run_env() {
     let mut os = MockOs::new();
-    let (node, mode, busy) = crate::os::Os::run_env(&mut os);
+    let (node, mode, busy) = crate::os::CacheControl::run_env(&mut os);
     assert_eq!((node, mode.as_str(), busy), (1, "unknown", 2));
     os.cluster.nodes[0].state = "down".to_string();
     assert_eq!(RunEnv::from_os(&mut os).busy_instances, 1);

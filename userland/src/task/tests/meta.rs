@@ -9,7 +9,8 @@ use core::cell::RefCell;
 
 use super::super::Tasks;
 use crate::mock::MockOs;
-use crate::os::{Errno, OpenFlags, Os};
+use crate::os::traits::*;
+use crate::os::{Errno, OpenFlags};
 
 fn mock() -> MockOs {
     let mut os = MockOs::new();

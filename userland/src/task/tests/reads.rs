@@ -11,7 +11,8 @@ use core::task::Poll;
 
 use super::super::Tasks;
 use crate::mock::MockOs;
-use crate::os::{Errno, Fd, OpenFlags, Os};
+use crate::os::traits::*;
+use crate::os::{Errno, Fd, OpenFlags};
 
 const PAGE: u64 = 4096;
 
