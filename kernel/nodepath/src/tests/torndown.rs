@@ -13,6 +13,7 @@
 //! a little later (a step hook).
 
 use super::*;
+use osapi::meta::{MetaCall, MetaDone};
 
 /// Steps of node 1's write after which the frozen sharer wakes up.
 const SHARER_WAKES_AFTER: u32 = 300;
@@ -194,4 +195,49 @@ fn strong_a_write_to_a_file_removed_meanwhile_fails() {
     rig.thaw(2);
     rig.idle(50);
     assert_eq!(rig.node(3).stat("/f").map(|a| a.size), Err(Errno::NotFound));
+}
+
+/// Relaxed mode: after a truncate to 0 returned, node 3 writes 100 bytes
+/// at 0 and writes them back (a close, or a task's fsync): the write-back
+/// grows `/f` over page 0, which node 1 (the owner, not told yet) still
+/// holds. Node 1 then writes inside that new size, into its frame: both
+/// writes are kept once the teardown ends.
+fn a_write_back_growing_over_a_cut_page(task: bool) {
+    let (rig, _, _) = cut_under_a_slow_sharer(Mode::Relaxed, false, cut_to(0));
+    let b = pattern(100, 6);
+    let w = pattern(50, 8);
+    let sh = rig.sh.clone();
+    let seen = Rc::new(Cell::new(0u32));
+    rig.set_hook(Some(Box::new(move |_| {
+        seen.set(seen.get() + 1);
+        if seen.get() == SHARER_WAKES_AFTER {
+            sh.thaw(2);
+        }
+    })));
+    {
+        let mut n3 = rig.node(3);
+        let fd = n3.open("/f", OpenFlags::default()).unwrap();
+        assert_eq!(n3.write(fd, &b), Ok(b.len()));
+        if task {
+            let t = crate::tests::meta::pending(&mut n3, MetaCall::Fsync { fd });
+            let r = crate::tests::meta::finish(&mut n3, t);
+            assert_eq!(r, Ok(MetaDone::Ok), "node 3's fsync");
+        }
+        n3.close(fd).unwrap();
+    }
+    let (n3, n1) = write_then_read(&rig, |n1| write_at(n1, "/f", 10, &w));
+    let mut want = b.clone();
+    want[10..60].copy_from_slice(&w);
+    assert_same(&n3, &want, "node 3");
+    assert_same(&n1, &want, "node 1");
+}
+
+#[test]
+fn relaxed_a_write_back_growing_over_a_cut_page_keeps_the_owners_later_write() {
+    a_write_back_growing_over_a_cut_page(false);
+}
+
+#[test]
+fn relaxed_a_tasks_write_back_growing_over_a_cut_page_keeps_the_owners_later_write() {
+    a_write_back_growing_over_a_cut_page(true);
 }
