@@ -241,3 +241,33 @@ fn relaxed_a_write_back_growing_over_a_cut_page_keeps_the_owners_later_write() {
 fn relaxed_a_tasks_write_back_growing_over_a_cut_page_keeps_the_owners_later_write() {
     a_write_back_growing_over_a_cut_page(true);
 }
+
+/// Strong mode: node 1 holds `/f` open and owns its pages; node 3 cuts
+/// `/f` (node 1 not told yet, the sharer sleeps). A read node 1 starts
+/// after the cut returned sees the new size, not the cut bytes, though
+/// every page it reads is still held here.
+fn a_read_after_a_cut_sees_it(size: u64) {
+    let (rig, a, fd) = cut_under_a_slow_sharer(Mode::Strong, true, cut_to(size));
+    let fd = fd.unwrap();
+    let mut buf = vec![0u8; a.len()];
+    let n = {
+        let mut n1 = rig.node(1);
+        n1.seek(fd, 0).unwrap();
+        n1.read(fd, &mut buf).unwrap()
+    };
+    assert_eq!(n as u64, size, "node 1 read the cut bytes");
+    assert_same(&buf[..n], &a[..n], "node 1");
+    rig.node(1).close(fd).unwrap();
+    rig.thaw(2);
+    rig.idle(50);
+}
+
+#[test]
+fn strong_a_read_after_a_cut_to_zero_sees_it() {
+    a_read_after_a_cut_sees_it(0);
+}
+
+#[test]
+fn strong_a_read_after_a_mid_page_cut_sees_it() {
+    a_read_after_a_cut_sees_it(100);
+}
