@@ -254,12 +254,21 @@ impl<D: BlockDevice> Directory<D> {
         buf.copy_from_slice(head.get(at..).ok_or(Errno::Invalid)?);
         let old_end = fs.getattr(ino).map_or(offset, |a| a.size);
         if !buf.is_empty() {
+            let f = PAGE_SIZE as u64;
+            let end = offset.checked_add(buf.len() as u64).ok_or(Errno::Invalid)?;
+            let last = (end - 1) / f;
+            // A growth over pages a shrink is still tearing down waits,
+            // as a size publication does: it would patch their frames,
+            // and their owner's later stores inside the new size would
+            // go with the frames. The writer keeps its pages dirty and
+            // sends them again once the teardown ended.
+            if end > old_end && self.pages.tearing_down(ino, old_end / f, last) {
+                return Err(Errno::Busy);
+            }
             // The blocks it writes (from the old end, when it
             // starts past it: the gap reads as zeros): fills
             // of them in flight are stale.
-            let f = PAGE_SIZE as u64;
             let from = old_end.min(offset);
-            let last = offset.saturating_add(buf.len() as u64 - 1) / f;
             self.pages.stale_fills(ino, from / f, last);
         }
         let (n, attr) = self.staging(defer, |fs| fs.write(ino, offset, &buf))?;

@@ -403,10 +403,27 @@ impl<E: Env> Vfs<E> {
         // validated after copying: if the version moved, the copy may mix
         // sizes and data (zeros of an evicted page under a new size), so
         // copy again at the new size. A read served from pages this node
-        // already held needs no check (see `DataPath::page_requests`), nor
-        // does one during which the region's metadata epoch did not move
-        // since this version was confirmed (`Meta::validated_at`).
+        // already held needs no check after copying (see
+        // `DataPath::page_requests`), nor does one during which the
+        // region's metadata epoch did not move since this version was
+        // confirmed (`Meta::validated_at`).
         for _ in 0..MAX_READ_TRIES {
+            // Strong: a read returns the latest completed write, and a
+            // truncate another node completed is one, though this node
+            // may still hold the pages it cut (their teardown reaches us
+            // later): if any file changed since this version was
+            // confirmed, learn the size first (a new version drops our
+            // pages of the file).
+            let epoch = link.meta_epoch();
+            if self.dp.mode() == Mode::Strong
+                && (epoch.is_none() || epoch != self.meta.validated_at(ino))
+            {
+                let a = getattr(link, &mut *self.dp, ino)?;
+                self.learn(&a);
+                if let Some(e) = epoch {
+                    self.meta.set_validated(ino, e);
+                }
+            }
             let Some(before) = self.meta.get(ino) else {
                 return Err(Errno::Io);
             };

@@ -846,7 +846,8 @@ fn rejoin_all(rig: &Rig, nodes: &Nodes) {
     }
 }
 
-/// Faults off: every node reads every file, and they agree.
+/// Faults off: every node writes back what it kept dirty, reads every
+/// file, and they agree.
 fn finish(
     seed: u64,
     rig: &Rig,
@@ -863,6 +864,12 @@ fn finish(
         revive(rig, nodes, world, d);
     }
     rejoin_all(rig, nodes);
+    // A close refused (a relaxed write-back waits while pages under it are
+    // torn down, up to the call timeout) keeps its copies dirty: written
+    // back now, as any later fsync or sync would.
+    for n in nodes {
+        let _ = n.borrow_mut().sync();
+    }
     for (name, ..) in files {
         let mut first: Option<Vec<u8>> = None;
         for (i, n) in nodes.iter().enumerate() {

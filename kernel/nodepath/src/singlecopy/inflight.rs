@@ -46,6 +46,12 @@ struct Job {
     /// The first error (the job stops sending frames and ends when the
     /// rest answered).
     err: Option<Errno>,
+    /// The private copies it writes: those below `below`, clipped to
+    /// `size`; sent again while refused as `Busy` (a growth over pages a
+    /// shrink is still tearing down) until `busy_until`.
+    below: u64,
+    size: u64,
+    busy_until: u64,
 }
 
 /// The write-back jobs of this node's tasks.
@@ -115,6 +121,9 @@ impl ScState {
             flying: Vec::new(),
             copies: None,
             err: None,
+            below,
+            size,
+            busy_until: link.deadline(),
         };
         // Sent in page order: `todo` is popped from the back.
         job.todo.reverse();
@@ -231,8 +240,16 @@ impl ScState {
         if let Some(c) = job.copies {
             if let Some(r) = self.wb.copies_done.remove(&c) {
                 job.copies = None;
-                if let Err(e) = r {
-                    job.err.get_or_insert(e);
+                match r {
+                    // The copies not written stay: they go again, with
+                    // their bytes of now (a store meanwhile is newer).
+                    Err(Errno::Busy) if link.env.now_ns() < job.busy_until => {
+                        self.restart_copies(link, id, &mut job);
+                    }
+                    Err(e) => {
+                        job.err.get_or_insert(e);
+                    }
+                    Ok(()) => {}
                 }
             }
         }
@@ -245,6 +262,23 @@ impl ScState {
             c.release_claims(id);
         }
         Some((job.ino, job.err.map_or(Ok(()), Err)))
+    }
+
+    /// Send job `id`'s private copies still held again (after `Busy`).
+    fn restart_copies<E: Env>(&mut self, link: &mut Link<E>, id: u64, job: &mut Job) {
+        log::debug!("write-back of {}: pages under it torn down, again", job.ino);
+        let mut private = self
+            .cache()
+            .map(|c| c.private_pages(job.ino))
+            .unwrap_or_default();
+        private.retain(|k| k.idx < job.below);
+        if private.is_empty() {
+            return;
+        }
+        match self.start_copies(link, id, job.ino, &private, job.size) {
+            Ok(c) => job.copies = Some(c),
+            Err(e) => job.err = Some(e),
+        }
     }
 
     /// Take in the private copies' answers and apply the copies jobs they
@@ -285,8 +319,13 @@ impl ScState {
                     Some(Err(e)) | Some(Ok(Response::Err(e))) => e,
                     _ => Errno::Io,
                 };
-                log::warn!("write-back of inode {} at page {}: {e:?}", job.ino, w.first);
-                err.get_or_insert(e);
+                if e != Errno::Busy {
+                    log::warn!("write-back of inode {} at page {}: {e:?}", job.ino, w.first);
+                }
+                // Any other error outranks `Busy` (sent again).
+                if err.is_none_or(|x| x == Errno::Busy) {
+                    err = Some(e);
+                }
                 continue;
             }
             if let Some(c) = self.cache() {

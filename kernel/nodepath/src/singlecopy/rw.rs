@@ -571,6 +571,35 @@ impl ScState {
         keys: &[PageKey],
         size: u64,
     ) -> Result<(), Errno> {
+        // A write growing the file over pages another node's shrink is
+        // still tearing down is refused (`Busy`) until they are gone: the
+        // copies not written stay and go again, servicing our notices
+        // meanwhile (this node may be the owner to tell).
+        let deadline = link.deadline();
+        loop {
+            match self.write_back_private_once(link, ino, keys, size) {
+                Err(Errno::Busy) if link.env.now_ns() < deadline => {
+                    log::debug!("write-back of {ino}: pages under it torn down, waiting");
+                    // Our own tasks' READs of those pages hold their acks
+                    // until their answers are applied.
+                    self.reads_poll(link);
+                    link.service(self);
+                    link.env.wait_step(false);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// One pass of [`ScState::write_back_private`]: the copies still held
+    /// go; `Busy` if the directory refused some of them only for that.
+    fn write_back_private_once<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        keys: &[PageKey],
+        size: u64,
+    ) -> Result<(), Errno> {
         // Tasks' writes in flight hold the slot and carry older bytes;
         // the copies they wrote are gone once applied: only those left
         // go (a page without its copy would go out as zeros).
@@ -635,8 +664,13 @@ impl ScState {
                             Some(Response::Err(e)) => e,
                             _ => Errno::Io,
                         };
-                        log::warn!("write-back of inode {ino} at page {}: {e:?}", run[0].idx);
-                        err.get_or_insert(e);
+                        if e != Errno::Busy {
+                            log::warn!("write-back of inode {ino} at page {}: {e:?}", run[0].idx);
+                        }
+                        // Any other error outranks `Busy` (asked again).
+                        if err.is_none_or(|x| x == Errno::Busy) {
+                            err = Some(e);
+                        }
                         ok = false;
                     }
                 }
