@@ -13,25 +13,21 @@
 //! the polling loops call `Interface::poll` whenever a frame is waiting or
 //! `poll_at` says a timer (retransmit, ARP) is due, never less.
 
-use alloc::vec;
 use alloc::vec::Vec;
 
 use fabric::netorder::AnswerOrder;
 use fabric::netwire::{self, FrameReader};
 use fabric::proto::op_of;
 use fabric::proto::{Errno, Request, Response};
-use nodepath::netclient::{retry_safe, Backoff, NetClient};
+use nodepath::netclient::{retry_safe, NetClient};
+use nodepath::netlink::{self, dir_step, Connect, Connector, DirStep, KEEPALIVE_MS};
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
-use smoltcp::time::{Duration, Instant};
+use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 use crate::arch::{cpu, time};
 use crate::drivers::net::Nic;
-
-/// TCP send and receive buffer size (room for a 64 KiB frame and more; the
-/// window scale option lets the peer use all of it).
-const SOCK_BUF: usize = 128 * 1024;
 
 /// Answers the directory queues for one link before it stops reading
 /// that link's requests.
@@ -43,9 +39,6 @@ const OUT_MAX: usize = 1 << 20;
 /// served, so this bounds the waiting list near this plus what one
 /// receive holds.
 const WAITING_MAX: usize = 64;
-
-/// The directory's end of a link probes an idle connection this often.
-const KEEPALIVE_MS: u64 = 1_000;
 
 /// smoltcp's clock.
 fn now() -> Instant {
@@ -65,16 +58,6 @@ pub struct Stack {
     tcp: SocketHandle,
 }
 
-fn new_socket() -> tcp::Socket<'static> {
-    let mut s = tcp::Socket::new(
-        tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
-        tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
-    );
-    s.set_nagle_enabled(false);
-    s.set_ack_delay(None);
-    s
-}
-
 impl Stack {
     /// Bring up `nic` as `ip`/24 with one TCP socket.
     pub fn new(mut nic: Nic, ip: Ipv4Address) -> Stack {
@@ -88,7 +71,7 @@ impl Stack {
             let _ = a.push(IpCidr::new(IpAddress::Ipv4(ip), 24));
         });
         let mut sockets = SocketSet::new(Vec::new());
-        let tcp = sockets.add(new_socket());
+        let tcp = sockets.add(netlink::new_socket());
         Stack {
             nic,
             iface,
@@ -174,7 +157,7 @@ impl NetConn {
             client: NetClient::new(),
             tx: Vec::new(),
             remote: (addr(id, 1), netwire::PORT),
-            next_port: 49152,
+            next_port: netlink::FIRST_PORT,
             timeout_ns,
             calls: 0,
             bytes_out: 0,
@@ -222,64 +205,41 @@ impl NetConn {
     /// tried again after a wait that grows ([`Backoff`]), until the
     /// deadline or the last attempt.
     fn connect(&mut self, deadline: u64) -> Result<(), Errno> {
-        let mut backoff = Backoff::default();
-        let mut attempted = false;
-        let mut retry_at = 0;
+        let mut c = Connector::default();
         loop {
             self.stack.poll();
-            let state = self.stack.socket().state();
-            match state {
-                tcp::State::Established => {
-                    if backoff.tries() > 0 {
+            let Stack {
+                iface,
+                sockets,
+                tcp: h,
+                ..
+            } = &mut self.stack;
+            let s = sockets.get_mut::<tcp::Socket>(*h);
+            let state = s.state();
+            let remote = self.remote.into();
+            match c.step(time::now_ns(), iface, s, remote, &mut self.next_port) {
+                Connect::Up { failed } => {
+                    if failed > 0 {
                         log::info!(
-                            "net: connected to the file server after {} failed attempts",
-                            backoff.tries()
+                            "net: connected to the file server after {failed} failed attempts"
                         );
                     }
                     return Ok(());
                 }
-                tcp::State::Closed => {
-                    let now = time::now_ns();
-                    if attempted {
-                        attempted = false;
-                        match backoff.failed() {
-                            Some(w) => retry_at = now.saturating_add(w),
-                            None => {
-                                log::warn!(
-                                    "net: no connection to the file server {}:{} after {} attempts",
-                                    self.remote.0,
-                                    self.remote.1,
-                                    backoff.tries()
-                                );
-                                return Err(Errno::Unavailable);
-                            }
-                        }
-                    }
-                    if now >= retry_at {
-                        let port = self.next_port;
-                        self.next_port = if port == u16::MAX { 49152 } else { port + 1 };
-                        let remote = self.remote;
-                        let Stack {
-                            iface,
-                            sockets,
-                            tcp: h,
-                            ..
-                        } = &mut self.stack;
-                        let s = sockets.get_mut::<tcp::Socket>(*h);
-                        if let Err(e) = s.connect(iface.context(), remote, port) {
-                            log::warn!("net: connect: {e}");
-                            return Err(Errno::Unavailable);
-                        }
-                        attempted = true;
-                        self.client.reset();
-                        self.tx.clear();
-                    }
+                Connect::GaveUp { tries } => {
+                    log::warn!(
+                        "net: no connection to the file server {}:{} after {tries} attempts",
+                        self.remote.0,
+                        self.remote.1,
+                    );
+                    return Err(Errno::Unavailable);
                 }
-                tcp::State::SynSent | tcp::State::SynReceived => {}
-                _ => {
-                    // Half-closed or closing: start over.
-                    self.stack.socket().abort();
+                Connect::Error => return Err(Errno::Unavailable),
+                Connect::Attempted => {
+                    self.client.reset();
+                    self.tx.clear();
                 }
+                Connect::Waiting => {}
             }
             if time::now_ns() > deadline {
                 self.stack.socket().abort();
@@ -288,7 +248,7 @@ impl NetConn {
                     "net: no connection to the file server {}:{} (state {state}, {} failed attempts)",
                     self.remote.0,
                     self.remote.1,
-                    backoff.tries()
+                    c.failed()
                 );
                 return Err(Errno::Unavailable);
             }
@@ -602,17 +562,9 @@ impl DirLink {
         if self.epoch.is_none() {
             return;
         }
-        let s = self.stack.socket();
-        // A connection whose node end is gone without its reset reaching
-        // us (the node dropped it while this instance was stopped) would
-        // hold the link's one socket for good, and every new connection
-        // of the node would be refused behind it. Idle, it sends a
-        // keep-alive every second: the node's stack, polling while it
-        // reconnects, answers it with a reset, and the link listens again.
-        // No dead-peer timeout: a node busy without calls polls nothing,
-        // and its live connection must not be dropped for that.
-        s.set_keep_alive(Some(Duration::from_millis(KEEPALIVE_MS)));
-        if let Err(e) = s.listen(netwire::PORT) {
+        // Keep-alive on: see `nodepath::netlink` (a dead connection
+        // would hold the link's one socket for good).
+        if let Err(e) = netlink::listen(self.stack.socket(), netwire::PORT, Some(KEEPALIVE_MS)) {
             log::error!("net: link to node {}: listen: {e}", self.node);
         }
     }
@@ -669,25 +621,16 @@ impl DirLink {
         }
         self.stack.poll();
         let mut served = 0;
-        let state = self.stack.socket().state();
-        match state {
-            tcp::State::Listen
-            | tcp::State::SynSent
-            | tcp::State::SynReceived
-            | tcp::State::Established
-            | tcp::State::FinWait1
-            | tcp::State::FinWait2
-            | tcp::State::LastAck => {}
-            tcp::State::CloseWait => {
+        match dir_step(self.stack.socket().state(), self.epoch.is_some()) {
+            DirStep::Serve => {}
+            DirStep::Finish => {
                 // The node closed its end: finish ours, then listen again.
                 self.stack.socket().close();
             }
-            tcp::State::Closed if self.epoch.is_none() => {
-                // Not up: stay closed; frames still need polling (a SYN
-                // from the node's old life gets a reset).
-                return 0;
-            }
-            tcp::State::Closed | tcp::State::TimeWait | tcp::State::Closing => {
+            // Not up: stay closed; frames still need polling (a SYN from
+            // the node's old life gets a reset).
+            DirStep::StayClosed => return 0,
+            DirStep::Relisten => {
                 log::info!("net: link to node {}: connection closed", self.node);
                 self.relisten();
                 return 0;

@@ -8,6 +8,9 @@
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use fabric::proto::{Attr, Errno, Response};
+
+use crate::link::WriteReq;
 use crate::pagecache::PAGE;
 
 /// Most separate ranges kept per page; past it the two closest merge
@@ -101,6 +104,64 @@ pub fn pieces<'a>(
         }
     }
     out
+}
+
+/// A run of contiguous pages of one file to write back, the same for a
+/// synchronous write-back and a task's (in flight): pages `[first,
+/// first + n)`, their bytes (clipped to the file's size: empty if wholly
+/// past it) and the pieces of those bytes this node wrote ([`pieces`]),
+/// which are all that is sent.
+#[derive(Debug)]
+pub struct Run {
+    pub first: u64,
+    pub n: usize,
+    pub data: Vec<u8>,
+    pub pieces: Vec<Range<usize>>,
+}
+
+impl Run {
+    /// The run of `n` pages from `first` holding `data`, the written
+    /// bytes of page `first + k` being `dirty(k)` (`None`: the whole
+    /// page).
+    pub fn new<'a>(
+        first: u64,
+        n: usize,
+        data: Vec<u8>,
+        dirty: impl Fn(usize) -> Option<&'a DirtyBytes>,
+    ) -> Run {
+        let pieces = pieces(data.len(), n, dirty);
+        Run {
+            first,
+            n,
+            data,
+            pieces,
+        }
+    }
+
+    /// Byte offset in the file of `piece`.
+    pub fn offset(&self, piece: &Range<usize>) -> u64 {
+        self.first * PAGE as u64 + piece.start as u64
+    }
+
+    /// The file-server writes of the pieces, in order.
+    pub fn writes(&self, ino: u64) -> impl Iterator<Item = WriteReq<'_>> {
+        self.pieces.iter().map(move |p| WriteReq {
+            ino,
+            offset: self.offset(p),
+            data: &self.data[p.clone()],
+        })
+    }
+}
+
+/// What the answer to a piece's write of `len` bytes says: the file's
+/// attributes after it, or why it failed (the directory's own error,
+/// such as no space, where it gave one).
+pub fn written(answer: Option<&Response>, len: usize) -> Result<&Attr, Errno> {
+    match answer {
+        Some(Response::Data { bytes, attr }) if *bytes as usize >= len => Ok(attr),
+        Some(Response::Err(e)) => Err(*e),
+        _ => Err(Errno::Io),
+    }
 }
 
 #[cfg(test)]

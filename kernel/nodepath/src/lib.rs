@@ -19,6 +19,8 @@
 //! * [`pagecache`]: the node cache's bookkeeping (frame pool, owned pages,
 //!   remote mappings, private copies, deferred acks).
 //! * [`netclient`]: `net` mode's client end of a stream connection.
+//! * [`netlink`]: `net` mode's TCP policy (socket settings, the
+//!   directory's keep-alive and relisten, the node's connection attempts).
 //! * [`watermark`]: reclaim ahead of need (free frames between a low and
 //!   a high mark).
 //! * [`readahead`]: readahead windows as Linux computes them (pure logic;
@@ -35,6 +37,7 @@ pub mod env;
 pub mod keymap;
 pub mod link;
 pub mod netclient;
+pub mod netlink;
 pub mod node;
 pub mod pagecache;
 pub mod policy;

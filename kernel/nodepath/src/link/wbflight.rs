@@ -2,7 +2,8 @@
 //! by `private` and `net` mode's dirty pages (`private/inflight.rs`) and
 //! relaxed mode's private copies (`singlecopy/inflight.rs`): jobs of
 //! writes, each a run of contiguous pages of one file whose bytes the job
-//! took when it started.
+//! took when it started, sent as the pieces of it this node wrote (as a
+//! synchronous write-back, `crate::dirty::Run`).
 //!
 //! On the rings a job's writes go out side by side in the write slot (bulk
 //! slot 2), after the writes of the jobs before it, as far as the slot has
@@ -25,6 +26,7 @@ use alloc::vec::Vec;
 use fabric::proto::{Errno, Op, Request, Response};
 
 use super::{Link, Session, MAX_RING_READS};
+use crate::dirty::Run;
 use crate::env::Env;
 
 /// The bulk slot the writes go through.
@@ -36,20 +38,51 @@ struct NoSession;
 
 impl<E: Env> Session<E> for NoSession {}
 
-/// One write of a job: pages `[first, first + n)` of the job's file.
+/// One run of a job: pages `[first, first + n)` of the job's file,
+/// written as its pieces (the bytes this node wrote, `crate::dirty`).
 #[derive(Debug)]
 pub struct Write {
+    /// First page and number of pages.
+    pub first: u64,
+    pub n: usize,
+    /// Bytes of the run (0: the pages were wholly past the end).
+    pub len: usize,
+    /// One file-server write each; none if nothing is to be sent.
+    pub pieces: Vec<Piece>,
+}
+
+/// One file-server write of a run.
+#[derive(Debug)]
+pub struct Piece {
+    /// Byte offset in the file.
+    offset: u64,
     /// The bytes, until sent.
     data: Option<Vec<u8>>,
     /// Its call, once sent.
     tag: Option<u32>,
-    /// First page and number of pages.
-    pub first: u64,
-    pub n: usize,
-    /// Bytes sent (0: the pages were wholly past the end, nothing sent).
+    /// Bytes.
     pub len: usize,
     /// The directory's answer, once in (or why none will come).
     pub answer: Option<Result<Response, Errno>>,
+}
+
+impl Piece {
+    /// The file's attributes after this write, or why it failed
+    /// ([`crate::dirty::written`]).
+    pub fn written(&self) -> Result<&fabric::proto::Attr, Errno> {
+        match &self.answer {
+            Some(Ok(r)) => crate::dirty::written(Some(r), self.len),
+            Some(Err(e)) => Err(*e),
+            None => Err(Errno::Io),
+        }
+    }
+}
+
+impl Write {
+    /// Every piece answered (a run with nothing to send is).
+    fn answered(&self) -> bool {
+        self.pieces.iter().all(|p| p.answer.is_some())
+    }
 }
 
 /// One task's write-back in flight.
@@ -84,25 +117,28 @@ impl WriteJobs {
         self.next_id + 1
     }
 
-    /// Start job [`WriteJobs::next_id`] of `ino`: `runs` are (first page,
-    /// pages, bytes) in page order; empty bytes (pages wholly past the
-    /// end) need no write. Its id.
-    pub fn push<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        ino: u64,
-        runs: Vec<(u64, usize, Vec<u8>)>,
-    ) -> u64 {
+    /// Start job [`WriteJobs::next_id`] of `ino`: `runs` in page order,
+    /// each sent as its pieces (a run without any, such as pages wholly
+    /// past the end, needs no write). Its id.
+    pub fn push<E: Env>(&mut self, link: &mut Link<E>, ino: u64, runs: Vec<Run>) -> u64 {
         let id = self.next_id();
         let writes = runs
             .into_iter()
-            .map(|(first, n, data)| Write {
-                len: data.len(),
-                answer: data.is_empty().then_some(Ok(Response::Ok)),
-                data: (!data.is_empty()).then_some(data),
-                tag: None,
-                first,
-                n,
+            .map(|run| Write {
+                first: run.first,
+                n: run.n,
+                len: run.data.len(),
+                pieces: run
+                    .pieces
+                    .iter()
+                    .map(|p| Piece {
+                        offset: run.offset(p),
+                        data: Some(run.data[p.clone()].to_vec()),
+                        tag: None,
+                        len: p.len(),
+                        answer: None,
+                    })
+                    .collect(),
             })
             .collect();
         self.next_id = id;
@@ -126,10 +162,11 @@ impl WriteJobs {
     /// Take in the answers that came and send what waits for room.
     pub fn take_answers<E: Env>(&mut self, link: &mut Link<E>) {
         for job in self.jobs.iter_mut() {
-            for w in job.writes.iter_mut().filter(|w| w.answer.is_none()) {
-                if let Some(tag) = w.tag {
-                    w.answer = link.poll_call(tag, Op::Write);
-                    if w.answer.is_some() {
+            let pieces = job.writes.iter_mut().flat_map(|w| w.pieces.iter_mut());
+            for p in pieces.filter(|p| p.answer.is_none()) {
+                if let Some(tag) = p.tag {
+                    p.answer = link.poll_call(tag, Op::Write);
+                    if p.answer.is_some() {
                         self.unanswered -= 1;
                     }
                 }
@@ -143,7 +180,7 @@ impl WriteJobs {
         let complete = self
             .jobs
             .front()
-            .is_some_and(|j| j.writes.iter().all(|w| w.answer.is_some()));
+            .is_some_and(|j| j.writes.iter().all(Write::answered));
         if complete {
             self.jobs.pop_front()
         } else {
@@ -164,16 +201,17 @@ impl WriteJobs {
         let cap = link.bulk_cap(SLOT).unwrap_or_default();
         for job in self.jobs.iter_mut() {
             let ino = job.ino;
-            for w in job.writes.iter_mut().filter(|w| w.data.is_some()) {
+            let pieces = job.writes.iter_mut().flat_map(|w| w.pieces.iter_mut());
+            for p in pieces.filter(|p| p.data.is_some()) {
                 let full = if net {
                     self.unanswered >= MAX_RING_READS
                 } else {
-                    cap > 0 && (self.slot_used + w.len > cap || self.writes >= MAX_RING_READS)
+                    cap > 0 && (self.slot_used + p.len > cap || self.writes >= MAX_RING_READS)
                 };
                 if full {
                     return; // in order: nothing overtakes this write
                 }
-                let Some(data) = w.data.take() else { continue };
+                let Some(data) = p.data.take() else { continue };
                 let at = if net { 0 } else { self.slot_used };
                 let sent = link.bulk_write(SLOT, at, &data).and_then(|()| {
                     let req = Request::Data {
@@ -181,20 +219,20 @@ impl WriteJobs {
                         slot: SLOT,
                         at: at as u32,
                         ino,
-                        offset: w.first * fabric::PAGE_SIZE as u64,
+                        offset: p.offset,
                         len: data.len() as u32,
                     };
                     link.start_call(&req, &mut NoSession)
                 });
                 match sent {
                     Ok(tag) => {
-                        w.tag = Some(tag);
+                        p.tag = Some(tag);
                         self.slot_used += data.len();
                         self.writes += 1;
                         self.unanswered += 1;
                     }
                     // Not sent: its pages stay dirty.
-                    Err(e) => w.answer = Some(Err(e)),
+                    Err(e) => p.answer = Some(Err(e)),
                 }
             }
         }

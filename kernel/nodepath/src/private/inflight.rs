@@ -19,12 +19,13 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use fabric::proto::{Errno, Response};
+use fabric::proto::Errno;
 
 use super::{Private, PAGE};
+use crate::dirty::Run;
 use crate::env::Env;
 use crate::link::wbflight::{Job, Write, WriteJobs, SLOT};
-use crate::link::{contiguous_runs, Link};
+use crate::link::Link;
 use crate::vfs::{Meta, WbStart};
 
 /// The jobs in flight and what they hold.
@@ -101,15 +102,15 @@ impl Private {
         }
         let cap = link.bulk_cap(SLOT)?;
         let id = self.inflight.q.next_id();
-        let mut runs = Vec::new();
-        for r in contiguous_runs(keys, (cap / PAGE).max(1), |&(ino, idx), n| (ino, idx + n)) {
-            let first = keys[r.start].1;
-            // Empty: wholly past the end (the file shrank), nothing sent.
-            let data = self.run_bytes(meta, ino, first, r.len());
-            for k in 0..r.len() as u64 {
-                self.inflight.sent.insert((ino, first + k), id);
+        let runs: Vec<Run> = self
+            .runs(meta, keys, (cap / PAGE).max(1))
+            .into_iter()
+            .map(|(_, run)| run)
+            .collect();
+        for run in &runs {
+            for k in 0..run.n as u64 {
+                self.inflight.sent.insert((ino, run.first + k), id);
             }
-            runs.push((first, r.len(), data));
         }
         let pushed = self.inflight.q.push(link, ino, runs);
         debug_assert_eq!(pushed, id);
@@ -184,27 +185,24 @@ impl Private {
         let (ino, id) = (job.ino, job.id);
         let mut err = None;
         for w in &job.writes {
-            if w.len > 0 {
-                match &w.answer {
-                    Some(Ok(Response::Data { bytes, attr })) if *bytes as usize >= w.len => {
-                        self.learn_own_write(meta, attr);
-                        self.written_back += w.len.div_ceil(PAGE) as u64;
-                    }
-                    Some(Err(e)) => {
-                        err.get_or_insert(*e);
-                        self.unsend(ino, id, w);
-                        continue;
-                    }
-                    _ => {
-                        err.get_or_insert(Errno::Io);
-                        self.unsend(ino, id, w);
-                        continue;
+            let mut ok = true;
+            for p in &w.pieces {
+                match p.written() {
+                    Ok(attr) => self.learn_own_write(meta, attr),
+                    Err(e) => {
+                        err.get_or_insert(e);
+                        ok = false;
                     }
                 }
             }
+            if !ok {
+                self.unsend(ino, id, w);
+                continue;
+            }
+            self.written_back += w.len.div_ceil(PAGE) as u64;
             for k in 0..w.n as u64 {
                 if self.inflight.take((ino, w.first + k), id) {
-                    self.mark_clean(ino, w.first + k);
+                    self.clean_written(ino, w.first + k);
                 }
             }
         }

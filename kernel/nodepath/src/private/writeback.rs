@@ -4,11 +4,10 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::ops::Range;
-
 use fabric::proto::{Attr, Errno, Op, Request, Response};
 
 use super::{Private, PAGE, WRITEBACK_BATCH};
+use crate::dirty::Run;
 use crate::env::Env;
 use crate::link::{contiguous_runs, Link, WriteReq};
 use crate::vfs::{FileMeta, Meta};
@@ -98,48 +97,30 @@ impl Private {
             return Ok(()); // nothing dirty: no call, not even for the slot
         }
         // After the tasks' write-backs in flight: they hold the slot, and
-        // their writes come first.
+        // their writes come first. The pages they cleaned need no write
+        // (one written in part is gone from the cache: sent, it would be
+        // zeros).
         self.finish_in_flight(link, meta)?;
+        let keys: Vec<(u64, u64)> = keys
+            .iter()
+            .filter(|k| self.dirty.contains_key(k))
+            .copied()
+            .collect();
+        let keys = &keys[..];
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
-        // The runs: (ino, first page, pages, bytes of the run, the pieces
-        // of them this node wrote: only those are sent).
-        type Run = (u64, u64, usize, Vec<u8>, Vec<Range<usize>>);
-        let mut runs: Vec<Run> = Vec::new();
-        for r in contiguous_runs(keys, max_run, |&(ino, idx), n| (ino, idx + n)) {
-            let (ino, first) = keys[r.start];
-            let data = self.run_bytes(meta, ino, first, r.len());
-            let pieces = crate::dirty::pieces(data.len(), r.len(), |k| {
-                self.written.get(&(ino, first + k as u64))
-            });
-            runs.push((ino, first, r.len(), data, pieces));
-        }
+        let runs = self.runs(meta, keys, max_run);
         // Every piece in flight together (as many as the write slot
         // holds), answered in order: our versions follow one another.
-        let reqs: Vec<WriteReq<'_>> = runs
-            .iter()
-            .flat_map(|(ino, first, _, data, pieces)| {
-                pieces.iter().map(move |p| WriteReq {
-                    ino: *ino,
-                    offset: first * PAGE as u64 + p.start as u64,
-                    data: &data[p.clone()],
-                })
-            })
-            .collect();
+        let reqs: Vec<WriteReq<'_>> = runs.iter().flat_map(|(ino, r)| r.writes(*ino)).collect();
         let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
-        for (ino, first, n, data, pieces) in &runs {
+        for (ino, run) in &runs {
             let mut ok = true;
-            for p in pieces {
-                match answers.next() {
-                    Some(Response::Data { bytes, attr }) if bytes as usize >= p.len() => {
-                        self.learn_own_write(meta, &attr);
-                    }
-                    Some(Response::Err(e)) => {
+            for p in &run.pieces {
+                match crate::dirty::written(answers.next().as_ref(), p.len()) {
+                    Ok(attr) => self.learn_own_write(meta, attr),
+                    Err(e) => {
                         err.get_or_insert(e);
-                        ok = false;
-                    }
-                    _ => {
-                        err.get_or_insert(Errno::Io);
                         ok = false;
                     }
                 }
@@ -147,27 +128,48 @@ impl Private {
             if !ok {
                 continue; // still dirty
             }
-            self.written_back += data.len().div_ceil(PAGE) as u64;
+            self.written_back += run.data.len().div_ceil(PAGE) as u64;
             // Pages wholly past the end (the file shrank) had nothing to send.
-            for k in 0..*n as u64 {
-                let key = (*ino, first + k);
-                // A page we wrote in part holds older bytes elsewhere,
-                // which another node may have rewritten: it goes (the next
-                // read fetches the file server's).
-                let partial = self
-                    .written
-                    .get(&key)
-                    .is_some_and(|w| *w != crate::dirty::DirtyBytes::whole());
-                self.mark_clean(key.0, key.1);
-                if partial {
-                    self.forget_page(key.0, key.1);
-                }
+            for k in 0..run.n as u64 {
+                self.clean_written(*ino, run.first + k);
             }
             if !self.dirty.range((*ino, 0)..=(*ino, u64::MAX)).any(|_| true) {
                 meta.clear_local_size(*ino);
             }
         }
         err.map_or(Ok(()), Err)
+    }
+
+    /// The runs of the dirty pages `keys` (sorted) to write back:
+    /// contiguous pages of one file, up to `max_run` pages each, the last
+    /// page of a file clipped to its size, each with the pieces of it this
+    /// node wrote (the only bytes sent).
+    pub(super) fn runs(&self, meta: &Meta, keys: &[(u64, u64)], max_run: usize) -> Vec<(u64, Run)> {
+        contiguous_runs(keys, max_run, |&(ino, idx), n| (ino, idx + n))
+            .into_iter()
+            .map(|r| {
+                let (ino, first) = keys[r.start];
+                let data = self.run_bytes(meta, ino, first, r.len());
+                let run = Run::new(first, r.len(), data, |k| {
+                    self.written.get(&(ino, first + k as u64))
+                });
+                (ino, run)
+            })
+            .collect()
+    }
+
+    /// Page `idx` of `ino` was written back: it is clean. A page we wrote
+    /// in part holds older bytes elsewhere, which another node may have
+    /// rewritten: it goes (the next read fetches the file server's).
+    pub(super) fn clean_written(&mut self, ino: u64, idx: u64) {
+        let partial = self
+            .written
+            .get(&(ino, idx))
+            .is_some_and(|w| *w != crate::dirty::DirtyBytes::whole());
+        self.mark_clean(ino, idx);
+        if partial {
+            self.forget_page(ino, idx);
+        }
     }
 
     /// The bytes of pages `[first, first+n)` of `ino` to write back (the

@@ -7,7 +7,8 @@
 //! * relaxed mode's private copies of the file go to the storage server as
 //!   file-server writes through [`WriteJobs`] (`link/wbflight.rs`: side by
 //!   side in the write slot, in job order), their bytes taken when the job
-//!   starts, clipped to the file's size.
+//!   starts, clipped to the file's size, only the bytes this node wrote
+//!   (as the synchronous write-back, [`ScState::copy_runs`]).
 //!
 //! The task yields; its poll applies the answers as they come. Each page
 //! sent is claimed by the job (`pagecache/slots.rs`): a store into the
@@ -30,7 +31,7 @@ use fabric::proto::{op_of, Errno, PageKey, PageReply, PageReq, Request, Response
 use super::{ScState, BATCH};
 use crate::env::Env;
 use crate::link::wbflight::{Job as CopiesJob, WriteJobs, SLOT};
-use crate::link::{contiguous_runs, Link};
+use crate::link::Link;
 use crate::pagecache::PAGE;
 
 /// One task's write-back of one file.
@@ -150,29 +151,14 @@ impl ScState {
         size: u64,
     ) -> Result<u64, Errno> {
         let max_run = (link.bulk_cap(SLOT)? / PAGE).max(1);
-        let after = |k: &PageKey, n: u64| PageKey {
-            ino,
-            idx: k.idx + n,
+        let runs = self.copy_runs(ino, keys, size, max_run);
+        let Some(c) = self.cache() else {
+            return Err(Errno::Unavailable);
         };
-        let mut runs = Vec::new();
-        for r in contiguous_runs(keys, max_run, after) {
-            let run = &keys[r.clone()];
-            let start = run[0].idx * PAGE as u64;
-            let len = (size.saturating_sub(start) as usize).min(run.len() * PAGE);
-            let mut buf = alloc::vec![0u8; len];
-            let Some(c) = self.cache() else {
-                return Err(Errno::Unavailable);
-            };
-            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
-                if let Some(p) = c.private(&run[k]) {
-                    chunk.copy_from_slice(&p[..chunk.len()]);
-                }
-            }
-            for key in run {
-                c.claim_writeback(*key, id);
-            }
-            runs.push((run[0].idx, run.len(), buf));
+        for key in keys {
+            c.claim_writeback(*key, id);
         }
+        let runs = runs.into_iter().map(|(_, _, run)| run).collect();
         self.wb.sent += keys.len() as u64;
         let copies = self.wb.copies.push(link, ino, runs);
         self.wb.copies_of.insert(copies, id);
@@ -314,11 +300,7 @@ impl ScState {
         };
         let mut err = None;
         for w in &job.writes {
-            if w.len > 0 && !matches!(w.answer, Some(Ok(Response::Data { .. }))) {
-                let e = match w.answer {
-                    Some(Err(e)) | Some(Ok(Response::Err(e))) => e,
-                    _ => Errno::Io,
-                };
+            if let Some(e) = w.pieces.iter().find_map(|p| p.written().err()) {
                 if e != Errno::Busy {
                     log::warn!("write-back of inode {} at page {}: {e:?}", job.ino, w.first);
                 }
@@ -328,14 +310,15 @@ impl ScState {
                 }
                 continue;
             }
-            if let Some(c) = self.cache() {
+            if let Some(c) = self.coh.as_mut() {
                 for k in 0..w.n as u64 {
                     let key = PageKey {
                         ino: job.ino,
                         idx: w.first + k,
                     };
-                    if c.cleaned_by(&key, id) {
-                        c.count_writeback();
+                    if c.cache.cleaned_by(&key, id) {
+                        c.cache.count_writeback();
+                        c.written.remove(&key);
                     }
                 }
             }

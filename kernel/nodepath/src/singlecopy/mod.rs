@@ -37,7 +37,7 @@ mod control;
 mod groups;
 mod inflight;
 mod mmap;
-mod path;
+pub(crate) mod path;
 mod reads;
 mod rw;
 mod session;

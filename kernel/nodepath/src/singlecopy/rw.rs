@@ -4,10 +4,11 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use fabric::layout::Header;
-use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request, Response};
+use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request};
 use fabric::shm::SharedMem;
 
 use super::{ScState, BATCH, MAX_RETRIES};
+use crate::dirty::Run;
 use crate::env::{Clock, Env};
 use crate::link::{contiguous_runs, Link, WriteReq};
 use crate::pagecache::{Hit, Mode, Slot, PAGE};
@@ -612,67 +613,24 @@ impl ScState {
                 .collect(),
             None => Vec::new(),
         };
-        let keys = &left[..];
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
-        // The runs of contiguous pages: (keys, bytes of the run, pages
-        // held, the pieces of the run this node wrote: only those go).
-        type Run<'k> = (&'k [PageKey], Vec<u8>, u64, Vec<core::ops::Range<usize>>);
-        let mut runs: Vec<Run<'_>> = Vec::new();
-        let after = |k: &PageKey, n: u64| PageKey {
-            ino,
-            idx: k.idx + n,
-        };
-        for r in contiguous_runs(keys, max_run, after) {
-            let run = &keys[r.clone()];
-            let n = r.len();
-            let start = keys[r.start].idx * PAGE as u64;
-            let len = (size.saturating_sub(start) as usize).min(n * PAGE);
-            let mut buf = alloc::vec![0u8; len];
-            let mut pages = 0u64;
-            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
-                if let Some(p) = self.cache().and_then(|c| c.private(&run[k])) {
-                    chunk.copy_from_slice(&p[..chunk.len()]);
-                    pages += 1;
-                }
-            }
-            let written = self.coh.as_ref().map(|c| &c.written);
-            let pieces = crate::dirty::pieces(len, n, |k| written.and_then(|w| w.get(&run[k])));
-            runs.push((run, buf, pages, pieces));
-        }
+        let runs = self.copy_runs(ino, &left, size, max_run);
         // Every piece in flight together (as many as the write slot holds).
-        let reqs: Vec<WriteReq<'_>> = runs
-            .iter()
-            .flat_map(|(run, data, _, pieces)| {
-                pieces.iter().map(move |p| WriteReq {
-                    ino,
-                    offset: run[0].idx * PAGE as u64 + p.start as u64,
-                    data: &data[p.clone()],
-                })
-            })
-            .collect();
+        let reqs: Vec<WriteReq<'_>> = runs.iter().flat_map(|(_, _, r)| r.writes(ino)).collect();
         let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
-        for (run, _, pages, pieces) in &runs {
+        for (keys, pages, run) in &runs {
             let mut ok = true;
-            for _ in pieces {
-                match answers.next() {
-                    Some(Response::Data { .. }) => {}
-                    other => {
-                        // The directory's own error (no space, a failed
-                        // disk write, ...), not a generic one.
-                        let e = match other {
-                            Some(Response::Err(e)) => e,
-                            _ => Errno::Io,
-                        };
-                        if e != Errno::Busy {
-                            log::warn!("write-back of inode {ino} at page {}: {e:?}", run[0].idx);
-                        }
-                        // Any other error outranks `Busy` (asked again).
-                        if err.is_none_or(|x| x == Errno::Busy) {
-                            err = Some(e);
-                        }
-                        ok = false;
+            for p in &run.pieces {
+                if let Err(e) = crate::dirty::written(answers.next().as_ref(), p.len()) {
+                    if e != Errno::Busy {
+                        log::warn!("write-back of inode {ino} at page {}: {e:?}", run.first);
                     }
+                    // Any other error outranks `Busy` (asked again).
+                    if err.is_none_or(|x| x == Errno::Busy) {
+                        err = Some(e);
+                    }
+                    ok = false;
                 }
             }
             if !ok {
@@ -682,13 +640,55 @@ impl ScState {
                 for _ in 0..*pages {
                     c.cache.count_writeback();
                 }
-                for key in run.iter() {
+                for key in keys.iter() {
                     c.cache.drop_private(key);
                     c.written.remove(key);
                 }
             }
         }
         err.map_or(Ok(()), Err)
+    }
+
+    /// The runs of the private copies `keys` of `ino` (sorted) to write
+    /// back: contiguous pages, up to `max_run` each, clipped to `size`,
+    /// each with the pieces of it this node wrote (the only bytes sent);
+    /// with the run's keys and the copies it holds (a page without its
+    /// copy reads as zeros, and is no piece).
+    pub(super) fn copy_runs<'k>(
+        &self,
+        ino: u64,
+        keys: &'k [PageKey],
+        size: u64,
+        max_run: usize,
+    ) -> Vec<(&'k [PageKey], u64, Run)> {
+        let Some(coh) = self.coh.as_ref() else {
+            return Vec::new();
+        };
+        let after = |k: &PageKey, n: u64| PageKey {
+            ino,
+            idx: k.idx + n,
+        };
+        let mut runs = Vec::new();
+        for r in contiguous_runs(keys, max_run, after) {
+            let run = &keys[r.clone()];
+            let start = run[0].idx * PAGE as u64;
+            let len = (size.saturating_sub(start) as usize).min(run.len() * PAGE);
+            let mut buf = alloc::vec![0u8; len];
+            let mut pages = 0u64;
+            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
+                if let Some(p) = coh.cache.private(&run[k]) {
+                    chunk.copy_from_slice(&p[..chunk.len()]);
+                    pages += 1;
+                }
+            }
+            let empty = crate::dirty::DirtyBytes::default();
+            let dirty = |k: usize| match coh.cache.private(&run[k]) {
+                Some(_) => coh.written.get(&run[k]),
+                None => Some(&empty),
+            };
+            runs.push((run, pages, Run::new(run[0].idx, run.len(), buf, dirty)));
+        }
+        runs
     }
 }
 

@@ -8,7 +8,11 @@
 //! append opens the file is kept whole, and a write-back carries only the
 //! bytes its node wrote, never a whole page over another node's lines.
 
+use osapi::io::Fd;
+use osapi::meta::{MetaCall, MetaDone, MetaStart};
+
 use super::*;
+use crate::tests::meta::finish;
 
 fn append_flags() -> OpenFlags {
     OpenFlags {
@@ -23,6 +27,32 @@ fn append_flags() -> OpenFlags {
 fn line(node: u32, k: usize) -> Vec<u8> {
     let pad = "x".repeat((k * 7 + node as usize * 13) % 37);
     format!("node {node} line {k:03} {pad}\n").into_bytes()
+}
+
+/// How an append's descriptor is closed: in the call (its write-back
+/// synchronous), or as a task's close, whose write-back is in flight
+/// while the task yields (`private/inflight.rs`, `singlecopy/inflight.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    Call,
+    Task,
+}
+
+fn close(n: &mut Node<HostEnv>, fd: Fd, how: Close) {
+    match how {
+        Close::Call => n.close(fd).unwrap(),
+        Close::Task => match n.meta_start(MetaCall::Close { fd }) {
+            MetaStart::Pending(t) => assert_eq!(finish(n, t), Ok(MetaDone::Ok)),
+            MetaStart::Done(r) => assert_eq!(r, Ok(MetaDone::Ok)),
+        },
+    }
+}
+
+/// Write-backs started by tasks on node `k` (checks that a test of the
+/// tasks' path did take it).
+fn task_write_backs(rig: &Rig, k: u32) -> u64 {
+    let v = stat_value(&rig.node(k), k::TASK_WRITE_BACKS);
+    v.split('/').next().unwrap().parse().unwrap()
 }
 
 /// Every line of `want` is in `got` exactly once, nothing else is, and no
@@ -301,8 +331,9 @@ fn strong_append_lock_given_back_never_blocks_for_one_lease_at_most() {
 /// its own (each node learns the other's end of file at its own open
 /// and append); then node 1 closes. Node 2's lines, closed before node
 /// 1's write-back, are neither zeroed nor overwritten with older bytes:
-/// node 1's write-back carries only the bytes it wrote.
-fn close_to_open_appends(mode: Mode) {
+/// node 1's write-back carries only the bytes it wrote, whether its
+/// close (and node 2's) writes back in the call or as a task's.
+fn close_to_open_appends(mode: Mode, how: Close) {
     let rig = Rig::new(RigConfig::new(2, mode));
     write_file(&mut rig.node(1), "/log", b"head\n");
     let mut want = vec![b"head\n".to_vec()];
@@ -313,14 +344,14 @@ fn close_to_open_appends(mode: Mode) {
             let mut n = rig.node(2);
             let fd = n.open("/log", append_flags()).unwrap();
             n.write(fd, &l2).unwrap();
-            n.close(fd).unwrap();
+            close(&mut n, fd, how);
         }
         want.push(l2);
         let l1 = line(1, k);
         let fd1 = rig.node(1).open("/log", append_flags()).unwrap();
         rig.node(1).write(fd1, &l1).unwrap();
         want.push(l1);
-        rig.node(1).close(fd1).unwrap();
+        close(&mut rig.node(1), fd1, how);
         // Node 2 now appends again while node 1 still caches the page
         // (its copy written back, its frame or cached page kept).
         let l3 = line(3, k);
@@ -328,26 +359,44 @@ fn close_to_open_appends(mode: Mode) {
             let mut n = rig.node(2);
             let fd = n.open("/log", append_flags()).unwrap();
             n.write(fd, &l3).unwrap();
-            n.close(fd).unwrap();
+            close(&mut n, fd, how);
         }
         want.push(l3);
+    }
+    if how == Close::Task {
+        assert!(task_write_backs(&rig, 1) > 0, "no task's write-back");
     }
     assert_everywhere(&rig, 2, "/log", &want);
 }
 
 #[test]
 fn relaxed_close_to_open_appends_keep_every_line() {
-    close_to_open_appends(Mode::Relaxed);
+    close_to_open_appends(Mode::Relaxed, Close::Call);
 }
 
 #[test]
 fn private_close_to_open_appends_keep_every_line() {
-    close_to_open_appends(Mode::Private);
+    close_to_open_appends(Mode::Private, Close::Call);
 }
 
 #[test]
 fn net_close_to_open_appends_keep_every_line() {
-    close_to_open_appends(Mode::Net);
+    close_to_open_appends(Mode::Net, Close::Call);
+}
+
+#[test]
+fn relaxed_close_to_open_appends_closed_by_tasks_keep_every_line() {
+    close_to_open_appends(Mode::Relaxed, Close::Task);
+}
+
+#[test]
+fn private_close_to_open_appends_closed_by_tasks_keep_every_line() {
+    close_to_open_appends(Mode::Private, Close::Task);
+}
+
+#[test]
+fn net_close_to_open_appends_closed_by_tasks_keep_every_line() {
+    close_to_open_appends(Mode::Net, Close::Task);
 }
 
 /// Relaxed, `private` and `net` modes, appends in flight at once: node 1
@@ -356,10 +405,15 @@ fn net_close_to_open_appends_keep_every_line() {
 /// line and node 2's land at the same offset (a line may be lost, as with
 /// NFS), but a write-back never carries bytes its node did not write:
 /// nothing reads as zeros, and node 2's lines after node 1's first one
-/// survive.
-fn overlapping_appends_write_no_zeros(mode: Mode) {
+/// survive. The closes write back in the call or as tasks' (`how`).
+/// Node 2 writes and reads the head: in relaxed mode it then holds the
+/// page's frame, so node 1's appends go into a private copy of it
+/// (written back through the file server) while node 2's go into the
+/// frame.
+fn overlapping_appends_write_no_zeros(mode: Mode, how: Close) {
     let rig = Rig::new(RigConfig::new(2, mode));
-    write_file(&mut rig.node(1), "/log", b"head\n");
+    write_file(&mut rig.node(2), "/log", b"head\n");
+    read_file(&mut rig.node(2), "/log");
     for k in 0..8 {
         let fd1 = rig.node(1).open("/log", append_flags()).unwrap();
         rig.node(1).write(fd1, &line(1, k)).unwrap();
@@ -367,10 +421,13 @@ fn overlapping_appends_write_no_zeros(mode: Mode) {
             let mut n = rig.node(2);
             let fd = n.open("/log", append_flags()).unwrap();
             n.write(fd, &line(2, k * 3 + j)).unwrap();
-            n.close(fd).unwrap();
+            close(&mut n, fd, how);
         }
         rig.node(1).write(fd1, &line(3, k)).unwrap();
-        rig.node(1).close(fd1).unwrap();
+        close(&mut rig.node(1), fd1, how);
+    }
+    if how == Close::Task {
+        assert!(task_write_backs(&rig, 1) > 0, "no task's write-back");
     }
     let check = |got: &[u8], what: &str| {
         let zeros = got.iter().filter(|b| **b == 0).count();
@@ -397,15 +454,163 @@ fn overlapping_appends_write_no_zeros(mode: Mode) {
 
 #[test]
 fn relaxed_overlapping_appends_write_no_zeros() {
-    overlapping_appends_write_no_zeros(Mode::Relaxed);
+    overlapping_appends_write_no_zeros(Mode::Relaxed, Close::Call);
+}
+
+#[test]
+fn relaxed_overlapping_appends_closed_by_tasks_write_no_zeros() {
+    overlapping_appends_write_no_zeros(Mode::Relaxed, Close::Task);
 }
 
 #[test]
 fn private_overlapping_appends_write_no_zeros() {
-    overlapping_appends_write_no_zeros(Mode::Private);
+    overlapping_appends_write_no_zeros(Mode::Private, Close::Call);
+}
+
+#[test]
+fn private_overlapping_appends_closed_by_tasks_write_no_zeros() {
+    overlapping_appends_write_no_zeros(Mode::Private, Close::Task);
 }
 
 #[test]
 fn net_overlapping_appends_write_no_zeros() {
-    overlapping_appends_write_no_zeros(Mode::Net);
+    overlapping_appends_write_no_zeros(Mode::Net, Close::Call);
+}
+
+#[test]
+fn net_overlapping_appends_closed_by_tasks_write_no_zeros() {
+    overlapping_appends_write_no_zeros(Mode::Net, Close::Task);
+}
+
+/// How node 1's dirty page of the log is evicted in
+/// [`reclaimed_appends_write_no_zeros`]: by a write's own room-making
+/// (`make_room`, a synchronous write-back) or by a task's write waiting
+/// for room made in flight (`private/room.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reclaim {
+    Call,
+    Task,
+}
+
+/// `private` and `net` modes, a cache of 4 pages: node 1 appends a line,
+/// node 2 appends and closes lines of its own, node 1 appends again into
+/// the page it still caches (which holds zeros where node 2's lines are);
+/// then node 1 writes 4 whole pages of another file, so the log's page,
+/// its oldest dirty one, is written back by reclaim before its close.
+/// Relaxed mode alike, node 1's appends in a private copy of node 2's
+/// frame, evicted at the bound of private copies by as many whole pages.
+/// That write-back carries only node 1's bytes: no zeros, and node 1's
+/// second line of each round is there (its first may land on node 2's
+/// lines, as in [`overlapping_appends_write_no_zeros`]).
+fn reclaimed_appends_write_no_zeros(mode: Mode, how: Reclaim) {
+    let mut cfg = RigConfig::new(2, mode);
+    cfg.cache_pages = 4;
+    let rig = Rig::new(cfg);
+    write_file(&mut rig.node(2), "/log", b"head\n");
+    let relaxed = mode == Mode::Relaxed;
+    if relaxed {
+        read_file(&mut rig.node(2), "/log"); // node 2 holds the frame
+    }
+    let pages = match relaxed {
+        true => crate::singlecopy::path::MAX_PRIVATE_PAGES,
+        false => 4,
+    };
+    let fill = pattern(pages * 4096, 9);
+    for k in 0..4 {
+        let fd1 = rig.node(1).open("/log", append_flags()).unwrap();
+        rig.node(1).write(fd1, &line(1, k)).unwrap();
+        for j in 0..3 {
+            let mut n = rig.node(2);
+            let fd = n.open("/log", append_flags()).unwrap();
+            n.write(fd, &line(2, k * 3 + j)).unwrap();
+            n.close(fd).unwrap();
+        }
+        rig.node(1).write(fd1, &line(3, k)).unwrap();
+        let mut n = rig.node(1);
+        let ff = n.open(&format!("/fill{k}"), create()).unwrap();
+        if how == Reclaim::Task {
+            let w = osapi::io::IoSpan {
+                fd: ff,
+                offset: 0,
+                len: fill.len(),
+                write: true,
+            };
+            let t = n.io_start(&[w]).unwrap()[0].expect("no wait for room");
+            let mut r = None;
+            for _ in 0..100_000 {
+                n.io_progress();
+                r = n.io_poll(t);
+                if r.is_some() {
+                    break;
+                }
+                n.io_wait();
+            }
+            assert_eq!(r, Some(Ok(())), "room made");
+        }
+        assert_eq!(n.write(ff, &fill), Ok(fill.len()));
+        // The log's page, the oldest dirty one, was written back to make
+        // room (and dropped: a page written in part is not kept).
+        let ino = n.stat("/log").unwrap().ino;
+        if relaxed {
+            let copy = slot(&mut n, PageKey { ino, idx: 0 });
+            assert!(
+                !matches!(copy, Some(Slot::Private(_))),
+                "round {k}: {copy:?}"
+            );
+        } else {
+            assert!(
+                !n.vfs.data_path_ref().holds(ino, 0),
+                "round {k}: not reclaimed"
+            );
+        }
+        n.close(fd1).unwrap();
+        n.close(ff).unwrap();
+        // Room on the rig's small disk for the next round's.
+        n.unlink(&format!("/fill{k}")).unwrap();
+    }
+    if how == Reclaim::Task {
+        let waits = stat_value(&rig.node(1), k::TASK_ROOM_WAITS);
+        assert_ne!(waits, "0", "no task waited for room");
+    }
+    let check = |got: &[u8], what: &str| {
+        let zeros = got.iter().filter(|b| **b == 0).count();
+        assert_eq!(zeros, 0, "{what}: {zeros} zero bytes: {got:?}");
+        assert!(got.starts_with(b"head\n"), "{what}: {got:?}");
+        let text = String::from_utf8_lossy(got);
+        for k in 0..4 {
+            let l = String::from_utf8(line(3, k)).unwrap();
+            assert!(text.contains(&l), "{what}: {l:?} missing: {text:?}");
+        }
+    };
+    for n in 1..=2 {
+        check(&read_file(&mut rig.node(n), "/log"), &format!("node {n}"));
+    }
+    rig.node(1).sync().unwrap();
+    rig.node(2).sync().unwrap();
+    check(&disk_bytes(&rig, "/log"), "the disk");
+}
+
+#[test]
+fn relaxed_appends_written_back_by_reclaim_write_no_zeros() {
+    reclaimed_appends_write_no_zeros(Mode::Relaxed, Reclaim::Call);
+}
+
+#[test]
+fn private_appends_written_back_by_reclaim_write_no_zeros() {
+    reclaimed_appends_write_no_zeros(Mode::Private, Reclaim::Call);
+}
+
+#[test]
+fn net_appends_written_back_by_reclaim_write_no_zeros() {
+    reclaimed_appends_write_no_zeros(Mode::Net, Reclaim::Call);
+}
+
+#[test]
+fn private_appends_written_back_by_a_tasks_reclaim_write_no_zeros() {
+    reclaimed_appends_write_no_zeros(Mode::Private, Reclaim::Task);
+}
+
+#[test]
+fn net_appends_written_back_by_a_tasks_reclaim_write_no_zeros() {
+    reclaimed_appends_write_no_zeros(Mode::Net, Reclaim::Task);
 }
