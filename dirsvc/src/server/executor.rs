@@ -102,6 +102,9 @@ impl<D: BlockDevice> Directory<D> {
         tag: u32,
         reply: fabric::proto::PageReply,
     ) {
+        if self.run_part_answered(mem, node, tag, reply) {
+            return;
+        }
         let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
         let d = Response::Page(reply).encode(op, tag);
         self.respond(mem, node as u32, d);

@@ -230,10 +230,11 @@ impl<D: BlockDevice> Directory<D> {
     /// A write completed: tell the file system, so reads go back to the
     /// device once the block's last pending write landed.
     pub(super) fn write_done(&mut self, id: u64, ok: bool) {
-        let Some(lba) = self.writes.complete(id, ok) else {
+        let lbas = self.writes.complete_run(id, ok);
+        let Some(fs) = self.fs.as_mut() else {
             return;
         };
-        if let Some(fs) = self.fs.as_mut() {
+        for lba in lbas {
             if ok {
                 fs.write_landed(lba);
             } else {
