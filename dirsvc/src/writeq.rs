@@ -268,10 +268,7 @@ impl<T> WriteQueue<T> {
     /// order, so a run keeps every order a single write keeps), up to
     /// `max` blocks: (id, first block, the blocks' bytes). They count as
     /// in flight from now, and complete together.
-    pub fn next_submit_run(
-        &mut self,
-        max: usize,
-    ) -> Option<WriteRun> {
+    pub fn next_submit_run(&mut self, max: usize) -> Option<WriteRun> {
         let first = self.ready.pop_first()?;
         let mut parts = alloc::vec![first];
         let lba = self.jobs.get(&first.0)?.writes.get(first.1)?.lba;

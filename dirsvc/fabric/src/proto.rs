@@ -473,7 +473,7 @@ pub use page::{
 };
 pub use request::{op_of, Request};
 pub use response::{DirStats, MissKind, MissStats, Response};
-pub use run::{run_mask, PageRun, RunKind, RunReply, MAX_RUN};
+pub use run::{run_mask, PageRun, RunKind, RunReply, DIR_TAG, MAX_RUN};
 
 #[cfg(test)]
 mod tests;

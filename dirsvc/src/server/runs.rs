@@ -3,10 +3,10 @@
 //! one per page.
 //!
 //! The page directory stays per page: each page of a run is one INV or
-//! WRITEBACK handed to it under a part tag of the directory's own (top bit
-//! set: a node's client never uses those), and every action of the run's
-//! pages is executed as one list, so the write-backs of the run go to the
-//! disk as one job (its data blocks as contiguous writes, each
+//! WRITEBACK handed to it under a part tag of the directory's own
+//! ([`DIR_TAG`]: a node's client never uses those), and every action of
+//! the run's pages is executed as one list, so the write-backs of the run
+//! go to the disk as one job (its data blocks as contiguous writes, each
 //! checksum-table block and inode record once: `server/writes.rs`). The
 //! parts' answers come as the page directory gives them (at once, or when
 //! the sharers acked and the write-back landed); the run is answered once,
@@ -15,14 +15,11 @@
 use alloc::vec::Vec;
 
 use alloc::collections::BTreeMap;
-use fabric::proto::{Op, PageReply, PageReq, PageRun, Response, RunKind, RunReply};
+use fabric::proto::{Op, PageReply, PageReq, PageRun, Response, RunKind, RunReply, DIR_TAG};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
 use super::Directory;
-
-/// The bit every part tag carries.
-pub(super) const PART_TAG: u32 = 1 << 31;
 
 /// A run whose parts are not all answered.
 #[derive(Debug)]
@@ -53,7 +50,7 @@ impl Runs {
     fn part_tag(&mut self, node: u8) -> u32 {
         loop {
             self.next_part = self.next_part.wrapping_add(1);
-            let t = PART_TAG | self.next_part;
+            let t = DIR_TAG | self.next_part;
             if !self.parts.contains_key(&(node, t)) {
                 return t;
             }
@@ -114,7 +111,7 @@ impl<D: BlockDevice> Directory<D> {
         tag: u32,
         reply: PageReply,
     ) -> bool {
-        if tag & PART_TAG == 0 {
+        if tag & DIR_TAG == 0 {
             return false;
         }
         let Some((id, i)) = self.runs.parts.remove(&(node, tag)) else {

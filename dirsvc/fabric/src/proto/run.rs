@@ -14,6 +14,11 @@
 
 use super::{DecodeError, Op, PageKey, PageSpan};
 
+/// Tags with this bit set are the directory's own (each page of a run is
+/// handed to the page directory under one): a node's requests never carry
+/// it.
+pub const DIR_TAG: u32 = 1 << 31;
+
 /// Most pages one [`PageRun`] covers: one flag bit per page in a `u64`.
 pub const MAX_RUN: u64 = 64;
 
