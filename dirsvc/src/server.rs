@@ -324,6 +324,12 @@ pub struct Directory<D: BlockDevice> {
     /// sweep, not queued yet: they go to the device as one job
     /// ([`writes::WriteGroup`]).
     write_group: Option<writes::WriteGroup>,
+    /// The write-backs of this sweep's page requests, not queued yet: one
+    /// job for the sweep ([`writes::PageGroup`]).
+    page_group: Option<writes::PageGroup>,
+    /// Set while the ring path runs a page request's actions: their
+    /// write-backs join `page_group`.
+    group_pages: bool,
     /// Files whose recorded size is held below cached data (`server/ordered.rs`).
     grown: BTreeMap<u64, ordered::Grown>,
     /// Per-phase service times of misses.
@@ -437,6 +443,8 @@ impl<D: BlockDevice> Directory<D> {
             defer_writes: false,
             staged: Vec::new(),
             write_group: None,
+            page_group: None,
+            group_pages: false,
             grown: BTreeMap::new(),
             miss: MissTimer::new(cfg.clock),
             replicas: replicas::Replicas::default(),

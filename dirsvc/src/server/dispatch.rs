@@ -229,6 +229,7 @@ impl<D: BlockDevice> Directory<D> {
             if writing && answered {
                 self.writes.count_answered_while_busy();
             }
+            self.group_pages = true;
             self.run(mem, a);
             self.report_sharers(mem, p.key(), before);
             return;

@@ -99,6 +99,7 @@ impl<D: BlockDevice> Directory<D> {
             };
             actions.extend(self.pages.handle(&self.layout, node, part, req));
         }
+        self.group_pages = true;
         self.run(mem, actions);
     }
 

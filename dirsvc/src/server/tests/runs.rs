@@ -8,7 +8,8 @@ use super::super::*;
 use super::fills::Rig;
 use crate::fakedisk::Completion;
 use fabric::proto::{
-    Notice, PageKey, PageReply, PageRun, PageSpan, Request, Response, RunKind, RunReply,
+    run_mask, Notice, PageKey, PageReply, PageReq, PageRun, PageSpan, Request, Response, RunKind,
+    RunReply,
 };
 use nodepath::client::{Client, Notifier};
 
@@ -230,4 +231,42 @@ fn a_run_of_a_failed_node_is_forgotten() {
     assert!(rig.fail_silent(1, 2));
     assert!(rig.dir.borrow().runs.open.is_empty());
     assert!(rig.dir.borrow().runs.parts.is_empty());
+}
+
+#[test]
+fn the_write_backs_of_one_sweeps_page_requests_are_one_job() {
+    let rig = Rig::new(1, 64, 32);
+    rig.disk.set_write_run(64);
+    let mut a = rig.join(1);
+    let ino = dirty_pages(&rig, &mut a, 64, 64);
+    let from = rig.disk.write_requests().len();
+    // Two runs and a single page's WRITEBACK, taken in one sweep.
+    let reqs = [
+        run(RunKind::Writeback, ino, 0, 30, run_mask(30)),
+        Request::Page(PageReq::Writeback {
+            key: PageKey { ino, idx: 30 },
+            dirty: true,
+        }),
+        run(RunKind::Writeback, ino, 31, 33, run_mask(33)),
+    ];
+    let tags: Vec<u32> = reqs
+        .iter()
+        .map(|r| a.send(&*rig.mem, r, &mut || true).unwrap())
+        .collect();
+    let mut answered = Vec::new();
+    for _ in 0..20 {
+        rig.step();
+        while let Some((t, _)) = a.recv(&*rig.mem).unwrap() {
+            answered.push(t);
+        }
+    }
+    answered.sort_unstable();
+    assert_eq!(answered, tags);
+    let (data_ios, data_blocks, _, inodes) = writes_by_phase(&rig, from);
+    assert_eq!(data_blocks, 64);
+    assert!(data_ios <= 2, "{data_ios}");
+    assert_eq!(inodes, 1, "one inode update for the sweep");
+    for i in [0, 30, 63] {
+        assert_eq!(file_bytes(&rig, &mut a, ino, i), 0xA0 + i as u8);
+    }
 }
