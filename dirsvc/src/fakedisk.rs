@@ -37,8 +37,9 @@ type Outcome = Result<Box<[u8; BLOCK_SIZE]>, IoError>;
 enum Req {
     /// A read and its outcome.
     Read(Outcome),
-    /// A write: the bytes, or `Err` if it is to fail.
-    Write(Outcome),
+    /// A write of one block or a run of them: the bytes, or `Err` if it
+    /// is to fail.
+    Write(Result<Vec<Box<[u8; BLOCK_SIZE]>>, IoError>),
     /// A flush (counted by the disk when it completes).
     Flush,
 }
@@ -59,6 +60,12 @@ struct State {
     fail_writes: u64,
     submitted: u64,
     writes_submitted: u64,
+    /// Blocks those writes covered.
+    blocks_submitted: u64,
+    /// Most blocks one write request takes.
+    write_run: usize,
+    /// Every write request submitted: (first block, blocks).
+    write_log: Vec<(u64, u64)>,
     max_in_flight: usize,
 }
 
@@ -68,7 +75,16 @@ impl State {
         let (id, lba, req) = self.in_flight.remove(i);
         let result = match req {
             Req::Read(r) => r,
-            Req::Write(Ok(b)) => self.disk.write_block(lba, &b).map(|_| b),
+            Req::Write(Ok(bufs)) => {
+                let mut r = Ok(());
+                for (k, b) in bufs.iter().enumerate() {
+                    r = r.and(self.disk.write_block(lba + k as u64, b));
+                }
+                match (r, bufs.into_iter().next()) {
+                    (Ok(()), Some(b)) => Ok(b),
+                    _ => Err(IoError),
+                }
+            }
             Req::Write(Err(e)) => Err(e),
             Req::Flush => self.disk.flush().map(|_| Box::new([0u8; BLOCK_SIZE])),
         };
@@ -129,6 +145,9 @@ impl FakeDisk {
             fail_writes: 0,
             submitted: 0,
             writes_submitted: 0,
+            blocks_submitted: 0,
+            write_run: 1,
+            write_log: Vec::new(),
             max_in_flight: 0,
         }));
         (FakeDisk { s: s.clone() }, FakeControl { s })
@@ -169,9 +188,25 @@ impl FakeControl {
             .collect()
     }
 
-    /// Writes submitted so far.
+    /// Write requests submitted so far (a run of blocks is one).
     pub fn writes_submitted(&self) -> u64 {
         self.s.borrow().writes_submitted
+    }
+
+    /// Blocks the write requests submitted so far covered.
+    pub fn blocks_submitted(&self) -> u64 {
+        self.s.borrow().blocks_submitted
+    }
+
+    /// Every write request submitted so far: (first block, blocks).
+    pub fn write_requests(&self) -> Vec<(u64, u64)> {
+        self.s.borrow().write_log.clone()
+    }
+
+    /// Take runs of up to `n` contiguous blocks in one write request
+    /// (1, the default: one block per request).
+    pub fn set_write_run(&self, n: usize) {
+        self.s.borrow_mut().write_run = n.max(1);
     }
 
     /// Requests (reads and writes) in flight (id, device block), in
@@ -263,18 +298,37 @@ impl BlockDevice for FakeDisk {
         lba: u64,
         buf: Box<[u8; BLOCK_SIZE]>,
     ) -> Result<(), IoError> {
+        self.submit_write_run(id, lba, alloc::vec![buf])
+    }
+    fn max_write_run(&self) -> usize {
+        self.s.borrow().write_run
+    }
+    fn submit_write_run(
+        &mut self,
+        id: u64,
+        lba: u64,
+        bufs: Vec<Box<[u8; BLOCK_SIZE]>>,
+    ) -> Result<(), IoError> {
         let mut s = self.s.borrow_mut();
-        if s.in_flight.len() >= s.depth || lba >= s.disk.block_count() {
+        let n = bufs.len() as u64;
+        let end = lba.checked_add(n).ok_or(IoError)?;
+        if s.in_flight.len() >= s.depth
+            || end > s.disk.block_count()
+            || bufs.is_empty()
+            || bufs.len() > s.write_run
+        {
             return Err(IoError);
         }
         let req = if s.fail_writes > 0 {
             s.fail_writes -= 1;
             Req::Write(Err(IoError))
         } else {
-            Req::Write(Ok(buf))
+            Req::Write(Ok(bufs))
         };
         s.in_flight.push((id, lba, req));
         s.writes_submitted += 1;
+        s.blocks_submitted += n;
+        s.write_log.push((lba, n));
         s.max_in_flight = s.max_in_flight.max(s.in_flight.len());
         Ok(())
     }

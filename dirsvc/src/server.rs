@@ -68,6 +68,7 @@ pub use daxfill::DaxStats;
 pub use quiet::QuietStats;
 pub use reply::NetAnswer;
 mod replicas;
+mod runs;
 mod writes;
 
 use misstime::MissTimer;
@@ -289,6 +290,9 @@ pub struct Directory<D: BlockDevice> {
     /// (a hash map: one insert and one remove per page request, without
     /// the allocations of a B-tree that empties and fills).
     page_ops: hashbrown::HashMap<(u8, u32), Op, BuildHasherDefault<FxHasher>>,
+    /// Runs of pages in one request, answered once every page is
+    /// (`server/runs.rs`).
+    runs: runs::Runs,
     /// Requests served per sweep (index = batch size, capped at 64).
     batches: [u64; 65],
     /// Page fills and file-read blocks waiting for the disk or in flight.
@@ -320,6 +324,12 @@ pub struct Directory<D: BlockDevice> {
     /// sweep, not queued yet: they go to the device as one job
     /// ([`writes::WriteGroup`]).
     write_group: Option<writes::WriteGroup>,
+    /// The write-backs of this sweep's page requests, not queued yet: one
+    /// job for the sweep ([`writes::PageGroup`]).
+    page_group: Option<writes::PageGroup>,
+    /// Set while the ring path runs a page request's actions: their
+    /// write-backs join `page_group`.
+    group_pages: bool,
     /// Files whose recorded size is held below cached data (`server/ordered.rs`).
     grown: BTreeMap<u64, ordered::Grown>,
     /// Per-phase service times of misses.
@@ -419,6 +429,7 @@ impl<D: BlockDevice> Directory<D> {
             last_bad: None,
             pages: PageDir::for_nodes(layout.max_nodes),
             page_ops: Default::default(),
+            runs: runs::Runs::default(),
             batches: [0; 65],
             disk: DiskQueue::new(fill_depth),
             reads: BTreeMap::new(),
@@ -432,6 +443,8 @@ impl<D: BlockDevice> Directory<D> {
             defer_writes: false,
             staged: Vec::new(),
             write_group: None,
+            page_group: None,
+            group_pages: false,
             grown: BTreeMap::new(),
             miss: MissTimer::new(cfg.clock),
             replicas: replicas::Replicas::default(),

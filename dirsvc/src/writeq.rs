@@ -34,6 +34,9 @@ use alloc::vec::Vec;
 
 use flatfs::BLOCK_SIZE;
 
+/// One device write request: (id, first block, the blocks' bytes).
+pub type WriteRun = (u64, u64, Vec<Box<[u8; BLOCK_SIZE]>>);
+
 /// The bit set in every write id (fills' ids are small counters).
 pub const WRITE_ID: u64 = 1 << 63;
 
@@ -95,6 +98,9 @@ pub struct WriteStats {
     pub jobs: u64,
     /// Block writes submitted to the device.
     pub submitted: u64,
+    /// Device write requests they went in (a run of contiguous blocks is
+    /// one).
+    pub write_ios: u64,
     /// Block writes that failed.
     pub failed: u64,
     /// Most block writes in flight at once.
@@ -123,8 +129,8 @@ pub struct WriteQueue<T> {
     jobs: BTreeMap<u64, Job<T>>,
     /// Per device block, its writes in staging order: (job, index).
     blocks: BTreeMap<u64, VecDeque<(u64, usize)>>,
-    /// By write id: (job, index).
-    in_flight: BTreeMap<u64, (u64, usize)>,
+    /// By write id: its writes (job, index), one or a run of blocks.
+    in_flight: BTreeMap<u64, Vec<(u64, usize)>>,
     /// Writes that may go out now (their job's phase, first of their
     /// block), oldest job first: kept up to date on every push and
     /// completion, so a submission does not scan the queue.
@@ -252,23 +258,71 @@ impl<T> WriteQueue<T> {
     /// job's current phase and first in its block's order. It counts as in
     /// flight from now.
     pub fn next_submit(&mut self) -> Option<(u64, u64, Box<[u8; BLOCK_SIZE]>)> {
-        let (jid, i) = self.ready.pop_first()?;
-        let w = self.jobs.get_mut(&jid)?.writes.get_mut(i)?;
-        let State::Waiting(buf) = core::mem::replace(&mut w.state, State::Flying) else {
-            return None;
-        };
-        let id = WRITE_ID | self.next_io;
-        self.next_io += 1;
-        self.in_flight.insert(id, (jid, i));
-        self.stats.submitted += 1;
-        self.stats.max_in_flight = self.stats.max_in_flight.max(self.in_flight.len() as u64);
-        Some((id, w.lba, buf))
+        let (id, lba, mut bufs) = self.next_submit_run(1)?;
+        Some((id, lba, bufs.pop()?))
     }
 
-    /// Write `id` completed (`ok`: it landed). Returns its device block;
-    /// `None` for an id that is not in flight (ignored).
+    /// The next writes that may go to the device as one request: the
+    /// oldest ready write and the ready writes of the blocks right after
+    /// it (each of its job's current phase and first in its block's
+    /// order, so a run keeps every order a single write keeps), up to
+    /// `max` blocks: (id, first block, the blocks' bytes). They count as
+    /// in flight from now, and complete together.
+    pub fn next_submit_run(&mut self, max: usize) -> Option<WriteRun> {
+        let first = self.ready.pop_first()?;
+        let mut parts = alloc::vec![first];
+        let lba = self.jobs.get(&first.0)?.writes.get(first.1)?.lba;
+        while parts.len() < max.max(1) {
+            let Some(next) = lba.checked_add(parts.len() as u64) else {
+                break;
+            };
+            let Some(&w) = self.blocks.get(&next).and_then(|q| q.front()) else {
+                break;
+            };
+            if !self.ready.remove(&w) {
+                break;
+            }
+            parts.push(w);
+        }
+        let mut bufs = Vec::with_capacity(parts.len());
+        for &(jid, i) in &parts {
+            let w = self.jobs.get_mut(&jid)?.writes.get_mut(i)?;
+            let State::Waiting(buf) = core::mem::replace(&mut w.state, State::Flying) else {
+                return None;
+            };
+            bufs.push(buf);
+        }
+        let id = WRITE_ID | self.next_io;
+        self.next_io += 1;
+        self.stats.submitted += parts.len() as u64;
+        self.stats.write_ios += 1;
+        self.in_flight.insert(id, parts);
+        let flying: usize = self.in_flight.values().map(Vec::len).sum();
+        self.stats.max_in_flight = self.stats.max_in_flight.max(flying as u64);
+        Some((id, lba, bufs))
+    }
+
+    /// Write `id` completed (`ok`: it landed). Returns its (first) device
+    /// block; `None` for an id that is not in flight (ignored).
     pub fn complete(&mut self, id: u64, ok: bool) -> Option<u64> {
-        let (jid, i) = self.in_flight.remove(&id)?;
+        self.complete_run(id, ok).first().copied()
+    }
+
+    /// Write request `id` (one block, or a run of them) completed (`ok`:
+    /// every block landed). Returns its device blocks, in order; none for
+    /// an id that is not in flight (ignored).
+    pub fn complete_run(&mut self, id: u64, ok: bool) -> Vec<u64> {
+        let Some(parts) = self.in_flight.remove(&id) else {
+            return Vec::new();
+        };
+        parts
+            .into_iter()
+            .filter_map(|(jid, i)| self.complete_one(jid, i, ok))
+            .collect()
+    }
+
+    /// Write `i` of job `jid` completed; its device block.
+    fn complete_one(&mut self, jid: u64, i: usize, ok: bool) -> Option<u64> {
         let job = self.jobs.get_mut(&jid)?;
         let phase_before = job.phase();
         let w = job.writes.get_mut(i)?;
@@ -346,7 +400,7 @@ impl<T> WriteQueue<T> {
         self.jobs.is_empty() && self.finished.is_empty()
     }
 
-    /// Block writes on the device.
+    /// Write requests on the device (each one slot of its queue).
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
@@ -555,5 +609,48 @@ mod tests {
         let (id, _, _) = q.next_submit().unwrap();
         assert_ne!(id & WRITE_ID, 0);
         assert!(q.busy(None));
+    }
+
+    #[test]
+    fn contiguous_ready_blocks_go_as_one_run_and_keep_every_order() {
+        let mut q: WriteQueue<&'static str> = WriteQueue::new();
+        // A first job writes block 13; the second writes data 10..=13
+        // and 16, then checksums (block 2), then its record (block 1).
+        q.push(vec![9], vec![(0, 13, blk(0))], "first");
+        let mut w: Vec<(u8, u64, Box<[u8; BLOCK_SIZE]>)> =
+            (10..14).map(|l| (0u8, l as u64, blk(l as u8))).collect();
+        w.push((0, 16, blk(16)));
+        w.push((1, 2, blk(2)));
+        w.push((2, 1, blk(1)));
+        q.push(vec![9], w, "second");
+        // The first job's block 13 goes alone (10..12 are not after it);
+        // the second job's 10, 11, 12 go as one run, stopping at 13 (its
+        // earlier write is in flight).
+        let (id13, lba, bufs) = q.next_submit_run(8).unwrap();
+        assert_eq!((lba, bufs.len()), (13, 1));
+        let (id10, lba, bufs) = q.next_submit_run(8).unwrap();
+        assert_eq!((lba, bufs.len()), (10, 3));
+        assert_eq!(bufs[2][0], 12);
+        let (id16, lba, _) = q.next_submit_run(8).unwrap();
+        assert_eq!(lba, 16);
+        assert!(q.next_submit_run(8).is_none(), "13 of the second job waits");
+        assert_eq!(q.complete_run(id13, true), vec![13]);
+        let (id13b, lba, _) = q.next_submit_run(8).unwrap();
+        assert_eq!(lba, 13);
+        assert_eq!(q.complete_run(id10, true), vec![10, 11, 12]);
+        assert_eq!(q.complete_run(id16, true), vec![16]);
+        assert!(q.next_submit_run(8).is_none(), "checksums after the data");
+        assert_eq!(q.complete_run(id13b, true), vec![13]);
+        let (ids, lba, _) = q.next_submit_run(8).unwrap();
+        assert_eq!(lba, 2);
+        q.complete_run(ids, true);
+        let (idr, lba, _) = q.next_submit_run(8).unwrap();
+        assert_eq!(lba, 1);
+        q.complete_run(idr, true);
+        let done: Vec<&str> = q.take_finished().into_iter().map(|f| f.then).collect();
+        assert_eq!(done, vec!["first", "second"]);
+        let s = q.stats();
+        assert_eq!((s.submitted, s.write_ios), (8, 6));
+        assert!(q.complete_run(idr, true).is_empty(), "completed twice");
     }
 }

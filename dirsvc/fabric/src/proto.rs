@@ -322,11 +322,17 @@ pub enum Op {
     InvRangeAck = 50,
     /// Invalidation counters -> [`Response::InvStats`] (`dir stats`).
     InvStats = 51,
+    /// The owner reclaims a run of one file's pages (a [`PageRun`]): args
+    /// `[ino, first, count, dirty]` -> [`Response::Run`].
+    PageInvRun = 52,
+    /// Write back a run of one file's pages if dirty (fsync; a
+    /// [`PageRun`]): args `[ino, first, count, dirty]` -> [`Response::Run`].
+    PageWritebackRun = 53,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 35] = [
+    pub const ALL: [Op; 37] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -362,6 +368,8 @@ impl Op {
         Op::InvRange,
         Op::InvRangeAck,
         Op::InvStats,
+        Op::PageInvRun,
+        Op::PageWritebackRun,
     ];
 
     /// Decode a wire opcode.
@@ -458,12 +466,14 @@ mod locality;
 mod page;
 mod request;
 mod response;
+mod run;
 pub use locality::{LocalityRange, LOCALITY_RECORD};
 pub use page::{
     reply_code, InvStats, Notice, PageDirStats, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN,
 };
 pub use request::{op_of, Request};
 pub use response::{DirStats, MissKind, MissStats, Response};
+pub use run::{run_mask, PageRun, RunKind, RunReply, DIR_TAG, MAX_RUN};
 
 #[cfg(test)]
 mod tests;

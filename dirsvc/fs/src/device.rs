@@ -69,6 +69,31 @@ pub trait BlockDevice {
         Err(IoError)
     }
 
+    /// Most blocks one [`BlockDevice::submit_write_run`] takes; 1 (the
+    /// default): every write is one block.
+    fn max_write_run(&self) -> usize {
+        1
+    }
+
+    /// Start writing `bufs` to the consecutive blocks from `lba` as one
+    /// device request (at most [`BlockDevice::max_write_run`] blocks),
+    /// without waiting; one completion carries `id` (its data: the first
+    /// block's bytes) and stands for every block of the run: landed or
+    /// failed together. Takes one slot of [`BlockDevice::queue_depth`].
+    /// The default takes one block through [`BlockDevice::submit_write`].
+    fn submit_write_run(
+        &mut self,
+        id: u64,
+        lba: u64,
+        bufs: Vec<Box<[u8; BLOCK_SIZE]>>,
+    ) -> Result<(), IoError> {
+        let mut bufs = bufs;
+        match (bufs.pop(), bufs.is_empty()) {
+            (Some(b), true) => self.submit_write(id, lba, b),
+            _ => Err(IoError),
+        }
+    }
+
     /// Start a flush without waiting: it makes durable the writes that
     /// completed before it was submitted; its completion
     /// ([`BlockDevice::poll_reads`]) carries `id` (and no data). Shares
@@ -120,6 +145,17 @@ impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
         buf: Box<[u8; BLOCK_SIZE]>,
     ) -> Result<(), IoError> {
         (**self).submit_write(id, lba, buf)
+    }
+    fn max_write_run(&self) -> usize {
+        (**self).max_write_run()
+    }
+    fn submit_write_run(
+        &mut self,
+        id: u64,
+        lba: u64,
+        bufs: Vec<Box<[u8; BLOCK_SIZE]>>,
+    ) -> Result<(), IoError> {
+        (**self).submit_write_run(id, lba, bufs)
     }
     fn submit_flush(&mut self, id: u64) -> Result<(), IoError> {
         (**self).submit_flush(id)

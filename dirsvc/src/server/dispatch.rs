@@ -229,9 +229,17 @@ impl<D: BlockDevice> Directory<D> {
             if writing && answered {
                 self.writes.count_answered_while_busy();
             }
+            self.group_pages = true;
             self.run(mem, a);
             self.report_sharers(mem, p.key(), before);
             return;
+        }
+        if let Request::PageRun(run) = req {
+            if self.fs.is_none() {
+                self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));
+                return;
+            }
+            return self.page_run(mem, node as u8, tag, run);
         }
         if let Request::AppendLock { ino, hold, renew } = req {
             let resp = self

@@ -20,13 +20,15 @@ use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
 
-use super::writes::Then;
 use super::Directory;
 use flatfs::Staged;
 
 impl<D: BlockDevice> Directory<D> {
     /// Execute page-directory actions (which may produce more).
     pub(super) fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
+        // Only this call's own write-backs join the sweep's page group,
+        // not those of actions it runs in turn.
+        let grouping = core::mem::take(&mut self.group_pages);
         let mut queue: VecDeque<Action> = actions.into();
         let mut more = Vec::new();
         // Write-backs gone asynchronous in this list: their files, their
@@ -82,8 +84,8 @@ impl<D: BlockDevice> Directory<D> {
                 }
             }
         }
-        if let Some((inos, staged, replies)) = held {
-            self.queue_writes(mem, inos, staged, Then::Actions(replies));
+        if let Some(h) = held {
+            self.held_write_backs(mem, grouping, h);
         }
         // Deliver what was queued for every node right away.
         for n in 1..=self.layout.max_nodes {
@@ -102,6 +104,9 @@ impl<D: BlockDevice> Directory<D> {
         tag: u32,
         reply: fabric::proto::PageReply,
     ) {
+        if self.run_part_answered(mem, node, tag, reply) {
+            return;
+        }
         let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
         let d = Response::Page(reply).encode(op, tag);
         self.respond(mem, node as u32, d);

@@ -60,7 +60,8 @@ impl<D: BlockDevice> Directory<D> {
             | Request::PageStats
             | Request::InvStats
             | Request::MissStats { .. }
-            | Request::Page(_) => Ok(Response::Ok),
+            | Request::Page(_)
+            | Request::PageRun(_) => Ok(Response::Ok),
             // Served with the requester known (`server/appendlock.rs`,
             // `server/daxfill.rs`).
             Request::AppendLock { .. } | Request::DaxFill { .. } => Err(Errno::Invalid),

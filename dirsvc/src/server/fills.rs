@@ -184,14 +184,21 @@ impl<D: BlockDevice> Directory<D> {
                 }
             }
             if room(self) {
-                if let Some((id, lba, buf)) = self.writes.next_submit() {
+                // Contiguous blocks ready together go as one request, as
+                // long as the device takes.
+                let max = self
+                    .fs
+                    .as_mut()
+                    .map_or(1, |fs| fs.device_mut().max_write_run());
+                if let Some((id, lba, bufs)) = self.writes.next_submit_run(max) {
                     moved = true;
+                    let n = bufs.len();
                     let ok = self
                         .fs
                         .as_mut()
-                        .is_some_and(|fs| fs.device_mut().submit_write(id, lba, buf).is_ok());
+                        .is_some_and(|fs| fs.device_mut().submit_write_run(id, lba, bufs).is_ok());
                     if !ok {
-                        log::warn!("disk: the device refused the write of block {lba}");
+                        log::warn!("disk: the device refused the write of {n} block(s) from {lba}");
                         self.write_done(id, false);
                     }
                 }

@@ -83,5 +83,6 @@ impl<D: BlockDevice> Directory<D> {
         let a = self.pages.node_failed(node as u8);
         self.run(mem, a);
         self.page_ops.retain(|(n, _), _| *n as u32 != node);
+        self.runs.forget_node(node as u8);
     }
 }

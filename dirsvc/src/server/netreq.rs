@@ -35,7 +35,11 @@ impl<D: BlockDevice> Directory<D> {
         // in a payload the answer does not announce).
         if matches!(
             req,
-            Request::Page(_) | Request::PageStats | Request::InvStats | Request::Locality { .. }
+            Request::Page(_)
+                | Request::PageRun(_)
+                | Request::PageStats
+                | Request::InvStats
+                | Request::Locality { .. }
         ) {
             return Err(Errno::Invalid);
         }

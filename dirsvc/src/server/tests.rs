@@ -801,4 +801,5 @@ mod fileread;
 mod fills;
 mod netreq;
 mod ordered;
+mod runs;
 mod writes;

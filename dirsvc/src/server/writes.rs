@@ -79,6 +79,19 @@ pub(crate) struct WriteGroup {
     answers: Vec<(Op, u32, Desc)>,
 }
 
+/// The write-backs of the page requests of one node served in one sweep
+/// (runs, INVs, WRITEBACKs): one job, so each checksum-table block and
+/// inode record they share is written once, and contiguous data blocks
+/// of several requests go together. The replies held behind them go out
+/// when the job landed; it is queued before any other request is served
+/// and at the end of the sweep, as [`WriteGroup`].
+#[derive(Debug, Default)]
+pub(crate) struct PageGroup {
+    inos: Vec<u64>,
+    staged: Vec<Staged>,
+    replies: Vec<Action>,
+}
+
 /// An fsync waiting for its file's writes.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct WaitingFsync {
@@ -201,8 +214,40 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
-    /// Is the open write group of `node` and `ino`?
+    /// Write-backs of a page request (files `inos`, staged writes, the
+    /// replies held behind them): into the sweep's page group if the
+    /// request is served for it (`grouping`), else one job now.
+    pub(super) fn held_write_backs(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        grouping: bool,
+        (inos, staged, replies): (Vec<u64>, Vec<Staged>, Vec<Action>),
+    ) {
+        if !grouping {
+            self.queue_writes(mem, inos, staged, Then::Actions(replies));
+            return;
+        }
+        let g = self.page_group.get_or_insert_with(PageGroup::default);
+        for i in inos {
+            if !g.inos.contains(&i) {
+                g.inos.push(i);
+            }
+        }
+        g.staged.extend(staged);
+        g.replies.extend(replies);
+    }
+
+    /// May `req` of `node` be served with the open groups left open: a
+    /// file-server write of the open write group's node and file, or a
+    /// page request while no write group is open (the page group is
+    /// the sweep's, of this node)?
     pub(super) fn extends_write_group(&self, node: u32, req: &Request) -> bool {
+        if matches!(req, Request::Page(_) | Request::PageRun(_)) {
+            return self.write_group.is_none();
+        }
+        if self.page_group.is_some() {
+            return false;
+        }
         match (self.write_group.as_ref(), req) {
             (
                 Some(g),
@@ -218,6 +263,9 @@ impl<D: BlockDevice> Directory<D> {
     /// served: a request served synchronously, an fsync or a read must
     /// find its writes in the queue).
     pub(super) fn flush_write_group(&mut self, mem: &(impl SharedMem + ?Sized)) {
+        if let Some(g) = self.page_group.take() {
+            self.queue_writes(mem, g.inos, g.staged, Then::Actions(g.replies));
+        }
         if let Some(g) = self.write_group.take() {
             let then = Then::RespondAll {
                 node: g.node,
@@ -230,10 +278,11 @@ impl<D: BlockDevice> Directory<D> {
     /// A write completed: tell the file system, so reads go back to the
     /// device once the block's last pending write landed.
     pub(super) fn write_done(&mut self, id: u64, ok: bool) {
-        let Some(lba) = self.writes.complete(id, ok) else {
+        let lbas = self.writes.complete_run(id, ok);
+        let Some(fs) = self.fs.as_mut() else {
             return;
         };
-        if let Some(fs) = self.fs.as_mut() {
+        for lba in lbas {
             if ok {
                 fs.write_landed(lba);
             } else {

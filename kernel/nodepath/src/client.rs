@@ -165,7 +165,8 @@ impl Client {
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<u32, Errno> {
         let tag = self.next_tag;
-        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        // Never 0, never a directory's own tag.
+        self.next_tag = (self.next_tag.wrapping_add(1) & !fabric::proto::DIR_TAG).max(1);
         let d = req.encode(tag);
         push_waiting(&mut self.req, mem, &d, wait)?;
         if fabric::trace::enabled() {

@@ -644,6 +644,7 @@ mod promote;
 mod quiet;
 mod readahead;
 mod reclaiming;
+mod runs;
 mod sc_writeback;
 mod task_reads;
 mod task_writeback;

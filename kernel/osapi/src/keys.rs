@@ -97,6 +97,9 @@ pub mod cache {
     pub const RETRIES: &str = "retries";
     /// Single-copy modes: our pages invalidated (BATCH_INV).
     pub const INVALIDATIONS_SENT: &str = "invalidations sent";
+    /// Single-copy modes: the INV requests those pages went in (one per
+    /// contiguous run of a file's pages).
+    pub const INVALIDATION_ENTRIES: &str = "invalidation entries sent";
     /// Single-copy modes: DIR_INVs received.
     pub const INVALIDATIONS_RECEIVED: &str = "invalidations received";
     /// Single-copy modes: remote mappings dropped.
@@ -177,7 +180,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 69] = [
+    pub const ALL: [&str; 70] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -193,6 +196,7 @@ pub mod cache {
         REMOTE_MAPS,
         RETRIES,
         INVALIDATIONS_SENT,
+        INVALIDATION_ENTRIES,
         INVALIDATIONS_RECEIVED,
         REMOTE_DROPS,
         WRITEBACKS,

@@ -13,6 +13,8 @@ pub(super) struct DiskLog {
     barrier_jobs: u64,
     stale: u64,
     drains: u64,
+    /// Device write requests seen so far.
+    write_ios: u64,
     /// Halts for the disk its completion interrupt ended.
     irq_wakes: u64,
     /// Fsyncs answered after an asynchronous device flush.
@@ -69,6 +71,13 @@ impl DiskLog {
             log::info!(
                 "disk: {} page fills went stale (their file changed while they flew; the readers retry)",
                 s.stale
+            );
+        }
+        if new_power_of_two(&mut self.write_ios, w.write_ios) {
+            log::info!(
+                "disk: {} block writes in {} device write requests (contiguous blocks go as one)",
+                w.submitted,
+                w.write_ios
             );
         }
         if new_power_of_two(&mut self.barrier_jobs, w.barrier_jobs) {

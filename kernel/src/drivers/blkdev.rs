@@ -10,6 +10,7 @@
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
 
 use flatfs::BLOCK_SIZE;
 use virtio_drivers::queue::VirtQueue;
@@ -21,6 +22,9 @@ use super::hal::KernelHal;
 /// Entries in the request queue. With indirect descriptors (QEMU offers
 /// them) every request takes one entry; without, three.
 pub const QUEUE_SIZE: usize = 64;
+
+/// Most blocks of one write request (128 KiB).
+pub const MAX_WRITE_RUN: usize = 32;
 
 const QUEUE: u16 = 0;
 const T_IN: u32 = 0;
@@ -57,6 +61,8 @@ pub struct Request {
     header: Box<[u8; 16]>,
     /// The block's bytes (read into, or written from).
     pub buf: Box<[u8; BLOCK_SIZE]>,
+    /// A write of a run: the blocks after the first, in order.
+    more: Vec<Box<[u8; BLOCK_SIZE]>>,
     status: Box<[u8; 1]>,
 }
 
@@ -76,8 +82,18 @@ impl Request {
             kind,
             header,
             buf,
+            more: Vec::new(),
             status: Box::new([0xFF]),
         }
+    }
+
+    /// A write of the consecutive blocks from `lba` (one request, one
+    /// completion); `None` for no blocks.
+    pub fn write_run(lba: u64, bufs: Vec<Box<[u8; BLOCK_SIZE]>>) -> Option<Request> {
+        let mut it = bufs.into_iter();
+        let mut r = Request::new(Kind::Write, lba, it.next()?);
+        r.more = it.collect();
+        Some(r)
     }
 
     /// Did the device report success?
@@ -140,6 +156,18 @@ impl BlkDev {
         }
     }
 
+    /// Most blocks one write request carries: a run takes one entry of
+    /// the queue with indirect descriptors (its segments, two more than
+    /// its blocks, well within the device's `seg_max`); without, every
+    /// block would take an entry of its own, so a write is one block.
+    pub fn max_write_run(&self) -> usize {
+        if self.indirect {
+            MAX_WRITE_RUN
+        } else {
+            1
+        }
+    }
+
     /// Requests the device holds.
     pub fn held(&self) -> usize {
         self.held.len()
@@ -169,8 +197,10 @@ impl BlkDev {
             kind,
             header,
             buf,
+            more,
             status,
         } = &mut r;
+
         // SAFETY: the buffers are boxed inside `r`, which is moved into
         // `held` right below and stays there, untouched, until `pop` takes
         // it out after the device returned the token; moving the `Request`
@@ -180,9 +210,11 @@ impl BlkDev {
                 Kind::Read => self
                     .queue
                     .add(&[&header[..]], &mut [&mut buf[..], &mut status[..]]),
-                Kind::Write => self
-                    .queue
-                    .add(&[&header[..], &buf[..]], &mut [&mut status[..]]),
+                Kind::Write => {
+                    // The header, then every block of the run.
+                    let outs = write_parts(header, buf, more);
+                    self.queue.add(&outs, &mut [&mut status[..]])
+                }
                 Kind::Flush => self.queue.add(&[&header[..]], &mut [&mut status[..]]),
             }
         };
@@ -210,6 +242,7 @@ impl BlkDev {
             kind,
             header,
             buf,
+            more,
             status,
         } = &mut r;
         // SAFETY: the same buffers `submit` added with this token.
@@ -220,8 +253,8 @@ impl BlkDev {
                         .pop_used(token, &[&header[..]], &mut [&mut buf[..], &mut status[..]])
                 }
                 Kind::Write => {
-                    self.queue
-                        .pop_used(token, &[&header[..], &buf[..]], &mut [&mut status[..]])
+                    let outs = write_parts(header, buf, more);
+                    self.queue.pop_used(token, &outs, &mut [&mut status[..]])
                 }
                 Kind::Flush => self
                     .queue
@@ -233,6 +266,20 @@ impl BlkDev {
         }
         Some((token, r))
     }
+}
+
+/// A write's device-readable buffers, in order: the header, then every
+/// block of the run.
+fn write_parts<'a>(
+    header: &'a [u8; 16],
+    buf: &'a [u8; BLOCK_SIZE],
+    more: &'a [Box<[u8; BLOCK_SIZE]>],
+) -> Vec<&'a [u8]> {
+    let mut outs: Vec<&[u8]> = Vec::with_capacity(2 + more.len());
+    outs.push(&header[..]);
+    outs.push(&buf[..]);
+    outs.extend(more.iter().map(|b| &b[..]));
+    outs
 }
 
 impl Drop for BlkDev {

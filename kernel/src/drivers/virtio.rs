@@ -395,6 +395,24 @@ impl BlockDevice for VirtioDisk {
         self.block_request(Some(id), lba, Some(buf)).map(|_| ())
     }
 
+    fn max_write_run(&self) -> usize {
+        self.dev.max_write_run()
+    }
+
+    fn submit_write_run(
+        &mut self,
+        id: u64,
+        lba: u64,
+        bufs: Vec<Box<[u8; BLOCK_SIZE]>>,
+    ) -> Result<(), IoError> {
+        let end = lba.checked_add(bufs.len() as u64).ok_or(IoError)?;
+        if self.dev.held() >= self.queue || end > self.blocks || bufs.len() > self.max_write_run() {
+            return Err(IoError);
+        }
+        let r = Request::write_run(lba, bufs).ok_or(IoError)?;
+        self.submit(Some(id), r).map(|_| ())
+    }
+
     fn poll_reads(&mut self, out: &mut Vec<ReadDone>) {
         self.reap();
         let now = cpu::rdtsc();

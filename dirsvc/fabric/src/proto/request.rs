@@ -1,7 +1,7 @@
 //! Requests (node -> directory) as the directory sees them, with their
 //! encoding and the opcode each travels with.
 
-use super::{small, DecodeError, Desc, MissKind, Op, PageReq, Raw, MAX_PATH};
+use super::{small, DecodeError, Desc, MissKind, Op, PageReq, PageRun, Raw, MAX_PATH};
 
 /// A request as the directory sees it after decoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,8 @@ pub enum Request {
     Stats,
     /// A page request of the single-copy protocol.
     Page(PageReq),
+    /// A run of one file's pages in one request (reclaim, fsync).
+    PageRun(PageRun),
     /// Page-directory counters.
     PageStats,
     /// Invalidation counters.
@@ -140,6 +142,7 @@ impl Request {
             | Request::Fsync { .. }
             | Request::Stats
             | Request::Page(_)
+            | Request::PageRun(_)
             | Request::PageStats
             | Request::InvStats
             | Request::MissStats { .. } => false,
@@ -212,6 +215,10 @@ impl Request {
             Request::Page(p) => {
                 let [ino, idx, third] = p.to_args();
                 (p.op(), [ino, idx, third, 0, 0, 0, 0])
+            }
+            Request::PageRun(r) => {
+                let [ino, first, count, dirty] = r.to_args();
+                (r.kind.op(), [ino, first, count, dirty, 0, 0, 0])
             }
         };
         Raw {
@@ -308,6 +315,10 @@ impl Request {
                 PageReq::from_args(op, [a[0], a[1], a[2]])
                     .ok_or(DecodeError::BadOpcode(r.op))??,
             ),
+            Op::PageInvRun | Op::PageWritebackRun => Request::PageRun(
+                PageRun::from_args(op, [a[0], a[1], a[2], a[3]])
+                    .ok_or(DecodeError::BadOpcode(r.op))??,
+            ),
             // Notifications are not requests.
             Op::DirInv
             | Op::InvAck
@@ -339,5 +350,6 @@ pub fn op_of(r: &Request) -> Op {
         Request::MissStats { .. } => Op::MissStats,
         Request::Locality { .. } => Op::Locality,
         Request::Page(p) => p.op(),
+        Request::PageRun(r) => r.kind.op(),
     }
 }

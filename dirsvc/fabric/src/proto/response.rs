@@ -2,6 +2,7 @@
 
 use super::{
     small, Attr, DecodeError, Desc, Errno, FileKind, InvStats, Op, PageDirStats, PageReply, Raw,
+    RunReply,
 };
 
 /// Counters reported by [`Op::Stats`].
@@ -169,6 +170,8 @@ pub enum Response {
     Stats(DirStats),
     /// Answer to a page request.
     Page(PageReply),
+    /// Answer to a run of pages, page by page.
+    Run(RunReply),
     /// Page-directory counters.
     PageStats(PageDirStats),
     /// Invalidation counters.
@@ -202,6 +205,10 @@ impl Response {
             }
             Response::Stats(s) => r.args = s.to_args(),
             Response::Page(p) => r.args[..3].copy_from_slice(&p.to_args()),
+            Response::Run(x) => {
+                r.args[0] = x.done;
+                r.args[1] = x.written;
+            }
             Response::PageStats(s) => r.args = s.to_args(),
             Response::InvStats(s) => r.args = s.to_args(),
             Response::MissStats(s) => r.args = s.to_args(),
@@ -259,6 +266,12 @@ impl Response {
             | Op::PageWriteback
             | Op::PagePromote
             | Op::PageUnprotect => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
+            // Any bits are well-formed: the requester reads those of its
+            // run's pages only.
+            Op::PageInvRun | Op::PageWritebackRun => Response::Run(RunReply {
+                done: a[0],
+                written: a[1],
+            }),
             Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
             Op::InvStats => Response::InvStats(InvStats::from_args(a)),
             Op::MissStats => Response::MissStats(MissStats::from_args(a)),

@@ -162,6 +162,31 @@ impl NodeCache {
         }
     }
 
+    /// The INV run `span` was answered: pages whose bit is set in `done`
+    /// are reclaimed (frames free), the others go back to the cache.
+    /// Returns the frames freed.
+    pub fn run_answered(&mut self, span: fabric::proto::PageSpan, done: u64) -> usize {
+        let mut freed = 0;
+        for i in 0..span.count.min(fabric::proto::MAX_RUN) {
+            let Some(idx) = span.first.checked_add(i) else {
+                break;
+            };
+            let key = PageKey { ino: span.ino, idx };
+            if done & (1 << i) != 0 {
+                self.reclaimed(&key);
+                freed += 1;
+            } else {
+                self.reclaim_failed(&key);
+            }
+        }
+        freed
+    }
+
+    /// Count one INV request sent (a run of one or more pages).
+    pub fn count_inv_entry(&mut self) {
+        self.stats.inv_entries += 1;
+    }
+
     /// The INV of `key` was refused (not owner anymore): give the page
     /// back to the cache as it was.
     pub fn reclaim_failed(&mut self, key: &PageKey) {

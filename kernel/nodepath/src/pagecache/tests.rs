@@ -576,3 +576,46 @@ fn range_inv_during_a_miss_of_one_of_its_pages_defers_that_page_alone() {
 }
 mod policy;
 mod promote;
+
+#[test]
+fn victims_go_as_one_run_per_contiguous_pages_of_a_file() {
+    use fabric::proto::{PageRun, PageSpan, RunKind};
+    let mut c = NodeCache::new(Mode::Strong, (1000, 1100), 2);
+    let k = |ino, idx| PageKey { ino, idx };
+    // A 64-page file: one run.
+    for i in 0..64 {
+        own(&mut c, k(5, i));
+    }
+    c.mark_dirty(&k(5, 7));
+    let mut v = c.pick_victims(usize::MAX);
+    v.sort_unstable_by_key(|x| x.0);
+    let runs = PageRun::split(RunKind::Inv, &v);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].span, PageSpan::new(5, 0, 64).unwrap());
+    assert_eq!(runs[0].dirty, 1 << 7);
+    // Every page but page 9 done: that one is back in the cache.
+    assert_eq!(c.run_answered(runs[0].span, !(1 << 9)), 63);
+    assert!(matches!(
+        c.slot(&k(5, 9)),
+        Some(Slot::Local { dirty: true, .. })
+    ));
+    assert_eq!(c.slot(&k(5, 10)), None);
+    pool_ok(&c);
+    c.pick_victims(usize::MAX);
+    c.reclaimed(&k(5, 9));
+    // A gap (page 3), a page whose miss is in flight (page 5), another
+    // file right after: four runs.
+    for i in [0, 1, 2, 4, 6, 7] {
+        own(&mut c, k(6, i));
+    }
+    own(&mut c, k(7, 8));
+    assert!(c.start_miss(k(6, 5), false).is_some());
+    let mut v = c.pick_victims(usize::MAX);
+    v.sort_unstable_by_key(|x| x.0);
+    let spans: Vec<(u64, u64, u64)> = PageRun::split(RunKind::Inv, &v)
+        .iter()
+        .map(|r| (r.span.ino, r.span.first, r.span.count))
+        .collect();
+    assert_eq!(spans, [(6, 0, 3), (6, 4, 1), (6, 6, 2), (7, 8, 1)]);
+    assert_eq!(c.stats().invs_sent, 64 + 1 + 7);
+}

@@ -89,6 +89,9 @@ pub struct CacheStats {
     pub retries: u64,
     /// Owned pages we invalidated (reclaim or `cache drop`).
     pub invs_sent: u64,
+    /// INV requests they went in: one per contiguous run of a file's
+    /// pages (a [`fabric::proto::PageRun`]), not one per page.
+    pub inv_entries: u64,
     /// DIR_INV notifications received.
     pub invs_received: u64,
     /// Remote mappings we dropped.

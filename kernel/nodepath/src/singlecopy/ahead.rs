@@ -10,7 +10,7 @@
 
 use alloc::vec::Vec;
 
-use fabric::proto::{Errno, Op, PageReply, PageReq, Request, Response};
+use fabric::proto::{Errno, Op, PageRun, Request, Response, RunKind};
 
 use super::{ScState, BATCH, MAX_ABANDONED};
 use crate::env::Env;
@@ -35,9 +35,11 @@ impl ScState {
         self.marks
     }
 
-    /// Background INVs in flight.
+    /// Pages of background INVs in flight.
     pub fn invs_in_flight(&self) -> usize {
-        self.coh.as_ref().map_or(0, |c| c.invs_in_flight.len())
+        self.coh.as_ref().map_or(0, |c| {
+            c.invs_in_flight.iter().map(|(_, s)| s.count as usize).sum()
+        })
     }
 
     /// Between operations: take in the answers of background INVs, and
@@ -99,7 +101,8 @@ impl ScState {
         }
     }
 
-    /// Send the INVs of `victims` (already `Reclaiming`) without waiting.
+    /// Send the INVs of `victims` (already `Reclaiming`) without waiting,
+    /// one entry per contiguous run of a file's pages.
     fn start_invs<E: Env>(
         &mut self,
         link: &mut Link<E>,
@@ -111,19 +114,25 @@ impl ScState {
                 c.unmap(&link.env, k);
             }
         }
-        for (i, &(key, dirty)) in victims.iter().enumerate() {
-            match link.start_call(&Request::Page(PageReq::Inv { key, dirty }), self) {
+        let mut victims = victims;
+        victims.sort_unstable_by_key(|v| v.0);
+        let runs = PageRun::split(RunKind::Inv, &victims);
+        for (i, run) in runs.iter().enumerate() {
+            match link.start_call(&Request::PageRun(*run), self) {
                 Ok(tag) => {
                     if let Some(c) = self.coh.as_mut() {
-                        c.invs_in_flight.push((tag, key));
+                        c.invs_in_flight.push((tag, run.span));
+                        c.cache.count_inv_entry();
                     }
                 }
                 Err(e) => {
                     // Not sent: the pages stay as they were (as dirty: at
                     // worst one write-back too many).
                     if let Some(c) = self.cache() {
-                        for (k, _) in &victims[i..] {
-                            c.reclaim_failed(k);
+                        for r in &runs[i..] {
+                            for (k, _) in r.pages() {
+                                c.reclaim_failed(&k);
+                            }
                         }
                     }
                     return Err(e);
@@ -142,26 +151,26 @@ impl ScState {
         let mut freed = 0;
         let mut i = 0;
         while i < c.invs_in_flight.len() {
-            let (tag, key) = c.invs_in_flight[i];
-            let Some(r) = link.poll_call(tag, Op::PageInv) else {
+            let (tag, span) = c.invs_in_flight[i];
+            let Some(r) = link.poll_call(tag, Op::PageInvRun) else {
                 i += 1;
                 continue;
             };
             c.invs_in_flight.swap_remove(i);
-            match r {
-                Ok(Response::Page(PageReply::Done { .. })) => {
-                    c.cache.reclaimed(&key);
-                    c.cache.count_reclaimed_ahead(1);
-                    freed += 1;
-                }
+            let done = match r {
+                Ok(Response::Run(r)) => r.done,
                 Err(Errno::Unavailable) => {
                     if c.abandoned.len() >= MAX_ABANDONED {
                         c.abandoned.pop_first();
                     }
-                    c.abandoned.insert(tag, (key, Op::PageInv));
+                    c.abandoned.insert(tag, (span, Op::PageInvRun));
+                    continue;
                 }
-                Ok(_) | Err(_) => c.cache.reclaim_failed(&key),
-            }
+                Ok(_) | Err(_) => 0,
+            };
+            let n = c.cache.run_answered(span, done);
+            c.cache.count_reclaimed_ahead(n);
+            freed += n;
         }
         freed
     }

@@ -6,7 +6,9 @@
 
 use alloc::vec::Vec;
 
-use fabric::proto::{Errno, Op, PageKey, PageReply, PageReq, Request, Response};
+use fabric::proto::{
+    Errno, Op, PageKey, PageReply, PageReq, PageRun, PageSpan, Request, Response, RunReply,
+};
 
 use super::{ScState, BATCH, MAX_ABANDONED};
 
@@ -242,9 +244,22 @@ impl ScState {
     /// `NodeCache::apply_answer`).
     pub(super) fn late_answer(&mut self, tag: u32, d: &fabric::proto::Desc) {
         let Some(c) = self.coh.as_mut() else { return };
-        let Some((key, op)) = c.abandoned.remove(&tag) else {
+        let Some((span, op)) = c.abandoned.remove(&tag) else {
             return;
         };
+        let key = PageKey {
+            ino: span.ino,
+            idx: span.first,
+        };
+        if op == Op::PageInvRun {
+            let done = match Response::decode(d, op) {
+                Ok((_, Response::Run(r))) => r.done,
+                _ => 0,
+            };
+            log::debug!("late answer to the eviction of {span:?}");
+            c.cache.run_answered(span, done);
+            return;
+        }
         let reply = match Response::decode(d, op) {
             Ok((_, Response::Page(p))) => Some(p),
             _ => None,
@@ -343,10 +358,89 @@ impl ScState {
                     if c.abandoned.len() >= MAX_ABANDONED {
                         c.abandoned.pop_first();
                     }
-                    c.abandoned.insert(*tag, (key, *op));
+                    c.abandoned.insert(*tag, (PageSpan::page(key), *op));
                 }
             }
         }
+        (out, fatal)
+    }
+
+    /// Send `runs` together (at most [`BATCH`]) and collect their answers
+    /// in order, as [`ScState::page_batch`]: `None` where none came, the
+    /// second value why. A given-up INV run is remembered: its late answer
+    /// frees (or gives back) its pages.
+    pub(super) fn run_batch<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        runs: &[PageRun],
+    ) -> (Vec<Option<Result<RunReply, Errno>>>, Option<Errno>) {
+        for (tag, d) in link.take_late() {
+            self.late_answer(tag, &d);
+        }
+        let t0 = link.env.now_ns();
+        if let Some(c) = self.cache() {
+            c.count_batch();
+        }
+        let mut out: Vec<Option<Result<RunReply, Errno>>> = alloc::vec![None; runs.len()];
+        let mut tags = Vec::with_capacity(runs.len());
+        let mut fatal = None;
+        for r in runs {
+            match link.send(&Request::PageRun(*r), self) {
+                Ok(tag) => {
+                    tags.push(tag);
+                    if let (Some(c), fabric::proto::RunKind::Inv) = (self.cache(), r.kind) {
+                        c.count_inv_entry();
+                    }
+                }
+                Err(e) => {
+                    fatal = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut left = tags.len();
+        while left > 0 {
+            match link.recv() {
+                Ok(Some((tag, d))) => {
+                    let Some(i) = tags.iter().position(|t| *t == tag) else {
+                        self.late_answer(tag, &d);
+                        continue;
+                    };
+                    let reply = match Response::decode(&d, runs[i].kind.op()) {
+                        Ok((_, Response::Run(r))) => Ok(r),
+                        Ok((_, Response::Err(e))) => Err(e),
+                        _ => Ok(RunReply::default()),
+                    };
+                    if out[i].replace(reply).is_none() {
+                        left -= 1;
+                    }
+                }
+                Ok(None) => {
+                    if !link.wait(self) {
+                        fatal.get_or_insert(Errno::Unavailable);
+                        break;
+                    }
+                }
+                Err(e) => {
+                    fatal.get_or_insert(e);
+                    break;
+                }
+            }
+        }
+        if left > 0 {
+            if let Some(c) = self.coh.as_mut() {
+                for (i, tag) in tags.iter().enumerate() {
+                    if out[i].is_some() || runs[i].kind != fabric::proto::RunKind::Inv {
+                        continue;
+                    }
+                    if c.abandoned.len() >= MAX_ABANDONED {
+                        c.abandoned.pop_first();
+                    }
+                    c.abandoned.insert(*tag, (runs[i].span, Op::PageInvRun));
+                }
+            }
+        }
+        link.add_round_trip(t0);
         (out, fatal)
     }
 }

@@ -52,7 +52,7 @@ use alloc::vec::Vec;
 
 use fabric::layout::Layout;
 use fabric::proto::Errno;
-use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::proto::{PageKey, PageReply, PageReq, PageRun, PageSpan, RunKind};
 use fabric::shm::SharedMem;
 
 use crate::client::Notifier;
@@ -62,6 +62,9 @@ use crate::pagecache::{Installed, Mode, NodeCache, Slot};
 
 /// Page requests published together.
 pub const BATCH: usize = 32;
+/// Pages one sweep of `cache drop` takes: contiguous pages of a file go
+/// as one INV run each, so a sweep is many pages but few requests.
+const DROP_SWEEP: usize = 8 * BATCH;
 /// Rounds of `Retry` before a page operation gives up.
 const MAX_RETRIES: u32 = 20_000;
 
@@ -115,7 +118,7 @@ pub struct Coherence {
     /// freed then (or the page given back, if the INV was refused), else
     /// every later access of the page would wait for that DIR_INV for
     /// good (see [`ScState::late_answer`]).
-    abandoned: BTreeMap<u32, (PageKey, fabric::proto::Op)>,
+    abandoned: BTreeMap<u32, (PageSpan, fabric::proto::Op)>,
     /// Late E grants being given back: page -> our orphan frame, freed
     /// once the directory answers the DROP.
     releasing: BTreeMap<PageKey, u64>,
@@ -123,9 +126,9 @@ pub struct Coherence {
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
     written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
-    /// Background INVs of reclaim ahead of need in flight, by tag
-    /// (`ahead`).
-    invs_in_flight: Vec<(u32, PageKey)>,
+    /// Background INVs of reclaim ahead of need in flight, by tag: one
+    /// run of a file's pages each (`ahead`).
+    invs_in_flight: Vec<(u32, PageSpan)>,
     /// A round of reclaim ahead of need is under way (started under the
     /// low mark, going on to the high one).
     refilling: bool,
@@ -297,7 +300,8 @@ impl ScState {
     }
 
     /// Invalidate pages already taken as victims (`Reclaiming`) in one
-    /// BATCH_INV; returns how many.
+    /// BATCH_INV of one entry per contiguous run of a file's pages;
+    /// returns how many pages.
     fn invalidate_victims<E: Env>(
         &mut self,
         link: &mut Link<E>,
@@ -312,33 +316,65 @@ impl ScState {
                 c.unmap(&link.env, k);
             }
         }
-        let reqs: Vec<PageReq> = victims
-            .iter()
-            .map(|(key, dirty)| PageReq::Inv {
-                key: *key,
-                dirty: *dirty,
-            })
-            .collect();
+        // One entry per contiguous run of one file's pages.
+        let mut victims = victims;
+        victims.sort_unstable_by_key(|v| v.0);
+        let runs = PageRun::split(RunKind::Inv, &victims);
+        let mut err = None;
+        for chunk in runs.chunks(BATCH) {
+            if err.is_some() {
+                // Not sent: the pages stay ours (as dirty: at worst one
+                // write-back too many).
+                if let Some(c) = self.cache() {
+                    for (key, _) in chunk.iter().flat_map(|r| r.pages()) {
+                        c.reclaim_failed(&key);
+                    }
+                }
+                continue;
+            }
+            self.invalidate_runs(link, chunk, &mut err);
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(victims.len()),
+        }
+    }
+
+    /// Send the INV runs `runs` (at most [`BATCH`]) together and take
+    /// their answers; the first error goes to `err`.
+    fn invalidate_runs<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        runs: &[PageRun],
+        err: &mut Option<Errno>,
+    ) {
         // Every answered page is completed even if others were refused; an
         // unanswered one stays torn down until the directory's DIR_INV.
-        let (answers, fatal) = self.page_batch(link, &reqs);
-        let mut err = fatal;
+        let (answers, fatal) = self.run_batch(link, runs);
+        if let Some(e) = fatal {
+            err.get_or_insert(e);
+        }
         if let Some(c) = self.cache() {
-            for ((key, _), a) in victims.iter().zip(answers) {
+            for (run, a) in runs.iter().zip(answers) {
                 match a {
-                    Some(Ok(PageReply::Done { .. })) => c.reclaimed(key),
-                    Some(Ok(_)) => c.reclaim_failed(key),
+                    Some(Ok(r)) => {
+                        for (i, (key, _)) in run.pages().enumerate() {
+                            if r.done & (1 << i) != 0 {
+                                c.reclaimed(&key);
+                            } else {
+                                c.reclaim_failed(&key);
+                            }
+                        }
+                    }
                     Some(Err(e)) => {
-                        c.reclaim_failed(key);
+                        for (key, _) in run.pages() {
+                            c.reclaim_failed(&key);
+                        }
                         err.get_or_insert(e);
                     }
                     None => {}
                 }
             }
-        }
-        match err {
-            Some(e) => Err(e),
-            None => Ok(victims.len()),
         }
     }
 
@@ -564,7 +600,7 @@ impl ScState {
         self.drop_mappings(link, remote, BATCH)?;
         let mut owned = 0;
         loop {
-            let n = self.reclaim(link, BATCH)?;
+            let n = self.reclaim(link, DROP_SWEEP)?;
             if n == 0 {
                 break;
             }

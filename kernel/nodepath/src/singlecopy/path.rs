@@ -696,6 +696,10 @@ impl<E: Env> DataPath<E> for SingleCopy {
         put(keys::cache::RETRIES, format!("{}", s.retries));
         put(keys::cache::INVALIDATIONS_SENT, format!("{}", s.invs_sent));
         put(
+            keys::cache::INVALIDATION_ENTRIES,
+            format!("{}", s.inv_entries),
+        );
+        put(
             keys::cache::INVALIDATIONS_RECEIVED,
             format!("{}", s.invs_received),
         );

@@ -4,7 +4,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use fabric::layout::Header;
-use fabric::proto::{Errno, PageKey, PageReply, PageReq, Request};
+use fabric::proto::{Errno, PageKey, PageReply, PageReq, PageRun, Request, RunKind};
 use fabric::shm::SharedMem;
 
 use super::{ScState, BATCH, MAX_RETRIES};
@@ -533,25 +533,37 @@ impl ScState {
         size: u64,
     ) -> Result<(), Errno> {
         self.flush_drops(link)?;
-        let dirty = self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default();
-        for chunk in dirty.chunks(BATCH) {
-            let reqs: Vec<PageReq> = chunk
-                .iter()
-                .map(|k| PageReq::Writeback {
-                    key: *k,
-                    dirty: true,
-                })
-                .collect();
-            let replies = self.page_calls(link, &reqs)?;
+        let mut dirty: Vec<(PageKey, bool)> = (self.cache())
+            .map(|c| c.dirty_pages(ino))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|k| (k, true))
+            .collect();
+        dirty.sort_unstable_by_key(|d| d.0);
+        // One WRITEBACK entry per contiguous run: the directory writes a
+        // run's pages as one job (contiguous blocks, each checksum-table
+        // block and the inode record once).
+        let runs = PageRun::split(RunKind::Writeback, &dirty);
+        for chunk in runs.chunks(BATCH) {
+            let (answers, fatal) = self.run_batch(link, chunk);
             if let Some(c) = self.cache() {
-                for (k, r) in chunk.iter().zip(replies) {
-                    if let PageReply::Done { written } = r {
-                        c.cleaned(k);
-                        if written {
-                            c.count_writeback();
+                for (run, a) in chunk.iter().zip(&answers) {
+                    let Some(Ok(r)) = a else { continue };
+                    for (i, (k, _)) in run.pages().enumerate() {
+                        if r.done & (1 << i) != 0 {
+                            c.cleaned(&k);
+                            if r.written & (1 << i) != 0 {
+                                c.count_writeback();
+                            }
                         }
                     }
                 }
+            }
+            if let Some(e) = fatal {
+                return Err(e);
+            }
+            if let Some(Some(Err(e))) = answers.into_iter().find(|a| matches!(a, Some(Err(_)))) {
+                return Err(e);
             }
         }
         let private = self
