@@ -648,6 +648,7 @@ mod sc_writeback;
 mod task_reads;
 mod task_writeback;
 mod torndown;
+mod trace;
 mod unlock;
 mod windows;
 mod writes;

@@ -306,6 +306,13 @@ impl ScState {
         if victims.is_empty() {
             return Ok(0);
         }
+        fabric::trace::record(
+            fabric::trace::Kind::EvictStart,
+            0,
+            0,
+            0,
+            victims.len() as u64,
+        );
         // Our own mappings of these frames go first.
         if let Some(c) = self.coh.as_mut() {
             for (k, _) in &victims {
@@ -323,10 +330,14 @@ impl ScState {
         // unanswered one stays torn down until the directory's DIR_INV.
         let (answers, fatal) = self.page_batch(link, &reqs);
         let mut err = fatal;
+        let mut freed = 0u64;
         if let Some(c) = self.cache() {
             for ((key, _), a) in victims.iter().zip(answers) {
                 match a {
-                    Some(Ok(PageReply::Done { .. })) => c.reclaimed(key),
+                    Some(Ok(PageReply::Done { .. })) => {
+                        c.reclaimed(key);
+                        freed += 1;
+                    }
                     Some(Ok(_)) => c.reclaim_failed(key),
                     Some(Err(e)) => {
                         c.reclaim_failed(key);
@@ -336,6 +347,7 @@ impl ScState {
                 }
             }
         }
+        fabric::trace::record(fabric::trace::Kind::EvictEnd, 0, 0, 0, freed);
         match err {
             Some(e) => Err(e),
             None => Ok(victims.len()),
