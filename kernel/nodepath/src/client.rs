@@ -434,6 +434,9 @@ mod tests {
         fn clock() -> u64 {
             7
         }
+        let _one = crate::tests::TRACE_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let (mem, layout, _c) = joined();
         let mut n = Notifier::new(&layout, 1);
         // Distinctive files: tests alongside may record their own acks.
