@@ -122,6 +122,12 @@ Options:
                      of webserver fileserver varmail kv infer ann search,
                      SIZE like 64m), or 'apps' for the first six at 32m; not
                      with --disk
+  --put HOST_PATH:GUEST_PATH
+                     place the host file HOST_PATH (no ':' in it) at the
+                     absolute GUEST_PATH of the disk (e.g. a fio job file
+                     for the shell's `fio GUEST_PATH`); repeatable; the disk
+                     (RUN/disk-put.img: tools/sample, the --dataset data,
+                     these files) is rebuilt at every run; not with --disk
   --shm-mb M         shared region size in MiB: a power of two, 16..8192 (the
                      nodes' fixed kernel heap limits it; default 64)
   --shm-path PATH    use this existing file or device as the shared region
@@ -228,6 +234,9 @@ ACCEL_REQ=auto
 DISK=
 DATASETS=()
 DATASET_SPEC=
+# --put: host files and where they go on the disk, pairwise.
+PUT_HOST=()
+PUT_GUEST=()
 SHM_MB=64
 SHM_USER= # --shm-path: an existing region the user owns
 # The largest shared region a node can use. A node keeps one 8-byte entry per
@@ -268,7 +277,7 @@ TRACE_OUT=
 
 # flags each subcommand accepts
 case "$SUB" in
-    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --dilation --pin --accel --disk --dataset --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
+    run) ALLOWED="--check --nodes --mode --policy --doorbell --storage --cxl-latency-ns --dilation --pin --accel --disk --dataset --put --shm-mb --shm-path --mem-mb --run-dir --detach --console --gdb --no-build -e --boot-timeout --cmd-timeout --append-extra --kernel" ;;
     stop | status) ALLOWED="--check --run-dir" ;;
     attach) ALLOWED="--check --run-dir --console" ;;
     exec) ALLOWED="--check --run-dir -e --cmd-timeout" ;;
@@ -298,6 +307,34 @@ int_in() {
     printf -v "$var" '%s' "$v"
 }
 
+# put_add HOST_PATH:GUEST_PATH: check one --put and remember it. The
+# guest path is absolute, its names are flatfs names (1..59 bytes, not
+# . or ..), and no two --put name the same one.
+put_add() {
+    [[ $1 == *:* ]] || die_usage "--put needs HOST_PATH:GUEST_PATH, got '$1'"
+    local host=${1%%:*} guest=${1#*:} name
+    [[ -n $host ]] || die_usage "--put '$1': empty HOST_PATH"
+    [[ -e $host ]] || die_usage "--put: no such host file: $host"
+    [[ -f $host && -r $host ]] || die_usage "--put: not a readable regular file: $host"
+    [[ $guest == /?* && $guest != */ ]] ||
+        die_usage "--put '$1': GUEST_PATH must be an absolute path to a file (like /jobs/my.fio)"
+    # Names are counted in bytes, as flatfs does.
+    local -a names
+    local LC_ALL=C
+    IFS=/ read -r -a names <<<"${guest#/}"
+    for name in "${names[@]}"; do
+        [[ -n $name && $name != . && $name != .. ]] ||
+            die_usage "--put '$1': GUEST_PATH may not hold an empty, . or .. name"
+        ((${#name} <= 59)) || die_usage "--put '$1': the name '$name' is longer than 59 bytes"
+    done
+    local g
+    for g in "${PUT_GUEST[@]}"; do
+        [[ $g != "$guest" ]] || die_usage "--put: $guest given twice"
+    done
+    PUT_HOST+=("$(realpath -- "$host")")
+    PUT_GUEST+=("$guest")
+}
+
 while [[ $# -gt 0 ]]; do
     arg=$1
     shift
@@ -320,7 +357,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     case "$arg" in
-        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --dilation | --pin | --accel | --disk | --dataset | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
+        --nodes | --mode | --policy | --doorbell | --storage | --cxl-latency-ns | --dilation | --pin | --accel | --disk | --dataset | --put | --shm-mb | --shm-path | --mem-mb | --run-dir | --console | --gdb | -e | \
             --boot-timeout | --cmd-timeout | --append-extra | --kernel | -o)
             if [[ $has_inline == 0 ]]; then
                 [[ $# -gt 0 ]] || die_usage "$arg needs a value"
@@ -354,7 +391,7 @@ while [[ $# -gt 0 ]]; do
             ;;
     esac
     [[ " $ALLOWED " == *" $arg "* ]] || die_usage "option $arg does not apply to '$SUB'"
-    if [[ $arg != -e && $SEEN == *" $arg "* ]]; then
+    if [[ $arg != -e && $arg != --put && $SEEN == *" $arg "* ]]; then
         die_usage "$arg given twice"
     fi
     SEEN+="$arg "
@@ -419,6 +456,7 @@ while [[ $# -gt 0 ]]; do
             done
             DATASET_SPEC=$val
             ;;
+        --put) put_add "$val" ;;
         --shm-path)
             [[ -n $val ]] || die_usage "--shm-path needs a path"
             SHM_USER=$val
@@ -476,6 +514,7 @@ if [[ -n $GDB ]]; then
     int_in GDB --gdb "$GDB" 0 "$NODES"
 fi
 [[ -z $DATASET_SPEC || -z $DISK ]] || die_usage "--dataset builds its own disk (RUN/disk-apps.img); drop --disk, or build IMG with mkfs --dataset"
+((${#PUT_GUEST[@]} == 0)) || [[ -z $DISK ]] || die_usage "--put builds its own disk (RUN/disk-put.img); drop --disk"
 if [[ -n $DISK ]]; then
     [[ -f $DISK ]] || die_usage "--disk $DISK is not an existing file"
     [[ -r $DISK && -w $DISK ]] || die_usage "--disk $DISK must be readable and writable"
@@ -1114,6 +1153,35 @@ stop_cluster 1
 rm -f -- "$RUN_DIR"/*.log "$RUN_DIR"/*.exit "$RUN_DIR"/*.stderr "$RUN_DIR/cluster.env" "$RUN_DIR/ready.out"
 
 DISK_ARG=$DISK
+if ((${#PUT_GUEST[@]} > 0)); then
+    # The sample tree, the --put files over it, and the datasets: a fresh
+    # disk every run (the files may have changed).
+    [[ -x $MKFS ]] || die "mkfs not found: $MKFS (build it with: cargo build --release -p flatfs --bins, or drop --no-build)"
+    stage="$RUN_DIR/put-root"
+    rm -rf -- "$stage"
+    mkdir -p -- "$stage" || die "cannot create $stage"
+    [[ -d $ROOT/tools/sample ]] && cp -R -- "$ROOT/tools/sample/." "$stage/"
+    for i in "${!PUT_GUEST[@]}"; do
+        dest="$stage${PUT_GUEST[$i]}"
+        if ! mkdir -p -- "$(dirname -- "$dest")" 2>/dev/null || [[ -d $dest ]] || ! cp -- "${PUT_HOST[$i]}" "$dest"; then
+            rm -rf -- "$stage"
+            die "--put ${PUT_HOST[$i]}:${PUT_GUEST[$i]}: the path clashes with the disk's tree (a file where a directory must be, or the reverse)"
+        fi
+    done
+    # Room for the files on top of the usual 64 MiB.
+    put_mb=$(du -sm --apparent-size -- "$stage" | cut -f1)
+    mkfs_args=(--size-mb $((64 + 2 * put_mb)) --from "$stage")
+    for ds in "${DATASETS[@]}"; do mkfs_args+=(--dataset "$ds"); done
+    DISK="$RUN_DIR/disk-put.img"
+    "$MKFS" "${mkfs_args[@]}" "$DISK.tmp" >"$RUN_DIR/mkfs.out" 2>&1 {LOCK_FD}>&- || {
+        rm -rf -- "$stage"
+        die "mkfs --put failed: $(tail -n 1 "$RUN_DIR/mkfs.out")"
+    }
+    rm -rf -- "$stage"
+    mv -f -- "$DISK.tmp" "$DISK"
+    info "disk: created $DISK with ${#PUT_GUEST[@]} --put file(s) ($(cat "$RUN_DIR/mkfs.out"))"
+    DISK_ARG=$DISK
+fi
 if [[ -n $DATASET_SPEC && -z $DISK ]]; then
     # Datasets go into their own image, rebuilt when the spec changes.
     DISK="$RUN_DIR/disk-apps.img"

@@ -125,6 +125,9 @@ impl Cluster {
             opts.cxl_latency_ns.map(|v| v.to_string()),
         );
         push("--dilation", opts.dilation.clone());
+        for (host, guest) in &opts.puts {
+            push("--put", Some(format!("{}:{guest}", host.display())));
+        }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = qemu_run(&argv, &ctl, opts.boot_timeout + Duration::from_secs(120))?;
         cluster.launch_output = out.text();

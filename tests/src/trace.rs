@@ -21,8 +21,11 @@
 //!
 //! The JSON: one process per instance (pid K for node K, [`DIR_PID`] for
 //! the directory), one thread (track) per queue: a node's requests, its
-//! invalidations, its doorbell and sleeps; the directory's serving, disk,
-//! invalidations and doorbell. A request is a complete event (`X`) from
+//! invalidations, its eviction sweeps, the task its executor runs, its
+//! doorbell and sleeps; the directory's serving, disk, invalidations and
+//! doorbell. An eviction sweep is a complete event from its start to its
+//! end (the victims taken and the pages freed in its args), a task one
+//! from its switch to the next switch or sleep. A request is a complete event (`X`) from
 //! its sending to its answer on the node, its serving is one from the
 //! take to the reply on the directory, a fill's disk read one from queue
 //! to completion; flow arrows (`s`/`f`, one id per hop) go from the
@@ -341,6 +344,8 @@ fn track(inst: u32, kind: &str) -> (u32, &'static str) {
     match (inst == 0, kind) {
         (false, "req_sent" | "resp_taken" | "install") => (1, "requests"),
         (false, "inv_taken" | "ack_sent") => (2, "invalidations"),
+        (false, "evict_start" | "evict_end") => (3, "eviction"),
+        (false, "task_switch") => (5, "tasks"),
         (true, "serve" | "reply") => (1, "serving"),
         (true, "disk_start" | "disk_done") => (2, "disk"),
         (true, "inv_sent" | "ack_taken" | "lazy_ack") => (3, "invalidations"),
@@ -403,7 +408,18 @@ pub fn merge(dumps: &[Dump]) -> (Value, Vec<Alignment>) {
             ev.push(json!({"ph": "X", "name": name, "cat": "onecopy", "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}));
         };
         let mut sleep_at: Option<u64> = None;
+        let mut sweep_at: Option<&TraceEvent> = None;
+        // The task running since when: its span ends at the next switch
+        // or sleep.
+        let mut task_at: Option<&TraceEvent> = None;
         for e in &d.events {
+            if matches!(e.kind.as_str(), "task_switch" | "sleep") {
+                if let Some(t) = task_at.take() {
+                    let (tid, _) = track(d.inst, &t.kind);
+                    let args = json!({"task": t.arg});
+                    span(&mut ev, format!("task {}", t.arg), tid, t.ts, e.ts, args);
+                }
+            }
             let (tid, _) = track(d.inst, &e.kind);
             let args = json!({"peer": e.peer, "tag": e.tag, "op": e.op, "key": e.arg});
             match e.kind.as_str() {
@@ -439,6 +455,14 @@ pub fn merge(dumps: &[Dump]) -> (Value, Vec<Alignment>) {
                     let name = format!("disk read n{} tag {}", e.peer, e.tag);
                     span(&mut ev, name, tid, s.ts, e.ts, args);
                 }
+                "evict_start" => sweep_at = Some(e),
+                "evict_end" => {
+                    let s = sweep_at.take().unwrap_or(e);
+                    let args = json!({"victims": s.arg, "freed": e.arg});
+                    let name = format!("eviction sweep ({} freed)", e.arg);
+                    span(&mut ev, name, tid, s.ts, e.ts, args);
+                }
+                "task_switch" => task_at = Some(e),
                 "sleep" => sleep_at = Some(e.ts),
                 "wake" => {
                     let start = sleep_at.take().unwrap_or(e.ts);
@@ -448,6 +472,18 @@ pub fn merge(dumps: &[Dump]) -> (Value, Vec<Alignment>) {
                     ev.push(json!({"ph": "i", "s": "t", "name": e.kind, "cat": "onecopy", "pid": pid, "tid": tid, "ts": us(d.inst, e.ts), "args": args}));
                 }
             }
+        }
+        if let Some(t) = task_at {
+            let end = d.events.last().map_or(t.ts, |e| e.ts);
+            let (tid, _) = track(d.inst, &t.kind);
+            span(
+                &mut ev,
+                format!("task {}", t.arg),
+                tid,
+                t.ts,
+                end,
+                json!({"task": t.arg}),
+            );
         }
         // Requests never answered within the dump: a span to its end.
         for ((what, peer, tag, _), s) in open {
@@ -641,6 +677,54 @@ mod tests {
             "TRACE-END inst=0",
         ]
         .join("\r\n")
+    }
+
+    #[test]
+    fn eviction_sweeps_and_tasks_become_spans_on_their_own_tracks() {
+        let text = [
+            "TRACE-BEGIN inst=1 hz=1000000 now=900 events=6 lost=0",
+            "TRACE 100 task_switch 0 0 0 0",
+            "TRACE 200 task_switch 0 0 0 1",
+            "TRACE 300 evict_start 0 0 0 32",
+            "TRACE 400 evict_end 0 0 0 30",
+            "TRACE 500 sleep 0 0 0 0",
+            "TRACE 600 wake 0 0 0 0",
+            "TRACE-END inst=1",
+        ]
+        .join("\n");
+        let (v, _) = merge(&parse_dumps(&text).unwrap());
+        check_schema(&v).unwrap();
+        let ev = v["traceEvents"].as_array().unwrap();
+        let span = |name: &str| {
+            ev.iter()
+                .find(|e| e["ph"] == "X" && e["name"] == name)
+                .unwrap_or_else(|| panic!("no span {name}: {v}"))
+        };
+        let sweep = span("eviction sweep (30 freed)");
+        assert_eq!(
+            (sweep["ts"].as_f64(), sweep["dur"].as_f64()),
+            (Some(200.0), Some(100.0))
+        );
+        assert_eq!(
+            (
+                sweep["args"]["victims"].as_u64(),
+                sweep["args"]["freed"].as_u64()
+            ),
+            (Some(32), Some(30))
+        );
+        // Task 0 runs until task 1's switch, task 1 until the sleep.
+        assert_eq!(span("task 0")["dur"].as_f64(), Some(100.0));
+        assert_eq!(span("task 1")["dur"].as_f64(), Some(300.0));
+        assert_ne!(span("task 1")["tid"], sweep["tid"]);
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"eviction") && names.contains(&"tasks"),
+            "{names:?}"
+        );
     }
 
     #[test]

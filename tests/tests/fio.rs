@@ -1,7 +1,8 @@
 //! Integration tests of the shell's fio with fio's formats: a job file
 //! from the default disk image (`tools/sample/jobs`, copied by `mkfs
 //! --from tools/sample`) runs on a node, and `--output-format=json+`
-//! prints fio's JSON document, which parses and carries fio's names.
+//! prints fio's JSON document, which parses and carries fio's names; a
+//! host job file placed on the disk with `qemu-run.sh --put` runs too.
 //!
 //! ```text
 //! cargo test -p onecopy-tests --test fio -- --test-threads=1
@@ -99,4 +100,36 @@ fn sample_job_files_run_with_fios_json() {
         );
         Ok(())
     });
+}
+
+/// `--put HOST:GUEST` places a host job file on the disk before boot:
+/// `fio GUEST` in the shell reads it and runs its job.
+#[test]
+fn a_job_file_put_from_the_host_runs() {
+    let host = std::env::temp_dir().join(format!("onecopy-put-{}.fio", std::process::id()));
+    let job = "\
+; written by the test on the host, placed with qemu-run.sh --put
+[put-job]
+rw=randread
+bs=4k
+size=256k
+filename=put-job.dat
+ioengine=psync
+";
+    std::fs::write(&host, job).expect("write the host job file");
+    let guest = "/put/from-host.fio";
+    with_cluster(opts("fio-put").put(&host, guest), |c| {
+        let out = c.exec_ok(1, &format!("fio {guest}"))?.text();
+        let result = out
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("RESULT "))
+            .ok_or_else(|| fail(format!("fio {guest}: no RESULT line: {out}")))?;
+        let v: Value = serde_json::from_str(result)
+            .map_err(|e| fail(format!("RESULT json: {e}: {result}")))?;
+        if !out.contains("put-job: (g=0): rw=randread") || v["read"]["ios"] != 64 {
+            return Err(fail(format!("fio {guest}: {out}")));
+        }
+        Ok(())
+    });
+    let _ = std::fs::remove_file(&host);
 }

@@ -32,7 +32,7 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// An existing file (for `--disk` and `--kernel`): this test's source.
+/// An existing file (for `--disk`, `--put` and `--kernel`): this test's source.
 fn existing_file() -> String {
     root()
         .join("tests/tests/launcher_fuzz.rs")
@@ -105,6 +105,11 @@ fn options() -> Vec<(&'static str, Vec<String>, Vec<&'static str>)> {
             vec!["hvf", "TCG", ""],
         ),
         ("--disk", vec![f.clone()], vec!["/nonexistent/disk.img", ""]),
+        (
+            "--put",
+            vec![format!("{f}:/jobs/fuzz.fio")],
+            vec!["/nonexistent/job.fio:/jobs/x.fio", "no-colon", ":/x", ""],
+        ),
         (
             "--shm-mb",
             s(&["16", "64", "8192"]),
@@ -240,6 +245,11 @@ fn expected(items: &[Item]) -> Option<bool> {
         return None;
     }
     if items.iter().any(|i| i.verdict == Verdict::Bad) {
+        return Some(false);
+    }
+    // --put builds its own disk: not with --disk.
+    let has = |flag: &str| items.iter().any(|i| i.flag == Some(flag));
+    if has("--put") && has("--disk") {
         return Some(false);
     }
     let mut seen = Vec::new();

@@ -5,7 +5,9 @@
 //! them into Chrome trace-event JSON. The file is checked against the
 //! format, and the remote read's events for one request tag are in causal
 //! order on the merged time axis: node request -> directory serve ->
-//! (disk) -> directory reply -> node answer -> install.
+//! (disk) -> directory reply -> node answer -> install. Then node 1 reads
+//! a file larger than its pool (a 16 MiB region): a second timeline shows
+//! its eviction sweeps.
 //!
 //! ```text
 //! cargo test -p onecopy-tests --test trace -- --test-threads=1
@@ -36,7 +38,11 @@ fn span(ev: &[Value], pid: u32, name: &str) -> Option<(f64, f64)> {
 #[test]
 fn remote_read_timeline_orders_node_directory_disk_node() {
     with_cluster(
-        ClusterOpts::new("trace").ctl(CTL).nodes(2).mode("strong"),
+        ClusterOpts::new("trace")
+            .ctl(CTL)
+            .nodes(2)
+            .mode("strong")
+            .shm_mb(16),
         |c| {
             // The directory's console takes the trace commands too.
             let dir_sock = c.run().socket_path(Instance::Dir);
@@ -154,6 +160,47 @@ fn remote_read_timeline_orders_node_directory_disk_node() {
                 return Err(fail(format!("only {flows} flow arrows")));
             }
             println!("checked in order: {checked:?}");
+
+            // A file larger than node 1's pool (about 7.5 MiB here), read
+            // from the disk: its reads evict.
+            c.exec_ok(1, "fill /big 12m")?;
+            c.exec_ok(1, "cache drop")?;
+            c.exec_ok(1, "trace clear")?;
+            c.exec_ok(1, "sum /big")?;
+            c.release_console(1);
+            c.release_console(2);
+            let evict_file = c.run_dir().join("evict.json");
+            let evict_path = evict_file.to_string_lossy().into_owned();
+            let out = qemu_run(
+                &["trace", "--run-dir", &run_dir, "-o", &evict_path],
+                c.ctl(),
+                Duration::from_secs(120),
+            )?;
+            if out.code != Some(0) {
+                return Err(fail(format!("qemu-run.sh trace failed:\n{}", out.text())));
+            }
+            let text = std::fs::read_to_string(&evict_file)
+                .map_err(|e| fail(format!("{}: {e}", evict_file.display())))?;
+            let v: Value = serde_json::from_str(&text)
+                .map_err(|e| fail(format!("evict.json is not JSON: {e}")))?;
+            check_schema(&v).map_err(|e| fail(format!("evict.json: {e}")))?;
+            let freed: u64 = (v["traceEvents"].as_array().into_iter().flatten())
+                .filter(|e| {
+                    e["pid"].as_u64() == Some(1)
+                        && e["ph"] == "X"
+                        && e["name"]
+                            .as_str()
+                            .is_some_and(|n| n.starts_with("eviction sweep"))
+                })
+                .filter_map(|e| e["args"]["freed"].as_u64())
+                .sum();
+            if freed == 0 {
+                return Err(fail(format!(
+                    "no eviction sweep of n1 freed a page while it read 12 MiB:\n{}",
+                    out.text()
+                )));
+            }
+            println!("eviction sweeps of n1 freed {freed} pages");
             Ok(())
         },
     );

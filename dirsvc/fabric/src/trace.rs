@@ -1,7 +1,8 @@
 //! The protocol timeline: every instance records protocol events (a
 //! request sent, taken, answered; a fill's disk read; an invalidation and
-//! its ack; doorbells; sleeps) with a timestamp of its own clock (the TSC
-//! in the kernel) into a fixed-size ring in its own, private memory.
+//! its ack; doorbells; sleeps; eviction sweeps; task switches) with a
+//! timestamp of its own clock (the TSC in the kernel) into a fixed-size
+//! ring in its own, private memory.
 //!
 //! Off (the default), [`record`] costs one relaxed load and one
 //! predictable branch. On, one clock read and four relaxed stores into
@@ -71,11 +72,17 @@ pub enum Kind {
     Sleep = 15,
     /// Woken.
     Wake = 16,
+    /// Node: an eviction sweep started (`ARG`: the victims it took).
+    EvictStart = 17,
+    /// Node: that sweep ended (`ARG`: the pages freed).
+    EvictEnd = 18,
+    /// Node: the task executor runs another task (`ARG`: its index).
+    TaskSwitch = 19,
 }
 
 impl Kind {
     /// Every kind, in code order.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 19] = [
         Kind::ReqSent,
         Kind::RespTaken,
         Kind::Install,
@@ -92,6 +99,9 @@ impl Kind {
         Kind::BellTaken,
         Kind::Sleep,
         Kind::Wake,
+        Kind::EvictStart,
+        Kind::EvictEnd,
+        Kind::TaskSwitch,
     ];
 
     /// The name in a dump.
@@ -113,6 +123,9 @@ impl Kind {
             Kind::BellTaken => "bell_taken",
             Kind::Sleep => "sleep",
             Kind::Wake => "wake",
+            Kind::EvictStart => "evict_start",
+            Kind::EvictEnd => "evict_end",
+            Kind::TaskSwitch => "task_switch",
         }
     }
 

@@ -327,21 +327,29 @@ impl Notifier {
         dirty: bool,
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<(), Errno> {
-        self.send(mem, fabric::proto::Notice::InvAck { key, dirty }, wait)?;
-        let arg = fabric::trace::key_arg(key.ino, key.idx);
-        fabric::trace::record(fabric::trace::Kind::AckSent, 0, 0, 0, arg);
-        Ok(())
+        self.send(mem, fabric::proto::Notice::InvAck { key, dirty }, wait)
     }
 
     /// Publish `n` on the ack ring (spins while it is full, as
-    /// [`Notifier::ack`]).
+    /// [`Notifier::ack`]). An invalidation's ack, of one page or of a
+    /// range, is an `ack_sent` on the timeline.
     pub fn send(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
         n: fabric::proto::Notice,
         wait: &mut dyn FnMut() -> bool,
     ) -> Result<(), Errno> {
-        push_waiting(&mut self.ack, mem, &n.encode(), wait)
+        use fabric::proto::Notice;
+        push_waiting(&mut self.ack, mem, &n.encode(), wait)?;
+        let arg = match n {
+            Notice::InvAck { key, .. } => Some(fabric::trace::key_arg(key.ino, key.idx)),
+            Notice::InvRangeAck { span, .. } => Some(fabric::trace::key_arg(span.ino, span.first)),
+            _ => None,
+        };
+        if let Some(arg) = arg {
+            fabric::trace::record(fabric::trace::Kind::AckSent, 0, 0, 0, arg);
+        }
+        Ok(())
     }
 }
 
@@ -416,5 +424,41 @@ mod tests {
         let d = dir.pop(&*mem).unwrap().unwrap();
         assert_eq!(Notice::decode(&d), Ok(Notice::InvAck { key, dirty: true }));
         n.ack(&*mem, key, false, &mut || false).unwrap();
+    }
+
+    /// The ack of a page and the ack of a range are both `ack_sent` on the
+    /// timeline, with the page (the range's first) as their argument.
+    #[test]
+    fn page_and_range_acks_are_recorded_on_the_timeline() {
+        use fabric::proto::PageSpan;
+        use fabric::trace::{self, Kind};
+        fn clock() -> u64 {
+            7
+        }
+        let _one = crate::tests::TRACE_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (mem, layout, _c) = joined();
+        let mut n = Notifier::new(&layout, 1);
+        // Distinctive files: tests alongside may record their own acks.
+        let key = PageKey { ino: 9_001, idx: 3 };
+        let span = PageSpan {
+            ino: 9_002,
+            first: 5,
+            count: 4,
+        };
+        trace::set_clock(clock);
+        trace::set_enabled(true);
+        n.ack(&*mem, key, false, &mut || false).unwrap();
+        let range = Notice::InvRangeAck { span, dirty: false };
+        n.send(&*mem, range, &mut || false).unwrap();
+        trace::set_enabled(false);
+        let acks: Vec<u64> = (trace::snapshot().0.into_iter())
+            .filter(|e| e.kind == Kind::AckSent)
+            .map(|e| e.arg)
+            .collect();
+        for want in [trace::key_arg(9_001, 3), trace::key_arg(9_002, 5)] {
+            assert!(acks.contains(&want), "{want} not among the acks {acks:?}");
+        }
     }
 }

@@ -15,6 +15,10 @@ use crate::pagecache::Slot;
 use crate::rig::{window_offset, HostEnv, Rig, RigConfig};
 use crate::wait::DIR_SILENT_NS;
 
+/// The protocol timeline's ring and its on/off flag are global: the
+/// tests that turn it on hold this, one at a time.
+pub(crate) static TRACE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|o| ((o % 251) as u8) ^ ((o >> 12) as u8) ^ seed)
@@ -649,6 +653,7 @@ mod sc_writeback;
 mod task_reads;
 mod task_writeback;
 mod torndown;
+mod trace;
 mod unlock;
 mod windows;
 mod writes;

@@ -50,6 +50,9 @@ pub struct ClusterOpts {
     pub cmd_timeout: Duration,
     /// The `onecopy-ctl` binary (default: [`default_ctl`](super::default_ctl)).
     pub ctl: Option<PathBuf>,
+    /// Host files placed on the disk before boot (qemu-run.sh `--put
+    /// HOST_PATH:GUEST_PATH`, one each).
+    pub puts: Vec<(PathBuf, String)>,
 }
 
 impl Default for ClusterOpts {
@@ -73,6 +76,7 @@ impl Default for ClusterOpts {
             boot_timeout: Duration::from_secs(60),
             cmd_timeout: Duration::from_secs(60),
             ctl: None,
+            puts: Vec::new(),
         }
     }
 }
@@ -180,6 +184,12 @@ impl ClusterOpts {
     /// Sets the `onecopy-ctl` binary.
     pub fn ctl(mut self, p: impl Into<PathBuf>) -> Self {
         self.ctl = Some(p.into());
+        self
+    }
+    /// Adds a `--put HOST:GUEST`: the host file `host` at `guest` on the
+    /// disk.
+    pub fn put(mut self, host: impl Into<PathBuf>, guest: &str) -> Self {
+        self.puts.push((host.into(), guest.into()));
         self
     }
 }

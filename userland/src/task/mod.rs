@@ -219,6 +219,8 @@ impl<'a> Tasks<'a> {
         let wakers: Vec<Waker> = flags.iter().map(|f| Waker::from(f.clone())).collect();
         let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
         let mut left = n;
+        // The task polled last, for the timeline's task switches.
+        let mut last = None;
         while left > 0 {
             let mut polled = false;
             for (i, ((task, slot), (flag, waker))) in tasks
@@ -232,6 +234,10 @@ impl<'a> Tasks<'a> {
                 }
                 polled = true;
                 self.current.set(i);
+                if last != Some(i) {
+                    last = Some(i);
+                    fabric::trace::record(fabric::trace::Kind::TaskSwitch, 0, 0, 0, i as u64);
+                }
                 let mut cx = Context::from_waker(waker);
                 if let Poll::Ready(v) = task.as_mut().poll(&mut cx) {
                     *slot = Some(v);

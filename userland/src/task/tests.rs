@@ -48,6 +48,46 @@ fn ready_tasks_take_turns_in_order() {
     assert!(os.batches.is_empty());
 }
 
+/// Every turn of another task shows on the protocol timeline as a task
+/// switch naming it (the ring is global: tests alongside may add their
+/// own, so the check is that these come in order among them).
+#[test]
+fn task_switches_are_recorded_on_the_timeline() {
+    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use fabric::trace::{self, Kind};
+    fn clock() -> u64 {
+        static T: AtomicU64 = AtomicU64::new(1);
+        T.fetch_add(1, Relaxed)
+    }
+    let mut os = MockOs::new();
+    let ex = Tasks::new(&mut os);
+    trace::set_clock(clock);
+    trace::clear();
+    trace::set_enabled(true);
+    ex.run_n(5, |_| {
+        let ex = &ex;
+        async move {
+            for _ in 0..3 {
+                ex.yield_now().await;
+            }
+        }
+    })
+    .unwrap();
+    trace::set_enabled(false);
+    let switches: Vec<u64> = (trace::snapshot().0.into_iter())
+        .filter(|e| e.kind == Kind::TaskSwitch)
+        .map(|e| e.arg)
+        .collect();
+    // Four polls of each task, round robin.
+    let mut want = (0..4).flat_map(|_| 0..5u64).peekable();
+    for s in &switches {
+        if want.peek() == Some(s) {
+            want.next();
+        }
+    }
+    assert_eq!(want.next(), None, "task switches recorded: {switches:?}");
+}
+
 #[test]
 fn the_ios_of_all_waiting_tasks_go_out_in_one_flush() {
     let (mut os, fd) = mock_with_file(32);

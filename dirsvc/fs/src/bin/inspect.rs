@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The image is opened read-only and mounted with the same validation the
-//! directory kernel runs. Exit status: 0 ok, 1 bad image / bad data block /
-//! missing path / I/O error, 2 bad arguments.
+//! directory kernel runs. Options are parsed with clap (`--help`). Exit
+//! status: 0 ok, 1 bad image / bad data block / missing path / I/O error,
+//! 2 bad arguments.
 
 mod common;
 
@@ -17,25 +18,46 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::{ArgGroup, Parser};
 use common::FileDisk;
 use fabric::proto::{Attr, FileKind};
 use flatfs::{Fs, BLOCK_SIZE, ROOT_INO, VERSION};
 
-const USAGE: &str = "\
-usage: inspect IMAGE [--check | --cat PATH | --blocks PATH]
-
+/// What inspect does (the top of `--help`).
+const ABOUT: &str = "\
 Validate a onecopy disk image (read-only) and list its tree: one line per
-inode with path, kind, size (bytes; entries for a directory) and version.
+inode with path, kind, size (bytes; entries for a directory) and version.";
 
-options:
-  --check       validate the metadata, then read every data block of every
-                file and check it against its checksum: print \"IMAGE: ok
-                (...)\", or the problem, or one line per bad data block
-                (inode, path, block, device block) and a count (exit 1)
-  --cat PATH    write the bytes of file PATH to stdout
-  --blocks PATH one line per block of file PATH: block index, device
-                block, byte offset in the image
-  -h, --help    print this help";
+const AFTER_HELP: &str =
+    "Exit status: 0 ok, 1 bad image / bad data block / missing path / I/O error, 2 bad arguments.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "inspect",
+    about = ABOUT,
+    after_help = AFTER_HELP,
+    disable_version_flag = true,
+    max_term_width = 100,
+    group(ArgGroup::new("mode").args(["check", "cat", "blocks"]))
+)]
+struct Args {
+    /// The image file
+    #[arg(value_name = "IMAGE")]
+    image: PathBuf,
+    /// Validate the metadata, then read every data block of every file and
+    /// check it against its checksum: print "IMAGE: ok (...)", or the
+    /// problem, or one line per bad data block (inode, path, block, device
+    /// block) and a count (exit 1)
+    #[arg(long)]
+    check: bool,
+    /// Write the bytes of file PATH to stdout
+    #[arg(long, value_name = "PATH")]
+    cat: Option<String>,
+    /// One line per block of file PATH: block index, device block, byte
+    /// offset in the image
+    #[arg(long, value_name = "PATH")]
+    blocks: Option<String>,
+}
 
 enum Mode {
     List,
@@ -44,53 +66,16 @@ enum Mode {
     Blocks(String),
 }
 
-fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("inspect: {msg}\n{USAGE}");
-    ExitCode::from(2)
-}
-
-fn parse_args(argv: &[String]) -> Result<Option<(PathBuf, Mode)>, String> {
-    let mut image = None;
-    let mut mode = None;
-    let mut i = 0;
-    while i < argv.len() {
-        let arg = &argv[i];
-        i += 1;
-        let set = |mode: &mut Option<Mode>, m: Mode| {
-            if mode.is_some() {
-                return Err(String::from("--check, --cat and --blocks are exclusive"));
-            }
-            *mode = Some(m);
-            Ok(())
+impl Args {
+    fn mode(self) -> (PathBuf, Mode) {
+        let mode = match (self.check, self.cat, self.blocks) {
+            (true, _, _) => Mode::Check,
+            (_, Some(p), _) => Mode::Cat(p),
+            (_, _, Some(p)) => Mode::Blocks(p),
+            _ => Mode::List,
         };
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--check" => set(&mut mode, Mode::Check)?,
-            "--cat" => {
-                let p = argv.get(i).ok_or("--cat needs a PATH")?;
-                i += 1;
-                set(&mut mode, Mode::Cat(p.clone()))?;
-            }
-            a if a.starts_with("--cat=") => set(&mut mode, Mode::Cat(a[6..].to_string()))?,
-            "--blocks" => {
-                let p = argv.get(i).ok_or("--blocks needs a PATH")?;
-                i += 1;
-                set(&mut mode, Mode::Blocks(p.clone()))?;
-            }
-            a if a.starts_with("--blocks=") => set(&mut mode, Mode::Blocks(a[9..].to_string()))?,
-            a if a.starts_with('-') && a.len() > 1 => {
-                return Err(format!("unknown option {a}"));
-            }
-            a => {
-                if image.is_some() {
-                    return Err(format!("unexpected argument {a:?}"));
-                }
-                image = Some(PathBuf::from(a));
-            }
-        }
+        (self.image, mode)
     }
-    let image = image.ok_or("missing IMAGE")?;
-    Ok(Some((image, mode.unwrap_or(Mode::List))))
 }
 
 /// Every inode under `dir`, depth first, entries sorted by name.
@@ -220,15 +205,8 @@ fn check(fs: &mut Fs<FileDisk>, image: &str) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let (image_path, mode) = match parse_args(&argv) {
-        Ok(Some(x)) => x,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => return usage_error(&msg),
-    };
+    // clap prints the help or the error and exits 0 or 2.
+    let (image_path, mode) = Args::parse().mode();
     let image = image_path.display().to_string();
     let disk = match FileDisk::open_read_only(&image_path) {
         Ok(d) => d,

@@ -4,8 +4,9 @@
 //! mkfs [--size-mb N] [--inodes N] [--from DIR] [--dataset NAME:SIZE[:SEED] ...] IMAGE
 //! ```
 //!
-//! Exit status: 0 on success, 2 on bad arguments, a missing folder, or data
-//! that does not fit (the partial image is removed), 1 on I/O errors.
+//! Options are parsed with clap (`--help`). Exit status: 0 on success, 2
+//! on bad arguments, a missing folder, or data that does not fit (the
+//! partial image is removed), 1 on I/O errors.
 
 mod common;
 
@@ -14,124 +15,72 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use common::FileDisk;
 use fabric::proto::{Errno, MAX_NAME};
 use flatfs::{Fs, BLOCK_SIZE};
 
-const USAGE: &str = "\
-usage: mkfs [--size-mb N] [--inodes N] [--from DIR] [--dataset NAME:SIZE[:SEED] ...] IMAGE
-
-Create (or overwrite) IMAGE as an empty onecopy file system, then copy the
-files and subdirectories of DIR into it (symlinks and special files are
-skipped with a warning).
-
-options:
-  --size-mb N   image size in MiB (default 64)
-  --inodes N    inode slots, rounded up to a multiple of 16 (default 1024)
-  --from DIR    folder to copy into the image
-  --dataset NAME:SIZE[:SEED]
-                an application workload's dataset (webserver, fileserver,
-                varmail, kv, infer, ann, search; SIZE like 64m; SEED
-                default 1), generated deterministically into /apps/NAME;
-                repeatable; --size-mb and --inodes grow to fit it
-  -h, --help    print this help";
-
 const MIB: u64 = 1 << 20;
 
+/// What mkfs does (the top of `--help`).
+const ABOUT: &str = "\
+Create (or overwrite) IMAGE as an empty onecopy file system, then copy the
+files and subdirectories of DIR into it (symlinks and special files are
+skipped with a warning).";
+
+const AFTER_HELP: &str = "Exit status: 0 on success, 2 on bad arguments, a missing folder, or \
+data that does not fit (the partial image is removed), 1 on I/O errors.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mkfs",
+    about = ABOUT,
+    after_help = AFTER_HELP,
+    disable_version_flag = true,
+    max_term_width = 100
+)]
 struct Args {
+    /// Image size in MiB
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=(1 << 24)))]
     size_mb: u64,
+    /// Inode slots, rounded up to a multiple of 16
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
     inodes: u32,
+    /// Folder to copy into the image
+    #[arg(long, value_name = "DIR")]
     from: Option<PathBuf>,
+    /// An application workload's dataset (webserver, fileserver, varmail,
+    /// kv, infer, ann, search; SIZE like 64m; SEED default 1), generated
+    /// deterministically into /apps/NAME; repeatable; --size-mb and
+    /// --inodes grow to fit it
+    #[arg(long = "dataset", value_name = "NAME:SIZE[:SEED]", value_parser = datasets::parse_spec)]
     datasets: Vec<(String, u64, u64)>,
+    /// The image file
+    #[arg(value_name = "IMAGE")]
     image: PathBuf,
 }
 
 /// Why mkfs stopped: the message and the exit status.
 struct Fail(String, u8);
 
-fn usage_error(msg: String) -> Fail {
-    Fail(format!("{msg}\n{USAGE}"), 2)
-}
-
-fn parse_args(argv: &[String]) -> Result<Option<Args>, Fail> {
-    let mut size_mb = 64u64;
-    let mut inodes = 1024u32;
-    let mut from = None;
-    let mut datasets = Vec::new();
-    let mut image = None;
-    let mut i = 0;
-    while i < argv.len() {
-        let arg = &argv[i];
-        i += 1;
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String, Fail> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            let v = argv
-                .get(i)
-                .cloned()
-                .ok_or_else(|| usage_error(format!("mkfs: {name} needs a value")))?;
-            i += 1;
-            Ok(v)
-        };
-        match flag {
-            "-h" | "--help" => return Ok(None),
-            "--size-mb" => {
-                let v = value(flag)?;
-                size_mb = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=(1 << 24)).contains(n))
-                    .ok_or_else(|| {
-                        usage_error(format!(
-                            "mkfs: --size-mb: {v:?} is not a size in MiB (1..=16777216)"
-                        ))
-                    })?;
-            }
-            "--inodes" => {
-                let v = value(flag)?;
-                inodes = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                    usage_error(format!(
-                        "mkfs: --inodes: {v:?} is not an inode count (1..=4294967295)"
-                    ))
-                })?;
-            }
-            "--from" => from = Some(PathBuf::from(value(flag)?)),
-            "--dataset" => {
-                let v = value(flag)?;
-                let spec = datasets::parse_spec(&v)
-                    .map_err(|e| usage_error(format!("mkfs: --dataset: {e}")))?;
-                if datasets.iter().any(|d: &(String, u64, u64)| d.0 == spec.0) {
-                    return Err(usage_error(format!(
-                        "mkfs: --dataset: {} given twice",
-                        spec.0
-                    )));
-                }
-                datasets.push(spec);
-            }
-            _ if flag.starts_with('-') && flag.len() > 1 => {
-                return Err(usage_error(format!("mkfs: unknown option {arg}")));
-            }
-            _ => {
-                if image.is_some() {
-                    return Err(usage_error(format!("mkfs: unexpected argument {arg:?}")));
-                }
-                image = Some(PathBuf::from(arg));
-            }
+/// The command line (clap prints the help or the error and exits 0 or
+/// 2); a dataset named twice is refused like any other bad argument.
+fn parse_args() -> Args {
+    let args = Args::parse();
+    for (i, d) in args.datasets.iter().enumerate() {
+        if args.datasets[..i].iter().any(|e| e.0 == d.0) {
+            Args::command()
+                .error(
+                    ErrorKind::ArgumentConflict,
+                    format!("--dataset: {} given twice", d.0),
+                )
+                .exit();
         }
     }
-    let image = image.ok_or_else(|| usage_error("mkfs: missing IMAGE".into()))?;
-    Ok(Some(Args {
-        size_mb,
-        inodes,
-        from,
-        datasets,
-        image,
-    }))
+    args
 }
 
 #[derive(Default)]
@@ -324,18 +273,7 @@ fn run(args: &Args, created: &mut bool) -> Result<String, Fail> {
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let args = match parse_args(&argv) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(Fail(msg, code)) => {
-            eprintln!("{msg}");
-            return ExitCode::from(code);
-        }
-    };
+    let args = parse_args();
     let mut created = false;
     match run(&args, &mut created) {
         Ok(summary) => {

@@ -310,6 +310,13 @@ impl ScState {
         if victims.is_empty() {
             return Ok(0);
         }
+        fabric::trace::record(
+            fabric::trace::Kind::EvictStart,
+            0,
+            0,
+            0,
+            victims.len() as u64,
+        );
         // Our own mappings of these frames go first.
         if let Some(c) = self.coh.as_mut() {
             for (k, _) in &victims {
@@ -321,6 +328,7 @@ impl ScState {
         victims.sort_unstable_by_key(|v| v.0);
         let runs = PageRun::split(RunKind::Inv, &victims);
         let mut err = None;
+        let mut freed = 0u64;
         for chunk in runs.chunks(BATCH) {
             if err.is_some() {
                 // Not sent: the pages stay ours (as dirty: at worst one
@@ -332,8 +340,9 @@ impl ScState {
                 }
                 continue;
             }
-            self.invalidate_runs(link, chunk, &mut err);
+            freed += self.invalidate_runs(link, chunk, &mut err);
         }
+        fabric::trace::record(fabric::trace::Kind::EvictEnd, 0, 0, 0, freed);
         match err {
             Some(e) => Err(e),
             None => Ok(victims.len()),
@@ -341,19 +350,21 @@ impl ScState {
     }
 
     /// Send the INV runs `runs` (at most [`BATCH`]) together and take
-    /// their answers; the first error goes to `err`.
+    /// their answers; the first error goes to `err`. Returns the pages
+    /// freed.
     fn invalidate_runs<E: Env>(
         &mut self,
         link: &mut Link<E>,
         runs: &[PageRun],
         err: &mut Option<Errno>,
-    ) {
+    ) -> u64 {
         // Every answered page is completed even if others were refused; an
         // unanswered one stays torn down until the directory's DIR_INV.
         let (answers, fatal) = self.run_batch(link, runs);
         if let Some(e) = fatal {
             err.get_or_insert(e);
         }
+        let mut freed = 0u64;
         if let Some(c) = self.cache() {
             for (run, a) in runs.iter().zip(answers) {
                 match a {
@@ -361,6 +372,7 @@ impl ScState {
                         for (i, (key, _)) in run.pages().enumerate() {
                             if r.done & (1 << i) != 0 {
                                 c.reclaimed(&key);
+                                freed += 1;
                             } else {
                                 c.reclaim_failed(&key);
                             }
@@ -376,6 +388,7 @@ impl ScState {
                 }
             }
         }
+        freed
     }
 
     /// Invalidate one page we own, synchronously (`bench inv`). Returns
