@@ -116,7 +116,16 @@ impl Shared {
     pub fn step(&self, me: u32, dt: u64) {
         self.now.set(self.now.get() + dt);
         let h = Header::new(&*self.mem, self.layout);
-        let frozen = self.frozen.borrow().clone();
+        // A copy: the hook may freeze or thaw. Usually empty (no
+        // allocation): this runs at every wait step.
+        let frozen = {
+            let f = self.frozen.borrow();
+            if f.is_empty() {
+                Vec::new()
+            } else {
+                f.clone()
+            }
+        };
         for n in 1..=self.layout.max_nodes {
             if !frozen.contains(&n) {
                 h.beat_node(n);
@@ -127,8 +136,14 @@ impl Shared {
             self.dir.borrow_mut().poll(&*self.mem, self.now.get());
             self.passes.set(self.passes.get() + 1);
         }
-        let nodes: Vec<_> = self.nodes.borrow().clone();
-        for (id, w) in nodes {
+        // Nodes are only ever added: the ones registered now, by index
+        // (no copy of the list at every step).
+        let count = self.nodes.borrow().len();
+        for i in 0..count {
+            let (id, w) = {
+                let nodes = self.nodes.borrow();
+                (nodes[i].0, nodes[i].1.clone())
+            };
             if id == me || frozen.contains(&id) {
                 continue;
             }

@@ -185,6 +185,16 @@ impl World {
     /// Check a read of `file` that ran from `rs` to now.
     fn check_read(&mut self, k: u32, file: &str, rs: u64, got: &[u8], at_end: bool) {
         let re = self.tick();
+        self.digest = fold(
+            self.digest,
+            &[
+                u64::from(k),
+                rs,
+                re,
+                bytes_digest(file.as_bytes()),
+                bytes_digest(got),
+            ],
+        );
         let empty = vec![Rec::initial()];
         let h = self.hist.get(file).unwrap_or(&empty);
         let cands = candidates(h, rs, re);
@@ -326,6 +336,45 @@ fn legal(cands: &[&Rec], got: &[u8]) -> bool {
     })
 }
 
+fn fold(mut d: u64, xs: &[u64]) -> u64 {
+    for &x in xs {
+        d = fabric::rng::mix64(d ^ x);
+    }
+    d
+}
+
+fn bytes_digest(b: &[u8]) -> u64 {
+    b.chunks(8).fold(b.len() as u64, |d, c| {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        fold(d, &[u64::from_le_bytes(w)])
+    })
+}
+
+/// The history's digest (see [`RunStats::digest`]).
+fn hist_digest(w: &World) -> u64 {
+    let mut d = w.digest;
+    for (name, h) in &w.hist {
+        d = fold(d, &[bytes_digest(name.as_bytes())]);
+        for r in h {
+            d = fold(
+                d,
+                &[
+                    bytes_digest(&r.data),
+                    u64::from(r.writer),
+                    r.start,
+                    r.end.map_or(u64::MAX, |e| e),
+                    u64::from(r.ok)
+                        | u64::from(r.durable) << 1
+                        | u64::from(r.lossy) << 2
+                        | u64::from(r.zeros_ok) << 3,
+                ],
+            );
+        }
+    }
+    d
+}
+
 /// What the simulation shares with its step hook.
 struct World {
     rng: Rng,
@@ -347,6 +396,8 @@ struct World {
     /// A node idles asleep: the hook runs at every step, and sometimes
     /// drops another node's cache (its evictions invalidate the sleeper).
     sleeper: bool,
+    /// See [`RunStats::digest`].
+    digest: u64,
 }
 
 type Nodes = Vec<Rc<RefCell<Node<HostEnv>>>>;
@@ -571,6 +622,12 @@ pub(super) struct RunStats {
     pub failures: u64,
     /// DIR_INVs the directory took from quietly sleeping nodes.
     pub quiet_taken: u64,
+    /// Rig steps (directory passes while it was up): the run's cost.
+    pub passes: u64,
+    /// A digest of every checked read (node, file, time span, bytes) and
+    /// of the final history: two builds replay a seed alike iff their
+    /// digests agree.
+    pub digest: u64,
 }
 
 /// Run `steps` steps of seed `seed` in `mode`; `Err` names the broken
@@ -595,6 +652,7 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
     // so the older seeds replay as before.
     let doorbells = seed & 0x100 != 0;
     rig.sh.doorbells.set(doorbells);
+
     let nodes: Nodes = (1..=nnodes).map(|k| rig.node_rc(k)).collect();
     // Seeds with bit 10 set promote hot pages: replicas of peers' pages
     // (single-copy modes), read often, revoked by stores and reclaim.
@@ -623,6 +681,7 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
         writes: 0,
         hooked: 0,
         sleeper: false,
+        digest: 0,
     }));
     // Inside other operations' wait steps: whole reads and writes.
     let hook_pct = 2 + world.borrow_mut().rng.below(10);
@@ -687,7 +746,11 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
         let (name, len, writer) = &files[f];
         let n = &nodes[k as usize - 1];
         if trace() {
-            eprintln!("step {step}: node {k} action {action} arg {arg} file {name}");
+            eprintln!(
+                "step {step}: node {k} action {action} arg {arg} file {name} passes {} now {}",
+                rig.sh.passes.get(),
+                rig.sh.now()
+            );
         }
         if world.borrow().dead.contains_key(&k) {
             continue;
@@ -946,6 +1009,8 @@ fn finish(
         faults,
         failures,
         quiet_taken: rig.sh.dir.borrow().quiet_stats().taken,
+        passes: rig.sh.passes.get(),
+        digest: hist_digest(&w),
     })
 }
 
@@ -999,6 +1064,11 @@ fn sweep(mode: Mode, seeds: &[u64], steps: u64) -> (RunStats, Vec<String>) {
                 total.faults += s.faults;
                 total.failures += s.failures;
                 total.quiet_taken += s.quiet_taken;
+                total.passes += s.passes;
+                total.digest = fold(total.digest, &[s.digest]);
+                if std::env::var_os("ONECOPY_SIM_PERSEED").is_some() {
+                    eprintln!("seed {seed:#x}: {s:?}");
+                }
             }
             Err(e) => failed.push(format!(
                 "seed {seed:#x}: {e}\nreplay: ONECOPY_SIM_MODE={} ONECOPY_SIM_SEED={seed:#x} cargo test -p nodepath sim_drives",
