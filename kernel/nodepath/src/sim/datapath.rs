@@ -46,6 +46,7 @@ use std::rc::Rc;
 use fabric::config::Mode;
 use fabric::proto::PageKey;
 
+use super::history::{fold, hist_digest, History, STRICT_DIR_CRASH};
 use super::regress::{whole_read, whole_write};
 use crate::node::Node;
 use crate::pagecache::Slot;
@@ -72,323 +73,16 @@ impl Rng {
     }
 }
 
-impl World {
-    fn tick(&mut self) -> u64 {
-        self.now += 1;
-        self.now
-    }
-
-    /// A write of `file` by `k` starts: its record's index.
-    fn begin_write(&mut self, file: &str, k: u32, data: Vec<u8>) -> usize {
-        let start = self.tick();
-        let h = self
-            .hist
-            .entry(file.to_string())
-            .or_insert_with(|| vec![Rec::initial()]);
-        h.push(Rec {
-            data,
-            writer: k,
-            start,
-            end: None,
-            ok: false,
-            durable: false,
-            lossy: false,
-            zeros_ok: false,
-        });
-        h.len() - 1
-    }
-
-    /// The write `i` of `file` returned. A failed one stays open (its
-    /// dirty pages may still go out) until its writer writes back.
-    fn end_write(&mut self, file: &str, i: usize, ok: bool) {
-        let t = self.tick();
-        let r = &mut self.hist.get_mut(file).expect("begun")[i];
-        r.ok = ok;
-        if ok {
-            r.end = Some(t);
-            let k = r.writer;
-            self.wrote_back(k, Some(file), t);
-        }
-    }
-
-    /// Node `k` wrote back what it had of `file` (every file: `None`)
-    /// successfully, as of time `t`: its failed writes are over.
-    fn wrote_back(&mut self, k: u32, file: Option<&str>, t: u64) {
-        for (name, h) in self.hist.iter_mut() {
-            if file.is_some_and(|f| f != name) {
-                continue;
-            }
-            for r in h
-                .iter_mut()
-                .filter(|r| r.writer == k && !r.ok && r.end.is_none())
-            {
-                r.end = Some(t);
-            }
-        }
-    }
-
-    /// Node `k`'s fsync of `file` (`None`: its sync) that started at `t0`
-    /// succeeded: its writes completed before are durable.
-    fn synced(&mut self, k: u32, file: Option<&str>, t0: u64) {
-        let t = self.tick();
-        for (name, h) in self.hist.iter_mut() {
-            if file.is_some_and(|f| f != name) {
-                continue;
-            }
-            for r in h.iter_mut() {
-                if r.writer == k && r.ok && r.end.is_some_and(|e| e < t0) {
-                    r.durable = true;
-                }
-            }
-        }
-        self.wrote_back(k, file, t);
-    }
-
-    /// A failure: every write not durable may be lost (and, `zeros`, read
-    /// as zeros), if `who` says it was exposed.
-    fn may_lose(&mut self, zeros: bool, who: impl Fn(&Rec) -> bool) {
-        for h in self.hist.values_mut() {
-            for r in h.iter_mut().filter(|r| !r.durable && who(r)) {
-                r.lossy = true;
-                r.zeros_ok |= zeros;
-            }
-        }
-    }
-
-    /// `ONECOPY_SIM_PAGES=1`: where each page of a bad read came from
-    /// (which write of which file had those bytes at that page, any
-    /// offset).
-    fn page_origins(&self, got: &[u8]) -> String {
-        let mut out = String::new();
-        for (i, page) in got.chunks(4096).enumerate() {
-            let mut from = Vec::new();
-            if page.iter().all(|&b| b == 0) {
-                from.push("zeros".to_string());
-            }
-            for (name, h) in &self.hist {
-                for (j, r) in h.iter().enumerate() {
-                    for (pi, p2) in r.data.chunks(4096).enumerate() {
-                        if p2.len() >= page.len() && p2[..page.len()] == *page {
-                            from.push(format!(
-                                "{name}#{j}p{pi}(w{} t{}..{:?})",
-                                r.writer, r.start, r.end
-                            ));
-                        }
-                    }
-                }
-            }
-            out.push_str(&format!("\n  page {i}: {}", from.join(" ")));
-        }
-        out
-    }
-
-    /// Check a read of `file` that ran from `rs` to now.
-    fn check_read(&mut self, k: u32, file: &str, rs: u64, got: &[u8], at_end: bool) {
-        let re = self.tick();
-        self.digest = fold(
-            self.digest,
-            &[
-                u64::from(k),
-                rs,
-                re,
-                bytes_digest(file.as_bytes()),
-                bytes_digest(got),
-            ],
-        );
-        let empty = vec![Rec::initial()];
-        let h = self.hist.get(file).unwrap_or(&empty);
-        let cands = candidates(h, rs, re);
-        if legal(&cands, got) || self.bad.is_some() {
-            return;
-        }
-        let zeros = got.iter().filter(|&&b| b == 0).count();
-        let which = h.iter().position(|r| r.data == got);
-        let desc: Vec<String> = cands
-            .iter()
-            .map(|c| {
-                format!(
-                    "[writer {} t {}..{:?} ok {} durable {} lossy {} len {}]",
-                    c.writer,
-                    c.start,
-                    c.end,
-                    c.ok,
-                    c.durable,
-                    c.lossy,
-                    c.data.len()
-                )
-            })
-            .collect();
-        let old = which.map(|i| {
-            let r = &h[i];
-            format!(
-                "it is write #{i} (writer {}, t {}..{:?}, ok {})",
-                r.writer, r.start, r.end, r.ok
-            )
-        });
-        let pages = if std::env::var_os("ONECOPY_SIM_PAGES").is_some() {
-            self.page_origins(got)
-        } else {
-            String::new()
-        };
-        self.bad = Some(format!(
-            "{}node {k} read {file} (t {rs}..{re}): {} bytes ({zeros} zero), {}; legal: {}{pages}",
-            if at_end { "at the end " } else { "" },
-            got.len(),
-            old.unwrap_or_else(|| "bytes no write produced".into()),
-            desc.join(" ")
-        ));
-    }
-}
-
-/// After a directory crash, no page of a file reads as zeros that nobody
-/// wrote: a file's recorded size never covers data not yet on the disk
-/// (the directory holds a grown size below the cached pages under it
-/// until they are written back, `dirsvc/src/server/ordered.rs`). A crash
-/// may still lose an unsynced write, showing an older version, or the
-/// empty file its truncation left (see [`legal`]). `false`: the checker
-/// also lets a crash show an unsynced write's size over zeros.
-const STRICT_DIR_CRASH: bool = true;
-
-/// One write of a file (a whole-file write, or an unlink: empty data).
-#[derive(Debug, Clone)]
-struct Rec {
-    data: Vec<u8>,
-    writer: u32,
-    /// Logical time it started.
-    start: u64,
-    /// When it returned (`None`: under way, or failed and its data may
-    /// still go out: it stays concurrent with everything until its writer
-    /// writes the file back successfully).
-    end: Option<u64>,
-    /// It returned success.
-    ok: bool,
-    /// Covered by the writer's successful fsync or sync.
-    durable: bool,
-    /// A failure may have lost it: it supersedes nothing.
-    lossy: bool,
-    /// Its pages may read as zeros (lost frames whose size survived).
-    zeros_ok: bool,
-}
-
-impl Rec {
-    fn initial() -> Rec {
-        Rec {
-            data: Vec::new(),
-            writer: 0,
-            start: 0,
-            end: Some(0),
-            ok: true,
-            durable: true,
-            lossy: false,
-            zeros_ok: false,
-        }
-    }
-    /// Completed, kept: every read that starts later sees it or newer.
-    fn settled(&self) -> bool {
-        self.ok && !self.lossy && self.end.is_some()
-    }
-}
-
-/// The records a read that ran from `rs` to `re` may return: every write
-/// that started before the read ended and that no settled write which
-/// started after it ended had completed before the read started.
-fn candidates(h: &[Rec], rs: u64, re: u64) -> Vec<&Rec> {
-    h.iter()
-        .filter(|w| w.start < re)
-        .filter(|w| {
-            let Some(e) = w.end else { return true };
-            !h.iter()
-                .any(|w2| w2.settled() && w2.start > e && w2.end.is_some_and(|e2| e2 < rs))
-        })
-        .collect()
-}
-
-/// Is `got` a legal read among `cands`: exactly one of them or, when more
-/// than one version is possible, every page from one of them (a page is
-/// atomic, a file is not); a page of zeros only where a candidate may have
-/// lost its frames; empty only where a truncation may be under way (or
-/// the file was removed or never written).
-fn legal(cands: &[&Rec], got: &[u8]) -> bool {
-    if cands.iter().any(|c| c.data == got) {
-        return true;
-    }
-    let open = |c: &Rec| c.end.is_none() || !c.ok;
-    if got.is_empty() {
-        // A lost whole-file write may leave its truncation behind (its
-        // data not yet on the disk when the directory crashed).
-        return cands
-            .iter()
-            .any(|c| c.data.is_empty() || open(c) || c.lossy);
-    }
-    let any_len = cands.iter().any(|c| open(c));
-    if !any_len && !cands.iter().any(|c| c.data.len() == got.len()) {
-        return false;
-    }
-    if cands.len() < 2 && !cands.iter().any(|c| c.zeros_ok || open(c)) {
-        return false;
-    }
-    got.chunks(4096).enumerate().all(|(i, page)| {
-        let (a, b) = (i * 4096, i * 4096 + page.len());
-        cands.iter().any(|c| {
-            (c.data.len() >= b && c.data[a..b] == *page)
-                || (c.zeros_ok && c.data.len() >= b && page.iter().all(|&x| x == 0))
-        })
-    })
-}
-
-fn fold(mut d: u64, xs: &[u64]) -> u64 {
-    for &x in xs {
-        d = fabric::rng::mix64(d ^ x);
-    }
-    d
-}
-
-fn bytes_digest(b: &[u8]) -> u64 {
-    b.chunks(8).fold(b.len() as u64, |d, c| {
-        let mut w = [0u8; 8];
-        w[..c.len()].copy_from_slice(c);
-        fold(d, &[u64::from_le_bytes(w)])
-    })
-}
-
-/// The history's digest (see [`RunStats::digest`]).
-fn hist_digest(w: &World) -> u64 {
-    let mut d = w.digest;
-    for (name, h) in &w.hist {
-        d = fold(d, &[bytes_digest(name.as_bytes())]);
-        for r in h {
-            d = fold(
-                d,
-                &[
-                    bytes_digest(&r.data),
-                    u64::from(r.writer),
-                    r.start,
-                    r.end.map_or(u64::MAX, |e| e),
-                    u64::from(r.ok)
-                        | u64::from(r.durable) << 1
-                        | u64::from(r.lossy) << 2
-                        | u64::from(r.zeros_ok) << 3,
-                ],
-            );
-        }
-    }
-    d
-}
-
-/// What the simulation shares with its step hook.
+/// What the simulation shares with its step hook (its history and
+/// checker through [`std::ops::Deref`]).
 struct World {
+    h: History,
     rng: Rng,
-    /// Every write (or unlink) of every file, in start order.
-    hist: BTreeMap<String, Vec<Rec>>,
-    /// Logical time: every start and end of an operation ticks it.
-    now: u64,
     /// Nodes declared failed and not yet back (frozen: nobody drives
     /// them), with the step at which they come back.
     dead: BTreeMap<u32, u64>,
     /// Sequence number of the next write.
     seq: u64,
-    /// The first invariant broken.
-    bad: Option<String>,
     reads: u64,
     reads_ok: u64,
     writes: u64,
@@ -396,8 +90,19 @@ struct World {
     /// A node idles asleep: the hook runs at every step, and sometimes
     /// drops another node's cache (its evictions invalidate the sleeper).
     sleeper: bool,
-    /// See [`RunStats::digest`].
-    digest: u64,
+}
+
+impl std::ops::Deref for World {
+    type Target = History;
+    fn deref(&self) -> &History {
+        &self.h
+    }
+}
+
+impl std::ops::DerefMut for World {
+    fn deref_mut(&mut self) -> &mut History {
+        &mut self.h
+    }
 }
 
 type Nodes = Vec<Rc<RefCell<Node<HostEnv>>>>;
@@ -652,7 +357,9 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
     // so the older seeds replay as before.
     let doorbells = seed & 0x100 != 0;
     rig.sh.doorbells.set(doorbells);
-
+    // Idle nodes check membership as the kernel's idle loop does: a
+    // node whose session broke rejoins while others wait on it.
+    rig.sh.idle_checks.set(Some(crate::rig::IDLE_CHECK_NS));
     let nodes: Nodes = (1..=nnodes).map(|k| rig.node_rc(k)).collect();
     // Seeds with bit 10 set promote hot pages: replicas of peers' pages
     // (single-copy modes), read often, revoked by stores and reclaim.
@@ -670,18 +377,15 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
     }
     let files = files(nnodes);
     let world = Rc::new(RefCell::new(World {
+        h: History::default(),
         rng,
-        hist: BTreeMap::new(),
-        now: 0,
         dead: BTreeMap::new(),
         seq: 0,
-        bad: None,
         reads: 0,
         reads_ok: 0,
         writes: 0,
         hooked: 0,
         sleeper: false,
-        digest: 0,
     }));
     // Inside other operations' wait steps: whole reads and writes.
     let hook_pct = 2 + world.borrow_mut().rng.below(10);
@@ -1010,7 +714,7 @@ fn finish(
         failures,
         quiet_taken: rig.sh.dir.borrow().quiet_stats().taken,
         passes: rig.sh.passes.get(),
-        digest: hist_digest(&w),
+        digest: hist_digest(&w.h),
     })
 }
 
