@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use fabric::config::Mode;
+
 /// The history of one run.
 #[derive(Default)]
 pub(super) struct History {
@@ -16,6 +18,8 @@ pub(super) struct History {
     pub bad: Option<String>,
     /// See `RunStats::digest`.
     pub digest: u64,
+    /// The run's mode (the append rule depends on it).
+    pub mode: Option<Mode>,
 }
 
 impl History {
@@ -130,6 +134,9 @@ impl History {
 
     /// Check a read of `file` that ran from `rs` to now.
     pub(super) fn check_read(&mut self, k: u32, file: &str, rs: u64, got: &[u8], at_end: bool) {
+        if file == APPEND_FILE {
+            return self.check_appends(k, rs, got, at_end);
+        }
         let re = self.tick();
         self.digest = fold(
             self.digest,
@@ -319,4 +326,164 @@ pub(super) fn hist_digest(w: &History) -> u64 {
         }
     }
     d
+}
+
+/// The file every node appends to (`O_APPEND`), one line per append.
+pub(super) const APPEND_FILE: &str = "/a";
+
+/// Every appended line has this length and ends in a newline: two
+/// appends that collide (which relaxed, `private` and `net` mode allow,
+/// as NFS) overwrite whole lines, so every line of the file is one
+/// append's line; a line crosses page boundaries now and then.
+pub(super) const LINE: usize = 100;
+
+/// The line node `writer`'s append number `seq` writes (no zero byte).
+pub(super) fn append_line(seq: u64, writer: u32) -> Vec<u8> {
+    let mut l = format!("a{writer} {seq:08} ").into_bytes();
+    while l.len() < LINE - 1 {
+        l.push(b'a' + ((seq as usize + l.len()) % 26) as u8);
+    }
+    l.push(b'\n');
+    l
+}
+
+impl History {
+    /// `got` as read from [`APPEND_FILE`]: which append each line is
+    /// (`?`: none), for failure reports; empty for another file's bytes.
+    pub(super) fn append_lines(&self, got: &[u8]) -> String {
+        let Some(h) = self.hist.get(APPEND_FILE) else {
+            return String::new();
+        };
+        let recs: Vec<&Rec> = h.iter().filter(|r| !r.data.is_empty()).collect();
+        if got.is_empty() || !recs.iter().any(|r| got.starts_with(&r.data)) {
+            return String::new();
+        }
+        let lines: Vec<String> = got
+            .chunks(LINE)
+            .map(|l| match recs.iter().position(|r| r.data == l) {
+                Some(j) => format!("#{} (node {})", j + 1, recs[j].writer),
+                None => "?".into(),
+            })
+            .collect();
+        format!("\n  lines: {}", lines.join(" "))
+    }
+
+    /// Check a read of [`APPEND_FILE`] that ran from `rs` to now. In every
+    /// mode: the file is whole lines, each one of an append that started
+    /// before the read ended (never zeros or bytes of no append), none
+    /// twice; every append that completed before the read started and no
+    /// failure may have lost is there, unless (relaxed, `private`, `net`)
+    /// another append overlapped it in time and took its place. Strong
+    /// mode (atomic appends): no such exception, and an append that
+    /// completed before another started comes before it in the file.
+    fn check_appends(&mut self, k: u32, rs: u64, got: &[u8], at_end: bool) {
+        let re = self.tick();
+        self.digest = fold(
+            self.digest,
+            &[u64::from(k), rs, re, bytes_digest(got), 0xa99e0d],
+        );
+        if self.bad.is_some() {
+            return;
+        }
+        let strong = self.mode == Some(Mode::Strong);
+        let empty = Vec::new();
+        let h = self.hist.get(APPEND_FILE).unwrap_or(&empty);
+        let recs: Vec<&Rec> = h.iter().filter(|r| !r.data.is_empty()).collect();
+        let at = if at_end { "at the end " } else { "" };
+        let fail = |why: String| {
+            // The file line by line (which append, its writer and span),
+            // and every append.
+            let lines: Vec<String> = got
+                .chunks(LINE)
+                .map(|l| match recs.iter().position(|r| r.data == l) {
+                    Some(j) => format!("#{}", j + 1),
+                    None => "?".into(),
+                })
+                .collect();
+            let all: Vec<String> = recs
+                .iter()
+                .enumerate()
+                .map(|(j, r)| {
+                    format!(
+                        "#{} node {} t {}..{:?} ok {} durable {} lossy {}",
+                        j + 1,
+                        r.writer,
+                        r.start,
+                        r.end,
+                        r.ok,
+                        r.durable,
+                        r.lossy
+                    )
+                })
+                .collect();
+            Some(format!(
+                "{at}node {k} read {APPEND_FILE} (t {rs}..{re}): {} bytes, {} lines: {why}\n  lines: {}\n  appends: {}",
+                got.len(),
+                got.len() / LINE,
+                lines.join(" "),
+                all.join("; ")
+            ))
+        };
+        if got.len() % LINE != 0 {
+            let zeros = got.iter().filter(|&&b| b == 0).count();
+            self.bad = fail(format!("not whole lines ({zeros} zero bytes)"));
+            return;
+        }
+        // Position in the file of each record present.
+        let mut pos: BTreeMap<usize, usize> = BTreeMap::new();
+        for (i, slot) in got.chunks(LINE).enumerate() {
+            let Some(j) = recs.iter().position(|r| r.data == slot) else {
+                let zeros = slot.iter().filter(|&&b| b == 0).count();
+                self.bad = fail(format!("line {i} is no append's ({zeros} zero bytes)"));
+                return;
+            };
+            if recs[j].start >= re {
+                self.bad = fail(format!("line {i} is of an append that started later"));
+                return;
+            }
+            if let Some(first) = pos.insert(j, i) {
+                self.bad = fail(format!("the append at line {first} is also at line {i}"));
+                return;
+            }
+        }
+        let overlaps = |a: &Rec, b: &Rec| {
+            let a_end = a.end.unwrap_or(u64::MAX);
+            let b_end = b.end.unwrap_or(u64::MAX);
+            b.start < a_end && a.start < b_end
+        };
+        for (j, r) in recs.iter().enumerate() {
+            if !r.settled() || r.end.is_some_and(|e| e >= rs) {
+                continue;
+            }
+            if !pos.contains_key(&j) {
+                let collided = !strong
+                    && recs
+                        .iter()
+                        .enumerate()
+                        .any(|(j2, r2)| j2 != j && overlaps(r, r2));
+                if !collided {
+                    self.bad = fail(format!(
+                        "the completed append of node {} (t {}..{:?}, durable {}) is missing",
+                        r.writer, r.start, r.end, r.durable
+                    ));
+                    return;
+                }
+                continue;
+            }
+            if !strong {
+                continue;
+            }
+            // Atomic appends are ordered by completion.
+            let p = pos[&j];
+            let e = r.end.unwrap_or(u64::MAX);
+            for (&j2, &p2) in &pos {
+                if recs[j2].start > e && p2 < p {
+                    self.bad = fail(format!(
+                        "the append at line {p2} started after the one at line {p} completed, yet comes first"
+                    ));
+                    return;
+                }
+            }
+        }
+    }
 }
