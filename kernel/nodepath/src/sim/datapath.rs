@@ -617,26 +617,26 @@ fn step_action(
     {
         match action {
             0..=34 if writer.is_none_or(|o| o == k) => {
-                do_write(&world, &mut n.borrow_mut(), k, name, *len)
+                do_write(world, &mut n.borrow_mut(), k, name, *len)
             }
             35..=39 if *writer == Some(k) => {
                 let o = (k % nnodes) + 1;
                 let other = &nodes[o as usize - 1];
-                recreate(&world, n, (other, o), k, name, *len);
+                recreate(world, n, (other, o), k, name, *len);
             }
-            0..=79 => do_read(&world, &mut n.borrow_mut(), k, name),
+            0..=79 => do_read(world, &mut n.borrow_mut(), k, name),
             80..=84 => {
                 if arg == 7 {
-                    do_sync(&world, &mut n.borrow_mut(), k);
+                    do_sync(world, &mut n.borrow_mut(), k);
                 } else {
-                    do_fsync(&world, &mut n.borrow_mut(), k, name);
+                    do_fsync(world, &mut n.borrow_mut(), k, name);
                 }
             }
             85..=87 if doorbells && arg < 6 => {
                 // Idle at the prompt: sleeps on the doorbell (quietly if
                 // nothing is in flight) while the hook runs other nodes.
                 let mut n = n.borrow_mut();
-                do_sync(&world, &mut n, k); // a node that wrote is not quiet
+                do_sync(world, &mut n, k); // a node that wrote is not quiet
                 world.borrow_mut().sleeper = true;
                 for _ in 0..=arg {
                     let now = rig.sh.now();
@@ -662,14 +662,14 @@ fn step_action(
                 // `net` mode's calls wait for a silent server in fine
                 // steps, each of which would start another node's call.
                 let hook = (mode == Mode::Net).then(|| rig.sh.hook.borrow_mut().take());
-                do_read(&world, &mut n.borrow_mut(), k, name);
+                do_read(world, &mut n.borrow_mut(), k, name);
                 if let Some(h) = hook {
                     *rig.sh.hook.borrow_mut() = h;
                 }
                 rig.set_dir_up(true);
             }
             98..=99 if arg >= 3 && writer.is_none_or(|o| o == k) => {
-                do_write_in_place(&world, &mut n.borrow_mut(), k, name, *len)
+                do_write_in_place(world, &mut n.borrow_mut(), k, name, *len)
             }
             _ if arg == 0 => {
                 // Directory crash: what was not fsync'd or synced may be

@@ -424,7 +424,7 @@ impl History {
                 all.join("; ")
             ))
         };
-        if got.len() % LINE != 0 {
+        if !got.len().is_multiple_of(LINE) {
             let zeros = got.iter().filter(|&&b| b == 0).count();
             self.bad = fail(format!("not whole lines ({zeros} zero bytes)"));
             return;
