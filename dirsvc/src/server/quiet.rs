@@ -105,8 +105,10 @@ impl<D: BlockDevice> Directory<D> {
         // The DIR_INVs each quiet sleeper owed when its word was read:
         // only those may be taken (one published later, e.g. by a failure
         // handled below, may find the node awake).
-        let quiet: Vec<(u32, Vec<InvOut>)> = (0..64usize)
-            .filter(|&i| owing >> i & 1 != 0 && map.sleeps_quiet(i as u32 + 1))
+        // Only the owing nodes' bits: this runs on every pass while any
+        // DIR_INV is out.
+        let quiet: Vec<(u32, Vec<InvOut>)> = BitIter(owing)
+            .filter(|&i| map.sleeps_quiet(i as u32 + 1))
             .map(|i| {
                 (
                     i as u32 + 1,
@@ -177,6 +179,21 @@ impl<D: BlockDevice> Directory<D> {
                 None => {}
             }
         }
+    }
+}
+
+/// The indexes of the set bits of a mask, lowest first.
+struct BitIter(u64);
+
+impl Iterator for BitIter {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let i = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(i)
     }
 }
 

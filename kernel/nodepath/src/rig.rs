@@ -37,6 +37,8 @@ pub const ZERO_PA: u64 = 0x1000;
 pub const SPIN_STEP_NS: u64 = 10_000;
 /// Clock advance of one halting wait step (a timer tick).
 pub const HALT_STEP_NS: u64 = 1_000_000;
+/// The kernel's idle loop checks membership this often.
+pub const IDLE_CHECK_NS: u64 = 100_000_000;
 
 /// A node as the directory's step sees it (it may be gone or borrowed).
 type WeakNode = Weak<RefCell<Node<HostEnv>>>;
@@ -104,6 +106,15 @@ pub struct Shared {
     /// Nodes sleep through [`Doorbell::sleep_until_event`] (else the
     /// default: no doorbells, halting wait steps).
     pub doorbells: Cell<bool>,
+    /// Idle nodes (neither stepping nor frozen) run their membership
+    /// check this often in steps, as the kernel's idle loop does (`None`,
+    /// the default: only when a test calls it). Without it a node whose
+    /// session broke while others wait on it rejoins only when its
+    /// test's next operation checks, and the waiters retry until they
+    /// give up.
+    pub idle_checks: Cell<Option<u64>>,
+    in_idle_check: Cell<bool>,
+    last_check: RefCell<Vec<u64>>,
     /// `net` mode: answers the directory released after `serve_net`
     /// returned, (node, token, frame), until that node's [`RigNet`] takes
     /// them.
@@ -116,7 +127,16 @@ impl Shared {
     pub fn step(&self, me: u32, dt: u64) {
         self.now.set(self.now.get() + dt);
         let h = Header::new(&*self.mem, self.layout);
-        let frozen = self.frozen.borrow().clone();
+        // A copy: the hook may freeze or thaw. Usually empty (no
+        // allocation): this runs at every wait step.
+        let frozen = {
+            let f = self.frozen.borrow();
+            if f.is_empty() {
+                Vec::new()
+            } else {
+                f.clone()
+            }
+        };
         for n in 1..=self.layout.max_nodes {
             if !frozen.contains(&n) {
                 h.beat_node(n);
@@ -127,14 +147,21 @@ impl Shared {
             self.dir.borrow_mut().poll(&*self.mem, self.now.get());
             self.passes.set(self.passes.get() + 1);
         }
-        let nodes: Vec<_> = self.nodes.borrow().clone();
-        for (id, w) in nodes {
+        // Nodes are only ever added: the ones registered now, by index
+        // (no copy of the list at every step).
+        let count = self.nodes.borrow().len();
+        for i in 0..count {
+            let (id, w) = {
+                let nodes = self.nodes.borrow();
+                (nodes[i].0, nodes[i].1.clone())
+            };
             if id == me || frozen.contains(&id) {
                 continue;
             }
             if let Some(n) = w.upgrade() {
                 if let Ok(mut n) = n.try_borrow_mut() {
                     n.service();
+                    self.idle_check(id, &mut n);
                 }
             }
         }
@@ -145,6 +172,36 @@ impl Shared {
             if slot.is_none() {
                 *slot = Some(f);
             }
+        }
+    }
+
+    /// With [`Shared::idle_checks`], idle node `id`'s membership check,
+    /// every [`IDLE_CHECK_NS`] of the clock (not from inside another
+    /// one: a check may wait, and its steps come back here).
+    fn idle_check(&self, id: u32, n: &mut Node<HostEnv>) {
+        let Some(every) = self.idle_checks.get() else {
+            return;
+        };
+        if self.in_idle_check.get() {
+            return;
+        }
+        let now = self.now.get();
+        let due = {
+            let mut last = self.last_check.borrow_mut();
+            let i = id as usize;
+            if last.len() <= i {
+                last.resize(i + 1, now);
+            }
+            let due = now.saturating_sub(last[i]) >= every;
+            if due {
+                last[i] = now;
+            }
+            due
+        };
+        if due {
+            self.in_idle_check.set(true);
+            n.check();
+            self.in_idle_check.set(false);
         }
     }
 
@@ -350,6 +407,9 @@ impl Rig {
             nodes: RefCell::new(Vec::new()),
             passes: Cell::new(0),
             doorbells: Cell::new(false),
+            idle_checks: Cell::new(None),
+            in_idle_check: Cell::new(false),
+            last_check: RefCell::new(Vec::new()),
             net_mail: RefCell::new(Vec::new()),
         });
         let mut nodes = Vec::new();
