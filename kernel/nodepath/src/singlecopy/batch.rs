@@ -316,36 +316,14 @@ impl ScState {
                 }
             }
         }
-        let mut left = tags.len();
-        while left > 0 {
-            match link.recv() {
-                Ok(Some((tag, d))) => {
-                    let Some(i) = tags.iter().position(|(t, _)| *t == tag) else {
-                        // A late answer to an abandoned call.
-                        self.late_answer(tag, &d);
-                        continue;
-                    };
-                    let reply = match Response::decode(&d, tags[i].1) {
-                        Ok((_, Response::Page(p))) => Ok(p),
-                        Ok((_, Response::Err(e))) => Err(e),
-                        _ => Ok(PageReply::Refused),
-                    };
-                    if out[i].replace(reply).is_none() {
-                        left -= 1;
-                    }
-                }
-                Ok(None) => {
-                    if !link.wait(self) {
-                        fatal.get_or_insert(Errno::Unavailable);
-                        break;
-                    }
-                }
-                Err(e) => {
-                    fatal.get_or_insert(e);
-                    break;
-                }
+        let ids: Vec<u32> = tags.iter().map(|(t, _)| *t).collect();
+        let left = self.collect(link, &ids, &mut out, &mut fatal, |i, d| {
+            match Response::decode(d, tags[i].1) {
+                Ok((_, Response::Page(p))) => Ok(p),
+                Ok((_, Response::Err(e))) => Err(e),
+                _ => Ok(PageReply::Refused),
             }
-        }
+        });
         if left > 0 {
             // Given up: remember the LOOKUP_LOCKs, whose grant may still
             // come, and the INVs, whose pages stay held until an answer.
@@ -363,6 +341,46 @@ impl ScState {
             }
         }
         (out, fatal)
+    }
+
+    /// Wait for the answers to `tags` (sent together, in order), each
+    /// decoded by `decode(i, bytes)` into `out[i]`; an answer to another
+    /// tag is a late one. Stops early when the link gives up (`fatal`);
+    /// returns how many are still unanswered.
+    fn collect<E: Env, T>(
+        &mut self,
+        link: &mut Link<E>,
+        tags: &[u32],
+        out: &mut [Option<T>],
+        fatal: &mut Option<Errno>,
+        decode: impl Fn(usize, &[u8; 64]) -> T,
+    ) -> usize {
+        let mut left = tags.len();
+        while left > 0 {
+            match link.recv() {
+                Ok(Some((tag, d))) => {
+                    let Some(i) = tags.iter().position(|t| *t == tag) else {
+                        // A late answer to an abandoned call.
+                        self.late_answer(tag, &d);
+                        continue;
+                    };
+                    if out[i].replace(decode(i, &d)).is_none() {
+                        left -= 1;
+                    }
+                }
+                Ok(None) => {
+                    if !link.wait(self) {
+                        fatal.get_or_insert(Errno::Unavailable);
+                        break;
+                    }
+                }
+                Err(e) => {
+                    fatal.get_or_insert(e);
+                    break;
+                }
+            }
+        }
+        left
     }
 
     /// Send `runs` together (at most [`BATCH`]) and collect their answers
@@ -398,35 +416,13 @@ impl ScState {
                 }
             }
         }
-        let mut left = tags.len();
-        while left > 0 {
-            match link.recv() {
-                Ok(Some((tag, d))) => {
-                    let Some(i) = tags.iter().position(|t| *t == tag) else {
-                        self.late_answer(tag, &d);
-                        continue;
-                    };
-                    let reply = match Response::decode(&d, runs[i].kind.op()) {
-                        Ok((_, Response::Run(r))) => Ok(r),
-                        Ok((_, Response::Err(e))) => Err(e),
-                        _ => Ok(RunReply::default()),
-                    };
-                    if out[i].replace(reply).is_none() {
-                        left -= 1;
-                    }
-                }
-                Ok(None) => {
-                    if !link.wait(self) {
-                        fatal.get_or_insert(Errno::Unavailable);
-                        break;
-                    }
-                }
-                Err(e) => {
-                    fatal.get_or_insert(e);
-                    break;
-                }
+        let left = self.collect(link, &tags, &mut out, &mut fatal, |i, d| {
+            match Response::decode(d, runs[i].kind.op()) {
+                Ok((_, Response::Run(r))) => Ok(r),
+                Ok((_, Response::Err(e))) => Err(e),
+                _ => Ok(RunReply::default()),
             }
-        }
+        });
         if left > 0 {
             if let Some(c) = self.coh.as_mut() {
                 for (i, tag) in tags.iter().enumerate() {
