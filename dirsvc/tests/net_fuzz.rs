@@ -363,6 +363,7 @@ impl Honest {
         let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect();
         self.client.bulk_write(2, 0, &data).unwrap();
         let w = Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: 0,
@@ -377,6 +378,7 @@ impl Honest {
             r
         );
         let r = Request::Data {
+            gen: 0,
             op: Op::Read,
             slot: 1,
             at: 0,
@@ -428,6 +430,7 @@ fn setup(seed: u64) -> (Net, Honest, Known) {
     let file = make(Op::Create, "/d/f");
     honest.client.bulk_write(2, 0, &[0x5a; 6000]).unwrap();
     let w = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -583,8 +586,9 @@ fn request(known: [u64; 3]) -> impl Strategy<Value = Request> {
                 len,
                 exclusive
             }),
-        4 => (data_op, slot.clone(), at, ino(known), offset(), len).prop_map(
-            |(op, slot, at, ino, offset, len)| Request::Data {
+        4 => (data_op, slot.clone(), at, ino(known), offset(), len, arg()).prop_map(
+            |(op, slot, at, ino, offset, len, gen)| Request::Data {
+                gen,
                 op,
                 slot,
                 at,
@@ -593,8 +597,8 @@ fn request(known: [u64; 3]) -> impl Strategy<Value = Request> {
                 len
             }
         ),
-        2 => (ino(known), offset(), proptest::option::of(arg()), any::<bool>())
-            .prop_map(|(ino, size, expect, locked)| { Request::Setattr { ino, size, expect, locked } }),
+        2 => (ino(known), offset(), proptest::option::of(arg()), any::<bool>(), arg())
+            .prop_map(|(ino, size, expect, locked, gen)| Request::Setattr { ino, size, expect, locked, gen }),
         1 => (slot.clone(), ino(known), arg()).prop_map(|(slot, ino, cookie)| Request::Readdir {
             slot,
             ino,
@@ -928,6 +932,7 @@ fn verify_image(net: &mut Net, honest: &mut Honest) -> Result<(), TestCaseError>
     let mut on_disk = vec![0u8; n];
     prop_assert_eq!(fs.read(honest.ino, 0, &mut on_disk), Ok(n));
     let r = Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,
@@ -971,6 +976,7 @@ thread_local! {
 /// boundary: the same answers (opcode, tag, status, payload) each time.
 fn every_split_point(net: &mut Net, known: &Known) {
     let write = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -979,6 +985,7 @@ fn every_split_point(net: &mut Net, known: &Known) {
         len: 300,
     };
     let read = Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,

@@ -71,11 +71,15 @@ pub enum Errno {
     Fenced = 16,
     /// Held by another node for now (an append lock): try again.
     Busy = 17,
+    /// Stale file handle: the descriptor's file was removed and its inode
+    /// number now names another file (another generation, see
+    /// [`Attr::gen`]). Nothing was read or changed.
+    StaleHandle = 18,
 }
 
 impl Errno {
     /// Every errno, for tests and tables.
-    pub const ALL: [Errno; 17] = [
+    pub const ALL: [Errno; 18] = [
         Errno::NotFound,
         Errno::Exists,
         Errno::NotDir,
@@ -93,6 +97,7 @@ impl Errno {
         Errno::Stale,
         Errno::Fenced,
         Errno::Busy,
+        Errno::StaleHandle,
     ];
 
     /// Decode a wire status; `None` for 0 or an unknown value.
@@ -120,6 +125,7 @@ impl Errno {
             Errno::Stale => "stale version",
             Errno::Fenced => "fenced: the directory declared this node failed",
             Errno::Busy => "busy",
+            Errno::StaleHandle => "stale file handle",
         }
     }
 }
@@ -161,8 +167,26 @@ pub struct Attr {
     /// Size in bytes (directories: number of entries).
     pub size: u64,
     /// Change counter: bumped by every write, truncate or entry change.
-    /// Nodes use it for close-to-open revalidation of private caches.
+    /// Nodes use it for close-to-open revalidation of private caches. The
+    /// high 32 bits are the inode's generation ([`Attr::gen`]), fixed for
+    /// the file's life; only the low 32 bits count changes.
     pub version: u64,
+}
+
+impl Attr {
+    /// The inode's generation: the file system's creation sequence number
+    /// of this file (the high half of [`Attr::version`]). An inode number
+    /// reused by a later file comes with another generation, so a
+    /// descriptor that remembers (ino, generation) from its open never
+    /// reaches the new file (as an NFS file handle).
+    pub fn gen(&self) -> u64 {
+        gen_of_version(self.version)
+    }
+}
+
+/// The generation a version carries (see [`Attr::gen`]).
+pub const fn gen_of_version(version: u64) -> u64 {
+    version >> 32
 }
 
 /// One entry of a directory listing.
@@ -243,13 +267,14 @@ pub enum Op {
     Readdir = 15,
     /// Attributes of an inode: args `[ino]` -> attr.
     Getattr = 16,
-    /// Set the size: args `[ino, size]` -> attr.
+    /// Set the size: args `[ino, size, has_expect, expect, locked, gen]`
+    /// -> attr (see [`Request::Setattr`]).
     Setattr = 17,
-    /// Read file data into the slot: args `[slot, ino, offset, len]` ->
-    /// `[bytes]` + attr.
+    /// Read file data into the slot: args `[slot, ino, offset, len, at,
+    /// gen]` -> `[bytes]` + attr (see [`Request::Data`]).
     Read = 18,
-    /// Write file data from the slot: args `[slot, ino, offset, len]` ->
-    /// `[bytes]` + attr.
+    /// Write file data from the slot: args `[slot, ino, offset, len, at,
+    /// gen]` -> `[bytes]` + attr.
     Write = 19,
     /// Flush to stable storage: args `[ino]` (0: everything).
     Fsync = 20,

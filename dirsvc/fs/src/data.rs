@@ -135,7 +135,7 @@ impl<D: BlockDevice> Fs<D> {
             return Err(e);
         }
         new.size = new_size;
-        new.version = new.version.wrapping_add(1);
+        new.version = crate::namespace::next_version(new.version);
         self.commit(vec![(ino, Some(Box::new(new)))])?;
         let a = self.attr(ino)?;
         Ok((data.len(), a))
@@ -176,7 +176,7 @@ impl<D: BlockDevice> Fs<D> {
         }
         let mut new = old.clone();
         new.size = size;
-        new.version = new.version.wrapping_add(1);
+        new.version = crate::namespace::next_version(new.version);
         if size > old.size {
             self.grow(ino, &mut new, blocks_for(size))?;
             if let Err(e) = self.fill(ino, &new, old.size, old.size, &[], size) {

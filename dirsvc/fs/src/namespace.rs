@@ -32,6 +32,13 @@ fn parse_path(path: &str) -> Result<Vec<&str>, Errno> {
     Ok(out)
 }
 
+/// The version after one change: the low half counts changes (wrapping
+/// within it), the high half is the inode's generation and never moves
+/// (see `fabric::proto::Attr::gen`).
+pub(crate) fn next_version(v: u64) -> u64 {
+    (v & !0xFFFF_FFFF) | u64::from((v as u32).wrapping_add(1))
+}
+
 impl<D: BlockDevice> Fs<D> {
     pub(crate) fn attr_of(&self, ino: u64, n: &Inode) -> Attr {
         let size = match n.kind {
@@ -149,7 +156,7 @@ impl<D: BlockDevice> Fs<D> {
             extents: Vec::new(),
         };
         let mut p = self.node(parent)?.clone();
-        p.version = p.version.wrapping_add(1);
+        p.version = next_version(p.version);
         self.commit(vec![
             (ino, Some(Box::new(child))),
             (parent, Some(Box::new(p))),
@@ -220,7 +227,7 @@ impl<D: BlockDevice> Fs<D> {
     fn remove(&mut self, ino: u64) -> Result<(), Errno> {
         let n = self.node(ino)?.clone();
         let mut p = self.node(n.parent)?.clone();
-        p.version = p.version.wrapping_add(1);
+        p.version = next_version(p.version);
         let parent = n.parent;
         self.commit(vec![(ino, None), (parent, Some(Box::new(p)))])?;
         self.release(ino);

@@ -141,6 +141,7 @@ impl Rig {
     fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<Response, Errno> {
         self.client.bulk_write(2, 0, data).unwrap();
         self.call(&Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: 0,
@@ -152,6 +153,7 @@ impl Rig {
 
     fn read(&mut self, ino: u64, offset: u64, len: u32) -> Result<Vec<u8>, Errno> {
         let r = self.call(&Request::Data {
+            gen: 0,
             op: Op::Read,
             slot: 1,
             at: 0,
@@ -382,6 +384,7 @@ fn a_full_slot_is_written_and_read_in_one_frame() {
     let bytes = {
         rig.client.bulk_write(2, 0, &data).unwrap();
         rig.client.request(&Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: 0,
@@ -407,6 +410,7 @@ fn a_full_slot_is_written_and_read_in_one_frame() {
     // One byte more than a slot is refused on both sides of the wire.
     assert_eq!(
         rig.call(&Request::Data {
+            gen: 0,
             op: Op::Read,
             slot: 1,
             at: 0,
@@ -418,6 +422,7 @@ fn a_full_slot_is_written_and_read_in_one_frame() {
     );
     assert_eq!(
         rig.call(&Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: 0,
@@ -445,6 +450,7 @@ fn bad_requests_get_clear_errors() {
                 exclusive: false,
             },
             Request::Data {
+                gen: 0,
                 op: Op::Write,
                 slot,
                 at: 0,
@@ -453,6 +459,7 @@ fn bad_requests_get_clear_errors() {
                 len: 10,
             },
             Request::Data {
+                gen: 0,
                 op: Op::Read,
                 slot,
                 at: 0,
@@ -479,6 +486,7 @@ fn bad_requests_get_clear_errors() {
         exclusive: false,
     };
     let write = |len| Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -494,6 +502,7 @@ fn bad_requests_get_clear_errors() {
         (Request::Getattr { ino }, 1),
         (
             Request::Data {
+                gen: 0,
                 op: Op::Read,
                 slot: 1,
                 at: 0,

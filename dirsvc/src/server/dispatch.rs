@@ -248,7 +248,10 @@ impl<D: BlockDevice> Directory<D> {
             self.respond(mem, node, resp.encode(op, tag));
             return;
         }
-        if let Err(e) = self.check_locked_publication(node, &req) {
+        if let Err(e) = self
+            .check_generation(&req)
+            .and_then(|()| self.check_locked_publication(node, &req))
+        {
             self.respond(mem, node, Response::Err(e).encode(op, tag));
             return;
         }

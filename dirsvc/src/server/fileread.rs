@@ -79,6 +79,7 @@ impl ReadReq {
                 ino,
                 offset,
                 len,
+                ..
             } => Some(ReadReq {
                 node,
                 op,

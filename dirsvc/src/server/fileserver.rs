@@ -20,6 +20,33 @@ use flatfs::BlockDevice;
 use super::Directory;
 
 impl<D: BlockDevice> Directory<D> {
+    /// A data or size request through a descriptor names the generation
+    /// of the file it was opened on ([`fabric::proto::Attr::gen`]): if
+    /// the inode is gone or now holds another file (its number reused),
+    /// it is refused with [`Errno::StaleHandle`] before anything is read
+    /// or changed. Requests without a generation (0) are not checked.
+    pub(super) fn check_generation(&mut self, req: &Request) -> Result<(), Errno> {
+        let (ino, gen) = match *req {
+            Request::Data { ino, gen, .. } | Request::Setattr { ino, gen, .. } => (ino, gen),
+            _ => return Ok(()),
+        };
+        if gen == 0 {
+            return Ok(());
+        }
+        // Without a file system the request fails on its own.
+        let Some(fs) = self.fs.as_mut() else {
+            return Ok(());
+        };
+        match fs.getattr(ino) {
+            Ok(a) if a.gen() == gen => Ok(()),
+            Ok(_) | Err(Errno::NotFound) => {
+                log::debug!("request on {ino} of generation {gen}: stale handle");
+                Err(Errno::StaleHandle)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Execute a non-page request whose variable-length data lives in
     /// `bulk`. `mem` is only used for page-directory actions (evicting or
     /// refreshing single-copy frames the request touched).
@@ -89,6 +116,7 @@ impl<D: BlockDevice> Directory<D> {
                 ino,
                 offset,
                 len,
+                ..
             } => {
                 let (at, buf) = slot_buffer(bulk, slot, at, len)?;
                 if op == Op::Write {

@@ -67,6 +67,7 @@ impl<D: BlockDevice> Directory<D> {
                 .append_lock(node, ino, hold, renew)
                 .map(|r| Some((r, Vec::new())));
         }
+        self.check_generation(&req)?;
         self.check_locked_publication(node, &req)?;
         let op = op_of(&req);
         let via = Via::Net(token);

@@ -123,6 +123,7 @@ fn metadata_and_data_round_trip_between_two_nodes() {
     let (off, _) = a.bulk(2).unwrap();
     rig.mem.write(off, &data);
     let w = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -136,6 +137,7 @@ fn metadata_and_data_round_trip_between_two_nodes() {
     assert_eq!((bytes as usize, attr.size), (data.len(), data.len() as u64));
     // Node 2 reads it back through its own slot.
     let r = Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,
@@ -172,6 +174,72 @@ fn metadata_and_data_round_trip_between_two_nodes() {
     assert!(rig.dir.borrow().stats().requests >= 8);
 }
 
+/// A descriptor's data and size requests name the generation of the file
+/// it was opened on: once the file is removed and its inode number names
+/// a new file, they are refused as a stale handle and change nothing.
+#[test]
+fn requests_of_a_removed_files_generation_are_refused_and_change_nothing() {
+    let rig = Rig::new(1, true);
+    let mut a = rig.join(1);
+    let Response::Attr(f) = rig.path(&mut a, Op::Create, "/f").unwrap() else {
+        panic!("create must return attributes")
+    };
+    rig.path(&mut a, Op::Unlink, "/f").unwrap();
+    let Response::Attr(g) = rig.path(&mut a, Op::Create, "/g").unwrap() else {
+        panic!("create must return attributes")
+    };
+    assert_eq!(g.ino, f.ino, "the number is reused");
+    assert_ne!(g.gen(), f.gen());
+    let (off, _) = a.bulk(2).unwrap();
+    rig.mem.write(off, &[0xAB; 100]);
+    let write = |gen| Request::Data {
+        gen,
+        op: Op::Write,
+        slot: 2,
+        at: 0,
+        ino: f.ino,
+        offset: 0,
+        len: 100,
+    };
+    let read = |gen| Request::Data {
+        gen,
+        op: Op::Read,
+        slot: 1,
+        at: 0,
+        ino: f.ino,
+        offset: 0,
+        len: 100,
+    };
+    let set = |gen| Request::Setattr {
+        gen,
+        ino: f.ino,
+        size: 4096,
+        expect: None,
+        locked: false,
+    };
+    for req in [write(f.gen()), read(f.gen()), set(f.gen())] {
+        assert_eq!(rig.call(&mut a, &req), Err(Errno::StaleHandle), "{req:?}");
+    }
+    let Ok(Response::Attr(now)) = rig.call(&mut a, &Request::Getattr { ino: g.ino }) else {
+        panic!("getattr failed")
+    };
+    assert_eq!((now.size, now.version), (0, g.version), "/g untouched");
+    // The new file's own generation (and no generation) still serve.
+    assert!(matches!(
+        rig.call(&mut a, &write(g.gen())),
+        Ok(Response::Data { bytes: 100, .. })
+    ));
+    assert!(matches!(rig.call(&mut a, &set(0)), Ok(Response::Attr(_))));
+    // Writes keep the generation in the version.
+    let Ok(Response::Attr(after)) = rig.call(&mut a, &Request::Getattr { ino: g.ino }) else {
+        panic!("getattr failed")
+    };
+    assert_eq!(after.gen(), g.gen());
+    // A removed inode is a stale handle too.
+    rig.path(&mut a, Op::Unlink, "/g").unwrap();
+    assert_eq!(rig.call(&mut a, &write(g.gen())), Err(Errno::StaleHandle));
+}
+
 #[test]
 fn data_requests_use_sub_slots_side_by_side() {
     let rig = Rig::new(1, true);
@@ -185,6 +253,7 @@ fn data_requests_use_sub_slots_side_by_side() {
     rig.mem.write(off2, &[0xEE; 4096]);
     rig.mem.write(off2 + 4096, &data);
     let w = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 4096,
@@ -198,6 +267,7 @@ fn data_requests_use_sub_slots_side_by_side() {
     ));
     // Two reads answered into two sub-slots of slot 1.
     let read = |at: u32, offset: u64| Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at,
@@ -222,6 +292,7 @@ fn data_requests_use_sub_slots_side_by_side() {
     let cap = cap as u32;
     for (at, len) in [(cap - 4095, 4096), (cap, 1), (u32::MAX, 4096), (1, cap)] {
         let data = |op| Request::Data {
+            gen: 0,
             op,
             slot: 1,
             at,
@@ -309,6 +380,7 @@ fn bad_slots_lengths_and_opcodes_are_refused() {
     };
     assert_eq!(rig.call(&mut a, &bad_slot), Err(Errno::Invalid));
     let too_long = Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,
@@ -431,6 +503,7 @@ fn single_copy_read_invalidate_with_a_sharer() {
     let (off, _) = a.bulk(2).unwrap();
     rig.mem.write(off, &[7u8; 4096]);
     let w = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -542,6 +615,7 @@ fn writes_refresh_the_single_copy_and_page_stats_have_names() {
         let (off, _) = c.bulk(2).unwrap();
         rig.mem.write(off, &[byte; 4096]);
         let w = Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: 0,
@@ -760,6 +834,7 @@ fn a_lost_append_lock_give_back_lapses_and_the_old_holder_cannot_publish() {
     beat();
     assert!(matches!(rig.call(&mut a, &take), Ok(Response::Attr(_))));
     let publish = |size| Request::Setattr {
+        gen: 0,
         ino,
         size,
         expect: None,

@@ -387,6 +387,7 @@ mod tests {
             renew: false
         }));
         let write = Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 1,
             at: 0,
@@ -404,6 +405,7 @@ mod tests {
         };
         assert!(!retry_safe(&create));
         assert!(!retry_safe(&Request::Setattr {
+            gen: 0,
             ino: 3,
             size: 0,
             expect: None,

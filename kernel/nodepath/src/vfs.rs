@@ -12,7 +12,8 @@ use core::ops::Range;
 
 use fabric::config::Mode;
 use fabric::proto::{
-    Attr, DirEntry, Errno, FileKind, Op, Request, Response, APPEND_BUDGET_NS, DIRENT_SIZE,
+    gen_of_version, Attr, DirEntry, Errno, FileKind, Op, Request, Response, APPEND_BUDGET_NS,
+    DIRENT_SIZE,
 };
 use osapi::io::{Fd, OpenFlags};
 
@@ -66,6 +67,10 @@ pub enum OpenNext {
 
 struct OpenFile {
     ino: u64,
+    /// The inode's generation at the open ([`Attr::gen`]): a later file
+    /// that got the same inode number has another, and this descriptor
+    /// never reaches it.
+    gen: u64,
     pos: u64,
     append: bool,
     /// Readahead state, made at the first read (none with readahead off).
@@ -287,6 +292,7 @@ impl<E: Env> Vfs<E> {
             OpenNext::Ready(a) => a,
             OpenNext::Truncate(ino) => {
                 let req = Request::Setattr {
+                    gen: a.gen(),
                     ino,
                     size: 0,
                     expect: None,
@@ -334,11 +340,63 @@ impl<E: Env> Vfs<E> {
         self.dp.opened(a.ino);
         self.files[slot] = Some(OpenFile {
             ino: a.ino,
+            gen: a.gen(),
             pos: 0,
             append: flags.append,
             ra: None,
         });
         Ok(Fd(slot as u32))
+    }
+
+    /// Is `gen` still the generation this node knows of `ino`? A
+    /// descriptor of a removed file whose inode number now names another
+    /// file is stale ([`Errno::StaleHandle`]).
+    fn same_gen(&self, ino: u64, gen: u64) -> Result<(), Errno> {
+        match self.meta.get(ino) {
+            Some(m) if gen_of_version(m.version) != gen => Err(Errno::StaleHandle),
+            _ => Ok(()),
+        }
+    }
+
+    /// Before a read or write of pages `pages` of `ino` through a
+    /// descriptor of generation `gen`: single copy asks the directory for
+    /// pages this node does not hold, and those would be the pages of
+    /// whatever file has the number now. So unless every page is held
+    /// here, or no file changed anywhere since this node confirmed its
+    /// version of `ino` (the region's metadata epoch did not move), learn
+    /// the directory's attributes first: a new generation drops this
+    /// node's pages of the number and fails the call, a removed inode
+    /// fails it too. Private caches (`private`, `net`) fetch through
+    /// `Data` requests, which carry no generation: only what this node
+    /// already knows is checked.
+    fn confirm_gen(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        gen: u64,
+        pages: Range<u64>,
+    ) -> Result<(), Errno> {
+        self.same_gen(ino, gen)?;
+        if !self.dp.sizes_move() {
+            return Ok(());
+        }
+        let epoch = link.meta_epoch();
+        if epoch.is_some() && epoch == self.meta.validated_at(ino) {
+            return Ok(());
+        }
+        let dp = &*self.dp;
+        if pages.clone().all(|idx| dp.holds(ino, idx)) && !pages.is_empty() {
+            return Ok(());
+        }
+        let a = match getattr(link, &mut *self.dp, ino) {
+            Err(Errno::NotFound) => return Err(Errno::StaleHandle),
+            r => r?,
+        };
+        self.learn(&a);
+        if let Some(e) = epoch {
+            self.meta.set_validated(ino, e);
+        }
+        self.same_gen(ino, gen)
     }
 
     fn file(&mut self, fd: Fd) -> Result<&mut OpenFile, Errno> {
@@ -367,14 +425,21 @@ impl<E: Env> Vfs<E> {
 
     /// Read at the descriptor's position.
     pub fn read(&mut self, link: &mut Link<E>, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
-        let (ino, pos) = {
+        let (ino, gen, pos) = {
             let f = self.file(fd)?;
-            (f.ino, f.pos)
+            (f.ino, f.gen, f.pos)
         };
-        let size = self.meta.size_of(ino);
         if buf.is_empty() {
             return Ok(0);
         }
+        {
+            let page = fabric::PAGE_SIZE as u64;
+            let end = pos
+                .saturating_add(buf.len() as u64)
+                .min(self.meta.size_of(ino));
+            self.confirm_gen(link, ino, gen, pos / page..end.div_ceil(page))?;
+        }
+        let size = self.meta.size_of(ino);
         // The window asked for once per read; a single-copy read fetches
         // it inside its first copy, so the validation below covers it.
         let page = fabric::PAGE_SIZE as u64;
@@ -423,6 +488,7 @@ impl<E: Env> Vfs<E> {
                 if let Some(e) = epoch {
                     self.meta.set_validated(ino, e);
                 }
+                self.same_gen(ino, gen)?;
             }
             let Some(before) = self.meta.get(ino) else {
                 return Err(Errno::Io);
@@ -449,6 +515,9 @@ impl<E: Env> Vfs<E> {
             }
             let a = getattr(link, &mut *self.dp, ino)?;
             self.learn(&a);
+            // Copied from the pages of a file that got this number since:
+            // none of it is this descriptor's.
+            self.same_gen(ino, gen)?;
             // The size this node sees (learned: the directory's, or its
             // own local extension past it, relaxed writes not written
             // back yet).
@@ -465,10 +534,22 @@ impl<E: Env> Vfs<E> {
 
     /// Write at the descriptor's position (end of file with append).
     pub fn write(&mut self, link: &mut Link<E>, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
-        let (ino, append, mut pos) = {
+        let (ino, gen, append, mut pos) = {
             let f = self.file(fd)?;
-            (f.ino, f.append, f.pos)
+            (f.ino, f.gen, f.append, f.pos)
         };
+        if data.is_empty() {
+            self.same_gen(ino, gen)?;
+        } else {
+            // An append's pages are not known yet: confirm at all.
+            let page = fabric::PAGE_SIZE as u64;
+            let pages = if append {
+                0..0
+            } else {
+                pos / page..pos.saturating_add(data.len() as u64).div_ceil(page)
+            };
+            self.confirm_gen(link, ino, gen, pages)?;
+        }
         if append && self.dp.mode() == Mode::Strong {
             return self.append_locked(link, fd, ino, data);
         }
@@ -587,6 +668,7 @@ impl<E: Env> Vfs<E> {
     /// Set the size of an open file.
     pub fn truncate(&mut self, link: &mut Link<E>, fd: Fd, size: u64) -> Result<(), Errno> {
         let ino = self.truncate_prepare(link, fd, size)?;
+        let gen = self.file(fd)?.gen;
         let old = if self.dp.truncate_needs_old() {
             let a = getattr(link, &mut *self.dp, ino)?;
             self.meta.learn(&a);
@@ -595,6 +677,7 @@ impl<E: Env> Vfs<E> {
             None
         };
         let req = Request::Setattr {
+            gen,
             ino,
             size,
             expect: None,
@@ -628,7 +711,12 @@ impl<E: Env> Vfs<E> {
         fd: Fd,
         size: u64,
     ) -> Result<u64, Errno> {
-        let ino = self.file(fd)?.ino;
+        let (ino, gen) = {
+            let f = self.file(fd)?;
+            (f.ino, f.gen)
+        };
+        // A size set on a file that got this number since would cut it.
+        self.confirm_gen(link, ino, gen, 0..0)?;
         self.dp.truncate_prepare(link, &mut self.meta, ino, size)?;
         Ok(ino)
     }
@@ -677,6 +765,7 @@ impl<E: Env> Vfs<E> {
             .get(fd.0 as usize)
             .and_then(Option::as_ref)
             .ok_or(Errno::BadFd)?;
+        self.same_gen(f.ino, f.gen)?;
         Ok((f.ino, self.meta.size_of(f.ino)))
     }
 

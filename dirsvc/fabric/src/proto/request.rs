@@ -53,6 +53,12 @@ pub enum Request {
         /// the sender holds the lock's lease (else
         /// [`crate::proto::Errno::Busy`]).
         locked: bool,
+        /// The generation of the file the caller's descriptor is of
+        /// ([`crate::proto::Attr::gen`]): if the inode has another (its
+        /// number was reused), the answer is
+        /// [`crate::proto::Errno::StaleHandle`] and nothing changes. 0:
+        /// not checked.
+        gen: u64,
     },
     /// Take (`hold`) or give back the append lock of `ino` (see
     /// [`Op::AppendLock`]).
@@ -84,6 +90,9 @@ pub enum Request {
         offset: u64,
         /// Bytes to transfer.
         len: u32,
+        /// The generation of the file the data is for, as in `Setattr`
+        /// (0: not checked).
+        gen: u64,
     },
     /// `daxfs` mode: fill a PENDING slot of the shared page cache (see
     /// [`Op::DaxFill`]).
@@ -180,6 +189,7 @@ impl Request {
                 size,
                 expect,
                 locked,
+                gen,
             } => (
                 Op::Setattr,
                 [
@@ -188,7 +198,7 @@ impl Request {
                     expect.is_some() as u64,
                     expect.unwrap_or(0),
                     locked as u64,
-                    0,
+                    gen,
                     0,
                 ],
             ),
@@ -202,7 +212,11 @@ impl Request {
                 ino,
                 offset,
                 len,
-            } => (op, [slot as u64, ino, offset, len as u64, at as u64, 0, 0]),
+                gen,
+            } => (
+                op,
+                [slot as u64, ino, offset, len as u64, at as u64, gen, 0],
+            ),
             Request::Fsync { ino } => (Op::Fsync, [ino, 0, 0, 0, 0, 0, 0]),
             Request::DaxFill { slot } => (Op::DaxFill, [slot, 0, 0, 0, 0, 0, 0]),
             Request::Stats => (Op::Stats, [0; 7]),
@@ -269,6 +283,7 @@ impl Request {
                     1 => true,
                     _ => return Err(DecodeError::BadArgument),
                 },
+                gen: a[5],
             },
             Op::AppendLock => match (a[1], a[2]) {
                 (0, 0) => Request::AppendLock {
@@ -290,6 +305,7 @@ impl Request {
                 ino: a[1],
                 offset: a[2],
                 len: small(a[3])?,
+                gen: a[5],
             },
             Op::Fsync => Request::Fsync { ino: a[0] },
             Op::DaxFill => Request::DaxFill { slot: a[0] },

@@ -41,18 +41,21 @@ fn requests_round_trip() {
             size: 1 << 40,
             expect: None,
             locked: false,
+            gen: 0,
         },
         Request::Setattr {
             ino: 3,
             size: 7,
             expect: Some(0),
             locked: false,
+            gen: 1,
         },
         Request::Setattr {
             ino: 3,
             size: 7,
             expect: Some(u64::MAX),
             locked: false,
+            gen: u64::MAX,
         },
         Request::Data {
             op: Op::Write,
@@ -61,6 +64,7 @@ fn requests_round_trip() {
             ino: 4,
             offset: 8192,
             len: 65536,
+            gen: 7,
         },
         Request::Data {
             op: Op::Read,
@@ -69,6 +73,7 @@ fn requests_round_trip() {
             ino: 4,
             offset: 4096,
             len: 4096,
+            gen: 0,
         },
         Request::Fsync { ino: 0 },
         Request::Stats,
@@ -184,6 +189,7 @@ fn op_of_matches_the_encoded_opcode() {
             size: 2,
             expect: Some(9),
             locked: false,
+            gen: 2,
         },
         Request::Fsync { ino: 0 },
         Request::Readdir {
@@ -209,6 +215,7 @@ fn op_of_matches_the_encoded_opcode() {
             ino: 1,
             offset: 0,
             len: 1,
+            gen: 3,
         });
     }
     reqs.extend(every_page_req(key).map(Request::Page));

@@ -9,6 +9,7 @@ fn client_rejects_bad_answers() {
     let ino = rig.create("/c");
     rig.write(ino, 0, &pattern(500, 1)).unwrap();
     let read = Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,
@@ -79,6 +80,10 @@ fn client_rejects_bad_answers() {
 fn fuzz_reader_server_and_client() {
     let mut rig = Rig::new(6);
     let ino = rig.create("/z");
+    let gen = match rig.call(&Request::Getattr { ino }) {
+        Ok(Response::Attr(a)) => a.gen(),
+        r => panic!("getattr: {r:?}"),
+    };
     rig.write(ino, 0, &pattern(3000, 9)).unwrap();
     let mut rng = SplitMix64::new(0xF00D);
     // Random bytes into a reader, sometimes behind a valid magic.
@@ -125,6 +130,12 @@ fn fuzz_reader_server_and_client() {
             raw.args[1] = if rng.chance(800) { ino } else { 1 };
             raw.args[2] = rng.below(5000);
             raw.args[3] = rng.below(70_000);
+        }
+        // The generation of `Read`/`Write`/`Setattr`: mostly unchecked or
+        // the file's (fuzzed paths may remove and re-create it), else the
+        // random argument above, a wrong one.
+        if rng.chance(800) {
+            raw.args[5] = if rng.chance(500) { 0 } else { gen };
         }
         let n = match rng.below(3) {
             0 => 0,

@@ -11,6 +11,7 @@ fn pipelined_reads_come_back_in_order_with_their_data() {
     rig.write(ino, 0, &data).unwrap();
     let reqs: Vec<Request> = (0..12u64)
         .map(|i| Request::Data {
+            gen: 0,
             op: Op::Read,
             slot: 1,
             at: 0,
@@ -43,6 +44,7 @@ fn pipelined_reads_come_back_in_order_with_their_data() {
     );
     // Requests with a payload cannot be pipelined; neither can too many.
     let w = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -100,6 +102,7 @@ fn started_requests_are_answered_in_order_beside_sync_calls_and_batches() {
     rig.client.forget(gone);
     // A batch of reads and a readdir behind them.
     let read = |i: u64| Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,

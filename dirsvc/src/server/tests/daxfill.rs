@@ -92,6 +92,7 @@ fn fills_once_and_a_write_invalidates(fill_depth: usize) {
     let r = rig.call(
         &mut a,
         &Request::Setattr {
+            gen: 0,
             ino,
             size: 4096,
             expect: None,

@@ -16,6 +16,7 @@ fn shared_file(rig: &Rig, a: &mut Client, b: &mut Client, name: &str) -> u64 {
         panic!()
     };
     let grow = Request::Setattr {
+        gen: 0,
         ino: f.ino,
         size: PAGES * 4096,
         expect: None,
@@ -144,6 +145,7 @@ fn a_sharer_that_fails_before_acking_lets_the_teardown_finish() {
     let ino = shared_file(&rig, &mut a, &mut b, "/f");
     // Truncate to 3 pages: pages 3.. go.
     let cut = Request::Setattr {
+        gen: 0,
         ino,
         size: 3 * 4096,
         expect: None,
@@ -176,6 +178,7 @@ fn a_read_racing_a_truncate_waits_and_then_sees_the_new_file() {
     let off = rig.layout.frame_off(a0 + 5).unwrap();
     rig.mem.write(off, &[0xAB; 4096]);
     let cut = Request::Setattr {
+        gen: 0,
         ino,
         size: 2 * 4096,
         expect: None,

@@ -11,6 +11,7 @@ use nodepath::client::Client;
 /// A read of `len` bytes at `offset` of `ino` into slot 1.
 pub(super) fn read_req(ino: u64, offset: u64, len: u32) -> Request {
     Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,

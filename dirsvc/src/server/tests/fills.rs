@@ -121,6 +121,7 @@ impl Rig {
         let (off, _) = c.bulk(2).unwrap();
         self.mem.write(off, &[v; 4096]);
         let w = Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: 0,
@@ -137,6 +138,7 @@ impl Rig {
         let (off, _) = c.bulk(2).unwrap();
         self.mem.write(off, &[v; 4096]);
         let w = Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: 0,
@@ -454,6 +456,7 @@ fn a_write_or_truncate_goes_ahead_of_its_files_fills_which_retry() {
     // the file is cut below it, is not committed.
     let tag = rig.send_held_read(&mut a, PageKey { ino, idx: 1 }, a0 + 1);
     let cut = Request::Setattr {
+        gen: 0,
         ino,
         size: 4096,
         expect: None,
@@ -537,6 +540,7 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     // read is held 3 passes); writes and metadata are none.
     let files = rig.dir.borrow().miss_stats(MissKind::FileRead);
     let read = Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,
@@ -563,6 +567,7 @@ fn misses_are_timed_phase_by_phase_per_kind() {
     let r = rig.call(
         &mut a,
         &Request::Data {
+            gen: 0,
             op: Op::Read,
             slot: 1,
             at: 0,

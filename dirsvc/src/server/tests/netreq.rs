@@ -27,6 +27,7 @@ fn serve(rig: &Rig, node: u32, req: &Request, payload: &[u8], token: u64) -> Opt
 
 fn write(ino: u64, idx: u64) -> Request {
     Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -197,6 +198,7 @@ fn writes_behind_an_fsync_leave_room_for_its_flush() {
         "the flush is in flight"
     );
     let w = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,

@@ -52,6 +52,7 @@ fn publish(rig: &Rig, c: &mut Client, ino: u64, size: u64) {
     let r = rig.call(
         c,
         &Request::Setattr {
+            gen: 0,
             ino,
             size,
             expect: None,
@@ -201,6 +202,7 @@ fn a_write_back_past_the_end_keeps_the_page_dirty_until_it_is_in_the_file() {
     let r = rig.call(
         &mut a,
         &Request::Setattr {
+            gen: 0,
             ino,
             size: 2 * P,
             expect: Some(before.version),

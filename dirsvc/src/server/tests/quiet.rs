@@ -12,6 +12,7 @@ fn shared_page(rig: &Rig, a: &mut Client, b: &mut Client, name: &str) -> PageKey
         panic!()
     };
     let grow = Request::Setattr {
+        gen: 0,
         ino: f.ino,
         size: 4096,
         expect: None,
@@ -169,6 +170,7 @@ fn a_file_eviction_takes_a_quiet_sharer_but_waits_for_the_owner() {
     let r = rig.call(
         &mut c,
         &Request::Setattr {
+            gen: 0,
             ino: key.ino,
             size: 0,
             expect: None,

@@ -52,6 +52,7 @@ fn fs_read(rig: &Rig, c: &mut Client, ino: u64, offset: u64) -> Result<Vec<u8>, 
     let r = rig.call(
         c,
         &Request::Data {
+            gen: 0,
             op: Op::Read,
             slot: 3,
             at: 0,
@@ -281,6 +282,7 @@ fn a_file_server_write_is_answered_when_it_landed_and_reads_see_it_before() {
     assert_eq!(fs_read(&rig, &mut b, ino, 4096).unwrap(), vec![0x77; 4096]);
     // A failed write of the job answers the writer with an I/O error.
     let w2 = Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,
@@ -437,6 +439,7 @@ fn send_writes(rig: &Rig, a: &mut Client, ino: u64, pages: &[(u64, u8)]) -> Vec<
     for (k, (idx, v)) in pages.iter().enumerate() {
         rig.mem.write(off + k * 4096, &[*v; 4096]);
         let w = Request::Data {
+            gen: 0,
             op: Op::Write,
             slot: 2,
             at: (k * 4096) as u32,
@@ -530,6 +533,7 @@ fn a_write_group_ends_at_another_request() {
     let (off, _) = a.bulk(2).unwrap();
     rig.mem.write(off, &[0x44; 4096]);
     let w = |idx: u64| Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: 2,
         at: 0,

@@ -98,6 +98,7 @@ impl<E: Env> Link<E> {
                     ino,
                     offset,
                     len,
+                    gen,
                 } = *req
                 else {
                     put(&mut out, next, Response::Err(Errno::Invalid), Vec::new());
@@ -116,6 +117,7 @@ impl<E: Env> Link<E> {
                 group.push(Sub {
                     idx: next,
                     req: Request::Data {
+                        gen,
                         op: Op::Read,
                         slot: 1,
                         at: used as u32,

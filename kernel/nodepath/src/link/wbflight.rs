@@ -215,6 +215,7 @@ impl WriteJobs {
                 let at = if net { 0 } else { self.slot_used };
                 let sent = link.bulk_write(SLOT, at, &data).and_then(|()| {
                     let req = Request::Data {
+                        gen: 0,
                         op: Op::Write,
                         slot: SLOT,
                         at: at as u32,

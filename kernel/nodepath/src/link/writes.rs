@@ -129,6 +129,7 @@ impl<E: Env> Link<E> {
 
 fn data_req(w: &WriteReq<'_>, at: usize) -> Request {
     Request::Data {
+        gen: 0,
         op: Op::Write,
         slot: SLOT,
         at: at as u32,

@@ -571,6 +571,7 @@ impl<E: Env> Node<E> {
                     Ok(OpenNext::Ready(a)) => a,
                     Ok(OpenNext::Truncate(ino)) => {
                         let req = Request::Setattr {
+                            gen: 0,
                             ino,
                             size: 0,
                             expect: None,
@@ -632,6 +633,7 @@ fn flush_job(tag: u32) -> Job {
 /// The `Setattr` of a truncate to `size`.
 fn set_size(ino: u64, size: u64) -> Request {
     Request::Setattr {
+        gen: 0,
         ino,
         size,
         expect: None,

@@ -58,6 +58,7 @@ pub const WRITEBACK_BATCH: usize = 32;
 /// A read of pages `[first, first+n)` of `ino` into bulk slot 1.
 fn read_req(ino: u64, first: u64, n: usize) -> Request {
     Request::Data {
+        gen: 0,
         op: Op::Read,
         slot: 1,
         at: 0,

@@ -197,6 +197,7 @@ impl Private {
                 continue;
             }
             let req = Request::Data {
+                gen: fabric::proto::gen_of_version(m.version),
                 op: Op::Read,
                 slot: 1,
                 at: (unit.unwrap_or(0) * PAGE) as u32,

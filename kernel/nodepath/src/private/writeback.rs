@@ -273,6 +273,9 @@ impl Private {
     ) -> Result<usize, Errno> {
         let cap = link.bulk_cap(2)?;
         self.finish_in_flight(link, meta)?; // they hold the slot
+        let gen = meta
+            .get(ino)
+            .map_or(0, |m| fabric::proto::gen_of_version(m.version));
         let mut done = 0;
         while done < data.len() {
             let n = (data.len() - done).min(cap);
@@ -280,6 +283,7 @@ impl Private {
             let at = pos + done as u64;
             let r = link.fs_call(
                 &Request::Data {
+                    gen,
                     op: Op::Write,
                     slot: 2,
                     at: 0,

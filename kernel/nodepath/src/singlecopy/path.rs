@@ -292,6 +292,7 @@ impl SingleCopy {
                 return Err(e);
             }
             let req = Request::Setattr {
+                gen: fabric::proto::gen_of_version(version),
                 ino,
                 size: end,
                 expect: Some(version),

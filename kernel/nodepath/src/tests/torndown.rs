@@ -277,7 +277,6 @@ fn strong_a_read_after_a_mid_page_cut_sees_it() {
 /// of the removed file must fail and leave `/g` alone, and a read through
 /// it must not return `/g`'s bytes.
 #[test]
-#[ignore = "known gap: descriptors carry no inode generation yet"]
 fn a_descriptor_of_a_removed_file_never_reaches_a_file_reusing_its_number() {
     let mut bad = Vec::new();
     for mode in [Mode::Strong, Mode::Relaxed] {
