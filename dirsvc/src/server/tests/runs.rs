@@ -73,6 +73,7 @@ fn file_bytes(rig: &Rig, c: &mut Client, ino: u64, idx: u64) -> u8 {
             ino,
             offset: idx * 4096,
             len: 4096,
+            gen: 0,
         },
     );
     assert!(matches!(r, Ok(Response::Data { bytes: 4096, .. })), "{r:?}");

@@ -317,13 +317,17 @@ impl ScState {
             }
         }
         let ids: Vec<u32> = tags.iter().map(|(t, _)| *t).collect();
-        let left = self.collect(link, &ids, &mut out, &mut fatal, |i, d| {
-            match Response::decode(d, tags[i].1) {
+        let left = self.collect(
+            link,
+            &ids,
+            &mut out,
+            &mut fatal,
+            |i, d| match Response::decode(d, tags[i].1) {
                 Ok((_, Response::Page(p))) => Ok(p),
                 Ok((_, Response::Err(e))) => Err(e),
                 _ => Ok(PageReply::Refused),
-            }
-        });
+            },
+        );
         if left > 0 {
             // Given up: remember the LOOKUP_LOCKs, whose grant may still
             // come, and the INVs, whose pages stay held until an answer.
@@ -416,13 +420,17 @@ impl ScState {
                 }
             }
         }
-        let left = self.collect(link, &tags, &mut out, &mut fatal, |i, d| {
-            match Response::decode(d, runs[i].kind.op()) {
+        let left = self.collect(
+            link,
+            &tags,
+            &mut out,
+            &mut fatal,
+            |i, d| match Response::decode(d, runs[i].kind.op()) {
                 Ok((_, Response::Run(r))) => Ok(r),
                 Ok((_, Response::Err(e))) => Err(e),
                 _ => Ok(RunReply::default()),
-            }
-        });
+            },
+        );
         if left > 0 {
             if let Some(c) = self.coh.as_mut() {
                 for (i, tag) in tags.iter().enumerate() {
