@@ -7,7 +7,8 @@
 //! order on the merged time axis: node request -> directory serve ->
 //! (disk) -> directory reply -> node answer -> install. Then node 1 reads
 //! a file larger than its pool (a 16 MiB region): a second timeline shows
-//! its eviction sweeps.
+//! its eviction sweeps. Before the reads, `bench trace 20000` (the
+//! timeline's cost) prints its numbers on node 1.
 //!
 //! ```text
 //! cargo test -p onecopy-tests --test trace -- --test-threads=1
@@ -35,6 +36,42 @@ fn span(ev: &[Value], pid: u32, name: &str) -> Option<(f64, f64)> {
         })
 }
 
+/// `bench trace`'s line: the count, and ns per call of each loop and the
+/// differences, each a number (the differences signed).
+fn check_bench_trace(text: &str) -> Result<(), String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("trace record: n=20000 x "))
+        .ok_or("no `trace record: n=20000 x` line")?;
+    for key in ["baseline", "off", "on", "off-baseline", "on-baseline"] {
+        let value = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .ok_or(format!("no {key}="))?;
+        let signed = key.ends_with("-baseline");
+        let digits = if signed {
+            value
+                .strip_prefix(['+', '-'])
+                .ok_or(format!("{key}={value}: no sign"))?
+        } else {
+            value
+        };
+        let (whole, frac) = digits
+            .split_once('.')
+            .ok_or(format!("{key}={value}: not N.NN"))?;
+        if whole.is_empty()
+            || frac.len() != 2
+            || !whole
+                .chars()
+                .chain(frac.chars())
+                .all(|c| c.is_ascii_digit())
+        {
+            return Err(format!("{key}={value}: not N.NN"));
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn remote_read_timeline_orders_node_directory_disk_node() {
     with_cluster(
@@ -52,6 +89,12 @@ fn remote_read_timeline_orders_node_directory_disk_node() {
             drop(dir);
             c.exec_ok(1, "trace on")?;
             c.exec_ok(2, "trace on")?;
+            // The cost microbenchmark prints its numbers; it leaves
+            // recording on (the reads below must still be recorded on
+            // node 1) and clears the benchmark's events.
+            let bench = c.exec_ok(1, "bench trace 20000")?.text();
+            check_bench_trace(&bench).map_err(|e| fail(format!("bench trace: {e}:\n{bench}")))?;
+            println!("{bench}");
             // Node 1 brings the page in from the disk; node 2 reads it from
             // node 1's copy.
             c.exec_ok(1, "cat /hello.txt")?;

@@ -9,7 +9,7 @@ use crate::os::traits::*;
 use crate::os::{
     Attr, BatchIo, CacheControls, CacheGroup, ClusterInfo, DirEntry, Errno, Fd, FileKind,
     GroupSettings, LocalityRange, MissCounters, MmapIo, NodeInfo, OpenFlags, RingSamples,
-    DEFAULT_GROUP_NAME,
+    TraceBench, DEFAULT_GROUP_NAME,
 };
 use fabric::proto::MissStats;
 
@@ -690,6 +690,18 @@ impl Benches for MockOs {
         let before = self.atomic_probe;
         self.atomic_probe = if count == 0 { 0 } else { before + count };
         Ok((before, self.atomic_probe, count))
+    }
+
+    /// Two rounds; 1 ns a baseline iteration, 1.5 ns a call off, 20 ns on.
+    fn bench_trace(&mut self, count: u64) -> Result<TraceBench, Errno> {
+        self.check("bench_trace")?;
+        let calls = count * 2;
+        Ok(TraceBench {
+            calls,
+            base_ns: calls,
+            off_ns: calls * 3 / 2,
+            on_ns: calls * 20,
+        })
     }
 
     fn bench_rpc(&mut self, count: usize) -> Result<(&'static str, RingSamples), Errno> {

@@ -309,6 +309,20 @@ pub trait CacheControl {
     }
 }
 
+/// What `bench trace` measured: nanoseconds spent by each of its loops,
+/// summed over its rounds, for `calls` calls (iterations) each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceBench {
+    /// Calls (iterations) of each loop over all rounds.
+    pub calls: u64,
+    /// The empty loop (the same opaque arguments, no call).
+    pub base_ns: u64,
+    /// The protocol timeline's `record` with recording off.
+    pub off_ns: u64,
+    /// `record` with recording on (into the ring).
+    pub on_ns: u64,
+}
+
 /// Microbenchmarks of the fabric and the directory (`bench`).
 pub trait Benches {
     /// `count` empty round trips to the directory.
@@ -324,6 +338,14 @@ pub trait Benches {
     /// region's atomics probe, or with `count` 0 a reset of it to 0;
     /// (probe before, probe after, nanoseconds spent).
     fn bench_atomics(&mut self, _count: u64) -> Result<(u64, u64, u64), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// `bench trace`: `count` calls of the protocol timeline's `record`
+    /// with recording off, `count` with it on and `count` iterations of an
+    /// empty loop of the same shape, interleaved in rounds; recording is
+    /// left on or off as found and the timeline cleared.
+    fn bench_trace(&mut self, _count: u64) -> Result<TraceBench, Errno> {
         Err(Errno::NotSupported)
     }
 

@@ -324,6 +324,90 @@ pub fn command(
     Ok(())
 }
 
+/// Calls of `record` per loop of one [`bench`] by default.
+pub const BENCH_DEFAULT: u64 = 100_000;
+/// Most calls per loop of one [`bench`].
+pub const BENCH_MAX: u64 = 10_000_000;
+/// Rounds of [`bench`]: each runs the three loops once, so a drift of the
+/// clock or of the host's load falls on all three alike.
+pub const BENCH_ROUNDS: u32 = 5;
+
+/// What [`bench`] measured: clock ticks spent by each loop, summed over
+/// the rounds, for `calls` calls (iterations) each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BenchTicks {
+    /// Calls (iterations) of each loop over all rounds.
+    pub calls: u64,
+    /// The empty loop: the same arguments made opaque, no `record`.
+    pub base: u64,
+    /// `record` with recording off.
+    pub off: u64,
+    /// `record` with recording on (into the ring).
+    pub on: u64,
+}
+
+/// The loop of [`bench`]'s off and on phases: `count` calls of [`record`]
+/// with a constant kind, peer and opcode and the tag and argument taken
+/// from the loop counter (as at a real call site, where they are at hand
+/// in registers), never inlined into the timing code so each phase runs
+/// the same machine code.
+#[inline(never)]
+fn bench_record_loop(count: u64) {
+    for i in 0..count {
+        core::hint::black_box(i);
+        record(Kind::TaskSwitch, 0, i as u32, 0, i);
+    }
+}
+
+/// The baseline: [`bench_record_loop`] without the call (the opaque use of
+/// the counter keeps the compiler from removing the empty loop).
+#[inline(never)]
+fn bench_base_loop(count: u64) {
+    for i in 0..count {
+        core::hint::black_box(i);
+    }
+}
+
+/// `bench trace`: time `count` calls of [`record`] with recording off,
+/// `count` with it on, and `count` iterations of the same loop without
+/// the call (the baseline), interleaved in `rounds` rounds, after a short
+/// warm-up. Recording is left on or off as found; the ring is cleared
+/// (it holds the benchmark's events). `None` without a clock
+/// ([`set_clock`]): `record` would record nothing.
+pub fn bench(count: u64, rounds: u32) -> Option<BenchTicks> {
+    let clock = *CLOCK.get()?;
+    let was = enabled();
+    let mut t = BenchTicks {
+        calls: count.checked_mul(u64::from(rounds))?,
+        base: 0,
+        off: 0,
+        on: 0,
+    };
+    let timed = |f: fn(u64), n: u64| {
+        let t0 = clock();
+        f(n);
+        clock().saturating_sub(t0)
+    };
+    // Warm-up: caches, branch predictors, and under TCG the translation
+    // of the loops' code.
+    let warm = count.min(1000);
+    bench_base_loop(warm);
+    set_enabled(false);
+    bench_record_loop(warm);
+    set_enabled(true);
+    bench_record_loop(warm);
+    for _ in 0..rounds {
+        t.base = t.base.saturating_add(timed(bench_base_loop, count));
+        set_enabled(false);
+        t.off = t.off.saturating_add(timed(bench_record_loop, count));
+        set_enabled(true);
+        t.on = t.on.saturating_add(timed(bench_record_loop, count));
+    }
+    set_enabled(was);
+    clear();
+    Some(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,6 +466,28 @@ mod tests {
         assert_eq!(ev[0].tag, 5);
         assert_eq!(ev[CAPACITY - 1].tag, CAPACITY as u32 + 4);
         clear();
+    }
+
+    #[test]
+    fn bench_times_three_loops_restores_the_state_and_clears() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        set_clock(clock);
+        for was in [false, true] {
+            set_enabled(was);
+            record(Kind::Wake, 0, 0, 0, 0);
+            let t = bench(100, 3).expect("a clock is set");
+            assert_eq!(t.calls, 300);
+            // The test clock advances 10 ticks a read: the timing reads
+            // one per loop, and every recorded event reads one more. Off
+            // records nothing, on records every call.
+            assert_eq!(t.base, 3 * 10);
+            assert_eq!(t.off, 3 * 10);
+            assert_eq!(t.on, 3 * 10 + 300 * 10);
+            assert_eq!(enabled(), was);
+            assert!(snapshot().0.is_empty());
+        }
+        set_enabled(false);
+        assert_eq!(bench(u64::MAX, 2), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use fabric::proto::{Errno, MissKind, Request, Response};
 use userland::os::{
     AsyncIo, Attr, BatchIo, Benches, CacheControl, CacheControls, CacheGroup, ClusterInfo, Console,
     DirEntry, Fd, Files, GroupSettings, IoSpan, LocalityRange, MapSpan, MetaCall, MetaDone,
-    MetaStart, MetaTicket, MissCounters, MmapIo, NodeInfo, OpenFlags, RingSamples,
+    MetaStart, MetaTicket, MissCounters, MmapIo, NodeInfo, OpenFlags, RingSamples, TraceBench,
 };
 
 use super::{with, SHM};
@@ -517,6 +517,16 @@ impl Benches for NodeOs {
         }
         let ns = time::cycles_to_ns(cpu::rdtsc() - t0);
         Ok((before, h.atomic_probe(), ns))
+    }
+
+    fn bench_trace(&mut self, count: u64) -> Result<TraceBench, Errno> {
+        let t = fabric::trace::bench(count, fabric::trace::BENCH_ROUNDS).ok_or(Errno::Invalid)?;
+        Ok(TraceBench {
+            calls: t.calls,
+            base_ns: time::cycles_to_ns(t.base),
+            off_ns: time::cycles_to_ns(t.off),
+            on_ns: time::cycles_to_ns(t.on),
+        })
     }
 
     fn bench_pingpong(&mut self, count: usize) -> Result<RingSamples, Errno> {

@@ -1,6 +1,6 @@
 //! Benchmark commands: `bench read`, `bench inv`, `bench dir`,
 //! `bench pingpong`, `bench doorbell`, `bench ring`, `bench rpc`,
-//! `bench calibrate`.
+//! `bench calibrate`, `bench trace`.
 
 use alloc::format;
 use alloc::string::String;
@@ -178,6 +178,51 @@ pub(super) fn cmd_bench_rpc(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Er
     ctx.println(&format!(
         "rpc round trip over {transport}: n={} median={} ns p99={} ns min={} ns max={} ns",
         s.count, s.median, s.p99, s.min, s.max
+    ));
+    Ok(())
+}
+
+/// Hundredths of a nanosecond per call as `N.NN`, with a sign if asked.
+fn centi_ns(v: i128, plus: bool) -> String {
+    let sign = if v < 0 {
+        "-"
+    } else if plus {
+        "+"
+    } else {
+        ""
+    };
+    let a = v.unsigned_abs();
+    format!("{sign}{}.{:02}", a / 100, a % 100)
+}
+
+pub(super) fn cmd_bench_trace(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    use fabric::trace::{BENCH_DEFAULT, BENCH_MAX};
+    let count = match args.get(0) {
+        None => BENCH_DEFAULT,
+        Some(s) => parse::u64_dec(s)
+            .ok()
+            .filter(|c| (1..=BENCH_MAX).contains(c))
+            .ok_or_else(|| Error::Msg(format!("bad count '{}' (1 to {BENCH_MAX})", quoted(s))))?,
+    };
+    let t = ctx
+        .os
+        .bench_trace(count)
+        .map_err(|e| Error::Msg(format!("{e}")))?;
+    if t.calls == 0 {
+        return Err(Error::Msg(String::from("no calls timed")));
+    }
+    // Per call in hundredths of a nanosecond: 100000 calls make the
+    // resolution far finer than that.
+    let per = |ns: u64| (i128::from(ns) * 100) / i128::from(t.calls);
+    let (base, off, on) = (per(t.base_ns), per(t.off_ns), per(t.on_ns));
+    ctx.println(&format!(
+        "trace record: n={count} x {} rounds, ns per call: baseline={} off={} on={} off-baseline={} on-baseline={} (timeline cleared)",
+        t.calls / count,
+        centi_ns(base, false),
+        centi_ns(off, false),
+        centi_ns(on, false),
+        centi_ns(off - base, true),
+        centi_ns(on - base, true),
     ));
     Ok(())
 }

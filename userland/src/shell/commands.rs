@@ -183,6 +183,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_bench_doorbell,
     },
     Command {
+        name: "bench trace",
+        usage: "bench trace [COUNT]",
+        help: "the protocol timeline's cost: COUNT (default 100000) calls of its record with recording off, COUNT with it on, and COUNT iterations of an empty loop of the same shape (the baseline), interleaved in 5 rounds; ns per call of each and the differences to the baseline. Recording is left on or off as found; the timeline is cleared",
+        min_args: 0,
+        max_args: 1,
+        run: cmd_bench_trace,
+    },
+    Command {
         name: "bench calibrate",
         usage: "bench calibrate [ROUNDS]",
         help: "time ROUNDS (default 20000) rounds of the page cache's hot operations (a 4 KiB copy, 8 hash lookups, a descriptor through a ring), the same code onecopy-calibrate times on the host: their ratio is the testbed's time dilation (qemu-run.sh --dilation auto)",

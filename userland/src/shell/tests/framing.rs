@@ -81,7 +81,7 @@ fn argument_counts_print_usage() {
         ("help a b", "help [COMMAND]"),
         (
             "bench",
-            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench atomics [COUNT|reset] | bench doorbell [COUNT] | bench calibrate [ROUNDS] | bench read PATH | bench miss [N] [read|batch] | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
+            "bench ring [COUNT] | bench rpc [COUNT] | bench pingpong [COUNT] | bench atomics [COUNT|reset] | bench doorbell [COUNT] | bench trace [COUNT] | bench calibrate [ROUNDS] | bench read PATH | bench miss [N] [read|batch] | bench inv PATH | bench dir PATH [ROUNDS] [BATCH]",
         ),
     ] {
         assert_eq!(err(&mut os, line), format!("usage: {usage}"), "{line}");

@@ -194,6 +194,26 @@ fn bench_atomics_counts_resets_and_refuses_bad_counts() {
 }
 
 #[test]
+fn bench_trace_prints_ns_per_call_and_differences() {
+    let mut os = MockOs::new();
+    assert_eq!(
+        ok(&mut os, "bench trace 1000"),
+        "trace record: n=1000 x 2 rounds, ns per call: baseline=1.00 off=1.50 on=20.00 off-baseline=+0.50 on-baseline=+19.00 (timeline cleared)\n"
+    );
+    for bad in ["0", "-1", "x", "10000001"] {
+        assert_eq!(
+            err(&mut os, &format!("bench trace {bad}")),
+            format!("bench trace: bad count '{bad}' (1 to 10000000)")
+        );
+    }
+    os.fail("bench_trace", 0, Errno::NotSupported);
+    assert_eq!(
+        err(&mut os, "bench trace"),
+        format!("bench trace: {}", Errno::NotSupported)
+    );
+}
+
+#[test]
 fn bench_doorbell_reports_percentiles_or_not_supported() {
     let mut os = MockOs::new();
     assert_eq!(
