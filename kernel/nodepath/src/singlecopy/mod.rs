@@ -323,13 +323,16 @@ impl ScState {
                 c.unmap(&link.env, k);
             }
         }
-        // One entry per contiguous run of one file's pages.
+        // One entry per contiguous run of one file's pages, at most
+        // [`BATCH`] pages per round trip (the directory serves a batch's
+        // write-backs before it answers: more would hold its loop, and the
+        // answer, past the call timeout under emulation).
         let mut victims = victims;
         victims.sort_unstable_by_key(|v| v.0);
-        let runs = PageRun::split(RunKind::Inv, &victims);
         let mut err = None;
         let mut freed = 0u64;
-        for chunk in runs.chunks(BATCH) {
+        for pages in victims.chunks(BATCH) {
+            let chunk = &PageRun::split(RunKind::Inv, pages)[..];
             if err.is_some() {
                 // Not sent: the pages stay ours (as dirty: at worst one
                 // write-back too many).

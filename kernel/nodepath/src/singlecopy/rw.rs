@@ -542,9 +542,10 @@ impl ScState {
         dirty.sort_unstable_by_key(|d| d.0);
         // One WRITEBACK entry per contiguous run: the directory writes a
         // run's pages as one job (contiguous blocks, each checksum-table
-        // block and the inode record once).
-        let runs = PageRun::split(RunKind::Writeback, &dirty);
-        for chunk in runs.chunks(BATCH) {
+        // block and the inode record once), at most [`BATCH`] pages per
+        // round trip (as a reclaim sweep's INVs).
+        for pages in dirty.chunks(BATCH) {
+            let chunk = &PageRun::split(RunKind::Writeback, pages)[..];
             let (answers, fatal) = self.run_batch(link, chunk);
             if let Some(c) = self.cache() {
                 for (run, a) in chunk.iter().zip(&answers) {
