@@ -86,10 +86,10 @@ impl<D: BlockDevice> Directory<D> {
         };
         let is_write = matches!(req, Request::Data { op: Op::Write, .. });
         bulk.clear_written();
-        self.defer_writes = self.async_writes();
+        let defer = self.async_writes();
+        self.io.batch.begin(defer);
         let resp = self.execute(mem, &mut bulk, req);
-        self.defer_writes = false;
-        let staged = core::mem::take(&mut self.staged);
+        let staged = self.io.batch.end();
         if staged.is_empty() {
             let resp = resp?;
             return Ok(Some((resp, bulk.take_written())));

@@ -18,18 +18,19 @@
 //! taken: a file eviction's DIR_INV to the
 //! owner (free your frame) waits for the owner's ack as before. The node
 //! still acks every DIR_INV when it services it; the ack of one taken here
-//! is dropped when it comes (`absorb_ack`). A node's acks come in the order
+//! is dropped when it comes (`Invalidations::absorb`). A node's acks come in the order
 //! of its DIR_INVs, and it acks one taken here before it can ask for the
 //! page again, so the first ack of that page after the taking is its own.
 
 use alloc::vec::Vec;
 
 use fabric::doorbell::PeerMap;
-use fabric::proto::{PageKey, PageSpan};
+use fabric::proto::PageKey;
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
-use super::{Directory, InvOut, Poll};
+use super::inval::InvOut;
+use super::{Directory, Poll};
 
 /// Counters of the lazy path (the kernel logs them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,37 +44,7 @@ pub struct QuietStats {
 impl<D: BlockDevice> Directory<D> {
     /// Invalidations taken from quiet sleepers so far.
     pub fn quiet_stats(&self) -> QuietStats {
-        self.quiet
-    }
-
-    /// `node` acked `inv`: true if the ack is of an invalidation already
-    /// taken as acknowledged (then it is dropped); else it is no longer
-    /// outstanding.
-    ///
-    /// A node acks an INV_RANGE in parts when misses of some of its pages
-    /// are in flight (each run without one at once, each such page alone
-    /// once its answer is in): an ack of a part of an outstanding span
-    /// leaves the rest of the span outstanding.
-    pub(super) fn absorb_ack(&mut self, node: u32, key: InvOut) -> bool {
-        let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) else {
-            return false;
-        };
-        if let Some(i) = find_ack(p.lazy_acked.iter(), &key) {
-            let rest = carve(p.lazy_acked.remove(i), &key);
-            for (j, r) in rest.into_iter().flatten().enumerate() {
-                p.lazy_acked.insert(i + j, r);
-            }
-            self.quiet.absorbed += 1;
-            return true;
-        }
-        if let Some(i) = find_ack(p.invs_out.iter(), &key) {
-            if let Some(out) = p.invs_out.remove(i) {
-                for (j, r) in carve(out, &key).into_iter().flatten().enumerate() {
-                    p.invs_out.insert(i + j, r);
-                }
-            }
-        }
-        false
+        self.inval.stats()
     }
 
     /// After a pass: take the outstanding DIR_INVs of every member that
@@ -89,13 +60,8 @@ impl<D: BlockDevice> Directory<D> {
         if !self.cfg.lazy_inv {
             return;
         }
-        let owing: u64 = self
-            .peers
-            .iter()
-            .enumerate()
-            .take(64)
-            .filter(|(_, p)| p.member && !p.invs_out.is_empty())
-            .fold(0, |m, (i, _)| m | 1 << i);
+        let members = &self.members;
+        let owing = self.inval.owing(|n| members.is_member(n));
         if owing == 0 {
             return;
         }
@@ -109,12 +75,7 @@ impl<D: BlockDevice> Directory<D> {
         // DIR_INV is out.
         let quiet: Vec<(u32, Vec<InvOut>)> = BitIter(owing)
             .filter(|&i| map.sleeps_quiet(i as u32 + 1))
-            .map(|i| {
-                (
-                    i as u32 + 1,
-                    self.peers[i].invs_out.iter().copied().collect(),
-                )
-            })
+            .map(|i| (i as u32 + 1, self.inval.owed(i as u32 + 1)))
             .collect();
         if quiet.is_empty() {
             return;
@@ -132,7 +93,7 @@ impl<D: BlockDevice> Directory<D> {
                     continue;
                 }
             }
-            if self.peers[(node - 1) as usize].member {
+            if self.members.is_member(node) {
                 self.take_invs_of(mem, node, &owed);
             }
         }
@@ -141,11 +102,9 @@ impl<D: BlockDevice> Directory<D> {
     /// Take the DIR_INVs of `owed` that `node` (asleep quietly, its acks
     /// drained) still owes as a sharer's clean acks.
     fn take_invs_of(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, owed: &[InvOut]) {
-        let i = (node - 1) as usize;
-        let out = core::mem::take(&mut self.peers[i].invs_out);
-        for inv in out {
+        for inv in self.inval.take_owed(node) {
             if !owed.contains(&inv) {
-                self.peers[i].invs_out.push_back(inv);
+                self.inval.still_owed(node, inv);
                 continue;
             }
             let key = PageKey {
@@ -159,8 +118,7 @@ impl<D: BlockDevice> Directory<D> {
             };
             match awaits {
                 Some(true) => {
-                    self.peers[i].lazy_acked.push(inv);
-                    self.quiet.taken += 1;
+                    self.inval.taken_lazily(node, inv);
                     log::debug!("node {node}: {inv:?} taken as acked (quiet sleep)");
                     let arg = fabric::trace::key_arg(key.ino, key.idx);
                     fabric::trace::record(fabric::trace::Kind::LazyAck, node, 0, 0, arg);
@@ -173,7 +131,7 @@ impl<D: BlockDevice> Directory<D> {
                 }
                 // The owner's own DIR_INV (or a span holding one of its
                 // pages): its ack frees the frame.
-                Some(false) => self.peers[i].invs_out.push_back(inv),
+                Some(false) => self.inval.still_owed(node, inv),
                 // No longer awaited (the node left and came back, or
                 // the ack is in flight and was processed meanwhile).
                 None => {}
@@ -195,35 +153,4 @@ impl Iterator for BitIter {
         self.0 &= self.0 - 1;
         Some(i)
     }
-}
-
-/// Which of `outs` the ack `ack` answers: the notice itself, else the
-/// INV_RANGE whose span holds the acked pages.
-fn find_ack<'a>(outs: impl Iterator<Item = &'a InvOut> + Clone, ack: &InvOut) -> Option<usize> {
-    outs.clone().position(|o| o == ack).or_else(|| {
-        outs.into_iter().position(|o| {
-            o.range
-                && o.span.ino == ack.span.ino
-                && o.span.first <= ack.span.first
-                && ack.span.last() <= o.span.last()
-        })
-    })
-}
-
-/// What of `out` is still unacknowledged once `ack` (the whole of it, or
-/// a part of its span) came: the pages before and after the part.
-fn carve(out: InvOut, ack: &InvOut) -> [Option<InvOut>; 2] {
-    if out == *ack {
-        return [None, None];
-    }
-    let (o, a) = (out.span, ack.span);
-    let piece = |first: u64, end: u64| {
-        let count = end.checked_sub(first).filter(|c| *c > 0)?;
-        let span = PageSpan::new(o.ino, first, count)?;
-        Some(InvOut { span, range: true })
-    };
-    [
-        piece(o.first, a.first),
-        piece(a.last().saturating_add(1), o.last().saturating_add(1)),
-    ]
 }

@@ -3,7 +3,7 @@
 //! A node failed on its heartbeat (or on a corrupt ring) may only be
 //! paused: if its frames, or the frames it mapped, were reused while it
 //! can still run, its next store would land in another file's page. With
-//! [`Config::fencing`](super::Config::fencing) the directory asks the
+//! [`Config::fencing`](super::super::Config::fencing) the directory asks the
 //! host's fencer to fence the failed session and keeps the node in the
 //! page directory, so nothing reuses those frames, until the fencer
 //! confirms or the node rejoins (it drops every mapping before it asks);
@@ -18,7 +18,7 @@ use fabric::layout::Header;
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
-use super::{Directory, Event, Poll};
+use super::super::{Directory, Event, Poll};
 
 /// One failed session waiting for its fence.
 #[derive(Debug, Clone, Copy)]
@@ -49,8 +49,8 @@ impl<D: BlockDevice> Directory<D> {
         let h = Header::new(mem, self.layout);
         let epoch = h.node_epoch(node);
         h.set_fence_request(node, epoch);
-        self.fences.waiting.retain(|w| w.node != node);
-        self.fences.waiting.push(Waiting {
+        self.members.fences.waiting.retain(|w| w.node != node);
+        self.members.fences.waiting.push(Waiting {
             node,
             epoch,
             asked_ns: None,
@@ -64,8 +64,8 @@ impl<D: BlockDevice> Directory<D> {
     /// directory; one unanswered past the fence timeout is reported once.
     pub(super) fn fences(&mut self, mem: &(impl SharedMem + ?Sized), now_ns: u64, out: &mut Poll) {
         let mut i = 0;
-        while i < self.fences.waiting.len() {
-            let w = &mut self.fences.waiting[i];
+        while i < self.members.fences.waiting.len() {
+            let w = &mut self.members.fences.waiting[i];
             let asked = *w.asked_ns.get_or_insert(now_ns);
             let waited_ms = now_ns.saturating_sub(asked) / 1_000_000;
             let h = Header::new(mem, self.layout);
@@ -86,7 +86,7 @@ impl<D: BlockDevice> Directory<D> {
             };
             let node = w.node;
             h.set_fence_request(node, 0);
-            self.fences.waiting.swap_remove(i);
+            self.members.fences.waiting.swap_remove(i);
             out.events.push(Event::Fenced {
                 node,
                 after_ms: waited_ms,
@@ -98,6 +98,6 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Is a fence of `node` asked for and not confirmed yet?
     pub fn fence_pending(&self, node: u32) -> bool {
-        self.fences.waiting.iter().any(|w| w.node == node)
+        self.members.fences.waiting.iter().any(|w| w.node == node)
     }
 }
