@@ -14,8 +14,8 @@
 //!   fills from disk, write-backs, DIR_INVs, export bits;
 //!   `server/executor.rs`);
 //! * invalidations in flight, and those taken from quietly sleeping
-//!   sharers without waking them (`inval::Invalidations`,
-//!   `server/inval/`, `server/quiet.rs`);
+//!   sharers without waking them: the Invalidation Manager
+//!   (`inval::Invalidations`, `server/inval/`);
 //! * page requests not answered yet and runs (`runs::PageRequests`,
 //!   `server/runs.rs`);
 //! * the file server: metadata and data requests against [`flatfs`]
@@ -74,14 +74,13 @@ mod membership;
 pub mod misstime;
 mod netreq;
 mod ordered;
-mod quiet;
 mod replicas;
 mod reply;
 mod runs;
 mod writes;
 
 pub use daxfill::DaxStats;
-pub use quiet::QuietStats;
+pub use inval::QuietStats;
 pub use reply::NetAnswer;
 
 /// Something worth a log line.
@@ -172,7 +171,7 @@ pub struct Config {
     pub fence: fn(),
     /// Take a DIR_INV published to a sharer that sleeps quietly
     /// (`fabric::doorbell::SLEEP_QUIET`) as acknowledged, without waking
-    /// it (`server/quiet.rs`; boot option `lazy_inv`).
+    /// it (`server/inval/quiet.rs`; boot option `lazy_inv`).
     pub lazy_inv: bool,
     /// Fence a node declared failed before reusing its frames and the
     /// frames it mapped (`server/membership/fencing.rs`, boot option
@@ -433,19 +432,6 @@ impl<D: BlockDevice> Directory<D> {
             dir_invs: s.dir_invs,
             writebacks: s.writebacks,
             max_batch: max_batch as u64,
-        }
-    }
-
-    /// Invalidation counters, for `dir stats` and [`Op::InvStats`].
-    pub fn inv_stats(&self) -> fabric::proto::InvStats {
-        let s = self.pages.stats();
-        fabric::proto::InvStats {
-            dir_invs: s.dir_invs,
-            acks: s.acks,
-            range_invs: s.range_invs,
-            range_acks: s.range_acks,
-            range_pages: s.range_pages,
-            quiet_taken: self.inval.stats().taken,
         }
     }
 

@@ -6,14 +6,11 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use fabric::bulk::ShmBulk;
-use fabric::proto::{
-    op_of, DecodeError, Desc, Errno, Notice, Op, PageReq, PageSpan, Raw, Request, Response,
-};
+use fabric::proto::{op_of, Desc, Errno, Op, PageReq, Raw, Request, Response};
 use fabric::ring::RingError;
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
-use super::inval::InvOut;
 use super::reply::Via;
 use super::writes::Then;
 use super::{Directory, Event, Poll};
@@ -47,7 +44,7 @@ impl<D: BlockDevice> Directory<D> {
     /// Which nodes' response or notify rings moved since the last report
     /// (whatever published them: a request, an ack, a lost member). A
     /// node whose new notices were all DIR_INVs taken as acknowledged
-    /// (`server/quiet.rs`) is not reported: it need not wake for them.
+    /// (`server/inval/quiet.rs`) is not reported: it need not wake for them.
     fn take_deliveries(&mut self, out: &mut Poll) {
         let inval = &self.inval;
         self.links.take_deliveries(out, |node| inval.owes(node));
@@ -75,70 +72,6 @@ impl<D: BlockDevice> Directory<D> {
         self.flush(mem, node)?;
         self.counters.count_batch(served);
         Ok(served + acks)
-    }
-
-    /// Take up to `max` acks from `node`'s ack ring; how many were taken.
-    pub(super) fn serve_acks(
-        &mut self,
-        mem: &(impl SharedMem + ?Sized),
-        node: u32,
-        max: usize,
-    ) -> Result<usize, RingError> {
-        let mut acks = 0;
-        while acks < max {
-            let Some(d) = self.links.pop_ack(mem, node)? else {
-                break;
-            };
-            acks += 1;
-            match Notice::decode(&d) {
-                Ok(Notice::InvAck { key, dirty }) => {
-                    log::debug!("node {node}: ack {key:?} dirty={dirty}");
-                    let arg = fabric::trace::key_arg(key.ino, key.idx);
-                    fabric::trace::record(fabric::trace::Kind::AckTaken, node, 0, 0, arg);
-                    let inv = InvOut {
-                        span: PageSpan::page(key),
-                        range: false,
-                    };
-                    if self.inval.absorb(node, inv) {
-                        continue; // taken while it slept (`server/quiet.rs`)
-                    }
-                    let a = self.pages.ack(node as u8, key, dirty);
-                    self.run(mem, a);
-                }
-                Ok(Notice::InvRangeAck { span, dirty }) => {
-                    log::debug!("node {node}: range ack {span:?} dirty={dirty}");
-                    let arg = fabric::trace::key_arg(span.ino, span.first);
-                    fabric::trace::record(fabric::trace::Kind::AckTaken, node, 0, 0, arg);
-                    if self.inval.absorb(node, InvOut { span, range: true }) {
-                        continue;
-                    }
-                    let a = self.pages.ack_range(node as u8, span, dirty);
-                    self.run(mem, a);
-                }
-                Ok(Notice::RevokeAck(key)) => self.revoke_acked(mem, node, key),
-                Ok(
-                    n @ (Notice::DirInv(_)
-                    | Notice::InvRange(_)
-                    | Notice::Sharers { .. }
-                    | Notice::Revoke(_)
-                    | Notice::ReplicasUsed),
-                ) => {
-                    let op = match n {
-                        Notice::DirInv(_) => Op::DirInv,
-                        Notice::InvRange(_) => Op::InvRange,
-                        Notice::Revoke(_) => Op::Revoke,
-                        Notice::ReplicasUsed => Op::ReplicasUsed,
-                        _ => Op::Sharers,
-                    };
-                    self.counters.bad(Event::BadRequest {
-                        node,
-                        error: DecodeError::BadOpcode(op as u16),
-                    })
-                }
-                Err(error) => self.counters.bad(Event::BadRequest { node, error }),
-            }
-        }
-        Ok(acks)
     }
 
     /// Answer (now or later) one request descriptor from `node`, timing

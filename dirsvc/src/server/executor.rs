@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 
 use crate::pagedir::Action;
 use fabric::layout::Header;
-use fabric::proto::{Errno, Notice, PageKey, Response};
+use fabric::proto::{Errno, PageKey, Response};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
@@ -66,12 +66,8 @@ impl<D: BlockDevice> Directory<D> {
                         h.1.extend(staged);
                     }
                 }
-                Action::Invalidate { node, key } => {
-                    self.links.notify(node.into(), Notice::DirInv(key).encode())
-                }
-                Action::InvalidateRange { node, span } => self
-                    .links
-                    .notify(node.into(), Notice::InvRange(span).encode()),
+                Action::Invalidate { node, key } => self.invalidate(node, key),
+                Action::InvalidateRange { node, span } => self.invalidate_range(node, span),
                 Action::Export { gfn, on } => {
                     Header::new(mem, self.layout).set_exported(gfn, on);
                     if !on {

@@ -1,18 +1,34 @@
-//! The Invalidation Manager, the directory's side: DIR_INVs and INV_RANGEs
-//! published to nodes whose acks are not in yet, and those taken as
-//! acknowledged from quietly sleeping sharers whose own late acks are
-//! dropped when they come.
+//! The Invalidation Manager, the directory's side: all of DPC's
+//! invalidation traffic between the page directory and the rings.
 //!
-//! [`Invalidations`] owns that per-node bookkeeping; it learns of every
-//! invalidation published from [`super::links::Links::flush`] and of
-//! every ack from the ack path.
+//! * Out: the page directory's [`Action::Invalidate`](crate::pagedir::Action::Invalidate) (one page: a
+//!   DIR_INV) and [`Action::InvalidateRange`](crate::pagedir::Action::InvalidateRange) (a file's teardown: an
+//!   INV_RANGE) become notices on the node's notify ring
+//!   ([`Directory::invalidate`]); each one published is recorded as
+//!   owed ([`Invalidations::published`]).
+//! * In: INV_ACKs and INV_RANGE acks from the ack ring (`acks.rs`) go to
+//!   the page directory ([`crate::pagedir::PageDir::ack`],
+//!   [`crate::pagedir::PageDir::ack_range`]), whose actions run at once.
+//! * Lazy: the DIR_INVs owed by a quietly sleeping sharer are taken as
+//!   acknowledged without waking it, and its late acks dropped
+//!   (`quiet.rs`).
+//!
+//! [`Invalidations`] owns the per-node bookkeeping (what is owed, what
+//! was taken lazily, the lazy path's counters). Called by dispatch (acks
+//! first in every sweep, the quiet sleepers after it), the executor
+//! (the page directory's invalidation actions) and the rings' flush.
+
+mod acks;
+mod quiet;
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
-use fabric::proto::{Desc, Notice, PageSpan};
+use fabric::proto::{Desc, InvStats, Notice, PageKey, PageSpan};
+use flatfs::BlockDevice;
 
-use super::QuietStats;
+use super::Directory;
+pub use quiet::QuietStats;
 
 /// An invalidation notice awaiting its ack: a DIR_INV (its page, a span
 /// of one) or an INV_RANGE (its span). Each is answered by its own kind
@@ -172,6 +188,38 @@ impl Invalidations {
         self.nodes
             .get((node as usize).wrapping_sub(1))
             .map_or(0, |o| o.out.len())
+    }
+}
+
+impl<D: BlockDevice> Directory<D> {
+    /// [`Action::Invalidate`](crate::pagedir::Action::Invalidate): a DIR_INV of `key` to `node`.
+    pub(super) fn invalidate(&mut self, node: u8, key: PageKey) {
+        self.links.notify(node.into(), Notice::DirInv(key).encode());
+    }
+
+    /// [`Action::InvalidateRange`](crate::pagedir::Action::InvalidateRange): an INV_RANGE of `span` to `node`.
+    pub(super) fn invalidate_range(&mut self, node: u8, span: PageSpan) {
+        self.links
+            .notify(node.into(), Notice::InvRange(span).encode());
+    }
+
+    /// Invalidation counters, for `dir stats` and
+    /// [`fabric::proto::Op::InvStats`].
+    pub fn inv_stats(&self) -> InvStats {
+        let s = self.pages.stats();
+        InvStats {
+            dir_invs: s.dir_invs,
+            acks: s.acks,
+            range_invs: s.range_invs,
+            range_acks: s.range_acks,
+            range_pages: s.range_pages,
+            quiet_taken: self.inval.stats().taken,
+        }
+    }
+
+    /// Invalidations taken from quiet sleepers so far.
+    pub fn quiet_stats(&self) -> QuietStats {
+        self.inval.stats()
     }
 }
 

@@ -29,8 +29,8 @@ use fabric::proto::PageKey;
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
 
-use super::inval::InvOut;
-use super::{Directory, Poll};
+use super::super::{Directory, Poll};
+use super::InvOut;
 
 /// Counters of the lazy path (the kernel logs them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,11 +42,6 @@ pub struct QuietStats {
 }
 
 impl<D: BlockDevice> Directory<D> {
-    /// Invalidations taken from quiet sleepers so far.
-    pub fn quiet_stats(&self) -> QuietStats {
-        self.inval.stats()
-    }
-
     /// After a pass: take the outstanding DIR_INVs of every member that
     /// sleeps quietly as acknowledged, and run what that completes.
     ///
@@ -56,7 +51,11 @@ impl<D: BlockDevice> Directory<D> {
     /// this pass read its ring. Its acks are pushed before it announces the
     /// sleep, so they are on the ring once the word reads quiet; taking the
     /// DIR_INV as clean instead would skip the write-back of its stores.
-    pub(super) fn take_quiet_acks(&mut self, mem: &(impl SharedMem + ?Sized), out: &mut Poll) {
+    pub(in crate::server) fn take_quiet_acks(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        out: &mut Poll,
+    ) {
         if !self.cfg.lazy_inv {
             return;
         }
