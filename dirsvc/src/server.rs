@@ -5,11 +5,11 @@
 //! * membership: joins, heartbeats, failures, leaves, session epochs and
 //!   fencing (`membership::Members`, `server/membership/`, see
 //!   [below](#membership));
-//! * the rings: every node's four rings and backlogs (`links::Links`,
-//!   `server/links.rs`);
-//! * dispatch: polling every member's ack and request rings, decoding,
-//!   routing page requests to the page directory and the rest to the file
-//!   server, and publishing answers (`server/dispatch.rs`);
+//! * the rings: every node's four rings and backlogs, and publishing
+//!   answers and notices (`links::Links`, `server/links.rs`);
+//! * dispatch: polling every member's request rings (acks first),
+//!   decoding, routing page requests to the page directory and the rest
+//!   to the file server (`server/dispatch.rs`);
 //! * the action executor: running the page directory's actions (replies,
 //!   fills from disk, write-backs, DIR_INVs, export bits;
 //!   `server/executor.rs`);

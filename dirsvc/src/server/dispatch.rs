@@ -1,6 +1,9 @@
-//! Dispatch: polling every member's ack and request rings, decoding,
-//! routing (page requests to the page directory, the rest to the file
-//! server), and publishing answers and notices.
+//! Dispatch: one sweep over every member (its acks first, through the
+//! invalidation manager, then up to `Config::batch` requests), each
+//! request decoded and routed once: a page request to the page directory
+//! ([`Directory::page_request`]), a run to `runs.rs`, the rest to the
+//! file server ([`Directory::file_request`]). Answers and notices go out
+//! through `links.rs`.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -83,6 +86,9 @@ impl<D: BlockDevice> Directory<D> {
         self.counters.miss.handled();
     }
 
+    /// Decode one request of `node`, count it, and route it: page
+    /// requests to the page directory, runs to `runs.rs`, the rest to the
+    /// file server.
     fn handle_one(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: &Desc) {
         let (tag, req) = match Request::decode(d) {
             Ok(x) => x,
@@ -104,43 +110,63 @@ impl<D: BlockDevice> Directory<D> {
         }
         self.counters.count_op(op);
         log::trace!("node {node} tag {tag}: {req:?}");
-        if let Request::Page(p) = req {
-            if self.fs.is_none() {
-                self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));
-                return;
+        match req {
+            Request::Page(_) | Request::PageRun(_) if self.fs.is_none() => {
+                self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag))
             }
-            match p {
-                PageReq::Promote { key } => return self.promote(mem, node, tag, key),
-                PageReq::Unprotect { key } => return self.unprotect(mem, node, tag, key),
-                _ => {}
-            }
-            self.requests.asked(node as u8, tag, op);
-            log::debug!("node {node} tag {tag}: {p:?}");
-            let before = self.sharer_view(&p.key());
-            let busy = self.io.disk.in_flight() > 0;
-            let writing = self.io.writes.in_flight() > 0;
-            let a = self.pages.handle(&self.layout, node as u8, tag, p);
-            let answered = a.iter().any(|x| {
-                matches!(x, Action::Reply { node: n, tag: t, .. } if u32::from(*n) == node && *t == tag)
-            });
-            if busy && answered {
-                self.io.disk.count_answered_while_busy();
-            }
-            if writing && answered {
-                self.io.writes.count_answered_while_busy();
-            }
-            self.io.batch.group_next();
-            self.run(mem, a);
-            self.report_sharers(mem, p.key(), before);
-            return;
+            Request::Page(p) => self.page_request(mem, node, tag, op, p),
+            Request::PageRun(run) => self.page_run(mem, node as u8, tag, run),
+            req => self.file_request(mem, node, tag, op, req),
         }
-        if let Request::PageRun(run) = req {
-            if self.fs.is_none() {
-                self.respond(mem, node, Response::Err(Errno::Unavailable).encode(op, tag));
-                return;
-            }
-            return self.page_run(mem, node as u8, tag, run);
+    }
+
+    /// A page request: replicas are served here (`replicas.rs`), the rest
+    /// by the page directory, whose actions run at once; the page's owner
+    /// learns a changed sharer count.
+    fn page_request(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+        tag: u32,
+        op: Op,
+        p: PageReq,
+    ) {
+        match p {
+            PageReq::Promote { key } => return self.promote(mem, node, tag, key),
+            PageReq::Unprotect { key } => return self.unprotect(mem, node, tag, key),
+            _ => {}
         }
+        self.requests.asked(node as u8, tag, op);
+        log::debug!("node {node} tag {tag}: {p:?}");
+        let before = self.sharer_view(&p.key());
+        let busy = self.io.disk.in_flight() > 0;
+        let writing = self.io.writes.in_flight() > 0;
+        let a = self.pages.handle(&self.layout, node as u8, tag, p);
+        let answered = a.iter().any(|x| {
+            matches!(x, Action::Reply { node: n, tag: t, .. } if u32::from(*n) == node && *t == tag)
+        });
+        if busy && answered {
+            self.io.disk.count_answered_while_busy();
+        }
+        if writing && answered {
+            self.io.writes.count_answered_while_busy();
+        }
+        self.io.batch.group_next();
+        self.run(mem, a);
+        self.report_sharers(mem, p.key(), before);
+    }
+
+    /// A request for the file server (or an append lock, a `daxfs` fill):
+    /// answered now, or later once the disk did its part (an fsync, an
+    /// asynchronous read, deferred writes).
+    fn file_request(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+        tag: u32,
+        op: Op,
+        req: Request,
+    ) {
         if let Request::AppendLock { ino, hold, renew } = req {
             let resp = self
                 .append_lock(node, ino, hold, renew)
@@ -175,6 +201,21 @@ impl<D: BlockDevice> Directory<D> {
             }
             return;
         }
+        self.execute_ring(mem, node, tag, op, req);
+    }
+
+    /// Run a file-server request from the rings: its answer now, or, if
+    /// its block writes were staged, once they landed (a write joins the
+    /// sweep's write group; a namespace change or truncation is a barrier
+    /// job).
+    fn execute_ring(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+        tag: u32,
+        op: Op,
+        req: Request,
+    ) {
         let ino = match req {
             Request::Data { ino, .. } | Request::Setattr { ino, .. } => ino,
             _ => 0,
@@ -187,20 +228,18 @@ impl<D: BlockDevice> Directory<D> {
             .execute(mem, &mut bulk, req)
             .unwrap_or_else(Response::Err);
         let staged = self.io.batch.end();
+        let ok = resp.encode(op, tag);
         if staged.is_empty() {
-            self.respond(mem, node, resp.encode(op, tag));
+            self.respond(mem, node, ok);
         } else if is_write {
-            let ok = resp.encode(op, tag);
             self.group_write(node, ino, staged, (op, tag, ok), mem);
         } else {
-            // A namespace change or truncation: a barrier job, answered
-            // once it landed (a creation's file is known by its answer).
+            // A creation's file is known by its answer.
             let inos = match resp {
                 Response::Attr(a) => vec![a.ino],
                 _ if ino != 0 => vec![ino],
                 _ => Vec::new(),
             };
-            let ok = resp.encode(op, tag);
             let then = Then::Respond {
                 node,
                 via: Via::Ring,
@@ -209,25 +248,6 @@ impl<D: BlockDevice> Directory<D> {
                 ok,
             };
             self.queue_barrier(mem, inos, staged, then);
-        }
-    }
-
-    /// Push backlogged responses and notifications of `node`.
-    pub(super) fn flush(
-        &mut self,
-        mem: &(impl SharedMem + ?Sized),
-        node: u32,
-    ) -> Result<(), RingError> {
-        let inval = &mut self.inval;
-        self.links.flush(mem, node, |d| inval.published(node, d))
-    }
-
-    /// Queue (or, when nothing is queued before it, publish at once) a
-    /// response to `node`.
-    pub(super) fn respond(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: Desc) {
-        fabric::trace::record(fabric::trace::Kind::Reply, node, Raw::decode(&d).tag, 0, 0);
-        if self.members.is_member(node) {
-            self.links.respond(mem, node, d);
         }
     }
 }

@@ -56,20 +56,8 @@ impl<D: BlockDevice> Directory<D> {
         bulk: &mut dyn Bulk,
         req: Request,
     ) -> Result<Response, Errno> {
-        if let Request::Nop = req {
-            return Ok(Response::Ok);
-        }
-        if let Request::Stats = req {
-            return Ok(Response::Stats(self.stats()));
-        }
-        if let Request::PageStats = req {
-            return Ok(Response::PageStats(self.page_stats()));
-        }
-        if let Request::MissStats { kind } = req {
-            return Ok(Response::MissStats(self.counters.miss.stats(kind)));
-        }
-        if let Request::InvStats = req {
-            return Ok(Response::InvStats(self.inv_stats()));
+        if let Some(r) = self.answer_without_files(&req) {
+            return Ok(r);
         }
         if req.may_change_files() {
             // Before the change can be seen: a node whose read ends at an
@@ -133,6 +121,19 @@ impl<D: BlockDevice> Directory<D> {
                 .map(|_| Response::Ok),
             Request::Locality { slot, ino, first } => self.locality(bulk, slot, ino, first),
         }
+    }
+
+    /// The answer to `req` if it needs no file system: a NOP or the
+    /// statistics.
+    fn answer_without_files(&self, req: &Request) -> Option<Response> {
+        Some(match *req {
+            Request::Nop => Response::Ok,
+            Request::Stats => Response::Stats(self.stats()),
+            Request::PageStats => Response::PageStats(self.page_stats()),
+            Request::MissStats { kind } => Response::MissStats(self.counters.miss.stats(kind)),
+            Request::InvStats => Response::InvStats(self.inv_stats()),
+            _ => return None,
+        })
     }
 
     /// A path operation: the path sits in bulk slot `slot` at `at`.

@@ -10,16 +10,22 @@
 //! in, answers out), the invalidation manager and the replica and
 //! locality notices (notices out), and membership (a fresh channel on a
 //! join).
+//!
+//! [`Directory::respond`] and [`Directory::flush`] publish through it:
+//! an answer only to a member, and each notice published is handed to
+//! the invalidation manager.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use fabric::layout::Layout;
-use fabric::proto::Desc;
+use fabric::proto::{Desc, Raw};
 use fabric::ring::{Consumer, Producer, RingError};
 use fabric::shm::SharedMem;
 
-use super::Poll;
+use flatfs::BlockDevice;
+
+use super::{Directory, Poll};
 
 /// One node's rings, the directory's ends.
 struct Link {
@@ -176,6 +182,27 @@ impl Links {
             }
             l.wake_notice = false;
             l.reported = now;
+        }
+    }
+}
+
+impl<D: BlockDevice> Directory<D> {
+    /// Push backlogged responses and notifications of `node`.
+    pub(super) fn flush(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+    ) -> Result<(), RingError> {
+        let inval = &mut self.inval;
+        self.links.flush(mem, node, |d| inval.published(node, d))
+    }
+
+    /// Queue (or, when nothing is queued before it, publish at once) a
+    /// response to `node`.
+    pub(super) fn respond(&mut self, mem: &(impl SharedMem + ?Sized), node: u32, d: Desc) {
+        fabric::trace::record(fabric::trace::Kind::Reply, node, Raw::decode(&d).tag, 0, 0);
+        if self.members.is_member(node) {
+            self.links.respond(mem, node, d);
         }
     }
 }
