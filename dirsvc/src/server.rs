@@ -31,7 +31,7 @@
 //!   locality (`server/locality.rs`);
 //! * statistics (`counters::Counters`, `server/counters.rs`, with the
 //!   miss timer of `server/misstime.rs`).
-
+//!
 //! [`Directory::poll`] does one pass over every node and returns what it
 //! did; the kernel calls it in its loop on the directory's dedicated core
 //! and logs the [`Event`]s. Everything here is pure logic over
