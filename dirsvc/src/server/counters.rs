@@ -11,7 +11,9 @@ use super::misstime::MissTimer;
 use super::Event;
 use fabric::proto::Op;
 
-/// Request counters, the miss timer and the last malformed request.
+/// Request counters, the miss timer and the last malformed request:
+/// owned here; counted by dispatch and the `net` path, read by the
+/// statistics requests.
 pub(super) struct Counters {
     requests: u64,
     ops: [u64; 32],

@@ -14,7 +14,10 @@ use crate::writeq::WriteQueue;
 use super::fileread::FileReads;
 use super::writes::{Batch, Fsyncs, Then};
 
-/// Disk requests waiting or in flight, and the sweep's write staging.
+/// Disk requests waiting or in flight, and the sweep's write staging:
+/// each part owned by its own type (see the module comment for which
+/// file uses which); dispatch and the `net` path only bracket a request
+/// ([`Batch`]) and count answers given while the disk was busy.
 pub(super) struct Io {
     /// Page fills and file-read blocks waiting for the disk or in flight.
     pub(super) disk: DiskQueue,

@@ -62,7 +62,9 @@ impl Link {
     }
 }
 
-/// Every node's rings (index `node - 1`).
+/// Every node's rings (index `node - 1`): owns the ring positions and
+/// backlogs; called by dispatch, the invalidation manager, replicas,
+/// locality and membership (see the module comment).
 pub(super) struct Links {
     links: Vec<Link>,
 }

@@ -52,7 +52,9 @@ struct Owed {
 }
 
 /// Invalidations in flight, per node (index `node - 1`), and the
-/// counters of the lazy path.
+/// counters of the lazy path: owned here; told of every notice published
+/// by the rings' flush, of acks by `acks.rs`, of lazy takings by
+/// `quiet.rs`; asked by dispatch which nodes owe acks (who to wake).
 pub(super) struct Invalidations {
     nodes: Vec<Owed>,
     stats: QuietStats,

@@ -27,7 +27,10 @@ struct Member {
     last_hb_change_ns: u64,
 }
 
-/// Who is a member, heartbeats, fences (index `node - 1`).
+/// Who is a member, heartbeats, fences (index `node - 1`), and the clock
+/// of the last pass: owned here, changed only by this module and
+/// `fencing.rs`; everyone else asks [`Members::is_member`] (and the
+/// append locks [`Members::now_ns`]).
 pub(super) struct Members {
     nodes: Vec<Member>,
     /// Failed nodes waiting for their fence (`fencing.rs`).
