@@ -138,6 +138,12 @@ pub enum Event {
     },
 }
 
+/// The default [`Config::write_backlog_max`]: 1,024 block writes, 4 MiB
+/// of copies (the directory's heap is at least 24 MiB; the disk drains
+/// this many in about a second and a half under TCG, well within a
+/// node's RPC timeout).
+pub const WRITE_BACKLOG_MAX: usize = 1024;
+
 /// Directory configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -180,6 +186,12 @@ pub struct Config {
     /// `daxfs` mode: format DaxFS's page cache in the region and serve
     /// its fills (`server/daxfill.rs`).
     pub daxfs: bool,
+    /// Backpressure: while the write queue holds this many block writes
+    /// (each a 4 KiB copy on the heap) or more, no node's new requests are
+    /// taken; acks, disk completions and the heartbeat go on. Without it
+    /// nodes writing faster than the disk grow the queue until the
+    /// directory's heap is exhausted.
+    pub write_backlog_max: usize,
 }
 
 /// The append lease for a heartbeat timeout of `heartbeat_timeout_ns`:
@@ -207,6 +219,7 @@ impl Default for Config {
             fence_timeout_ns: 5_000_000_000,
             append_lease_ns: append_lease_ns(3_000_000_000),
             daxfs: false,
+            write_backlog_max: WRITE_BACKLOG_MAX,
         }
     }
 }

@@ -94,6 +94,9 @@ impl<D: BlockDevice> Directory<D> {
             if !self.peers[i].backlog.is_empty() {
                 break; // the node is not draining its responses
             }
+            if self.write_backlogged() {
+                break; // the disk first: see `Config::write_backlog_max`
+            }
             let Some(d) = self.peers[i].req.pop(mem)? else {
                 break;
             };

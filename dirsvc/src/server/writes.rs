@@ -119,6 +119,16 @@ impl<D: BlockDevice> Directory<D> {
         self.flushes_async
     }
 
+    /// The write queue holds `Config::write_backlog_max` block writes or
+    /// more: new requests wait (counted in the write statistics).
+    pub(super) fn write_backlogged(&mut self) -> bool {
+        let full = self.writes.held_blocks() >= self.cfg.write_backlog_max.max(1);
+        if full {
+            self.writes.count_throttled();
+        }
+        full
+    }
+
     /// Write jobs waiting or in flight.
     pub fn writes_pending(&self) -> usize {
         self.writes.jobs()

@@ -21,6 +21,8 @@ pub(super) struct DiskLog {
     flushes: u64,
     /// `net` mode requests answered after their disk I/O.
     net_later: u64,
+    /// Passes that took no new request because the write queue was full.
+    throttled: u64,
 }
 
 impl DiskLog {
@@ -85,6 +87,13 @@ impl DiskLog {
                 "disk: {} namespace changes or truncations queued as barrier jobs ({} waited synchronously for writes in flight)",
                 w.barrier_jobs,
                 w.barriers
+            );
+        }
+        if new_power_of_two(&mut self.throttled, w.throttled) {
+            log::info!(
+                "disk: new requests held back {} times while the write queue was full (most block writes held at once: {})",
+                w.throttled,
+                w.max_held
             );
         }
         if new_power_of_two(&mut self.drains, w.barriers) {
