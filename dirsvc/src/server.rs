@@ -138,10 +138,43 @@ pub enum Event {
     },
 }
 
-/// The default [`Config::write_backlog_max`]: 1,024 block writes, 4 MiB
-/// of copies (the directory's heap is at least 24 MiB; the disk drains
-/// this many in about a second and a half under TCG, well within a
-/// node's RPC timeout).
+/// Entries of the directory's growing collections
+/// ([`Directory::queue_lengths`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLengths {
+    /// Page-directory entries.
+    pub pages: usize,
+    /// Page requests whose answer is pending, by (node, tag).
+    pub page_ops: usize,
+    /// File-server reads waiting for the disk.
+    pub reads: usize,
+    /// Fsyncs waiting for writes or for their flush.
+    pub fsyncs: usize,
+    /// Files whose grown size waits for its data (ordered sizes).
+    pub grown: usize,
+    /// `net` answers waiting to be handed over.
+    pub net_answers: usize,
+    /// Write jobs and the block writes they hold.
+    pub write_jobs: usize,
+    pub write_blocks: usize,
+    /// Page fills waiting or in flight.
+    pub fills: usize,
+    /// Blocks whose newest bytes the file system keeps until their
+    /// deferred writes landed (`flatfs::Fs::pending_blocks`).
+    pub fs_pending: usize,
+    /// Answers and notices waiting for room in the nodes' rings.
+    pub backlog: usize,
+    /// Invalidations not yet acknowledged, and those taken from quiet
+    /// sleepers whose late acks have not come.
+    pub invs_out: usize,
+    pub lazy_acked: usize,
+}
+
+/// The default [`Config::write_backlog_max`]: 1,024 block writes, 8 MiB
+/// of copies (each block is held by its job and by the file system's
+/// overlay until it landed; the directory's heap is at least 24 MiB). The
+/// disk drains this many in about a second and a half under TCG, well
+/// within a node's RPC timeout.
 pub const WRITE_BACKLOG_MAX: usize = 1024;
 
 /// Directory configuration.
@@ -186,9 +219,9 @@ pub struct Config {
     /// `daxfs` mode: format DaxFS's page cache in the region and serve
     /// its fills (`server/daxfill.rs`).
     pub daxfs: bool,
-    /// Backpressure: while the write queue holds this many block writes
-    /// (each a 4 KiB copy on the heap) or more, no node's new requests are
-    /// taken; acks, disk completions and the heartbeat go on. Without it
+    /// Backpressure: while the write queue and the sweep's open groups
+    /// hold this many block writes (each two 4 KiB copies on the heap) or
+    /// more, no node's new requests are taken; acks, disk completions and the heartbeat go on. Without it
     /// nodes writing faster than the disk grow the queue until the
     /// directory's heap is exhausted.
     pub write_backlog_max: usize,
@@ -515,6 +548,31 @@ impl<D: BlockDevice> Directory<D> {
         self.peers
             .get((node as usize).wrapping_sub(1))
             .map_or((0, 0), |p| (p.backlog.len(), p.notify_backlog.len()))
+    }
+
+    /// How many entries the directory's growing collections hold (its
+    /// heap use is about proportional to these; logged with the heap's
+    /// high marks).
+    pub fn queue_lengths(&self) -> QueueLengths {
+        let mut q = QueueLengths {
+            pages: self.pages.len(),
+            page_ops: self.page_ops.len(),
+            reads: self.reads.len(),
+            fsyncs: self.fsyncs.len() + self.flushing.len(),
+            grown: self.grown.len(),
+            net_answers: self.net_answers.len(),
+            write_jobs: self.writes.jobs(),
+            write_blocks: self.writes.held_blocks(),
+            fills: self.fills_pending(),
+            fs_pending: self.fs.as_ref().map_or(0, |f| f.pending_blocks()),
+            ..QueueLengths::default()
+        };
+        for p in &self.peers {
+            q.backlog += p.backlog.len() + p.notify_backlog.len();
+            q.invs_out += p.invs_out.len();
+            q.lazy_acked += p.lazy_acked.len();
+        }
+        q
     }
 
     /// Counters for `dir stats` and [`Op::Stats`].

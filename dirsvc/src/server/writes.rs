@@ -119,10 +119,16 @@ impl<D: BlockDevice> Directory<D> {
         self.flushes_async
     }
 
-    /// The write queue holds `Config::write_backlog_max` block writes or
-    /// more: new requests wait (counted in the write statistics).
+    /// The write queue and the sweep's open groups hold
+    /// `Config::write_backlog_max` block writes or more: new requests wait
+    /// (counted in the write statistics).
     pub(super) fn write_backlogged(&mut self) -> bool {
-        let full = self.writes.held_blocks() >= self.cfg.write_backlog_max.max(1);
+        // The sweep's open groups count too: a sweep of 32 page runs of 32
+        // pages is 1,024 writes before its group is queued.
+        let grouped = self.page_group.as_ref().map_or(0, |g| g.staged.len())
+            + self.write_group.as_ref().map_or(0, |g| g.staged.len());
+        let held = self.writes.held_blocks() + grouped;
+        let full = held >= self.cfg.write_backlog_max.max(1);
         if full {
             self.writes.count_throttled();
         }

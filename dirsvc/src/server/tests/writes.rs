@@ -591,8 +591,11 @@ fn new_requests_wait_while_the_write_queue_is_full() {
             .unwrap();
     }
     rig.step();
+    // The sweep stopped taking evictions once its group held the limit:
+    // one eviction is a data block, a checksum block and the record.
     let held = rig.dir.borrow().write_stats().max_held;
-    assert!(held >= 8, "the sweep's writes are queued ({held})");
+    assert!((4..8).contains(&held), "{held} block writes held");
+    assert!(rig.dir.borrow().write_stats().throttled > 0);
     // Node 3's lookup waits in its ring while the queue is full.
     c.send(&*rig.mem, &Rig::read(k8, c0), &mut || true).unwrap();
     for _ in 0..5 {
