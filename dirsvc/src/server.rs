@@ -148,6 +148,45 @@ pub enum Event {
     },
 }
 
+/// Entries of the directory's growing collections
+/// ([`Directory::queue_lengths`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLengths {
+    /// Page-directory entries.
+    pub pages: usize,
+    /// Page requests whose answer is pending, by (node, tag).
+    pub page_ops: usize,
+    /// File-server reads waiting for the disk.
+    pub reads: usize,
+    /// Fsyncs waiting for writes or for their flush.
+    pub fsyncs: usize,
+    /// Files whose grown size waits for its data (ordered sizes).
+    pub grown: usize,
+    /// `net` answers waiting to be handed over.
+    pub net_answers: usize,
+    /// Write jobs and the block writes they hold.
+    pub write_jobs: usize,
+    pub write_blocks: usize,
+    /// Page fills waiting or in flight.
+    pub fills: usize,
+    /// Blocks whose newest bytes the file system keeps until their
+    /// deferred writes landed (`flatfs::Fs::pending_blocks`).
+    pub fs_pending: usize,
+    /// Answers and notices waiting for room in the nodes' rings.
+    pub backlog: usize,
+    /// Invalidations not yet acknowledged, and those taken from quiet
+    /// sleepers whose late acks have not come.
+    pub invs_out: usize,
+    pub lazy_acked: usize,
+}
+
+/// The default [`Config::write_backlog_max`]: 1,024 block writes, 8 MiB
+/// of copies (each block is held by its job and by the file system's
+/// overlay until it landed; the directory's heap is at least 24 MiB). The
+/// disk drains this many in about a second and a half under TCG, well
+/// within a node's RPC timeout.
+pub const WRITE_BACKLOG_MAX: usize = 1024;
+
 /// Directory configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -191,6 +230,12 @@ pub struct Config {
     /// `daxfs` mode: format DaxFS's page cache in the region and serve
     /// its fills (`server/daxfill.rs`).
     pub daxfs: bool,
+    /// Backpressure: while the write queue and the sweep's open groups
+    /// hold this many block writes (each two 4 KiB copies on the heap) or
+    /// more, no node's new requests are taken; acks, disk completions and the heartbeat go on. Without it
+    /// nodes writing faster than the disk grow the queue until the
+    /// directory's heap is exhausted.
+    pub write_backlog_max: usize,
 }
 
 /// The append lease for a heartbeat timeout of `heartbeat_timeout_ns`:
@@ -218,6 +263,7 @@ impl Default for Config {
             fence_timeout_ns: 5_000_000_000,
             append_lease_ns: append_lease_ns(3_000_000_000),
             daxfs: false,
+            write_backlog_max: WRITE_BACKLOG_MAX,
         }
     }
 }
@@ -382,6 +428,28 @@ impl<D: BlockDevice> Directory<D> {
     /// rings (a node that stopped draining them).
     pub fn backlogs(&self, node: u32) -> (usize, usize) {
         self.links.backlogs(node)
+    }
+
+    /// How many entries the directory's growing collections hold (its
+    /// heap use is about proportional to these; logged with the heap's
+    /// high marks).
+    pub fn queue_lengths(&self) -> QueueLengths {
+        let (invs_out, lazy_acked) = self.inval.lengths();
+        QueueLengths {
+            pages: self.pages.len(),
+            page_ops: self.requests.unanswered(),
+            reads: self.reads_pending(),
+            fsyncs: self.io.fsyncs.len(),
+            grown: self.sizes.len(),
+            net_answers: self.net.len(),
+            write_jobs: self.io.writes.jobs(),
+            write_blocks: self.io.writes.held_blocks(),
+            fills: self.fills_pending(),
+            fs_pending: self.fs.as_ref().map_or(0, |f| f.pending_blocks()),
+            backlog: self.links.backlogged(),
+            invs_out,
+            lazy_acked,
+        }
     }
 
     /// Counters for `dir stats` and [`Op::Stats`].

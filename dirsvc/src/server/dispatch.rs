@@ -63,7 +63,12 @@ impl<D: BlockDevice> Directory<D> {
         self.flush(mem, node)?;
         let mut served = 0;
         while served < self.cfg.batch {
-            // None too while the node is not draining its responses.
+            if self.links.answers_waiting(node) {
+                break; // the node is not draining its responses
+            }
+            if self.write_backlogged() {
+                break; // the disk first: see `Config::write_backlog_max`
+            }
             let Some(d) = self.links.pop_request(mem, node)? else {
                 break;
             };

@@ -90,16 +90,23 @@ impl Links {
         }
     }
 
-    /// The next request of `node`, unless its answers are backlogged (it
-    /// is not draining them: serve it again once it does).
+    /// Are answers to `node` backlogged (it is not draining them: take
+    /// no new request of it until it does)?
+    pub(super) fn answers_waiting(&self, node: u32) -> bool {
+        self.links
+            .get((node as usize).wrapping_sub(1))
+            .is_some_and(|l| !l.backlog.is_empty())
+    }
+
+    /// The next request of `node`.
     pub(super) fn pop_request(
         &mut self,
         mem: &(impl SharedMem + ?Sized),
         node: u32,
     ) -> Result<Option<Desc>, RingError> {
         match self.get_mut(node) {
-            Some(l) if l.backlog.is_empty() => l.req.pop(mem),
-            _ => Ok(None),
+            Some(l) => l.req.pop(mem),
+            None => Ok(None),
         }
     }
 
@@ -158,6 +165,14 @@ impl Links {
             l.notify_backlog.pop_front();
         }
         Ok(())
+    }
+
+    /// Answers and notices waiting for room in every node's rings.
+    pub(super) fn backlogged(&self) -> usize {
+        self.links
+            .iter()
+            .map(|l| l.backlog.len() + l.notify_backlog.len())
+            .sum()
     }
 
     /// Answers and notices of `node` waiting for room in its rings.

@@ -64,6 +64,13 @@ pub(super) struct Sizes {
     grown: BTreeMap<u64, Grown>,
 }
 
+impl Sizes {
+    /// Files whose grown size waits for its data.
+    pub(super) fn len(&self) -> usize {
+        self.grown.len()
+    }
+}
+
 impl<D: BlockDevice> Directory<D> {
     /// `Setattr` of `ino` from `old` to `new` bytes is about to run: track
     /// what a growth leaves in the cache, forget what a truncation cuts.

@@ -47,6 +47,13 @@ pub(super) struct NetAnswers {
     later: u64,
 }
 
+impl NetAnswers {
+    /// Answers waiting to be taken.
+    pub(super) fn len(&self) -> usize {
+        self.answers.len()
+    }
+}
+
 impl<D: BlockDevice> Directory<D> {
     /// Answer `node` by `via`: `d` on its ring, or `d` and `payload` in a
     /// frame for its link (`payload` is ignored on the ring path, whose

@@ -57,6 +57,11 @@ pub(super) struct PageRequests {
 }
 
 impl PageRequests {
+    /// Page requests whose answer is pending.
+    pub(super) fn unanswered(&self) -> usize {
+        self.ops.len()
+    }
+
     /// `node` asked `tag` with opcode `op`.
     pub(super) fn asked(&mut self, node: u8, tag: u32, op: Op) {
         self.ops.insert((node, tag), op);

@@ -119,7 +119,7 @@ impl Fsyncs {
     }
 
     /// Fsyncs waiting, for writes or for their flush.
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.waiting.len() + self.flushing.len()
     }
 }
@@ -207,6 +207,23 @@ impl<D: BlockDevice> Directory<D> {
     /// Fsyncs whose device flush completed without blocking the loop.
     pub fn async_flushes(&self) -> u64 {
         self.io.fsyncs.flushes_async
+    }
+
+    /// The write queue and the sweep's open groups hold
+    /// `Config::write_backlog_max` block writes or more: new requests wait
+    /// (counted in the write statistics).
+    pub(super) fn write_backlogged(&mut self) -> bool {
+        // The sweep's open groups count too: a sweep of 32 page runs of 32
+        // pages is 1,024 writes before its group is queued.
+        let b = &self.io.batch;
+        let grouped = b.page_group.as_ref().map_or(0, |g| g.staged.len())
+            + b.write_group.as_ref().map_or(0, |g| g.staged.len());
+        let held = self.io.writes.held_blocks() + grouped;
+        let full = held >= self.cfg.write_backlog_max.max(1);
+        if full {
+            self.io.writes.count_throttled();
+        }
+        full
     }
 
     /// Write jobs waiting or in flight.

@@ -273,6 +273,7 @@ impl<'a> ServeLoop<'a> {
         if now - self.last_member >= self.member_cycles {
             self.last_member = now;
             self.console.poll();
+            self.disk_log.heap(&self.dir);
             let p = self.dir.membership(self.shm, time::now_ns());
             events = !p.events.is_empty();
             log_events(&p.events);

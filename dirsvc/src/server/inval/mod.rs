@@ -179,6 +179,14 @@ impl Invalidations {
         false
     }
 
+    /// Invalidations not yet acknowledged, and those taken from quiet
+    /// sleepers whose late acks have not come, over every node.
+    pub(super) fn lengths(&self) -> (usize, usize) {
+        self.nodes.iter().fold((0, 0), |(o, l), n| {
+            (o + n.out.len(), l + n.lazy_acked.len())
+        })
+    }
+
     /// The lazy path's counters.
     pub(super) fn stats(&self) -> QuietStats {
         self.stats
