@@ -211,8 +211,9 @@ impl<D: BlockDevice> Directory<D> {
 
     /// The write queue and the sweep's open groups hold
     /// `Config::write_backlog_max` block writes or more: new requests wait
-    /// (counted in the write statistics).
-    pub(super) fn write_backlogged(&mut self) -> bool {
+    /// (counted in the write statistics). The ring path checks it before
+    /// each request it takes; `net` mode's links before they read more.
+    pub fn write_backlogged(&mut self) -> bool {
         // The sweep's open groups count too: a sweep of 32 page runs of 32
         // pages is 1,024 writes before its group is queued.
         let b = &self.io.batch;

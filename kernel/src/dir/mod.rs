@@ -319,7 +319,8 @@ impl<'a> ServeLoop<'a> {
         for l in self.links.iter_mut() {
             let node = l.node();
             l.set_member(dir.is_member(node).then(|| h.node_epoch(node)));
-            served += l.serve(|node, token, f| dir.serve_net(shm, node, f, token));
+            let accept = !dir.write_backlogged();
+            served += l.serve(accept, |node, token, f| dir.serve_net(shm, node, f, token));
         }
         served
     }
