@@ -86,6 +86,8 @@ pub struct MockOs {
     faults: BTreeMap<&'static str, Fault>,
     /// The eviction controls (`None`: the mode has none, NotSupported).
     pub controls: Option<CacheControls>,
+    /// `cache readahead`: the window and the fault-around block, KiB.
+    pub readahead: (u32, u32),
     /// What `locality` answers, by path (other paths: `NotFound`).
     pub locality: BTreeMap<String, Vec<LocalityRange>>,
     /// `bench miss` support: what every `read` call adds to the miss
@@ -172,6 +174,7 @@ impl MockOs {
             next_ino: 2,
             faults: BTreeMap::new(),
             controls: Some(CacheControls::default()),
+            readahead: (128, 64),
             locality: BTreeMap::new(),
             miss_per_read: None,
             reads: 0,
@@ -611,6 +614,15 @@ impl CacheControl for MockOs {
 
     fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
         self.controls.ok_or(Errno::NotSupported)
+    }
+
+    fn readahead_kb(&mut self) -> Result<(u32, u32), Errno> {
+        Ok(self.readahead)
+    }
+
+    fn set_readahead_kb(&mut self, readahead_kb: u32, faultaround_kb: u32) -> Result<(), Errno> {
+        self.readahead = (readahead_kb, faultaround_kb);
+        Ok(())
     }
 
     fn set_cache_controls(&mut self, controls: CacheControls) -> Result<(), Errno> {
