@@ -116,12 +116,13 @@ pub struct OpStat {
 /// The run control and the figures, shared by a run's tasks through
 /// `&` (never borrowed across an `.await`).
 ///
-/// With a warm-up, the first operation begun at or after the warm-up's
-/// end starts the measured phase: every figure counted so far is
-/// cleared, the start moves there, and [`Meter::take_measuring`] says so
-/// once (the caller then takes its counters' baseline). Operations
-/// begun in the warm-up that end after it are counted in the measured
-/// phase, as Filebench's statistics cleared mid-run count them.
+/// With a warm-up, the first operation begun or recorded at or after the
+/// warm-up's end starts the measured phase, which runs from the warm-up's
+/// end: every figure counted so far is cleared and
+/// [`Meter::take_measuring`] says so once (the caller then takes its
+/// counters' baseline). Operations begun in the warm-up that end after it
+/// are counted in the measured phase, as Filebench's statistics cleared
+/// mid-run count them.
 pub struct Meter {
     names: &'static [&'static str],
     ops: RefCell<Vec<OpStat>>,
@@ -196,7 +197,7 @@ impl Meter {
             if now < end {
                 return self.warm_op(now);
             }
-            self.start_measuring(now);
+            self.start_measuring(end);
         }
         if self.ops_limit > 0 && self.started.get() >= self.ops_limit {
             self.stop.set(true);
@@ -242,15 +243,16 @@ impl Meter {
         true
     }
 
-    /// The warm-up is over at `now`: clear what it counted.
-    fn start_measuring(&self, now: u64) {
+    /// The warm-up ended at `end`: clear what it counted; the measured
+    /// phase runs from there.
+    fn start_measuring(&self, end: u64) {
         self.warm_until.set(None);
         for s in self.ops.borrow_mut().iter_mut() {
             *s = OpStat::default();
         }
         self.started.set(0);
-        self.start_ns.set(now);
-        self.end_ns.set(now);
+        self.start_ns.set(end);
+        self.end_ns.set(end);
         self.measuring.set(true);
     }
 
@@ -293,6 +295,14 @@ impl Meter {
     /// took `lat_ns`, moved `read` / `written` bytes and ended at
     /// `end_ns`.
     pub fn record(&self, op: usize, lat_ns: u64, read: u64, written: u64, end_ns: u64) {
+        // An operation ending past the warm-up starts the measured phase
+        // too: a workload whose top-level operations are long (a
+        // sequence of tokens) may begin none for a while.
+        if let Some(end) = self.warm_until.get() {
+            if end_ns >= end {
+                self.start_measuring(end);
+            }
+        }
         if let Some(s) = self.ops.borrow_mut().get_mut(op) {
             s.lat.add(lat_ns);
             s.read += read;
@@ -410,6 +420,20 @@ mod tests {
         // The measured phase runs the runtime after the warm-up.
         assert!(m.begin(179));
         assert!(!m.begin(180));
+    }
+
+    #[test]
+    fn an_operation_ending_after_the_warm_up_starts_the_measured_phase() {
+        let m = Meter::with_warmup(&["token"], 0, 100, 1000, 0);
+        assert!(m.begin(10), "one long operation, begun in the warm-up");
+        m.record(0, 50, 1, 0, 60);
+        assert!(m.warming());
+        m.record(0, 50, 1, 0, 130);
+        assert!(!m.warming());
+        assert!(m.take_measuring());
+        assert_eq!(m.stats()[0].lat.count(), 1, "only the one after it");
+        assert_eq!(m.elapsed_ns(), 30, "from the warm-up's end");
+        assert_eq!(m.started(), 0);
     }
 
     #[test]

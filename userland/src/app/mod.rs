@@ -126,6 +126,26 @@ impl Run {
         go
     }
 
+    /// [`Meter::record`], taking the counters' baseline if that started
+    /// the measured phase (for workloads whose top-level operations are
+    /// long: their [`Run::begin`] may not come for a while).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &self,
+        ex: &Tasks<'_>,
+        m: &Meter,
+        op: usize,
+        lat_ns: u64,
+        read: u64,
+        written: u64,
+        end_ns: u64,
+    ) {
+        m.record(op, lat_ns, read, written, end_ns);
+        if m.take_measuring() {
+            *self.cache0.borrow_mut() = ex.with_os(Baseline::start);
+        }
+    }
+
     /// The report of a run whose tasks returned `result`, `cleanup`
     /// being what came after (its error counts if the run succeeded).
     pub fn finish<T>(
