@@ -171,7 +171,7 @@ fn decode(
         let (m, next_seq, checksum, seqs_done, path) =
             (&m, &next_seq, &checksum, &seqs_done, &path);
         async move {
-            while run.begin(ex, &m) {
+            while run.begin(ex, m) {
                 let s = next_seq.get();
                 next_seq.set(s + 1);
                 let mut tok = hash2(l.seed ^ run.seed, s) % VOCAB;
