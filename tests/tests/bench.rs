@@ -122,11 +122,12 @@ fn quick_bench_produces_every_figure() {
         "default modes"
     );
     // host ping-pong, host page directory (5 operations + 7 batch sizes),
-    // per mode: 36 fio, 4 bench read, 3 bench inv, ring, rpc, 7 bench dir
-    // batch sizes, 3 larger-than-pool passes.
+    // per mode: 42 fio (7 workloads, read-bw-ra-off among them, x 2
+    // engines x 3 scenarios), 4 bench read, 3 bench inv, ring, rpc, 7
+    // bench dir batch sizes, 3 larger-than-pool passes.
     assert_eq!(
         figures.len(),
-        1 + 12 + 4 * (36 + 4 + 3 + 2 + 7 + 3),
+        1 + 12 + 4 * (42 + 4 + 3 + 2 + 7 + 3),
         "figure count"
     );
     for f in figures {
@@ -169,6 +170,7 @@ fn quick_bench_produces_every_figure() {
         "## Machine",
         "## Headline ratios",
         "## fio: latency, bandwidth, IOPS",
+        "## Fig. 6b/7b: sequential read bandwidth, readahead on and off",
         "## Reclaim cost",
         "## Directory microbenchmarks",
         "## Page directory: host vs in-guest",
@@ -198,8 +200,8 @@ fn quick_bench_produces_every_figure() {
     let plots = json["plots"].as_array().expect("plots");
     assert_eq!(
         plots.len(),
-        16,
-        "headline ratios + 12 fio charts + 2 reclaim charts + round trips"
+        18,
+        "headline ratios + 14 fio charts + 2 reclaim charts + round trips"
     );
     for p in plots {
         let p = out.join(p.as_str().expect("plot name"));
@@ -212,10 +214,13 @@ fn quick_bench_produces_every_figure() {
 /// auto`: one cluster per (mode, N = 1, 2), every app on all nodes at
 /// once (about 3 minutes on 2 cores; strong at N = 2 is where webserver's
 /// logs once ran out of extents), readahead on (the default) and the
-/// testbed calibrated at the first boot. Checks that every cell has a
-/// figure, normalized to single-node private, with each node's RESULT and
-/// CPU share kept, that the report has the Fig. 10 table and chart and
-/// states the measured dilation; never how fast.
+/// testbed calibrated at the first boot, a warm-up of 1 s before each
+/// measured phase. Checks that every cell has a figure, normalized to
+/// single-node private, with each node's RESULT (warm-up, directory
+/// counters, miss timers) and CPU share kept, that the report has the
+/// Fig. 10 table and chart, the one-node section with the time per miss
+/// by phase, and states the warm-up and the measured dilation; never how
+/// fast.
 #[test]
 #[ignore = "boots 6 QEMU clusters (about 3 minutes): run with -- --ignored, as tests/run.sh does"]
 fn quick_apps_produce_every_cell() {
@@ -268,6 +273,13 @@ fn quick_apps_produce_every_cell() {
         for r in c["results"].as_array().expect("results") {
             assert_eq!(r["app"], c["app"], "{what}");
             assert_eq!(r["mode"], c["mode"], "{what}");
+            // The warm-up ran, and the figures cover the measured phase.
+            assert_eq!(r["warmup_ns"].as_u64(), Some(1_000_000_000), "{what}");
+            assert!(r["dir"].is_object(), "{what}: directory counters");
+            assert!(
+                r["miss_time_ns"]["round_trips"].as_u64().is_some(),
+                "{what}: miss timers"
+            );
         }
     }
     // infer: node K decodes sequences 0.. with its own seed K, so equal
@@ -299,6 +311,10 @@ fn quick_apps_produce_every_cell() {
         "Cache capacity per node, the same in every mode: 2048 pages",
         "| **geomean** (DPC's five) |",
         "(storage latency x D, rates / D; `qemu-run.sh --dilation`)",
+        "**a warm-up of 1 s before the measured phase**",
+        "readahead on in every mode",
+        "## One node: where the time goes (N = 1)",
+        "**Time per miss, by phase (us)**",
     ] {
         assert!(report.contains(needle), "report.md lacks '{needle}'");
     }

@@ -88,6 +88,8 @@ pub struct MockOs {
     faults: BTreeMap<&'static str, Fault>,
     /// The eviction controls (`None`: the mode has none, NotSupported).
     pub controls: Option<CacheControls>,
+    /// `cache readahead`: the window and the fault-around block, KiB.
+    pub readahead: (u32, u32),
     /// What `locality` answers, by path (other paths: `NotFound`).
     pub locality: BTreeMap<String, Vec<LocalityRange>>,
     /// `bench miss` support: what every `read` call adds to the miss
@@ -174,6 +176,7 @@ impl MockOs {
             next_ino: 2,
             faults: BTreeMap::new(),
             controls: Some(CacheControls::default()),
+            readahead: (128, 64),
             locality: BTreeMap::new(),
             miss_per_read: None,
             reads: 0,

@@ -238,6 +238,18 @@ pub trait CacheControl {
         Err(Errno::NotSupported)
     }
 
+    /// The largest readahead window and the mmap fault-around block, KiB
+    /// (`cache readahead`; 0: off).
+    fn readahead_kb(&mut self) -> Result<(u32, u32), Errno> {
+        Err(Errno::NotSupported)
+    }
+
+    /// Set them at run time (boot options `readahead_kb`, `faultaround_kb`
+    /// until then); open files' readahead starts over at their next read.
+    fn set_readahead_kb(&mut self, _readahead_kb: u32, _faultaround_kb: u32) -> Result<(), Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// Every task group of this node's cache (`cache groups`), `default`
     /// first.
     fn cache_groups(&mut self) -> Result<Vec<CacheGroup>, Errno> {

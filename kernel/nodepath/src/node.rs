@@ -121,6 +121,9 @@ pub struct Node<E: Env> {
     meta: MetaJobs,
     /// See [`NodeConfig::task_reads_each`].
     task_reads_each: bool,
+    /// Largest readahead window and the mmap fault-around block, KiB
+    /// (the boot options, or `cache readahead`).
+    readahead_kb: (u32, u32),
 }
 
 impl<E: Env + 'static> Node<E> {
@@ -128,18 +131,36 @@ impl<E: Env + 'static> Node<E> {
     pub fn new(env: E, cfg: NodeConfig, net: Option<E::Net>) -> Node<E> {
         let mut link = Link::new(env, cfg.id, cfg.mode, cfg.rpc_timeout_ns, net);
         link.ring_reads = cfg.ring_reads.clamp(1, link::MAX_RING_READS);
-        let mut vfs = Vfs::new(data_path(&cfg));
-        vfs.set_readahead(crate::readahead::pages_for_kb(cfg.readahead_kb));
-        if let Some(st) = vfs.data_path().single_copy() {
-            st.set_faultaround(crate::readahead::pages_for_kb(cfg.faultaround_kb));
-        }
-        Node {
+        let vfs = Vfs::new(data_path(&cfg));
+        let mut n = Node {
             link,
             vfs,
             mmap_files: Vec::new(),
             meta: MetaJobs::default(),
             task_reads_each: cfg.task_reads_each,
+            readahead_kb: (0, 0),
+        };
+        n.set_readahead_kb(cfg.readahead_kb, cfg.faultaround_kb);
+        n
+    }
+}
+
+impl<E: Env + 'static> Node<E> {
+    /// Readahead windows of at most `readahead_kb` and mmap fault-around
+    /// blocks of `faultaround_kb` (0: off) from now on; open files'
+    /// readahead starts over at their next read.
+    pub fn set_readahead_kb(&mut self, readahead_kb: u32, faultaround_kb: u32) {
+        self.vfs
+            .set_readahead(crate::readahead::pages_for_kb(readahead_kb));
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            st.set_faultaround(crate::readahead::pages_for_kb(faultaround_kb));
         }
+        self.readahead_kb = (readahead_kb, faultaround_kb);
+    }
+
+    /// The readahead window and the fault-around block, KiB.
+    pub fn readahead_kb(&self) -> (u32, u32) {
+        self.readahead_kb
     }
 }
 

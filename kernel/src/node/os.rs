@@ -298,6 +298,17 @@ impl CacheControl for NodeOs {
         })
     }
 
+    fn readahead_kb(&mut self) -> Result<(u32, u32), Errno> {
+        with(|n| Ok(n.readahead_kb()))
+    }
+
+    fn set_readahead_kb(&mut self, readahead_kb: u32, faultaround_kb: u32) -> Result<(), Errno> {
+        with(|n| {
+            n.set_readahead_kb(readahead_kb, faultaround_kb);
+            Ok(())
+        })
+    }
+
     fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
         let k = with(|n| n.cache_controls())?;
         Ok(CacheControls {

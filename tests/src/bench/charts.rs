@@ -232,8 +232,8 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(
             files.len(),
-            16,
-            "headline ratios + 12 fio + 2 reclaim + round trips"
+            18,
+            "headline ratios + 14 fio + 2 reclaim + round trips"
         );
         assert!(files.iter().any(|f| f == ROUND_TRIPS_PNG));
         for f in &files {

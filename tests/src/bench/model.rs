@@ -69,7 +69,16 @@ pub struct Workload {
     pub read: bool,
     /// DPC figure it corresponds to (libaio or mmap).
     pub dpc_fig: &'static str,
+    /// Readahead and fault-around on (the kernel's defaults); off: the
+    /// nodes run it after `cache readahead 0 0`, to be set beside the
+    /// same workload with them on.
+    pub readahead: bool,
 }
+
+/// The key of the sequential read bandwidth workload (Fig. 6b/7b).
+pub const READ_BW: &str = "read-bw";
+/// The same with readahead and fault-around off.
+pub const READ_BW_RA_OFF: &str = "read-bw-ra-off";
 
 /// Every fio workload, in report order.
 pub const WORKLOADS: &[Workload] = &[
@@ -81,6 +90,7 @@ pub const WORKLOADS: &[Workload] = &[
         kind: Kind::Latency,
         read: true,
         dpc_fig: "6a/7a",
+        readahead: true,
     },
     Workload {
         key: "read-bw",
@@ -90,6 +100,17 @@ pub const WORKLOADS: &[Workload] = &[
         kind: Kind::Bandwidth,
         read: true,
         dpc_fig: "6b/7b",
+        readahead: true,
+    },
+    Workload {
+        key: "read-bw-ra-off",
+        title: "Read bandwidth, readahead off",
+        rw: "read",
+        bs: 128 << 10,
+        kind: Kind::Bandwidth,
+        read: true,
+        dpc_fig: "6b/7b",
+        readahead: false,
     },
     Workload {
         key: "read-iops",
@@ -99,6 +120,7 @@ pub const WORKLOADS: &[Workload] = &[
         kind: Kind::Iops,
         read: true,
         dpc_fig: "6c/7c",
+        readahead: true,
     },
     Workload {
         key: "write-lat",
@@ -108,6 +130,7 @@ pub const WORKLOADS: &[Workload] = &[
         kind: Kind::Latency,
         read: false,
         dpc_fig: "8a/9a",
+        readahead: true,
     },
     Workload {
         key: "write-bw",
@@ -117,6 +140,7 @@ pub const WORKLOADS: &[Workload] = &[
         kind: Kind::Bandwidth,
         read: false,
         dpc_fig: "8b/9b",
+        readahead: true,
     },
     Workload {
         key: "write-iops",
@@ -126,6 +150,7 @@ pub const WORKLOADS: &[Workload] = &[
         kind: Kind::Iops,
         read: false,
         dpc_fig: "8c/9c",
+        readahead: true,
     },
 ];
 
@@ -555,7 +580,16 @@ mod tests {
 
     #[test]
     fn workloads() {
-        assert_eq!(WORKLOADS.len(), 6);
+        assert_eq!(WORKLOADS.len(), 7);
+        let on = Workload::by_key(READ_BW).unwrap();
+        let off = Workload::by_key(READ_BW_RA_OFF).unwrap();
+        assert!(on.readahead && !off.readahead);
+        assert_eq!(
+            (on.rw, on.bs, on.kind, on.dpc_fig),
+            (off.rw, off.bs, off.kind, off.dpc_fig),
+            "the same workload, readahead apart"
+        );
+        assert_eq!(WORKLOADS.iter().filter(|w| !w.readahead).count(), 1);
         let w = Workload::by_key("write-bw").unwrap();
         assert_eq!(w.dpc_figure("mmap"), "Fig. 9b");
         assert_eq!(w.dpc_figure("libaio"), "Fig. 8b");

@@ -32,7 +32,7 @@ onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--baseline-writes back|through] [--keep-runs]
        onecopy-bench --resume DIR [the interrupted run's options]
        onecopy-bench --apps [--quick] [--apps-nodes 1,2,4] [--apps-runtime S]
-                     [--apps-list kv,ann,...] [--policy NAME]
+                     [--apps-warmup S] [--apps-list kv,ann,...] [--policy NAME]
                      [--modes ...] [--storage P] [--dilation off|auto|D]
                      [--out DIR] [--keep-runs]
        onecopy-bench --policies [--quick] [--out DIR]
@@ -146,6 +146,11 @@ struct Cli {
     #[arg(long, value_name = "S", requires = "apps",
           value_parser = clap::value_parser!(u32).range(1..=600))]
     apps_runtime: Option<u32>,
+    /// Warm-up of every app run before its measured phase, seconds, not
+    /// counted in its figures (0..=600, 0: none; default 2, --quick 1)
+    #[arg(long, value_name = "S", requires = "apps",
+          value_parser = clap::value_parser!(u32).range(0..=600))]
+    apps_warmup: Option<u32>,
     /// Only these apps (default all: kv,ann,infer,webserver,fileserver,
     /// varmail)
     #[arg(long, value_name = "LIST", value_parser = apps_list, requires = "apps")]
@@ -320,6 +325,8 @@ pub struct BenchOpts {
     pub apps_nodes: Option<Vec<u8>>,
     /// `--apps-runtime` (seconds).
     pub apps_runtime: Option<u32>,
+    /// `--apps-warmup` (seconds).
+    pub apps_warmup: Option<u32>,
     /// `--apps-list`: the apps to run (None: all).
     pub apps_list: Option<Vec<String>>,
     /// `--policy`: every node's eviction policy (None: the default).
@@ -350,6 +357,7 @@ impl Default for BenchOpts {
             apps: false,
             apps_nodes: None,
             apps_runtime: None,
+            apps_warmup: None,
             apps_list: None,
             policy: None,
             policies: false,
@@ -422,6 +430,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         apps: cli.apps,
         apps_nodes: cli.apps_nodes.map(|n| n.0),
         apps_runtime: cli.apps_runtime,
+        apps_warmup: cli.apps_warmup,
         apps_list: cli.apps_list.map(|n| n.0),
         policy: cli.policy,
         policies: cli.policies,
@@ -712,6 +721,8 @@ mod tests {
             "--apps-nodes=4,1,2,2",
             "--apps-runtime",
             "7",
+            "--apps-warmup",
+            "0",
             "--storage",
             "sata-ssd",
         ]) else {
@@ -719,6 +730,7 @@ mod tests {
         };
         assert_eq!(o.apps_nodes, Some(vec![1, 2, 4]));
         assert_eq!(o.apps_runtime, Some(7));
+        assert_eq!(o.apps_warmup, Some(0));
         assert!(o.storage_set);
         let Ok(Parsed::Run(o)) = p(&[
             "--apps",
@@ -741,6 +753,8 @@ mod tests {
             &["--apps", "--apps-nodes", "1,9"],
             &["--apps", "--apps-runtime", "0"],
             &["--apps-runtime", "5"],
+            &["--apps", "--apps-warmup", "601"],
+            &["--apps-warmup", "2"],
             &["--apps=1"],
         ] {
             assert!(p(bad).is_err(), "{bad:?} should be refused");

@@ -24,6 +24,7 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
     params_section(&mut s, r);
     headlines_section(&mut s, r, plots);
     fio_section(&mut s, r, plots);
+    readahead_section(&mut s, r);
     reclaim_section(&mut s, r, plots);
     directory_section(&mut s, r, plots);
     host_dir_section(&mut s, r);
@@ -383,6 +384,96 @@ fn fio_section(s: &mut String, r: &Runner, plots: &[String]) {
     }
 }
 
+/// One row of the readahead comparison: (scenario, mode, engine, on,
+/// off); None where a figure is missing or n/a.
+pub type RaRow = (String, String, String, Option<f64>, Option<f64>);
+
+/// Fig. 6b/7b with readahead on and off, measured in the same run (the
+/// same cluster, one after the other): every (scenario, mode, engine).
+pub fn readahead_rows(figs: &[Figure], modes: &[String]) -> Vec<RaRow> {
+    use super::model::{READ_BW, READ_BW_RA_OFF};
+    let mut out = Vec::new();
+    for e in ENGINES {
+        for sc in SCENARIOS {
+            for m in modes {
+                let v = |key: &str| {
+                    find(
+                        figs,
+                        &super::model::figure_id(GROUP_FIO, m, key, Some(e), sc),
+                    )
+                    .and_then(Figure::value)
+                };
+                let (on, off) = (v(READ_BW), v(READ_BW_RA_OFF));
+                if on.is_none() && off.is_none() {
+                    continue;
+                }
+                out.push((sc.to_string(), m.clone(), e.to_string(), on, off));
+            }
+        }
+    }
+    out
+}
+
+/// Readahead may not make the sequential 128 KiB reads of CM-R and CH-R
+/// slower: the rows where it did (beyond `tolerance`, a fraction).
+pub fn readahead_regressions(rows: &[RaRow], tolerance: f64) -> Vec<String> {
+    rows.iter()
+        .filter(|(sc, ..)| sc == "CM-R" || sc == "CH-R")
+        .filter_map(|(sc, m, e, on, off)| match (on, off) {
+            (Some(on), Some(off)) if *off > 0.0 && on / off < 1.0 - tolerance => {
+                Some(format!("{sc} {m} {e}: {on:.1} MiB/s on, {off:.1} off"))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Fig. 6b/7b side by side, readahead on and off.
+fn readahead_section(s: &mut String, r: &Runner) {
+    let rows = readahead_rows(&r.figures, &r.opts.modes);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Fig. 6b/7b: sequential read bandwidth, readahead on and off\n"
+    );
+    let _ = writeln!(
+        s,
+        "The same workload (`read-bw`: 128 KiB sequential reads) measured twice on the same \
+         cluster: with the kernel's readahead (`readahead_kb=128`) and mmap fault-around \
+         (`faultaround_kb=64`), and as `read-bw-ra-off` after `cache readahead 0 0` on both \
+         nodes. \"on / off\" > 1: readahead helps. CM-R and CH-R must not get slower with \
+         readahead on (the pages are already cached in the cluster: a window brings nothing \
+         a read would not).\n"
+    );
+    let _ = writeln!(
+        s,
+        "| engine | scenario | mode | on (MiB/s) | off (MiB/s) | on / off |\n| --- | --- | --- | --- | --- | --- |"
+    );
+    for (sc, m, e, on, off) in &rows {
+        let v = |x: &Option<f64>| x.map_or("n/a".into(), fmt_value);
+        let ratio = match (on, off) {
+            (Some(a), Some(b)) if *b > 0.0 => fmt_ratio(a / b),
+            _ => "n/a".into(),
+        };
+        let _ = writeln!(s, "| {e} | {sc} | {m} | {} | {} | {ratio} |", v(on), v(off));
+    }
+    let slower = readahead_regressions(&rows, 0.05);
+    if slower.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nCM-R and CH-R: not slower with readahead on in any mode (within 5%; one run on a shared host).\n"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "\n**CM-R / CH-R slower with readahead on by more than 5%** (one run on a shared host: repeat before concluding): {}.\n",
+            slower.join("; ")
+        );
+    }
+}
+
 /// Invalidation cost and the larger-than-pool read.
 fn reclaim_section(s: &mut String, r: &Runner, plots: &[String]) {
     let p = &r.params;
@@ -669,4 +760,85 @@ pub fn dir_stats_bytes(r: &Runner) -> Option<String> {
         }
     }
     r.clusters.iter().find_map(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(mode: &str, w: &str, e: &str, sc: &str, v: Status, lower: bool) -> Figure {
+        let mut f = Figure::new(GROUP_FIO, mode, w, Some(e), sc, "m", "u", lower);
+        f.status = v;
+        f
+    }
+    #[test]
+    fn readahead_on_and_off_side_by_side() {
+        let st = |v: f64| Status::Ok(v);
+        let figs = vec![
+            fig("strong", "read-bw", "libaio", "CM", st(300.0), false),
+            fig("strong", "read-bw-ra-off", "libaio", "CM", st(100.0), false),
+            fig("strong", "read-bw", "libaio", "CH-R", st(90.0), false),
+            fig(
+                "strong",
+                "read-bw-ra-off",
+                "libaio",
+                "CH-R",
+                st(100.0),
+                false,
+            ),
+            fig("strong", "read-bw", "mmap", "CM-R", st(200.0), false),
+            fig("strong", "read-bw-ra-off", "mmap", "CM-R", st(198.0), false),
+            fig(
+                "private",
+                "read-bw",
+                "mmap",
+                "CM-R",
+                Status::NotApplicable("not supported".into()),
+                false,
+            ),
+            fig(
+                "private",
+                "read-bw-ra-off",
+                "mmap",
+                "CM-R",
+                Status::NotApplicable("not supported".into()),
+                false,
+            ),
+        ];
+        let rows = readahead_rows(&figs, &["strong".into(), "private".into()]);
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    "CM".into(),
+                    "strong".into(),
+                    "libaio".into(),
+                    Some(300.0),
+                    Some(100.0)
+                ),
+                (
+                    "CH-R".into(),
+                    "strong".into(),
+                    "libaio".into(),
+                    Some(90.0),
+                    Some(100.0)
+                ),
+                (
+                    "CM-R".into(),
+                    "strong".into(),
+                    "mmap".into(),
+                    Some(200.0),
+                    Some(198.0)
+                ),
+            ],
+            "n/a pairs are left out"
+        );
+        // CM may gain or lose; CH-R 10% slower with readahead on is named,
+        // CM-R within the tolerance is not.
+        assert_eq!(
+            readahead_regressions(&rows, 0.05),
+            vec!["CH-R strong libaio: 90.0 MiB/s on, 100.0 off".to_string()]
+        );
+        assert!(readahead_regressions(&rows, 0.2).is_empty());
+    }
 }

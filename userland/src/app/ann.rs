@@ -168,7 +168,7 @@ fn search_all(
         let (m, hits, asked, reads) = (&m, &hits, &asked, &reads);
         let mut rng = Rng::new(run.seed, 5000 + t as u64);
         async move {
-            while m.begin(ex.uptime_ns()) {
+            while run.begin(ex, m) {
                 let qi = rng.below(nq) as usize;
                 let rec = &d.queries[qi * QREC..(qi + 1) * QREC];
                 let t0 = ex.uptime_ns();

@@ -59,7 +59,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, _opts: &Options) -> Result<Report, AppErro
         async move {
             let mut prev: Option<String> = None;
             let mut k = 0u64;
-            while m.begin(ex.uptime_ns()) {
+            while run.begin(ex, m) {
                 let path = format!("{own}/t{t}.{k}");
                 k += 1;
                 let step: Result<(), AppError> = async {

@@ -171,7 +171,7 @@ fn decode(
         let (m, next_seq, checksum, seqs_done, path) =
             (&m, &next_seq, &checksum, &seqs_done, &path);
         async move {
-            while m.begin(ex.uptime_ns()) {
+            while run.begin(ex, m) {
                 let s = next_seq.get();
                 next_seq.set(s + 1);
                 let mut tok = hash2(l.seed ^ run.seed, s) % VOCAB;
@@ -207,7 +207,7 @@ fn decode(
                     tok = hash2(acc as u64, tok) % VOCAB;
                     seq_hash = hash2(seq_hash, tok);
                     let t1 = ex.uptime_ns();
-                    m.record(0, t1.saturating_sub(t0), read, 0, t1);
+                    run.record(ex, m, 0, t1.saturating_sub(t0), read, 0, t1);
                 }
                 checksum.set(checksum.get().wrapping_add(seq_hash));
                 seqs_done.set(seqs_done.get() + 1);

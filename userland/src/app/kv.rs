@@ -178,7 +178,7 @@ fn lookups(
         let (m, sum, scanned) = (&m, &sum, &scanned);
         let mut rng = Rng::new(run.seed, 4000 + th as u64);
         async move {
-            while m.begin(ex.uptime_ns()) {
+            while run.begin(ex, m) {
                 if mix.is_scan(m.started()) {
                     let start = rng.below(t.blocks - mix.len + 1);
                     let t0 = ex.uptime_ns();

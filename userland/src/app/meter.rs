@@ -115,10 +115,22 @@ pub struct OpStat {
 
 /// The run control and the figures, shared by a run's tasks through
 /// `&` (never borrowed across an `.await`).
+///
+/// With a warm-up, the first operation begun or recorded at or after the
+/// warm-up's end starts the measured phase, which runs from the warm-up's
+/// end: every figure counted so far is cleared and
+/// [`Meter::take_measuring`] says so once (the caller then takes its
+/// counters' baseline). Operations begun in the warm-up that end after it
+/// are counted in the measured phase, as Filebench's statistics cleared
+/// mid-run count them.
 pub struct Meter {
     names: &'static [&'static str],
     ops: RefCell<Vec<OpStat>>,
-    start_ns: u64,
+    start_ns: Cell<u64>,
+    /// The warm-up's end (None: no warm-up, or it ended).
+    warm_until: Cell<Option<u64>>,
+    warmup_ns: u64,
+    measuring: Cell<bool>,
     deadline_ns: u64,
     ops_limit: u64,
     started: Cell<u64>,
@@ -143,11 +155,28 @@ impl Meter {
         runtime_ns: u64,
         ops_limit: u64,
     ) -> Meter {
+        Meter::with_warmup(names, start_ns, 0, runtime_ns, ops_limit)
+    }
+
+    /// As [`Meter::new`], after a warm-up of `warmup_ns` (0: none) whose
+    /// operations are not counted: the measured phase runs `runtime_ns`
+    /// or `ops_limit` operations from the warm-up's end.
+    pub fn with_warmup(
+        names: &'static [&'static str],
+        start_ns: u64,
+        warmup_ns: u64,
+        runtime_ns: u64,
+        ops_limit: u64,
+    ) -> Meter {
+        let warm_end = start_ns.saturating_add(warmup_ns);
         Meter {
             names,
             ops: RefCell::new(vec![OpStat::default(); names.len()]),
-            start_ns,
-            deadline_ns: start_ns.saturating_add(runtime_ns),
+            start_ns: Cell::new(start_ns),
+            warm_until: Cell::new((warmup_ns > 0).then_some(warm_end)),
+            warmup_ns,
+            measuring: Cell::new(false),
+            deadline_ns: warm_end.saturating_add(runtime_ns),
             ops_limit,
             started: Cell::new(0),
             stop: Cell::new(false),
@@ -163,6 +192,12 @@ impl Meter {
     pub fn begin(&self, now: u64) -> bool {
         if self.stop.get() {
             return false;
+        }
+        if let Some(end) = self.warm_until.get() {
+            if now < end {
+                return self.warm_op(now);
+            }
+            self.start_measuring(end);
         }
         if self.ops_limit > 0 && self.started.get() >= self.ops_limit {
             self.stop.set(true);
@@ -189,6 +224,54 @@ impl Meter {
         true
     }
 
+    /// An operation of the warm-up: allowed unless the clock is stuck
+    /// (not counted against `--ops`).
+    fn warm_op(&self, now: u64) -> bool {
+        if now == self.last_ns.get() {
+            let same = self.same_clock.get() + 1;
+            self.same_clock.set(same);
+            if same >= STUCK_OPS {
+                self.fail(AppError::new(format!(
+                    "the clock did not move in {STUCK_OPS} operations of the warm-up (stopping)"
+                )));
+                return false;
+            }
+        } else {
+            self.last_ns.set(now);
+            self.same_clock.set(0);
+        }
+        true
+    }
+
+    /// The warm-up ended at `end`: clear what it counted; the measured
+    /// phase runs from there.
+    fn start_measuring(&self, end: u64) {
+        self.warm_until.set(None);
+        for s in self.ops.borrow_mut().iter_mut() {
+            *s = OpStat::default();
+        }
+        self.started.set(0);
+        self.start_ns.set(end);
+        self.end_ns.set(end);
+        self.measuring.set(true);
+    }
+
+    /// True once, when the measured phase of a run with a warm-up has just
+    /// begun (the counters' baselines are to be taken now).
+    pub fn take_measuring(&self) -> bool {
+        self.measuring.replace(false)
+    }
+
+    /// Length of the warm-up asked for (ns).
+    pub fn warmup_ns(&self) -> u64 {
+        self.warmup_ns
+    }
+
+    /// Is the warm-up still on?
+    pub fn warming(&self) -> bool {
+        self.warm_until.get().is_some()
+    }
+
     /// Stop every thread with `e` (the first error is kept).
     pub fn fail(&self, e: AppError) {
         self.stop.set(true);
@@ -212,6 +295,14 @@ impl Meter {
     /// took `lat_ns`, moved `read` / `written` bytes and ended at
     /// `end_ns`.
     pub fn record(&self, op: usize, lat_ns: u64, read: u64, written: u64, end_ns: u64) {
+        // An operation ending past the warm-up starts the measured phase
+        // too: a workload whose top-level operations are long (a
+        // sequence of tokens) may begin none for a while.
+        if let Some(end) = self.warm_until.get() {
+            if end_ns >= end {
+                self.start_measuring(end);
+            }
+        }
         if let Some(s) = self.ops.borrow_mut().get_mut(op) {
             s.lat.add(lat_ns);
             s.read += read;
@@ -222,7 +313,7 @@ impl Meter {
 
     /// From the start to the last recorded operation's end (ns).
     pub fn elapsed_ns(&self) -> u64 {
-        self.end_ns.get().saturating_sub(self.start_ns)
+        self.end_ns.get().saturating_sub(self.start_ns.get())
     }
 
     /// The operation kinds' names.
@@ -305,6 +396,64 @@ mod tests {
         assert!(m.begin(149));
         assert!(!m.begin(150));
         assert!(!m.begin(120), "stays stopped");
+    }
+
+    #[test]
+    fn a_warm_up_is_not_counted() {
+        let m = Meter::with_warmup(&["a"], 100, 50, 30, 0);
+        assert!(m.warming());
+        assert!(m.begin(100) && m.begin(120));
+        m.record(0, 7, 4096, 0, 140);
+        assert_eq!((m.started(), m.stats()[0].lat.count()), (0, 1));
+        assert!(!m.take_measuring(), "still warming up");
+        // The first operation at the warm-up's end starts the measured
+        // phase, with nothing of the warm-up left in it.
+        assert!(m.begin(150));
+        assert!(!m.warming());
+        assert!(m.take_measuring());
+        assert!(!m.take_measuring(), "said once");
+        assert_eq!(m.started(), 1);
+        assert_eq!(m.stats()[0].lat.count(), 0);
+        assert_eq!(m.stats()[0].read, 0);
+        m.record(0, 5, 0, 0, 170);
+        assert_eq!(m.elapsed_ns(), 20, "from the warm-up's end");
+        // The measured phase runs the runtime after the warm-up.
+        assert!(m.begin(179));
+        assert!(!m.begin(180));
+    }
+
+    #[test]
+    fn an_operation_ending_after_the_warm_up_starts_the_measured_phase() {
+        let m = Meter::with_warmup(&["token"], 0, 100, 1000, 0);
+        assert!(m.begin(10), "one long operation, begun in the warm-up");
+        m.record(0, 50, 1, 0, 60);
+        assert!(m.warming());
+        m.record(0, 50, 1, 0, 130);
+        assert!(!m.warming());
+        assert!(m.take_measuring());
+        assert_eq!(m.stats()[0].lat.count(), 1, "only the one after it");
+        assert_eq!(m.elapsed_ns(), 30, "from the warm-up's end");
+        assert_eq!(m.started(), 0);
+    }
+
+    #[test]
+    fn the_op_limit_counts_measured_operations_only() {
+        let m = Meter::with_warmup(&["a"], 0, 10, 1000, 2);
+        assert!(m.begin(1) && m.begin(2) && m.begin(3));
+        assert!(m.begin(10) && m.begin(11));
+        assert!(!m.begin(12));
+        assert_eq!(m.started(), 2);
+    }
+
+    #[test]
+    fn a_stuck_clock_fails_a_warm_up() {
+        let m = Meter::with_warmup(&["a"], 0, 1000, 1000, 0);
+        let mut n = 0u64;
+        while m.begin(5) {
+            n += 1;
+        }
+        assert_eq!(n, STUCK_OPS);
+        assert!(m.take_error().unwrap().message().contains("warm-up"));
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //!
 //! Shared options ([`options`]): `--runtime S` (10 s), `--threads N`
 //! (the workload's default), `--seed X` (1), `--ops N` (stop after N
-//! top-level operations), `--dir PATH` (`/apps/NAME`), `--group NAME`
-//! (the task group its tasks run in, see `cache groups`).
+//! top-level operations), `--warmup S` (0: run S first, uncounted: the
+//! report covers the measured phase only), `--dir PATH` (`/apps/NAME`),
+//! `--group NAME` (the task group its tasks run in, see `cache groups`).
 
 use alloc::format;
 use alloc::string::String;
@@ -47,14 +48,14 @@ mod tests;
 
 use meter::{geomean_milli, Meter};
 use options::Options;
-use report::{cache_delta, cache_snapshot, Report};
+use report::{cache_delta, miss_time_delta, Baseline, Report};
 
 /// The workloads, as `app NAME` takes them.
 pub use datasets::NAMES;
 
 /// The command's usage line.
 pub const USAGE: &str =
-    "app NAME [--runtime S] [--threads N] [--seed X] [--ops N] [--dir PATH] [--group NAME] [workload options]";
+    "app NAME [--runtime S] [--warmup S] [--threads N] [--seed X] [--ops N] [--dir PATH] [--group NAME] [workload options]";
 
 /// Why a workload did not run or did not finish (shown as `app: ...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,14 +95,55 @@ pub struct Run {
     pub runtime_ns: u64,
     /// `--ops` (0: none).
     pub ops: u64,
-    cache0: RefCell<Vec<(String, u64)>>,
+    /// `--warmup` in ns (0: none).
+    pub warmup_ns: u64,
+    cache0: RefCell<Baseline>,
 }
 
 impl Run {
-    /// Start measuring: the cache counters now, and a meter from now.
+    /// Start measuring: the counters now, and a meter from now (its
+    /// warm-up first, if any).
     pub fn meter(&self, ex: &Tasks<'_>, names: &'static [&'static str]) -> Meter {
-        *self.cache0.borrow_mut() = ex.with_os(cache_snapshot);
-        Meter::new(names, ex.uptime_ns(), self.runtime_ns, self.ops)
+        *self.cache0.borrow_mut() = ex.with_os(Baseline::start);
+        Meter::with_warmup(
+            names,
+            ex.uptime_ns(),
+            self.warmup_ns,
+            self.runtime_ns,
+            self.ops,
+        )
+    }
+
+    /// May a thread start another top-level operation? ([`Meter::begin`]
+    /// at the clock's time; when the measured phase starts there, the
+    /// counters' baselines are taken again, so that the report covers
+    /// only the measured phase.)
+    pub fn begin(&self, ex: &Tasks<'_>, m: &Meter) -> bool {
+        let go = m.begin(ex.uptime_ns());
+        if m.take_measuring() {
+            *self.cache0.borrow_mut() = ex.with_os(Baseline::start);
+        }
+        go
+    }
+
+    /// [`Meter::record`], taking the counters' baseline if that started
+    /// the measured phase (for workloads whose top-level operations are
+    /// long: their [`Run::begin`] may not come for a while).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &self,
+        ex: &Tasks<'_>,
+        m: &Meter,
+        op: usize,
+        lat_ns: u64,
+        read: u64,
+        written: u64,
+        end_ns: u64,
+    ) {
+        m.record(op, lat_ns, read, written, end_ns);
+        if m.take_measuring() {
+            *self.cache0.borrow_mut() = ex.with_os(Baseline::start);
+        }
     }
 
     /// The report of a run whose tasks returned `result`, `cleanup`
@@ -119,14 +161,27 @@ impl Run {
             return Err(e);
         }
         cleanup?;
-        let after = ex.with_os(cache_snapshot);
+        if m.warming() {
+            return Err(AppError::new(format!(
+                "the run ended within its warm-up of {} ms: nothing was measured (a shorter --warmup, or more --passes)",
+                m.warmup_ns() / 1_000_000
+            )));
+        }
+        let after = ex.with_os(Baseline::end);
         let mut r = Report::from_meter(app, self.env.clone(), m);
         r.threads = self.threads;
         r.seed = self.seed;
         r.dir = self.dir.clone();
         r.flush = ex.stats();
         r.meta = ex.meta_stats();
-        r.cache = cache_delta(&self.cache0.borrow(), &after);
+        let before = self.cache0.borrow();
+        r.cache = cache_delta(&before.cache, &after.cache);
+        r.dir_counters = cache_delta(&before.dir, &after.dir);
+        r.miss_time = match (&before.miss, &after.miss) {
+            (Some(b), Some(a)) => Some(miss_time_delta(b, a)),
+            _ => None,
+        };
+        r.warmup_ns = m.warmup_ns();
         Ok(r)
     }
 }
@@ -207,7 +262,8 @@ fn run_named(
         dir: opts.dir_for(name),
         runtime_ns: opts.runtime_ns,
         ops: opts.ops,
-        cache0: RefCell::new(Vec::new()),
+        warmup_ns: opts.warmup_ns,
+        cache0: RefCell::new(Baseline::default()),
     };
     let ex = Tasks::new(os);
     let report = match name {

@@ -1,4 +1,4 @@
-//! The options every `app` shares (`--runtime S`, `--threads N`,
+//! The options every `app` shares (`--runtime S`, `--warmup S`, `--threads N`,
 //! `--seed X`, `--ops N`, `--dir PATH`, `--group NAME`) and the workload's own ones,
 //! each as `--opt VALUE` or `--opt=VALUE`. Everything is checked before
 //! anything runs; an unknown option or a bad value is one clear error.
@@ -13,6 +13,8 @@ use crate::parse;
 
 /// Default `--runtime`: 10 s.
 pub const DEFAULT_RUNTIME_NS: u64 = 10_000_000_000;
+/// Longest `--warmup`: 1 h.
+pub const MAX_WARMUP_NS: u64 = 3_600_000_000_000;
 /// Largest `--threads` (tasks on one node).
 pub const MAX_THREADS: u32 = 256;
 /// Default `--seed`.
@@ -26,6 +28,8 @@ const MAX_QUOTED: usize = 48;
 pub struct Options {
     /// `--runtime`: stop issuing new operations after this long (ns).
     pub runtime_ns: u64,
+    /// `--warmup`: run this long first without counting (ns; 0: none).
+    pub warmup_ns: u64,
     /// `--threads`: tasks, `None` for the workload's default.
     pub threads: Option<u32>,
     /// `--seed`: every random choice of the run derives from it.
@@ -63,6 +67,7 @@ impl Options {
     pub fn parse(args: &[&str], known: &[&str]) -> Result<Options, AppError> {
         let mut o = Options {
             runtime_ns: DEFAULT_RUNTIME_NS,
+            warmup_ns: 0,
             threads: None,
             seed: DEFAULT_SEED,
             ops: 0,
@@ -95,6 +100,14 @@ impl Options {
                     o.runtime_ns = time_ns(value)
                         .filter(|&t| t > 0)
                         .ok_or_else(|| bad(key, value, "seconds > 0, or with ms/s/m"))?;
+                }
+                "warmup" => {
+                    o.warmup_ns =
+                        time_ns(value)
+                            .filter(|&t| t <= MAX_WARMUP_NS)
+                            .ok_or_else(|| {
+                                bad(key, value, "seconds (0: none), or with ms/s/m; at most 1 h")
+                            })?;
                 }
                 "threads" => {
                     o.threads = Some(
@@ -134,8 +147,9 @@ impl Options {
                     o.extra.push((k.to_string(), value.to_string()));
                 }
                 k => {
-                    let mut all: Vec<&str> =
-                        Vec::from(["runtime", "threads", "seed", "ops", "dir", "group"]);
+                    let mut all: Vec<&str> = Vec::from([
+                        "runtime", "warmup", "threads", "seed", "ops", "dir", "group",
+                    ]);
                     all.extend_from_slice(known);
                     return Err(AppError::new(format!(
                         "unknown option --{} (known: --{})",

@@ -9,8 +9,8 @@ use alloc::vec::Vec;
 use super::meter::{milli_text, per_s_milli, Meter, OpStat};
 use crate::fio::json::{milli, JsonWriter};
 use crate::fio::RunEnv;
-use crate::os::Os;
-use crate::stats::keys::cache;
+use crate::os::{MissCounters, MissStats, Os};
+use crate::stats::keys::{cache, dir};
 use crate::task::{FlushStats, MetaStats};
 
 /// The `cache stats` counters a report carries (their change over the
@@ -23,7 +23,118 @@ pub const CACHE_KEYS: &[&str] = &[
     cache::REMOTE_MAPS,
     cache::DISK_READS_FILLS,
     cache::DISK_READS_PAGES,
+    cache::PAGE_BATCHES,
+    cache::WRITEBACKS,
+    cache::PAGES_WRITTEN_BACK,
+    cache::TASK_WRITEBACK_PAGES,
+    cache::INVALIDATIONS_SENT,
+    cache::MMAP_FAULTS,
+    cache::READAHEAD_PAGES,
+    cache::READAHEAD_HITS,
+    cache::READAHEAD_WASTED,
+    cache::FAULTAROUND_PAGES,
 ];
+
+/// The `dir stats` counters a report carries (their change over the
+/// run: the directory's, so every node's at N > 1).
+pub const DIR_KEYS: &[&str] = &[
+    dir::REQUESTS_SERVED,
+    dir::PAGE_REQUESTS,
+    dir::FILLS,
+    dir::WRITEBACKS,
+    dir::DISK_BLOCKS_READ,
+    dir::DISK_BLOCKS_WRITTEN,
+];
+
+/// The counters a run's report is the change of, taken at the start of
+/// its measured phase and at its end.
+#[derive(Debug, Clone, Default)]
+pub struct Baseline {
+    /// [`CACHE_KEYS`].
+    pub cache: Vec<(String, u64)>,
+    /// [`DIR_KEYS`].
+    pub dir: Vec<(String, u64)>,
+    /// The node's and the directory's miss timers (`bench miss`'s).
+    pub miss: Option<MissCounters>,
+}
+
+impl Baseline {
+    /// At the start: the directory's counters before the node's timers,
+    /// so that the calls fetching them are not timed as the run's.
+    pub fn start(os: &mut dyn Os) -> Baseline {
+        let cache = cache_snapshot(os);
+        let dir = dir_snapshot(os);
+        let miss = os.miss_counters().ok();
+        Baseline { cache, dir, miss }
+    }
+
+    /// At the end: the node's timers first, for the same reason.
+    pub fn end(os: &mut dyn Os) -> Baseline {
+        let miss = os.miss_counters().ok();
+        let cache = cache_snapshot(os);
+        let dir = dir_snapshot(os);
+        Baseline { cache, dir, miss }
+    }
+}
+
+/// The numeric [`DIR_KEYS`] of `dir stats` now (none without them).
+pub fn dir_snapshot(os: &mut dyn Os) -> Vec<(String, u64)> {
+    let Ok(lines) = os.dir_stats() else {
+        return Vec::new();
+    };
+    lines
+        .into_iter()
+        .filter(|(k, _)| DIR_KEYS.contains(&k.as_str()))
+        .filter_map(|(k, v)| crate::parse::u64_dec(v.trim()).ok().map(|n| (k, n)))
+        .collect()
+}
+
+/// Where the time of a run's misses went (sums over the run, ns): the
+/// node's round trips to the directory and its installing of their
+/// answers (node clock), and the directory's service of the misses it
+/// timed, page fills and file-server reads together (its clock).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MissTime {
+    /// The node's time in round trips (every call: misses, metadata,
+    /// write-backs).
+    pub round_trip_ns: u64,
+    /// The node's time installing answers (page cache fill, mapping).
+    pub install_ns: u64,
+    /// The directory's timed misses and their phases.
+    pub dir: MissStats,
+}
+
+fn stats_delta(b: &MissStats, a: &MissStats) -> MissStats {
+    MissStats {
+        count: a.count.saturating_sub(b.count),
+        lookup_ns: a.lookup_ns.saturating_sub(b.lookup_ns),
+        disk_ns: a.disk_ns.saturating_sub(b.disk_ns),
+        fill_ns: a.fill_ns.saturating_sub(b.fill_ns),
+        reply_ns: a.reply_ns.saturating_sub(b.reply_ns),
+    }
+}
+
+fn stats_sum(x: &MissStats, y: &MissStats) -> MissStats {
+    MissStats {
+        count: x.count.saturating_add(y.count),
+        lookup_ns: x.lookup_ns.saturating_add(y.lookup_ns),
+        disk_ns: x.disk_ns.saturating_add(y.disk_ns),
+        fill_ns: x.fill_ns.saturating_add(y.fill_ns),
+        reply_ns: x.reply_ns.saturating_add(y.reply_ns),
+    }
+}
+
+/// The change of the miss timers from `b` to `a`.
+pub fn miss_time_delta(b: &MissCounters, a: &MissCounters) -> MissTime {
+    MissTime {
+        round_trip_ns: a.round_trip_ns.saturating_sub(b.round_trip_ns),
+        install_ns: a.fill_ns.saturating_sub(b.fill_ns),
+        dir: stats_sum(
+            &stats_delta(&b.page_fills, &a.page_fills),
+            &stats_delta(&b.file_reads, &a.file_reads),
+        ),
+    }
+}
 
 /// The numeric [`CACHE_KEYS`] of `cache stats` now (none if the OS has
 /// no cache statistics).
@@ -95,6 +206,12 @@ pub struct Report {
     pub meta: MetaStats,
     /// Cache counters' change over the run.
     pub cache: Vec<(String, u64)>,
+    /// The directory's counters' change over the run.
+    pub dir_counters: Vec<(String, u64)>,
+    /// Where the misses' time went over the run (None: no timers here).
+    pub miss_time: Option<MissTime>,
+    /// The warm-up before the measured phase (ns; 0: none).
+    pub warmup_ns: u64,
     /// The workload's own figures.
     pub extra: Vec<(&'static str, Extra)>,
 }
@@ -118,6 +235,9 @@ impl Report {
             flush: FlushStats::default(),
             meta: MetaStats::default(),
             cache: Vec::new(),
+            dir_counters: Vec::new(),
+            miss_time: None,
+            warmup_ns: 0,
             extra: Vec::new(),
         }
     }
@@ -146,12 +266,17 @@ impl Report {
             self.app, self.env.node, self.env.mode, self.threads, self.seed, self.dir
         );
         out.push_str(&format!(
-            "  {}: {} {} over {} ms ({} operations)\n",
+            "  {}: {} {} over {} ms ({} operations){}\n",
             self.metric,
             milli_text(self.throughput_milli),
             self.unit,
             self.elapsed_ns / 1_000_000,
-            self.started
+            self.started,
+            if self.warmup_ns > 0 {
+                format!(", after a warm-up of {} ms", self.warmup_ns / 1_000_000)
+            } else {
+                String::new()
+            }
         ));
         for (i, (name, s)) in self.names.iter().zip(&self.ops).enumerate() {
             out.push_str(&format!(
@@ -179,6 +304,26 @@ impl Report {
         if !self.cache.is_empty() {
             let parts: Vec<String> = self.cache.iter().map(|(k, v)| format!("{k} {v}")).collect();
             out.push_str(&format!("  cache: {}\n", parts.join(", ")));
+        }
+        if !self.dir_counters.is_empty() {
+            let parts: Vec<String> = self
+                .dir_counters
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            out.push_str(&format!("  directory: {}\n", parts.join(", ")));
+        }
+        if let Some(t) = &self.miss_time {
+            out.push_str(&format!(
+                "  miss time ms: round trips {}, install {}; directory ({} timed) lookup {}, disk {}, fill {}, reply {}\n",
+                t.round_trip_ns / 1_000_000,
+                t.install_ns / 1_000_000,
+                t.dir.count,
+                t.dir.lookup_ns / 1_000_000,
+                t.dir.disk_ns / 1_000_000,
+                t.dir.fill_ns / 1_000_000,
+                t.dir.reply_ns / 1_000_000
+            ));
         }
         for (k, v) in &self.extra {
             let text = match v {
@@ -210,6 +355,7 @@ impl Report {
             .number("throughput", &milli(self.throughput_milli))
             .uint("operations", self.started)
             .uint("elapsed_ns", self.elapsed_ns)
+            .uint("warmup_ns", self.warmup_ns)
             .uint("bytes_read", self.bytes_read())
             .uint("bytes_written", self.bytes_written())
             .number("mean_iodepth", &milli(self.flush.mean_milli()))
@@ -240,6 +386,22 @@ impl Report {
             j.uint(k, *v);
         }
         j.end();
+        j.begin(Some("dir"));
+        for (k, v) in &self.dir_counters {
+            j.uint(k, *v);
+        }
+        j.end();
+        if let Some(t) = &self.miss_time {
+            j.begin(Some("miss_time_ns"))
+                .uint("round_trips", t.round_trip_ns)
+                .uint("install", t.install_ns)
+                .uint("dir_timed", t.dir.count)
+                .uint("dir_lookup", t.dir.lookup_ns)
+                .uint("dir_disk", t.dir.disk_ns)
+                .uint("dir_fill", t.dir.fill_ns)
+                .uint("dir_reply", t.dir.reply_ns)
+                .end();
+        }
         for (k, v) in &self.extra {
             match v {
                 Extra::Uint(n) => j.uint(k, *n),

@@ -133,7 +133,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
                 if limit > 0 && i >= limit {
                     break;
                 }
-                if !m.begin(ex.uptime_ns()) {
+                if !run.begin(ex, m) {
                     break;
                 }
                 next.set(i + 1);

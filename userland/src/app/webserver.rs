@@ -55,7 +55,7 @@ pub fn run(ex: &Tasks<'_>, run: &Run, opts: &Options) -> Result<Report, AppError
         let (ex, m, set, log, log_end) = (ex, &m, &set, &log, &log_end);
         let mut rng = Rng::new(run.seed, 1000 + t as u64);
         async move {
-            while m.begin(ex.uptime_ns()) {
+            while run.begin(ex, m) {
                 let step: Result<(), AppError> = async {
                     for _ in 0..READS_PER_LOOP {
                         let path = set.next_path(run.seed);

@@ -23,6 +23,15 @@ impl CacheControl for MockOs {
         self.controls.ok_or(Errno::NotSupported)
     }
 
+    fn readahead_kb(&mut self) -> Result<(u32, u32), Errno> {
+        Ok(self.readahead)
+    }
+
+    fn set_readahead_kb(&mut self, readahead_kb: u32, faultaround_kb: u32) -> Result<(), Errno> {
+        self.readahead = (readahead_kb, faultaround_kb);
+        Ok(())
+    }
+
     fn set_cache_controls(&mut self, controls: CacheControls) -> Result<(), Errno> {
         let c = self.controls.as_mut().ok_or(Errno::NotSupported)?;
         *c = controls;

@@ -263,6 +263,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_cache_config,
     },
     Command {
+        name: "cache readahead",
+        usage: "cache readahead [KB [FAULTAROUND_KB]]",
+        help: "show or set, at run time, the largest readahead window of a sequential reader (KB, 0 off; boot option readahead_kb) and the mmap fault-around block (FAULTAROUND_KB, 0 off; boot option faultaround_kb); open files start over at their next read",
+        min_args: 0,
+        max_args: 2,
+        run: cmd_cache_readahead,
+    },
+    Command {
         name: "cache groups",
         usage: "cache groups",
         help: "task groups of this node's cache: policy, limit, pages charged, hits, misses, evictions",
@@ -304,8 +312,8 @@ pub(super) static COMMANDS: &[Command] = &[
     },
     Command {
         name: "app",
-        usage: "app NAME [--runtime S] [--threads N] [--seed X] [--ops N] [--dir PATH] ...",
-        help: "run a workload over its dataset (webserver fileserver varmail kv infer ann search): summary + RESULT {json}",
+        usage: "app NAME [--runtime S] [--warmup S] [--threads N] [--seed X] [--ops N] [--dir PATH] ...",
+        help: "run a workload over its dataset (webserver fileserver varmail kv infer ann search), after --warmup S uncounted (0: none): summary + RESULT {json} of the measured phase",
         min_args: 1,
         max_args: MANY,
         run: cmd_app,

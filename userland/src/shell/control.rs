@@ -176,6 +176,52 @@ pub(super) fn cmd_cache_config(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(),
     Ok(())
 }
 
+/// Largest `cache readahead` window, KiB (the boot option's bound).
+pub const MAX_READAHEAD_KB: u32 = 8192;
+/// Largest `cache readahead` fault-around block, KiB.
+pub const MAX_FAULTAROUND_KB: u32 = 2048;
+
+/// `cache readahead [KB [FAULTAROUND_KB]]`: show, or set the readahead
+/// window (and the mmap fault-around block) at run time, so that one boot
+/// can measure sequential reads with readahead on and off.
+pub(super) fn cmd_cache_readahead(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let kb = |i: usize, max: u32, what: &str| -> Result<Option<u32>, Error> {
+        match args.get(i) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n <= max)
+                .map(Some)
+                .ok_or_else(|| {
+                    Error::Msg(format!(
+                        "{what} '{}': expected KiB, 0 (off) to {max}",
+                        quoted(v)
+                    ))
+                }),
+        }
+    };
+    let ra = kb(0, MAX_READAHEAD_KB, "readahead")?;
+    let fa = kb(1, MAX_FAULTAROUND_KB, "fault-around")?;
+    if let Some(ra) = ra {
+        let (_, old_fa) = ctx.os.readahead_kb().map_err(os_err)?;
+        ctx.os
+            .set_readahead_kb(ra, fa.unwrap_or(old_fa))
+            .map_err(os_err)?;
+    }
+    let (ra, fa) = ctx.os.readahead_kb().map_err(os_err)?;
+    let show = |v: u32| {
+        if v == 0 {
+            String::from("off")
+        } else {
+            format!("{v} KiB")
+        }
+    };
+    ctx.println(&format!("readahead    {}", show(ra)));
+    ctx.println(&format!("fault-around {}", show(fa)));
+    Ok(())
+}
+
 pub(super) fn cmd_locality(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
     let path = args.path(0)?;
     let runs = ctx

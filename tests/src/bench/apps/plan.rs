@@ -15,6 +15,13 @@ pub use super::list::{App, APPS};
 /// enough for TCG.
 pub const MEM_MB: u32 = 48;
 
+/// Default warm-up of every app run (s): as Filebench and db_bench run a
+/// warm-up before they measure, long enough at TCG's pace for every app
+/// to fill a node's cache (2,048 pages) once before the measured phase.
+pub const WARMUP_S: u32 = 2;
+/// The warm-up of `--quick` (s).
+pub const QUICK_WARMUP_S: u32 = 1;
+
 /// Free room per node in the datasets' image (MiB): 50 fileserver
 /// threads keep a file of 128 KiB mean each between loops, and a
 /// thread's files live until it deletes them.
@@ -67,8 +74,10 @@ pub struct Plan {
     pub nodes: Vec<u8>,
     /// The apps.
     pub apps: Vec<App>,
-    /// `--runtime` of every app run (s).
+    /// `--runtime` of every app run (s): its measured phase.
     pub runtime_s: u32,
+    /// `--warmup` of every app run (s; 0: none): run first, not counted.
+    pub warmup_s: u32,
     /// RAM per instance (MiB).
     pub mem_mb: u32,
     /// Node cache pages every mode gets (private/net page cache, the
@@ -114,6 +123,9 @@ impl Plan {
                 },
             );
         let runtime_s = o.apps_runtime.unwrap_or(if o.quick { 1 } else { 5 });
+        let warmup_s = o
+            .apps_warmup
+            .unwrap_or(if o.quick { QUICK_WARMUP_S } else { WARMUP_S });
         let cache_pages = cache_pages_for_mem(MEM_MB);
         let max_n = nodes.iter().copied().max().unwrap_or(1);
         let shm_mb = shm_mb_for(cache_pages, max_n).ok_or_else(|| {
@@ -135,6 +147,7 @@ impl Plan {
             nodes,
             apps,
             runtime_s,
+            warmup_s,
             mem_mb: MEM_MB,
             cache_pages,
             dataset_bytes: dataset_bytes(cache_pages),
@@ -145,7 +158,7 @@ impl Plan {
             } else {
                 "sas-raid".into()
             },
-            cmd_timeout_s: u64::from(runtime_s) + 600,
+            cmd_timeout_s: u64::from(runtime_s) + u64::from(warmup_s) + 600,
             boot_timeout_s: 180,
             policy: o.policy.clone(),
         })
@@ -162,7 +175,12 @@ impl Plan {
     /// The command node `node` runs for `app`: the same app, runtime and
     /// options everywhere, the node's own fixed seed.
     pub fn command(&self, app: &str, node: u8) -> String {
-        format!("app {app} --runtime {} --seed {node}", self.runtime_s)
+        let warm = if self.warmup_s > 0 {
+            format!(" --warmup {}", self.warmup_s)
+        } else {
+            String::new()
+        };
+        format!("app {app} --runtime {}{warm} --seed {node}", self.runtime_s)
     }
 
     /// The plan as JSON.
@@ -172,6 +190,7 @@ impl Plan {
             "nodes": self.nodes,
             "apps": self.apps.iter().map(|a| a.name).collect::<Vec<_>>(),
             "runtime_s": self.runtime_s,
+            "warmup_s": self.warmup_s,
             "mem_mb": self.mem_mb,
             "cache_pages_per_node": self.cache_pages,
             "cache_mib_per_node": self.cache_pages as f64 * 4096.0 / MIB as f64,

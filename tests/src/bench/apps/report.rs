@@ -85,8 +85,8 @@ pub fn bars(r: &AppsRunner, run_label: &str) -> Bars {
     Bars {
         title: "Applications (DPC Fig. 10): per-node throughput / single-node private".into(),
         subtitle: format!(
-            "{run_label}; {} s per app, storage {}, node cache {} pages in every mode",
-            p.runtime_s, p.storage, p.cache_pages
+            "{run_label}; {} s per app after a {} s warm-up, storage {}, node cache {} pages in every mode",
+            p.runtime_s, p.warmup_s, p.storage, p.cache_pages
         ),
         y_label: "per-node throughput / single-node private (x), higher is better".into(),
         x_label: "application (DPC's counterpart)".into(),
@@ -243,10 +243,11 @@ fn setup_md(s: &mut String, r: &AppsRunner, machine: &Value, prov: &Value) {
     );
     let _ = writeln!(
         s,
-        "- Per (mode, N) one cluster of 1 directory + N nodes (N = {}), modes {}; every node runs the **same app at the same time** (`{}`, started together on all consoles), over **one shared dataset** built on the host (`mkfs --dataset`), a fresh copy of the image per cluster. Every app starts from empty caches (`cache drop` on every node first); no warm-up: the figure covers the cold start, the same in every mode.",
+        "- Per (mode, N) one cluster of 1 directory + N nodes (N = {}), modes {}; every node runs the **same app at the same time** (`{}`, started together on all consoles), over **one shared dataset** built on the host (`mkfs --dataset`), a fresh copy of the image per cluster. Every app starts from empty caches (`cache drop` on every node first); {}",
         p.nodes.iter().map(u8::to_string).collect::<Vec<_>>().join(", "),
         p.modes.join(", "),
-        p.command("NAME", 1).replace("--seed 1", "--seed K")
+        p.command("NAME", 1).replace("--seed 1", "--seed K"),
+        warmup_text(p.warmup_s, p.runtime_s)
     );
     let _ = writeln!(
         s,
@@ -271,7 +272,7 @@ fn setup_md(s: &mut String, r: &AppsRunner, machine: &Value, prov: &Value) {
     );
     let _ = writeln!(
         s,
-        "- Storage profile `{}`; time dilation {}; doorbells {}; `baseline_writes={}`; `--runtime {}` per app run; each app's default threads (tasks); eviction policy `{}` on every node (it orders the single-copy modes' owned pages).",
+        "- Storage profile `{}`; time dilation {}; doorbells {}; `baseline_writes={}`; `--runtime {}` per app run; each app's default threads (tasks); eviction policy `{}` on every node (it orders the single-copy modes' owned pages); readahead on in every mode (the kernel's defaults: `readahead_kb=128`, `faultaround_kb=64`).",
         p.storage,
         if r.opts.dilation == "off" {
             "off (storage model in wall-clock time)".to_string()
@@ -289,6 +290,16 @@ fn setup_md(s: &mut String, r: &AppsRunner, machine: &Value, prov: &Value) {
         m("nproc"),
         max_n + 1
     );
+}
+
+/// What the setup says of the warm-up.
+pub fn warmup_text(warmup_s: u32, runtime_s: u32) -> String {
+    if warmup_s == 0 {
+        return "no warm-up (`--apps-warmup 0`): the figure covers the cold start, the same in every mode.".into();
+    }
+    format!(
+        "**a warm-up of {warmup_s} s before the measured phase** (`--warmup {warmup_s}`, as Filebench and db_bench run; `--apps-warmup`): the app runs {warmup_s} s uncounted, then its figures, cache and directory counters and miss timers start from zero and the measured phase runs {runtime_s} s; the RESULT line covers only the measured phase (operations still in flight when it starts are counted in it, as Filebench's statistics cleared mid-run count them)."
+    )
 }
 
 /// Fig. 10 normalized to single-node `private`, and each mode against

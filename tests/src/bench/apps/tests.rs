@@ -71,10 +71,8 @@ fn plan_from_the_command_line() {
     assert_eq!(p.disk_margin_mb, 4 * 64, "room for 4 nodes' files");
     assert_eq!(p.apps.len(), APPS.len());
     assert_eq!(p.dataset_specs()[0], "kv:14336k");
-    assert_eq!(
-        p.command("kv", 3),
-        format!("app kv --runtime {} --seed 3", p.runtime_s)
-    );
+    assert_eq!(p.command("kv", 3), "app kv --runtime 5 --warmup 2 --seed 3");
+    assert_eq!(p.to_json()["warmup_s"], 2);
     let q = Plan::from_opts(&o(&[
         "--apps",
         "--quick",
@@ -88,6 +86,13 @@ fn plan_from_the_command_line() {
     assert_eq!(q.modes, vec!["private", "strong"], "private first");
     assert_eq!(q.storage, "none");
     assert_eq!(q.runtime_s, 1);
+    assert_eq!(q.warmup_s, 1);
+    let none = Plan::from_opts(&o(&["--apps", "--apps-warmup", "0"])).unwrap();
+    assert_eq!(
+        none.command("kv", 1),
+        "app kv --runtime 5 --seed 1",
+        "0: no warm-up"
+    );
     let e = Plan::from_opts(&o(&["--apps", "--modes", "strong"])).unwrap_err();
     assert!(e.contains("private"), "{e}");
     assert!(

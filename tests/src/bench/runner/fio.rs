@@ -12,6 +12,12 @@ use crate::bench::opts::{size_arg, size_human};
 use crate::bench::parse;
 use crate::CmdOutput;
 
+/// The kernel's readahead window and fault-around block (boot options
+/// `readahead_kb`, `faultaround_kb`; the runner does not change them at
+/// boot), set again after a readahead-off workload.
+const RA_KB: u32 = 128;
+const FA_KB: u32 = 64;
+
 impl Runner {
     /// The fio cluster of `mode`: its steps are `idx` of `w` (one per
     /// workload and engine); booted only if one of them is not kept from
@@ -91,16 +97,50 @@ impl Runner {
             "dpc_figure": w.dpc_figure(engine),
             "repeats": p.repeats,
         });
+        let mut params = params;
+        params["readahead"] = json!(if w.readahead {
+            format!("on (readahead_kb={RA_KB}, faultaround_kb={FA_KB}: the kernel's defaults)")
+        } else {
+            "off on both nodes (cache readahead 0 0), for this workload only".to_string()
+        });
         // shots[scenario][repeat]
         let mut shots: Vec<Vec<Shot>> = vec![Vec::new(); SCENARIOS.len()];
-        for _ in 0..p.repeats.max(1) {
-            let one = self.fio_once(s, w, &cmd, &warm, &dir, jobs, allow_na);
-            let all_na = one.iter().all(|x| matches!(x, Shot::Na(_)));
-            for (i, shot) in one.into_iter().enumerate() {
-                shots[i].push(shot);
+        // Off for this workload only, on both nodes (node 1 lays the files
+        // out and reads them first), and back on after it.
+        let ra_off = if w.readahead {
+            Ok(())
+        } else {
+            s.seq(&[
+                (1, "cache readahead 0 0".into()),
+                (2, "cache readahead 0 0".into()),
+            ])
+        };
+        match ra_off {
+            Err(e) => {
+                for sc in shots.iter_mut() {
+                    sc.push(Shot::Fail(format!("cache readahead 0 0: {e}")));
+                }
             }
-            if all_na || s.broken.is_some() {
-                break;
+            Ok(()) => {
+                for _ in 0..p.repeats.max(1) {
+                    let one = self.fio_once(s, w, &cmd, &warm, &dir, jobs, allow_na);
+                    let all_na = one.iter().all(|x| matches!(x, Shot::Na(_)));
+                    for (i, shot) in one.into_iter().enumerate() {
+                        shots[i].push(shot);
+                    }
+                    if all_na || s.broken.is_some() {
+                        break;
+                    }
+                }
+            }
+        }
+        if !w.readahead && s.broken.is_none() {
+            let on = format!("cache readahead {RA_KB} {FA_KB}");
+            if let Err(e) = s.seq(&[(1, on.clone()), (2, on)]) {
+                self.notes.push(format!(
+                    "{}: readahead back on after {}: {e}",
+                    s.name, w.key
+                ));
             }
         }
         for (i, sc) in SCENARIOS.iter().enumerate() {
@@ -278,4 +318,15 @@ pub(super) fn aggregate(f: &mut Figure, shots: &[Shot]) {
         f.raw = r.clone();
     }
     f.status = Status::Ok(m);
+}
+
+#[cfg(test)]
+mod ra_tests {
+    use super::{FA_KB, RA_KB};
+
+    #[test]
+    fn readahead_goes_back_to_the_kernel_defaults() {
+        let c = fabric::config::BootConfig::parse("role=node id=1 nodes=1").unwrap();
+        assert_eq!((c.readahead_kb, c.faultaround_kb), (RA_KB, FA_KB));
+    }
 }

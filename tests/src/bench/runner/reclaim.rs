@@ -66,6 +66,7 @@ impl Runner {
                             kind: Kind::Bandwidth,
                             read: true,
                             dpc_fig: "",
+                            readahead: true,
                         };
                         let shot = match s.run(2, &cmd) {
                             Ok(out) => fio_shot(&w, &out),

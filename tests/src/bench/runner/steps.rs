@@ -268,16 +268,16 @@ mod tests {
     #[test]
     fn plan_covers_every_expected_figure_once() {
         let p = plan(&modes(&["strong", "net"]));
-        assert_eq!(p.len(), 2 + 2 * (12 + 2));
+        assert_eq!(p.len(), 2 + 2 * (14 + 2));
         assert_eq!(p[0].label(), "host ping-pong");
         assert_eq!(p[2].label(), "fio read-lat/libaio, mode strong, N=2");
-        assert_eq!(p[14].label(), "invalidation + directory, mode strong, N=3");
+        assert_eq!(p[16].label(), "invalidation + directory, mode strong, N=3");
         let ids: Vec<String> = p.iter().flat_map(Step::ids).collect();
         let mut uniq = ids.clone();
         uniq.sort();
         uniq.dedup();
         assert_eq!(uniq.len(), ids.len(), "an id in two steps");
-        assert_eq!(ids.len(), 1 + 12 + 2 * (36 + 4 + 3 + 2 + 7 + 3));
+        assert_eq!(ids.len(), 1 + 12 + 2 * (42 + 4 + 3 + 2 + 7 + 3));
     }
 
     #[test]

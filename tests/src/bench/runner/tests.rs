@@ -67,7 +67,7 @@ fn expected_and_problems() {
     };
     let mut r = Runner::new(o, PathBuf::from("/nonexistent"));
     let ids = r.expected_ids();
-    assert_eq!(ids.len(), 1 + 12 + 2 * (36 + 4 + 3 + 2 + 7 + 3));
+    assert_eq!(ids.len(), 1 + 12 + 2 * (42 + 4 + 3 + 2 + 7 + 3));
     assert_eq!(r.problems().len(), ids.len());
     for id in &ids {
         let parts: Vec<&str> = id.split('/').collect();
@@ -93,7 +93,7 @@ fn expected_and_problems() {
 fn net_mode_expected_and_not_applicable() {
     let mut r = Runner::new(BenchOpts::default(), PathBuf::from("/nonexistent"));
     let ids = r.expected_ids();
-    assert_eq!(ids.len(), 1 + 12 + 4 * (36 + 4 + 3 + 2 + 7 + 3));
+    assert_eq!(ids.len(), 1 + 12 + 4 * (42 + 4 + 3 + 2 + 7 + 3));
     for m in ["strong", "relaxed", "private", "net"] {
         assert!(
             ids.contains(&figure_id(GROUP_DIR, m, "bench rpc", None, RPC_SCENARIO)),

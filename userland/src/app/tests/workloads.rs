@@ -109,6 +109,60 @@ fn kv_finds_every_key_uniform_and_zipf() {
 }
 
 #[test]
+fn a_warm_up_runs_first_and_is_not_counted() {
+    use crate::os::{MissCounters, MissStats};
+    let per = MissCounters {
+        round_trip_ns: 1000,
+        fill_ns: 10,
+        page_fills: MissStats {
+            count: 1,
+            lookup_ns: 20,
+            disk_ns: 300,
+            fill_ns: 40,
+            reply_ns: 50,
+        },
+        file_reads: MissStats::default(),
+    };
+    // Every read moves the mock's clock by 100 us and its miss counters
+    // by `per`: 1 ms of warm-up is about 10 reads.
+    let mut os = os_with("kv", 1 << 20, 9);
+    os.miss_per_read = Some(per);
+    let reads0 = os.reads;
+    let out = app(&mut os, "kv --warmup 1ms --ops 5 --threads 2").unwrap();
+    let j = result_line(&out);
+    assert_eq!(num(&j, "warmup_ns"), 1_000_000);
+    assert_eq!(num(&j, "operations"), 5, "--ops counts the measured phase");
+    let gets = num(&j[j.find("\"ops\":").unwrap()..], "count");
+    // The measured lookups, and at most one per thread begun in the
+    // warm-up and finished after it.
+    assert!((5..=7).contains(&gets), "{gets}: {j}");
+    let reads = os.reads - reads0;
+    assert!(reads >= 10 + 5, "{reads} reads: the warm-up ran");
+    // The miss timers cover the measured phase only.
+    let rt = num(&j, "round_trips");
+    assert!(
+        rt > 0 && rt <= 1000 * (reads - 10),
+        "{rt} of {reads} reads: {j}"
+    );
+    assert_eq!(num(&j, "dir_disk"), rt / 1000 * 300);
+    assert!(out.contains(", after a warm-up of 1 ms"), "{out}");
+    // Without a warm-up, every read is counted.
+    let mut os = os_with("kv", 1 << 20, 9);
+    os.miss_per_read = Some(per);
+    let reads0 = os.reads;
+    let j = result_line(&app(&mut os, "kv --ops 5 --threads 2").unwrap());
+    assert_eq!(num(&j, "warmup_ns"), 0);
+    let rt = num(&j, "round_trips");
+    // Every lookup's read (the table's index was read before the start).
+    assert!(rt >= 1000 * 5 && rt <= 1000 * (os.reads - reads0), "{rt}");
+    // A run that ends within its warm-up measured nothing: an error.
+    let mut os = os_with("search", 512 << 10, 9);
+    os.miss_per_read = Some(per);
+    let e = app(&mut os, "search --passes 1 --warmup 1h --threads 2").unwrap_err();
+    assert!(e.message().contains("within its warm-up"), "{e}");
+}
+
+#[test]
 fn kv_reports_a_corrupt_table() {
     let mut os = os_with("kv", 256 << 10, 9);
     let mut t = os.file("/apps/kv/table.sst").unwrap().to_vec();

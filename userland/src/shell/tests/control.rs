@@ -61,6 +61,34 @@ fn cache_policy_shows_and_sets_and_names_the_valid_ones_on_error() {
 }
 
 #[test]
+fn cache_readahead_shows_sets_and_refuses_bad_sizes() {
+    let mut os = MockOs::new();
+    assert_eq!(
+        ok(&mut os, "cache readahead"),
+        "readahead    128 KiB\nfault-around 64 KiB\n"
+    );
+    assert_eq!(
+        ok(&mut os, "cache readahead 0"),
+        "readahead    off\nfault-around 64 KiB\n",
+        "the fault-around block is kept"
+    );
+    assert_eq!(os.readahead, (0, 64));
+    assert_eq!(
+        ok(&mut os, "cache readahead 256 0"),
+        "readahead    256 KiB\nfault-around off\n"
+    );
+    assert_eq!(
+        err(&mut os, "cache readahead 8193"),
+        "cache readahead: readahead '8193': expected KiB, 0 (off) to 8192"
+    );
+    assert_eq!(
+        err(&mut os, "cache readahead 128 x"),
+        "cache readahead: fault-around 'x': expected KiB, 0 (off) to 2048"
+    );
+    assert_eq!(os.readahead, (256, 0), "nothing set by a refused line");
+}
+
+#[test]
 fn cache_config_shows_sets_all_or_nothing_and_explains_bad_input() {
     let mut os = MockOs::new();
     assert_eq!(
