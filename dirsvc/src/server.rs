@@ -180,6 +180,9 @@ pub struct Config {
     /// `daxfs` mode: format DaxFS's page cache in the region and serve
     /// its fills (`server/daxfill.rs`).
     pub daxfs: bool,
+    /// Strong mode: grant delegations of file ranges
+    /// (`pagedir/deleg.rs`; boot option `delegation`).
+    pub delegation: bool,
 }
 
 /// The append lease for a heartbeat timeout of `heartbeat_timeout_ns`:
@@ -207,6 +210,7 @@ impl Default for Config {
             fence_timeout_ns: 5_000_000_000,
             append_lease_ns: append_lease_ns(3_000_000_000),
             daxfs: false,
+            delegation: false,
         }
     }
 }
@@ -318,6 +322,9 @@ pub struct Directory<D: BlockDevice> {
     /// Set while the ring path runs a request whose writes may be
     /// deferred ([`Directory::execute`] stages them in `staged`).
     defer_writes: bool,
+    /// The node whose file request is being served on the rings (a
+    /// delegation's holder cuts its own pages before it asks).
+    requester: Option<u8>,
     /// Writes the last deferred request staged.
     staged: Vec<flatfs::Staged>,
     /// Consecutive file-server writes of one node to one file in this
@@ -427,7 +434,11 @@ impl<D: BlockDevice> Directory<D> {
             requests: 0,
             ops: [0; 32],
             last_bad: None,
-            pages: PageDir::for_nodes(layout.max_nodes),
+            pages: {
+                let mut p = PageDir::for_nodes(layout.max_nodes);
+                p.set_delegation(cfg.delegation);
+                p
+            },
             page_ops: Default::default(),
             runs: runs::Runs::default(),
             batches: [0; 65],
@@ -441,6 +452,7 @@ impl<D: BlockDevice> Directory<D> {
             next_flush: 0,
             flushes_async: 0,
             defer_writes: false,
+            requester: None,
             staged: Vec::new(),
             write_group: None,
             page_group: None,

@@ -35,20 +35,27 @@
 //! the same reason a node that gets a DIR_INV while its own READ /
 //! LOOKUP_LOCK of the page is unanswered defers the ack until the answer
 //! is in ([`crate::pagecache::NodeCache::dir_inv`]).
+//!
+//! Delegated ownership (`deleg.rs`): a node alone with a range of a file
+//! may take the whole range and hold pages of it the directory does not
+//! know of; another node's lookup in the range waits for the range to be
+//! given back (or its holder to fail) and its pages to be installed.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 mod check;
+mod deleg;
 mod table;
 mod teardown;
 mod types;
 
+pub use deleg::{Delegation, Parked};
 use table::Table;
 pub use table::{Unfit, Width, NARROW_RECORD, WIDE_RECORD};
 pub use types::{Action, Entry, FrameOwner, PageState, PageStats, Phase};
 
-use fabric::proto::{PageKey, PageReply, PageReq, PageSpan, MAX_SPAN};
+use fabric::proto::{DelegRange, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN};
 
 /// Bytes of directory state per cached page, for `dir stats`: the layout
 /// for clusters of up to 32 nodes with files cached whole (a 10-byte record
@@ -69,6 +76,10 @@ pub struct PageDir {
     /// stale, so their completion answers `Retry` instead of committing
     /// ([`PageDir::stale_fills`]).
     stale: BTreeSet<PageKey>,
+    /// Delegated ranges (`deleg.rs`).
+    delegs: BTreeMap<DelegRange, Delegation>,
+    /// DELEGATE requests are granted (boot option `delegation`).
+    delegation: bool,
     stats: PageStats,
 }
 
@@ -106,6 +117,8 @@ impl PageDir {
             table: Table::new(Width::for_nodes(max_nodes)),
             evicting: BTreeMap::new(),
             stale: BTreeSet::new(),
+            delegs: BTreeMap::new(),
+            delegation: false,
             stats: PageStats::default(),
         }
     }
@@ -145,6 +158,7 @@ impl PageDir {
         self.table.memory()
             + table::btree_bytes::<PageKey, bool>(self.evicting.len())
             + table::btree_bytes::<PageKey, ()>(self.stale.len())
+            + table::btree_bytes::<DelegRange, Delegation>(self.delegs.len())
     }
 
     /// Measured bytes of directory state per cached page (0 when empty).
@@ -276,6 +290,8 @@ impl PageDir {
             PageReq::Inv { key, dirty } => self.inv(to, key, dirty, &mut out),
             PageReq::Drop { key, dirty } => self.drop_copy(to, key, dirty, &mut out),
             PageReq::Writeback { key, dirty } => self.write_back(to, key, dirty, &mut out),
+            PageReq::Delegate { range, list } => self.delegate(frames, to, range, list, &mut out),
+            PageReq::DelegReturn { range } => self.deleg_return(to, range, &mut out),
             // Replicas are the server's (`server/replicas.rs`): the page's
             // state here does not change. A directory that routes them
             // here refuses them.
@@ -308,6 +324,27 @@ impl PageDir {
             to.reply(out, PageReply::Refused);
             return;
         }
+        let req = if read {
+            PageReq::Read { key, frame }
+        } else {
+            PageReq::LookupLock { key, frame }
+        };
+        if !self.delegs.is_empty() && self.park_if_delegated(to, req, out) {
+            return;
+        }
+        self.lookup_checked(to, key, frame, read, out);
+    }
+
+    /// A lookup whose frame is the requester's and whose page is not
+    /// delegated to another node.
+    fn lookup_checked(
+        &mut self,
+        to: Requester,
+        key: PageKey,
+        frame: u64,
+        read: bool,
+        out: &mut Vec<Action>,
+    ) {
         match self.table.get(&key) {
             None => {
                 let e = Entry {
@@ -570,14 +607,21 @@ impl PageDir {
         for key in self.table.keys_between(span.ino, span.first, span.last()) {
             self.ack_page(node, key, dirty, &mut out);
         }
+        if !self.delegs.is_empty() {
+            self.cut_acked(node, span, &mut out);
+        }
         self.coalesce(&mut out);
         out
     }
 
     /// Does every cached page of `span` that awaits an ack of `node` await
     /// it as a sharer's (see [`PageDir::awaits_ack`])? `None` if no page
-    /// awaits one.
+    /// awaits one. A delegation's cut awaits its holder's ack as an
+    /// owner's (`Some(false)`: the holder frees its pages).
     pub fn awaits_range_ack(&self, node: u8, span: &PageSpan) -> Option<bool> {
+        if self.awaits_cut_ack(node, span) {
+            return Some(false);
+        }
         let mut any = None;
         for key in self.table.keys_between(span.ino, span.first, span.last()) {
             match self.awaits_ack(node, &key) {

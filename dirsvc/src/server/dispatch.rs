@@ -154,13 +154,15 @@ impl<D: BlockDevice> Directory<D> {
                     | Notice::InvRange(_)
                     | Notice::Sharers { .. }
                     | Notice::Revoke(_)
-                    | Notice::ReplicasUsed),
+                    | Notice::ReplicasUsed
+                    | Notice::Recall(_)),
                 ) => {
                     let op = match n {
                         Notice::DirInv(_) => Op::DirInv,
                         Notice::InvRange(_) => Op::InvRange,
                         Notice::Revoke(_) => Op::Revoke,
                         Notice::ReplicasUsed => Op::ReplicasUsed,
+                        Notice::Recall(_) => Op::DelegRecall,
                         _ => Op::Sharers,
                     };
                     self.last_bad = Some(Event::BadRequest {
@@ -282,9 +284,11 @@ impl<D: BlockDevice> Directory<D> {
         let is_write = matches!(req, Request::Data { op: Op::Write, .. });
         let mut bulk = ShmBulk::new(mem, self.layout, node);
         self.defer_writes = self.async_writes();
+        self.requester = u8::try_from(node).ok();
         let resp = self
             .execute(mem, &mut bulk, req)
             .unwrap_or_else(Response::Err);
+        self.requester = None;
         self.defer_writes = false;
         let staged = core::mem::take(&mut self.staged);
         if staged.is_empty() {

@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 
 use crate::pagedir::Action;
 use fabric::layout::Header;
-use fabric::proto::{Errno, Notice, Op, PageKey, Response};
+use fabric::proto::{DelegList, Errno, Notice, Op, PageKey, Response};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
@@ -75,6 +75,22 @@ impl<D: BlockDevice> Directory<D> {
                     if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
                         p.notify_backlog.push_back(Notice::InvRange(span).encode());
                     }
+                }
+                Action::Recall { node, range } => {
+                    if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
+                        p.notify_backlog.push_back(Notice::Recall(range).encode());
+                    }
+                }
+                Action::ReadList { node, range, gfn } => {
+                    let pages = self.layout.frame_off(gfn).and_then(|off| {
+                        let mut list = vec![0u8; PAGE_SIZE];
+                        mem.read(off, &mut list);
+                        DelegList::decode(range, &list).ok()
+                    });
+                    let a = self
+                        .pages
+                        .list_read(&self.layout, node, range, pages.as_deref());
+                    queue.extend(a);
                 }
                 Action::Export { gfn, on } => {
                     Header::new(mem, self.layout).set_exported(gfn, on);

@@ -871,6 +871,7 @@ fn a_lost_append_lock_give_back_lapses_and_the_old_holder_cannot_publish() {
     assert_eq!((s.lapsed, s.refused), (1, 2));
 }
 mod daxfill;
+mod deleg;
 mod fencing;
 mod fileread;
 mod fills;

@@ -327,7 +327,9 @@ impl Request {
             | Op::PageDrop
             | Op::PageWriteback
             | Op::PagePromote
-            | Op::PageUnprotect => Request::Page(
+            | Op::PageUnprotect
+            | Op::PageDelegate
+            | Op::PageDelegReturn => Request::Page(
                 PageReq::from_args(op, [a[0], a[1], a[2]])
                     .ok_or(DecodeError::BadOpcode(r.op))??,
             ),
@@ -343,7 +345,8 @@ impl Request {
             | Op::RevokeAck
             | Op::ReplicasUsed
             | Op::InvRange
-            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::InvRangeAck
+            | Op::DelegRecall => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
     }

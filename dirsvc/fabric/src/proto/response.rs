@@ -265,7 +265,9 @@ impl Response {
             | Op::PageDrop
             | Op::PageWriteback
             | Op::PagePromote
-            | Op::PageUnprotect => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
+            | Op::PageUnprotect
+            | Op::PageDelegate
+            | Op::PageDelegReturn => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
             // Any bits are well-formed: the requester reads those of its
             // run's pages only.
             Op::PageInvRun | Op::PageWritebackRun => Response::Run(RunReply {
@@ -282,7 +284,8 @@ impl Response {
             | Op::RevokeAck
             | Op::ReplicasUsed
             | Op::InvRange
-            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::InvRangeAck
+            | Op::DelegRecall => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };
         Ok((r.tag, resp))

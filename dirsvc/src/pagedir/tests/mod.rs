@@ -151,6 +151,7 @@ impl T {
     }
 }
 
+mod deleg;
 mod evict;
 mod failures;
 mod invalidation;
