@@ -116,7 +116,7 @@ fn strong_delegation_two_nodes_two_pages_with_failure() {
     let cfg = Config {
         nodes: 2,
         frames: 2,
-        ops: 4,
+        ops: 3,
         failures: 1,
         delegation: true,
         ..config(Mode::Strong, QuietOrder::DrainFirst)
@@ -129,12 +129,12 @@ fn strong_delegation_two_nodes_two_pages_with_failure() {
 fn strong_delegation_three_nodes_two_pages_with_failure() {
     let cfg = Config {
         frames: 2,
-        ops: 5,
+        ops: 3,
         failures: 1,
         delegation: true,
         ..config(Mode::Strong, QuietOrder::DrainFirst)
     };
-    assert_holds("strong delegation 3x2 failure", cfg, 20_000_000);
+    assert_holds("strong delegation 3x2 failure", cfg, 10_000_000);
 }
 
 #[test]
