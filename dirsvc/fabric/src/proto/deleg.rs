@@ -61,7 +61,8 @@ impl DelegRange {
 
     /// The range of `ino` from `base`, if `base` is aligned.
     pub fn new(ino: u64, base: u64) -> Option<DelegRange> {
-        (base % DELEG_PAGES == 0).then_some(DelegRange { ino, base })
+        base.is_multiple_of(DELEG_PAGES)
+            .then_some(DelegRange { ino, base })
     }
 
     /// Last page index (inclusive). The highest page index is in no
