@@ -579,6 +579,19 @@ impl<D: BlockDevice> Directory<D> {
         }
     }
 
+    /// Delegation counters, for `dir stats` and [`Op::DelegStats`].
+    pub fn deleg_stats(&self) -> fabric::proto::DelegStats {
+        let s = self.pages.stats();
+        fabric::proto::DelegStats {
+            granted: s.delegations,
+            denied: s.deleg_denied,
+            recalled: s.recalls,
+            returned: s.returns,
+            pages: s.deleg_pages,
+            parked: s.parked,
+        }
+    }
+
     /// The directory's service times of `kind` of miss, phase by phase
     /// (`bench miss`, [`Op::MissStats`]).
     pub fn miss_stats(&self, kind: fabric::proto::MissKind) -> fabric::proto::MissStats {

@@ -364,11 +364,13 @@ pub enum Op {
     /// Directory -> holder on the notify ring: `[ino, base]`, give the
     /// delegation back now (with [`Op::PageDelegReturn`]).
     DelegRecall = 56,
+    /// Delegation counters -> [`Response::DelegStats`] (`dir stats`).
+    DelegStats = 57,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 40] = [
+    pub const ALL: [Op; 41] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -409,6 +411,7 @@ impl Op {
         Op::PageDelegate,
         Op::PageDelegReturn,
         Op::DelegRecall,
+        Op::DelegStats,
     ];
 
     /// Decode a wire opcode.
@@ -507,7 +510,7 @@ mod page;
 mod request;
 mod response;
 mod run;
-pub use deleg::{DelegList, DelegPage, DelegRange, DELEG_PAGES, DELEG_RECORD};
+pub use deleg::{DelegList, DelegPage, DelegRange, DelegStats, DELEG_PAGES, DELEG_RECORD};
 pub use locality::{LocalityRange, LOCALITY_RECORD};
 pub use page::{
     reply_code, InvStats, Notice, PageDirStats, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN,

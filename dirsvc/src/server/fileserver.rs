@@ -71,6 +71,9 @@ impl<D: BlockDevice> Directory<D> {
         if let Request::InvStats = req {
             return Ok(Response::InvStats(self.inv_stats()));
         }
+        if let Request::DelegStats = req {
+            return Ok(Response::DelegStats(self.deleg_stats()));
+        }
         if req.may_change_files() {
             // Before the change can be seen: a node whose read ends at an
             // unchanged epoch needs no validation round trip.
@@ -86,6 +89,7 @@ impl<D: BlockDevice> Directory<D> {
             | Request::Stats
             | Request::PageStats
             | Request::InvStats
+            | Request::DelegStats
             | Request::MissStats { .. }
             | Request::Page(_)
             | Request::PageRun(_) => Ok(Response::Ok),

@@ -39,6 +39,7 @@ impl<D: BlockDevice> Directory<D> {
                 | Request::PageRun(_)
                 | Request::PageStats
                 | Request::InvStats
+                | Request::DelegStats
                 | Request::Locality { .. }
         ) {
             return Err(Errno::Invalid);

@@ -94,6 +94,52 @@ impl DelegRange {
     }
 }
 
+/// The directory's delegation counters, the answer to
+/// [`super::Op::DelegStats`] (`dir stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DelegStats {
+    /// Delegations granted.
+    pub granted: u64,
+    /// DELEGATEs not granted.
+    pub denied: u64,
+    /// RECALLs sent.
+    pub recalled: u64,
+    /// Delegations given back (on a recall or on the holder's own).
+    pub returned: u64,
+    /// Pages learnt from the holders' lists.
+    pub pages: u64,
+    /// Requests that waited for a recall.
+    pub parked: u64,
+}
+
+impl DelegStats {
+    /// The descriptor arguments, in wire order.
+    pub fn to_args(&self) -> [u64; 7] {
+        [
+            self.granted,
+            self.denied,
+            self.recalled,
+            self.returned,
+            self.pages,
+            self.parked,
+            0,
+        ]
+    }
+
+    /// From the descriptor arguments (every value is valid).
+    pub fn from_args(a: [u64; 7]) -> DelegStats {
+        let [granted, denied, recalled, returned, pages, parked, _] = a;
+        DelegStats {
+            granted,
+            denied,
+            recalled,
+            returned,
+            pages,
+            parked,
+        }
+    }
+}
+
 /// One page held under a delegation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DelegPage {

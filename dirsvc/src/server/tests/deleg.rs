@@ -94,11 +94,16 @@ fn a_reader_elsewhere_is_served_from_the_holders_list_after_one_recall() {
     assert_eq!(frame_bytes(&rig, gfn), DATA, "the holder's write, mapped");
     let e = rig.dir.borrow().pages().entry(&key).unwrap();
     assert_eq!((e.owner, e.gfn, e.dirty), (1, gfn, true));
-    let s = rig.dir.borrow().pages().stats();
-    assert_eq!(
-        (s.delegations, s.recalls, s.returns, s.deleg_pages),
-        (1, 1, 1, 1)
-    );
+    let s = rig.call(&mut b, &Request::DelegStats);
+    let want = fabric::proto::DelegStats {
+        granted: 1,
+        denied: 0,
+        recalled: 1,
+        returned: 1,
+        pages: 1,
+        parked: 1,
+    };
+    assert_eq!(s, Ok(Response::DelegStats(want)));
 }
 
 #[test]
