@@ -28,7 +28,7 @@
 # DIR/*.png (default DIR results/<YYYY-MM-DD-HHMMSS>/, UTC); each report
 # records the commit, the command line, the host and the load. Modes by
 # default: strong, relaxed, private and net (the TCP/IP baseline).
-# --quick takes about 80 s on 2 cores with TCG; the full run about 27
+# --quick takes about 80 s on 2 cores with TCG; the full run about 12
 # minutes with the four modes on an idle machine; one progress line per
 # step (step, mode, N, elapsed, time left). SIGINT (Ctrl-C) or SIGTERM
 # stops every cluster and writes the report so far, marked partial;

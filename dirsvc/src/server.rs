@@ -1,21 +1,36 @@
-//! The directory's serving loop, by job:
+//! The directory's serving loop. [`Directory`] holds the page directory
+//! and the file system, and sub-states that own the rest, each in the
+//! file that runs it:
 //!
-//! * membership: joins, heartbeats, failures, leaves and session epochs
-//!   (`server/membership.rs`, see [below](#membership));
-//! * dispatch: polling every member's ack and request rings, decoding,
-//!   routing page requests to the page directory and the rest to the file
-//!   server, and publishing answers (`server/dispatch.rs`);
+//! * membership: joins, heartbeats, failures, leaves, session epochs and
+//!   fencing (`membership::Members`, `server/membership/`, see
+//!   [below](#membership));
+//! * the rings: every node's four rings and backlogs, and publishing
+//!   answers and notices (`links::Links`, `server/links.rs`);
+//! * dispatch: polling every member's request rings (acks first),
+//!   decoding, routing page requests to the page directory and the rest
+//!   to the file server (`server/dispatch.rs`);
 //! * the action executor: running the page directory's actions (replies,
 //!   fills from disk, write-backs, DIR_INVs, export bits;
 //!   `server/executor.rs`);
+//! * invalidations in flight, and those taken from quietly sleeping
+//!   sharers without waking them: the Invalidation Manager
+//!   (`inval::Invalidations`, `server/inval/`);
+//! * page requests not answered yet and runs (`runs::PageRequests`,
+//!   `server/runs.rs`);
 //! * the file server: metadata and data requests against [`flatfs`]
 //!   (`server/fileserver.rs`), shared with `net` mode
-//!   ([`crate::netserve`]);
-//! * invalidations taken from quietly sleeping sharers without waking them
-//!   (`server/quiet.rs`);
-//! * the disk: page fills (`server/fills.rs`), file-server reads
-//!   (`server/fileread.rs`) and writes (`server/writes.rs`) in flight
-//!   while the loop goes on serving.
+//!   ([`crate::netserve`], `server/netreq.rs`, answers in
+//!   `server/reply.rs`);
+//! * the disk (`io::Io`, `server/io.rs`): page fills
+//!   (`server/fills.rs`), file-server reads (`server/fileread.rs`) and
+//!   writes and fsyncs (`server/writes.rs`) in flight while the loop goes
+//!   on serving; ordered sizes (`server/ordered.rs`);
+//! * replicas (`server/replicas.rs`), append locks
+//!   (`server/appendlock.rs`), `daxfs` fills (`server/daxfill.rs`),
+//!   locality (`server/locality.rs`);
+//! * statistics (`counters::Counters`, `server/counters.rs`, with the
+//!   miss timer of `server/misstime.rs`).
 //!
 //! [`Directory::poll`] does one pass over every node and returns what it
 //! did; the kernel calls it in its loop on the directory's dedicated core
@@ -31,47 +46,42 @@
 //! [`Config::heartbeat_timeout_ns`], that says goodbye, that restarts or
 //! whose rings are corrupt is dropped from the page directory. A node
 //! failed on its heartbeat is dropped only once it is fenced (with
-//! [`Config::fencing`], `server/fencing.rs`): until then nothing reuses
-//! its frames or the frames it mapped.
+//! [`Config::fencing`], `server/membership/fencing.rs`): until then
+//! nothing reuses its frames or the frames it mapped.
 
-use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
-use core::hash::BuildHasherDefault;
 
-use rustc_hash::FxHasher;
-
-use crate::diskq::DiskQueue;
 use crate::pagedir::PageDir;
-use crate::writeq::WriteQueue;
 use fabric::layout::{DirState, Header, Layout};
-use fabric::proto::{DecodeError, Desc, DirStats, Op, PageDirStats};
-use fabric::ring::{Consumer, Producer, RingError};
+use fabric::proto::{DecodeError, DirStats, Op, PageDirStats};
+use fabric::ring::RingError;
 use fabric::shm::SharedMem;
 use flatfs::{BlockDevice, Fs};
 
 mod appendlock;
+mod counters;
 mod daxfill;
 mod dispatch;
 mod executor;
-mod fencing;
 mod fileread;
 mod fileserver;
 mod fills;
+mod inval;
+mod io;
+mod links;
 mod locality;
 mod membership;
 pub mod misstime;
 mod netreq;
 mod ordered;
-mod quiet;
-mod reply;
-pub use daxfill::DaxStats;
-pub use quiet::QuietStats;
-pub use reply::NetAnswer;
 mod replicas;
+mod reply;
 mod runs;
 mod writes;
 
-use misstime::MissTimer;
+pub use daxfill::DaxStats;
+pub use inval::QuietStats;
+pub use reply::NetAnswer;
 
 /// Something worth a log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +148,45 @@ pub enum Event {
     },
 }
 
+/// Entries of the directory's growing collections
+/// ([`Directory::queue_lengths`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLengths {
+    /// Page-directory entries.
+    pub pages: usize,
+    /// Page requests whose answer is pending, by (node, tag).
+    pub page_ops: usize,
+    /// File-server reads waiting for the disk.
+    pub reads: usize,
+    /// Fsyncs waiting for writes or for their flush.
+    pub fsyncs: usize,
+    /// Files whose grown size waits for its data (ordered sizes).
+    pub grown: usize,
+    /// `net` answers waiting to be handed over.
+    pub net_answers: usize,
+    /// Write jobs and the block writes they hold.
+    pub write_jobs: usize,
+    pub write_blocks: usize,
+    /// Page fills waiting or in flight.
+    pub fills: usize,
+    /// Blocks whose newest bytes the file system keeps until their
+    /// deferred writes landed (`flatfs::Fs::pending_blocks`).
+    pub fs_pending: usize,
+    /// Answers and notices waiting for room in the nodes' rings.
+    pub backlog: usize,
+    /// Invalidations not yet acknowledged, and those taken from quiet
+    /// sleepers whose late acks have not come.
+    pub invs_out: usize,
+    pub lazy_acked: usize,
+}
+
+/// The default [`Config::write_backlog_max`]: 1,024 block writes, 8 MiB
+/// of copies (each block is held by its job and by the file system's
+/// overlay until it landed; the directory's heap is at least 24 MiB). The
+/// disk drains this many in about a second and a half under TCG, well
+/// within a node's RPC timeout.
+pub const WRITE_BACKLOG_MAX: usize = 1024;
+
 /// Directory configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -161,10 +210,11 @@ pub struct Config {
     pub fence: fn(),
     /// Take a DIR_INV published to a sharer that sleeps quietly
     /// (`fabric::doorbell::SLEEP_QUIET`) as acknowledged, without waking
-    /// it (`server/quiet.rs`; boot option `lazy_inv`).
+    /// it (`server/inval/quiet.rs`; boot option `lazy_inv`).
     pub lazy_inv: bool,
     /// Fence a node declared failed before reusing its frames and the
-    /// frames it mapped (`server/fencing.rs`, boot option `fence`); off:
+    /// frames it mapped (`server/membership/fencing.rs`, boot option
+    /// `fence`); off:
     /// they are reused at once, which is safe only if a failed node can
     /// never run again (host tests and simulations).
     pub fencing: bool,
@@ -183,6 +233,12 @@ pub struct Config {
     /// Strong mode: grant delegations of file ranges
     /// (`pagedir/deleg.rs`; boot option `delegation`).
     pub delegation: bool,
+    /// Backpressure: while the write queue and the sweep's open groups
+    /// hold this many block writes (each two 4 KiB copies on the heap) or
+    /// more, no node's new requests are taken; acks, disk completions and the heartbeat go on. Without it
+    /// nodes writing faster than the disk grow the queue until the
+    /// directory's heap is exhausted.
+    pub write_backlog_max: usize,
 }
 
 /// The append lease for a heartbeat timeout of `heartbeat_timeout_ns`:
@@ -211,151 +267,48 @@ impl Default for Config {
             append_lease_ns: append_lease_ns(3_000_000_000),
             daxfs: false,
             delegation: false,
+            write_backlog_max: WRITE_BACKLOG_MAX,
         }
     }
 }
 
-/// Per-node state kept privately by the directory.
-struct Peer {
-    req: Consumer,
-    resp: Producer,
-    notify: Producer,
-    ack: Consumer,
-    /// Responses that did not fit in the response ring yet.
-    backlog: VecDeque<Desc>,
-    /// Invalidations that did not fit in the notify ring yet.
-    notify_backlog: VecDeque<Desc>,
-    member: bool,
-    last_hb: u64,
-    last_hb_change_ns: u64,
-    /// Response and notify heads last reported in [`Poll::responded`] /
-    /// [`Poll::noticed`].
-    reported: (u32, u32),
-    /// DIR_INVs and INV_RANGEs published on the notify ring whose ack is
-    /// not in yet, in order (`server/quiet.rs`).
-    invs_out: VecDeque<InvOut>,
-    /// Invalidations taken as acknowledged while the node slept quietly:
-    /// the node's own ack of each, when it comes, is dropped.
-    lazy_acked: Vec<InvOut>,
-    /// A notice other than a DIR_INV was published since the last report
-    /// (the node must be woken for it).
-    wake_notice: bool,
-}
-
-/// An invalidation notice awaiting its ack: a DIR_INV (its page, a span
-/// of one) or an INV_RANGE (its span). Each is answered by its own kind
-/// of ack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct InvOut {
-    /// Pages.
-    pub(crate) span: fabric::proto::PageSpan,
-    /// An INV_RANGE (else a DIR_INV).
-    pub(crate) range: bool,
-}
-
-impl Peer {
-    /// Fresh endpoints of `node`'s channel, not a member.
-    fn new(layout: &Layout, node: u32) -> Peer {
-        let ch = layout.channel(node);
-        Peer {
-            req: Consumer::new(ch.request),
-            resp: Producer::new(ch.response),
-            notify: Producer::new(ch.notify),
-            ack: Consumer::new(ch.ack),
-            backlog: VecDeque::new(),
-            notify_backlog: VecDeque::new(),
-            member: false,
-            last_hb: 0,
-            last_hb_change_ns: 0,
-            reported: (0, 0),
-            invs_out: VecDeque::new(),
-            lazy_acked: Vec::new(),
-            wake_notice: false,
-        }
-    }
-}
-
-/// The directory service.
+/// The directory service: the page directory and the file system it
+/// serves, and the sub-states that own the rest (each with its own
+/// interface, used by the files that need it).
 pub struct Directory<D: BlockDevice> {
     layout: Layout,
-    /// `daxfs` mode's page cache (`server/daxfill.rs`).
-    dax: Option<fabric::layout::DaxLayout>,
-    dax_stats: daxfill::DaxStats,
-    fs: Option<Fs<D>>,
-    peers: Vec<Peer>,
     cfg: Config,
-    requests: u64,
-    ops: [u64; 32],
-    /// The last malformed request seen, reported once per poll.
-    last_bad: Option<Event>,
+    fs: Option<Fs<D>>,
     /// The single-copy page directory.
     pages: PageDir,
-    /// Opcode of every page request not answered yet, by (node, tag)
-    /// (a hash map: one insert and one remove per page request, without
-    /// the allocations of a B-tree that empties and fills).
-    page_ops: hashbrown::HashMap<(u8, u32), Op, BuildHasherDefault<FxHasher>>,
-    /// Runs of pages in one request, answered once every page is
-    /// (`server/runs.rs`).
-    runs: runs::Runs,
-    /// Requests served per sweep (index = batch size, capped at 64).
-    batches: [u64; 65],
-    /// Page fills and file-read blocks waiting for the disk or in flight.
-    disk: DiskQueue,
-    /// File-server reads waiting for their blocks, by id
-    /// (`server/fileread.rs`).
-    reads: BTreeMap<u64, fileread::PendingRead>,
-    /// The next file read's id.
-    next_read: u64,
-    /// Most requests in flight: `Config::fill_depth` bounded by the
-    /// device's queue depth (0: synchronous fills and writes).
-    fill_depth: usize,
-    /// Deferred block writes in flight and what waits for them.
-    writes: WriteQueue<writes::Then>,
-    /// Fsyncs waiting for their files' writes.
-    fsyncs: Vec<writes::WaitingFsync>,
-    /// Fsyncs whose device flush is in flight, by completion id.
-    flushing: Vec<(u64, writes::WaitingFsync)>,
-    /// The next flush's id (below [`writes::FLUSH_ID`]).
-    next_flush: u64,
-    /// Fsyncs answered after an asynchronous flush.
-    flushes_async: u64,
-    /// Set while the ring path runs a request whose writes may be
-    /// deferred ([`Directory::execute`] stages them in `staged`).
-    defer_writes: bool,
+    /// Who is a member, heartbeats, fences (`server/membership/`).
+    members: membership::Members,
+    /// Every node's rings and backlogs (`server/links.rs`).
+    links: links::Links,
+    /// Invalidations in flight and the lazy acks (`server/inval/`).
+    inval: inval::Invalidations,
+    /// Page requests not answered yet, and runs (`server/runs.rs`).
+    requests: runs::PageRequests,
+    /// Disk requests waiting or in flight, and the sweep's write staging
+    /// (`server/io.rs`).
+    io: io::Io,
+    /// Files whose recorded size is held below cached data
+    /// (`server/ordered.rs`).
+    sizes: ordered::Sizes,
     /// The node whose file request is being served on the rings (a
     /// delegation's holder cuts its own pages before it asks).
     requester: Option<u8>,
-    /// Writes the last deferred request staged.
-    staged: Vec<flatfs::Staged>,
-    /// Consecutive file-server writes of one node to one file in this
-    /// sweep, not queued yet: they go to the device as one job
-    /// ([`writes::WriteGroup`]).
-    write_group: Option<writes::WriteGroup>,
-    /// The write-backs of this sweep's page requests, not queued yet: one
-    /// job for the sweep ([`writes::PageGroup`]).
-    page_group: Option<writes::PageGroup>,
-    /// Set while the ring path runs a page request's actions: their
-    /// write-backs join `page_group`.
-    group_pages: bool,
-    /// Files whose recorded size is held below cached data (`server/ordered.rs`).
-    grown: BTreeMap<u64, ordered::Grown>,
-    /// Per-phase service times of misses.
-    miss: MissTimer,
     /// Strong-mode replicas granted and revocations in progress.
     replicas: replicas::Replicas,
-    /// Invalidations taken from quiet sleepers, and their late acks.
-    quiet: quiet::QuietStats,
-    /// Answers to `net` mode requests served later, not yet taken by the
-    /// kernel's links (`server/reply.rs`).
-    net_answers: Vec<reply::NetAnswer>,
-    /// `net` mode requests answered later, since boot.
-    net_later: u64,
-    /// Failed nodes waiting for their fence (`server/fencing.rs`).
-    fences: fencing::Fences,
     /// Append locks, leases by inode (`crate::appendlock`).
     append_locks: crate::appendlock::AppendLocks,
-    /// The clock of the last [`Directory::poll`] (append leases).
-    now_ns: u64,
+    /// `daxfs` mode's page cache (`server/daxfill.rs`).
+    dax: daxfill::Dax,
+    /// Answers to `net` mode requests served later (`server/reply.rs`).
+    net: reply::NetAnswers,
+    /// Request counters, miss times, the last malformed request
+    /// (`server/counters.rs`).
+    counters: counters::Counters,
 }
 
 /// Result of one [`Directory::poll`].
@@ -410,9 +363,6 @@ impl<D: BlockDevice> Directory<D> {
         let fill_depth = fs
             .as_ref()
             .map_or(0, |f| cfg.fill_depth.min(f.device().queue_depth()));
-        let peers = (1..=layout.max_nodes)
-            .map(|n| Peer::new(&layout, n))
-            .collect();
         let dax = cfg.daxfs.then(|| layout.dax()).flatten();
         match dax {
             Some(d) if Self::dax_format(mem, &d) => log::info!(
@@ -426,46 +376,25 @@ impl<D: BlockDevice> Directory<D> {
         }
         Directory {
             layout,
-            dax,
-            dax_stats: daxfill::DaxStats::default(),
-            fs,
-            peers,
             cfg,
-            requests: 0,
-            ops: [0; 32],
-            last_bad: None,
+            fs,
             pages: {
                 let mut p = PageDir::for_nodes(layout.max_nodes);
                 p.set_delegation(cfg.delegation);
                 p
             },
-            page_ops: Default::default(),
-            runs: runs::Runs::default(),
-            batches: [0; 65],
-            disk: DiskQueue::new(fill_depth),
-            reads: BTreeMap::new(),
-            next_read: 0,
-            fill_depth,
-            writes: WriteQueue::new(),
-            fsyncs: Vec::new(),
-            flushing: Vec::new(),
-            next_flush: 0,
-            flushes_async: 0,
-            defer_writes: false,
             requester: None,
-            staged: Vec::new(),
-            write_group: None,
-            page_group: None,
-            group_pages: false,
-            grown: BTreeMap::new(),
-            miss: MissTimer::new(cfg.clock),
+            members: membership::Members::new(layout.max_nodes),
+            links: links::Links::new(&layout),
+            inval: inval::Invalidations::new(layout.max_nodes),
+            requests: runs::PageRequests::default(),
+            io: io::Io::new(fill_depth),
+            sizes: ordered::Sizes::default(),
             replicas: replicas::Replicas::default(),
-            quiet: quiet::QuietStats::default(),
-            net_answers: Vec::new(),
-            net_later: 0,
-            fences: fencing::Fences::default(),
             append_locks: crate::appendlock::AppendLocks::new(cfg.append_lease_ns),
-            now_ns: 0,
+            dax: daxfill::Dax::new(dax),
+            net: reply::NetAnswers::default(),
+            counters: counters::Counters::new(cfg.clock),
         }
     }
 
@@ -476,8 +405,7 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Is `node` a member (joined, and not failed or left since)?
     pub fn is_member(&self, node: u32) -> bool {
-        let i = (node as usize).wrapping_sub(1);
-        self.peers.get(i).is_some_and(|p| p.member)
+        self.members.is_member(node)
     }
 
     /// Does the directory have storage?
@@ -511,15 +439,35 @@ impl<D: BlockDevice> Directory<D> {
     /// Responses and invalidations of `node` waiting for room in its
     /// rings (a node that stopped draining them).
     pub fn backlogs(&self, node: u32) -> (usize, usize) {
-        self.peers
-            .get((node as usize).wrapping_sub(1))
-            .map_or((0, 0), |p| (p.backlog.len(), p.notify_backlog.len()))
+        self.links.backlogs(node)
+    }
+
+    /// How many entries the directory's growing collections hold (its
+    /// heap use is about proportional to these; logged with the heap's
+    /// high marks).
+    pub fn queue_lengths(&self) -> QueueLengths {
+        let (invs_out, lazy_acked) = self.inval.lengths();
+        QueueLengths {
+            pages: self.pages.len(),
+            page_ops: self.requests.unanswered(),
+            reads: self.reads_pending(),
+            fsyncs: self.io.fsyncs.len(),
+            grown: self.sizes.len(),
+            net_answers: self.net.len(),
+            write_jobs: self.io.writes.jobs(),
+            write_blocks: self.io.writes.held_blocks(),
+            fills: self.fills_pending(),
+            fs_pending: self.fs.as_ref().map_or(0, |f| f.pending_blocks()),
+            backlog: self.links.backlogged(),
+            invs_out,
+            lazy_acked,
+        }
     }
 
     /// Counters for `dir stats` and [`Op::Stats`].
     pub fn stats(&self) -> DirStats {
         let mut s = DirStats {
-            requests: self.requests,
+            requests: self.counters.requests(),
             ..DirStats::default()
         };
         if let Some(fs) = &self.fs {
@@ -536,7 +484,7 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Requests served per opcode number (index = opcode, capped at 31).
     pub fn ops(&self) -> &[u64; 32] {
-        &self.ops
+        self.counters.ops()
     }
 
     /// One full pass: [`Directory::membership`] then [`Directory::serve`].
@@ -554,7 +502,8 @@ impl<D: BlockDevice> Directory<D> {
     /// Page-directory counters, for `dir stats` and [`Op::PageStats`].
     pub fn page_stats(&self) -> PageDirStats {
         let s = self.pages.stats();
-        let max_batch = (1..=64).rev().find(|&b| self.batches[b] > 0).unwrap_or(0);
+        let batches = self.counters.batches();
+        let max_batch = (1..=64).rev().find(|&b| batches[b] > 0).unwrap_or(0);
         PageDirStats {
             entries: self.pages.len() as u64,
             page_requests: s.reads + s.lookup_locks + s.unlocks + s.invs + s.drops,
@@ -563,19 +512,6 @@ impl<D: BlockDevice> Directory<D> {
             dir_invs: s.dir_invs,
             writebacks: s.writebacks,
             max_batch: max_batch as u64,
-        }
-    }
-
-    /// Invalidation counters, for `dir stats` and [`Op::InvStats`].
-    pub fn inv_stats(&self) -> fabric::proto::InvStats {
-        let s = self.pages.stats();
-        fabric::proto::InvStats {
-            dir_invs: s.dir_invs,
-            acks: s.acks,
-            range_invs: s.range_invs,
-            range_acks: s.range_acks,
-            range_pages: s.range_pages,
-            quiet_taken: self.quiet.taken,
         }
     }
 
@@ -595,7 +531,7 @@ impl<D: BlockDevice> Directory<D> {
     /// The directory's service times of `kind` of miss, phase by phase
     /// (`bench miss`, [`Op::MissStats`]).
     pub fn miss_stats(&self, kind: fabric::proto::MissKind) -> fabric::proto::MissStats {
-        self.miss.stats(kind)
+        self.counters.miss.stats(kind)
     }
 
     /// The page directory (for tests and `dir stats`).
@@ -605,16 +541,16 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Requests served per sweep, by batch size.
     pub fn batches(&self) -> &[u64; 65] {
-        &self.batches
+        self.counters.batches()
     }
 
     /// Count one request with opcode `op` (`None`: undecodable) in the
     /// per-opcode counters and the total of [`Op::Stats`]. The ring path
     /// counts the total per sweep instead (see [`Directory::serve`]).
     pub(crate) fn count_request(&mut self, op: Option<Op>) {
-        self.requests += 1;
+        self.counters.count_requests(1);
         if let Some(op) = op {
-            self.ops[(op as usize).min(31)] += 1;
+            self.counters.count_op(op);
         }
     }
 }

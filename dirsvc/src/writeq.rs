@@ -119,6 +119,11 @@ pub struct WriteStats {
     /// Barrier jobs pushed (namespace changes and truncations queued
     /// instead of written synchronously).
     pub barrier_jobs: u64,
+    /// Most block writes held (queued or in flight) at once.
+    pub max_held: u64,
+    /// Times the loop took no new request from a node because the queue
+    /// held its limit of block writes (backpressure).
+    pub throttled: u64,
 }
 
 /// Jobs waiting and in flight.
@@ -138,6 +143,9 @@ pub struct WriteQueue<T> {
     /// Barrier jobs waiting or in flight.
     barriers: BTreeSet<u64>,
     finished: Vec<Finished<T>>,
+    /// Writes not completed: each holds (or, in flight, held until it was
+    /// submitted) one block's bytes.
+    held: usize,
     stats: WriteStats,
 }
 
@@ -159,6 +167,7 @@ impl<T> WriteQueue<T> {
             ready: BTreeSet::new(),
             barriers: BTreeSet::new(),
             finished: Vec::new(),
+            held: 0,
             stats: WriteStats::default(),
         }
     }
@@ -215,6 +224,8 @@ impl<T> WriteQueue<T> {
             self.blocks.entry(w.lba).or_default().push_back((id, i));
         }
         let n = writes.len();
+        self.held += n;
+        self.stats.max_held = self.stats.max_held.max(self.held as u64);
         self.jobs.insert(
             id,
             Job {
@@ -326,6 +337,9 @@ impl<T> WriteQueue<T> {
         let job = self.jobs.get_mut(&jid)?;
         let phase_before = job.phase();
         let w = job.writes.get_mut(i)?;
+        if !matches!(w.state, State::Done) {
+            self.held = self.held.saturating_sub(1);
+        }
         w.state = State::Done;
         let lba = w.lba;
         if !ok {
@@ -405,6 +419,12 @@ impl<T> WriteQueue<T> {
         self.in_flight.len()
     }
 
+    /// Block writes queued or in flight (not completed): what the queue
+    /// holds in memory is about this many blocks.
+    pub fn held_blocks(&self) -> usize {
+        self.held
+    }
+
     /// Jobs waiting or in flight.
     pub fn jobs(&self) -> usize {
         self.jobs.len()
@@ -428,6 +448,11 @@ impl<T> WriteQueue<T> {
     /// Count one request that waited for writes in flight.
     pub fn count_barrier(&mut self) {
         self.stats.barriers += 1;
+    }
+
+    /// A node's requests waited for the queue to drain.
+    pub fn count_throttled(&mut self) {
+        self.stats.throttled += 1;
     }
 
     /// Counters.

@@ -610,9 +610,12 @@ impl DirLink {
     /// Serve what arrived on this link: `handle` serves one request frame
     /// with the token for its answer, and returns the answer if it is
     /// ready now (else it comes through [`DirLink::answer`]). Returns the
-    /// number of frames served.
+    /// number of frames served. Unless `accept`, nothing more is read from
+    /// the peer (the directory's write queue is full: TCP throttles it);
+    /// answers still go out.
     pub fn serve(
         &mut self,
+        accept: bool,
         mut handle: impl FnMut(u32, u64, &netwire::Frame) -> Option<netwire::Frame>,
     ) -> usize {
         let pending_out = self.out_off < self.out.len();
@@ -641,7 +644,8 @@ impl DirLink {
             // Backpressure: a peer that sends requests without reading the
             // answers, or whose answers wait for the disk, stops being
             // read (TCP then throttles it).
-            if self.out.len() - self.out_off > OUT_MAX || self.order.len() >= WAITING_MAX {
+            if !accept || self.out.len() - self.out_off > OUT_MAX || self.order.len() >= WAITING_MAX
+            {
                 break;
             }
             let s = self.stack.socket();

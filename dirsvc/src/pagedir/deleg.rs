@@ -37,7 +37,8 @@ use alloc::vec::Vec;
 
 use fabric::proto::{DelegPage, DelegRange, PageKey, PageReply, PageReq, PageSpan};
 
-use super::{bit, Action, Entry, FrameOwner, PageDir, Phase, Requester};
+use super::requests::Requester;
+use super::{bit, Action, Entry, FrameOwner, PageDir, Phase};
 
 /// A request that found its page delegated to another node: served once
 /// the delegation ended.

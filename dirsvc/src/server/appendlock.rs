@@ -23,17 +23,13 @@ impl<D: BlockDevice> Directory<D> {
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
         let a = fs.getattr(ino)?;
         let me = u8::try_from(node).map_err(|_| Errno::Invalid)?;
+        let now = self.members.now_ns();
         if hold && renew {
-            self.append_locks.renew(ino, me, self.now_ns)?;
+            self.append_locks.renew(ino, me, now)?;
         } else if hold {
-            let peers = &self.peers;
-            let live = |n: u8| {
-                usize::from(n)
-                    .checked_sub(1)
-                    .and_then(|i| peers.get(i))
-                    .is_some_and(|p| p.member)
-            };
-            self.append_locks.take(ino, me, self.now_ns, live)?;
+            let members = &self.members;
+            let live = |n: u8| members.is_member(u32::from(n));
+            self.append_locks.take(ino, me, now, live)?;
         } else {
             self.append_locks.give(ino, me);
         }
@@ -55,7 +51,7 @@ impl<D: BlockDevice> Directory<D> {
             return Ok(());
         };
         let me = u8::try_from(node).map_err(|_| Errno::Invalid)?;
-        if self.append_locks.holds(ino, me, self.now_ns) {
+        if self.append_locks.holds(ino, me, self.members.now_ns()) {
             Ok(())
         } else {
             log::warn!("node {node}: size of {ino} published under an append lock it does not hold, refused");

@@ -61,6 +61,25 @@ pub struct DaxStats {
     pub reclaimed: u64,
 }
 
+/// `daxfs` mode's state: where the slot cache lies (`None`: not this
+/// mode) and the counters. Owned here; only this file's fills,
+/// invalidations and reclaims use it.
+#[derive(Debug, Default)]
+pub(super) struct Dax {
+    layout: Option<DaxLayout>,
+    stats: DaxStats,
+}
+
+impl Dax {
+    /// `daxfs` mode over `layout` (`None`: another mode).
+    pub(super) fn new(layout: Option<DaxLayout>) -> Dax {
+        Dax {
+            layout,
+            stats: DaxStats::default(),
+        }
+    }
+}
+
 /// The owner id of `node` in the slot words.
 pub fn owner_of(node: u32) -> Option<u8> {
     u8::try_from(node.checked_sub(1)?)
@@ -86,7 +105,7 @@ impl<D: BlockDevice> Directory<D> {
 
     /// The `daxfs` counters, if this directory serves that mode.
     pub fn dax_stats(&self) -> Option<DaxStats> {
-        self.dax.map(|_| self.dax_stats)
+        self.dax.layout.map(|_| self.dax.stats)
     }
 
     /// [`Request::DaxFill`] of `slot` from `node`: `Some` answer now (an
@@ -102,7 +121,7 @@ impl<D: BlockDevice> Directory<D> {
         match self.dax_fill_start(mem, node, tag, slot) {
             Ok(r) => r,
             Err(e) => {
-                self.dax_stats.fill_errors += 1;
+                self.dax.stats.fill_errors += 1;
                 Some(Response::Err(e))
             }
         }
@@ -115,7 +134,7 @@ impl<D: BlockDevice> Directory<D> {
         tag: u32,
         slot: u64,
     ) -> Result<Option<Response>, Errno> {
-        let d = self.dax.ok_or(Errno::Invalid)?;
+        let d = self.dax.layout.ok_or(Errno::Invalid)?;
         let slot = usize::try_from(slot).map_err(|_| Errno::Invalid)?;
         let (w, slots) = cache(mem, &d).ok_or(Errno::Io)?;
         let pc = PageCache::attach(&w, 0, slots).map_err(|_| Errno::Io)?;
@@ -161,7 +180,7 @@ impl<D: BlockDevice> Directory<D> {
         data: Result<&[u8], Errno>,
         attr: Result<fabric::proto::Attr, Errno>,
     ) -> Response {
-        let Some(d) = self.dax else {
+        let Some(d) = self.dax.layout else {
             return Response::Err(Errno::Invalid);
         };
         let Some((w, slots)) = cache(mem, &d) else {
@@ -173,7 +192,7 @@ impl<D: BlockDevice> Directory<D> {
         let (data, attr) = match (data, attr) {
             (Ok(data), Ok(attr)) => (data, attr),
             (Err(e), _) | (_, Err(e)) => {
-                self.dax_stats.fill_errors += 1;
+                self.dax.stats.fill_errors += 1;
                 let _ = pc.abort_fill(job);
                 return Response::Err(e);
             }
@@ -181,7 +200,7 @@ impl<D: BlockDevice> Directory<D> {
         let (Some(off), Some(data)) =
             (d.frame_off(job.slot), data.get(..data.len().min(PAGE_SIZE)))
         else {
-            self.dax_stats.fill_errors += 1;
+            self.dax.stats.fill_errors += 1;
             let _ = pc.abort_fill(job);
             return Response::Err(Errno::Io);
         };
@@ -198,7 +217,7 @@ impl<D: BlockDevice> Directory<D> {
         // locked instruction on x86).
         match pc.publish(job) {
             Ok(true) => {
-                self.dax_stats.fills += 1;
+                self.dax.stats.fills += 1;
                 let _ = pc.count_fill();
                 Response::Data {
                     bytes: data.len() as u32,
@@ -218,7 +237,7 @@ impl<D: BlockDevice> Directory<D> {
         first: u64,
         last: u64,
     ) {
-        let Some(d) = self.dax else { return };
+        let Some(d) = self.dax.layout else { return };
         let Some((w, slots)) = cache(mem, &d) else {
             return;
         };
@@ -250,12 +269,12 @@ impl<D: BlockDevice> Directory<D> {
                 log::error!("daxfs: invalidate ino {ino}: corrupt slot array");
                 return;
             };
-            self.dax_stats.invalidated += got.freed as u64;
+            self.dax.stats.invalidated += got.freed as u64;
             if got.pinned == 0 {
                 return;
             }
             if round + 1 == PIN_WAIT_ROUNDS {
-                self.dax_stats.inval_pinned += got.pinned as u64;
+                self.dax.stats.inval_pinned += got.pinned as u64;
                 log::warn!(
                     "daxfs: {} stale slot(s) of inode {ino} stay pinned; left cached",
                     got.pinned
@@ -267,7 +286,7 @@ impl<D: BlockDevice> Directory<D> {
 
     /// `node` is gone: give back its claims and pins.
     pub(super) fn dax_reclaim(&mut self, mem: &(impl SharedMem + ?Sized), node: u32) {
-        let (Some(d), Some(owner)) = (self.dax, owner_of(node)) else {
+        let (Some(d), Some(owner)) = (self.dax.layout, owner_of(node)) else {
             return;
         };
         let Some((w, slots)) = cache(mem, &d) else {
@@ -278,7 +297,7 @@ impl<D: BlockDevice> Directory<D> {
         };
         match pc.reclaim_owner(owner) {
             Ok(r) => {
-                self.dax_stats.reclaimed += (r.claims + r.pins) as u64;
+                self.dax.stats.reclaimed += (r.claims + r.pins) as u64;
                 if r.claims + r.pins + r.uncertain > 0 {
                     log::info!(
                         "daxfs: node {node}: {} claim(s) and {} pin(s) given back, {} uncertain pin(s) left",

@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 
 use crate::pagedir::Action;
 use fabric::layout::Header;
-use fabric::proto::{DelegList, Errno, Notice, Op, PageKey, Response};
+use fabric::proto::{DelegList, Errno, Notice, PageKey, Response};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
@@ -28,7 +28,7 @@ impl<D: BlockDevice> Directory<D> {
     pub(super) fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
         // Only this call's own write-backs join the sweep's page group,
         // not those of actions it runs in turn.
-        let grouping = core::mem::take(&mut self.group_pages);
+        let grouping = self.io.batch.take_grouping();
         let mut queue: VecDeque<Action> = actions.into();
         let mut more = Vec::new();
         // Write-backs gone asynchronous in this list: their files, their
@@ -66,20 +66,11 @@ impl<D: BlockDevice> Directory<D> {
                         h.1.extend(staged);
                     }
                 }
-                Action::Invalidate { node, key } => {
-                    if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
-                        p.notify_backlog.push_back(Notice::DirInv(key).encode());
-                    }
-                }
-                Action::InvalidateRange { node, span } => {
-                    if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
-                        p.notify_backlog.push_back(Notice::InvRange(span).encode());
-                    }
-                }
+                Action::Invalidate { node, key } => self.invalidate(node, key),
+                Action::InvalidateRange { node, span } => self.invalidate_range(node, span),
                 Action::Recall { node, range } => {
-                    if let Some(p) = self.peers.get_mut((node as usize).wrapping_sub(1)) {
-                        p.notify_backlog.push_back(Notice::Recall(range).encode());
-                    }
+                    self.links
+                        .notify(node.into(), Notice::Recall(range).encode());
                 }
                 Action::ReadList { node, range, gfn } => {
                     let pages = self.layout.frame_off(gfn).and_then(|off| {
@@ -105,7 +96,7 @@ impl<D: BlockDevice> Directory<D> {
         }
         // Deliver what was queued for every node right away.
         for n in 1..=self.layout.max_nodes {
-            if self.peers[n as usize - 1].member {
+            if self.members.is_member(n) {
                 let _ = self.flush(mem, n);
             }
         }
@@ -123,7 +114,7 @@ impl<D: BlockDevice> Directory<D> {
         if self.run_part_answered(mem, node, tag, reply) {
             return;
         }
-        let op = self.page_ops.remove(&(node, tag)).unwrap_or(Op::PageRead);
+        let op = self.requests.answered(node, tag);
         let d = Response::Page(reply).encode(op, tag);
         self.respond(mem, node as u32, d);
     }

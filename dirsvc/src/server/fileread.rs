@@ -15,6 +15,7 @@
 //! the answer frame instead of a slot. With a synchronous device (or
 //! `fill_depth` 0) the file server reads as before ([`Directory::execute`]).
 
+use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -28,6 +29,15 @@ use fabric::PAGE_SIZE;
 use flatfs::{BlockDevice, BlockSource, BLOCK_SIZE};
 
 use super::Directory;
+
+/// File-server reads waiting for their blocks, by id. Owned here: only
+/// this file starts, completes and cancels them.
+#[derive(Debug, Default)]
+pub(super) struct FileReads {
+    pending: BTreeMap<u64, PendingRead>,
+    /// The next read's id.
+    next: u64,
+}
 
 /// A file-server read whose blocks are on the disk.
 #[derive(Debug)]
@@ -167,7 +177,7 @@ impl<D: BlockDevice> Directory<D> {
             failed: false,
             dax: r.dax,
         };
-        let id = self.next_read;
+        let id = self.io.reads.next;
         let mut fills = Vec::new();
         for (block, src) in blocks {
             match src {
@@ -192,14 +202,15 @@ impl<D: BlockDevice> Directory<D> {
         if fills.is_empty() {
             return self.read_answer(mem, read).map(Some);
         }
-        self.next_read += 1;
+        self.io.reads.next += 1;
         read.left = fills.len();
-        self.miss
+        self.counters
+            .miss
             .fill_queued(MissKind::FileRead, r.node as u8, r.tag);
         for f in fills {
-            self.disk.push(f);
+            self.io.disk.push(f);
         }
-        self.reads.insert(id, read);
+        self.io.reads.pending.insert(id, read);
         let mut acts = Vec::new();
         self.pump(mem, &mut acts);
         if !acts.is_empty() {
@@ -219,11 +230,11 @@ impl<D: BlockDevice> Directory<D> {
         seen: u64,
     ) {
         let Dest::Read(id) = f.dest else { return };
-        if !self.reads.contains_key(&id) {
+        if !self.io.reads.pending.contains_key(&id) {
             return; // its requester failed meanwhile
         }
         let blk = self.checked_block(f, blk);
-        let Some(read) = self.reads.get_mut(&id) else {
+        let Some(read) = self.io.reads.pending.get_mut(&id) else {
             return;
         };
         match &blk {
@@ -234,7 +245,7 @@ impl<D: BlockDevice> Directory<D> {
         if read.left > 0 {
             return;
         }
-        let Some(read) = self.reads.remove(&id) else {
+        let Some(read) = self.io.reads.pending.remove(&id) else {
             return;
         };
         let (node, via, op, tag) = (read.node, read.via, read.op, read.tag);
@@ -242,7 +253,7 @@ impl<D: BlockDevice> Directory<D> {
             // `daxfs`: publish (or give back) the slot either way.
             let ok = !read.failed;
             let answer = self.read_answer(mem, read);
-            self.miss.fill_done(node as u8, tag, seen, ok);
+            self.counters.miss.fill_done(node as u8, tag, seen, ok);
             let (answer, payload) = answer.unwrap_or_else(|e| (Response::Err(e), Vec::new()));
             self.answer_via(mem, node, via, answer.encode(op, tag), payload);
             return;
@@ -253,7 +264,7 @@ impl<D: BlockDevice> Directory<D> {
         };
         let ok = answer.is_ok();
         let (answer, payload) = answer.unwrap_or_else(|e| (Response::Err(e), Vec::new()));
-        self.miss.fill_done(node as u8, tag, seen, ok);
+        self.counters.miss.fill_done(node as u8, tag, seen, ok);
         self.answer_via(mem, node, via, answer.encode(op, tag), payload);
     }
 
@@ -295,11 +306,11 @@ impl<D: BlockDevice> Directory<D> {
     /// `node` failed or left: its file reads will not be answered (their
     /// blocks in the disk queue are cancelled with its page fills).
     pub(super) fn cancel_reads(&mut self, node: u32) {
-        self.reads.retain(|_, r| r.node != node);
+        self.io.reads.pending.retain(|_, r| r.node != node);
     }
 
     /// File-server reads waiting for their blocks.
     pub fn reads_pending(&self) -> usize {
-        self.reads.len()
+        self.io.reads.pending.len()
     }
 }

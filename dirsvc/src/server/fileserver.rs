@@ -56,23 +56,8 @@ impl<D: BlockDevice> Directory<D> {
         bulk: &mut dyn Bulk,
         req: Request,
     ) -> Result<Response, Errno> {
-        if let Request::Nop = req {
-            return Ok(Response::Ok);
-        }
-        if let Request::Stats = req {
-            return Ok(Response::Stats(self.stats()));
-        }
-        if let Request::PageStats = req {
-            return Ok(Response::PageStats(self.page_stats()));
-        }
-        if let Request::MissStats { kind } = req {
-            return Ok(Response::MissStats(self.miss.stats(kind)));
-        }
-        if let Request::InvStats = req {
-            return Ok(Response::InvStats(self.inv_stats()));
-        }
-        if let Request::DelegStats = req {
-            return Ok(Response::DelegStats(self.deleg_stats()));
+        if let Some(r) = self.answer_without_files(&req) {
+            return Ok(r);
         }
         if req.may_change_files() {
             // Before the change can be seen: a node whose read ends at an
@@ -137,6 +122,20 @@ impl<D: BlockDevice> Directory<D> {
                 .map(|_| Response::Ok),
             Request::Locality { slot, ino, first } => self.locality(bulk, slot, ino, first),
         }
+    }
+
+    /// The answer to `req` if it needs no file system: a NOP or the
+    /// statistics.
+    fn answer_without_files(&self, req: &Request) -> Option<Response> {
+        Some(match *req {
+            Request::Nop => Response::Ok,
+            Request::Stats => Response::Stats(self.stats()),
+            Request::PageStats => Response::PageStats(self.page_stats()),
+            Request::MissStats { kind } => Response::MissStats(self.counters.miss.stats(kind)),
+            Request::InvStats => Response::InvStats(self.inv_stats()),
+            Request::DelegStats => Response::DelegStats(self.deleg_stats()),
+            _ => return None,
+        })
     }
 
     /// A path operation: the path sits in bulk slot `slot` at `at`.
@@ -350,13 +349,13 @@ impl<D: BlockDevice> Directory<D> {
         mut buf: Vec<u8>,
     ) -> Result<Response, Errno> {
         let fs = self.fs.as_mut().ok_or(Errno::Unavailable)?;
-        let lookup = self.miss.now();
+        let lookup = self.counters.miss.now();
         let n = fs.read(ino, offset, &mut buf)?;
-        let disk = self.miss.now();
+        let disk = self.counters.miss.now();
         bulk.write(slot, at, &buf[..n])?;
         let attr = fs.getattr(ino)?;
-        let filled = self.miss.now();
-        self.miss.file_read(lookup, disk, filled);
+        let filled = self.counters.miss.now();
+        self.counters.miss.file_read(lookup, disk, filled);
         Ok(Response::Data {
             bytes: n as u32,
             attr,
@@ -365,11 +364,11 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Will `req`'s block writes be staged for the write queue rather than
     /// written synchronously? Writes, namespace changes and truncations
-    /// from the rings, once writes are asynchronous (`defer_writes`); not
+    /// from the rings, once writes are asynchronous (`Batch::begin`); not
     /// a creation that must first raise the file system's sequence floor
     /// (flushed before the record: [`flatfs::Fs::next_create_raises_floor`]).
     pub(super) fn defers(&self, req: &Request) -> bool {
-        if !self.defer_writes {
+        if !self.io.batch.defers() {
             return false;
         }
         match *req {
@@ -388,7 +387,7 @@ impl<D: BlockDevice> Directory<D> {
     }
 
     /// Run `f` on the file system, its block writes staged into
-    /// `self.staged` when `defer` (see [`Directory::defers`]). The staging
+    /// the sweep's `Batch` when `defer` (see [`Directory::defers`]). The staging
     /// ends with `f`: what runs after it (page-directory actions, whose
     /// write-backs stage their own jobs) writes on its own.
     fn staging<R>(
@@ -402,7 +401,7 @@ impl<D: BlockDevice> Directory<D> {
         }
         let r = f(fs);
         if defer {
-            self.staged.extend(fs.end_deferred());
+            self.io.batch.stage(fs.end_deferred());
         }
         r
     }

@@ -31,7 +31,7 @@ impl<D: BlockDevice> Directory<D> {
     /// synchronous).
     pub fn fill_depth(&self) -> usize {
         if self.fs.is_some() {
-            self.fill_depth
+            self.io.depth
         } else {
             0
         }
@@ -39,12 +39,12 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Fills (and file-read blocks) waiting for the device or in flight.
     pub fn fills_pending(&self) -> usize {
-        self.disk.in_flight() + self.disk.waiting()
+        self.io.disk.in_flight() + self.io.disk.waiting()
     }
 
     /// The disk queue's counters.
     pub fn disk_queue_stats(&self) -> crate::diskq::QueueStats {
-        self.disk.stats()
+        self.io.disk.stats()
     }
 
     /// Start the fill of `key` into `gfn` (an [`Action::Fill`]); actions it
@@ -84,7 +84,9 @@ impl<D: BlockDevice> Directory<D> {
                     out.extend(self.pages.filled(key, true));
                 }
                 None => {
-                    self.miss.fill_queued(MissKind::PageFill, e.owner, tag);
+                    self.counters
+                        .miss
+                        .fill_queued(MissKind::PageFill, e.owner, tag);
                     let arg = fabric::trace::key_arg(key.ino, key.idx);
                     fabric::trace::record(
                         fabric::trace::Kind::DiskStart,
@@ -93,7 +95,7 @@ impl<D: BlockDevice> Directory<D> {
                         0,
                         arg,
                     );
-                    self.disk.push(Fill {
+                    self.io.disk.push(Fill {
                         key,
                         dest: Dest::Frame(gfn),
                         node: e.owner,
@@ -113,7 +115,7 @@ impl<D: BlockDevice> Directory<D> {
     pub(super) fn pending_page(&mut self, lba: u64, len: usize) -> Option<[u8; PAGE_SIZE]> {
         let mut page = *self.fs.as_ref()?.pending_block(lba)?;
         page[len.min(PAGE_SIZE)..].fill(0);
-        self.writes.count_fill_from_pending();
+        self.io.writes.count_fill_from_pending();
         Some(page)
     }
 
@@ -147,19 +149,21 @@ impl<D: BlockDevice> Directory<D> {
     /// its file read (answered `Io` once its other blocks are in), a
     /// refused write fails its job.
     pub(super) fn pump(&mut self, mem: &(impl SharedMem + ?Sized), out: &mut Vec<Action>) {
-        let room =
-            |d: &Self| d.disk.in_flight() + d.writes.in_flight() + d.flushing.len() < d.fill_depth;
+        let room = |d: &Self| {
+            d.io.disk.in_flight() + d.io.writes.in_flight() + d.io.fsyncs.flushes_in_flight()
+                < d.io.depth
+        };
         loop {
             let mut moved = false;
             if room(self) {
-                if let Some((id, lba)) = self.disk.next_submit() {
+                if let Some((id, lba)) = self.io.disk.next_submit() {
                     moved = true;
                     let ok = self
                         .fs
                         .as_mut()
                         .is_some_and(|fs| fs.device_mut().submit_read(id, lba).is_ok());
                     if !ok {
-                        match self.disk.submit_failed(id) {
+                        match self.io.disk.submit_failed(id) {
                             Some(
                                 f @ Fill {
                                     dest: Dest::Read(_),
@@ -171,7 +175,7 @@ impl<D: BlockDevice> Directory<D> {
                                     f.key.ino,
                                     f.key.idx
                                 );
-                                let seen = self.miss.now();
+                                let seen = self.counters.miss.now();
                                 self.read_block_done(mem, &f, Err(IoError), seen);
                             }
                             Some(f) => {
@@ -190,7 +194,7 @@ impl<D: BlockDevice> Directory<D> {
                     .fs
                     .as_mut()
                     .map_or(1, |fs| fs.device_mut().max_write_run());
-                if let Some((id, lba, bufs)) = self.writes.next_submit_run(max) {
+                if let Some((id, lba, bufs)) = self.io.writes.next_submit_run(max) {
                     moved = true;
                     let n = bufs.len();
                     let ok = self
@@ -212,11 +216,7 @@ impl<D: BlockDevice> Directory<D> {
     /// Take the fills the device finished and commit them (answers go out
     /// with the next flush). Returns how many completions were taken.
     pub fn poll_disk(&mut self, mem: &(impl SharedMem + ?Sized)) -> usize {
-        if self.disk.is_idle()
-            && self.writes.is_idle()
-            && self.fsyncs.is_empty()
-            && self.flushing.is_empty()
-        {
+        if self.io.disk.is_idle() && self.io.writes.is_idle() && self.io.fsyncs.is_idle() {
             return 0;
         }
         let mut done = Vec::new();
@@ -248,11 +248,11 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Commit completed reads, then refill the device.
     fn finish_reads(&mut self, mem: &(impl SharedMem + ?Sized), done: Vec<ReadDone>) {
-        let seen = self.miss.now();
+        let seen = self.counters.miss.now();
         let mut acts = Vec::new();
         let mut filled = Vec::new();
         for d in done {
-            let Some(f) = self.disk.complete(d.id) else {
+            let Some(f) = self.io.disk.complete(d.id) else {
                 continue; // cancelled: the requester failed meanwhile
             };
             let arg = fabric::trace::key_arg(f.key.ino, f.key.idx);
@@ -262,13 +262,13 @@ impl<D: BlockDevice> Directory<D> {
                 continue;
             };
             if !f.wanted(self.pages.entry(&f.key)) {
-                self.miss.fill_done(f.node, f.tag, seen, false);
+                self.counters.miss.fill_done(f.node, f.tag, seen, false);
                 continue;
             }
             let ok = if self.pages.fill_is_stale(&f.key) {
                 // Its block changed while it flew: not checked, not
                 // copied; the reader is told to retry (`filled`).
-                self.disk.count_stale();
+                self.io.disk.count_stale();
                 false
             } else {
                 match self.layout.frame_off(gfn) {
@@ -279,7 +279,7 @@ impl<D: BlockDevice> Directory<D> {
                     None => false,
                 }
             };
-            self.miss.fill_done(f.node, f.tag, seen, ok);
+            self.counters.miss.fill_done(f.node, f.tag, seen, ok);
             // The commit's reply goes out at once (nothing it answers
             // waits behind a write-back), not through `run`.
             for a in self.pages.filled(f.key, ok) {
@@ -294,7 +294,7 @@ impl<D: BlockDevice> Directory<D> {
         if !acts.is_empty() {
             self.run(mem, acts);
         }
-        self.miss.fills_answered();
+        self.counters.miss.fills_answered();
         // Requests that waited for a fill may now map the page: its new
         // owner learns the sharer count (it started at 0).
         // One page lookup each: most filled pages have no sharer yet.
@@ -309,8 +309,8 @@ impl<D: BlockDevice> Directory<D> {
     /// of `ino` (`None`: of any file) waits or flies.
     pub(super) fn drain_fills(&mut self, mem: &(impl SharedMem + ?Sized), ino: Option<u64>) {
         self.drain_reads_while(mem, |d: &Self| match ino {
-            Some(i) => d.disk.busy_ino(i),
-            None => !d.disk.is_idle(),
+            Some(i) => d.io.disk.busy_ino(i),
+            None => !d.io.disk.is_idle(),
         });
     }
 
@@ -319,14 +319,14 @@ impl<D: BlockDevice> Directory<D> {
     /// waits or flies; page fills go on (a change of their blocks makes
     /// them stale instead: [`crate::pagedir::PageDir::stale_fills`]).
     pub(super) fn drain_file_reads(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64) {
-        self.drain_reads_while(mem, |d: &Self| d.disk.busy_ino_reads(ino));
+        self.drain_reads_while(mem, |d: &Self| d.io.disk.busy_ino_reads(ino));
     }
 
     fn drain_reads_while(&mut self, mem: &(impl SharedMem + ?Sized), busy: impl Fn(&Self) -> bool) {
         if !busy(self) {
             return;
         }
-        self.disk.count_barrier();
+        self.io.disk.count_barrier();
         // Each round completes at least one read in flight (the device
         // answers or times out) or starts one, so this ends.
         let mut rounds = 0usize;
@@ -337,8 +337,8 @@ impl<D: BlockDevice> Directory<D> {
             if !acts.is_empty() {
                 self.run(mem, acts);
             }
-            if self.disk.in_flight() == 0 {
-                if self.disk.waiting() == 0 {
+            if self.io.disk.in_flight() == 0 {
+                if self.io.disk.waiting() == 0 {
                     break;
                 }
                 continue;
@@ -373,7 +373,7 @@ impl<D: BlockDevice> Directory<D> {
         req: &Request,
         deferred: bool,
     ) {
-        if !self.writes.is_idle() {
+        if !self.io.writes.is_idle() {
             match *req {
                 Request::Fsync { ino } => self.drain_writes(mem, (ino != 0).then_some(ino)),
                 // Staged: the write queue orders it.
@@ -382,7 +382,7 @@ impl<D: BlockDevice> Directory<D> {
                 _ => {}
             }
         }
-        if self.disk.is_idle() {
+        if self.io.disk.is_idle() {
             return;
         }
         match *req {
@@ -402,8 +402,8 @@ impl<D: BlockDevice> Directory<D> {
 
     /// `node` failed or left: its fills will not be committed.
     pub(super) fn cancel_fills(&mut self, node: u32) {
-        self.miss.forget_node(node as u8);
-        let n = self.disk.cancel_node(node as u8);
+        self.counters.miss.forget_node(node as u8);
+        let n = self.io.disk.cancel_node(node as u8);
         if n > 0 {
             log::debug!("node {node}: {n} page fills cancelled");
         }

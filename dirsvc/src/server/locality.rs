@@ -58,12 +58,10 @@ impl<D: BlockDevice> Directory<D> {
         key: PageKey,
         count: u32,
     ) {
-        if let Some(p) = self.peers.get_mut((owner as usize).wrapping_sub(1)) {
-            if p.member {
-                p.notify_backlog
-                    .push_back(Notice::Sharers { key, count }.encode());
-                let _ = self.flush(mem, owner as u32);
-            }
+        if self.members.is_member(owner.into()) {
+            self.links
+                .notify(owner.into(), Notice::Sharers { key, count }.encode());
+            let _ = self.flush(mem, owner.into());
         }
     }
 

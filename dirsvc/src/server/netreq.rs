@@ -30,39 +30,11 @@ impl<D: BlockDevice> Directory<D> {
         req: Request,
         payload: &[u8],
     ) -> Result<Option<(Response, Vec<u8>)>, Errno> {
-        // `net` mode has private caches only: no single-copy pages, so no
-        // page requests and no page locality (whose records would travel
-        // in a payload the answer does not announce).
-        if matches!(
-            req,
-            Request::Page(_)
-                | Request::PageRun(_)
-                | Request::PageStats
-                | Request::InvStats
-                | Request::DelegStats
-                | Request::Locality { .. }
-        ) {
-            return Err(Errno::Invalid);
-        }
-        // Each request's data travels in its own frame, at the head of a
-        // staging slot: no sub-slots here.
-        if matches!(req, Request::Data { at, .. } if at != 0) {
-            return Err(Errno::Invalid);
-        }
+        refuse_on_net(&req)?;
         // A ring sweep's last writes are queued before this request runs
         // (a sweep queues them itself; this keeps it whoever calls).
         self.flush_write_group(mem);
-        let mut bulk = NetBulk::new();
-        match request_payload(&req) {
-            Some((slot, len)) => {
-                if payload.len() != len as usize {
-                    return Err(Errno::Invalid);
-                }
-                bulk.put(slot, payload.to_vec())?;
-            }
-            None if !payload.is_empty() => return Err(Errno::Invalid),
-            None => {}
-        }
+        let bulk = bulk_of(&req, payload)?;
         if let Request::AppendLock { ino, hold, renew } = req {
             return self
                 .append_lock(node, ino, hold, renew)
@@ -81,16 +53,31 @@ impl<D: BlockDevice> Directory<D> {
         if let Some(r) = ReadReq::of(node, tag, via, &req).filter(|_| self.fill_depth() > 0) {
             return Ok(self.read_file(mem, r));
         }
+        self.execute_net(mem, node, (token, tag, op), req, bulk)
+    }
+
+    /// Run a file-server request from `node`'s link over `bulk`: its
+    /// answer and payload now, or `None` if its block writes were staged
+    /// (answered once they landed, by [`Via::Net`]`(token)`).
+    fn execute_net(
+        &mut self,
+        mem: &(impl SharedMem + ?Sized),
+        node: u32,
+        (token, tag, op): (u64, u32, Op),
+        req: Request,
+        mut bulk: NetBulk,
+    ) -> Result<Option<(Response, Vec<u8>)>, Errno> {
+        let via = Via::Net(token);
         let ino = match req {
             Request::Data { ino, .. } | Request::Setattr { ino, .. } => ino,
             _ => 0,
         };
         let is_write = matches!(req, Request::Data { op: Op::Write, .. });
         bulk.clear_written();
-        self.defer_writes = self.async_writes();
+        let defer = self.async_writes();
+        self.io.batch.begin(defer);
         let resp = self.execute(mem, &mut bulk, req);
-        self.defer_writes = false;
-        let staged = core::mem::take(&mut self.staged);
+        let staged = self.io.batch.end();
         if staged.is_empty() {
             let resp = resp?;
             return Ok(Some((resp, bulk.take_written())));
@@ -118,4 +105,44 @@ impl<D: BlockDevice> Directory<D> {
         }
         Ok(None)
     }
+}
+
+/// Requests `net` mode refuses (`Invalid`): it has private caches only,
+/// so no single-copy pages, page requests or page locality (whose
+/// records would travel in a payload the answer does not announce); and
+/// each request's data travels in its own frame, at the head of a
+/// staging slot, so no sub-slots.
+fn refuse_on_net(req: &Request) -> Result<(), Errno> {
+    let refused = matches!(
+        req,
+        Request::Page(_)
+            | Request::PageRun(_)
+            | Request::PageStats
+            | Request::InvStats
+            | Request::DelegStats
+            | Request::Locality { .. }
+    ) || matches!(req, Request::Data { at, .. } if *at != 0);
+    if refused {
+        Err(Errno::Invalid)
+    } else {
+        Ok(())
+    }
+}
+
+/// The staging slots of `req` with its frame's `payload` in the slot it
+/// names (its length must be the request's; a request without data must
+/// come without payload).
+fn bulk_of(req: &Request, payload: &[u8]) -> Result<NetBulk, Errno> {
+    let mut bulk = NetBulk::new();
+    match request_payload(req) {
+        Some((slot, len)) => {
+            if payload.len() != len as usize {
+                return Err(Errno::Invalid);
+            }
+            bulk.put(slot, payload.to_vec())?;
+        }
+        None if !payload.is_empty() => return Err(Errno::Invalid),
+        None => {}
+    }
+    Ok(bulk)
 }

@@ -22,7 +22,7 @@
 //! A growth by a data write through the file server (`Data`) needs none
 //! of this: its blocks and its record go in one job, data first.
 
-use alloc::collections::BTreeSet;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use crate::pagedir::{Action, Phase};
@@ -56,13 +56,28 @@ impl Grown {
     }
 }
 
+/// Files whose recorded size is held below cached data, by inode. Owned
+/// here; the file server reports size changes, the executor's
+/// write-backs and fsyncs release the holds.
+#[derive(Debug, Default)]
+pub(super) struct Sizes {
+    grown: BTreeMap<u64, Grown>,
+}
+
+impl Sizes {
+    /// Files whose grown size waits for its data.
+    pub(super) fn len(&self) -> usize {
+        self.grown.len()
+    }
+}
+
 impl<D: BlockDevice> Directory<D> {
     /// `Setattr` of `ino` from `old` to `new` bytes is about to run: track
     /// what a growth leaves in the cache, forget what a truncation cuts.
     /// Returns the hold to set before the size changes (`None`: none).
     pub(super) fn size_changing(&mut self, ino: u64, old: u64, new: u64) -> Option<u64> {
         if new < old {
-            if let Some(g) = self.grown.get_mut(&ino) {
+            if let Some(g) = self.sizes.grown.get_mut(&ino) {
                 g.base = g.base.min(new);
                 let keep = new.div_ceil(PAGE);
                 g.pages.retain(|&p| p < keep);
@@ -81,7 +96,7 @@ impl<D: BlockDevice> Directory<D> {
                     .as_ref()
                     .and_then(|fs| fs.durable_size(ino).ok())
                     .unwrap_or(0);
-                let g = self.grown.entry(ino).or_insert_with(|| Grown {
+                let g = self.sizes.grown.entry(ino).or_insert_with(|| Grown {
                     base,
                     pages: BTreeSet::new(),
                 });
@@ -95,13 +110,13 @@ impl<D: BlockDevice> Directory<D> {
     /// (an entry gone without a write-back holds nothing); forgets the
     /// file once none is left.
     fn current_cap(&mut self, ino: u64) -> Option<u64> {
-        let g = self.grown.get_mut(&ino)?;
+        let g = self.sizes.grown.get_mut(&ino)?;
         let pages = &self.pages;
         g.pages
             .retain(|&idx| pages.entry(&PageKey { ino, idx }).is_some());
         let cap = g.cap();
         if cap.is_none() {
-            self.grown.remove(&ino);
+            self.sizes.grown.remove(&ino);
         }
         cap
     }
@@ -111,7 +126,7 @@ impl<D: BlockDevice> Directory<D> {
     /// inside the same deferred staging, so the raised record follows the
     /// data (the file system's phase order within a job).
     pub(super) fn page_written(&mut self, key: PageKey) {
-        let Some(g) = self.grown.get_mut(&key.ino) else {
+        let Some(g) = self.sizes.grown.get_mut(&key.ino) else {
             return;
         };
         if !g.pages.remove(&key.idx) {
@@ -131,14 +146,14 @@ impl<D: BlockDevice> Directory<D> {
     /// covers both.
     pub(super) fn settle_sizes(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64) {
         let inos: Vec<u64> = if ino == 0 {
-            self.grown.keys().copied().collect()
-        } else if self.grown.contains_key(&ino) {
+            self.sizes.grown.keys().copied().collect()
+        } else if self.sizes.grown.contains_key(&ino) {
             alloc::vec![ino]
         } else {
             return;
         };
         for ino in inos {
-            let Some(g) = self.grown.get(&ino) else {
+            let Some(g) = self.sizes.grown.get(&ino) else {
                 continue;
             };
             let acts: Vec<Action> = g
@@ -158,7 +173,7 @@ impl<D: BlockDevice> Directory<D> {
             // What is left is in transition (a fill, an invalidation whose
             // write-back comes with its acks): the fsync records the whole
             // size anyway.
-            if self.grown.remove(&ino).is_none() {
+            if self.sizes.grown.remove(&ino).is_none() {
                 continue;
             }
             let deferred = self.async_writes();
@@ -182,6 +197,6 @@ impl<D: BlockDevice> Directory<D> {
 
     /// The file `ino` was removed: forget its growth.
     pub(super) fn size_forgotten(&mut self, ino: u64) {
-        self.grown.remove(&ino);
+        self.sizes.grown.remove(&ino);
     }
 }

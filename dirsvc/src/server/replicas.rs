@@ -153,10 +153,8 @@ impl<D: BlockDevice> Directory<D> {
             log::debug!("PROMOTE {key:?} from node {node}: nodes {unseen:?} do not announce their stores yet");
             // Wake them to look (an idle node would only at its next store).
             for n in unseen {
-                if let Some(p) = self.peers.get_mut(n as usize - 1) {
-                    p.notify_backlog.push_back(Notice::ReplicasUsed.encode());
-                    let _ = self.flush(mem, n);
-                }
+                self.links.notify(n, Notice::ReplicasUsed.encode());
+                let _ = self.flush(mem, n);
             }
             self.replicas.stats.refused += 1;
             self.page_answer(mem, node, Op::PagePromote, tag, PageReply::Refused);
@@ -273,11 +271,9 @@ impl<D: BlockDevice> Directory<D> {
         writers: Vec<(u32, u32)>,
     ) {
         for n in (1..=self.layout.max_nodes).filter(|&n| holders & bit(n) != 0) {
-            if let Some(p) = self.peers.get_mut(n as usize - 1) {
-                p.notify_backlog.push_back(Notice::Revoke(key).encode());
-                self.replicas.stats.revokes += 1;
-                let _ = self.flush(mem, n);
-            }
+            self.links.notify(n, Notice::Revoke(key).encode());
+            self.replicas.stats.revokes += 1;
+            let _ = self.flush(mem, n);
         }
         self.replicas.pending.insert(
             key,

@@ -36,6 +36,24 @@ pub struct NetAnswer {
     pub frame: Frame,
 }
 
+/// `net` mode's answers served after their request returned, and their
+/// count. Owned here; the disk paths push answers (through
+/// [`Directory::answer_via`]), the kernel's links take them.
+#[derive(Debug, Default)]
+pub(super) struct NetAnswers {
+    /// Not yet taken by the kernel's links.
+    answers: Vec<NetAnswer>,
+    /// `net` mode requests answered later, since boot.
+    later: u64,
+}
+
+impl NetAnswers {
+    /// Answers waiting to be taken.
+    pub(super) fn len(&self) -> usize {
+        self.answers.len()
+    }
+}
+
 impl<D: BlockDevice> Directory<D> {
     /// Answer `node` by `via`: `d` on its ring, or `d` and `payload` in a
     /// frame for its link (`payload` is ignored on the ring path, whose
@@ -51,8 +69,8 @@ impl<D: BlockDevice> Directory<D> {
         match via {
             Via::Ring => self.respond(mem, node, d),
             Via::Net(token) => {
-                self.net_later += 1;
-                self.net_answers.push(NetAnswer {
+                self.net.later += 1;
+                self.net.answers.push(NetAnswer {
                     node,
                     token,
                     frame: Frame { desc: d, payload },
@@ -65,12 +83,12 @@ impl<D: BlockDevice> Directory<D> {
     /// last call, in completion order (a link sends them in its
     /// connection's order).
     pub fn take_net_answers(&mut self) -> Vec<NetAnswer> {
-        core::mem::take(&mut self.net_answers)
+        core::mem::take(&mut self.net.answers)
     }
 
     /// `net` mode requests answered after `serve_net` returned (their
     /// disk reads, writes or flushes were in flight meanwhile).
     pub fn net_answered_later(&self) -> u64 {
-        self.net_later
+        self.net.later
     }
 }

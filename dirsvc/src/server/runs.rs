@@ -1,4 +1,6 @@
-//! Runs of a file's pages in one request ([`PageRun`]): a reclaim sweep's
+//! Page requests in progress: the opcode each unanswered page request is
+//! answered with, and runs of a file's pages in one request ([`PageRun`]):
+//! a reclaim sweep's
 //! INVs and an fsync's WRITEBACKs, one entry per contiguous run instead of
 //! one per page.
 //!
@@ -15,9 +17,11 @@
 use alloc::vec::Vec;
 
 use alloc::collections::BTreeMap;
+use core::hash::BuildHasherDefault;
 use fabric::proto::{Op, PageReply, PageReq, PageRun, Response, RunKind, RunReply, DIR_TAG};
 use fabric::shm::SharedMem;
 use flatfs::BlockDevice;
+use rustc_hash::FxHasher;
 
 use super::Directory;
 
@@ -31,21 +35,44 @@ pub(super) struct Open {
     reply: RunReply,
 }
 
-/// Runs in progress and their parts.
+/// Page requests not answered yet: their opcodes, and the runs in
+/// progress with their parts. Owned here; dispatch records a request
+/// ([`PageRequests::asked`]), the executor's replies take its opcode
+/// ([`PageRequests::answered`]), membership forgets a lost node's.
 #[derive(Debug, Default)]
-pub(super) struct Runs {
+pub(super) struct PageRequests {
+    /// Opcode of every page request not answered yet, by (node, tag)
+    /// (a hash map: one insert and one remove per page request, without
+    /// the allocations of a B-tree that empties and fills).
+    ops: hashbrown::HashMap<(u8, u32), Op, BuildHasherDefault<FxHasher>>,
     pub(super) open: BTreeMap<u64, Open>,
     /// (node, part tag) -> (run, page index in the run).
     pub(super) parts: BTreeMap<(u8, u32), (u64, u64)>,
     next_run: u64,
     next_part: u32,
     /// Run requests served.
-    pub requests: u64,
+    served: u64,
     /// Pages they covered (the per-page requests they stand for).
-    pub pages: u64,
+    pages: u64,
 }
 
-impl Runs {
+impl PageRequests {
+    /// Page requests whose answer is pending.
+    pub(super) fn unanswered(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// `node` asked `tag` with opcode `op`.
+    pub(super) fn asked(&mut self, node: u8, tag: u32, op: Op) {
+        self.ops.insert((node, tag), op);
+    }
+
+    /// The opcode of `node`'s request `tag`, answered now (a page read
+    /// if it is unknown).
+    pub(super) fn answered(&mut self, node: u8, tag: u32) -> Op {
+        self.ops.remove(&(node, tag)).unwrap_or(Op::PageRead)
+    }
+
     /// A part tag not in use by `node`.
     fn part_tag(&mut self, node: u8) -> u32 {
         loop {
@@ -57,9 +84,10 @@ impl Runs {
         }
     }
 
-    /// Forget every run of `node` (it failed or left: nobody takes the
-    /// answer).
+    /// Forget every request and run of `node` (it failed or left: nobody
+    /// takes the answer).
     pub(super) fn forget_node(&mut self, node: u8) {
+        self.ops.retain(|(n, _), _| *n != node);
         self.open.retain(|_, r| r.node != node);
         self.parts.retain(|(n, _), _| *n != node);
     }
@@ -75,11 +103,11 @@ impl<D: BlockDevice> Directory<D> {
         tag: u32,
         run: PageRun,
     ) {
-        let id = self.runs.next_run;
-        self.runs.next_run += 1;
-        self.runs.requests += 1;
-        self.runs.pages += run.span.count;
-        self.runs.open.insert(
+        let id = self.requests.next_run;
+        self.requests.next_run += 1;
+        self.requests.served += 1;
+        self.requests.pages += run.span.count;
+        self.requests.open.insert(
             id,
             Open {
                 node,
@@ -91,15 +119,15 @@ impl<D: BlockDevice> Directory<D> {
         );
         let mut actions = Vec::new();
         for (i, (key, dirty)) in run.pages().enumerate() {
-            let part = self.runs.part_tag(node);
-            self.runs.parts.insert((node, part), (id, i as u64));
+            let part = self.requests.part_tag(node);
+            self.requests.parts.insert((node, part), (id, i as u64));
             let req = match run.kind {
                 RunKind::Inv => PageReq::Inv { key, dirty },
                 RunKind::Writeback => PageReq::Writeback { key, dirty },
             };
             actions.extend(self.pages.handle(&self.layout, node, part, req));
         }
-        self.group_pages = true;
+        self.io.batch.group_next();
         self.run(mem, actions);
     }
 
@@ -115,10 +143,10 @@ impl<D: BlockDevice> Directory<D> {
         if tag & DIR_TAG == 0 {
             return false;
         }
-        let Some((id, i)) = self.runs.parts.remove(&(node, tag)) else {
+        let Some((id, i)) = self.requests.parts.remove(&(node, tag)) else {
             return false;
         };
-        let Some(r) = self.runs.open.get_mut(&id) else {
+        let Some(r) = self.requests.open.get_mut(&id) else {
             return true;
         };
         if let PageReply::Done { written } = reply {
@@ -131,7 +159,7 @@ impl<D: BlockDevice> Directory<D> {
         if r.left > 0 {
             return true;
         }
-        if let Some(r) = self.runs.open.remove(&id) {
+        if let Some(r) = self.requests.open.remove(&id) {
             let d = Response::Run(r.reply).encode(r.op, r.tag);
             self.respond(mem, u32::from(r.node), d);
         }
@@ -140,6 +168,6 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Run requests served and the pages they covered.
     pub fn run_stats(&self) -> (u64, u64) {
-        (self.runs.requests, self.runs.pages)
+        (self.requests.served, self.requests.pages)
     }
 }

@@ -92,6 +92,96 @@ pub(crate) struct PageGroup {
     replies: Vec<Action>,
 }
 
+/// Fsyncs waiting for their files' writes, and those whose device flush
+/// is in flight. Owned here (the write path answers them); the disk
+/// queue's pump asks how many flushes hold a slot of the device.
+#[derive(Debug, Default)]
+pub(super) struct Fsyncs {
+    /// Fsyncs waiting for their files' writes.
+    waiting: Vec<WaitingFsync>,
+    /// Fsyncs whose device flush is in flight, by completion id.
+    flushing: Vec<(u64, WaitingFsync)>,
+    /// The next flush's id (below [`FLUSH_ID`]).
+    next_flush: u64,
+    /// Fsyncs answered after an asynchronous flush.
+    flushes_async: u64,
+}
+
+impl Fsyncs {
+    /// Device flushes in flight (each holds a slot of the device's queue).
+    pub(super) fn flushes_in_flight(&self) -> usize {
+        self.flushing.len()
+    }
+
+    /// No fsync waits for writes or for its flush.
+    pub(super) fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.flushing.is_empty()
+    }
+
+    /// Fsyncs waiting, for writes or for their flush.
+    pub(super) fn len(&self) -> usize {
+        self.waiting.len() + self.flushing.len()
+    }
+}
+
+/// The writes of the request being served and of this sweep, not queued
+/// yet. Owned here; dispatch and the `net` path bracket a request whose
+/// writes may be deferred ([`Batch::begin`], [`Batch::end`]), the file
+/// server stages into it, the executor and runs mark a page request's
+/// write-backs for the sweep's page group.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    /// Set while a request whose writes may be deferred runs
+    /// ([`Directory::execute`] stages them in `staged`).
+    defer: bool,
+    /// Writes the last deferred request staged.
+    staged: Vec<Staged>,
+    /// Consecutive file-server writes of one node to one file in this
+    /// sweep, not queued yet: they go to the device as one job.
+    write_group: Option<WriteGroup>,
+    /// The write-backs of this sweep's page requests, not queued yet:
+    /// one job for the sweep.
+    page_group: Option<PageGroup>,
+    /// Set while a page request's actions run: their write-backs join
+    /// `page_group`.
+    group_pages: bool,
+}
+
+impl Batch {
+    /// A request starts; its writes are staged if `defer`.
+    pub(super) fn begin(&mut self, defer: bool) {
+        self.defer = defer;
+    }
+
+    /// The request ended: what it staged.
+    pub(super) fn end(&mut self) -> Vec<Staged> {
+        self.defer = false;
+        core::mem::take(&mut self.staged)
+    }
+
+    /// Are the running request's writes staged?
+    pub(super) fn defers(&self) -> bool {
+        self.defer
+    }
+
+    /// Stage block writes of the running request.
+    pub(super) fn stage(&mut self, staged: Vec<Staged>) {
+        self.staged.extend(staged);
+    }
+
+    /// The next action list run is a page request's: its write-backs
+    /// join the sweep's page group.
+    pub(super) fn group_next(&mut self) {
+        self.group_pages = true;
+    }
+
+    /// Does the action list starting now group its write-backs (and no
+    /// list it runs in turn)?
+    pub(super) fn take_grouping(&mut self) -> bool {
+        core::mem::take(&mut self.group_pages)
+    }
+}
+
 /// An fsync waiting for its file's writes.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct WaitingFsync {
@@ -111,23 +201,41 @@ impl<D: BlockDevice> Directory<D> {
 
     /// The write queue's counters.
     pub fn write_stats(&self) -> WriteStats {
-        self.writes.stats()
+        self.io.writes.stats()
     }
 
     /// Fsyncs whose device flush completed without blocking the loop.
     pub fn async_flushes(&self) -> u64 {
-        self.flushes_async
+        self.io.fsyncs.flushes_async
+    }
+
+    /// The write queue and the sweep's open groups hold
+    /// `Config::write_backlog_max` block writes or more: new requests wait
+    /// (counted in the write statistics). The ring path checks it before
+    /// each request it takes; `net` mode's links before they read more.
+    pub fn write_backlogged(&mut self) -> bool {
+        // The sweep's open groups count too: a sweep of 32 page runs of 32
+        // pages is 1,024 writes before its group is queued.
+        let b = &self.io.batch;
+        let grouped = b.page_group.as_ref().map_or(0, |g| g.staged.len())
+            + b.write_group.as_ref().map_or(0, |g| g.staged.len());
+        let held = self.io.writes.held_blocks() + grouped;
+        let full = held >= self.cfg.write_backlog_max.max(1);
+        if full {
+            self.io.writes.count_throttled();
+        }
+        full
     }
 
     /// Write jobs waiting or in flight.
     pub fn writes_pending(&self) -> usize {
-        self.writes.jobs()
+        self.io.writes.jobs()
     }
 
     /// Disk requests of any kind waiting or in flight (fills, writes,
     /// fsyncs waiting for writes or for their device flush).
     pub fn io_pending(&self) -> usize {
-        self.fills_pending() + self.writes.jobs() + self.fsyncs.len() + self.flushing.len()
+        self.fills_pending() + self.io.writes.jobs() + self.io.fsyncs.len()
     }
 
     /// Queue the deferred writes `staged` of files `inos`, and what to do
@@ -172,9 +280,9 @@ impl<D: BlockDevice> Directory<D> {
             .map(|s| (fs.write_phase(s.lba), s.lba, s.buf))
             .collect();
         if barrier {
-            self.writes.push_barrier(inos, writes, then);
+            self.io.writes.push_barrier(inos, writes, then);
         } else {
-            self.writes.push(inos, writes, then);
+            self.io.writes.push(inos, writes, then);
         }
         let mut acts = Vec::new();
         self.pump(mem, &mut acts);
@@ -196,15 +304,15 @@ impl<D: BlockDevice> Directory<D> {
         answer: (Op, u32, Desc),
         mem: &(impl SharedMem + ?Sized),
     ) {
-        match self.write_group.as_mut() {
+        match self.io.batch.write_group.as_mut() {
             Some(g) if g.node == node && g.ino == ino => {
                 g.staged.extend(staged);
                 g.answers.push(answer);
-                self.writes.count_grouped();
+                self.io.writes.count_grouped();
             }
             _ => {
                 self.flush_write_group(mem);
-                self.write_group = Some(WriteGroup {
+                self.io.batch.write_group = Some(WriteGroup {
                     node,
                     ino,
                     staged,
@@ -227,7 +335,11 @@ impl<D: BlockDevice> Directory<D> {
             self.queue_writes(mem, inos, staged, Then::Actions(replies));
             return;
         }
-        let g = self.page_group.get_or_insert_with(PageGroup::default);
+        let g = self
+            .io
+            .batch
+            .page_group
+            .get_or_insert_with(PageGroup::default);
         for i in inos {
             if !g.inos.contains(&i) {
                 g.inos.push(i);
@@ -243,12 +355,12 @@ impl<D: BlockDevice> Directory<D> {
     /// the sweep's, of this node)?
     pub(super) fn extends_write_group(&self, node: u32, req: &Request) -> bool {
         if matches!(req, Request::Page(_) | Request::PageRun(_)) {
-            return self.write_group.is_none();
+            return self.io.batch.write_group.is_none();
         }
-        if self.page_group.is_some() {
+        if self.io.batch.page_group.is_some() {
             return false;
         }
-        match (self.write_group.as_ref(), req) {
+        match (self.io.batch.write_group.as_ref(), req) {
             (
                 Some(g),
                 Request::Data {
@@ -263,10 +375,10 @@ impl<D: BlockDevice> Directory<D> {
     /// served: a request served synchronously, an fsync or a read must
     /// find its writes in the queue).
     pub(super) fn flush_write_group(&mut self, mem: &(impl SharedMem + ?Sized)) {
-        if let Some(g) = self.page_group.take() {
+        if let Some(g) = self.io.batch.page_group.take() {
             self.queue_writes(mem, g.inos, g.staged, Then::Actions(g.replies));
         }
-        if let Some(g) = self.write_group.take() {
+        if let Some(g) = self.io.batch.write_group.take() {
             let then = Then::RespondAll {
                 node: g.node,
                 answers: g.answers,
@@ -278,7 +390,7 @@ impl<D: BlockDevice> Directory<D> {
     /// A write completed: tell the file system, so reads go back to the
     /// device once the block's last pending write landed.
     pub(super) fn write_done(&mut self, id: u64, ok: bool) {
-        let lbas = self.writes.complete_run(id, ok);
+        let lbas = self.io.writes.complete_run(id, ok);
         let Some(fs) = self.fs.as_mut() else {
             return;
         };
@@ -295,7 +407,7 @@ impl<D: BlockDevice> Directory<D> {
     /// writes are done.
     pub(super) fn after_writes(&mut self, mem: &(impl SharedMem + ?Sized)) {
         loop {
-            let finished = self.writes.take_finished();
+            let finished = self.io.writes.take_finished();
             if finished.is_empty() {
                 break;
             }
@@ -333,13 +445,13 @@ impl<D: BlockDevice> Directory<D> {
             }
         }
         let mut i = 0;
-        while i < self.fsyncs.len() {
-            let f = self.fsyncs[i];
-            if self.writes.busy((f.ino != 0).then_some(f.ino)) {
+        while i < self.io.fsyncs.waiting.len() {
+            let f = self.io.fsyncs.waiting[i];
+            if self.io.writes.busy((f.ino != 0).then_some(f.ino)) {
                 i += 1;
                 continue;
             }
-            self.fsyncs.remove(i);
+            self.io.fsyncs.waiting.remove(i);
             self.answer_fsync(mem, f);
         }
     }
@@ -381,10 +493,10 @@ impl<D: BlockDevice> Directory<D> {
             tag,
             ino,
         };
-        if !self.writes.busy((ino != 0).then_some(ino)) {
+        if !self.io.writes.busy((ino != 0).then_some(ino)) {
             return self.start_flush(f);
         }
-        self.fsyncs.push(f);
+        self.io.fsyncs.waiting.push(f);
         true
     }
 
@@ -392,28 +504,28 @@ impl<D: BlockDevice> Directory<D> {
     /// write completed before it); false if the device has no room or no
     /// asynchronous flush (or the directory is synchronous).
     fn start_flush(&mut self, f: WaitingFsync) -> bool {
-        if self.fill_depth == 0 {
+        if self.io.depth == 0 {
             return false;
         }
-        let id = FLUSH_ID | (self.next_flush & !(WRITE_ID | FLUSH_ID));
+        let id = FLUSH_ID | (self.io.fsyncs.next_flush & !(WRITE_ID | FLUSH_ID));
         let Some(fs) = self.fs.as_mut() else {
             return false;
         };
         if fs.device_mut().submit_flush(id).is_err() {
             return false;
         }
-        self.next_flush += 1;
-        self.flushing.push((id, f));
+        self.io.fsyncs.next_flush += 1;
+        self.io.fsyncs.flushing.push((id, f));
         true
     }
 
     /// The device flush `id` completed: answer its fsync.
     pub(super) fn flush_done(&mut self, mem: &(impl SharedMem + ?Sized), id: u64, ok: bool) {
-        let Some(i) = self.flushing.iter().position(|(x, _)| *x == id) else {
+        let Some(i) = self.io.fsyncs.flushing.iter().position(|(x, _)| *x == id) else {
             return;
         };
-        let (_, f) = self.flushing.remove(i);
-        self.flushes_async += 1;
+        let (_, f) = self.io.fsyncs.flushing.remove(i);
+        self.io.fsyncs.flushes_async += 1;
         let r = if ok {
             Response::Ok
         } else {
@@ -427,13 +539,13 @@ impl<D: BlockDevice> Directory<D> {
     /// write job of `ino` (`None`: of any file) waits or flies, running
     /// what the finished ones held.
     pub(super) fn drain_writes(&mut self, mem: &(impl SharedMem + ?Sized), ino: Option<u64>) {
-        if !self.writes.busy(ino) {
+        if !self.io.writes.busy(ino) {
             self.after_writes(mem);
             return;
         }
-        self.writes.count_barrier();
+        self.io.writes.count_barrier();
         let mut rounds = 0usize;
-        while self.writes.busy(ino) {
+        while self.io.writes.busy(ino) {
             rounds += 1;
             let mut acts = Vec::new();
             self.pump(mem, &mut acts);
@@ -456,9 +568,15 @@ impl<D: BlockDevice> Directory<D> {
     /// `node` failed or left: its waiting fsyncs are dropped (the writes
     /// themselves still land).
     pub(super) fn cancel_fsyncs(&mut self, node: u32) {
-        self.fsyncs.retain(|f| f.node != node);
+        self.io.fsyncs.waiting.retain(|f| f.node != node);
         // Its flushes in flight complete unanswered.
-        for (_, f) in self.flushing.iter_mut().filter(|(_, f)| f.node == node) {
+        for (_, f) in self
+            .io
+            .fsyncs
+            .flushing
+            .iter_mut()
+            .filter(|(_, f)| f.node == node)
+        {
             f.node = 0;
         }
     }

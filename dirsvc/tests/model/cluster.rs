@@ -502,8 +502,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// One ack from `n`'s ack ring (`dispatch.rs` then `quiet.rs`'s
-    /// `absorb_ack`).
+    /// One ack from `n`'s ack ring (`server/inval/acks.rs`, with
+    /// `Invalidations::absorb`).
     fn dir_ack(&self, s: &mut State, n: u8) -> Res {
         let i = n as usize - 1;
         let Some((p, dirty)) = s.nodes[i].acks.pop_front() else {
@@ -602,7 +602,8 @@ impl Cluster {
         self.run(s, a)
     }
 
-    /// `quiet.rs`'s `take_quiet_acks` for one member whose word read quiet.
+    /// `server/inval/quiet.rs`'s `take_quiet_acks` for one member whose
+    /// word read quiet.
     fn quiet_take(&self, s: &mut State, n: u8) -> Res {
         s.quiet_seen = None;
         let i = n as usize - 1;

@@ -21,6 +21,10 @@ pub(super) struct DiskLog {
     flushes: u64,
     /// `net` mode requests answered after their disk I/O.
     net_later: u64,
+    /// Passes that took no new request because the write queue was full.
+    throttled: u64,
+    /// The heap's high mark logged so far (MiB).
+    heap_mib: usize,
 }
 
 impl DiskLog {
@@ -48,6 +52,21 @@ impl DiskLog {
         if new_power_of_two(&mut self.net_later, n) {
             log::info!("net: {n} requests answered after their disk I/O (the loop served others meanwhile)");
         }
+    }
+
+    /// The heap in use reached a new high, in steps of 2 MiB past 4 MiB:
+    /// log it with the directory's queue lengths (what grows).
+    pub(super) fn heap<D: flatfs::BlockDevice>(&mut self, dir: &dirsvc::server::Directory<D>) {
+        let mib = crate::mm::heap_in_use() >> 20;
+        if mib < 4 || mib < self.heap_mib + 2 {
+            return;
+        }
+        self.heap_mib = mib;
+        log::info!(
+            "memory: {mib} MiB of the {} MiB heap in use: {:?}",
+            crate::mm::heap_bytes() >> 20,
+            dir.queue_lengths()
+        );
     }
 
     pub(super) fn note(&mut self, s: &dirsvc::diskq::QueueStats, w: &dirsvc::writeq::WriteStats) {
@@ -85,6 +104,13 @@ impl DiskLog {
                 "disk: {} namespace changes or truncations queued as barrier jobs ({} waited synchronously for writes in flight)",
                 w.barrier_jobs,
                 w.barriers
+            );
+        }
+        if new_power_of_two(&mut self.throttled, w.throttled) {
+            log::info!(
+                "disk: new requests held back {} times while the write queue was full (most block writes held at once: {})",
+                w.throttled,
+                w.max_held
             );
         }
         if new_power_of_two(&mut self.drains, w.barriers) {

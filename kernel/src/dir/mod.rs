@@ -275,6 +275,7 @@ impl<'a> ServeLoop<'a> {
         if now - self.last_member >= self.member_cycles {
             self.last_member = now;
             self.console.poll();
+            self.disk_log.heap(&self.dir);
             let p = self.dir.membership(self.shm, time::now_ns());
             events = !p.events.is_empty();
             log_events(&p.events);
@@ -320,7 +321,8 @@ impl<'a> ServeLoop<'a> {
         for l in self.links.iter_mut() {
             let node = l.node();
             l.set_member(dir.is_member(node).then(|| h.node_epoch(node)));
-            served += l.serve(|node, token, f| dir.serve_net(shm, node, f, token));
+            let accept = !dir.write_backlogged();
+            served += l.serve(accept, |node, token, f| dir.serve_net(shm, node, f, token));
         }
         served
     }

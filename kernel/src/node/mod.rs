@@ -227,27 +227,7 @@ fn window_fault(va: u64) -> bool {
 /// Run the node: join, then the shell until `shutdown`.
 pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let shm: &'static RawShm = SHM.call_once(|| shm);
-    // Doorbells (the rings' modes): tickless idle. The node rings the
-    // directory for every request, sleeps until a doorbell or console
-    // input, and is tickless (a self-armed timer for its deadlines and the
-    // heartbeat).
-    let bell = crate::drivers::ivshmem::doorbell().filter(|_| cfg.mode != Mode::Net);
-    // Tickless: the heartbeat is a self-armed timer, four beats per
-    // directory timeout (hb_timeout_ms), at most every 250 ms.
-    let beat_ns = (cfg.hb_timeout_ms * 1_000_000 / 4).min(IDLE_CHECK_BELL_NS);
-    match bell {
-        Some(_) => crate::arch::interrupts::init_tickless(tick, beat_ns),
-        None => crate::arch::interrupts::init_timer(tick, cfg.tick_hz),
-    }
-    if let Some(b) = bell {
-        serial::enable_rx_irq();
-        crate::arch::interrupts::claim_irq(serial::IRQ);
-        b.set_rings_directory(true);
-        log::info!(
-            "doorbell: node sleeps on doorbells, tickless (heartbeat every {} ms)",
-            beat_ns / 1_000_000
-        );
-    }
+    let bell = start_timers(cfg);
     let check_ns = if bell.is_some() {
         IDLE_CHECK_BELL_NS
     } else {
@@ -266,6 +246,44 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         bell_spin_ns: cfg.bell_spin_us * 1000,
         lazy_invs: cfg.lazy_inv,
     };
+    let ncfg = node_config(cfg, id);
+    let mut node = Node::new(env, ncfg, net);
+    // A dead directory is noticed at the next I/O within hb_timeout_ms.
+    node.link.set_dir_timeout(cfg.hb_timeout_ms * 1_000_000);
+    *NODE.lock() = Some(node);
+    crate::arch::interrupts::set_window_fault_handler(window_fault);
+    if with(|n| n.join(BOOT_WAIT_NS)).is_err() {
+        log::warn!("starting the shell without the directory (directory unavailable)");
+    }
+    console_loop(cfg, id, bell, check_ns)
+}
+
+/// Doorbells (the rings' modes) make the node tickless: it rings the
+/// directory for every request and sleeps until a doorbell or console
+/// input, its deadlines and the heartbeat on a self-armed timer (four
+/// beats per directory timeout, `hb_timeout_ms`, at most every 250 ms).
+/// Without a doorbell (`net` mode, or no MSI-X) a periodic tick.
+fn start_timers(cfg: &BootConfig) -> Option<&'static crate::drivers::ivshmem::Doorbell> {
+    let bell = crate::drivers::ivshmem::doorbell().filter(|_| cfg.mode != Mode::Net);
+    let beat_ns = (cfg.hb_timeout_ms * 1_000_000 / 4).min(IDLE_CHECK_BELL_NS);
+    match bell {
+        Some(_) => crate::arch::interrupts::init_tickless(tick, beat_ns),
+        None => crate::arch::interrupts::init_timer(tick, cfg.tick_hz),
+    }
+    if let Some(b) = bell {
+        serial::enable_rx_irq();
+        crate::arch::interrupts::claim_irq(serial::IRQ);
+        b.set_rings_directory(true);
+        log::info!(
+            "doorbell: node sleeps on doorbells, tickless (heartbeat every {} ms)",
+            beat_ns / 1_000_000
+        );
+    }
+    bell
+}
+
+/// The data path's configuration from the boot options.
+fn node_config(cfg: &BootConfig, id: u32) -> NodeConfig {
     let ncfg = NodeConfig {
         id,
         mode: cfg.mode,
@@ -289,14 +307,17 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
         ncfg.cache_pages,
         crate::mm::heap_bytes() >> 20
     );
-    let mut node = Node::new(env, ncfg, net);
-    // A dead directory is noticed at the next I/O within hb_timeout_ms.
-    node.link.set_dir_timeout(cfg.hb_timeout_ms * 1_000_000);
-    *NODE.lock() = Some(node);
-    crate::arch::interrupts::set_window_fault_handler(window_fault);
-    if with(|n| n.join(BOOT_WAIT_NS)).is_err() {
-        log::warn!("starting the shell without the directory (directory unavailable)");
-    }
+    ncfg
+}
+
+/// The shell on the console; between input lines the node serves notices,
+/// checks membership every `check_ns`, reclaims ahead of need and sleeps.
+fn console_loop(
+    cfg: &BootConfig,
+    id: u32,
+    bell: Option<&'static crate::drivers::ivshmem::Doorbell>,
+    check_ns: u64,
+) -> ! {
     let mut os = os::NodeOs::new(id, cfg.storage.clone(), cfg.cxl_ns);
     let mut shell = Shell::new(id as u16);
     let mut editor = LineEditor::new();
@@ -304,36 +325,7 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
     let mut last_check = time::now_ns();
     loop {
         let Some(b) = serial::try_read() else {
-            let now = time::now_ns();
-            let check = now - last_check > check_ns;
-            if check {
-                last_check = now;
-            }
-            let _ = with(|n| {
-                if check {
-                    n.check();
-                    // Pages idle past `cache config ttl=` go now.
-                    n.expire();
-                }
-                // Idle: free frames ahead of need (under the low mark),
-                // done before sleeping.
-                n.reclaim_ahead(true);
-                Ok(n.service())
-            });
-            if bell.is_some() {
-                // Sleep until a doorbell (a notice), console input, or the
-                // next membership check; the node's lock is held, which
-                // only the window fault handler tries (never while idle).
-                crate::arch::interrupts::rearm_irq(serial::IRQ);
-                let deadline = last_check + check_ns + 1;
-                // Console input, or a serial interrupt taken since the
-                // re-arm (the line is masked again: loop and re-arm).
-                let mut console =
-                    || serial::rx_ready() || crate::arch::interrupts::irq_fired(serial::IRQ);
-                let _ = with(|n| Ok(n.idle_sleep(deadline, &mut console)));
-            } else {
-                cpu::wait_for_interrupt();
-            }
+            idle(bell, check_ns, &mut last_check);
             continue;
         };
         let mut echo = |bytes: &[u8]| klog::write_raw(bytes);
@@ -343,6 +335,44 @@ pub fn run(cfg: &BootConfig, id: u32, shm: RawShm) -> ! {
                 Outcome::Shutdown => shutdown(id),
             }
         }
+    }
+}
+
+/// No console input: serve notices, check membership when `check_ns` has
+/// passed since `last_check`, free frames ahead of need, then sleep.
+fn idle(
+    bell: Option<&'static crate::drivers::ivshmem::Doorbell>,
+    check_ns: u64,
+    last_check: &mut u64,
+) {
+    let now = time::now_ns();
+    let check = now - *last_check > check_ns;
+    if check {
+        *last_check = now;
+    }
+    let _ = with(|n| {
+        if check {
+            n.check();
+            // Pages idle past `cache config ttl=` go now.
+            n.expire();
+        }
+        // Idle: free frames ahead of need (under the low mark), done
+        // before sleeping.
+        n.reclaim_ahead(true);
+        Ok(n.service())
+    });
+    if bell.is_some() {
+        // Sleep until a doorbell (a notice), console input, or the next
+        // membership check; the node's lock is held, which only the window
+        // fault handler tries (never while idle).
+        crate::arch::interrupts::rearm_irq(serial::IRQ);
+        let deadline = *last_check + check_ns + 1;
+        // Console input, or a serial interrupt taken since the re-arm (the
+        // line is masked again: loop and re-arm).
+        let mut console = || serial::rx_ready() || crate::arch::interrupts::irq_fired(serial::IRQ);
+        let _ = with(|n| Ok(n.idle_sleep(deadline, &mut console)));
+    } else {
+        cpu::wait_for_interrupt();
     }
 }
 

@@ -5,6 +5,7 @@ use super::super::*;
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use fabric::layout::Layout;
+use fabric::proto::{PageReply, PageReq};
 
 /// Deterministic pseudo-random numbers.
 struct Lcg(u64);

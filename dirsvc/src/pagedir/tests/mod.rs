@@ -1,6 +1,7 @@
 use super::*;
 use alloc::vec;
 use fabric::layout::Layout;
+use fabric::proto::{PageReply, PageReq, PageSpan};
 
 const K: PageKey = PageKey { ino: 7, idx: 3 };
 

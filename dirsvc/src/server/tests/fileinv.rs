@@ -221,7 +221,7 @@ fn a_span_acked_in_parts_completes_and_leaves_nothing_outstanding() {
     assert_eq!(rig.path(&mut a, Op::Unlink, "/p"), Ok(Response::Ok));
     let all = PageSpan::new(ino, 0, PAGES).unwrap();
     assert_eq!(next_notice(&rig, &mut nb), Some((all, true)));
-    let outstanding = |rig: &Rig| rig.dir.borrow().peers[1].invs_out.len();
+    let outstanding = |rig: &Rig| rig.dir.borrow().inval.outstanding(2);
     ack_range(&rig, &mut nb, PageSpan::new(ino, 0, 3).unwrap());
     ack_range(&rig, &mut nb, PageSpan::new(ino, 4, PAGES - 4).unwrap());
     assert_eq!(outstanding(&rig), 1, "page 3 is still owed");
@@ -245,5 +245,5 @@ fn a_span_acked_in_parts_completes_and_leaves_nothing_outstanding() {
         ack_range(&rig, &mut na, s);
     }
     assert!(rig.dir.borrow().pages().is_empty());
-    assert_eq!(rig.dir.borrow().peers[0].invs_out.len(), 0);
+    assert_eq!(rig.dir.borrow().inval.outstanding(1), 0);
 }

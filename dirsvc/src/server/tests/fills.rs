@@ -37,25 +37,32 @@ impl Rig {
 
     /// As [`Rig::new`], serving `daxfs` mode's page cache if `daxfs`.
     pub(super) fn with_mode(nodes: u32, depth: usize, fill_depth: usize, daxfs: bool) -> Rig {
+        Rig::with_config(nodes, depth, fill_depth, |c| c.daxfs = daxfs)
+    }
+
+    /// As [`Rig::new`], with `tune` applied to the directory's
+    /// configuration.
+    pub(super) fn with_config(
+        nodes: u32,
+        depth: usize,
+        fill_depth: usize,
+        tune: impl FnOnce(&mut Config),
+    ) -> Rig {
         let mem = HeapShm::new(REGION);
         let layout = Layout::compute(REGION, nodes).unwrap();
         layout.format(&*mem, 0);
         let mem_disk = Fs::format(MemDisk::new(2048), 64).unwrap().into_device();
         let (fake, disk) = FakeDisk::new(mem_disk, depth, Completion::InOrder, 7);
         let fs = Fs::mount(fake).unwrap();
-        let dir = Directory::new(
-            &*mem,
-            layout,
-            Some(fs),
-            Config {
-                heartbeat_timeout_ns: 1_000_000,
-                batch: 32,
-                fill_depth,
-                clock: rig_clock,
-                daxfs,
-                ..Config::default()
-            },
-        );
+        let mut cfg = Config {
+            heartbeat_timeout_ns: 1_000_000,
+            batch: 32,
+            fill_depth,
+            clock: rig_clock,
+            ..Config::default()
+        };
+        tune(&mut cfg);
+        let dir = Directory::new(&*mem, layout, Some(fs), cfg);
         Rig {
             mem,
             layout,

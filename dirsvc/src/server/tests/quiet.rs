@@ -1,4 +1,4 @@
-//! Invalidations of quietly sleeping sharers (`server/quiet.rs`): taken
+//! Invalidations of quietly sleeping sharers (`server/inval/quiet.rs`): taken
 //! without the sharer's ack, its late ack dropped, never the owner's.
 
 use super::*;

@@ -227,11 +227,11 @@ fn a_run_of_a_failed_node_is_forgotten() {
     a.send(&*rig.mem, &run(RunKind::Inv, ino, 0, 2, 0), &mut || true)
         .unwrap();
     rig.step();
-    assert!(!rig.dir.borrow().runs.open.is_empty());
+    assert!(!rig.dir.borrow().requests.open.is_empty());
     // Node 1 fails (silent): its run goes with it.
     assert!(rig.fail_silent(1, 2));
-    assert!(rig.dir.borrow().runs.open.is_empty());
-    assert!(rig.dir.borrow().runs.parts.is_empty());
+    assert!(rig.dir.borrow().requests.open.is_empty());
+    assert!(rig.dir.borrow().requests.parts.is_empty());
 }
 
 #[test]

@@ -564,3 +564,69 @@ fn a_write_group_ends_at_another_request() {
     assert_eq!(tags.len(), 3);
     assert!(tags.contains(&fsync));
 }
+
+/// The write queue is bounded: while it holds `write_backlog_max` block
+/// writes, no node's new request is taken (it waits in its ring), and it
+/// is served once the disk drained the queue. Without the bound, nodes
+/// writing faster than the disk grew the queue until the directory's heap
+/// was exhausted.
+#[test]
+fn new_requests_wait_while_the_write_queue_is_full() {
+    let rig = Rig::with_config(3, 64, 32, |c| c.write_backlog_max = 4);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let mut c = rig.join(3);
+    let ino = dirty_pages(&rig, &mut a, 9, 8);
+    let (b0, _) = rig.layout.pool_gfns(2);
+    let (c0, _) = rig.layout.pool_gfns(3);
+    let k8 = PageKey { ino, idx: 8 };
+    assert_eq!(
+        rig.call(&mut b, &Rig::read(k8, b0)),
+        Ok(Response::Page(PageReply::Owner { gfn: b0 }))
+    );
+    // Node 1 evicts its 8 dirty pages; the disk holds every write.
+    rig.disk.set_mode(Completion::Hold);
+    for i in 0..8 {
+        a.send(&*rig.mem, &evict_req(PageKey { ino, idx: i }), &mut || true)
+            .unwrap();
+    }
+    rig.step();
+    // The sweep stopped taking evictions once its group held the limit:
+    // one eviction is a data block, a checksum block and the record.
+    let held = rig.dir.borrow().write_stats().max_held;
+    assert!((4..8).contains(&held), "{held} block writes held");
+    assert!(rig.dir.borrow().write_stats().throttled > 0);
+    // Node 3's lookup waits in its ring while the queue is full.
+    c.send(&*rig.mem, &Rig::read(k8, c0), &mut || true).unwrap();
+    for _ in 0..5 {
+        rig.step();
+    }
+    assert!(
+        c.recv(&*rig.mem).unwrap().is_none(),
+        "no request is taken while the write queue is full"
+    );
+    assert!(rig.dir.borrow().write_stats().throttled > 0);
+    // The disk drains the queue; the lookup is served.
+    rig.disk.set_mode(Completion::InOrder);
+    let mut got = None;
+    for _ in 0..50 {
+        rig.disk.complete_all_reversed();
+        rig.step();
+        if let Some((_, d)) = c.recv(&*rig.mem).unwrap() {
+            got = Some(Response::decode(&d, Op::PageRead).unwrap().1);
+            break;
+        }
+    }
+    assert_eq!(
+        got,
+        Some(Response::Page(PageReply::Shared { owner: 2, gfn: b0 }))
+    );
+    let mut evicted = Vec::new();
+    for _ in 0..50 {
+        rig.disk.complete_all_reversed();
+        rig.step();
+        evicted.extend(answers(&rig, &mut a));
+    }
+    assert_eq!(evicted.len(), 8, "every eviction answered");
+    assert_eq!(rig.dir.borrow().writes_pending(), 0);
+}
