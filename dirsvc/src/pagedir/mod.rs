@@ -59,9 +59,9 @@ mod table;
 mod teardown;
 mod types;
 
+pub use deleg::{Delegation, Parked};
 use table::Table;
 pub use table::{Unfit, Width, NARROW_RECORD, WIDE_RECORD};
-pub use deleg::{Delegation, Parked};
 pub use types::{Action, Entry, FrameOwner, PageState, PageStats, Phase};
 
 use fabric::proto::{DelegRange, PageKey};
