@@ -18,7 +18,7 @@ PROG="qemu-run.sh"
 #                    (launcher_only there), refused in --append-extra
 MODES="strong relaxed private net daxfs"
 POLICIES="fifo lru clock lfu mru s3fifo sieve arc get-scan cluster"
-BOOT_OPTIONS="mode policy storage cxl_ns doorbell log hb_timeout_ms rpc_timeout_ms dir_spin_us dir_bell_spin_us bell_spin_us tick_hz remote_limit cache_pages ring_reads fill_depth disk_lat_us disk_irq lazy_inv fence doorbell_selftest task_reads baseline_writes readahead_kb faultaround_kb reclaim_low reclaim_high trace"
+BOOT_OPTIONS="mode policy storage cxl_ns doorbell log hb_timeout_ms rpc_timeout_ms dir_spin_us dir_bell_spin_us bell_spin_us tick_hz remote_limit cache_pages ring_reads fill_depth disk_lat_us disk_irq lazy_inv fence doorbell_selftest task_reads baseline_writes readahead_kb faultaround_kb reclaim_low reclaim_high trace delegation"
 LAUNCHER_OPTIONS="role id nodes dilation_pct"
 
 # in_list LIST WORD: WORD is one of LIST's space-separated words.

@@ -230,6 +230,9 @@ pub struct Config {
     /// `daxfs` mode: format DaxFS's page cache in the region and serve
     /// its fills (`server/daxfill.rs`).
     pub daxfs: bool,
+    /// Strong mode: grant delegations of file ranges
+    /// (`pagedir/deleg.rs`; boot option `delegation`).
+    pub delegation: bool,
     /// Backpressure: while the write queue and the sweep's open groups
     /// hold this many block writes (each two 4 KiB copies on the heap) or
     /// more, no node's new requests are taken; acks, disk completions and the heartbeat go on. Without it
@@ -263,6 +266,7 @@ impl Default for Config {
             fence_timeout_ns: 5_000_000_000,
             append_lease_ns: append_lease_ns(3_000_000_000),
             daxfs: false,
+            delegation: false,
             write_backlog_max: WRITE_BACKLOG_MAX,
         }
     }
@@ -291,6 +295,9 @@ pub struct Directory<D: BlockDevice> {
     /// Files whose recorded size is held below cached data
     /// (`server/ordered.rs`).
     sizes: ordered::Sizes,
+    /// The node whose file request is being served on the rings (a
+    /// delegation's holder cuts its own pages before it asks).
+    requester: Option<u8>,
     /// Strong-mode replicas granted and revocations in progress.
     replicas: replicas::Replicas,
     /// Append locks, leases by inode (`crate::appendlock`).
@@ -371,7 +378,12 @@ impl<D: BlockDevice> Directory<D> {
             layout,
             cfg,
             fs,
-            pages: PageDir::for_nodes(layout.max_nodes),
+            pages: {
+                let mut p = PageDir::for_nodes(layout.max_nodes);
+                p.set_delegation(cfg.delegation);
+                p
+            },
+            requester: None,
             members: membership::Members::new(layout.max_nodes),
             links: links::Links::new(&layout),
             inval: inval::Invalidations::new(layout.max_nodes),
@@ -500,6 +512,19 @@ impl<D: BlockDevice> Directory<D> {
             dir_invs: s.dir_invs,
             writebacks: s.writebacks,
             max_batch: max_batch as u64,
+        }
+    }
+
+    /// Delegation counters, for `dir stats` and [`Op::DelegStats`].
+    pub fn deleg_stats(&self) -> fabric::proto::DelegStats {
+        let s = self.pages.stats();
+        fabric::proto::DelegStats {
+            granted: s.delegations,
+            denied: s.deleg_denied,
+            recalled: s.recalls,
+            returned: s.returns,
+            pages: s.deleg_pages,
+            parked: s.parked,
         }
     }
 

@@ -86,6 +86,7 @@ pub const BOOT_OPTIONS: &[BootOption] = &[
     opt("reclaim_low", "0"),
     opt("reclaim_high", "8"),
     opt("trace", "1"),
+    opt("delegation", "1"),
 ];
 
 /// Default low watermark of a node's free frames, percent of its frames:
@@ -228,6 +229,12 @@ pub struct BootConfig {
     /// percent of the node's frames is free (`reclaim_high=N`, 1..=90,
     /// above `reclaim_low`, default [`DEFAULT_RECLAIM_HIGH`]).
     pub reclaim_high: u32,
+    /// Strong mode: a node that alone holds a range of a file takes it
+    /// whole from the directory and writes, extends and frees its pages
+    /// without a request per page; another node's request for one of
+    /// them recalls it (`delegation=0|1`, default 0; see
+    /// `fabric::proto::deleg`).
+    pub delegation: bool,
     /// Keys that were not understood (reported in the log).
     pub unknown: Vec<String>,
 }
@@ -312,6 +319,7 @@ impl BootConfig {
             faultaround_kb: 64,
             reclaim_low: DEFAULT_RECLAIM_LOW,
             reclaim_high: DEFAULT_RECLAIM_HIGH,
+            delegation: false,
             unknown: Vec::new(),
         }
     }
@@ -346,6 +354,7 @@ impl BootConfig {
             "lazy_inv" => self.lazy_inv = switch(k, v)?,
             "fence" => self.fence = switch(k, v)?,
             "trace" => self.trace = switch(k, v)?,
+            "delegation" => self.delegation = switch(k, v)?,
             "task_reads" => {
                 p.task_reads = Some(match v {
                     "each" => true,

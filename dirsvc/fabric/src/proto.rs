@@ -353,11 +353,24 @@ pub enum Op {
     /// Write back a run of one file's pages if dirty (fsync; a
     /// [`PageRun`]): args `[ino, first, count, dirty]` -> [`Response::Run`].
     PageWritebackRun = 53,
+    /// Strong mode, `delegation=1`: take the delegation of a range of a
+    /// file's pages (a [`DelegRange`]): args `[ino, base, list_frame]` ->
+    /// [`PageReply::Delegated`]. See `proto/deleg.rs`.
+    PageDelegate = 54,
+    /// Give a delegation back, or answer its recall (the recall's ack):
+    /// args `[ino, base]` -> `Done` once the directory read the list
+    /// frame and installed its pages.
+    PageDelegReturn = 55,
+    /// Directory -> holder on the notify ring: `[ino, base]`, give the
+    /// delegation back now (with [`Op::PageDelegReturn`]).
+    DelegRecall = 56,
+    /// Delegation counters -> [`Response::DelegStats`] (`dir stats`).
+    DelegStats = 57,
 }
 
 impl Op {
     /// Every opcode, for decoding and tests.
-    pub const ALL: [Op; 37] = [
+    pub const ALL: [Op; 41] = [
         Op::Nop,
         Op::Lookup,
         Op::Create,
@@ -395,6 +408,10 @@ impl Op {
         Op::InvStats,
         Op::PageInvRun,
         Op::PageWritebackRun,
+        Op::PageDelegate,
+        Op::PageDelegReturn,
+        Op::DelegRecall,
+        Op::DelegStats,
     ];
 
     /// Decode a wire opcode.
@@ -487,11 +504,13 @@ fn small(v: u64) -> Result<u32, DecodeError> {
     u32::try_from(v).map_err(|_| DecodeError::BadArgument)
 }
 
+mod deleg;
 mod locality;
 mod page;
 mod request;
 mod response;
 mod run;
+pub use deleg::{DelegList, DelegPage, DelegRange, DelegStats, DELEG_PAGES, DELEG_RECORD};
 pub use locality::{LocalityRange, LOCALITY_RECORD};
 pub use page::{
     reply_code, InvStats, Notice, PageDirStats, PageKey, PageReply, PageReq, PageSpan, MAX_SPAN,

@@ -11,7 +11,10 @@
 
 use fabric::layout::{Header, Layout, HEADER_BYTES, MIN_REGION};
 use fabric::netwire::{encode_frame, FrameError, FrameReader, MAX_PAYLOAD};
-use fabric::proto::{Desc, Notice, Op, Raw, Request, Response, DESC_SIZE};
+use fabric::proto::{
+    DelegList, DelegRange, Desc, Notice, Op, PageKey, Raw, Request, Response, DELEG_PAGES,
+    DESC_SIZE,
+};
 use fabric::ring::{Consumer, Producer, RingError, RingLoc, RING_HEADER};
 use fabric::shm::{HeapShm, SharedMem};
 use proptest::prelude::*;
@@ -91,6 +94,39 @@ proptest! {
     fn notice_decode_is_total_and_canonical(d in desc()) {
         if let Ok(n) = Notice::decode(&d) {
             prop_assert_eq!(Notice::decode(&n.encode()), Ok(n));
+        }
+    }
+}
+
+/// A delegation's list frame as a hostile holder may leave it: record
+/// words biased towards the edges, mostly well-formed ones, a few too
+/// short.
+fn list_words() -> impl Strategy<Value = Vec<u64>> {
+    let record = prop_oneof![
+        100 => Just(0u64),
+        100 => (any::<u32>(), any::<bool>())
+            .prop_map(|(gfn, dirty)| DelegList::record(u64::from(gfn), dirty).unwrap_or(0)),
+        1 => arg(),
+    ];
+    let n = DELEG_PAGES as usize;
+    proptest::collection::vec(record, n - 8..=n + 8)
+}
+
+proptest! {
+    #![proptest_config(cases(500))]
+
+    #[test]
+    fn delegation_list_decode_is_total_and_canonical(
+        words in list_words(),
+        ino in arg(),
+        at in arg(),
+    ) {
+        let range = DelegRange::of(PageKey { ino, idx: at });
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        if let Ok(pages) = DelegList::decode(range, &bytes) {
+            prop_assert!(pages.iter().all(|p| range.contains(&p.key) && p.gfn <= u64::from(u32::MAX)));
+            let img = DelegList::encode(range, &pages).unwrap();
+            prop_assert_eq!(DelegList::decode(range, &img), Ok(pages));
         }
     }
 }

@@ -49,14 +49,21 @@ impl PageDir {
         for key in self.table.keys_between(span.ino, span.first, span.last()) {
             self.ack_page(node, key, dirty, &mut out);
         }
+        if !self.delegs.is_empty() {
+            self.cut_acked(node, span, &mut out);
+        }
         self.coalesce(&mut out);
         out
     }
 
     /// Does every cached page of `span` that awaits an ack of `node` await
     /// it as a sharer's (see [`PageDir::awaits_ack`])? `None` if no page
-    /// awaits one.
+    /// awaits one. A delegation's cut awaits its holder's ack as an
+    /// owner's (`Some(false)`: the holder frees its pages).
     pub fn awaits_range_ack(&self, node: u8, span: &PageSpan) -> Option<bool> {
+        if self.awaits_cut_ack(node, span) {
+            return Some(false);
+        }
         let mut any = None;
         for key in self.table.keys_between(span.ino, span.first, span.last()) {
             match self.awaits_ack(node, &key) {

@@ -56,6 +56,7 @@ impl PageDir {
         }) {
             return Err(format!("{k:?}: a stale fill that is not a fill"));
         }
+        self.check_delegations()?;
         self.table.check()
     }
 }

@@ -41,23 +41,30 @@
 //! and what the last ack completes in `acks.rs`; failed nodes and file
 //! teardowns in `teardown.rs`; the records' packing in `table.rs`; the
 //! invariants in `check.rs`.
+//!
+//! Delegated ownership (`deleg.rs`): a node alone with a range of a file
+//! may take the whole range and hold pages of it the directory does not
+//! know of; another node's lookup in the range waits for the range to be
+//! given back (or its holder to fail) and its pages to be installed.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 mod acks;
 mod check;
+mod deleg;
 mod fills;
 mod requests;
 mod table;
 mod teardown;
 mod types;
 
+pub use deleg::{Delegation, Parked};
 use table::Table;
 pub use table::{Unfit, Width, NARROW_RECORD, WIDE_RECORD};
 pub use types::{Action, Entry, FrameOwner, PageState, PageStats, Phase};
 
-use fabric::proto::PageKey;
+use fabric::proto::{DelegRange, PageKey};
 
 /// Bytes of directory state per cached page, for `dir stats`: the layout
 /// for clusters of up to 32 nodes with files cached whole (a 10-byte record
@@ -78,6 +85,10 @@ pub struct PageDir {
     /// stale, so their completion answers `Retry` instead of committing
     /// ([`PageDir::stale_fills`]).
     stale: BTreeSet<PageKey>,
+    /// Delegated ranges (`deleg.rs`).
+    delegs: BTreeMap<DelegRange, Delegation>,
+    /// DELEGATE requests are granted (boot option `delegation`).
+    delegation: bool,
     stats: PageStats,
 }
 
@@ -115,6 +126,8 @@ impl PageDir {
             table: Table::new(Width::for_nodes(max_nodes)),
             evicting: BTreeMap::new(),
             stale: BTreeSet::new(),
+            delegs: BTreeMap::new(),
+            delegation: false,
             stats: PageStats::default(),
         }
     }
@@ -154,6 +167,7 @@ impl PageDir {
         self.table.memory()
             + table::btree_bytes::<PageKey, bool>(self.evicting.len())
             + table::btree_bytes::<PageKey, ()>(self.stale.len())
+            + table::btree_bytes::<DelegRange, Delegation>(self.delegs.len())
     }
 
     /// Measured bytes of directory state per cached page (0 when empty).

@@ -33,6 +33,8 @@ impl PageDir {
             PageReq::Inv { key, dirty } => self.inv(to, key, dirty, &mut out),
             PageReq::Drop { key, dirty } => self.drop_copy(to, key, dirty, &mut out),
             PageReq::Writeback { key, dirty } => self.write_back(to, key, dirty, &mut out),
+            PageReq::Delegate { range, list } => self.delegate(frames, to, range, list, &mut out),
+            PageReq::DelegReturn { range } => self.deleg_return(to, range, &mut out),
             // Replicas are the server's (`server/replicas.rs`): the page's
             // state here does not change. A directory that routes them
             // here refuses them.
@@ -65,6 +67,27 @@ impl PageDir {
             to.reply(out, PageReply::Refused);
             return;
         }
+        let req = if read {
+            PageReq::Read { key, frame }
+        } else {
+            PageReq::LookupLock { key, frame }
+        };
+        if !self.delegs.is_empty() && self.park_if_delegated(to, req, out) {
+            return;
+        }
+        self.lookup_checked(to, key, frame, read, out);
+    }
+
+    /// A lookup whose frame is the requester's and whose page is not
+    /// delegated to another node.
+    pub(super) fn lookup_checked(
+        &mut self,
+        to: Requester,
+        key: PageKey,
+        frame: u64,
+        read: bool,
+        out: &mut Vec<Action>,
+    ) {
         match self.table.get(&key) {
             None => {
                 let e = Entry {
@@ -236,13 +259,13 @@ impl PageDir {
 
 /// Who sent a request: its answer goes back to `node` under `tag`.
 #[derive(Clone, Copy)]
-struct Requester {
-    node: u8,
-    tag: u32,
+pub(super) struct Requester {
+    pub(super) node: u8,
+    pub(super) tag: u32,
 }
 
 impl Requester {
-    fn reply(self, out: &mut Vec<Action>, reply: PageReply) {
+    pub(super) fn reply(self, out: &mut Vec<Action>, reply: PageReply) {
         out.push(Action::Reply {
             node: self.node,
             tag: self.tag,

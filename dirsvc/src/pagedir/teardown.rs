@@ -75,6 +75,9 @@ impl PageDir {
                 }
             }
         }
+        // After the teardown of its pages: a parked request served now
+        // finds them gone, not mapped from a failed node's frame.
+        self.deleg_node_failed(node, &mut out);
         self.coalesce(&mut out);
         out
     }
@@ -93,7 +96,17 @@ impl PageDir {
     /// only pages that await its ack are in a run, so a page it got anew
     /// meanwhile (a gap) is never torn down by it.
     pub fn evict_file(&mut self, ino: u64, from_idx: u64) -> Vec<Action> {
+        self.evict_file_by(ino, from_idx, None)
+    }
+
+    /// [`PageDir::evict_file`] for a cut made by node `by` (`None`: by
+    /// no node, or unknown): a delegation's holder cut its own list
+    /// before it asked, so its ranges need no notice (see `deleg.rs`).
+    pub fn evict_file_by(&mut self, ino: u64, from_idx: u64, by: Option<u8>) -> Vec<Action> {
         let mut out = Vec::new();
+        if !self.delegs.is_empty() {
+            self.cut_delegations(ino, from_idx, by, &mut out);
+        }
         for key in self.table.keys_from(ino, from_idx) {
             let Some(mut e) = self.table.get(&key) else {
                 continue;
@@ -119,5 +132,6 @@ impl PageDir {
     /// rejoining node must not reuse its frames before this is false.
     pub fn holds_frames_of(&self, node: u8) -> bool {
         self.table.iter().any(|(_, e)| e.owner == node)
+            || self.delegs.values().any(|d| d.holder == node)
     }
 }

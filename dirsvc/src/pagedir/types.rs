@@ -2,7 +2,7 @@
 //! its phase, the actions a step returns, the counters, and who owns a
 //! frame.
 
-use fabric::proto::{PageKey, PageReply, PageSpan};
+use fabric::proto::{DelegRange, PageKey, PageReply, PageSpan};
 
 /// Per-node view of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +101,25 @@ pub enum Action {
         /// Pages.
         span: PageSpan,
     },
+    /// Tell `node`, a delegation's holder, to give `range` back (RECALL,
+    /// notify ring; answered by its DELEG_RETURN).
+    Recall {
+        /// Holder.
+        node: u8,
+        /// The delegated range.
+        range: DelegRange,
+    },
+    /// Read `node`'s list frame `gfn` of its delegation of `range` (the
+    /// format is `fabric::proto::DelegList`), then call
+    /// [`PageDir::list_read`](super::PageDir::list_read) with its pages.
+    ReadList {
+        /// Holder.
+        node: u8,
+        /// The delegated range.
+        range: DelegRange,
+        /// Its list frame.
+        gfn: u64,
+    },
     /// Set (true) or clear the export bit of frame `gfn`.
     Export {
         /// Frame.
@@ -141,8 +160,22 @@ pub struct PageStats {
     pub writebacks: u64,
     /// Retry answers.
     pub retries: u64,
-    /// Refused requests.
+    /// Refused requests (and records of a delegation's list not
+    /// installed).
     pub refused: u64,
+    /// Delegations granted.
+    pub delegations: u64,
+    /// DELEGATE requests not granted.
+    pub deleg_denied: u64,
+    /// Recalls sent.
+    pub recalls: u64,
+    /// Delegations given back (on a recall or on the holder's own).
+    pub returns: u64,
+    /// Pages learnt from delegations' lists (installed, or written back
+    /// for a failed holder).
+    pub deleg_pages: u64,
+    /// Requests that waited for a recall.
+    pub parked: u64,
 }
 
 /// Who owns which frames: the directory checks that a requester only

@@ -229,9 +229,11 @@ impl<D: BlockDevice> Directory<D> {
         let mut bulk = ShmBulk::new(mem, self.layout, node);
         let defer = self.async_writes();
         self.io.batch.begin(defer);
+        self.requester = u8::try_from(node).ok();
         let resp = self
             .execute(mem, &mut bulk, req)
             .unwrap_or_else(Response::Err);
+        self.requester = None;
         let staged = self.io.batch.end();
         let ok = resp.encode(op, tag);
         if staged.is_empty() {

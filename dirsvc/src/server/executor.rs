@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 
 use crate::pagedir::Action;
 use fabric::layout::Header;
-use fabric::proto::{Errno, PageKey, Response};
+use fabric::proto::{DelegList, Errno, Notice, PageKey, Response};
 use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
@@ -68,6 +68,21 @@ impl<D: BlockDevice> Directory<D> {
                 }
                 Action::Invalidate { node, key } => self.invalidate(node, key),
                 Action::InvalidateRange { node, span } => self.invalidate_range(node, span),
+                Action::Recall { node, range } => {
+                    self.links
+                        .notify(node.into(), Notice::Recall(range).encode());
+                }
+                Action::ReadList { node, range, gfn } => {
+                    let pages = self.layout.frame_off(gfn).and_then(|off| {
+                        let mut list = vec![0u8; PAGE_SIZE];
+                        mem.read(off, &mut list);
+                        DelegList::decode(range, &list).ok()
+                    });
+                    let a = self
+                        .pages
+                        .list_read(&self.layout, node, range, pages.as_deref());
+                    queue.extend(a);
+                }
                 Action::Export { gfn, on } => {
                     Header::new(mem, self.layout).set_exported(gfn, on);
                     if !on {

@@ -74,6 +74,7 @@ impl<D: BlockDevice> Directory<D> {
             | Request::Stats
             | Request::PageStats
             | Request::InvStats
+            | Request::DelegStats
             | Request::MissStats { .. }
             | Request::Page(_)
             | Request::PageRun(_) => Ok(Response::Ok),
@@ -132,6 +133,7 @@ impl<D: BlockDevice> Directory<D> {
             Request::PageStats => Response::PageStats(self.page_stats()),
             Request::MissStats { kind } => Response::MissStats(self.counters.miss.stats(kind)),
             Request::InvStats => Response::InvStats(self.inv_stats()),
+            Request::DelegStats => Response::DelegStats(self.deleg_stats()),
             _ => return None,
         })
     }
@@ -169,7 +171,7 @@ impl<D: BlockDevice> Directory<D> {
                 self.size_forgotten(a.ino);
                 self.dax_invalidate(mem, a.ino, 0, u64::MAX);
                 self.pages.stale_fills(a.ino, 0, u64::MAX);
-                let acts = self.pages.evict_file(a.ino, 0);
+                let acts = self.pages.evict_file_by(a.ino, 0, self.requester);
                 self.run(mem, acts);
                 Ok(Response::Ok)
             }
@@ -229,6 +231,18 @@ impl<D: BlockDevice> Directory<D> {
         if size > old.size && self.pages.tearing_down(ino, old.size / f, (size - 1) / f) {
             return Err(Errno::Busy);
         }
+        // Pages delegated to another node change: it gives them back
+        // first (its list may hold the page the cut keeps in part, and
+        // pages a growth would show), and the caller tries again.
+        let lo = old.size.min(size) / f;
+        if self
+            .pages
+            .delegated_to_other(ino, lo, u64::MAX, self.requester)
+        {
+            let acts = self.pages.recall_between(ino, lo, u64::MAX);
+            self.run(mem, acts);
+            return Err(Errno::Busy);
+        }
         // From the page holding the lower end on, the blocks
         // change (cut, zeroed past the end, or freed): fills of
         // them in flight are stale.
@@ -260,7 +274,7 @@ impl<D: BlockDevice> Directory<D> {
             // Cached pages wholly past the new end of file are
             // stale: tear them down cluster-wide.
             let from = self.cut_tail(mem, ino, size);
-            let acts = self.pages.evict_file(ino, from);
+            let acts = self.pages.evict_file_by(ino, from, self.requester);
             self.run(mem, acts);
         }
         Ok(Response::Attr(a))
@@ -293,6 +307,17 @@ impl<D: BlockDevice> Directory<D> {
             // go with the frames. The writer keeps its pages dirty and
             // sends them again once the teardown ended.
             if end > old_end && self.pages.tearing_down(ino, old_end / f, last) {
+                return Err(Errno::Busy);
+            }
+            // Pages delegated to another node may hold newer bytes than
+            // the disk: they are given back first, the writer tries again.
+            let first = old_end.min(offset) / f;
+            if self
+                .pages
+                .delegated_to_other(ino, first, last, self.requester)
+            {
+                let acts = self.pages.recall_between(ino, first, last);
+                self.run(mem, acts);
                 return Err(Errno::Busy);
             }
             // The blocks it writes (from the old end, when it

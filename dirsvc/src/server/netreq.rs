@@ -119,6 +119,7 @@ fn refuse_on_net(req: &Request) -> Result<(), Errno> {
             | Request::PageRun(_)
             | Request::PageStats
             | Request::InvStats
+            | Request::DelegStats
             | Request::Locality { .. }
     ) || matches!(req, Request::Data { at, .. } if *at != 0);
     if refused {

@@ -29,7 +29,13 @@
 //! * `Wake`: (for any reason) service the whole notify ring first;
 //! * `Fail`: declared failed (bounded number): fenced, so it stops at once
 //!   and its mappings are gone; the directory drops it (`node_failed`);
-//! * `Rejoin`: once no entry holds its frames, with an empty cache.
+//! * `Rejoin`: once no entry holds its frames, with an empty cache;
+//! * (strong, `delegation`) `Delegate`: DELEGATE of the file's range with
+//!   a free frame as its list frame; `DelegWrite`: under the delegation,
+//!   a full-page write of a page it does not hold into a free frame of
+//!   its own, no request (its list record first, then the store);
+//!   `GiveBack`: DELEG_RETURN on its own; a RECALL on its notify ring is
+//!   answered by DELEG_RETURN (its delegated pages become owned ones).
 //!
 //! and of the directory (one at a time):
 //! * `DirAck`: pop one ack of a member's ack ring (dropped if its DIR_INV
@@ -40,12 +46,15 @@
 //!   that owes acks: it sleeps quietly;
 //! * `QuietTake`: take that member's DIR_INVs as acknowledged (clean);
 //!   with [`QuietOrder::DrainFirst`] its ack ring is drained first.
+//!
+//! A RECALL is sent, and a delegation's list frame read
+//! (`PageDir::list_read`), within the directory step that asks for it.
 
 use std::collections::VecDeque;
 use std::hash::Hash;
 
 use dirsvc::pagedir::{Action, FrameOwner, PageDir, Phase};
-use fabric::proto::{PageKey, PageReply, PageReq};
+use fabric::proto::{DelegPage, DelegRange, PageKey, PageReply, PageReq};
 
 use crate::explore::{Fp, Model};
 
@@ -65,6 +74,13 @@ fn key(p: u8) -> PageKey {
 fn tag(p: u8) -> u32 {
     u32::from(p) + 1
 }
+
+/// The "page" of a node's delegation messages (DELEGATE, DELEG_RETURN,
+/// RECALL): past every modelled page.
+const DP: u8 = 200;
+
+/// The one delegated range: every modelled page is in it.
+const RANGE: DelegRange = DelegRange { ino: INO, base: 0 };
 
 /// Consistency mode of the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -112,6 +128,8 @@ pub struct Config {
     /// Check in every state that a completion path exists (every
     /// invalidation, fill and request finishes once nodes wake and serve).
     pub liveness: bool,
+    /// Strong mode: nodes take delegations (directory `delegation` on).
+    pub delegation: bool,
 }
 
 /// The nodes' pools, for the directory's frame check.
@@ -154,6 +172,29 @@ enum Map {
     Private {
         ver: u8,
     },
+    /// Held under its delegation in its own frame (listed, dirty); the
+    /// directory does not know it.
+    Delegated {
+        gfn: u64,
+    },
+}
+
+/// A node's delegation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Deleg {
+    None,
+    /// DELEGATE unanswered; `recalled`: a RECALL came first.
+    Asking {
+        list: u64,
+        recalled: bool,
+    },
+    Held {
+        list: u64,
+    },
+    /// DELEG_RETURN unanswered.
+    Returning {
+        list: u64,
+    },
 }
 
 /// A request on a node's request ring (and, per page, the one in flight).
@@ -179,6 +220,10 @@ enum Req {
     Data {
         ver: u8,
     },
+    Delegate {
+        list: u64,
+    },
+    Return,
 }
 
 /// An answer on a node's response ring.
@@ -192,6 +237,7 @@ enum Reply {
     Refused,
     IoError,
     DataOk,
+    Delegated { granted: bool },
 }
 
 impl From<PageReply> for Reply {
@@ -204,6 +250,7 @@ impl From<PageReply> for Reply {
             PageReply::Done { .. } => Reply::Done,
             PageReply::Refused => Reply::Refused,
             PageReply::IoError => Reply::IoError,
+            PageReply::Delegated { granted } => Reply::Delegated { granted },
         }
     }
 }
@@ -243,6 +290,7 @@ struct Node {
     resp: VecDeque<(u8, Reply)>,
     notify: VecDeque<u8>,
     acks: VecDeque<(u8, bool)>,
+    deleg: Deleg,
 }
 
 impl Node {
@@ -255,7 +303,15 @@ impl Node {
             resp: VecDeque::new(),
             notify: VecDeque::new(),
             acks: VecDeque::new(),
+            deleg: Deleg::None,
         }
+    }
+
+    /// Take a free frame of the pool.
+    fn take_frame(&mut self) -> u32 {
+        let f = self.free.trailing_zeros();
+        self.free &= !(1 << f);
+        f
     }
 
     fn free_frame(&mut self, gfn: u64) {
@@ -307,6 +363,9 @@ pub struct State {
     /// Versions started per page.
     started: Vec<u8>,
     frames: Vec<Frame>,
+    /// The delegation list a frame of the region holds (written by its
+    /// node, read by the directory): (page, frame) records.
+    lists: Vec<Option<Vec<(u8, u64)>>>,
     nodes: Vec<Node>,
     ops_left: u8,
     failures_left: u8,
@@ -332,6 +391,9 @@ pub enum Step {
     DirFill { p: u8 },
     QuietRead { n: u8 },
     QuietTake { n: u8 },
+    Delegate { n: u8 },
+    DelegWrite { n: u8, p: u8 },
+    GiveBack { n: u8 },
 }
 
 /// The model of a configuration.
@@ -411,6 +473,29 @@ impl Cluster {
                         "INV_RANGE {span:?} to node {node} without a teardown"
                     ));
                 }
+                Action::Recall { node, range } => {
+                    if range != RANGE {
+                        return Err(format!("RECALL of {range:?}"));
+                    }
+                    let i = node as usize - 1;
+                    if s.peers[i].member {
+                        s.nodes[i].notify.push_back(DP);
+                    }
+                }
+                Action::ReadList { node, range, gfn } => {
+                    // The region's bytes, whoever wrote them last.
+                    let pages = s.lists[self.frame_ix(gfn)].as_ref().map(|l| {
+                        l.iter()
+                            .map(|&(p, gfn)| DelegPage {
+                                key: key(p),
+                                gfn,
+                                dirty: true,
+                            })
+                            .collect::<Vec<_>>()
+                    });
+                    let a = s.dir.list_read(&self.pools, node, range, pages.as_deref());
+                    self.run(s, a)?;
+                }
                 Action::Export { .. } => {}
             }
         }
@@ -443,6 +528,8 @@ impl Cluster {
         };
         let k = key(p);
         let req = match r {
+            Req::Delegate { list } => PageReq::Delegate { range: RANGE, list },
+            Req::Return => PageReq::DelegReturn { range: RANGE },
             Req::Read { frame } => PageReq::Read { key: k, frame },
             Req::Lookup { frame } => PageReq::LookupLock { key: k, frame },
             Req::Unlock => PageReq::Unlock { key: k },
@@ -555,12 +642,40 @@ impl Cluster {
         self.run(s, a)
     }
 
+    /// Frames the directory will learn hold page `p` from a delegation's
+    /// list: that of a delegation it has not read the list of yet.
+    fn listed(&self, s: &State, p: u8) -> Vec<u64> {
+        let Some(d) = s.dir.delegation(&RANGE).filter(|d| !d.returned) else {
+            return Vec::new();
+        };
+        s.lists[self.frame_ix(d.list)]
+            .iter()
+            .flatten()
+            .filter(|(q, _)| *q == p)
+            .map(|(_, gfn)| *gfn)
+            .collect()
+    }
+
     // ---- nodes ----
 
     /// A DIR_INV of `p` reaches node `n`: unmap and ack, or defer the ack
     /// behind the page's unanswered READ / LOOKUP_LOCK.
     fn service_one(&self, s: &mut State, n: u8, p: u8) {
         let node = &mut s.nodes[n as usize - 1];
+        if p == DP {
+            match node.deleg {
+                Deleg::Asking { list, .. } => {
+                    node.deleg = Deleg::Asking {
+                        list,
+                        recalled: true,
+                    }
+                }
+                Deleg::Held { .. } => Self::give_back(node),
+                // Given back already.
+                Deleg::None | Deleg::Returning { .. } => {}
+            }
+            return;
+        }
         let slot = &mut node.pages[p as usize];
         if matches!(slot.req, Some(Req::Read { .. } | Req::Lookup { .. })) {
             slot.deferred = true;
@@ -568,6 +683,21 @@ impl Cluster {
         }
         let dirty = self.teardown(node, p);
         node.acks.push_back((p, dirty));
+    }
+
+    /// DELEG_RETURN: from now on the delegated pages are owned ones (its
+    /// list, kept up to date, is what the directory reads).
+    fn give_back(node: &mut Node) {
+        let Deleg::Held { list } = node.deleg else {
+            return;
+        };
+        for slot in node.pages.iter_mut() {
+            if let Map::Delegated { gfn } = slot.map {
+                slot.map = Map::Local { gfn, dirty: true };
+            }
+        }
+        node.deleg = Deleg::Returning { list };
+        node.req.push_back((DP, Req::Return));
     }
 
     /// `NodeCache::invalidate`: drop the page here; was it dirtied?
@@ -579,7 +709,10 @@ impl Cluster {
                 slot.map = Map::None;
                 dirty
             }
-            Map::Local { gfn, .. } | Map::Reserved { gfn } | Map::Reclaiming { gfn } => {
+            Map::Local { gfn, .. }
+            | Map::Reserved { gfn }
+            | Map::Reclaiming { gfn }
+            | Map::Delegated { gfn } => {
                 slot.map = Map::None;
                 node.free_frame(gfn);
                 false
@@ -595,6 +728,23 @@ impl Cluster {
             return Ok(());
         };
         let node = &mut s.nodes[i];
+        if p == DP {
+            match (node.deleg, r) {
+                (Deleg::Asking { list, recalled }, Reply::Delegated { granted: true }) => {
+                    node.deleg = Deleg::Held { list };
+                    if recalled {
+                        Self::give_back(node);
+                    }
+                }
+                (Deleg::Asking { list, .. }, Reply::Delegated { granted: false })
+                | (Deleg::Returning { list }, Reply::Done) => {
+                    node.free_frame(list);
+                    node.deleg = Deleg::None;
+                }
+                (d, r) => return Err(format!("node {n}: answer {r:?} to its delegation {d:?}")),
+            }
+            return Ok(());
+        }
         let slot = &mut node.pages[p as usize];
         let Some(req) = slot.req.take() else {
             return Err(format!(
@@ -655,6 +805,7 @@ impl Cluster {
                     slot.map = Map::None;
                 }
             }
+            (Req::Delegate { .. } | Req::Return, _) => unreachable!("answered above"),
         }
         Ok(())
     }
@@ -687,10 +838,10 @@ impl Cluster {
         match st {
             Step::ReadMiss { n, p } | Step::WriteMiss { n, p } => {
                 s.ops_left -= 1;
-                let node = self.node(s, n);
-                let f = node.free.trailing_zeros();
-                node.free &= !(1 << f);
+                let f = self.node(s, n).take_frame();
                 let frame = self.gfn(n, f);
+                let ix = self.frame_ix(frame);
+                s.lists[ix] = None;
                 let r = if matches!(st, Step::ReadMiss { .. }) {
                     Req::Read { frame }
                 } else {
@@ -724,9 +875,55 @@ impl Cluster {
                 node.pages[p as usize].req = Some(Req::Unlock);
                 node.req.push_back((p, Req::Unlock));
             }
+            Step::Delegate { n } => {
+                s.ops_left -= 1;
+                let f = self.node(s, n).take_frame();
+                let list = self.gfn(n, f);
+                let ix = self.frame_ix(list);
+                s.lists[ix] = Some(Vec::new());
+                let node = self.node(s, n);
+                node.deleg = Deleg::Asking {
+                    list,
+                    recalled: false,
+                };
+                node.req.push_back((DP, Req::Delegate { list }));
+            }
+            Step::DelegWrite { n, p } => {
+                let Deleg::Held { list } = s.nodes[n as usize - 1].deleg else {
+                    unreachable!()
+                };
+                let f = self.node(s, n).take_frame();
+                let gfn = self.gfn(n, f);
+                let ix = self.frame_ix(gfn);
+                if s.frames[ix].unsaved {
+                    return Err(format!(
+                        "node {n} writes page {p} into frame {gfn} under its delegation, holding an unsaved write of page {:?}",
+                        s.frames[ix].page
+                    ));
+                }
+                // The list record before the store: a list read after a
+                // failure names every frame it may have stored into.
+                s.lists[ix] = None;
+                let lx = self.frame_ix(list);
+                if let Some(l) = s.lists[lx].as_mut() {
+                    l.push((p, gfn));
+                }
+                s.frames[ix] = Frame {
+                    page: Some(p),
+                    ver: 0,
+                    unsaved: false,
+                };
+                self.store(s, n, p, gfn)?;
+                self.node(s, n).pages[p as usize].map = Map::Delegated { gfn };
+            }
+            Step::GiveBack { n } => {
+                s.ops_left -= 1;
+                Self::give_back(self.node(s, n));
+            }
             Step::Write { n, p } => {
                 let map = s.nodes[n as usize - 1].pages[p as usize].map;
                 match (map, self.cfg.mode) {
+                    (Map::Delegated { gfn }, _) => self.store(s, n, p, gfn)?,
                     (Map::Local { gfn, .. }, _) | (Map::Remote { gfn, .. }, Mode::Strong) => {
                         self.store(s, n, p, gfn)?;
                         match &mut self.node(s, n).pages[p as usize].map {
@@ -893,6 +1090,18 @@ impl Cluster {
                     slot.deferred
                 ));
             }
+            if node.life != Life::Failed
+                && matches!(node.deleg, Deleg::Asking { .. } | Deleg::Returning { .. })
+            {
+                return Err(format!(
+                    "node {}: delegation {:?} never answered",
+                    i + 1,
+                    node.deleg
+                ));
+            }
+        }
+        if let Some(d) = s.dir.delegation(&RANGE).filter(|d| !d.parked.is_empty()) {
+            return Err(format!("parked requests never served: {d:?}"));
         }
         Ok(())
     }
@@ -905,8 +1114,10 @@ impl Model for Cluster {
     fn init(&self) -> State {
         let c = &self.cfg;
         let pages = c.pages as usize;
+        let mut dir = PageDir::for_nodes(u32::from(c.nodes));
+        dir.set_delegation(c.delegation);
         State {
-            dir: PageDir::for_nodes(u32::from(c.nodes)),
+            dir,
             peers: vec![
                 Peer {
                     member: true,
@@ -928,6 +1139,7 @@ impl Model for Cluster {
                 };
                 c.nodes as usize * c.frames as usize
             ],
+            lists: vec![None; c.nodes as usize * c.frames as usize],
             nodes: (0..c.nodes).map(|_| Node::new(c)).collect(),
             ops_left: c.ops,
             failures_left: c.failures,
@@ -965,6 +1177,13 @@ impl Model for Cluster {
                     {
                         out.push(Step::Sleep { n, quiet: true });
                     }
+                    if c.delegation && s.ops_left > 0 {
+                        match node.deleg {
+                            Deleg::None if node.free != 0 => out.push(Step::Delegate { n }),
+                            Deleg::Held { .. } => out.push(Step::GiveBack { n }),
+                            _ => {}
+                        }
+                    }
                     for p in 0..c.pages {
                         let slot = &node.pages[p as usize];
                         if slot.req.is_some() {
@@ -974,6 +1193,13 @@ impl Model for Cluster {
                         let may_ask = s.ops_left > 0;
                         match slot.map {
                             Map::None => {
+                                if may_write
+                                    && node.free != 0
+                                    && !slot.drop_dirty
+                                    && matches!(node.deleg, Deleg::Held { .. })
+                                {
+                                    out.push(Step::DelegWrite { n, p });
+                                }
                                 if may_ask && node.free != 0 && !slot.drop_dirty {
                                     out.push(Step::ReadMiss { n, p });
                                     if may_write {
@@ -986,6 +1212,11 @@ impl Model for Cluster {
                             }
                             Map::Reserved { .. } => out.push(Step::Install { n, p }),
                             Map::Reclaiming { .. } => {}
+                            Map::Delegated { .. } => {
+                                if may_write {
+                                    out.push(Step::Write { n, p });
+                                }
+                            }
                             Map::Local { dirty, .. } | Map::Remote { dirty, .. } => {
                                 if may_write && (may_ask || c.mode == Mode::Strong) {
                                     out.push(Step::Write { n, p });
@@ -1057,10 +1288,16 @@ impl Model for Cluster {
                 if let Map::Local { gfn, .. }
                 | Map::Remote { gfn, .. }
                 | Map::Reserved { gfn }
-                | Map::Reclaiming { gfn } = slot.map
+                | Map::Reclaiming { gfn }
+                | Map::Delegated { gfn } = slot.map
                 {
                     used[self.frame_ix(gfn)] = true;
                 }
+            }
+        }
+        for (_, d) in s.dir.delegations() {
+            for (_, gfn) in s.lists[self.frame_ix(d.list)].iter().flatten() {
+                used[self.frame_ix(*gfn)] = true;
             }
         }
         let mut h = Fp::default();
@@ -1076,6 +1313,15 @@ impl Model for Cluster {
             s.dir.fill_is_stale(&k).hash(h);
         }
         s.dir.len().hash(h);
+        for (r, d) in s.dir.delegations() {
+            (r.base, d.holder, d.list, d.recalled, d.returning).hash(h);
+            (d.returned, d.failed, d.gone, d.floor, d.cuts.len()).hash(h);
+            for p in &d.parked {
+                let read = matches!(p.req, PageReq::Read { .. });
+                (p.node, p.tag, p.req.key().idx, read).hash(h);
+            }
+        }
+        s.lists.hash(h);
         s.peers.hash(h);
         s.quiet_seen.hash(h);
         s.fills.hash(h);
@@ -1107,7 +1353,7 @@ impl Model for Cluster {
                 .filter(|(_, x)| {
                     matches!(
                         x.pages[p as usize].map,
-                        Map::Local { .. } | Map::Reserved { .. }
+                        Map::Local { .. } | Map::Reserved { .. } | Map::Delegated { .. }
                     )
                 })
                 .map(|(i, _)| i + 1)
@@ -1119,10 +1365,16 @@ impl Model for Cluster {
             // or in the page's frame.
             let pu = p as usize;
             if self.cfg.mode == Mode::Strong && s.latest[pu] != s.disk[pu] {
-                let held = s.dir.entry(&key(p)).is_some_and(|e| {
-                    let f = s.frames[self.frame_ix(e.gfn)];
-                    f.page == Some(p) && f.ver == s.latest[pu]
-                });
+                let held = s
+                    .dir
+                    .entry(&key(p))
+                    .map(|e| e.gfn)
+                    .into_iter()
+                    .chain(self.listed(s, p))
+                    .any(|gfn| {
+                        let f = s.frames[self.frame_ix(gfn)];
+                        f.page == Some(p) && f.ver == s.latest[pu]
+                    });
                 if !held {
                     return Err(format!(
                         "page {p}: latest write v{} lost (disk has v{}, no frame of the directory holds it)",
@@ -1139,7 +1391,9 @@ impl Model for Cluster {
                     (ix / self.cfg.frames as usize) as u8 + 1,
                     (ix % self.cfg.frames as usize) as u32,
                 );
-                if s.dir.entry(&key(p)).is_none_or(|e| e.gfn != gfn) {
+                if s.dir.entry(&key(p)).is_none_or(|e| e.gfn != gfn)
+                    && !self.listed(s, p).contains(&gfn)
+                {
                     return Err(format!(
                         "page {p}: write v{} in frame {gfn} dropped unsaved (disk has v{})",
                         f.ver, s.disk[p as usize]
@@ -1153,7 +1407,9 @@ impl Model for Cluster {
                 continue; // a waking node serves its DIR_INVs first
             }
             for (p, slot) in node.pages.iter().enumerate() {
-                let (Map::Local { gfn, .. } | Map::Remote { gfn, .. }) = slot.map else {
+                let (Map::Local { gfn, .. } | Map::Remote { gfn, .. } | Map::Delegated { gfn }) =
+                    slot.map
+                else {
                     continue;
                 };
                 let f = s.frames[self.frame_ix(gfn)];
@@ -1182,6 +1438,9 @@ impl Model for Cluster {
 
     fn show(&self, s: &State) -> String {
         let mut out = String::new();
+        if let Some(d) = s.dir.delegation(&RANGE) {
+            out += &format!("deleg{{{d:?} list {:?}}} ", s.lists[self.frame_ix(d.list)]);
+        }
         for (k, e) in s.dir.entries() {
             out += &format!(
                 "p{}:{{o{} g{} sh{:#b} d{} {:?}}} ",
@@ -1198,6 +1457,9 @@ impl Model for Cluster {
                         out += &format!("/{r:?}");
                     }
                 }
+            }
+            if n.deleg != Deleg::None {
+                out += &format!(" {:?}", n.deleg);
             }
             if !n.notify.is_empty() {
                 out += &format!(" notify{:?}", n.notify);

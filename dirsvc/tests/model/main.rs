@@ -37,6 +37,7 @@ fn config(mode: Mode, order: QuietOrder) -> Config {
         lazy_inv: true,
         order,
         liveness: true,
+        delegation: false,
     }
 }
 
@@ -106,6 +107,36 @@ fn taking_quiet_acks_before_draining_the_ack_ring_loses_dirty_data() {
     );
 }
 
+/// Delegated ownership: a node takes the file's range, writes pages
+/// under it without requests, and another node's read or write recalls
+/// it; the holder may fail (its list is read from the region) and give
+/// the range back on its own. Two frames each: a list frame and a page.
+#[test]
+fn strong_delegation_two_nodes_two_pages_with_failure() {
+    let cfg = Config {
+        nodes: 2,
+        frames: 2,
+        ops: 3,
+        failures: 1,
+        delegation: true,
+        ..config(Mode::Strong, QuietOrder::DrainFirst)
+    };
+    assert_holds("strong delegation 2x2 failure", cfg, 2_000_000);
+}
+
+#[test]
+#[ignore = "release: tests/run.sh runs it"]
+fn strong_delegation_three_nodes_two_pages_with_failure() {
+    let cfg = Config {
+        frames: 2,
+        ops: 3,
+        failures: 1,
+        delegation: true,
+        ..config(Mode::Strong, QuietOrder::DrainFirst)
+    };
+    assert_holds("strong delegation 3x2 failure", cfg, 10_000_000);
+}
+
 #[test]
 #[ignore = "release: tests/run.sh runs it"]
 fn strong_three_nodes_two_pages_with_failure() {
@@ -128,7 +159,8 @@ fn relaxed_three_nodes_two_pages_with_failure() {
 
 /// Explore a configuration given by the environment (N nodes, P pages,
 /// F frames per node, W writes per page, O requests, X failures, R=1
-/// relaxed, L=0 no completion check, T=1 take before drain), e.g.
+/// relaxed, L=0 no completion check, T=1 take before drain, D=1
+/// delegation), e.g.
 /// `N=3 P=2 O=5 cargo test --release -p dirsvc --test model from_env -- --ignored --nocapture`.
 #[test]
 #[ignore = "a tool: the configuration comes from the environment"]
@@ -147,6 +179,7 @@ fn from_env() {
         ops: e("O", 4),
         failures: e("X", 0),
         liveness: e("L", 1) == 1,
+        delegation: e("D", 0) == 1,
         mode: if e("R", 0) == 1 {
             Mode::Relaxed
         } else {

@@ -310,9 +310,12 @@ impl Notifier {
                     fabric::trace::record(fabric::trace::Kind::InvTaken, 0, 0, 0, arg);
                     Ok(Some(Notice::InvRange(span)))
                 }
-                Ok(n @ (Notice::Sharers { .. } | Notice::Revoke(_) | Notice::ReplicasUsed)) => {
-                    Ok(Some(n))
-                }
+                Ok(
+                    n @ (Notice::Sharers { .. }
+                    | Notice::Revoke(_)
+                    | Notice::ReplicasUsed
+                    | Notice::Recall(_)),
+                ) => Ok(Some(n)),
                 _ => Err(Errno::Invalid),
             },
         }

@@ -277,6 +277,10 @@ pub mod dir {
     pub const INV_ACKS: &str = "invalidation acks (INV_ACK + INV_RANGE)";
     /// Pages the INV_RANGEs covered.
     pub const INV_RANGE_PAGES: &str = "pages in INV_RANGEs";
+    /// Delegations (strong mode, `delegation=1`): granted, denied,
+    /// recalled, given back, pages learnt from the holders' lists,
+    /// requests that waited for a recall.
+    pub const DELEGATIONS: &str = "delegations";
     /// Pages written back.
     pub const WRITEBACKS: &str = "write-backs";
     /// Most requests served from one node in one sweep.
@@ -295,7 +299,7 @@ pub mod dir {
     pub const MISS_FILE_READS: &str = "miss service, file reads";
 
     /// Every key, in the order `dir stats` prints them.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 19] = [
         PAGE_ENTRIES,
         BYTES_PER_ENTRY,
         REQUESTS_SERVED,
@@ -306,6 +310,7 @@ pub mod dir {
         INV_NOTICES,
         INV_ACKS,
         INV_RANGE_PAGES,
+        DELEGATIONS,
         WRITEBACKS,
         LARGEST_BATCH,
         DISK_BLOCKS_READ,

@@ -138,6 +138,8 @@ fn start_directory(
             fencing: cfg.fence,
             append_lease_ns: dirsvc::server::append_lease_ns(cfg.hb_timeout_ms * 1_000_000),
             daxfs: cfg.mode == fabric::config::Mode::Daxfs,
+            // Strong mode's writers are the only ones that ask.
+            delegation: cfg.delegation && cfg.mode == fabric::config::Mode::Strong,
             ..Config::default()
         },
     );

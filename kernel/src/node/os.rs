@@ -440,6 +440,16 @@ impl CacheControl for NodeOs {
             format!("{} ({} + {})", i.acks + i.range_acks, i.acks, i.range_acks),
         );
         put(keys::dir::INV_RANGE_PAGES, format!("{}", i.range_pages));
+        let Response::DelegStats(d) = with(|n| n.ring_call(&Request::DelegStats))? else {
+            return Err(Errno::Io);
+        };
+        put(
+            keys::dir::DELEGATIONS,
+            format!(
+                "granted {}, denied {}, recalled {}, returned {}, pages {}, parked {}",
+                d.granted, d.denied, d.recalled, d.returned, d.pages, d.parked
+            ),
+        );
         put(keys::dir::WRITEBACKS, format!("{}", p.writebacks));
         put(keys::dir::LARGEST_BATCH, format!("{}", p.max_batch));
         put(keys::dir::DISK_BLOCKS_READ, format!("{}", s.disk_reads));

@@ -4,7 +4,7 @@
 //! for answer -> kind code, [`PageDirStats::to_args`] for the counters'
 //! order; decoding looks the other way up in the same function).
 
-use super::{DecodeError, Desc, Op, Raw};
+use super::{DecodeError, DelegRange, Desc, Op, Raw};
 
 /// A page of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -121,6 +121,24 @@ pub enum PageReq {
         /// Page.
         key: PageKey,
     },
+    /// Strong mode, `delegation=1`: take the delegation of `range`, the
+    /// list of its pages kept in `list`, a frame of the requester's pool
+    /// (see `proto/deleg.rs`). Answered [`PageReply::Delegated`].
+    Delegate {
+        /// The range.
+        range: DelegRange,
+        /// The holder's list frame.
+        list: u64,
+    },
+    /// Give the delegation of `range` back (on a recall, or on the
+    /// holder's own): the directory reads the list frame, installs its
+    /// pages as owned and answers `Done`; from then on the list frame is
+    /// free. Answered `Done` too when there is no such delegation (the
+    /// file was cut meanwhile), so a return is never refused for a race.
+    DelegReturn {
+        /// The range.
+        range: DelegRange,
+    },
 }
 
 /// A page-request flag argument on the wire: 0 or 1, anything else is an
@@ -136,8 +154,9 @@ fn flag(v: u64) -> Result<bool, DecodeError> {
 impl PageReq {
     /// One request of each kind (fields zero): how decoding finds the kind
     /// an opcode stands for through [`PageReq::op`].
-    const KINDS: [PageReq; 8] = {
+    const KINDS: [PageReq; 10] = {
         let key = PageKey { ino: 0, idx: 0 };
+        let range = DelegRange { ino: 0, base: 0 };
         [
             PageReq::Read { key, frame: 0 },
             PageReq::LookupLock { key, frame: 0 },
@@ -147,12 +166,15 @@ impl PageReq {
             PageReq::Writeback { key, dirty: false },
             PageReq::Promote { key },
             PageReq::Unprotect { key },
+            PageReq::Delegate { range, list: 0 },
+            PageReq::DelegReturn { range },
         ]
     };
 
-    /// The page concerned.
+    /// The page concerned (a delegation's: the first page of its range).
     pub fn key(&self) -> PageKey {
         match *self {
+            PageReq::Delegate { range, .. } | PageReq::DelegReturn { range } => range.key(0),
             PageReq::Read { key, .. }
             | PageReq::LookupLock { key, .. }
             | PageReq::Unlock { key }
@@ -176,16 +198,22 @@ impl PageReq {
             PageReq::Writeback { .. } => Op::PageWriteback,
             PageReq::Promote { .. } => Op::PagePromote,
             PageReq::Unprotect { .. } => Op::PageUnprotect,
+            PageReq::Delegate { .. } => Op::PageDelegate,
+            PageReq::DelegReturn { .. } => Op::PageDelegReturn,
         }
     }
 
     /// Wire arguments `[ino, idx, frame or dirty flag]` (the opcode is
-    /// [`PageReq::op`]).
+    /// [`PageReq::op`]); a delegation's: `[ino, base, list frame or 0]`.
     pub(super) fn to_args(self) -> [u64; 3] {
         let k = self.key();
         let third = match self {
             PageReq::Read { frame, .. } | PageReq::LookupLock { frame, .. } => frame,
-            PageReq::Unlock { .. } | PageReq::Promote { .. } | PageReq::Unprotect { .. } => 0,
+            PageReq::Delegate { list, .. } => list,
+            PageReq::Unlock { .. }
+            | PageReq::Promote { .. }
+            | PageReq::Unprotect { .. }
+            | PageReq::DelegReturn { .. } => 0,
             PageReq::Inv { dirty, .. }
             | PageReq::Drop { dirty, .. }
             | PageReq::Writeback { dirty, .. } => dirty as u64,
@@ -210,6 +238,13 @@ impl PageReq {
             PageReq::Writeback { .. } => flag(a[2]).map(|dirty| PageReq::Writeback { key, dirty }),
             PageReq::Promote { .. } => Ok(PageReq::Promote { key }),
             PageReq::Unprotect { .. } => Ok(PageReq::Unprotect { key }),
+            PageReq::Delegate { .. } => DelegRange::new(a[0], a[1])
+                .map(|range| PageReq::Delegate { range, list: a[2] })
+                .ok_or(DecodeError::BadArgument),
+            PageReq::DelegReturn { .. } => match (DelegRange::new(a[0], a[1]), a[2]) {
+                (Some(range), 0) => Ok(PageReq::DelegReturn { range }),
+                _ => Err(DecodeError::BadArgument),
+            },
         })
     }
 }
@@ -247,6 +282,13 @@ pub enum PageReply {
     Refused,
     /// The disk transfer failed.
     IoError,
+    /// The answer to a DELEGATE: `granted`, the range is the requester's
+    /// until it returns it; else it goes on page by page (another node
+    /// holds or maps a page of the range, or delegation is off).
+    Delegated {
+        /// The delegation is the requester's.
+        granted: bool,
+    },
 }
 
 /// Kind codes of [`PageReply`] on the wire (argument 0 of the answer).
@@ -265,12 +307,14 @@ pub mod reply_code {
     pub const REFUSED: u64 = 6;
     /// [`super::PageReply::IoError`].
     pub const IO_ERROR: u64 = 7;
+    /// [`super::PageReply::Delegated`].
+    pub const DELEGATED: u64 = 8;
 }
 
 impl PageReply {
     /// One answer of each kind (fields zero or the lowest valid value): how
     /// decoding finds the kind a code stands for through [`PageReply::code`].
-    const KINDS: [PageReply; 7] = [
+    const KINDS: [PageReply; 8] = [
         PageReply::Owner { gfn: 0 },
         PageReply::Exclusive { gfn: 0 },
         PageReply::Shared { owner: 1, gfn: 0 },
@@ -278,6 +322,7 @@ impl PageReply {
         PageReply::Done { written: false },
         PageReply::Refused,
         PageReply::IoError,
+        PageReply::Delegated { granted: false },
     ];
 
     /// The kind code this answer travels with: the one table from answer
@@ -291,6 +336,7 @@ impl PageReply {
             PageReply::Done { .. } => reply_code::DONE,
             PageReply::Refused => reply_code::REFUSED,
             PageReply::IoError => reply_code::IO_ERROR,
+            PageReply::Delegated { .. } => reply_code::DELEGATED,
         }
     }
 
@@ -300,6 +346,7 @@ impl PageReply {
             PageReply::Owner { gfn } | PageReply::Exclusive { gfn } => (gfn, 0),
             PageReply::Shared { owner, gfn } => (gfn, owner as u64),
             PageReply::Done { written } => (0, written as u64),
+            PageReply::Delegated { granted } => (0, granted as u64),
             PageReply::Retry | PageReply::Refused | PageReply::IoError => (0, 0),
         };
         [self.code(), gfn, extra]
@@ -323,6 +370,9 @@ impl PageReply {
                 gfn: a[1],
             },
             PageReply::Done { .. } => PageReply::Done { written: a[2] != 0 },
+            PageReply::Delegated { .. } => PageReply::Delegated {
+                granted: flag(a[2])?,
+            },
             other @ (PageReply::Retry | PageReply::Refused | PageReply::IoError) => other,
         })
     }
@@ -465,6 +515,9 @@ pub enum Notice {
         /// The node had written one of them.
         dirty: bool,
     },
+    /// To a delegation's holder: give the range back now (another node
+    /// asked for one of its pages); answered by a DELEG_RETURN request.
+    Recall(DelegRange),
 }
 
 impl Notice {
@@ -478,6 +531,7 @@ impl Notice {
             Notice::RevokeAck(k) => (Op::RevokeAck, k, 0),
             Notice::ReplicasUsed => (Op::ReplicasUsed, PageKey { ino: 0, idx: 0 }, 0),
             Notice::InvRange(s) => return span_desc(Op::InvRange, s, 0),
+            Notice::Recall(r) => (Op::DelegRecall, r.key(0), 0),
             Notice::InvRangeAck { span, dirty } => {
                 return span_desc(Op::InvRangeAck, span, dirty as u64)
             }
@@ -513,6 +567,12 @@ impl Notice {
             Some(Op::Revoke) => Ok(Notice::Revoke(key)),
             Some(Op::RevokeAck) => Ok(Notice::RevokeAck(key)),
             Some(Op::ReplicasUsed) => Ok(Notice::ReplicasUsed),
+            Some(Op::DelegRecall) if r.args[2..].iter().all(|a| *a == 0) => {
+                DelegRange::new(r.args[0], r.args[1])
+                    .map(Notice::Recall)
+                    .ok_or(DecodeError::BadArgument)
+            }
+            Some(Op::DelegRecall) => Err(DecodeError::BadArgument),
             Some(op @ (Op::InvRange | Op::InvRangeAck)) => {
                 let span = PageSpan::new(r.args[0], r.args[1], r.args[2])
                     .ok_or(DecodeError::BadArgument)?;

@@ -115,6 +115,8 @@ pub enum Request {
     PageStats,
     /// Invalidation counters.
     InvStats,
+    /// Delegation counters.
+    DelegStats,
     /// The directory's service times of one kind of miss.
     MissStats {
         /// Which kind.
@@ -154,6 +156,7 @@ impl Request {
             | Request::PageRun(_)
             | Request::PageStats
             | Request::InvStats
+            | Request::DelegStats
             | Request::MissStats { .. } => false,
         }
     }
@@ -222,6 +225,7 @@ impl Request {
             Request::Stats => (Op::Stats, [0; 7]),
             Request::PageStats => (Op::PageStats, [0; 7]),
             Request::InvStats => (Op::InvStats, [0; 7]),
+            Request::DelegStats => (Op::DelegStats, [0; 7]),
             Request::MissStats { kind } => (Op::MissStats, [kind as u64, 0, 0, 0, 0, 0, 0]),
             Request::Locality { slot, ino, first } => {
                 (Op::Locality, [slot as u64, ino, first, 0, 0, 0, 0])
@@ -312,6 +316,7 @@ impl Request {
             Op::Stats => Request::Stats,
             Op::PageStats => Request::PageStats,
             Op::InvStats => Request::InvStats,
+            Op::DelegStats => Request::DelegStats,
             Op::MissStats => Request::MissStats {
                 kind: MissKind::from_u64(a[0]).ok_or(DecodeError::BadArgument)?,
             },
@@ -327,7 +332,9 @@ impl Request {
             | Op::PageDrop
             | Op::PageWriteback
             | Op::PagePromote
-            | Op::PageUnprotect => Request::Page(
+            | Op::PageUnprotect
+            | Op::PageDelegate
+            | Op::PageDelegReturn => Request::Page(
                 PageReq::from_args(op, [a[0], a[1], a[2]])
                     .ok_or(DecodeError::BadOpcode(r.op))??,
             ),
@@ -343,7 +350,8 @@ impl Request {
             | Op::RevokeAck
             | Op::ReplicasUsed
             | Op::InvRange
-            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::InvRangeAck
+            | Op::DelegRecall => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
     }
@@ -363,6 +371,7 @@ pub fn op_of(r: &Request) -> Op {
         Request::Stats => Op::Stats,
         Request::PageStats => Op::PageStats,
         Request::InvStats => Op::InvStats,
+        Request::DelegStats => Op::DelegStats,
         Request::MissStats { .. } => Op::MissStats,
         Request::Locality { .. } => Op::Locality,
         Request::Page(p) => p.op(),

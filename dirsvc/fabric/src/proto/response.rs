@@ -1,8 +1,8 @@
 //! Answers (directory -> node) as the node sees them, with their encoding.
 
 use super::{
-    small, Attr, DecodeError, Desc, Errno, FileKind, InvStats, Op, PageDirStats, PageReply, Raw,
-    RunReply,
+    small, Attr, DecodeError, DelegStats, Desc, Errno, FileKind, InvStats, Op, PageDirStats,
+    PageReply, Raw, RunReply,
 };
 
 /// Counters reported by [`Op::Stats`].
@@ -176,6 +176,8 @@ pub enum Response {
     PageStats(PageDirStats),
     /// Invalidation counters.
     InvStats(InvStats),
+    /// Delegation counters.
+    DelegStats(DelegStats),
     /// Service times of one kind of miss.
     MissStats(MissStats),
     /// Failure.
@@ -211,6 +213,7 @@ impl Response {
             }
             Response::PageStats(s) => r.args = s.to_args(),
             Response::InvStats(s) => r.args = s.to_args(),
+            Response::DelegStats(s) => r.args = s.to_args(),
             Response::MissStats(s) => r.args = s.to_args(),
             Response::Err(e) => r.status = *e as u16,
         }
@@ -265,7 +268,9 @@ impl Response {
             | Op::PageDrop
             | Op::PageWriteback
             | Op::PagePromote
-            | Op::PageUnprotect => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
+            | Op::PageUnprotect
+            | Op::PageDelegate
+            | Op::PageDelegReturn => Response::Page(PageReply::from_args([a[0], a[1], a[2]])?),
             // Any bits are well-formed: the requester reads those of its
             // run's pages only.
             Op::PageInvRun | Op::PageWritebackRun => Response::Run(RunReply {
@@ -274,6 +279,7 @@ impl Response {
             }),
             Op::PageStats => Response::PageStats(PageDirStats::from_args(a)),
             Op::InvStats => Response::InvStats(InvStats::from_args(a)),
+            Op::DelegStats => Response::DelegStats(DelegStats::from_args(a)),
             Op::MissStats => Response::MissStats(MissStats::from_args(a)),
             Op::DirInv
             | Op::InvAck
@@ -282,7 +288,8 @@ impl Response {
             | Op::RevokeAck
             | Op::ReplicasUsed
             | Op::InvRange
-            | Op::InvRangeAck => return Err(DecodeError::BadOpcode(r.op)),
+            | Op::InvRangeAck
+            | Op::DelegRecall => return Err(DecodeError::BadOpcode(r.op)),
             Op::Stats => Response::Stats(DirStats::from_args(a)),
         };
         Ok((r.tag, resp))

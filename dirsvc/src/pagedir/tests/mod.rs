@@ -152,6 +152,7 @@ impl T {
     }
 }
 
+mod deleg;
 mod evict;
 mod failures;
 mod invalidation;

@@ -51,6 +51,7 @@ impl<D: BlockDevice> Directory<D> {
                     Notice::InvRange(_) => Op::InvRange,
                     Notice::Revoke(_) => Op::Revoke,
                     Notice::ReplicasUsed => Op::ReplicasUsed,
+                    Notice::Recall(_) => Op::DelegRecall,
                     _ => Op::Sharers,
                 };
                 let error = DecodeError::BadOpcode(op as u16);

@@ -99,6 +99,7 @@ impl Rig {
 
 mod appendlock;
 mod daxfill;
+mod deleg;
 mod deliveries;
 mod fencing;
 mod fileinv;

@@ -184,6 +184,12 @@ impl<E: Env> Session<E> for ScState {
                     n += 1;
                     continue;
                 }
+                Ok(Some(Notice::Recall(range))) => {
+                    // Only a delegation's holder is recalled, and this
+                    // node never asks for one: nothing to give back.
+                    log::warn!("RECALL of {range:?}, never delegated here: ignored");
+                    continue;
+                }
                 Ok(Some(Notice::ReplicasUsed)) => {
                     // Looked at above, before this loop; again for a
                     // notice that came while it ran.

@@ -74,6 +74,15 @@ impl Sim {
                         self.node(node).notify.push_back((span, true));
                     }
                 }
+                // The simulated nodes never ask for a delegation.
+                Action::Recall { node, range } => {
+                    return Err(format!(
+                        "RECALL of {range:?} to node {node}, never delegated"
+                    ));
+                }
+                Action::ReadList { node, range, .. } => {
+                    return Err(format!("list of {range:?} of node {node}, never delegated"));
+                }
                 Action::Export { gfn, on } => {
                     if on {
                         self.export.insert(gfn);
