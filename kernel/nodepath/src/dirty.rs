@@ -143,10 +143,12 @@ impl Run {
         self.first * PAGE as u64 + piece.start as u64
     }
 
-    /// The file-server writes of the pieces, in order.
-    pub fn writes(&self, ino: u64) -> impl Iterator<Item = WriteReq<'_>> {
+    /// The file-server writes of the pieces, in order, to generation
+    /// `gen` of `ino`.
+    pub fn writes(&self, ino: u64, gen: u64) -> impl Iterator<Item = WriteReq<'_>> {
         self.pieces.iter().map(move |p| WriteReq {
             ino,
+            gen,
             offset: self.offset(p),
             data: &self.data[p.clone()],
         })

@@ -387,14 +387,10 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
     run_phases(seed, (steps, phase2_steps()), mode)
 }
 
-/// Whether the second phase appends: `ONECOPY_SIM_APPENDS=1` (or `0`),
-/// else only in strong mode while the other modes' append finding is
-/// open (see [`sim_sweep`]).
-fn appends_on(mode: Mode) -> bool {
-    match std::env::var("ONECOPY_SIM_APPENDS").as_deref() {
-        Ok(v) => v.trim() != "0",
-        Err(_) => mode == Mode::Strong,
-    }
+/// Whether the second phase appends: in every mode, unless
+/// `ONECOPY_SIM_APPENDS=0`.
+fn appends_on() -> bool {
+    std::env::var("ONECOPY_SIM_APPENDS").map_or(true, |v| v.trim() != "0")
 }
 
 /// Steps of the second phase (`ONECOPY_SIM_PHASE2`, default 40).
@@ -461,7 +457,7 @@ pub(super) fn run_phases(seed: u64, steps: (u64, u64), mode: Mode) -> Result<Run
         appends_ok: 0,
     }));
     world.borrow_mut().mode = Some(mode);
-    let appends = appends_on(mode);
+    let appends = appends_on();
     // Inside other operations' wait steps: whole reads and writes.
     let hook_pct = 2 + world.borrow_mut().rng.below(10);
     {
@@ -760,9 +756,8 @@ fn finish(
         revive(rig, nodes, world, d);
     }
     rejoin_all(rig, nodes);
-    // A close refused (a relaxed write-back waits while pages under it are
-    // torn down, up to the call timeout) keeps its copies dirty: written
-    // back now, as any later fsync or sync would.
+    // What a failed sync or a reclaim's failed write-back left dirty
+    // (a failed close or fsync dropped its file's) goes back now.
     for n in nodes {
         let _ = n.borrow_mut().sync();
     }
