@@ -155,6 +155,16 @@ impl Run {
     }
 }
 
+/// Does a write-back's failure `e`, reported to a close or fsync, lose
+/// what it could not write? Every answer the directory gave does (a disk
+/// error, no space, a stale file, a teardown outlasting the call
+/// timeout); no answer (`Unavailable`: the directory may be back, or the
+/// node leaves the cache and loses them then) keeps them dirty for the
+/// next write-back.
+pub fn drops_unwritten(e: Errno) -> bool {
+    e != Errno::Unavailable
+}
+
 /// What the answer to a piece's write of `len` bytes says: the file's
 /// attributes after it, or why it failed (the directory's own error,
 /// such as no space, where it gave one).

@@ -22,7 +22,7 @@ use alloc::vec::Vec;
 use fabric::proto::Errno;
 
 use super::{Private, PAGE};
-use crate::dirty::Run;
+use crate::dirty::{drops_unwritten, Run};
 use crate::env::Env;
 use crate::link::wbflight::{Job, Write, WriteJobs, SLOT};
 use crate::link::Link;
@@ -185,24 +185,25 @@ impl Private {
 
     /// A job's answers, in order: as the synchronous write-back does,
     /// except that a page written since it was sent stays dirty. A failed
-    /// write's pages stay dirty too unless the failure is `reported`:
-    /// then they go, with the size they extended the file to.
+    /// write's pages stay dirty too unless the failure is `reported` and
+    /// loses them ([`drops_unwritten`]): then they go, with the size they
+    /// extended the file to.
     fn apply(&mut self, meta: &mut Meta, job: &Job, reported: bool) -> Result<(), Errno> {
         let (ino, id) = (job.ino, job.id);
         let mut err = None;
         for w in &job.writes {
-            let mut ok = true;
+            let mut failed = None;
             for p in &w.pieces {
                 match p.written() {
                     Ok(attr) => self.learn_own_write(meta, attr),
                     Err(e) => {
                         err.get_or_insert(e);
-                        ok = false;
+                        failed.get_or_insert(e);
                     }
                 }
             }
-            if !ok {
-                self.unsend(ino, id, w, reported);
+            if let Some(e) = failed {
+                self.unsend(ino, id, w, reported && drops_unwritten(e));
                 continue;
             }
             self.written_back += w.len.div_ceil(PAGE) as u64;
@@ -214,7 +215,7 @@ impl Private {
         }
         if !self.dirty.range((ino, 0)..=(ino, u64::MAX)).any(|_| true) {
             match err {
-                Some(e) if reported => {
+                Some(e) if reported && drops_unwritten(e) => {
                     log::warn!(
                         "write-back of inode {ino} failed ({e:?}): its unwritten pages dropped"
                     );

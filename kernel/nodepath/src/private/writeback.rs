@@ -213,19 +213,20 @@ impl Private {
     }
 
     /// `r`, the result of a write-back of `ino` that a close or fsync
-    /// reports. A failure loses exactly what it could not write: the
-    /// pages left dirty go, and so does the size they extended the file
-    /// to. Kept, they would read here under the size other nodes' writes
-    /// publish meanwhile (zeros past this node's old end, its own
-    /// unwritten bytes where another node's completed write landed), and
-    /// a later write-back would carry them over those writes.
+    /// reports. A failure the directory answered loses exactly what it
+    /// could not write ([`crate::dirty::drops_unwritten`]): the pages left
+    /// dirty go, and so does the size they extended the file to. Kept,
+    /// they would read here under the size other nodes' writes publish
+    /// meanwhile (zeros past this node's old end, its own unwritten bytes
+    /// where another node's completed write landed), and a later
+    /// write-back would carry them over those writes.
     pub(super) fn reported(
         &mut self,
         meta: &mut Meta,
         ino: u64,
         r: Result<(), Errno>,
     ) -> Result<(), Errno> {
-        if let Err(e) = r {
+        if let Some(e) = r.err().filter(|&e| crate::dirty::drops_unwritten(e)) {
             log::warn!("write-back of inode {ino} failed ({e:?}): its unwritten pages dropped");
             let left: Vec<u64> = self
                 .dirty

@@ -348,22 +348,23 @@ impl SingleCopy {
     }
 
     /// `r`, the result of a write-back of `ino` that a close, fsync or
-    /// truncate reports. A failure loses exactly what it could not write:
-    /// the private copies left go, and so does the size they extended the
+    /// truncate reports. A failure the directory answered loses exactly
+    /// what it could not write ([`crate::dirty::drops_unwritten`]): the
+    /// private copies left go, and so does the size they extended the
     /// file to. Kept, they would read here under the size other nodes'
     /// writes publish meanwhile (zeros past this node's old end, its own
     /// unwritten bytes where another node's completed write landed), and
     /// a later write-back would carry them over those writes.
     fn reported(&mut self, meta: &mut Meta, ino: u64, r: Result<(), Errno>) -> Result<(), Errno> {
         match r {
-            Ok(()) => self.written_back(meta, ino),
-            Err(e) => {
+            Err(e) if crate::dirty::drops_unwritten(e) => {
                 log::warn!(
                     "write-back of inode {ino} failed ({e:?}): its unwritten copies dropped"
                 );
                 self.drop_copies(ino);
                 meta.forget_local_size(ino);
             }
+            _ => self.written_back(meta, ino),
         }
         r
     }
