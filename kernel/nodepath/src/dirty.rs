@@ -143,14 +143,26 @@ impl Run {
         self.first * PAGE as u64 + piece.start as u64
     }
 
-    /// The file-server writes of the pieces, in order.
-    pub fn writes(&self, ino: u64) -> impl Iterator<Item = WriteReq<'_>> {
+    /// The file-server writes of the pieces, in order, to generation
+    /// `gen` of `ino`.
+    pub fn writes(&self, ino: u64, gen: u64) -> impl Iterator<Item = WriteReq<'_>> {
         self.pieces.iter().map(move |p| WriteReq {
             ino,
+            gen,
             offset: self.offset(p),
             data: &self.data[p.clone()],
         })
     }
+}
+
+/// Does a write-back's failure `e`, reported to a close or fsync, lose
+/// what it could not write? Every answer the directory gave does (a disk
+/// error, no space, a stale file, a teardown outlasting the call
+/// timeout); no answer (`Unavailable`: the directory may be back, or the
+/// node leaves the cache and loses them then) keeps them dirty for the
+/// next write-back.
+pub fn drops_unwritten(e: Errno) -> bool {
+    e != Errno::Unavailable
 }
 
 /// What the answer to a piece's write of `len` bytes says: the file's

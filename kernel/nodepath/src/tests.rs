@@ -655,5 +655,6 @@ mod task_writeback;
 mod torndown;
 mod trace;
 mod unlock;
+mod unwritten;
 mod windows;
 mod writes;

@@ -191,8 +191,26 @@ impl<E: Env> Vfs<E> {
     }
 
     fn learn(&mut self, a: &Attr) {
+        self.newer_gen(a);
         if self.meta.learn(a) {
             self.dp.forget_pages(a.ino);
+        }
+    }
+
+    /// If `a` is of a newer file than the one this node knew under its
+    /// number, drop what it buffered of the older and its local size:
+    /// write-backs go with the generation this node knows, so data of a
+    /// removed file would otherwise go out under the newer one's.
+    fn newer_gen(&mut self, a: &Attr) {
+        let known = self.meta.gen(a.ino);
+        // 0: no generation (not checked).
+        if known != 0 && a.gen() != 0 && known != a.gen() {
+            log::info!(
+                "inode {}: a newer file, buffered data of the older dropped",
+                a.ino
+            );
+            self.dp.stale_gen(a.ino);
+            self.meta.remove(a.ino);
         }
     }
 
@@ -667,8 +685,7 @@ impl<E: Env> Vfs<E> {
 
     /// Set the size of an open file.
     pub fn truncate(&mut self, link: &mut Link<E>, fd: Fd, size: u64) -> Result<(), Errno> {
-        let ino = self.truncate_prepare(link, fd, size)?;
-        let gen = self.file(fd)?.gen;
+        let (ino, gen) = self.truncate_prepare(link, fd, size)?;
         let old = if self.dp.truncate_needs_old() {
             let a = getattr(link, &mut *self.dp, ino)?;
             self.meta.learn(&a);
@@ -704,13 +721,13 @@ impl<E: Env> Vfs<E> {
     }
 
     /// A truncate's first half: the local work before the directory is
-    /// asked; the file's inode.
+    /// asked; the file's inode and the generation its `Setattr` carries.
     pub fn truncate_prepare(
         &mut self,
         link: &mut Link<E>,
         fd: Fd,
         size: u64,
-    ) -> Result<u64, Errno> {
+    ) -> Result<(u64, u64), Errno> {
         let (ino, gen) = {
             let f = self.file(fd)?;
             (f.ino, f.gen)
@@ -718,11 +735,12 @@ impl<E: Env> Vfs<E> {
         // A size set on a file that got this number since would cut it.
         self.confirm_gen(link, ino, gen, 0..0)?;
         self.dp.truncate_prepare(link, &mut self.meta, ino, size)?;
-        Ok(ino)
+        Ok((ino, gen))
     }
 
     /// Learn `a` (a truncate's size before, asked in flight).
     pub fn learn_meta(&mut self, a: &Attr) {
+        self.newer_gen(a);
         self.meta.learn(a);
     }
 

@@ -90,6 +90,9 @@ impl Write {
 pub struct Job {
     pub id: u64,
     pub ino: u64,
+    /// The generation of `ino` the bytes were written to (see
+    /// [`crate::link::WriteReq::gen`]).
+    pub gen: u64,
     pub writes: Vec<Write>,
 }
 
@@ -117,10 +120,15 @@ impl WriteJobs {
         self.next_id + 1
     }
 
-    /// Start job [`WriteJobs::next_id`] of `ino`: `runs` in page order,
-    /// each sent as its pieces (a run without any, such as pages wholly
-    /// past the end, needs no write). Its id.
-    pub fn push<E: Env>(&mut self, link: &mut Link<E>, ino: u64, runs: Vec<Run>) -> u64 {
+    /// Start job [`WriteJobs::next_id`] of generation `gen` of `ino`:
+    /// `runs` in page order, each sent as its pieces (a run without any,
+    /// such as pages wholly past the end, needs no write). Its id.
+    pub fn push<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        (ino, gen): (u64, u64),
+        runs: Vec<Run>,
+    ) -> u64 {
         let id = self.next_id();
         let writes = runs
             .into_iter()
@@ -142,7 +150,12 @@ impl WriteJobs {
             })
             .collect();
         self.next_id = id;
-        self.jobs.push_back(Job { id, ino, writes });
+        self.jobs.push_back(Job {
+            id,
+            ino,
+            gen,
+            writes,
+        });
         self.started += 1;
         self.max_jobs = self.max_jobs.max(self.jobs.len());
         self.pump(link);
@@ -200,7 +213,7 @@ impl WriteJobs {
         // 0: no session; the sends below then fail.
         let cap = link.bulk_cap(SLOT).unwrap_or_default();
         for job in self.jobs.iter_mut() {
-            let ino = job.ino;
+            let (ino, gen) = (job.ino, job.gen);
             let pieces = job.writes.iter_mut().flat_map(|w| w.pieces.iter_mut());
             for p in pieces.filter(|p| p.data.is_some()) {
                 let full = if net {
@@ -215,7 +228,7 @@ impl WriteJobs {
                 let at = if net { 0 } else { self.slot_used };
                 let sent = link.bulk_write(SLOT, at, &data).and_then(|()| {
                     let req = Request::Data {
-                        gen: 0,
+                        gen,
                         op: Op::Write,
                         slot: SLOT,
                         at: at as u32,

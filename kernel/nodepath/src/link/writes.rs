@@ -33,6 +33,10 @@ const SLOT: u32 = 2;
 pub struct WriteReq<'a> {
     /// The file.
     pub ino: u64,
+    /// The generation of the file the bytes were written to
+    /// ([`fabric::proto::Attr::gen`]): refused if the number now names
+    /// another file (0: not checked).
+    pub gen: u64,
     /// Byte offset in the file.
     pub offset: u64,
     /// The bytes (at most the write slot's capacity).
@@ -129,7 +133,7 @@ impl<E: Env> Link<E> {
 
 fn data_req(w: &WriteReq<'_>, at: usize) -> Request {
     Request::Data {
-        gen: 0,
+        gen: w.gen,
         op: Op::Write,
         slot: SLOT,
         at: at as u32,

@@ -40,7 +40,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use fabric::proto::{DirEntry, Errno, Op, Request, Response, MAX_PATH};
+use fabric::proto::{Attr, DirEntry, Errno, Op, Request, Response, MAX_PATH};
 use osapi::io::{Fd, OpenFlags};
 use osapi::meta::{MetaCall, MetaDone, MetaStart, MetaTicket};
 
@@ -73,11 +73,13 @@ enum Step {
     /// steps, see [`Node::send_truncate`]).
     TruncWriteBack { wb: u64, fd: Fd, size: u64 },
     /// A truncate's `Getattr` of the size before (then its `Setattr`).
-    TruncOld { ino: u64, size: u64 },
-    /// A truncate's `Setattr` (`old`: the size before, if asked; a growth
-    /// refused as `Busy` is asked again until `busy_until`).
+    TruncOld { ino: u64, gen: u64, size: u64 },
+    /// A truncate's `Setattr` of generation `gen` of `ino` (`old`: the
+    /// size before, if asked; a growth refused as `Busy` is asked again
+    /// until `busy_until`).
     Trunc {
         ino: u64,
+        gen: u64,
         size: u64,
         old: Option<u64>,
         busy_until: u64,
@@ -413,14 +415,15 @@ impl<E: Env> Node<E> {
     /// nothing after a write-back in flight), then the size before (single
     /// copy) and the `Setattr` in flight.
     fn truncate_steps(&mut self, fd: Fd, size: u64) -> Result<Job, Errno> {
-        let ino = self.vfs.truncate_prepare(&mut self.link, fd, size)?;
+        let (ino, gen) = self.vfs.truncate_prepare(&mut self.link, fd, size)?;
         let (req, step) = if self.vfs.truncate_needs_old() {
-            (Request::Getattr { ino }, Step::TruncOld { ino, size })
+            (Request::Getattr { ino }, Step::TruncOld { ino, gen, size })
         } else {
             (
-                set_size(ino, size),
+                set_size(ino, gen, size),
                 Step::Trunc {
                     ino,
+                    gen,
                     size,
                     old: None,
                     busy_until: self.link.deadline(),
@@ -461,6 +464,7 @@ impl<E: Env> Node<E> {
             Err(Errno::Busy) => match job.step {
                 Step::Trunc {
                     ino,
+                    gen,
                     size,
                     old,
                     busy_until,
@@ -468,11 +472,12 @@ impl<E: Env> Node<E> {
                     self.meta.give_sub(job.sub);
                     let step = Step::Trunc {
                         ino,
+                        gen,
                         size,
                         old,
                         busy_until,
                     };
-                    return self.start(&set_size(ino, size), step, None, 0);
+                    return self.start(&set_size(ino, gen, size), step, None, 0);
                 }
                 _ => {
                     self.meta.give_sub(job.sub);
@@ -544,16 +549,17 @@ impl<E: Env> Node<E> {
                     Err(e) => Next::Done(Err(e)),
                 }
             }
-            Step::TruncOld { ino, size } => match attr_of(r) {
+            Step::TruncOld { ino, gen, size } => match attr_of(r) {
                 Ok(old) => {
                     self.vfs.learn_meta(&old);
                     let step = Step::Trunc {
                         ino,
+                        gen,
                         size,
                         old: Some(old.size),
                         busy_until: self.link.deadline(),
                     };
-                    self.start(&set_size(ino, size), step, None, 0)
+                    self.start(&set_size(ino, gen, size), step, None, 0)
                 }
                 Err(e) => Next::Done(Err(e)),
             },
@@ -567,11 +573,13 @@ impl<E: Env> Node<E> {
     fn finish(&mut self, step: Step, r: Response) -> Next {
         match step {
             Step::Open(flags) => {
-                let a = match attr_of(r).and_then(|a| self.vfs.open_looked_up(a, flags)) {
+                let looked_up = attr_of(r);
+                let gen = looked_up.as_ref().map_or(0, Attr::gen);
+                let a = match looked_up.and_then(|a| self.vfs.open_looked_up(a, flags)) {
                     Ok(OpenNext::Ready(a)) => a,
                     Ok(OpenNext::Truncate(ino)) => {
                         let req = Request::Setattr {
-                            gen: 0,
+                            gen,
                             ino,
                             size: 0,
                             expect: None,
@@ -630,10 +638,10 @@ fn flush_job(tag: u32) -> Job {
     }
 }
 
-/// The `Setattr` of a truncate to `size`.
-fn set_size(ino: u64, size: u64) -> Request {
+/// The `Setattr` of a truncate of generation `gen` of `ino` to `size`.
+fn set_size(ino: u64, gen: u64, size: u64) -> Request {
     Request::Setattr {
-        gen: 0,
+        gen,
         ino,
         size,
         expect: None,

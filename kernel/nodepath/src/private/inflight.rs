@@ -22,7 +22,7 @@ use alloc::vec::Vec;
 use fabric::proto::Errno;
 
 use super::{Private, PAGE};
-use crate::dirty::Run;
+use crate::dirty::{drops_unwritten, Run};
 use crate::env::Env;
 use crate::link::wbflight::{Job, Write, WriteJobs, SLOT};
 use crate::link::Link;
@@ -112,7 +112,7 @@ impl Private {
                 self.inflight.sent.insert((ino, run.first + k), id);
             }
         }
-        let pushed = self.inflight.q.push(link, ino, runs);
+        let pushed = self.inflight.q.push(link, (ino, meta.gen(ino)), runs);
         debug_assert_eq!(pushed, id);
         Ok(WbStart::Started(id))
     }
@@ -173,30 +173,37 @@ impl Private {
     /// Apply `job` and keep its result for its task (a job that makes
     /// room for tasks' writes settles their tickets instead).
     fn apply_job(&mut self, meta: &mut Meta, job: Job) {
-        let r = self.apply(meta, &job);
+        // A task's close, fsync or truncate reports its job's failure: what
+        // it could not write goes (as `Private::reported`). Room jobs'
+        // pages stay dirty for the file's close to write.
+        let reported = !self.room.contains(&job.id);
+        let r = self.apply(meta, &job, reported);
         if !self.room_job_done(job.id) {
             self.inflight.done.insert(job.id, r);
         }
     }
 
     /// A job's answers, in order: as the synchronous write-back does,
-    /// except that a page written since it was sent stays dirty.
-    fn apply(&mut self, meta: &mut Meta, job: &Job) -> Result<(), Errno> {
+    /// except that a page written since it was sent stays dirty. A failed
+    /// write's pages stay dirty too unless the failure is `reported` and
+    /// loses them ([`drops_unwritten`]): then they go, with the size they
+    /// extended the file to.
+    fn apply(&mut self, meta: &mut Meta, job: &Job, reported: bool) -> Result<(), Errno> {
         let (ino, id) = (job.ino, job.id);
         let mut err = None;
         for w in &job.writes {
-            let mut ok = true;
+            let mut failed = None;
             for p in &w.pieces {
                 match p.written() {
                     Ok(attr) => self.learn_own_write(meta, attr),
                     Err(e) => {
                         err.get_or_insert(e);
-                        ok = false;
+                        failed.get_or_insert(e);
                     }
                 }
             }
-            if !ok {
-                self.unsend(ino, id, w);
+            if let Some(e) = failed {
+                self.unsend(ino, id, w, reported && drops_unwritten(e));
                 continue;
             }
             self.written_back += w.len.div_ceil(PAGE) as u64;
@@ -207,15 +214,28 @@ impl Private {
             }
         }
         if !self.dirty.range((ino, 0)..=(ino, u64::MAX)).any(|_| true) {
-            meta.clear_local_size(ino);
+            match err {
+                Some(e) if reported && drops_unwritten(e) => {
+                    log::warn!(
+                        "write-back of inode {ino} failed ({e:?}): its unwritten pages dropped"
+                    );
+                    meta.forget_local_size(ino);
+                }
+                _ => meta.clear_local_size(ino),
+            }
         }
         err.map_or(Ok(()), Err)
     }
 
-    /// A write of job `id` that failed: its pages stay dirty.
-    fn unsend(&mut self, ino: u64, id: u64, w: &Write) {
+    /// A write of job `id` that failed: its pages stay dirty, or go if
+    /// `drop` (those no later write or job took again).
+    fn unsend(&mut self, ino: u64, id: u64, w: &Write, drop: bool) {
         for k in 0..w.n as u64 {
-            self.inflight.take((ino, w.first + k), id);
+            let idx = w.first + k;
+            if self.inflight.take((ino, idx), id) && drop {
+                self.mark_clean(ino, idx);
+                self.forget_page(ino, idx);
+            }
         }
     }
 }

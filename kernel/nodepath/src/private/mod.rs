@@ -55,10 +55,11 @@ const PREFETCH_BATCH: usize = 32;
 /// full.
 pub const WRITEBACK_BATCH: usize = 32;
 
-/// A read of pages `[first, first+n)` of `ino` into bulk slot 1.
-fn read_req(ino: u64, first: u64, n: usize) -> Request {
+/// A read of pages `[first, first+n)` of generation `gen` of `ino` into
+/// bulk slot 1.
+fn read_req((ino, gen): (u64, u64), first: u64, n: usize) -> Request {
     Request::Data {
-        gen: 0,
+        gen,
         op: Op::Read,
         slot: 1,
         at: 0,
@@ -212,7 +213,7 @@ impl Private {
         }
         let cap = link.bulk_cap(1)?;
         let n = n.min(cap / PAGE).max(1);
-        let r = link.fs_call(&read_req(ino, first, n), self)?;
+        let r = link.fs_call(&read_req((ino, meta.gen(ino)), first, n), self)?;
         let Response::Data { bytes, attr } = r else {
             return Err(Errno::Io);
         };
@@ -284,6 +285,13 @@ impl<E: Env> DataPath<E> for Private {
     fn forget_pages(&mut self, ino: u64) {
         self.void_reads(Some(ino));
         self.drop_pages(ino);
+    }
+
+    fn stale_gen(&mut self, ino: u64) {
+        // Tasks' write-backs in flight took their bytes and carry the
+        // older generation: refused, they leave nothing to clean.
+        self.void_reads(Some(ino));
+        self.discard_from(ino, 0);
     }
 
     fn read(
@@ -363,7 +371,8 @@ impl<E: Env> DataPath<E> for Private {
 
     /// The buffered file goes to the directory (close-to-open).
     fn close(&mut self, link: &mut Link<E>, meta: &mut Meta, ino: u64) -> Result<(), Errno> {
-        self.write_back_ino(link, meta, ino)
+        let r = self.write_back_ino(link, meta, ino);
+        self.reported(meta, ino, r)
     }
 
     /// The same write-back for all three: the file's dirty pages.
@@ -392,7 +401,8 @@ impl<E: Env> DataPath<E> for Private {
         meta: &mut Meta,
         ino: u64,
     ) -> Result<(), Errno> {
-        self.write_back_ino(link, meta, ino)
+        let r = self.write_back_ino(link, meta, ino);
+        self.reported(meta, ino, r)
     }
 
     fn write_back_all(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
@@ -445,7 +455,7 @@ impl<E: Env> DataPath<E> for Private {
             self.make_room(link, meta, n)?;
             let reqs: Vec<Request> = chunk
                 .iter()
-                .map(|&(ino, first, n)| read_req(ino, first, n))
+                .map(|&(ino, first, n)| read_req((ino, meta.gen(ino)), first, n))
                 .collect();
             let answers = link.fs_read_batch(&reqs, self)?;
             for (&(ino, first, n), (resp, data)) in chunk.iter().zip(answers) {

@@ -111,7 +111,10 @@ impl Private {
         let runs = self.runs(meta, keys, max_run);
         // Every piece in flight together (as many as the write slot
         // holds), answered in order: our versions follow one another.
-        let reqs: Vec<WriteReq<'_>> = runs.iter().flat_map(|(ino, r)| r.writes(*ino)).collect();
+        let reqs: Vec<WriteReq<'_>> = runs
+            .iter()
+            .flat_map(|(ino, r)| r.writes(*ino, meta.gen(*ino)))
+            .collect();
         let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
         for (ino, run) in &runs {
@@ -209,6 +212,36 @@ impl Private {
         }
     }
 
+    /// `r`, the result of a write-back of `ino` that a close or fsync
+    /// reports. A failure the directory answered loses exactly what it
+    /// could not write ([`crate::dirty::drops_unwritten`]): the pages left
+    /// dirty go, and so does the size they extended the file to. Kept,
+    /// they would read here under the size other nodes' writes publish
+    /// meanwhile (zeros past this node's old end, its own unwritten bytes
+    /// where another node's completed write landed), and a later
+    /// write-back would carry them over those writes.
+    pub(super) fn reported(
+        &mut self,
+        meta: &mut Meta,
+        ino: u64,
+        r: Result<(), Errno>,
+    ) -> Result<(), Errno> {
+        if let Some(e) = r.err().filter(|&e| crate::dirty::drops_unwritten(e)) {
+            log::warn!("write-back of inode {ino} failed ({e:?}): its unwritten pages dropped");
+            let left: Vec<u64> = self
+                .dirty
+                .range((ino, 0)..=(ino, u64::MAX))
+                .map(|(k, _)| k.1)
+                .collect();
+            for idx in left {
+                self.mark_clean(ino, idx);
+                self.forget_page(ino, idx);
+            }
+            meta.forget_local_size(ino);
+        }
+        r
+    }
+
     /// Write back every dirty page of `ino`.
     pub(super) fn write_back_ino<E: Env>(
         &mut self,
@@ -273,9 +306,7 @@ impl Private {
     ) -> Result<usize, Errno> {
         let cap = link.bulk_cap(2)?;
         self.finish_in_flight(link, meta)?; // they hold the slot
-        let gen = meta
-            .get(ino)
-            .map_or(0, |m| fabric::proto::gen_of_version(m.version));
+        let gen = meta.gen(ino);
         let mut done = 0;
         while done < data.len() {
             let n = (data.len() - done).min(cap);

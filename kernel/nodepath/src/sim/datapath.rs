@@ -387,14 +387,10 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
     run_phases(seed, (steps, phase2_steps()), mode)
 }
 
-/// Whether the second phase appends: `ONECOPY_SIM_APPENDS=1` (or `0`),
-/// else only in strong mode while the other modes' append finding is
-/// open (see [`sim_sweep`]).
-fn appends_on(mode: Mode) -> bool {
-    match std::env::var("ONECOPY_SIM_APPENDS").as_deref() {
-        Ok(v) => v.trim() != "0",
-        Err(_) => mode == Mode::Strong,
-    }
+/// Whether the second phase appends: in every mode, unless
+/// `ONECOPY_SIM_APPENDS=0`.
+fn appends_on() -> bool {
+    std::env::var("ONECOPY_SIM_APPENDS").map_or(true, |v| v.trim() != "0")
 }
 
 /// Steps of the second phase (`ONECOPY_SIM_PHASE2`, default 40).
@@ -461,7 +457,7 @@ pub(super) fn run_phases(seed: u64, steps: (u64, u64), mode: Mode) -> Result<Run
         appends_ok: 0,
     }));
     world.borrow_mut().mode = Some(mode);
-    let appends = appends_on(mode);
+    let appends = appends_on();
     // Inside other operations' wait steps: whole reads and writes.
     let hook_pct = 2 + world.borrow_mut().rng.below(10);
     {
@@ -760,9 +756,8 @@ fn finish(
         revive(rig, nodes, world, d);
     }
     rejoin_all(rig, nodes);
-    // A close refused (a relaxed write-back waits while pages under it are
-    // torn down, up to the call timeout) keeps its copies dirty: written
-    // back now, as any later fsync or sync would.
+    // What a failed sync or a reclaim's failed write-back left dirty
+    // (a failed close or fsync dropped its file's) goes back now.
     for n in nodes {
         let _ = n.borrow_mut().sync();
     }
@@ -936,13 +931,13 @@ fn sweep_seed(i: u64) -> u64 {
 }
 
 /// `ONECOPY_SIM_SEED` in every mode (or `ONECOPY_SIM_MODE`), else the
-/// regression seeds (strong, relaxed and net) and sweep seeds
-/// (`ONECOPY_SIM_SEEDS`, else 16 strong and 24 relaxed; private and net
-/// when `ONECOPY_SIM_MODE` names them), 120 steps each. A debug build is
-/// too slow for hundreds (20 seeds: about 2 minutes in private or net
-/// mode, 4 in strong, on a loaded 2-core machine), so `tests/run.sh`
-/// (`--unit` and the full run) also runs [`sim_sweep`] in release over
-/// 200 seeds each in private and net mode.
+/// regression seeds (every mode) and sweep seeds (`ONECOPY_SIM_SEEDS`,
+/// else 16 strong and 24 relaxed; private and net when
+/// `ONECOPY_SIM_MODE` names them), 120 steps each. A debug build is too
+/// slow for hundreds (20 seeds: about 2 minutes in private or net mode, 4
+/// in strong, on a loaded 2-core machine), so `tests/run.sh` (`--unit`
+/// and the full run) also runs [`sim_sweep`] in release over 300 seeds
+/// per mode.
 #[test]
 fn sim_drives_the_real_data_path() {
     super::init_log();
@@ -999,6 +994,27 @@ fn sim_drives_the_real_data_path() {
                 0x5eed_4a51_3957,
             ];
             failed.extend(sweep(Mode::Relaxed, &relaxed, steps).1);
+        }
+        // Appends read zeros under a size other nodes' appends grew, or
+        // another node's line as the failed one, while a failed close kept
+        // its node's unwritten pages (see `sim_sweep`).
+        let appends = [
+            (Mode::Relaxed, &[0x5eed_c160_6730, 0x5eed_a864_283c][..]),
+            (
+                Mode::Private,
+                &[
+                    0x5eed_bebb_45dc,
+                    0x5eed_47dd_02c6,
+                    0x5eed_3f65_c50a,
+                    0x5eed_718a_1d5d,
+                ][..],
+            ),
+            (Mode::Net, &[0x5eed_da84_3f55, 0x5eed_e41b_3ae0][..]),
+        ];
+        for (m, seeds) in appends {
+            if modes().contains(&m) {
+                failed.extend(sweep(m, seeds, steps).1);
+            }
         }
         for m in modes() {
             // Per mode, as many seeds as fit in about 20 s of a debug
@@ -1139,13 +1155,21 @@ fn sim_seed_0x5eed0006_long_run() {
 ///   0x5eedc1606730) are in the default run.
 ///
 /// * appends (the second phase, since the run goes on after a directory
-///   crash): strong passes; in relaxed (0x5eedc1606730) a node whose
-///   append's write-back failed (an injected disk error) reads its own
+///   crash): strong passed; in relaxed (0x5eedc1606730) a node whose
+///   append's write-back failed (an injected disk error) read its own
 ///   stale private page under the newer size other nodes' appends
-///   published, so a line reads as zeros; relaxed 0x5eeda864283c and
-///   private 0x5eedbebb45dc end with a node still showing its failed
-///   append where another node's completed append landed. Open: the
-///   other modes append only with `ONECOPY_SIM_APPENDS=1`.
+///   published, so a line read as zeros; relaxed 0x5eeda864283c and
+///   private 0x5eedbebb45dc ended with a node still showing its failed
+///   append where another node's completed append landed. Those three no
+///   longer reached the defect once the code under them moved; on this
+///   code, of seeds 1..=1000, 11 private (0x5eed47dd02c6, 0x5eed3f65c50a:
+///   zeros; 0x5eed718a1d5d: a completed append missing) and 9 net
+///   (0x5eedda843f55: zeros; 0x5eede41b3ae0: missing) failed, relaxed
+///   none. Fixed: a close or fsync whose write-back fails drops the
+///   node's unwritten copies or pages and the size they extended the file
+///   to (host tests `tests::unwritten`, which fail without it); every
+///   mode appends now (`ONECOPY_SIM_APPENDS=0` turns it off), and those
+///   seeds are in the default run.
 ///
 /// `tests/run.sh --long` runs 10,000 seeds per mode.
 #[test]

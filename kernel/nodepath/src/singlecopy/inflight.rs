@@ -38,6 +38,8 @@ use crate::pagecache::PAGE;
 #[derive(Debug)]
 struct Job {
     ino: u64,
+    /// The generation of `ino` its private copies were written to.
+    gen: u64,
     /// Frames not sent yet.
     todo: Vec<PageKey>,
     /// Frames whose WRITEBACK is in flight, with its call's tag.
@@ -93,7 +95,7 @@ impl ScState {
     pub(super) fn write_back_start<E: Env>(
         &mut self,
         link: &mut Link<E>,
-        ino: u64,
+        (ino, gen): (u64, u64),
         size: u64,
         frames: bool,
         below: u64,
@@ -118,6 +120,7 @@ impl ScState {
         self.wb.started += 1;
         let mut job = Job {
             ino,
+            gen,
             todo: dirty,
             flying: Vec::new(),
             copies: None,
@@ -129,7 +132,7 @@ impl ScState {
         // Sent in page order: `todo` is popped from the back.
         job.todo.reverse();
         if !private.is_empty() {
-            match self.start_copies(link, id, ino, &private, size) {
+            match self.start_copies(link, id, (ino, gen), &private, size) {
                 Ok(c) => job.copies = Some(c),
                 Err(e) => job.err = Some(e),
             }
@@ -146,7 +149,7 @@ impl ScState {
         &mut self,
         link: &mut Link<E>,
         id: u64,
-        ino: u64,
+        (ino, gen): (u64, u64),
         keys: &[PageKey],
         size: u64,
     ) -> Result<u64, Errno> {
@@ -160,7 +163,7 @@ impl ScState {
         }
         let runs = runs.into_iter().map(|(_, _, run)| run).collect();
         self.wb.sent += keys.len() as u64;
-        let copies = self.wb.copies.push(link, ino, runs);
+        let copies = self.wb.copies.push(link, (ino, gen), runs);
         self.wb.copies_of.insert(copies, id);
         Ok(copies)
     }
@@ -261,7 +264,7 @@ impl ScState {
         if private.is_empty() {
             return;
         }
-        match self.start_copies(link, id, job.ino, &private, job.size) {
+        match self.start_copies(link, id, (job.ino, job.gen), &private, job.size) {
             Ok(c) => job.copies = Some(c),
             Err(e) => job.err = Some(e),
         }

@@ -159,7 +159,8 @@ impl SingleCopy {
             for ino_run in batch.chunk_by(|a, b| a.ino == b.ino) {
                 let ino = ino_run[0].ino;
                 let size = meta.size_of(ino);
-                self.st.write_back_private(link, ino, ino_run, size)?;
+                self.st
+                    .write_back_private(link, (ino, meta.gen(ino)), ino_run, size)?;
                 if meta.local_size(ino).is_some() {
                     self.written_back(meta, ino);
                 }
@@ -176,7 +177,7 @@ impl SingleCopy {
         ino: u64,
     ) -> Result<(), Errno> {
         let size = meta.size_of(ino);
-        let r = self.st.fsync(link, ino, size);
+        let r = self.st.fsync(link, (ino, meta.gen(ino)), size);
         self.written_back(meta, ino);
         r
     }
@@ -335,6 +336,39 @@ impl SingleCopy {
 }
 
 impl SingleCopy {
+    /// Forget `ino`'s private copies unwritten.
+    fn drop_copies(&mut self, ino: u64) {
+        if let Some(c) = self.st.coh.as_mut() {
+            for key in c.cache.private_pages(ino) {
+                c.cache.drop_private(&key);
+                c.written.remove(&key);
+            }
+        }
+        self.untrack(ino);
+    }
+
+    /// `r`, the result of a write-back of `ino` that a close, fsync or
+    /// truncate reports. A failure the directory answered loses exactly
+    /// what it could not write ([`crate::dirty::drops_unwritten`]): the
+    /// private copies left go, and so does the size they extended the
+    /// file to. Kept, they would read here under the size other nodes'
+    /// writes publish meanwhile (zeros past this node's old end, its own
+    /// unwritten bytes where another node's completed write landed), and
+    /// a later write-back would carry them over those writes.
+    fn reported(&mut self, meta: &mut Meta, ino: u64, r: Result<(), Errno>) -> Result<(), Errno> {
+        match r {
+            Err(e) if crate::dirty::drops_unwritten(e) => {
+                log::warn!(
+                    "write-back of inode {ino} failed ({e:?}): its unwritten copies dropped"
+                );
+                self.drop_copies(ino);
+                meta.forget_local_size(ino);
+            }
+            _ => self.written_back(meta, ino),
+        }
+        r
+    }
+
     /// The session is about to drop every page, private copies included:
     /// if it holds any, they are lost unwritten.
     fn losing_copies(&mut self) {
@@ -392,6 +426,12 @@ impl<E: Env> DataPath<E> for SingleCopy {
 
     fn evict(&mut self, env: &E, ino: u64, size: u64) {
         self.st.evict_local(env, ino, size);
+    }
+
+    /// Relaxed private copies of the older file go (its frames are the
+    /// directory's to tear down: the removal did).
+    fn stale_gen(&mut self, ino: u64) {
+        self.drop_copies(ino);
     }
 
     /// Relaxed mode is close-to-open: replicas of the file's pages go (see
@@ -486,7 +526,8 @@ impl<E: Env> DataPath<E> for SingleCopy {
             .collect();
         if !copies.is_empty() {
             let now = meta.size_of(ino);
-            self.st.write_back_private(link, ino, &copies, now)?;
+            self.st
+                .write_back_private(link, (ino, meta.gen(ino)), &copies, now)?;
             self.written_back(meta, ino);
         }
         meta.clear_local_size(ino);
@@ -530,9 +571,8 @@ impl<E: Env> DataPath<E> for SingleCopy {
             .is_some_and(|c| !c.cache.private_pages(ino).is_empty());
         if dirty {
             let size = meta.size_of(ino);
-            let r = self.st.write_back(link, ino, size);
-            self.written_back(meta, ino);
-            r?;
+            let r = self.st.write_back(link, (ino, meta.gen(ino)), size);
+            self.reported(meta, ino, r)?;
         }
         Ok(())
     }
@@ -561,7 +601,9 @@ impl<E: Env> DataPath<E> for SingleCopy {
             WbWhy::Truncate(size) => (false, size.div_ceil(PAGE as u64)),
         };
         let size = meta.size_of(ino);
-        let started = self.st.write_back_start(link, ino, size, frames, below)?;
+        let started = self
+            .st
+            .write_back_start(link, (ino, meta.gen(ino)), size, frames, below)?;
         if started.is_none() && frames {
             self.written_back(meta, ino);
         }
@@ -575,11 +617,11 @@ impl<E: Env> DataPath<E> for SingleCopy {
         id: u64,
     ) -> Option<Result<(), Errno>> {
         let (ino, r) = self.st.write_back_poll(link, id)?;
-        if ino != 0 {
-            // As the synchronous write-back: no copy left, no local size.
-            self.written_back(meta, ino);
+        if ino == 0 {
+            return Some(r);
         }
-        Some(r)
+        // As the synchronous write-back: no copy left, no local size.
+        Some(self.reported(meta, ino, r))
     }
 
     fn fsync_prepare(
@@ -589,9 +631,8 @@ impl<E: Env> DataPath<E> for SingleCopy {
         ino: u64,
     ) -> Result<(), Errno> {
         let size = meta.size_of(ino);
-        let r = self.st.write_back(link, ino, size);
-        self.written_back(meta, ino);
-        r
+        let r = self.st.write_back(link, (ino, meta.gen(ino)), size);
+        self.reported(meta, ino, r)
     }
 
     fn write_back_all(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {

@@ -519,8 +519,13 @@ impl ScState {
     /// Write back what this node dirtied of `ino` (frames through
     /// WRITEBACK, relaxed private copies through the storage server and
     /// this node's bulk slot 2), then flush.
-    pub fn fsync<E: Env>(&mut self, link: &mut Link<E>, ino: u64, size: u64) -> Result<(), Errno> {
-        self.write_back(link, ino, size)?;
+    pub fn fsync<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        (ino, gen): (u64, u64),
+        size: u64,
+    ) -> Result<(), Errno> {
+        self.write_back(link, (ino, gen), size)?;
         link.call(&Request::Fsync { ino }, self).map(|_| ())
     }
 
@@ -529,7 +534,7 @@ impl ScState {
     pub fn write_back<E: Env>(
         &mut self,
         link: &mut Link<E>,
-        ino: u64,
+        (ino, gen): (u64, u64),
         size: u64,
     ) -> Result<(), Errno> {
         self.flush_drops(link)?;
@@ -571,17 +576,19 @@ impl ScState {
             .cache()
             .map(|c| c.private_pages(ino))
             .unwrap_or_default();
-        self.write_back_private(link, ino, &private, size)
+        self.write_back_private(link, (ino, gen), &private, size)
     }
 
     /// Write the private copies `keys` of `ino` (sorted) back through the
     /// storage server and this node's bulk slot 2, contiguous pages in one
     /// write of up to the slot, clipped to `size`; then forget them (the
-    /// next access maps the reconciled single copy).
+    /// next access maps the reconciled single copy). `gen`: the generation
+    /// of `ino` they were written to (refused if the number names another
+    /// file now).
     pub fn write_back_private<E: Env>(
         &mut self,
         link: &mut Link<E>,
-        ino: u64,
+        (ino, gen): (u64, u64),
         keys: &[PageKey],
         size: u64,
     ) -> Result<(), Errno> {
@@ -591,7 +598,7 @@ impl ScState {
         // meanwhile (this node may be the owner to tell).
         let deadline = link.deadline();
         loop {
-            match self.write_back_private_once(link, ino, keys, size) {
+            match self.write_back_private_once(link, (ino, gen), keys, size) {
                 Err(Errno::Busy) if link.env.now_ns() < deadline => {
                     log::debug!("write-back of {ino}: pages under it torn down, waiting");
                     // Our own tasks' READs of those pages hold their acks
@@ -610,7 +617,7 @@ impl ScState {
     fn write_back_private_once<E: Env>(
         &mut self,
         link: &mut Link<E>,
-        ino: u64,
+        (ino, gen): (u64, u64),
         keys: &[PageKey],
         size: u64,
     ) -> Result<(), Errno> {
@@ -629,7 +636,10 @@ impl ScState {
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
         let runs = self.copy_runs(ino, &left, size, max_run);
         // Every piece in flight together (as many as the write slot holds).
-        let reqs: Vec<WriteReq<'_>> = runs.iter().flat_map(|(_, _, r)| r.writes(ino)).collect();
+        let reqs: Vec<WriteReq<'_>> = runs
+            .iter()
+            .flat_map(|(_, _, r)| r.writes(ino, gen))
+            .collect();
         let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
         for (keys, pages, run) in &runs {

@@ -70,6 +70,11 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     /// The version of `ino` moved, or its data changed wholesale: drop any
     /// cached copy of its pages (buffered writes not written back stay).
     fn forget_pages(&mut self, _ino: u64) {}
+    /// The number `ino` names a newer file than the one this node knew
+    /// (removed elsewhere, the number reused): what this node buffered of
+    /// the older one (dirty pages, private copies) goes unwritten, since
+    /// it was written to a removed file and must never reach the newer.
+    fn stale_gen(&mut self, _ino: u64) {}
     /// `ino` was opened (close-to-open: drop what an open must not
     /// trust).
     fn opened(&mut self, _ino: u64) {}

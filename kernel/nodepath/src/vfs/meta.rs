@@ -95,6 +95,15 @@ impl Meta {
         })
     }
 
+    /// The generation of `ino` this node knows ([`Attr::gen`]; 0, not
+    /// checked, if none). Dirty data of `ino` is of this generation: a
+    /// newer one learned drops the older's (`DataPath::stale_gen`).
+    pub fn gen(&self, ino: u64) -> u64 {
+        self.files
+            .get(&ino)
+            .map_or(0, |m| fabric::proto::gen_of_version(m.version))
+    }
+
     /// Set what we know of `ino` (if known).
     pub fn set(&mut self, ino: u64, m: FileMeta) {
         self.reconcile();
@@ -150,6 +159,22 @@ impl Meta {
         self.reconcile();
         self.local.remove(&ino);
         self.heard.remove(&ino);
+    }
+
+    /// The buffered writes that extended `ino` were lost unwritten (a
+    /// write-back that failed, reported to its close or fsync): its size
+    /// is the directory's last again, and the next read asks. Kept, a
+    /// size past the bytes anyone holds would read as zeros here once
+    /// another node's writes grew the file past it.
+    pub fn forget_local_size(&mut self, ino: u64) {
+        self.reconcile();
+        if self.local.remove(&ino).is_some() {
+            if let (Some(e), Some(&dir)) = (self.files.get_mut(&ino), self.heard.get(&ino)) {
+                e.size = dir;
+            }
+        }
+        self.heard.remove(&ino);
+        self.validated.remove(&ino);
     }
 
     /// Forget `ino`.
