@@ -14,13 +14,14 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 pub use fabric::config::Mode;
-use fabric::proto::{PageKey, PageReply, PageReq, PageSpan};
+use fabric::proto::{PageKey, PageReply, PageReq};
 
 use crate::policy::{GroupId, Groups, PolicyName};
 
 /// Page size (the one constant, re-exported for the data path).
 pub use fabric::PAGE_SIZE as PAGE;
 
+mod inv;
 mod policy;
 mod promote;
 mod reclaim;
@@ -654,190 +655,6 @@ impl NodeCache {
         match self.slots.get_mut(key) {
             Some(Slot::Local { dirty, .. }) | Some(Slot::Remote { dirty, .. }) => *dirty = false,
             _ => {}
-        }
-    }
-
-    /// DIR_INV for `key` from the notify ring: `Some(dirty)`: the page is
-    /// torn down here (the caller unmaps it from page tables and flushes
-    /// the TLB), ack now with `dirty`. `None`: our READ / LOOKUP_LOCK of
-    /// the page is unanswered and the notice may be about the copy it
-    /// grants, so the ack waits for the answer ([`NodeCache::complete_miss`]
-    /// then queues it for [`NodeCache::take_acks`]). Acking at once would
-    /// let the directory finish the invalidation before the answer is
-    /// applied: we would then map a frame nobody tracks, or keep a fill the
-    /// directory already forgot.
-    ///
-    /// A DIR_INV of a page a write stored into and whose size it is
-    /// publishing (`pinned`) waits for that answer too: the notice may be
-    /// a truncate's teardown, which frees the frame unwritten, and the
-    /// directory refuses a size over a page still in teardown. Acked at
-    /// once, the teardown could end before the publication is served,
-    /// which would then show the lost write as zeros.
-    pub fn dir_inv(&mut self, key: &PageKey) -> Option<bool> {
-        if self.inflight.contains_key(key) {
-            self.stats.invs_received += 1;
-            self.deferred.insert(*key);
-            return None;
-        }
-        if self.under_publication(key) {
-            self.stats.invs_received += 1;
-            self.held.insert(*key);
-            return None;
-        }
-        Some(self.invalidate(key))
-    }
-
-    /// Is `key` a page we hold that a write stored into and whose size it
-    /// is publishing (`pinned`)? Its invalidation is held until then.
-    fn under_publication(&self, key: &PageKey) -> bool {
-        reclaim::is_pinned(self.pinned, key) && self.slots.get(key).is_some()
-    }
-
-    /// DIR_INVs held behind a publication whose pages are no longer
-    /// pinned: tear those pages down and queue their acks.
-    pub(crate) fn release_held(&mut self) {
-        let pinned = self.pinned;
-        let due: Vec<PageKey> = self
-            .held
-            .iter()
-            .filter(|k| !reclaim::is_pinned(pinned, k))
-            .copied()
-            .collect();
-        for key in due {
-            self.held.remove(&key);
-            let dropped = self.dropped_dirty.remove(&key);
-            let dirty = self.teardown(&key) || dropped;
-            self.acks.push((key, dirty));
-        }
-    }
-
-    /// Acks of deferred DIR_INVs that became due: send each on the ack
-    /// ring (after unmapping the page, as for [`NodeCache::dir_inv`]).
-    pub fn take_acks(&mut self) -> Vec<(PageKey, bool)> {
-        core::mem::take(&mut self.acks)
-    }
-
-    /// An INV_RANGE (a file's teardown): every page of `span` awaits our
-    /// ack, so each page we hold is torn down as a DIR_INV's would be.
-    /// Returns the acks to send now: each run of `span` with no miss in
-    /// flight and no page under our size publication, with whether we had
-    /// written one of its pages. A page whose miss is in flight (or that
-    /// is under our publication) is left out and handled as its own DIR_INV's
-    /// (its ack, a plain INV_ACK, comes from [`NodeCache::take_acks`] once
-    /// the answer is applied): one ack for the whole span would hold up
-    /// every other page of it until that answer is taken in, and the
-    /// path that takes it in may itself wait for one of those pages. The
-    /// caller unmaps each run's pages from page tables before it acks.
-    pub fn range_inv(&mut self, span: &PageSpan) -> Vec<(PageSpan, bool)> {
-        let mut keys: Vec<PageKey> = self.slots.range(span.keys()).map(|(k, _)| *k).collect();
-        keys.extend(self.orphans.values().filter(|k| span.contains(k)));
-        keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
-        keys.sort_unstable();
-        keys.dedup();
-        // Pages under our own size publication are held as their DIR_INV
-        // would be (see [`NodeCache::dir_inv`]): acked alone once it is
-        // answered ([`NodeCache::release_held`]).
-        let held: Vec<PageKey> = keys
-            .iter()
-            .filter(|k| !self.inflight.contains_key(*k) && self.under_publication(k))
-            .copied()
-            .collect();
-        let mut waiting: Vec<u64> = self
-            .inflight
-            .keys()
-            .filter(|k| span.contains(k))
-            .map(|k| k.idx)
-            .chain(held.iter().map(|k| k.idx))
-            .collect();
-        waiting.sort_unstable();
-        waiting.dedup();
-        let mut dirty: Vec<u64> = Vec::new();
-        for key in keys {
-            if !self.inflight.contains_key(&key) && !held.contains(&key) && self.invalidate(&key) {
-                dirty.push(key.idx);
-            }
-        }
-        for idx in &waiting {
-            let key = PageKey {
-                ino: span.ino,
-                idx: *idx,
-            };
-            self.stats.invs_received += 1;
-            if held.contains(&key) {
-                self.held.insert(key);
-            } else {
-                self.deferred.insert(key);
-            }
-        }
-        // The runs between the pages in flight (`dirty` is sorted).
-        let mut out = Vec::new();
-        let mut start = span.first;
-        for gap in waiting.iter().copied().map(Some).chain([None]) {
-            let end = gap.unwrap_or_else(|| span.last().saturating_add(1));
-            if end > start {
-                if let Some(run) = PageSpan::new(span.ino, start, end - start) {
-                    let d = dirty.iter().any(|i| {
-                        run.contains(&PageKey {
-                            ino: span.ino,
-                            idx: *i,
-                        })
-                    });
-                    out.push((run, d));
-                }
-            }
-            start = end.saturating_add(1);
-        }
-        out
-    }
-
-    /// Tear `key` down here and say whether we had dirtied it (the DIR_INV
-    /// handler without the in-flight check: prefer [`NodeCache::dir_inv`]).
-    /// The caller unmaps it from page tables (and flushes the TLB) before
-    /// sending the ack.
-    pub fn invalidate(&mut self, key: &PageKey) -> bool {
-        self.stats.invs_received += 1;
-        if let Some(gfn) = self
-            .orphans
-            .iter()
-            .find_map(|(g, k)| (k == key).then_some(*g))
-        {
-            // The directory is done with a frame of a cancelled miss.
-            self.orphans.remove(&gfn);
-            self.free.push(gfn);
-        }
-        // A DROP racing the DIR_INV may reach the directory after the ack
-        // (and be refused): the ack carries its dirty bit.
-        let dropped = self.dropped_dirty.remove(key);
-        self.teardown(key) || dropped
-    }
-
-    /// The DROP of `key` was answered: the directory has its dirty bit.
-    pub fn drop_done(&mut self, key: &PageKey) {
-        self.dropped_dirty.remove(key);
-    }
-
-    fn teardown(&mut self, key: &PageKey) -> bool {
-        match self.slots.get(key) {
-            Some(Slot::Remote { dirty, .. }) => {
-                let dirty = *dirty;
-                self.slots.remove(key);
-                self.replicas.gone(key);
-                self.remote -= 1;
-                dirty
-            }
-            // File eviction (truncate / unlink): our own copy goes too. The
-            // directory only evicts committed pages, so a `Reserved` slot
-            // here is one whose UNLOCK was served and answered already.
-            Some(Slot::Local { gfn, .. })
-            | Some(Slot::Reclaiming { gfn })
-            | Some(Slot::Reserved { gfn }) => {
-                let gfn = *gfn;
-                self.slots.remove(key);
-                self.evict.removed(key);
-                self.free.push(gfn);
-                false
-            }
-            _ => false,
         }
     }
 
