@@ -24,7 +24,9 @@ use crate::link::{Link, Session};
 /// lock renewed between them once half its budget is spent.
 const APPEND_CHUNK: usize = 64 << 10;
 
+mod append;
 mod datapath;
+mod dir;
 mod meta;
 mod ra;
 
@@ -582,107 +584,6 @@ impl<E: Env> Vfs<E> {
         Ok(n)
     }
 
-    /// A strong-mode append: under the file's append lock at the
-    /// directory (`Op::AppendLock`), learn the end of file, write there
-    /// and publish the new size, then give the lock back. Strong writes
-    /// store straight into the file's frames, so two appends that learned
-    /// the same end would store over each other before either published
-    /// its size; under the lock they follow one another, each whole.
-    ///
-    /// The lock is a lease: this node stores and publishes under it only
-    /// within [`APPEND_BUDGET_NS`] of sending its take (renewed between
-    /// chunks once half of that is spent); past it the append stops with
-    /// what it published ([`Errno::Busy`] if nothing), since the lease may
-    /// be another node's by then. A lost give-back costs other nodes one
-    /// lease at most.
-    fn append_locked(
-        &mut self,
-        link: &mut Link<E>,
-        fd: Fd,
-        ino: u64,
-        data: &[u8],
-    ) -> Result<usize, Errno> {
-        let (a, mut taken) = self.take_append_lock(link, ino)?;
-        self.learn(&a);
-        let pos = self.meta.size_of(ino);
-        let mut done = 0usize;
-        let mut r = Ok(());
-        for chunk in data.chunks(APPEND_CHUNK) {
-            if link.env.now_ns().saturating_sub(taken) >= APPEND_BUDGET_NS / 2 {
-                let sent = link.env.now_ns();
-                if let Err(e) = self.renew_append_lock(link, ino) {
-                    r = Err(e);
-                    break;
-                }
-                taken = sent;
-            }
-            self.dp
-                .set_append_deadline(Some(taken.saturating_add(APPEND_BUDGET_NS)));
-            let at = pos + done as u64;
-            let w = self.dp.write(link, &mut self.meta, ino, at, chunk);
-            self.dp.set_append_deadline(None);
-            match w {
-                Ok(n) => done += n,
-                Err(e) => {
-                    r = Err(e);
-                    break;
-                }
-            }
-        }
-        let give = Request::AppendLock {
-            ino,
-            hold: false,
-            renew: false,
-        };
-        if let Err(e) = self.call(link, &give) {
-            // Still ours at the directory until its lease lapses (taken
-            // again by our next append); other nodes' appends wait that
-            // long at most.
-            log::warn!("append lock of {ino}: give-back failed ({e:?})");
-        }
-        if done == 0 {
-            r?;
-        } else if let Err(e) = r {
-            log::warn!("append to {ino}: stopped after {done} bytes ({e:?})");
-        }
-        self.file(fd)?.pos = pos + done as u64;
-        Ok(done)
-    }
-
-    /// Renew `ino`'s append lock, which this node holds: refused
-    /// ([`Errno::Busy`]) if its lease lapsed and another node took it.
-    fn renew_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<(), Errno> {
-        let take = Request::AppendLock {
-            ino,
-            hold: true,
-            renew: true,
-        };
-        attr_of(self.call(link, &take)?).map(|_| ())
-    }
-
-    /// Take `ino`'s append lock, waiting while another node holds it (up
-    /// to the call timeout): the file's attributes, and when the take
-    /// that got it was sent (its lease starts no earlier).
-    fn take_append_lock(&mut self, link: &mut Link<E>, ino: u64) -> Result<(Attr, u64), Errno> {
-        let take = Request::AppendLock {
-            ino,
-            hold: true,
-            renew: false,
-        };
-        let deadline = link.deadline();
-        loop {
-            let sent = link.env.now_ns();
-            match self.call(link, &take) {
-                Err(Errno::Busy) if link.env.now_ns() < deadline => {
-                    // Held by another node's append, a few calls long.
-                    link.service(&mut *self.dp);
-                    link.env.wait_step(false);
-                }
-                r => return Ok((attr_of(r?)?, sent)),
-            }
-        }
-    }
-
     /// Set the size of an open file.
     pub fn truncate(&mut self, link: &mut Link<E>, fd: Fd, size: u64) -> Result<(), Errno> {
         let (ino, gen) = self.truncate_prepare(link, fd, size)?;
@@ -785,71 +686,6 @@ impl<E: Env> Vfs<E> {
             .ok_or(Errno::BadFd)?;
         self.same_gen(f.ino, f.gen)?;
         Ok((f.ino, self.meta.size_of(f.ino)))
-    }
-
-    /// List a directory, sorted by name.
-    pub fn readdir(&mut self, link: &mut Link<E>, path: &str) -> Result<Vec<DirEntry>, Errno> {
-        let a = self.stat(link, path)?;
-        let ino = Self::readdir_ino(&a)?;
-        let mut out = Vec::new();
-        let mut cookie = 0;
-        loop {
-            let r = self.call(link, &Self::readdir_request(ino, cookie))?;
-            match Self::readdir_take(link, r, &mut out)? {
-                Some(next) => cookie = next,
-                None => break,
-            }
-        }
-        Ok(Self::readdir_done(out))
-    }
-
-    /// The directory a readdir lists, from its lookup's attributes.
-    pub fn readdir_ino(a: &Attr) -> Result<u64, Errno> {
-        if a.kind != FileKind::Dir {
-            return Err(Errno::NotDir);
-        }
-        Ok(a.ino)
-    }
-
-    /// The request for the entries of directory `ino` from `cookie` on
-    /// (0: the first); they come in bulk slot 3, which one readdir at a
-    /// time uses.
-    pub fn readdir_request(ino: u64, cookie: u64) -> Request {
-        Request::Readdir {
-            slot: 3,
-            ino,
-            cookie,
-        }
-    }
-
-    /// Take the entries answer `r` put in slot 3 into `out`; the cookie
-    /// to ask from next, or `None` when the listing is complete.
-    pub fn readdir_take(
-        link: &mut Link<E>,
-        r: Response,
-        out: &mut Vec<DirEntry>,
-    ) -> Result<Option<u64>, Errno> {
-        let Response::Entries { count, next_cookie } = r else {
-            return Err(Errno::Io);
-        };
-        let cap = link.bulk_cap(3)?;
-        let count = (count as usize).min(cap / DIRENT_SIZE);
-        let mut recs = alloc::vec![0u8; count * DIRENT_SIZE];
-        link.bulk_read(3, &mut recs)?;
-        for rec in recs.chunks_exact(DIRENT_SIZE) {
-            let rec: &[u8; DIRENT_SIZE] = rec.try_into().map_err(|_| Errno::Io)?;
-            out.push(DirEntry::decode(rec).ok_or(Errno::Io)?);
-        }
-        if next_cookie == 0 || count == 0 || out.len() > 1_000_000 {
-            return Ok(None);
-        }
-        Ok(Some(next_cookie))
-    }
-
-    /// A complete listing, sorted by name.
-    pub fn readdir_done(mut out: Vec<DirEntry>) -> Vec<DirEntry> {
-        out.sort_by(|x, y| x.name.cmp(&y.name));
-        out
     }
 
     /// Create a directory.
