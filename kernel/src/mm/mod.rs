@@ -69,8 +69,7 @@ pub fn heap_bytes() -> usize {
     HEAP_SIZE.load(Ordering::Relaxed)
 }
 
-/// Bytes of the kernel heap in live allocations, and the largest such
-/// figure since boot is up to the caller (talc's counters).
+/// Bytes of the kernel heap in live allocations (talc's counters).
 pub fn heap_in_use() -> usize {
     HEAP.lock().counters().allocated_bytes
 }
