@@ -604,7 +604,7 @@ fn sigint_stops_the_clusters_and_leaves_a_partial_report() {
     );
     assert!(
         stderr
-            .contains("onecopy-bench: step 3/16: fio read-lat/libaio, mode strong, N=2; elapsed "),
+            .contains("onecopy-bench: step 3/18: fio read-lat/libaio, mode strong, N=2; elapsed "),
         "no progress line for the first fio step:\n{stderr}"
     );
     let _ = fs::remove_dir_all(&out);
