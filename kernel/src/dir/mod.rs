@@ -270,12 +270,13 @@ impl<'a> ServeLoop<'a> {
         if now - self.last_beat >= self.beat_cycles {
             self.h.beat_dir();
             self.last_beat = now;
+            // The heap's high marks: once per beat, off the 50 us sweep.
+            self.disk_log.heap(&self.dir);
         }
         let mut events = false;
         if now - self.last_member >= self.member_cycles {
             self.last_member = now;
             self.console.poll();
-            self.disk_log.heap(&self.dir);
             let p = self.dir.membership(self.shm, time::now_ns());
             events = !p.events.is_empty();
             log_events(&p.events);
