@@ -8,14 +8,20 @@
 //! directory put after the write-back, the file server's answer). Two
 //! orders hold:
 //!
-//! * within a job, phase by phase ([`flatfs::Fs::write_phase`]: data
-//!   blocks, then checksum-table blocks, then inode-table blocks), as the
-//!   synchronous path writes them, so a crash never leaves a record that
+//! * within a job, phase by phase ([`flatfs::Fs::write_phase`]:
+//!   checksum-table blocks, then the data blocks they cover, then
+//!   inode-table blocks), as the synchronous path writes them, so a crash
+//!   never leaves a data block that matches no checksum nor a record that
 //!   points at blocks whose checksums were not written;
 //! * per device block, in staging order, one write in flight at a time:
 //!   two writes of one block in flight could land in either order. Jobs
 //!   are staged in order, so the oldest job is at the head of every block
 //!   it writes, and the queue always makes progress;
+//! * a job's first phase (its checksum-table blocks) only once every
+//!   earlier write of its data blocks completed: the table entry it writes
+//!   keeps the checksum of the bytes the previous job left in each block
+//!   as the one "before" ([`flatfs::DATA_PHASE`], `flatfs` `sums`), so
+//!   those bytes must be on the device before the entry lands;
 //! * around a barrier job ([`WriteQueue::push_barrier`]: a namespace
 //!   change or a truncation, which allocates or frees blocks and rewrites
 //!   records other jobs share), job by job: a barrier's writes go out
@@ -32,7 +38,7 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
-use flatfs::BLOCK_SIZE;
+use flatfs::{BLOCK_SIZE, DATA_PHASE};
 
 /// One device write request: (id, first block, the blocks' bytes).
 pub type WriteRun = (u64, u64, Vec<Box<[u8; BLOCK_SIZE]>>);
@@ -143,6 +149,8 @@ pub struct WriteQueue<T> {
     /// Barrier jobs waiting or in flight.
     barriers: BTreeSet<u64>,
     finished: Vec<Finished<T>>,
+    /// Blocks of writes dropped with their failed job.
+    skipped: Vec<u64>,
     /// Writes not completed: each holds (or, in flight, held until it was
     /// submitted) one block's bytes.
     held: usize,
@@ -167,6 +175,7 @@ impl<T> WriteQueue<T> {
             ready: BTreeSet::new(),
             barriers: BTreeSet::new(),
             finished: Vec::new(),
+            skipped: Vec::new(),
             held: 0,
             stats: WriteStats::default(),
         }
@@ -259,10 +268,26 @@ impl<T> WriteQueue<T> {
             && !after_barrier
             && !barrier_not_oldest
             && job.phase() == Some(w.phase)
-            && self.blocks.get(&w.lba).and_then(|q| q.front()) == Some(&(jid, i))
+            && self.is_first(w.lba, (jid, i))
+            && (w.phase >= DATA_PHASE || self.data_first(jid, job))
         {
             self.ready.insert((jid, i));
         }
+    }
+
+    /// Is write `at` the first of block `lba`'s order?
+    fn is_first(&self, lba: u64, at: (u64, usize)) -> bool {
+        self.blocks.get(&lba).and_then(|q| q.front()) == Some(&at)
+    }
+
+    /// Is every data write of job `jid` first in its block's order (every
+    /// earlier write of its data blocks completed)?
+    fn data_first(&self, jid: u64, job: &Job<T>) -> bool {
+        job.writes
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.phase == DATA_PHASE)
+            .all(|(i, w)| self.is_first(w.lba, (jid, i)))
     }
 
     /// The next write that may go to the device (id, block, bytes): of a
@@ -346,18 +371,15 @@ impl<T> WriteQueue<T> {
             job.failed = true;
             self.stats.failed += 1;
         }
-        let phase_after = job.phase();
-        let mut next = None;
-        if let Some(q) = self.blocks.get_mut(&lba) {
-            q.retain(|&x| x != (jid, i));
-            next = q.front().copied();
-            if q.is_empty() {
-                self.blocks.remove(&lba);
-            }
+        let mut phase_after = job.phase();
+        if job.failed && phase_after.is_some() && phase_after != phase_before {
+            // A failed job sends none of its later phases: its data
+            // without its checksums, or its record without its data,
+            // would leave the device worse than the old bytes do.
+            self.skip_rest(jid);
+            phase_after = None;
         }
-        if let Some((j2, i2)) = next {
-            self.consider(j2, i2);
-        }
+        self.release_block(lba, (jid, i));
         if phase_after.is_some() && phase_after != phase_before {
             // The job moved on to its next phase.
             let n = self.jobs.get(&jid).map_or(0, |j| j.writes.len());
@@ -366,21 +388,84 @@ impl<T> WriteQueue<T> {
             }
         }
         if phase_after.is_none() {
-            if let Some(job) = self.jobs.remove(&jid) {
-                self.barriers.remove(&jid);
-                self.finished.push(Finished {
-                    inos: job.inos,
-                    failed: job.failed,
-                    then: job.then,
-                });
-                if job.barrier || !self.barriers.is_empty() {
-                    // A barrier completed (the jobs behind it may go on)
-                    // or one may now be the oldest job.
-                    self.reconsider_all();
-                }
-            }
+            self.finish(jid);
         }
         Some(lba)
+    }
+
+    /// Write `at` of block `lba` is done: the block's next write may go.
+    fn release_block(&mut self, lba: u64, at: (u64, usize)) {
+        let mut next = None;
+        if let Some(q) = self.blocks.get_mut(&lba) {
+            q.retain(|&x| x != at);
+            next = q.front().copied();
+            if q.is_empty() {
+                self.blocks.remove(&lba);
+            }
+        }
+        if let Some((j2, i2)) = next {
+            self.consider(j2, i2);
+            self.consider_first_phase(j2);
+        }
+    }
+
+    /// Drop the writes of failed job `jid` not sent yet (see
+    /// [`WriteQueue::take_skipped`]).
+    fn skip_rest(&mut self, jid: u64) {
+        let Some(job) = self.jobs.get_mut(&jid) else {
+            return;
+        };
+        let mut dropped = Vec::new();
+        for (k, w) in job.writes.iter_mut().enumerate() {
+            if matches!(w.state, State::Waiting(_)) {
+                w.state = State::Done;
+                dropped.push((w.lba, k));
+            }
+        }
+        self.held = self.held.saturating_sub(dropped.len());
+        for (lba, k) in dropped {
+            self.ready.remove(&(jid, k));
+            self.skipped.push(lba);
+            self.release_block(lba, (jid, k));
+        }
+    }
+
+    /// Job `jid` completed: to the finished list.
+    fn finish(&mut self, jid: u64) {
+        let Some(job) = self.jobs.remove(&jid) else {
+            return;
+        };
+        self.barriers.remove(&jid);
+        self.finished.push(Finished {
+            inos: job.inos,
+            failed: job.failed,
+            then: job.then,
+        });
+        if job.barrier || !self.barriers.is_empty() {
+            // A barrier completed (the jobs behind it may go on) or one
+            // may now be the oldest job.
+            self.reconsider_all();
+        }
+    }
+
+    /// Device blocks whose writes were dropped, never sent, because an
+    /// earlier phase of their job failed (the device keeps their older
+    /// bytes), since the last call.
+    pub fn take_skipped(&mut self) -> Vec<u64> {
+        core::mem::take(&mut self.skipped)
+    }
+
+    /// A write of job `jid` became first of its block: if the job has not
+    /// reached its data phase, its first phase may now go out.
+    fn consider_first_phase(&mut self, jid: u64) {
+        let Some(job) = self.jobs.get(&jid) else {
+            return;
+        };
+        if job.phase().is_some_and(|p| p < DATA_PHASE) {
+            for k in 0..job.writes.len() {
+                self.consider(jid, k);
+            }
+        }
     }
 
     /// Consider every waiting write again (rare: when a barrier job
@@ -519,36 +604,60 @@ mod tests {
 
     #[test]
     fn writes_of_one_block_go_out_one_at_a_time_in_staging_order() {
+        // (phase 0: checksum table, DATA_PHASE: data)
         let mut q = WriteQueue::new();
-        q.push(vec![1], vec![(0, 100, blk(1)), (1, 10, blk(1))], "a");
-        q.push(vec![2], vec![(0, 101, blk(2)), (1, 10, blk(2))], "b");
-        q.push(vec![3], vec![(0, 100, blk(3))], "c");
+        q.push(
+            vec![1],
+            vec![(0, 10, blk(1)), (DATA_PHASE, 100, blk(1))],
+            "a",
+        );
+        q.push(
+            vec![2],
+            vec![(0, 10, blk(2)), (DATA_PHASE, 101, blk(2))],
+            "b",
+        );
+        q.push(
+            vec![3],
+            vec![(0, 11, blk(3)), (DATA_PHASE, 100, blk(3))],
+            "c",
+        );
         let s = drain(&mut q);
-        // a's and b's data blocks; c waits behind a's write of block 100.
+        // a's table block; b's waits behind it, and c's table behind a's
+        // write of data block 100 (c's entry keeps a's bytes as "before").
         assert_eq!(
             s.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
-            vec![(100, 1), (101, 2)]
+            vec![(10, 1)]
         );
-        // b's data lands first: its table write must still wait for a's.
+        q.complete(s[0].0, true);
+        let s = drain(&mut q);
+        assert_eq!(
+            s.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            vec![(100, 1), (10, 2)],
+            "a's data, and b's table block now that a's landed"
+        );
         q.complete(s[1].0, true);
-        assert!(drain(&mut q).is_empty());
-        q.complete(s[0].0, true);
-        let s = drain(&mut q);
-        assert_eq!(
-            s.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
-            vec![(10, 1), (100, 3)],
-            "a's table block, and c's data block now that a's landed"
-        );
-        q.complete(s[0].0, true);
         let s2 = drain(&mut q);
         assert_eq!(
             s2.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
-            vec![(10, 2)]
+            vec![(101, 2)]
         );
-        q.complete(s[1].0, true);
+        q.complete(s[0].0, true);
+        let s3 = drain(&mut q);
+        assert_eq!(
+            s3.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            vec![(11, 3)],
+            "c's table once a's data block landed"
+        );
         q.complete(s2[0].0, true);
+        q.complete(s3[0].0, true);
+        let s4 = drain(&mut q);
+        assert_eq!(
+            s4.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            vec![(100, 3)]
+        );
+        q.complete(s4[0].0, true);
         let order: Vec<_> = q.take_finished().into_iter().map(|f| f.then).collect();
-        assert_eq!(order, vec!["a", "c", "b"]);
+        assert_eq!(order, vec!["a", "b", "c"]);
         assert!(q.is_idle());
         assert_eq!(q.stats().max_in_flight, 2);
     }
@@ -605,22 +714,32 @@ mod tests {
     #[test]
     fn a_failed_write_fails_its_job_and_the_queue_goes_on() {
         let mut q = WriteQueue::new();
-        q.push(vec![1], vec![(0, 100, blk(1)), (1, 10, blk(1))], "a");
+        q.push(
+            vec![1],
+            vec![(0, 100, blk(1)), (0, 101, blk(1)), (1, 10, blk(1))],
+            "a",
+        );
         q.push(vec![2], vec![(0, 100, blk(2))], "b");
         let s = drain(&mut q);
+        assert_eq!(s.len(), 2, "a's first phase");
         q.complete(s[0].0, false);
-        let s = drain(&mut q);
-        assert_eq!(s.len(), 2, "a's next phase and b's write of the block");
+        let s2 = drain(&mut q);
+        assert_eq!(s2.len(), 1, "b's write of the block");
+        assert!(q.take_skipped().is_empty(), "a's first phase is not done");
         assert_eq!(q.complete(999, true), None, "unknown id");
-        assert_eq!(q.complete(s[0].0, true), Some(10));
-        assert_eq!(q.complete(s[0].0, true), None, "completed twice");
-        q.complete(s[1].0, true);
+        assert_eq!(q.complete(s[1].0, true), Some(101));
+        assert_eq!(q.complete(s[1].0, true), None, "completed twice");
+        // a's next phase is never sent: it would land over a failed one.
+        assert_eq!(q.take_skipped(), vec![10]);
+        assert!(drain(&mut q).is_empty());
+        q.complete(s2[0].0, true);
         let f = q.take_finished();
         assert_eq!(
             f.iter().map(|f| (f.then, f.failed)).collect::<Vec<_>>(),
             vec![("a", true), ("b", false)]
         );
         assert_eq!(q.stats().failed, 1);
+        assert!(q.is_idle());
     }
 
     #[test]

@@ -443,18 +443,18 @@ fn old_format_images_are_recreated_or_refused() {
     let _serial = serial_guard();
     let run_dir = unique_run_dir("oldfmt").expect("run dir");
     let rd = run_dir.to_string_lossy().into_owned();
-    // A version 1 image (the version field is checked before anything
-    // else, so changing it is enough).
+    // A version 2 image (one checksum per block; the version field is
+    // checked before anything else, so changing it is enough).
     let old = run_dir.join("old.img");
     fresh_image(&old).expect("mkfs");
     let mut bytes = fs::read(&old).expect("read image");
-    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
     fs::write(&old, &bytes).expect("write image");
     let out = inspect(&old, &[]).expect("inspect");
     assert_eq!(out.code, Some(1));
     assert!(
         out.text()
-            .contains("unsupported format version 1 (this build reads version 2): re-create the image with mkfs"),
+            .contains("unsupported format version 2 (this build reads version 3): re-create the image with mkfs"),
         "{}",
         out.text()
     );
@@ -477,7 +477,7 @@ fn old_format_images_are_recreated_or_refused() {
     let text = out.text();
     assert_ne!(out.code, Some(0), "{text}");
     assert!(
-        text.contains("unsupported format version 1") && text.contains("mkfs"),
+        text.contains("unsupported format version 2") && text.contains("mkfs"),
         "{text}"
     );
     assert_eq!(fs::read(&old).expect("read"), bytes, "old image modified");

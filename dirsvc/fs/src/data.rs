@@ -1,5 +1,5 @@
 //! File data: read, write and set_size, block by block, with the data
-//! checksums written after the blocks they cover.
+//! checksums written before the blocks they cover (see `sums`).
 
 use alloc::boxed::Box;
 use alloc::vec;
@@ -198,8 +198,9 @@ impl<D: BlockDevice> Fs<D> {
     /// Write the file range `[min(offset, old_size), end)` of `n` to disk:
     /// bytes of `data` (placed at `offset`), old bytes below `old_size`,
     /// zeros elsewhere. Blocks that keep no old byte are written without
-    /// being read. The checksum-table blocks of the written blocks are
-    /// written after them (also when a data write failed).
+    /// being read. The checksum-table blocks that cover the written blocks
+    /// are written first, then the blocks (see `sums`: an overwrite cut by
+    /// a crash leaves old or new bytes, both matching).
     fn fill(
         &mut self,
         ino: u64,
@@ -209,30 +210,47 @@ impl<D: BlockDevice> Fs<D> {
         data: &[u8],
         end: u64,
     ) -> Result<(), Errno> {
-        let mut dirty = Vec::new();
-        let r = self.fill_data(ino, n, old_size, offset, data, end, &mut dirty);
-        let s = self.write_sums(&dirty);
-        r.and(s)
+        let mut out = Filled::default();
+        let r = self.fill_data(ino, n, (old_size, offset, end), data, &mut out);
+        let s = self.write_sums(&out.dirty);
+        let w = if s.is_ok() {
+            out.blocks
+                .iter()
+                .try_for_each(|(lba, blk)| self.write_blk(*lba, blk))
+        } else {
+            Ok(())
+        };
+        if self.staged.is_none() {
+            // Written synchronously: this write's job is over. (Deferred
+            // writes end their job when the caller coalesces them.)
+            self.sums.seal(out.touched.iter().copied());
+            if s.is_ok() && w.is_ok() {
+                for (lba, _) in &out.blocks {
+                    self.sums.landed(*lba);
+                }
+            }
+        }
+        r.and(s).and(w)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Build the blocks [`Fs::fill`] writes into `out`, recording their
+    /// checksums; `(old_size, offset, end)` as there.
     fn fill_data(
         &mut self,
         ino: u64,
         n: &Inode,
-        old_size: u64,
-        offset: u64,
+        (old_size, offset, end): (u64, u64, u64),
         data: &[u8],
-        end: u64,
-        dirty: &mut Vec<u64>,
+        out: &mut Filled,
     ) -> Result<(), Errno> {
         let start = offset.min(old_size);
         let data_end = offset + data.len() as u64;
-        let mut blk = [0u8; BLOCK_SIZE];
+        let old_blocks = blocks_for(old_size);
         for b in start / BS..blocks_for(end) {
             let bs = b * BS;
             let be = bs + BS;
             let lba = disk::map_block(&n.extents, b).ok_or(Errno::Io)?;
+            let mut blk = Box::new([0u8; BLOCK_SIZE]);
             let keep_hi = be.min(old_size);
             let keeps_old = bs < keep_hi && !(offset <= bs && data_end >= keep_hi);
             if keeps_old {
@@ -240,27 +258,36 @@ impl<D: BlockDevice> Fs<D> {
                 if old_size < be {
                     blk[(old_size - bs) as usize..].fill(0);
                 }
-            } else {
-                blk.fill(0);
             }
             let lo = offset.max(bs);
             let hi = data_end.min(be);
+            out.touched.push(lba);
             if !keeps_old && lo >= hi {
                 // A block of zeros past the old end (a gap or an
                 // extension): its checksum entry says "unwritten" and the
                 // block itself is not written (see `sums`).
-                note_dirty(dirty, self.sums.set_unwritten(lba));
+                note_dirty(&mut out.dirty, self.sums.set_unwritten(lba));
                 continue;
             }
             if lo < hi {
                 let src = &data[(lo - offset) as usize..(hi - offset) as usize];
                 blk[(lo - bs) as usize..(hi - bs) as usize].copy_from_slice(src);
             }
-            self.write_blk(lba, &blk)?;
-            note_dirty(dirty, self.sums.set(lba, &blk));
+            let fresh = b >= old_blocks;
+            note_dirty(&mut out.dirty, self.sums.set(lba, &blk, fresh));
+            out.blocks.push((lba, blk));
         }
         Ok(())
     }
+}
+
+/// What [`Fs::fill`] writes: the data blocks, the checksum-table blocks
+/// that changed, and every data block whose entry changed.
+#[derive(Default)]
+struct Filled {
+    blocks: Vec<(u64, Box<[u8; BLOCK_SIZE]>)>,
+    dirty: Vec<u64>,
+    touched: Vec<u64>,
 }
 
 /// Add checksum-table block `changed` (if any) to `dirty`, once.

@@ -7,14 +7,18 @@
 //! the caches as usual but goes to a list of [`Staged`] writes, and to an
 //! overlay that every later read of the file system consults first: a read
 //! of a block whose write is staged or in flight sees the new bytes, never
-//! the device's older ones. The caller writes the staged blocks to the
-//! device in [`Staged::phase`] order (data blocks, then the checksum-table
-//! blocks that cover them, then inode-table blocks and the superblock:
-//! the order the synchronous path writes them in, which is what keeps a
-//! crash from leaving a record that points at blocks whose checksums were
-//! never written), at most one write of a block in flight at a time and
-//! in the order they were staged, and reports each landed write with
-//! [`Fs::write_landed`] or failed with [`Fs::write_failed`].
+//! the device's older ones. The caller groups staged writes in jobs
+//! ([`Fs::coalesce_staged`], which also ends the job for the checksum
+//! table) and writes each job to the device in [`Fs::write_phase`] order
+//! (the checksum-table blocks, then the data blocks they cover, then
+//! inode-table blocks and the superblock: the order the synchronous path
+//! writes them in, so a crash never leaves a data block matching no
+//! checksum nor a record that points at blocks whose checksums were never
+//! written), at most one write of a block in flight at a time and in the
+//! order they were staged, a job's first phase only once every earlier
+//! write of its data blocks completed (see `sums`), and reports each
+//! landed write with [`Fs::write_landed`] or failed with
+//! [`Fs::write_failed`].
 //!
 //! While deferred writes are in flight the caller must not use the
 //! synchronous path for writes (it would race them on the device).
@@ -24,6 +28,11 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::{BlockDevice, Fs, BLOCK_SIZE};
+
+/// The write phase of data blocks ([`Fs::write_phase`]): a job's earlier
+/// phase (its checksum-table blocks) goes out only once every earlier
+/// write of its data blocks completed (see the module doc).
+pub const DATA_PHASE: u8 = 1;
 
 /// One block write the caller owes the device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,14 +58,15 @@ impl<D: BlockDevice> Fs<D> {
         self.staged.take().unwrap_or_default()
     }
 
-    /// The write phase of device block `lba`: 0 data, 1 checksum table,
-    /// 2 inode table or superblock. A phase's writes may land in any order
-    /// among themselves; a later phase only after the earlier ones.
+    /// The write phase of device block `lba`: 0 checksum table,
+    /// [`DATA_PHASE`] data, 2 inode table or superblock. A phase's writes
+    /// may land in any order among themselves; a later phase only after
+    /// the earlier ones.
     pub fn write_phase(&self, lba: u64) -> u8 {
         if lba >= self.sb.data_start {
-            0
+            DATA_PHASE
         } else if lba >= self.sb.sums_start {
-            1
+            0
         } else {
             2
         }
@@ -75,7 +85,9 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Keep only the last staged write of each block in `staged` (one
-    /// batch the caller writes as one job, in phase order): consecutive
+    /// batch the caller writes as one job, in phase order), and end the
+    /// job for the checksum table (a later write of its data blocks
+    /// records their checksum now as the one before: see `sums`): consecutive
     /// writes of one file stage its checksum-table and inode-table blocks
     /// once per write, and only the last bytes matter (each is encoded
     /// from the caches, so it holds every earlier change). Data blocks
@@ -88,12 +100,14 @@ impl<D: BlockDevice> Fs<D> {
         for (i, s) in staged.iter().enumerate() {
             last.insert(s.lba, i);
         }
+        self.sums.seal(last.keys().copied());
         let mut out = Vec::with_capacity(last.len());
         for (i, s) in staged.into_iter().enumerate() {
             if last.get(&s.lba) == Some(&i) {
                 out.push(s);
             } else {
-                self.write_landed(s.lba);
+                // Never written: the kept write holds its bytes.
+                self.write_done(s.lba);
             }
         }
         out
@@ -103,12 +117,30 @@ impl<D: BlockDevice> Fs<D> {
     /// a block's writes in staging order). Once the last one has, reads go
     /// to the device again.
     pub fn write_landed(&mut self, lba: u64) {
-        if let Some(e) = self.overlay.get_mut(&lba) {
-            e.0 = e.0.saturating_sub(1);
-            if e.0 == 0 {
-                self.overlay.remove(&lba);
-            }
+        if self.write_done(lba) {
+            // The device holds the block's newest bytes.
+            self.sums.landed(lba);
         }
+    }
+
+    /// A deferred write of `lba` was never sent (its job failed before
+    /// it): the device keeps the block's older bytes, which its checksum
+    /// entry still accepts.
+    pub fn write_skipped(&mut self, lba: u64) {
+        self.write_done(lba);
+    }
+
+    /// Count one write of `lba` done; true once none is pending.
+    fn write_done(&mut self, lba: u64) -> bool {
+        let Some(e) = self.overlay.get_mut(&lba) else {
+            return false;
+        };
+        e.0 = e.0.saturating_sub(1);
+        if e.0 == 0 {
+            self.overlay.remove(&lba);
+            return true;
+        }
+        false
     }
 
     /// One deferred write of `lba` failed: the device's block is unknown.
@@ -117,7 +149,7 @@ impl<D: BlockDevice> Fs<D> {
     /// error, as after a failed synchronous write).
     pub fn write_failed(&mut self, lba: u64) {
         log::warn!("fs: deferred write of device block {lba} failed");
-        self.write_landed(lba);
+        self.write_done(lba);
     }
 }
 
@@ -139,8 +171,9 @@ mod tests {
         let staged = fs.end_deferred();
         assert_eq!(staged.len(), 12, "data, checksums, record per write");
         let out = fs.coalesce_staged(staged);
-        let phases: Vec<u8> = out.iter().map(|s| fs.write_phase(s.lba)).collect();
-        assert_eq!(phases, vec![0, 0, 0, 0, 1, 2], "4 data blocks, 1 + 1");
+        let mut phases: Vec<u8> = out.iter().map(|s| fs.write_phase(s.lba)).collect();
+        phases.sort();
+        assert_eq!(phases, vec![0, 1, 1, 1, 1, 2], "1 + 4 data blocks + 1");
         // Before they land reads see the new bytes; after, the device has them.
         let mut buf = vec![0u8; 4 * BLOCK_SIZE];
         fs.read(ino, 0, &mut buf).unwrap();
@@ -170,10 +203,11 @@ mod tests {
         fs.begin_deferred();
         fs.write(ino, 0, &[2u8; BLOCK_SIZE]).unwrap();
         let staged = fs.end_deferred();
+        let staged = fs.coalesce_staged(staged);
         let phases: Vec<u8> = staged.iter().map(|s| fs.write_phase(s.lba)).collect();
-        assert_eq!(phases, vec![0, 1, 2], "data, checksums, record");
+        assert_eq!(phases, vec![0, 1, 2], "checksums, data, record");
         assert_eq!(fs.stats().disk_writes, before + 3);
-        let data = staged[0].lba;
+        let data = staged[1].lba;
         // The device still has the old bytes; the file system reads the new.
         let mut raw = [0u8; BLOCK_SIZE];
         fs.device_mut().read_block(data, &mut raw).unwrap();
@@ -188,6 +222,7 @@ mod tests {
         fs.begin_deferred();
         fs.write(ino, 0, &[3u8; BLOCK_SIZE]).unwrap();
         let again = fs.end_deferred();
+        let again = fs.coalesce_staged(again);
         for s in &staged {
             fs.device_mut().write_block(s.lba, &s.buf).unwrap();
             fs.write_landed(s.lba);
@@ -203,11 +238,20 @@ mod tests {
         assert_eq!(fs.pending_blocks(), 0);
         fs.read(ino, 0, &mut buf).unwrap();
         assert_eq!(buf, [3u8; BLOCK_SIZE], "from the device, checksum ok");
-        // A failed write: the block reads as an I/O error, not old bytes.
+        // A failed write: the device holds the old bytes (they match the
+        // checksum kept from before the write) or damaged ones (an I/O
+        // error), never bytes that pass for the new ones.
         fs.begin_deferred();
         fs.write(ino, 0, &[4u8; BLOCK_SIZE]).unwrap();
         let st = fs.end_deferred();
-        fs.write_failed(st[0].lba);
+        let st = fs.coalesce_staged(st);
+        assert_eq!(st[1].lba, data);
+        fs.write_failed(data);
+        fs.read(ino, 0, &mut buf).unwrap();
+        assert_eq!(buf, [3u8; BLOCK_SIZE], "the old bytes");
+        fs.device_mut()
+            .write_block(data, &[9u8; BLOCK_SIZE])
+            .unwrap();
         assert_eq!(fs.read(ino, 0, &mut buf), Err(fabric::proto::Errno::Io));
     }
 }

@@ -1,4 +1,4 @@
-//! Byte layout of the on-disk format, version 2: the superblock and the
+//! Byte layout of the on-disk format, version 3: the superblock and the
 //! fixed-size inode records (the data checksum table is in
 //! [`super::sums`]). Pure encoding and decoding; the cross-record
 //! checks live in [`super::mount`].
@@ -14,10 +14,11 @@ use alloc::vec::Vec;
 use super::{MountError, BLOCK_SIZE};
 use fabric::proto::{FileKind, MAX_NAME};
 
-/// Checksum entries in one table block.
-pub const SUMS_PER_BLOCK: usize = (BLOCK_SIZE - 4) / 4;
+/// Checksum entries in one table block (each two `u32`: the block's
+/// checksum and the one before it, see [`super::sums`]).
+pub const SUMS_PER_BLOCK: usize = (BLOCK_SIZE - 4) / 8;
 
-const _: () = assert!(SUMS_PER_BLOCK == 1023);
+const _: () = assert!(SUMS_PER_BLOCK == 511);
 
 /// Checksum-table blocks for a device whose blocks from the table start to
 /// the end number `rest`: the fewest `c` with `c * SUMS_PER_BLOCK >= rest -
@@ -29,9 +30,11 @@ pub fn sum_table_blocks(rest: u64) -> u64 {
 /// Magic at byte 0 of block 0.
 pub const MAGIC: [u8; 8] = *b"ONECOPFS";
 /// The only format version this code reads and writes.
-/// Version 1 had no data checksums; it is refused with a message that
-/// says to re-create the image.
-pub const VERSION: u32 = 2;
+/// Version 1 had no data checksums, version 2 one checksum per data block
+/// (an overwrite cut between the data and its checksum left the block
+/// unreadable); both are refused with a message that says to re-create
+/// the image.
+pub const VERSION: u32 = 3;
 /// Size of one inode record.
 pub const RECORD_SIZE: usize = 256;
 /// Inode records per table block.

@@ -93,8 +93,9 @@ pub enum MountError {
         /// Checksum of the block as read.
         computed: u32,
     },
-    /// Checksum-table entries past the end of the data area are not zero.
-    #[error("checksum table block {lba}: entries past the data area are not zero")]
+    /// Checksum-table entries past the end of the data area, or the
+    /// block's unused bytes, are not zero.
+    #[error("checksum table block {lba}: entries past the data area or unused bytes are not zero")]
     SumTablePadding {
         /// Device block of the table block.
         lba: u64,

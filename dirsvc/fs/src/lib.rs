@@ -5,7 +5,7 @@
 //! mount, so an untrusted or damaged image is refused with a clear message
 //! before anything uses it.
 //!
-//! # On-disk format, version 2
+//! # On-disk format, version 3
 //!
 //! Little endian, 4 KiB blocks ([`BLOCK_SIZE`]).
 //!
@@ -14,7 +14,7 @@
 //! | bytes   | field                                                       |
 //! | ------- | ----------------------------------------------------------- |
 //! | 0..8    | magic `b"ONECOPFS"`                                         |
-//! | 8..12   | format version `u32` = 2 (1: no data checksums, refused)    |
+//! | 8..12   | format version `u32` = 3 (1 and 2 refused)                  |
 //! | 12..16  | block size `u32` = 4096                                     |
 //! | 16..24  | total blocks `u64` (the device may be larger)               |
 //! | 24..32  | inode table start block `u64` = 1                           |
@@ -24,7 +24,7 @@
 //! | 48..56  | data area end block `u64` (exclusive) = total blocks        |
 //! | 56..64  | sequence floor `u64` (> every creation sequence number)     |
 //! | 64..72  | checksum table start block `u64` = table start + table blocks |
-//! | 72..76  | checksum table blocks `u32` = ceil((total - its start) / 1024) |
+//! | 72..76  | checksum table blocks `u32` = ceil((total - its start) / 512) |
 //! | 76..80  | crc32 of bytes 0..76                                        |
 //! | 80..4096| zero                                                        |
 //!
@@ -48,13 +48,17 @@
 //! | 244..252 | reserved, zero                                             |
 //! | 252..256 | crc32 of bytes 0..252                                      |
 //!
-//! Then the data checksum table: per block 1023 `u32` entries,
-//! the crc32 of data block `data_start + 1023 * i + j` in entry `j` of
-//! table block `i`, and at bytes 4092..4096 the crc32 of bytes 0..4092.
-//! Entries past the data area are zero; the entry of a free block is
-//! meaningless. Every read of a data block from the device is checked
-//! against its entry; a mismatch is `Errno::Io` (logged with the inode and
-//! the block), never the bytes. [`Fs::check_data`] scans every block.
+//! Then the data checksum table: per block 511 entries of two `u32`, the
+//! crc32 of data block `data_start + 511 * i + j` and the crc32 of the
+//! bytes it held before its last write, in entry `j` of table block `i`
+//! (bytes `8j..8j+8`), and at bytes 4092..4096 the crc32 of bytes
+//! 0..4092. Entries past the data area are zero; the entry of a free block
+//! is meaningless. Every read of a data block from the device is checked
+//! against its entry (either checksum matches); a mismatch is `Errno::Io`
+//! (logged with the inode and the block), never the bytes. The table is
+//! written before the data it covers, so an overwrite cut by a crash
+//! leaves the old or the new bytes, both readable (`sums`).
+//! [`Fs::check_data`] scans every block.
 //!
 //! The rest of the device, from the data area start, is file data. A file's
 //! bytes are the concatenation of its extents' blocks. There is no free
@@ -83,13 +87,13 @@
 //! unique names per directory, that extents lie in the data area and never
 //! share a block, and that no file is larger than its extents.
 //!
-//! Updates write data blocks first, then the checksum-table blocks that
-//! cover them, then the inode record that points at them (one read-free
-//! write of the cached table block). A crash or failed write between a
-//! block overwritten in place and its checksum leaves that block reading
-//! as an I/O error (never as wrong bytes) until it is rewritten whole; a
-//! new entry is
-//! written before its parent's version bump, a removed one is zeroed before;
+//! Updates write the checksum-table blocks first (each entry keeping the
+//! checksum of the bytes before the write, `sums`), then the data
+//! blocks they cover, then the inode record that points at them (one
+//! read-free write of the cached table block). A crash or failed write
+//! anywhere in between leaves each block with its old or its new bytes,
+//! both readable; a new entry is written before its parent's version
+//! bump, a removed one is zeroed before;
 //! a raised sequence floor is written and flushed before the record that
 //! uses the new number.
 #![cfg_attr(not(test), no_std)]
@@ -120,7 +124,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 pub use data::BlockSource;
-pub use deferred::Staged;
+pub use deferred::{Staged, DATA_PHASE};
 pub use device::{BlockDevice, IoError, ReadDone};
 pub use disk::{MAGIC, MAX_EXTENTS, RECORDS_PER_BLOCK, RECORD_SIZE, SEQ_BATCH, VERSION};
 pub use error::{MountError, ParentProblem};

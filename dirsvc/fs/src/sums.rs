@@ -1,35 +1,67 @@
-//! Data checksums (format version 2): one crc32 per data block, kept in a
+//! Data checksums (format version 3): two crc32 per data block, kept in a
 //! table between the inode table and the data area, cached whole in memory
 //! and verified on every read of a data block from the device.
 //!
-//! A table block holds [`SUMS_PER_BLOCK`] little-endian `u32` entries
-//! (entry `j` of table block `i` belongs to data block
-//! `data_start + i * SUMS_PER_BLOCK + j`) and, in its last four bytes, the
-//! crc32 of the bytes before it: the table is metadata, so mount checks
-//! every table block like an inode record and refuses a damaged one.
-//! Entries past the end of the data area are zero. The entry of a free
-//! block means nothing (it is not cleared when the block is freed); every
-//! allocated block has been written, with its entry, before the inode that
-//! owns it points at it.
+//! A table block holds [`SUMS_PER_BLOCK`] entries of two little-endian
+//! `u32` (entry `j` of table block `i`, bytes `8j..8j + 8`, belongs to
+//! data block `data_start + i * SUMS_PER_BLOCK + j`) and, in its last four
+//! bytes, the crc32 of the bytes before it: the table is metadata, so
+//! mount checks every table block like an inode record and refuses a
+//! damaged one. Entries past the end of the data area are zero. The entry
+//! of a free block means nothing (it is not cleared when the block is
+//! freed); every allocated block has been written, with its entry, before
+//! the inode that owns it points at it.
+//!
+//! **Two checksums: an overwrite survives a crash.** A data block is
+//! rewritten in place, so a crash between the data write and its
+//! checksum's would leave a block that matches neither: an fsync'd file
+//! whose tail block was being appended to would read as an I/O error. So
+//! an entry holds the block's new checksum and the one of the bytes it
+//! held before this write (`(now, before)`), the table is written
+//! **before** the data it covers (write phases: checksum table, data,
+//! records), and a read accepts either. Whatever a crash cuts, the device
+//! holds the old bytes or the new ones, and both match.
+//!
+//! "Before" is the bytes the device holds when this table write lands.
+//! Within one write job (the directory's [`crate::Fs::coalesce_staged`]
+//! batch, or one synchronous write) a block written several times keeps
+//! the checksum it had when the job began ([`SumTable::seal`] ends a job).
+//! Across jobs the writer keeps one order: a job's table writes go out
+//! only once every earlier write of its data blocks has completed (the
+//! directory's write queue does this), so the block holds the previous
+//! job's bytes by then. A block newly allocated to a file holds nothing
+//! the file showed before (its record does not point at it yet): its
+//! entry is `(now, now)`. Once every write of a block landed, its entry
+//! drops the old checksum (in memory at once, on the device with the next
+//! write of its table block).
+//!
+//! **Failed writes.** A job whose device write fails sends none of its
+//! later phases, so the device keeps the old bytes, which the entry still
+//! accepts. A failed data write that later jobs of the same table block
+//! build on (their entries assume its bytes) can leave the block reading
+//! as an I/O error after a crash, as any failed write did before: never
+//! as other bytes.
 //!
 //! **Unwritten blocks.** A block of zeros that a write or an extension
 //! allocates past the old end of a file (a gap, `set_size` growing the
 //! file) is not written: its entry is set to [`ZERO_SUM`], the checksum of
 //! a zero block, and the block keeps whatever the device held. A read of a
-//! block whose entry is [`ZERO_SUM`] and whose bytes do not match it
-//! returns zeros ([`SumCheck::Unwritten`]); bytes that match are returned
-//! as they are (a zero block, or data whose crc happens to be
+//! block one of whose checksums is [`ZERO_SUM`] and whose bytes match
+//! neither returns zeros ([`SumCheck::Unwritten`]); bytes that match are
+//! returned as they are (a zero block, or data whose crc happens to be
 //! [`ZERO_SUM`]). So an extension costs the checksum-table block and the
 //! inode record instead of one device write per block, and a crash can
 //! never show a new block's stale bytes: the entry is written before the
 //! record that makes the block part of the file. The cost: damage to a
-//! zero block, or to one of the 1 in 2^32 data blocks whose crc is
-//! [`ZERO_SUM`], reads as zeros instead of an I/O error.
+//! zero block, to a block whose write ended its unwritten state and that
+//! has not been rewritten since, or to one of the 1 in 2^32 data blocks
+//! whose crc is [`ZERO_SUM`], reads as zeros instead of an I/O error.
 //!
 //! The checksum is crc32 (IEEE, `crc32fast`, as for the metadata): the
 //! `crc32c` crate needs `std`, and for detecting damage to a 4 KiB block
 //! the two polynomials are equally good.
 
+use alloc::collections::BTreeSet;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -74,13 +106,31 @@ pub struct BadBlock {
     pub lba: u64,
 }
 
+/// One data block's entry: its checksum now and before its last write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// The checksum of the block's newest bytes.
+    pub now: u32,
+    /// The checksum of the bytes the device held before they were written.
+    pub before: u32,
+}
+
+impl Entry {
+    fn accepts(&self, sum: u32) -> bool {
+        sum == self.now || sum == self.before
+    }
+}
+
 /// The cached checksum table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SumTable {
     start: u64,
     data_start: u64,
     data_blocks: u64,
-    sums: Vec<u32>,
+    sums: Vec<Entry>,
+    /// Entries written since the current job began ([`SumTable::seal`]):
+    /// they keep their `before`.
+    open: BTreeSet<usize>,
 }
 
 impl SumTable {
@@ -93,7 +143,8 @@ impl SumTable {
             start: sb.sums_start,
             data_start: sb.data_start,
             data_blocks: sb.data_end - sb.data_start,
-            sums: vec![0; n],
+            sums: vec![Entry::default(); n],
+            open: BTreeSet::new(),
         }
     }
 
@@ -130,15 +181,22 @@ impl SumTable {
             });
         }
         let first = usize::try_from(i).unwrap_or(usize::MAX) * SUMS_PER_BLOCK;
-        for (j, b) in buf[..SUM_CRC_OFF].chunks_exact(4).enumerate() {
-            let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let used = SUMS_PER_BLOCK * 8;
+        if !buf[used..SUM_CRC_OFF].iter().all(|&x| x == 0) {
+            return Err(MountError::SumTablePadding { lba });
+        }
+        for (j, b) in buf[..used].chunks_exact(8).enumerate() {
+            let e = Entry {
+                now: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                before: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            };
             let k = first + j;
             if k as u64 >= self.data_blocks {
-                if v != 0 {
+                if e != Entry::default() {
                     return Err(MountError::SumTablePadding { lba });
                 }
             } else if let Some(slot) = self.sums.get_mut(k) {
-                *slot = v;
+                *slot = e;
             }
         }
         Ok(())
@@ -149,22 +207,28 @@ impl SumTable {
         let mut b = [0u8; BLOCK_SIZE];
         let first = usize::try_from(i).unwrap_or(usize::MAX) * SUMS_PER_BLOCK;
         let entries = self.sums.iter().skip(first).take(SUMS_PER_BLOCK);
-        for (out, v) in b[..SUM_CRC_OFF].chunks_exact_mut(4).zip(entries) {
-            out.copy_from_slice(&v.to_le_bytes());
+        for (out, e) in b[..SUMS_PER_BLOCK * 8].chunks_exact_mut(8).zip(entries) {
+            out[..4].copy_from_slice(&e.now.to_le_bytes());
+            out[4..].copy_from_slice(&e.before.to_le_bytes());
         }
         let crc = crc32fast::hash(&b[..SUM_CRC_OFF]);
         b[SUM_CRC_OFF..].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
+    /// The entry of data block `lba` (`None` outside the data area).
+    pub fn entry(&self, lba: u64) -> Option<Entry> {
+        self.index(lba).and_then(|i| self.sums.get(i)).copied()
+    }
+
     /// Check `buf`, read from data block `lba`, against its entry.
     pub fn check(&self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> SumCheck {
-        let Some(&want) = self.index(lba).and_then(|i| self.sums.get(i)) else {
+        let Some(e) = self.entry(lba) else {
             return SumCheck::Mismatch;
         };
-        if want == block_sum(buf) {
+        if e.accepts(block_sum(buf)) {
             SumCheck::Match
-        } else if want == ZERO_SUM {
+        } else if e.accepts(ZERO_SUM) {
             SumCheck::Unwritten
         } else {
             SumCheck::Mismatch
@@ -177,20 +241,57 @@ impl SumTable {
         self.check(lba, buf) != SumCheck::Mismatch
     }
 
-    /// Mark data block `lba` unwritten (it reads as zeros); returns the
-    /// table block that changed (`None` outside the data area).
+    /// Mark data block `lba`, newly allocated, unwritten (it reads as
+    /// zeros); returns the table block that changed (`None` outside the
+    /// data area).
     pub fn set_unwritten(&mut self, lba: u64) -> Option<u64> {
+        self.record(lba, ZERO_SUM, true)
+    }
+
+    /// Record the checksum of the bytes `buf` written to data block `lba`
+    /// (`fresh`: newly allocated to its file, see the module doc); returns
+    /// the table block that changed (`None` outside the data area).
+    pub fn set(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE], fresh: bool) -> Option<u64> {
+        self.record(lba, block_sum(buf), fresh)
+    }
+
+    fn record(&mut self, lba: u64, sum: u32, fresh: bool) -> Option<u64> {
         let i = self.index(lba)?;
-        *self.sums.get_mut(i)? = ZERO_SUM;
+        let first_in_job = self.open.insert(i);
+        let e = self.sums.get_mut(i)?;
+        if fresh {
+            e.before = sum;
+        } else if first_in_job {
+            e.before = e.now;
+        }
+        e.now = sum;
         Some((i / SUMS_PER_BLOCK) as u64)
     }
 
-    /// Record the checksum of data block `lba`; returns the table block
-    /// that changed (`None` outside the data area).
-    pub fn set(&mut self, lba: u64, buf: &[u8; BLOCK_SIZE]) -> Option<u64> {
-        let i = self.index(lba)?;
-        *self.sums.get_mut(i)? = block_sum(buf);
-        Some((i / SUMS_PER_BLOCK) as u64)
+    /// End the current write job for data blocks `lbas`: their next write
+    /// records the checksum they have now as their `before`.
+    pub fn seal(&mut self, lbas: impl IntoIterator<Item = u64>) {
+        for lba in lbas {
+            if let Some(i) = self.index(lba) {
+                self.open.remove(&i);
+            }
+        }
+    }
+
+    /// Every write of data block `lba` landed: the device holds the bytes
+    /// of its checksum now, so the one before is dropped from the entry
+    /// (in memory at once, on the device with the next write of its table
+    /// block), unless a write of the block is open in the current job.
+    pub fn landed(&mut self, lba: u64) {
+        let Some(i) = self.index(lba) else {
+            return;
+        };
+        if self.open.contains(&i) {
+            return;
+        }
+        if let Some(e) = self.sums.get_mut(i) {
+            e.before = e.now;
+        }
     }
 }
 

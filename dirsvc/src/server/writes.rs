@@ -69,7 +69,7 @@ pub(crate) enum Then {
 /// every earlier change). Each write was executed, and its answer (its
 /// own version and size) encoded, in ring order, as alone; the answers go
 /// out together once every write landed. The job keeps the file system's
-/// phase order (data, checksums, records), so a crash never leaves a
+/// phase order (checksums, data, records), so a crash never leaves a
 /// record pointing at blocks whose checksums were not written.
 #[derive(Debug)]
 pub(crate) struct WriteGroup {
@@ -400,6 +400,9 @@ impl<D: BlockDevice> Directory<D> {
             } else {
                 fs.write_failed(lba);
             }
+        }
+        for lba in self.io.writes.take_skipped() {
+            fs.write_skipped(lba);
         }
     }
 

@@ -8,8 +8,8 @@ fn layout_matches_the_documentation() {
     // Superblock.
     assert_eq!(&img[0..8], b"ONECOPFS");
     assert_eq!(&img[0..8], &MAGIC);
-    assert_eq!(u32::from_le_bytes(img[8..12].try_into().unwrap()), 2);
-    assert_eq!(VERSION, 2);
+    assert_eq!(u32::from_le_bytes(img[8..12].try_into().unwrap()), 3);
+    assert_eq!(VERSION, 3);
     assert_eq!(u32::from_le_bytes(img[12..16].try_into().unwrap()), 4096);
     assert_eq!(get64(&img, 16), 64);
     assert_eq!(get64(&img, 24), 1);
@@ -59,19 +59,22 @@ fn layout_matches_the_documentation() {
     let at = start as usize * BLOCK_SIZE;
     assert_eq!(&img[at..at + 5000], &pattern(5, 5000)[..]);
     // Each of its blocks has its crc32 in the checksum table (block 3,
-    // entry = block - data start), and the table block its own crc32.
+    // entry = block - data start, 8 bytes: now, before; a block new to
+    // its file has no other), and the table block its own crc32.
     let t = 3 * BLOCK_SIZE;
     for b in [start, start + 1] {
-        let e = t + (b as usize - 4) * 4;
-        let sum = u32::from_le_bytes(img[e..e + 4].try_into().unwrap());
+        let e = t + (b as usize - 4) * 8;
+        let now = u32::from_le_bytes(img[e..e + 4].try_into().unwrap());
+        let before = u32::from_le_bytes(img[e + 4..e + 8].try_into().unwrap());
         let at = b as usize * BLOCK_SIZE;
-        assert_eq!(sum, crc32fast::hash(&img[at..at + BLOCK_SIZE]), "block {b}");
+        assert_eq!(now, crc32fast::hash(&img[at..at + BLOCK_SIZE]), "block {b}");
+        assert_eq!(before, now, "block {b}");
     }
-    assert_eq!(SUMS_PER_BLOCK, 1023);
+    assert_eq!(SUMS_PER_BLOCK, 511);
     let crc = u32::from_le_bytes(img[t + 4092..t + 4096].try_into().unwrap());
     assert_eq!(crc, crc32fast::hash(&img[t..t + 4092]));
     // Entries past the data area (60 data blocks) are zero.
-    assert!(img[t + 60 * 4..t + 4092].iter().all(|&b| b == 0));
+    assert!(img[t + 60 * 8..t + 4092].iter().all(|&b| b == 0));
     // Free slots are zero.
     assert!(img[rec(6)..rec(33)].iter().all(|&b| b == 0));
 }
@@ -135,8 +138,8 @@ fn corrupt_images_are_refused() {
         ),
         (
             "version without crc",
-            |i| put32(i, 8, 3),
-            |e| *e == MountError::UnsupportedVersion { found: 3 },
+            |i| put32(i, 8, 4),
+            |e| *e == MountError::UnsupportedVersion { found: 4 },
         ),
         (
             "block size",
@@ -263,7 +266,15 @@ fn corrupt_images_are_refused() {
         (
             "checksum entry past the data area",
             |i| {
-                put32(i, 3 * BLOCK_SIZE + 60 * 4, 1);
+                put32(i, 3 * BLOCK_SIZE + 60 * 8 + 4, 1);
+                fix_sums(i, 3)
+            },
+            |e| *e == MountError::SumTablePadding { lba: 3 },
+        ),
+        (
+            "checksum table's unused bytes",
+            |i| {
+                put32(i, 3 * BLOCK_SIZE + SUMS_PER_BLOCK * 8, 1);
                 fix_sums(i, 3)
             },
             |e| *e == MountError::SumTablePadding { lba: 3 },
@@ -721,7 +732,7 @@ fn messages_read_well() {
         ),
         (
             MountError::UnsupportedVersion { found: 1 },
-            "unsupported format version 1 (this build reads version 2): re-create the image with mkfs",
+            "unsupported format version 1 (this build reads version 3): re-create the image with mkfs",
         ),
         (
             MountError::ExtentOutOfRange {

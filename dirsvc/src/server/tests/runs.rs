@@ -51,11 +51,11 @@ fn writes_by_phase(rig: &Rig, from: usize) -> (usize, u64, usize, usize) {
     let mut out = (0, 0, 0, 0);
     for &(lba, n) in &rig.disk.write_requests()[from..] {
         match fs.write_phase(lba) {
-            0 => {
+            flatfs::DATA_PHASE => {
                 out.0 += 1;
                 out.1 += n;
             }
-            1 => out.2 += 1,
+            0 => out.2 += 1,
             _ => out.3 += 1,
         }
     }
