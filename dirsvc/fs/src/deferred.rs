@@ -96,11 +96,20 @@ impl<D: BlockDevice> Fs<D> {
     /// write-back batch of 32 pages of one file goes from 96 device
     /// writes to 34.
     pub fn coalesce_staged(&mut self, staged: Vec<Staged>) -> Vec<Staged> {
+        let out = self.dedup_staged(staged);
+        self.sums.seal(out.iter().map(|s| s.lba));
+        out
+    }
+
+    /// Keep only the last staged write of each block in `staged`, as
+    /// [`Fs::coalesce_staged`], without ending the job: for a caller that
+    /// stages a long job in parts (a write-back of many pages) and keeps
+    /// what it holds small.
+    pub fn dedup_staged(&mut self, staged: Vec<Staged>) -> Vec<Staged> {
         let mut last: BTreeMap<u64, usize> = BTreeMap::new();
         for (i, s) in staged.iter().enumerate() {
             last.insert(s.lba, i);
         }
-        self.sums.seal(last.keys().copied());
         let mut out = Vec::with_capacity(last.len());
         for (i, s) in staged.into_iter().enumerate() {
             if last.get(&s.lba) == Some(&i) {

@@ -23,6 +23,12 @@ use flatfs::BlockDevice;
 use super::Directory;
 use flatfs::Staged;
 
+/// Staged writes of one action list's write-backs past which their
+/// repeated checksum-table and record blocks are dropped as they come
+/// (each page write-back stages its data block, the table block and the
+/// record: three blocks held per page, where one is new).
+const DEDUP_MIN: usize = 96;
+
 impl<D: BlockDevice> Directory<D> {
     /// Execute page-directory actions (which may produce more).
     pub(super) fn run(&mut self, mem: &(impl SharedMem + ?Sized), actions: Vec<Action>) {
@@ -34,6 +40,7 @@ impl<D: BlockDevice> Directory<D> {
         // Write-backs gone asynchronous in this list: their files, their
         // staged writes, and the replies held behind them.
         let mut held: Option<(Vec<u64>, Vec<Staged>, Vec<Action>)> = None;
+        let mut dedup_at = DEDUP_MIN;
         loop {
             let Some(a) = queue.pop_front() else {
                 // Fills that finished at once, or failed to start.
@@ -64,6 +71,14 @@ impl<D: BlockDevice> Directory<D> {
                             h.0.push(key.ino);
                         }
                         h.1.extend(staged);
+                        if h.1.len() >= dedup_at {
+                            // Many write-backs (a failed owner's pages):
+                            // their shared checksum and record blocks once.
+                            if let Some(fs) = self.fs.as_mut() {
+                                h.1 = fs.dedup_staged(core::mem::take(&mut h.1));
+                            }
+                            dedup_at = h.1.len().saturating_mul(2).max(DEDUP_MIN);
+                        }
                     }
                 }
                 Action::Invalidate { node, key } => self.invalidate(node, key),

@@ -62,12 +62,32 @@ impl Grown {
 #[derive(Debug, Default)]
 pub(super) struct Sizes {
     grown: BTreeMap<u64, Grown>,
+    /// Files an fsync (or a sync) is settling: their grown pages are
+    /// written back a batch at a time, as the write queue has room
+    /// ([`Directory::continue_settling`]), then their whole size is
+    /// recorded; their fsyncs wait until then. By inode: the first page
+    /// not looked at yet.
+    settling: BTreeMap<u64, u64>,
 }
+
+/// Pages an fsync writes back per batch while it settles a file's size:
+/// bounded, so a file with thousands of cached grown pages does not hold
+/// them all in the directory's heap at once.
+const SETTLE_BATCH: usize = 64;
 
 impl Sizes {
     /// Files whose grown size waits for its data.
     pub(super) fn len(&self) -> usize {
         self.grown.len()
+    }
+
+    /// Is an fsync of `ino` (0: a sync) still settling sizes?
+    pub(super) fn settling(&self, ino: u64) -> bool {
+        if ino == 0 {
+            !self.settling.is_empty()
+        } else {
+            self.settling.contains_key(&ino)
+        }
     }
 }
 
@@ -142,55 +162,87 @@ impl<D: BlockDevice> Directory<D> {
 
     /// An fsync of `ino` (0: a sync) arrived: write back the pages still
     /// holding its size (from their owners' frames) and record its whole
-    /// size, so the fsync's answer, which waits for the file's writes,
-    /// covers both.
+    /// size, so the fsync's answer, which waits for the file's writes and
+    /// for this ([`Sizes::settling`]), covers both. The write-backs go a
+    /// batch at a time as the write queue has room.
     pub(super) fn settle_sizes(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64) {
         let inos: Vec<u64> = if ino == 0 {
             self.sizes.grown.keys().copied().collect()
         } else if self.sizes.grown.contains_key(&ino) {
             alloc::vec![ino]
         } else {
+            Vec::new()
+        };
+        for i in inos {
+            // From its first page again (an fsync arriving while one
+            // settles the file covers what was cached since).
+            self.sizes.settling.insert(i, 0);
+        }
+        self.continue_settling(mem);
+    }
+
+    /// Write back the next batches of the files being settled while the
+    /// write queue has room; record the size of each file whose pages are
+    /// all written back.
+    pub(super) fn continue_settling(&mut self, mem: &(impl SharedMem + ?Sized)) {
+        while let Some((&ino, &from)) = self.sizes.settling.first_key_value() {
+            if self.write_queue_full() {
+                return;
+            }
+            match self.settle_batch(ino, from) {
+                Some((acts, next)) => {
+                    self.sizes.settling.insert(ino, next);
+                    self.run(mem, acts);
+                }
+                None => {
+                    self.sizes.settling.remove(&ino);
+                    self.record_whole_size(mem, ino);
+                }
+            }
+        }
+    }
+
+    /// Write-backs of the pages of `ino` from page `from` on still holding
+    /// its size (at most [`SETTLE_BATCH`]) and the page to go on from;
+    /// `None` once none is left. A page in transition (a fill, an
+    /// invalidation whose write-back comes with its acks) is passed over:
+    /// the fsync records the whole size anyway.
+    fn settle_batch(&self, ino: u64, from: u64) -> Option<(Vec<Action>, u64)> {
+        let g = self.sizes.grown.get(&ino)?;
+        let mut acts = Vec::new();
+        let mut next = from;
+        for &idx in g.pages.range(from..) {
+            if acts.len() == SETTLE_BATCH {
+                break;
+            }
+            next = idx.checked_add(1)?;
+            let key = PageKey { ino, idx };
+            if let Some(e) = self.pages.entry(&key).filter(|e| e.phase == Phase::Owned) {
+                acts.push(Action::WriteBack { key, gfn: e.gfn });
+            }
+        }
+        (next != from).then_some((acts, next))
+    }
+
+    /// Record the whole size of `ino` (its growth is settled).
+    fn record_whole_size(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64) {
+        if self.sizes.grown.remove(&ino).is_none() {
+            return;
+        }
+        let deferred = self.async_writes();
+        let Some(fs) = self.fs.as_mut() else {
             return;
         };
-        for ino in inos {
-            let Some(g) = self.sizes.grown.get(&ino) else {
-                continue;
-            };
-            let acts: Vec<Action> = g
-                .pages
-                .iter()
-                .filter_map(|&idx| {
-                    let key = PageKey { ino, idx };
-                    self.pages
-                        .entry(&key)
-                        .filter(|e| e.phase == Phase::Owned)
-                        .map(|e| Action::WriteBack { key, gfn: e.gfn })
-                })
-                .collect();
-            if !acts.is_empty() {
-                self.run(mem, acts);
-            }
-            // What is left is in transition (a fill, an invalidation whose
-            // write-back comes with its acks): the fsync records the whole
-            // size anyway.
-            if self.sizes.grown.remove(&ino).is_none() {
-                continue;
-            }
-            let deferred = self.async_writes();
-            let Some(fs) = self.fs.as_mut() else {
-                return;
-            };
-            if deferred {
-                fs.begin_deferred();
-            }
-            if let Err(e) = fs.hold_size(ino, None) {
-                log::warn!("recording the size of inode {ino}: {e:?}");
-            }
-            if deferred {
-                let staged = fs.end_deferred();
-                if !staged.is_empty() {
-                    self.queue_writes(mem, alloc::vec![ino], staged, Then::Actions(Vec::new()));
-                }
+        if deferred {
+            fs.begin_deferred();
+        }
+        if let Err(e) = fs.hold_size(ino, None) {
+            log::warn!("recording the size of inode {ino}: {e:?}");
+        }
+        if deferred {
+            let staged = fs.end_deferred();
+            if !staged.is_empty() {
+                self.queue_writes(mem, alloc::vec![ino], staged, Then::Actions(Vec::new()));
             }
         }
     }
@@ -198,5 +250,6 @@ impl<D: BlockDevice> Directory<D> {
     /// The file `ino` was removed: forget its growth.
     pub(super) fn size_forgotten(&mut self, ino: u64) {
         self.sizes.grown.remove(&ino);
+        self.sizes.settling.remove(&ino);
     }
 }

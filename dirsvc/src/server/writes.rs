@@ -214,17 +214,23 @@ impl<D: BlockDevice> Directory<D> {
     /// (counted in the write statistics). The ring path checks it before
     /// each request it takes; `net` mode's links before they read more.
     pub fn write_backlogged(&mut self) -> bool {
+        let full = self.write_queue_full();
+        if full {
+            self.io.writes.count_throttled();
+        }
+        full
+    }
+
+    /// Does the write queue, with the sweep's open groups, hold its limit
+    /// of block writes (`Config::write_backlog_max`)?
+    pub(super) fn write_queue_full(&self) -> bool {
         // The sweep's open groups count too: a sweep of 32 page runs of 32
         // pages is 1,024 writes before its group is queued.
         let b = &self.io.batch;
         let grouped = b.page_group.as_ref().map_or(0, |g| g.staged.len())
             + b.write_group.as_ref().map_or(0, |g| g.staged.len());
         let held = self.io.writes.held_blocks() + grouped;
-        let full = held >= self.cfg.write_backlog_max.max(1);
-        if full {
-            self.io.writes.count_throttled();
-        }
-        full
+        held >= self.cfg.write_backlog_max.max(1)
     }
 
     /// Write jobs waiting or in flight.
@@ -447,10 +453,11 @@ impl<D: BlockDevice> Directory<D> {
                 }
             }
         }
+        self.continue_settling(mem);
         let mut i = 0;
         while i < self.io.fsyncs.waiting.len() {
             let f = self.io.fsyncs.waiting[i];
-            if self.io.writes.busy((f.ino != 0).then_some(f.ino)) {
+            if self.fsync_busy(f.ino) {
                 i += 1;
                 continue;
             }
@@ -496,11 +503,17 @@ impl<D: BlockDevice> Directory<D> {
             tag,
             ino,
         };
-        if !self.io.writes.busy((ino != 0).then_some(ino)) {
+        if !self.fsync_busy(ino) {
             return self.start_flush(f);
         }
         self.io.fsyncs.waiting.push(f);
         true
+    }
+
+    /// Must an fsync of `ino` (0: a sync) still wait: a write of its file
+    /// (of any) waits or flies, or its size is still being settled?
+    fn fsync_busy(&self, ino: u64) -> bool {
+        self.io.writes.busy((ino != 0).then_some(ino)) || self.sizes.settling(ino)
     }
 
     /// Start fsync `f`'s device flush without waiting (it covers every

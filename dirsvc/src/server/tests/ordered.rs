@@ -220,3 +220,35 @@ fn a_write_back_past_the_end_keeps_the_page_dirty_until_it_is_in_the_file() {
     want.extend([0xA1; P as usize]);
     crash_shows(&rig, ino, &want, "evicted after the size publication");
 }
+
+/// An fsync of a file with more grown pages cached than the write queue
+/// holds writes them back a batch at a time as the queue drains (never
+/// all at once: the directory's heap), and is answered only once all of
+/// them and the whole size are on the disk.
+#[test]
+fn an_fsync_of_many_grown_pages_writes_them_back_in_bounded_batches() {
+    let rig = Rig::with_config(1, 64, 32, |c| c.write_backlog_max = 16);
+    let mut a = rig.join(1);
+    let ino = rig.file(&mut a, 1);
+    settle(&rig);
+    let pages = 150u64;
+    for idx in 1..=pages {
+        store(&rig, &mut a, 1, ino, idx, idx, idx as u8);
+    }
+    publish(&rig, &mut a, ino, (pages + 1) * P);
+    settle(&rig);
+    let before = rig.dir.borrow().write_stats().max_held;
+    assert!(before < 16, "{before}");
+    let r = rig.call(&mut a, &Request::Fsync { ino });
+    assert_eq!(r, Ok(Response::Ok));
+    let held = rig.dir.borrow().write_stats().max_held;
+    assert!(
+        held <= 16 + 66,
+        "{held} block writes held at once: a batch of 64 pages over the limit at most"
+    );
+    let mut want = vec![1u8; P as usize];
+    for idx in 1..=pages {
+        want.extend([idx as u8; P as usize]);
+    }
+    crash_shows(&rig, ino, &want, "fsync'd: every page and the size");
+}
