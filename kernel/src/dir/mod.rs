@@ -57,8 +57,13 @@ pub const DISK_POLL_HALT_NS: u64 = 20_000;
 
 /// Serve forever (`nics`: the `net` mode's links, one per node).
 pub fn run(cfg: &BootConfig, shm: RawShm, disk: Option<VirtioDisk>, nics: Vec<Nic>) -> ! {
+    // The disk first: nodes wait for the formatted region (up to their
+    // boot wait), but once it is there they wait for the directory's
+    // heartbeat, which a long mount (a large disk under `--dilation`)
+    // would hold back past their timeout.
+    let fs = mount(disk);
     let layout = format_region(cfg, &shm);
-    let dir = start_directory(cfg, &shm, layout, disk);
+    let dir = start_directory(cfg, &shm, layout, fs);
     let links = net_links(cfg, nics);
     let mut l = ServeLoop::new(cfg, &shm, layout, dir, links);
     loop {
@@ -121,9 +126,8 @@ fn start_directory(
     cfg: &BootConfig,
     shm: &RawShm,
     layout: Layout,
-    disk: Option<VirtioDisk>,
+    fs: Option<Fs<VirtioDisk>>,
 ) -> Directory<VirtioDisk> {
-    let fs = mount(disk);
     let storage = fs.is_some();
     let dir = Directory::new(
         shm,
