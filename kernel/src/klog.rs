@@ -86,7 +86,10 @@ pub fn fatal(args: fmt::Arguments<'_>) -> ! {
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    fatal(format_args!("kernel panic: {info}"))
+    fatal(format_args!(
+        "kernel panic: {info}\n{}",
+        crate::mm::HeapReport
+    ))
 }
 
 /// Write raw bytes to the console (no newline translation), e.g. echo.

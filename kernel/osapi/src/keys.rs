@@ -152,6 +152,10 @@ pub mod cache {
     /// (`low/high` frames; `off` with `reclaim_low=0`).
     pub const RECLAIM_WATERMARKS: &str = "reclaim watermarks (frames low/high)";
 
+    /// Relaxed mode: the most KiB of private copies staged at once (copied
+    /// out for the file-server writes) by one write-back.
+    pub const PRIVATE_STAGED: &str = "private copies staged for write-back (KiB, most)";
+
     /// Doorbells: `on` or `off` (ivshmem-plain, or `net` mode).
     pub const DOORBELLS: &str = "doorbells";
     /// Doorbell interrupts received on vector 0 ("request").
@@ -177,10 +181,13 @@ pub mod cache {
     /// Tickless: interrupts of the self-armed APIC timer (wait deadlines,
     /// housekeeping beats); there is no periodic tick.
     pub const TIMER_INTERRUPTS: &str = "timer interrupts (tickless)";
+    /// The node's kernel heap: KiB in live allocations, the most ever in
+    /// live allocations (high mark), and its size (`in use/high/size`).
+    pub const KERNEL_HEAP: &str = "kernel heap (KiB in use/high/size)";
 
     /// Every key, in the order the single-copy modes print them, then the
-    /// keys only the private-cache modes print, then the doorbell keys.
-    pub const ALL: [&str; 70] = [
+    /// keys only the private-cache modes print, then the doorbell keys and the heap.
+    pub const ALL: [&str; 72] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -217,6 +224,7 @@ pub mod cache {
         RECLAIMS_AHEAD,
         MISSES_WAITED_RECLAIM,
         RECLAIM_WATERMARKS,
+        PRIVATE_STAGED,
         TASK_WRITEBACK_PAGES,
         TASK_READS,
         TASK_ROOM_WAITS,
@@ -251,6 +259,7 @@ pub mod cache {
         DOORBELL_NO_PEER,
         DOORBELL_SLEEPS,
         TIMER_INTERRUPTS,
+        KERNEL_HEAP,
     ];
 }
 

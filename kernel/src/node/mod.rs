@@ -355,6 +355,7 @@ fn idle(
             n.check();
             // Pages idle past `cache config ttl=` go now.
             n.expire();
+            heap_high_log();
         }
         // Idle: free frames ahead of need (under the low mark), done
         // before sleeping.
@@ -374,6 +375,24 @@ fn idle(
     } else {
         cpu::wait_for_interrupt();
     }
+}
+
+/// The heap's high mark reached a new step of 2 MiB past 4 MiB (since the
+/// last check): log it, so a workload that nearly exhausted the heap shows
+/// in the node's log even when it did not fail.
+fn heap_high_log() {
+    static LOGGED_MIB: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    let mib = crate::mm::heap_high() >> 20;
+    let logged = LOGGED_MIB.load(core::sync::atomic::Ordering::Relaxed);
+    if mib < 4 || mib < logged + 2 {
+        return;
+    }
+    LOGGED_MIB.store(mib, core::sync::atomic::Ordering::Relaxed);
+    log::info!(
+        "memory: heap high mark {mib} MiB of {} MiB (now {} KiB in use)",
+        crate::mm::heap_bytes() >> 20,
+        crate::mm::heap_in_use() >> 10
+    );
 }
 
 /// `net` mode: bring up this node's NIC (the one `qemu-run.sh` gave the

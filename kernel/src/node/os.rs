@@ -294,6 +294,15 @@ impl CacheControl for NodeOs {
                 );
             }
             doorbell_stats(&mut v);
+            v.push((
+                keys::cache::KERNEL_HEAP.to_string(),
+                format!(
+                    "{}/{}/{}",
+                    crate::mm::heap_in_use() >> 10,
+                    crate::mm::heap_high() >> 10,
+                    crate::mm::heap_bytes() >> 10
+                ),
+            ));
             Ok(v)
         })
     }

@@ -155,6 +155,8 @@ impl ScState {
     ) -> Result<u64, Errno> {
         let max_run = (link.bulk_cap(SLOT)? / PAGE).max(1);
         let runs = self.copy_runs(ino, keys, size, max_run);
+        let staged: usize = runs.iter().map(|(_, _, r)| r.data.len()).sum();
+        self.staged_max = self.staged_max.max(staged);
         let Some(c) = self.cache() else {
             return Err(Errno::Unavailable);
         };

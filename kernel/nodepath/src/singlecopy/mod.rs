@@ -159,6 +159,9 @@ pub struct ScState {
     faultaround: u32,
     /// Pages mapped around faults (since boot).
     faultaround_mapped: u64,
+    /// The most bytes of private copies staged at once (copied out of
+    /// the copies) for one write-back's sends (`cache stats`).
+    staged_max: usize,
     /// Free-frame marks of reclaim ahead of need, kept across rejoins.
     marks: crate::watermark::Watermarks,
     /// Set while a strong-mode append runs under its append lock: no
@@ -213,9 +216,15 @@ impl ScState {
             reads: reads::ReadJobs::default(),
             faultaround: 0,
             faultaround_mapped: 0,
+            staged_max: 0,
             marks: crate::watermark::Watermarks::OFF,
             append_deadline: None,
         }
+    }
+
+    /// The most bytes of private copies staged at once for a write-back.
+    pub fn staged_max(&self) -> usize {
+        self.staged_max
     }
 
     /// On an mmap fault, map the cached pages of the aligned block of

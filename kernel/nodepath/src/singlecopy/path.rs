@@ -782,6 +782,12 @@ impl<E: Env> DataPath<E> for SingleCopy {
             keys::cache::RECLAIM_WATERMARKS,
             crate::private::watermarks(self.st.watermarks(), total),
         );
+        if self.st.mode == Mode::Relaxed {
+            put(
+                keys::cache::PRIVATE_STAGED,
+                format!("{}", self.st.staged_max() >> 10),
+            );
+        }
         Ok(v)
     }
 

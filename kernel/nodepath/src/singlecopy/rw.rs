@@ -633,39 +633,47 @@ impl ScState {
                 .collect(),
             None => Vec::new(),
         };
+        // A write slot's worth of copies at a time: staged all at once, a
+        // write-back doubles the heap its copies hold (up to the bound on
+        // private copies, a third of the heap) when only a slot of it can
+        // be in flight anyway.
         let max_run = (link.bulk_cap(2)? / PAGE).max(1);
-        let runs = self.copy_runs(ino, &left, size, max_run);
-        // Every piece in flight together (as many as the write slot holds).
-        let reqs: Vec<WriteReq<'_>> = runs
-            .iter()
-            .flat_map(|(_, _, r)| r.writes(ino, gen))
-            .collect();
-        let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
         let mut err = None;
-        for (keys, pages, run) in &runs {
-            let mut ok = true;
-            for p in &run.pieces {
-                if let Err(e) = crate::dirty::written(answers.next().as_ref(), p.len()) {
-                    if e != Errno::Busy {
-                        log::warn!("write-back of inode {ino} at page {}: {e:?}", run.first);
+        for chunk in left.chunks(max_run) {
+            let runs = self.copy_runs(ino, chunk, size, max_run);
+            let staged: usize = runs.iter().map(|(_, _, r)| r.data.len()).sum();
+            self.staged_max = self.staged_max.max(staged);
+            // Every piece of the chunk in flight together.
+            let reqs: Vec<WriteReq<'_>> = runs
+                .iter()
+                .flat_map(|(_, _, r)| r.writes(ino, gen))
+                .collect();
+            let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
+            for (keys, pages, run) in &runs {
+                let mut ok = true;
+                for p in &run.pieces {
+                    if let Err(e) = crate::dirty::written(answers.next().as_ref(), p.len()) {
+                        if e != Errno::Busy {
+                            log::warn!("write-back of inode {ino} at page {}: {e:?}", run.first);
+                        }
+                        // Any other error outranks `Busy` (asked again).
+                        if err.is_none_or(|x| x == Errno::Busy) {
+                            err = Some(e);
+                        }
+                        ok = false;
                     }
-                    // Any other error outranks `Busy` (asked again).
-                    if err.is_none_or(|x| x == Errno::Busy) {
-                        err = Some(e);
+                }
+                if !ok {
+                    continue; // the copies stay, to be written back again
+                }
+                if let Some(c) = self.coh.as_mut() {
+                    for _ in 0..*pages {
+                        c.cache.count_writeback();
                     }
-                    ok = false;
-                }
-            }
-            if !ok {
-                continue; // the copies stay, to be written back again
-            }
-            if let Some(c) = self.coh.as_mut() {
-                for _ in 0..*pages {
-                    c.cache.count_writeback();
-                }
-                for key in keys.iter() {
-                    c.cache.drop_private(key);
-                    c.written.remove(key);
+                    for key in keys.iter() {
+                        c.cache.drop_private(key);
+                        c.written.remove(key);
+                    }
                 }
             }
         }

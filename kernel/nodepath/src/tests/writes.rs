@@ -230,6 +230,36 @@ fn relaxed_private_copies_go_back_in_batches_at_the_bound() {
     assert!(disk_bytes(&rig, "/f") == data);
 }
 
+/// Relaxed: a close that writes back many private copies stages (copies
+/// out of them for the file-server writes) a write slot's worth at a
+/// time, not all of them: staged at once, a write-back of the most copies
+/// a node may hold doubled the heap they take and ran a node's kernel
+/// heap out.
+#[test]
+fn relaxed_write_back_stages_a_slot_at_a_time() {
+    let mut cfg = RigConfig::new(2, Mode::Relaxed);
+    cfg.cache_pages = 400;
+    let rig = Rig::new(cfg);
+    let data = pattern(300 * PAGE - 100, 11);
+    let fd = rig.node(1).open("/f", create()).unwrap();
+    for chunk in data.chunks(3000) {
+        assert_eq!(rig.node(1).write(fd, chunk).unwrap(), chunk.len());
+    }
+    assert_eq!(stat_value(&rig.node(1), keys::PRIVATE_COPIES), "300");
+    rig.node(1).close(fd).unwrap();
+    assert_eq!(stat_value(&rig.node(1), keys::PRIVATE_COPIES), "0");
+    let staged: usize = stat_value(&rig.node(1), keys::PRIVATE_STAGED)
+        .parse()
+        .unwrap();
+    let slot_kib = fabric::layout::DEFAULT_BULK_SLOT_BYTES as usize >> 10;
+    assert!(
+        staged > 0 && staged <= slot_kib,
+        "{staged} KiB staged at once (a slot holds {slot_kib} KiB)"
+    );
+    assert!(read_file(&mut rig.node(2), "/f") == data);
+    assert!(disk_bytes(&rig, "/f") == data);
+}
+
 #[test]
 fn a_dropped_relaxed_node_loses_exactly_its_unsynced_copies() {
     let rig = Rig::new(RigConfig::new(2, Mode::Relaxed));
