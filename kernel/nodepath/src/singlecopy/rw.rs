@@ -283,16 +283,7 @@ impl ScState {
         zeros_from: u64,
     ) -> Result<usize, Errno> {
         let mode = self.c()?.cache.mode();
-        // A task's READ in flight of a page written here is applied
-        // first: its answer must not replace the bytes written (relaxed
-        // mode makes private copies without asking the directory).
-        if self.reads_in_flight() {
-            let last = (pos + data.len().max(1) as u64 - 1) / PAGE as u64;
-            let keys: Vec<PageKey> = (pos / PAGE as u64..=last)
-                .map(|idx| PageKey { ino, idx })
-                .collect();
-            self.settle_reads(link, &keys);
-        }
+        self.settle_reads_of(link, ino, pos, data.len());
         let mut done = 0usize;
         let mut tries = 0u32;
         let now = link.env.now_ns();
@@ -325,108 +316,175 @@ impl ScState {
             self.intact()?;
             let hit = self.c()?.cache.lookup(&key);
             log::trace!("write {key:?} +{in_page} len {n}: {hit:?}");
-            match (hit, mode) {
+            let stored = match (hit, mode) {
                 (Hit::Local(g), _)
                 | (Hit::Remote(g), Mode::Strong)
                 | (Hit::Replica(g), Mode::Strong) => {
-                    if !self.begin_store(link, key, g)? {
-                        // Replicas revoked: look the page up again.
-                        tries += 1;
-                        if tries > MAX_RETRIES {
-                            return Err(Errno::Io);
-                        }
-                        continue;
-                    }
-                    if let Err(e) = self.in_append_budget(link.env.now_ns()) {
-                        self.end_store(link);
-                        return Err(e);
-                    }
-                    link.env.mem().write(frame_off(g) + in_page, chunk);
-                    self.end_store(link);
-                    if let Some(c) = self.cache() {
-                        c.mark_dirty(&key);
-                    }
+                    self.store_in_frame(link, key, g, in_page, chunk)?
                 }
                 (Hit::Remote(g) | Hit::Replica(g), _) => {
-                    // Relaxed: a private copy, written back at fsync (a
-                    // replica goes with the mapping). A whole page needs
-                    // none of the peer's bytes.
-                    let p = if n == PAGE {
-                        page_with(0, chunk)
-                    } else {
-                        let mut p = Box::new([0u8; PAGE]);
-                        link.env.mem().read(frame_off(g), &mut p[..]);
-                        p[in_page..in_page + n].copy_from_slice(chunk);
-                        p
-                    };
-                    // The window mapping of the peer's frame goes too:
-                    // the owner may reuse that frame for another page.
-                    if let Ok(c) = self.c() {
-                        c.unmap(&link.env, &key);
-                    }
-                    self.wrote_copy(key, in_page..in_page + n, true);
-                    if self
-                        .cache()
-                        .map(|c| c.make_private(key, p))
-                        .unwrap_or(false)
-                    {
-                        // The DROP goes with the next batch (no wait here).
-                        self.defer_drop(link, key)?;
-                    }
+                    self.copy_peer_page(link, key, g, in_page, chunk)?;
+                    true
                 }
                 (Hit::Private, _) => {
                     if let Some(p) = self.cache().and_then(|c| c.private_mut(&key)) {
                         p[in_page..in_page + n].copy_from_slice(chunk);
                     }
                     self.wrote_copy(key, in_page..in_page + n, false);
+                    true
                 }
                 (Hit::Miss, Mode::Relaxed)
                     if no_old_bytes(key.idx * PAGE as u64, n == PAGE, zeros_from) =>
                 {
-                    // A full page, or one past the end of the file, needs
-                    // no old data: a private copy at once, no READ fill,
-                    // no directory call.
-                    let p = page_with(in_page, chunk);
-                    if let Ok(c) = self.c() {
-                        c.unmap(&link.env, &key);
-                    }
-                    self.wrote_copy(key, in_page..in_page + n, true);
-                    if let Some(c) = self.cache() {
-                        c.make_private(key, p);
-                    }
+                    self.copy_new_page(link, key, in_page, chunk);
+                    true
                 }
                 (Hit::Miss, _) => {
                     tries += 1;
                     if tries > MAX_RETRIES {
                         return Err(Errno::Io);
                     }
-                    let full = n == PAGE;
-                    for (k, gfn) in self.resolve(link, &[key], full)? {
-                        // E: we install the page: write it whole, then UNLOCK
-                        // (past an append's budget, as the page with no
-                        // data it was: another node may append there now).
-                        let late = self.in_append_budget(link.env.now_ns());
-                        let mut page = [0u8; PAGE];
-                        if late.is_ok() {
-                            page[in_page..in_page + n].copy_from_slice(chunk);
-                        }
-                        link.env.mem().write(frame_off(gfn), &page);
-                        let r = self.page_calls(link, &[PageReq::Unlock { key: k }]);
-                        self.unlocked_or_broken(r)?;
-                        if let Some(c) = self.cache() {
-                            c.unlocked(k);
-                        }
-                        late?;
-                        done += n;
+                    let installed = self.install_missed(link, key, in_page, chunk)?;
+                    if installed > 0 {
+                        done += n * installed;
                         tries = 0;
                     }
                     continue;
                 }
+            };
+            if !stored {
+                // Replicas revoked: look the page up again.
+                tries += 1;
+                if tries > MAX_RETRIES {
+                    return Err(Errno::Io);
+                }
+                continue;
             }
             done += n;
             tries = 0;
         }
         Ok(done)
+    }
+
+    /// A task's READ in flight of a page a write of `len` bytes at `pos`
+    /// of `ino` covers is applied first: its answer must not replace the
+    /// bytes written (relaxed mode makes private copies without asking the
+    /// directory).
+    fn settle_reads_of<E: Env>(&mut self, link: &mut Link<E>, ino: u64, pos: u64, len: usize) {
+        if self.reads_in_flight() {
+            let last = (pos + len.max(1) as u64 - 1) / PAGE as u64;
+            let keys: Vec<PageKey> = (pos / PAGE as u64..=last)
+                .map(|idx| PageKey { ino, idx })
+                .collect();
+            self.settle_reads(link, &keys);
+        }
+    }
+
+    /// Store `chunk` at `in_page` of `key` straight into frame `g` (ours,
+    /// or strong mode's peer frame), within an append's budget; `false`
+    /// if the page's replicas were revoked meanwhile (look it up again).
+    fn store_in_frame<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        g: u64,
+        in_page: usize,
+        chunk: &[u8],
+    ) -> Result<bool, Errno> {
+        if !self.begin_store(link, key, g)? {
+            return Ok(false);
+        }
+        if let Err(e) = self.in_append_budget(link.env.now_ns()) {
+            self.end_store(link);
+            return Err(e);
+        }
+        link.env.mem().write(frame_off(g) + in_page, chunk);
+        self.end_store(link);
+        if let Some(c) = self.cache() {
+            c.mark_dirty(&key);
+        }
+        Ok(true)
+    }
+
+    /// Relaxed: a write to a page mapped from a peer's frame `g` makes a
+    /// private copy, written back at fsync (a replica goes with the
+    /// mapping). A whole page needs none of the peer's bytes.
+    fn copy_peer_page<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        g: u64,
+        in_page: usize,
+        chunk: &[u8],
+    ) -> Result<(), Errno> {
+        let n = chunk.len();
+        let p = if n == PAGE {
+            page_with(0, chunk)
+        } else {
+            let mut p = Box::new([0u8; PAGE]);
+            link.env.mem().read(frame_off(g), &mut p[..]);
+            p[in_page..in_page + n].copy_from_slice(chunk);
+            p
+        };
+        // The window mapping of the peer's frame goes too:
+        // the owner may reuse that frame for another page.
+        if let Ok(c) = self.c() {
+            c.unmap(&link.env, &key);
+        }
+        self.wrote_copy(key, in_page..in_page + n, true);
+        if self
+            .cache()
+            .map(|c| c.make_private(key, p))
+            .unwrap_or(false)
+        {
+            // The DROP goes with the next batch (no wait here).
+            self.defer_drop(link, key)?;
+        }
+        Ok(())
+    }
+
+    /// Relaxed: a full page, or one past the end of the file, needs no
+    /// old data: a private copy at once, no READ fill, no directory call.
+    fn copy_new_page<E: Env>(&mut self, link: &Link<E>, key: PageKey, in_page: usize, chunk: &[u8]) {
+        let p = page_with(in_page, chunk);
+        if let Ok(c) = self.c() {
+            c.unmap(&link.env, &key);
+        }
+        self.wrote_copy(key, in_page..in_page + chunk.len(), true);
+        if let Some(c) = self.cache() {
+            c.make_private(key, p);
+        }
+    }
+
+    /// A page held in no form: resolve it; each page granted E is
+    /// installed here whole with `chunk` at `in_page`, then UNLOCKed (past
+    /// an append's budget, as the page with no data it was: another node
+    /// may append there now). Returns how many were installed.
+    fn install_missed<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        in_page: usize,
+        chunk: &[u8],
+    ) -> Result<usize, Errno> {
+        let full = chunk.len() == PAGE;
+        let mut installed = 0;
+        for (k, gfn) in self.resolve(link, &[key], full)? {
+            let late = self.in_append_budget(link.env.now_ns());
+            let mut page = [0u8; PAGE];
+            if late.is_ok() {
+                page[in_page..in_page + chunk.len()].copy_from_slice(chunk);
+            }
+            link.env.mem().write(frame_off(gfn), &page);
+            let r = self.page_calls(link, &[PageReq::Unlock { key: k }]);
+            self.unlocked_or_broken(r)?;
+            if let Some(c) = self.cache() {
+                c.unlocked(k);
+            }
+            late?;
+            installed += 1;
+        }
+        Ok(installed)
     }
 
     /// Relaxed mode: bytes `r` of the private copy of `key` were written
