@@ -25,9 +25,9 @@
 //! Files: this one (state, resolve, reclaim), `session` (join, servicing
 //! notices, leave), `batch` (batched page calls, deferred DROPs, late
 //! answers), `inflight` (tasks' write-backs in flight), `reads` (tasks'
-//! read misses in flight), `rw` (read, write, fsync, strong-mode
-//! promotion and the store guard), `mmap` (windows), `path` (the
-//! [`DataPath`]).
+//! read misses in flight), `rw` (read, write, strong-mode promotion and
+//! the store guard), `writeback` (write-back and fsync), `mmap`
+//! (windows), `path` (the [`DataPath`]).
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
@@ -41,6 +41,7 @@ pub(crate) mod path;
 mod reads;
 mod rw;
 mod session;
+mod writeback;
 
 pub use control::Controls;
 pub use groups::group_errno;
