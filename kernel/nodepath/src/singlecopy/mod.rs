@@ -22,13 +22,12 @@
 //!   idles ([`Session::service`]): the page is forgotten, unmapped from the
 //!   mmap window (with its TLB flush), then acknowledged on the ack ring.
 //!
-//! Files: this one (state, reclaim), `resolve` (misses in batches of page
-//! requests), `session` (join, servicing
-//! notices, leave), `batch` (batched page calls, deferred DROPs, late
-//! answers), `inflight` (tasks' write-backs in flight), `reads` (tasks'
-//! read misses in flight), `rw` (read, write, strong-mode promotion and
-//! the store guard), `writeback` (write-back and fsync), `mmap`
-//! (windows), `path` (the [`DataPath`]).
+//! Files: this one (state, reclaim), `resolve` (misses in batches of
+//! page requests), `session` (join, servicing notices, leave), `batch`
+//! (batched page calls, deferred DROPs, late answers), `inflight` (tasks'
+//! write-backs in flight), `reads` (tasks' read misses in flight), `rw`
+//! (read, write, strong-mode promotion and the store guard), `writeback`
+//! (write-back and fsync), `mmap` (windows), `path` (the [`DataPath`]).
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
