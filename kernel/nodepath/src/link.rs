@@ -1,5 +1,6 @@
 //! The node's link to the directory: membership (layout, join, rejoin,
-//! leaving the shared cache when the directory falls silent), calls on the
+//! leaving the shared cache when the directory falls silent: `membership`),
+//! calls on the
 //! rings with the one wait routine ([`crate::wait`]), and the file
 //! server's transport (the rings with this node's bulk slots, or `net`
 //! mode's [`FileServer`]).
