@@ -10,7 +10,6 @@
 
 use crate::keymap::{KeyMap, KeySet};
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 pub use fabric::config::Mode;
@@ -21,6 +20,7 @@ use crate::policy::{GroupId, Groups, PolicyName};
 /// Page size (the one constant, re-exported for the data path).
 pub use fabric::PAGE_SIZE as PAGE;
 
+mod frames;
 mod inv;
 mod policy;
 mod promote;
@@ -59,14 +59,8 @@ pub struct NodeCache {
     /// [`NodeCache::quiet`]); while any is dirty, a DIR_INV's ack carries
     /// news and the node may not sleep quietly.
     dirty_remote: KeySet,
-    free: Vec<u64>,
-    /// Frames of misses cancelled unanswered (timeout), and frames being
-    /// torn down whose page a relaxed write replaced with a private copy:
-    /// the directory may still fill them or let sharers map them, so they
-    /// are not reused until it says where the page is (an `Owner` answer,
-    /// a DIR_INV, the answer to our INV) or the session ends.
-    orphans: BTreeMap<u64, PageKey>,
-    pool: (u64, u64),
+    /// The frame pool: free frames and orphans.
+    frames: frames::Frames,
     /// Owned pages (`Local`), charged to task groups and in the eviction
     /// policies' lists: reclaim victims come from their `evict_folios`
     /// (see `reclaim`).
@@ -115,9 +109,7 @@ impl NodeCache {
             acks: Vec::new(),
             dropped_dirty: KeySet::default(),
             dirty_remote: KeySet::default(),
-            free: (pool.0..pool.1).rev().collect(),
-            orphans: BTreeMap::new(),
-            pool,
+            frames: frames::Frames::new(pool),
             evict: Groups::new(PolicyName::Fifo),
             limit: None,
             ttl_ns: 0,
@@ -143,9 +135,8 @@ impl NodeCache {
     /// limit is nearer.
     pub fn room(&self) -> usize {
         let used = self.evict.len() + self.inflight.len();
-        self.limit.map_or(self.free.len(), |l| {
-            self.free.len().min(l.saturating_sub(used))
-        })
+        let free = self.frames.free_count();
+        self.limit.map_or(free, |l| free.min(l.saturating_sub(used)))
     }
 
     /// Owned pages to reclaim ahead of need now, with `coming` frames on
@@ -195,12 +186,12 @@ impl NodeCache {
 
     /// Free frames left in our pool.
     pub fn free_frames(&self) -> usize {
-        self.free.len()
+        self.frames.free_count()
     }
 
     /// Frames in our pool.
     pub fn pool_frames(&self) -> usize {
-        (self.pool.1 - self.pool.0) as usize
+        self.frames.capacity()
     }
 
     /// Pages resident in our frames (O), remote mappings (S), private
@@ -234,7 +225,7 @@ impl NodeCache {
 
     /// Is `gfn` one of our frames?
     pub fn is_ours(&self, gfn: u64) -> bool {
-        gfn >= self.pool.0 && gfn < self.pool.1
+        self.frames.contains(gfn)
     }
 
     /// Look a page up for reading (counts hits).
@@ -302,7 +293,7 @@ impl NodeCache {
             // (see `reclaim_target`).
             return None;
         }
-        let frame = self.free.pop()?;
+        let frame = self.frames.take()?;
         self.inflight.insert(key, frame);
         self.evict.miss_started(key);
         self.stats.misses += 1;
@@ -343,7 +334,7 @@ impl NodeCache {
             // Our truncate retired the page while its miss flew: the
             // directory forgot it, so an install would hold a page it
             // does not know (writes to it lost at the next teardown).
-            self.free.push(frame);
+            self.frames.give(frame);
             self.stats.retries += 1;
             if self.deferred.remove(&key) {
                 self.acks.push((key, dropped_dirty));
@@ -355,7 +346,7 @@ impl NodeCache {
         }
         let (got, dirty) = match reply {
             PageReply::Shared { .. } => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 self.stats.retries += 1;
                 (Installed::Retry, false)
             }
@@ -397,9 +388,9 @@ impl NodeCache {
         self.voided.remove(key);
         self.evict.miss_ended(key);
         if unanswered {
-            self.orphans.insert(frame, *key);
+            self.frames.set_aside(frame, *key);
         } else {
-            self.free.push(frame);
+            self.frames.give(frame);
         }
         let dropped_dirty = self.dropped_dirty.remove(key);
         if self.deferred.remove(key) {
@@ -411,20 +402,18 @@ impl NodeCache {
     /// Frames set aside for pages the directory may still place in them
     /// (see `orphans`): (frame, page).
     pub fn orphans(&self) -> impl Iterator<Item = (u64, PageKey)> + '_ {
-        self.orphans.iter().map(|(g, k)| (*g, *k))
+        self.frames.orphans()
     }
 
     /// The page whose cancelled miss left frame `gfn` an orphan.
     pub fn orphan_key(&self, gfn: u64) -> Option<PageKey> {
-        self.orphans.get(&gfn).copied()
+        self.frames.orphan_key(gfn)
     }
 
     /// The directory let go of orphan frame `gfn` (a late E grant we gave
     /// back): it is free again.
     pub fn free_orphan(&mut self, gfn: u64) {
-        if self.orphans.remove(&gfn).is_some() {
-            self.free.push(gfn);
-        }
+        self.frames.free_orphan(gfn);
     }
 
     fn apply_answer(
@@ -436,11 +425,11 @@ impl NodeCache {
         group: GroupId,
     ) -> Installed {
         match reply {
-            PageReply::Owner { gfn } if self.orphans.get(&gfn) == Some(&key) => {
+            PageReply::Owner { gfn } if self.frames.orphan_key(gfn) == Some(key) => {
                 // A miss we gave up on was served after all: the page is
                 // in that frame.
-                self.orphans.remove(&gfn);
-                self.free.push(frame);
+                self.frames.claim_orphan(gfn);
+                self.frames.give(frame);
                 self.install(key, Slot::Local { gfn, dirty: false }, group);
                 self.evict.filled(key);
                 self.stats.fills += 1;
@@ -458,12 +447,12 @@ impl NodeCache {
             }
             PageReply::Shared { gfn, .. } if self.is_ours(gfn) => {
                 // Our own frame cannot be a peer's: protocol error.
-                self.free.push(frame);
+                self.frames.give(frame);
                 self.stats.refused_maps += 1;
                 Installed::Failed
             }
             PageReply::Shared { owner, gfn } => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 if !exported(gfn) {
                     self.stats.refused_maps += 1;
                     return Installed::Failed;
@@ -483,12 +472,12 @@ impl NodeCache {
                 Installed::Remote(gfn)
             }
             PageReply::Retry => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 self.stats.retries += 1;
                 Installed::Retry
             }
             _ => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 Installed::Failed
             }
         }
@@ -511,7 +500,7 @@ impl NodeCache {
     fn forget_slot(&mut self, old: Slot) {
         match old {
             Slot::Local { gfn, .. } | Slot::Reserved { gfn } | Slot::Reclaiming { gfn } => {
-                self.free.push(gfn)
+                self.frames.give(gfn)
             }
             Slot::Remote { .. } => self.remote -= 1,
             Slot::Private(_) => self.private -= 1,
@@ -581,7 +570,7 @@ impl NodeCache {
             // directory lets go of it (its DIR_INV, or the answer to our
             // INV: see `orphans`).
             Some(Slot::Reclaiming { gfn }) => {
-                self.orphans.insert(gfn, key);
+                self.frames.set_aside(gfn, key);
             }
             Some(old) => self.forget_slot(old),
             None => {}
@@ -669,12 +658,11 @@ impl NodeCache {
         self.acks.clear();
         self.dropped_dirty.clear();
         self.dirty_remote.clear();
-        self.orphans.clear();
         self.evict.reset();
         self.replicas.clear();
         self.remote = 0;
         self.private = 0;
-        self.free = (self.pool.0..self.pool.1).rev().collect();
+        self.frames.reset();
     }
 }
 

@@ -82,7 +82,7 @@ impl NodeCache {
     /// caller unmaps each run's pages from page tables before it acks.
     pub fn range_inv(&mut self, span: &PageSpan) -> Vec<(PageSpan, bool)> {
         let mut keys: Vec<PageKey> = self.slots.range(span.keys()).map(|(k, _)| *k).collect();
-        keys.extend(self.orphans.values().filter(|k| span.contains(k)));
+        keys.extend(self.frames.orphans().map(|(_, k)| k).filter(|k| span.contains(k)));
         keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
         keys.sort_unstable();
         keys.dedup();
@@ -148,15 +148,8 @@ impl NodeCache {
     /// sending the ack.
     pub fn invalidate(&mut self, key: &PageKey) -> bool {
         self.stats.invs_received += 1;
-        if let Some(gfn) = self
-            .orphans
-            .iter()
-            .find_map(|(g, k)| (k == key).then_some(*g))
-        {
-            // The directory is done with a frame of a cancelled miss.
-            self.orphans.remove(&gfn);
-            self.free.push(gfn);
-        }
+        // The directory is done with a frame of a cancelled miss.
+        self.frames.free_orphan_of(key);
         // A DROP racing the DIR_INV may reach the directory after the ack
         // (and be refused): the ack carries its dirty bit.
         let dropped = self.dropped_dirty.remove(key);
@@ -186,7 +179,7 @@ impl NodeCache {
                 let gfn = *gfn;
                 self.slots.remove(key);
                 self.evict.removed(key);
-                self.free.push(gfn);
+                self.frames.give(gfn);
                 false
             }
             _ => false,

@@ -149,16 +149,11 @@ impl NodeCache {
     pub fn reclaimed(&mut self, key: &PageKey) {
         if let Some(Slot::Reclaiming { gfn }) = self.slots.get(key).cloned() {
             self.slots.remove(key);
-            self.free.push(gfn);
-        } else if let Some(gfn) = self
-            .orphans
-            .iter()
-            .find_map(|(g, k)| (k == key).then_some(*g))
-        {
+            self.frames.give(gfn);
+        } else {
             // A private copy took the page's place meanwhile (see
             // `make_private`): the frame it left is free now.
-            self.orphans.remove(&gfn);
-            self.free.push(gfn);
+            self.frames.free_orphan_of(key);
         }
     }
 
