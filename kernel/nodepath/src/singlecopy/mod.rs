@@ -76,15 +76,8 @@ pub struct Coherence {
     /// Bookkeeping.
     pub cache: NodeCache,
     layout: Layout,
-    /// Pages mapped in the mmap window, by page -> virtual address.
-    mapped: BTreeMap<PageKey, u64>,
-    /// Lazily mapped windows: window slot -> inode (`mmap_lazy`).
-    windows: BTreeMap<u64, u64>,
-    /// Window page faults served with our or the owner's frame.
-    faults: u64,
-    /// Window page faults on a page no longer resident (served with the
-    /// zero page; the reader retries).
-    fault_misses: u64,
+    /// The mmap windows' mappings and faults (`mmap`).
+    win: mmap::Windows,
     /// The notify ring was found corrupt: no more servicing; calls fail
     /// until the link's next membership check rejoins (fresh rings).
     broken: bool,
@@ -173,18 +166,12 @@ pub struct ScState {
 impl Coherence {
     /// Remove `key`'s mapping from its window, if any (with the TLB flush).
     fn unmap(&mut self, m: &impl Mapper, key: &PageKey) {
-        if let Some(va) = self.mapped.remove(key) {
-            m.unmap_4k(va);
-        }
+        self.win.unmap(m, key);
     }
 
     /// Remove every window mapping.
     fn unmap_all(&mut self, m: &impl Mapper) {
-        for va in self.mapped.values() {
-            m.unmap_4k(*va);
-        }
-        self.mapped.clear();
-        self.windows.clear();
+        self.win.unmap_all(m);
     }
 }
 

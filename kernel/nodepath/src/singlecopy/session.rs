@@ -36,10 +36,7 @@ impl Coherence {
     /// Unmap every page of `span` from the window, then acknowledge the
     /// INV_RANGE once.
     fn ack_range<E: Env>(&mut self, env: &E, span: PageSpan, dirty: bool) {
-        let keys: Vec<PageKey> = self.mapped.range(span.keys()).map(|(k, _)| *k).collect();
-        for key in keys {
-            self.unmap(env, &key);
-        }
+        self.win.unmap_range(env, span.keys());
         let mut spins = 0u32;
         if self
             .notifier
@@ -116,10 +113,7 @@ impl<E: Env> Session<E> for ScState {
             notifier: Notifier::new(&layout, node),
             cache: NodeCache::new(self.mode, layout.pool_gfns(node), self.remote_limit),
             layout,
-            mapped: BTreeMap::new(),
-            windows: BTreeMap::new(),
-            faults: 0,
-            fault_misses: 0,
+            win: super::mmap::Windows::default(),
             broken: false,
             detached: false,
             pending_drops: Vec::new(),
