@@ -38,22 +38,13 @@ pub struct NodeCache {
     slots: slots::Slots,
     /// Frames handed to the directory with a READ / LOOKUP_LOCK, by page.
     inflight: KeyMap<u64>,
-    /// Pages in `inflight` that got a DIR_INV: acked once answered.
-    deferred: KeySet,
     /// Pages in `inflight` that this node's own truncate retired (the
     /// directory dropped them without a DIR_INV to us): their answer is
     /// not installed, the miss is retried ([`NodeCache::evict_local`]).
     voided: KeySet,
-    /// Pages a write's unpublished size covers (`pinned`) that got a
-    /// DIR_INV: acked once the publication is answered (see
-    /// [`NodeCache::dir_inv`]).
-    held: alloc::collections::BTreeSet<PageKey>,
-    /// Deferred acks now due (see [`NodeCache::take_acks`]).
-    acks: Vec<(PageKey, bool)>,
-    /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
-    /// racing the DROP must report the dirty bit too (see
-    /// [`NodeCache::drop_done`]).
-    dropped_dirty: KeySet,
+    /// The acks owed (deferred behind misses and size publications),
+    /// those due, and the dirty bits of dropped mappings (`inv`).
+    owed: inv::Owed,
     /// Pages marked dirty while mapped from a peer's frame (a superset:
     /// entries whose slot went or was cleaned are dropped by
     /// [`NodeCache::quiet`]); while any is dirty, a DIR_INV's ack carries
@@ -103,11 +94,8 @@ impl NodeCache {
             mode,
             slots: slots::Slots::default(),
             inflight: KeyMap::default(),
-            deferred: KeySet::default(),
             voided: KeySet::default(),
-            held: alloc::collections::BTreeSet::new(),
-            acks: Vec::new(),
-            dropped_dirty: KeySet::default(),
+            owed: inv::Owed::default(),
             dirty_remote: KeySet::default(),
             frames: frames::Frames::new(pool),
             evict: Groups::new(PolicyName::Fifo),
@@ -329,19 +317,19 @@ impl NodeCache {
         let group = self.evict.miss_ended(&key);
         // A DROP of the page went out before this miss: its answer came
         // first on the response ring.
-        let dropped_dirty = self.dropped_dirty.remove(&key);
+        let dropped_dirty = self.owed.take_dropped(&key);
         if self.voided.remove(&key) && !matches!(reply, PageReply::Exclusive { .. }) {
             // Our truncate retired the page while its miss flew: the
             // directory forgot it, so an install would hold a page it
             // does not know (writes to it lost at the next teardown).
             self.frames.give(frame);
             self.stats.retries += 1;
-            if self.deferred.remove(&key) {
-                self.acks.push((key, dropped_dirty));
+            if self.owed.undefer(&key) {
+                self.owed.due(key, dropped_dirty);
             }
             return Installed::Retry;
         }
-        if !self.deferred.remove(&key) {
+        if !self.owed.undefer(&key) {
             return self.apply_answer(key, frame, reply, exported, group);
         }
         let (got, dirty) = match reply {
@@ -364,7 +352,7 @@ impl NodeCache {
                 }
             }
         };
-        self.acks.push((key, dirty || dropped_dirty));
+        self.owed.due(key, dirty || dropped_dirty);
         got
     }
 
@@ -392,9 +380,9 @@ impl NodeCache {
         } else {
             self.frames.give(frame);
         }
-        let dropped_dirty = self.dropped_dirty.remove(key);
-        if self.deferred.remove(key) {
-            self.acks.push((*key, dropped_dirty));
+        let dropped_dirty = self.owed.take_dropped(key);
+        if self.owed.undefer(key) {
+            self.owed.due(*key, dropped_dirty);
         }
         true
     }
@@ -539,12 +527,7 @@ impl NodeCache {
     /// ack's dirty bit is what gets that page written back). Checks at
     /// most 32 remembered dirty mappings per call (stale ones go).
     pub fn quiet(&mut self) -> bool {
-        if !(self.inflight.is_empty()
-            && self.deferred.is_empty()
-            && self.held.is_empty()
-            && self.acks.is_empty()
-            && self.dropped_dirty.is_empty())
-        {
+        if !(self.inflight.is_empty() && self.owed.none()) {
             return false;
         }
         if self.dirty_remote.is_empty() {
@@ -652,11 +635,8 @@ impl NodeCache {
     pub fn forget_all(&mut self) {
         self.slots.clear();
         self.inflight.clear();
-        self.deferred.clear();
         self.voided.clear();
-        self.held.clear();
-        self.acks.clear();
-        self.dropped_dirty.clear();
+        self.owed = inv::Owed::default();
         self.dirty_remote.clear();
         self.evict.reset();
         self.replicas.clear();

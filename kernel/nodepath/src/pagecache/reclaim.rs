@@ -205,7 +205,7 @@ impl NodeCache {
         for (k, d) in keys {
             if let Some(Slot::Remote { dirty, .. }) = self.slots.get(k) {
                 if *dirty || *d {
-                    self.dropped_dirty.insert(*k);
+                    self.owed.dropped_dirty(*k);
                 }
                 self.slots.remove(k);
                 self.replicas.gone(k);
@@ -236,7 +236,7 @@ impl NodeCache {
             self.remote -= 1;
             self.stats.drops += 1;
             if *dirty {
-                self.dropped_dirty.insert(*k);
+                self.owed.dropped_dirty(*k);
             }
         }
         keys
