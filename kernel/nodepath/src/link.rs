@@ -170,8 +170,10 @@ fn wait_once<E: Env>(
 }
 
 mod calls;
+pub mod client;
 mod membership;
 mod reads;
+pub mod wait;
 pub mod wbflight;
 mod writes;
 
