@@ -26,8 +26,9 @@
 //! page requests), `session` (join, servicing notices, leave), `batch`
 //! (batched page calls, deferred DROPs, late answers), `inflight` (tasks'
 //! write-backs in flight), `reads` (tasks' read misses in flight), `rw`
-//! (read, write, strong-mode promotion and the store guard), `writeback`
-//! (write-back and fsync), `mmap` (windows), `path` (the [`DataPath`]).
+//! (read, write), `writeback` (write-back and fsync), `remote` (DPC's
+//! Remote MM: a peer's frames, replicas, the store guard, the mmap
+//! windows in `remote/mmap`), `path` (the [`DataPath`]).
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
@@ -36,9 +37,9 @@ mod batch;
 mod control;
 mod groups;
 mod inflight;
-mod mmap;
 pub(crate) mod path;
 mod reads;
+mod remote;
 mod resolve;
 mod rw;
 mod session;
@@ -46,7 +47,7 @@ mod writeback;
 
 pub use control::Controls;
 pub use groups::group_errno;
-pub use mmap::{window_va, MMAP_BASE};
+pub use remote::mmap::{window_va, MMAP_BASE};
 pub use path::SingleCopy;
 
 use alloc::collections::BTreeMap;
@@ -77,7 +78,7 @@ pub struct Coherence {
     pub cache: NodeCache,
     layout: Layout,
     /// The mmap windows' mappings and faults (`mmap`).
-    win: mmap::Windows,
+    win: remote::mmap::Windows,
     /// The notify ring was found corrupt: no more servicing; calls fail
     /// until the link's next membership check rejoins (fresh rings).
     broken: bool,

@@ -8,17 +8,12 @@ use fabric::layout::Header;
 use fabric::proto::{Errno, PageKey, PageReply, PageReq, PageRun, Request, RunKind};
 use fabric::shm::SharedMem;
 
+use super::remote::{cxl_delay, frame_off};
 use super::{ScState, BATCH, MAX_RETRIES};
 use crate::dirty::Run;
 use crate::env::{Clock, Env};
 use crate::link::{contiguous_runs, Link, WriteReq};
 use crate::pagecache::{Hit, Mode, Slot, PAGE};
-
-/// Offset of frame `gfn` in the region (an impossible one is refused by
-/// the region's bounds check).
-fn frame_off(gfn: u64) -> usize {
-    fabric::layout::Layout::gfn_offset(gfn).unwrap_or(usize::MAX)
-}
 
 /// Relaxed mode: does a write to a page this node does not hold need no
 /// old bytes? Yes if it covers the page `whole`, or the page starts at or
@@ -41,112 +36,7 @@ fn page_with(in_page: usize, chunk: &[u8]) -> Box<[u8; PAGE]> {
     p
 }
 
-/// Spin for the emulated CXL latency `ns` (no-op at 0).
-fn cxl_delay(clock: &impl Clock, ns: u64) {
-    if ns > 0 {
-        let t0 = clock.now_ns();
-        while clock.now_ns().saturating_sub(t0) < ns {}
-    }
-}
-
 impl ScState {
-    /// Hot page `key`, mapped from a peer's frame `gfn`: keep a replica
-    /// (one more copy of the whole frame from the peer, then local reads).
-    /// Strong mode asks the directory first (PROMOTE); a refusal or a
-    /// failed call only means no replica now.
-    fn promote<E: Env>(&mut self, link: &mut Link<E>, key: PageKey, gfn: u64, cxl_ns: u64) {
-        if self.mode == Mode::Strong {
-            if let Some(c) = self.coh.as_mut() {
-                c.promoting = Some((key, false));
-            }
-            let r = self.page_calls(link, &[PageReq::Promote { key }]);
-            // A REVOKE of the page that came while we waited: a writer
-            // stored (or is storing) after the grant; the copy would miss
-            // it, and the directory no longer counts us as a holder.
-            let revoked = self
-                .coh
-                .as_mut()
-                .and_then(|c| c.promoting.take())
-                .is_some_and(|(_, revoked)| revoked);
-            match r.as_deref() {
-                Ok([PageReply::Done { .. }]) if !revoked => {}
-                r => {
-                    log::debug!("PROMOTE {key:?}: {r:?}");
-                    if let Some(c) = self.cache() {
-                        c.promote_refused(&key);
-                    }
-                    return;
-                }
-            }
-        }
-        let mut p = Box::new([0u8; PAGE]);
-        cxl_delay(&link.env, cxl_ns);
-        link.env.mem().read(frame_off(gfn), &mut p[..]);
-        // False if the mapping went meanwhile (a DIR_INV while we asked):
-        // the replica goes with it.
-        if let Some(c) = self.cache() {
-            c.set_replica(&key, p);
-        }
-    }
-
-    /// Before a store into frame `gfn` (page `key`): once this node has
-    /// seen replicas in use (`replicas_used`, which the first PROMOTE
-    /// sets), announce the store in this node's `writing` word, fence,
-    /// and read the frame's replica bit; before that, store at once.
-    /// Clear: true, store now, then [`ScState::end_store`]. Set: have the
-    /// directory revoke every replica of the page first (UNPROTECT, which
-    /// answers once they are gone) and return false: the caller looks the
-    /// page up again and retries. This node's own replica of the page goes
-    /// first either way (see `dirsvc::server::replicas`).
-    pub(super) fn begin_store<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        key: PageKey,
-        gfn: u64,
-    ) -> Result<bool, Errno> {
-        let Some(layout) = self.coh.as_ref().map(|c| c.layout) else {
-            return Ok(true);
-        };
-        let me = link.id();
-        // Until this node reads `replicas_used` set, its stores are not
-        // announced; the directory grants no replica before every member
-        // said it saw the word (after its earlier stores).
-        if !self
-            .coh
-            .as_mut()
-            .is_some_and(|c| c.replicas_seen(&link.env))
-        {
-            return Ok(true);
-        }
-        if let Some(c) = self.cache() {
-            c.revoke_replica(&key);
-        }
-        let h = Header::new(link.env.mem(), layout);
-        h.set_writing(me, gfn.wrapping_add(1));
-        link.env.fence();
-        if !h.replicated(gfn) {
-            return Ok(true);
-        }
-        h.set_writing(me, 0);
-        match self
-            .page_calls(link, &[PageReq::Unprotect { key }])?
-            .as_slice()
-        {
-            [PageReply::Done { .. }] => Ok(false),
-            other => {
-                log::warn!("UNPROTECT {key:?}: {other:?}");
-                Err(Errno::Io)
-            }
-        }
-    }
-
-    /// After a store that [`ScState::begin_store`] let through.
-    pub(super) fn end_store<E: Env>(&self, link: &Link<E>) {
-        if let Some(c) = self.coh.as_ref().filter(|c| c.sees_replicas) {
-            Header::new(link.env.mem(), c.layout).set_writing(link.id(), 0);
-        }
-    }
-
     /// Read `buf.len()` bytes at `pos` of `ino` (the caller clipped to
     /// EOF). Copies from a peer's frame cost `cxl_ns` more.
     pub fn read<E: Env>(

@@ -113,7 +113,7 @@ impl<E: Env> Session<E> for ScState {
             notifier: Notifier::new(&layout, node),
             cache: NodeCache::new(self.mode, layout.pool_gfns(node), self.remote_limit),
             layout,
-            win: super::mmap::Windows::default(),
+            win: super::remote::mmap::Windows::default(),
             broken: false,
             detached: false,
             pending_drops: Vec::new(),

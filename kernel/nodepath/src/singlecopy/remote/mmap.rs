@@ -9,7 +9,7 @@ use core::ops::RangeInclusive;
 
 use fabric::proto::{Errno, PageKey};
 
-use super::{ScState, MAX_RETRIES};
+use crate::singlecopy::{Coherence, ScState, MAX_RETRIES};
 use crate::env::{Env, Mapper};
 use crate::link::Link;
 use crate::pagecache::{Slot, PAGE};
@@ -31,7 +31,7 @@ pub fn window_va(key: &PageKey) -> u64 {
 /// The books of the mmap windows: which page is mapped at which address,
 /// which inode holds each window slot, and the window faults served.
 #[derive(Debug, Default)]
-pub(super) struct Windows {
+pub(in crate::singlecopy) struct Windows {
     /// Pages mapped in the mmap window, by page -> virtual address.
     mapped: BTreeMap<PageKey, u64>,
     /// Lazily mapped windows: window slot -> inode (`mmap_lazy`).
@@ -68,14 +68,14 @@ impl Windows {
     }
 
     /// Remove `key`'s mapping from its window, if any (with the TLB flush).
-    pub(super) fn unmap(&mut self, m: &impl Mapper, key: &PageKey) {
+    pub(in crate::singlecopy) fn unmap(&mut self, m: &impl Mapper, key: &PageKey) {
         if let Some(va) = self.mapped.remove(key) {
             m.unmap_4k(va);
         }
     }
 
     /// Remove the mappings of the pages in `keys`.
-    pub(super) fn unmap_range(&mut self, m: &impl Mapper, keys: RangeInclusive<PageKey>) {
+    pub(in crate::singlecopy) fn unmap_range(&mut self, m: &impl Mapper, keys: RangeInclusive<PageKey>) {
         let gone: Vec<PageKey> = self.mapped.range(keys).map(|(k, _)| *k).collect();
         for k in gone {
             self.unmap(m, &k);
@@ -83,7 +83,7 @@ impl Windows {
     }
 
     /// Remove every window mapping, and every window.
-    pub(super) fn unmap_all(&mut self, m: &impl Mapper) {
+    pub(in crate::singlecopy) fn unmap_all(&mut self, m: &impl Mapper) {
         for va in self.mapped.values() {
             m.unmap_4k(*va);
         }
@@ -92,7 +92,7 @@ impl Windows {
     }
 }
 
-impl super::Coherence {
+impl Coherence {
     /// Fault-around: `key` was just mapped; map the other pages of the
     /// aligned block of `pages` pages around it that are cached here (our
     /// frames or owners' frames) and not mapped yet, as Linux maps the
