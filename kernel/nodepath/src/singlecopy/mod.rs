@@ -84,50 +84,21 @@ pub struct Coherence {
     broken: bool,
     /// Disconnected: nothing to service until the next join.
     detached: bool,
-    /// Relaxed mode: remote mappings replaced by private copies whose DROP
-    /// is not sent yet. They go out in front of the next batch of page
-    /// requests (so before any new request for the same page), or on
-    /// their own once [`BATCH`] are waiting: a write that makes a private
-    /// copy never waits for the directory.
-    pending_drops: Vec<PageKey>,
-    /// Relaxed mode: deferred DROPs sent without waiting (a full batch of
-    /// them, see [`ScState::defer_drop`]), by tag, oldest first; their
-    /// answers are stored by the link as they come and taken in by
-    /// [`ScState::reap_drops`].
-    drops_in_flight: Vec<(u32, PageKey)>,
     /// This node's id.
     node: u32,
-    /// This node has read the header's `replicas_used` set and said so
-    /// (its record's `sees_replicas`): every store is announced from then
-    /// on (see `dirsvc::server::replicas`).
-    sees_replicas: bool,
-    /// Strong mode: the page whose PROMOTE is in flight, and whether a
-    /// REVOKE of it came meanwhile (the notify ring can overtake the
-    /// grant on the response ring): then the grant is not used.
-    promoting: Option<(PageKey, bool)>,
-    /// LOOKUP_LOCKs and INVs given up unanswered, by tag (with their
-    /// opcode). If an E grant comes late, nobody would ever UNLOCK it and
-    /// every other node's request for the page would be told to retry
-    /// until we leave: such a grant is given back with a DROP. If an
-    /// eviction's answer comes late, the directory has forgotten the page
-    /// and no DIR_INV will come for it: the frame held `Reclaiming` is
-    /// freed then (or the page given back, if the INV was refused), else
-    /// every later access of the page would wait for that DIR_INV for
-    /// good (see [`ScState::late_answer`]).
-    abandoned: BTreeMap<u32, (PageSpan, fabric::proto::Op)>,
-    /// Late E grants being given back: page -> our orphan frame, freed
-    /// once the directory answers the DROP.
-    releasing: BTreeMap<PageKey, u64>,
+    /// Relaxed mode's deferred DROPs, unsent and in flight (`batch`).
+    drops: batch::Drops,
+    /// Exchanges given up unanswered, and late grants given back (`batch`).
+    late: batch::Late,
+    /// Replicas of hot pages: seen in use, a PROMOTE in flight (`remote`).
+    replicas: remote::Replicas,
+    /// Reclaim ahead of need: its INVs in flight, a round under way
+    /// (`ahead`).
+    refill: ahead::Refill,
     /// Relaxed mode: the bytes of each private copy this node wrote
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
     written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
-    /// Background INVs of reclaim ahead of need in flight, by tag: one
-    /// run of a file's pages each (`ahead`).
-    invs_in_flight: Vec<(u32, PageSpan)>,
-    /// A round of reclaim ahead of need is under way (started under the
-    /// low mark, going on to the high one).
-    refilling: bool,
 }
 
 /// Most abandoned LOOKUP_LOCK and INV tags remembered.

@@ -30,6 +30,19 @@ pub(super) fn cxl_delay(clock: &impl Clock, ns: u64) {
     }
 }
 
+/// Replicas of hot pages, as this node sees them.
+#[derive(Debug, Default)]
+pub(super) struct Replicas {
+    /// This node has read the header's `replicas_used` set and said so
+    /// (its record's `sees_replicas`): every store is announced from then
+    /// on (see `dirsvc::server::replicas`).
+    pub(super) seen: bool,
+    /// Strong mode: the page whose PROMOTE is in flight, and whether a
+    /// REVOKE of it came meanwhile (the notify ring can overtake the
+    /// grant on the response ring): then the grant is not used.
+    pub(super) promoting: Option<(PageKey, bool)>,
+}
+
 impl ScState {
     /// Hot page `key`, mapped from a peer's frame `gfn`: keep a replica
     /// (one more copy of the whole frame from the peer, then local reads).
@@ -38,7 +51,7 @@ impl ScState {
     pub(super) fn promote<E: Env>(&mut self, link: &mut Link<E>, key: PageKey, gfn: u64, cxl_ns: u64) {
         if self.mode == Mode::Strong {
             if let Some(c) = self.coh.as_mut() {
-                c.promoting = Some((key, false));
+                c.replicas.promoting = Some((key, false));
             }
             let r = self.page_calls(link, &[PageReq::Promote { key }]);
             // A REVOKE of the page that came while we waited: a writer
@@ -47,7 +60,7 @@ impl ScState {
             let revoked = self
                 .coh
                 .as_mut()
-                .and_then(|c| c.promoting.take())
+                .and_then(|c| c.replicas.promoting.take())
                 .is_some_and(|(_, revoked)| revoked);
             match r.as_deref() {
                 Ok([PageReply::Done { .. }]) if !revoked => {}
@@ -123,7 +136,7 @@ impl ScState {
 
     /// After a store that [`ScState::begin_store`] let through.
     pub(super) fn end_store<E: Env>(&self, link: &Link<E>) {
-        if let Some(c) = self.coh.as_ref().filter(|c| c.sees_replicas) {
+        if let Some(c) = self.coh.as_ref().filter(|c| c.replicas.seen) {
             Header::new(link.env.mem(), c.layout).set_writing(link.id(), 0);
         }
     }

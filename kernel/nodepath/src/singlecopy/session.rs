@@ -55,7 +55,7 @@ impl Coherence {
     /// flight will not use its grant.
     fn revoke<E: Env>(&mut self, env: &E, key: PageKey) {
         self.cache.revoke_replica(&key);
-        if let Some((k, revoked)) = self.promoting.as_mut() {
+        if let Some((k, revoked)) = self.replicas.promoting.as_mut() {
             if *k == key {
                 *revoked = true;
             }
@@ -77,14 +77,14 @@ impl Coherence {
     /// it set, it says so in its record (`sees_replicas`), after every
     /// store it made before (see `dirsvc::server::replicas`).
     pub(super) fn replicas_seen<E: Env>(&mut self, env: &E) -> bool {
-        if !self.sees_replicas {
+        if !self.replicas.seen {
             let h = fabric::layout::Header::new(env.mem(), self.layout);
             if h.replicas_used() {
                 h.set_sees_replicas(self.node, true);
-                self.sees_replicas = true;
+                self.replicas.seen = true;
             }
         }
-        self.sees_replicas
+        self.replicas.seen
     }
 
     /// Send the acks of deferred invalidations that became due.
@@ -116,16 +116,12 @@ impl<E: Env> Session<E> for ScState {
             win: super::remote::mmap::Windows::default(),
             broken: false,
             detached: false,
-            pending_drops: Vec::new(),
-            drops_in_flight: Vec::new(),
             node,
-            sees_replicas: false,
-            promoting: None,
-            abandoned: BTreeMap::new(),
-            releasing: BTreeMap::new(),
+            drops: super::batch::Drops::default(),
+            late: super::batch::Late::default(),
+            replicas: super::remote::Replicas::default(),
+            refill: super::ahead::Refill::default(),
             written: BTreeMap::new(),
-            invs_in_flight: Vec::new(),
-            refilling: false,
         });
         if let Some(mut c) = self.coh.take() {
             self.controls.apply(&mut c.cache);
@@ -232,10 +228,10 @@ impl<E: Env> Session<E> for ScState {
         self.coh.as_mut().is_some_and(|c| {
             !c.broken
                 && !c.detached
-                && c.pending_drops.is_empty()
-                && c.drops_in_flight.is_empty()
-                && c.promoting.is_none()
-                && c.releasing.is_empty()
+                && c.drops.pending.is_empty()
+                && c.drops.in_flight.is_empty()
+                && c.replicas.promoting.is_none()
+                && c.late.releasing.is_empty()
                 && c.cache.quiet()
         })
     }
@@ -245,10 +241,10 @@ impl<E: Env> Session<E> for ScState {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
-            c.pending_drops.clear();
-            c.drops_in_flight.clear();
-            c.abandoned.clear();
-            c.releasing.clear();
+            c.drops.pending.clear();
+            c.drops.in_flight.clear();
+            c.late.abandoned.clear();
+            c.late.releasing.clear();
             c.broken = false;
             c.detached = true;
         }
