@@ -56,35 +56,17 @@ pub struct NodeCache {
     /// policies' lists: reclaim victims come from their `evict_folios`
     /// (see `reclaim`).
     evict: Groups,
-    /// Most owned pages (plus misses in flight) kept, below the pool
-    /// (`cache config limit=`); `None`: the pool is the limit.
-    limit: Option<usize>,
-    /// Owned pages idle longer than this (ns) are reclaimed by
-    /// [`NodeCache::expired`] (`cache config ttl=`); 0: never.
-    ttl_ns: u64,
-    /// Pages `[first, end)` of an inode that reclaim must not take: a
-    /// write's chunk whose new size is not published yet (pages past the
-    /// published end of file are not written back, so reclaiming them
-    /// would lose the data; with FIFO they were never the oldest, with
-    /// other policies they may be the first candidates).
-    pinned: Option<(u64, u64, u64)>,
-    remote: usize,
-    /// Private copies (relaxed), counted as they come and go: the bound
-    /// is checked on every write.
-    private: usize,
-    /// Private copies ever made (never decreases): a write that made none
-    /// has no copy to start tracking.
-    private_made: u64,
-    remote_limit: usize,
     stats: CacheStats,
     /// Hot-page promotion settings and the pages replicated here.
-    promotion: Promotion,
     replicas: promote::Replicas,
+    /// The owned-page limit, the TTL, the pin of a write's pages and the
+    /// free-frame marks reclaim keeps to (`policy`).
+    limits: policy::Limits,
+    /// Remote mappings and private copies held, counted as they come and
+    /// go, and the remote mappings' limit (`slots`).
+    held: slots::Held,
     /// The clock of the current accesses ([`NodeCache::set_clock`]).
     now: u64,
-    /// Free frames kept between these marks by reclaim ahead of need
-    /// (`crate::watermark`).
-    marks: crate::watermark::Watermarks,
 }
 
 impl NodeCache {
@@ -99,24 +81,20 @@ impl NodeCache {
             dirty_remote: KeySet::default(),
             frames: frames::Frames::new(pool),
             evict: Groups::new(PolicyName::Fifo),
-            limit: None,
-            ttl_ns: 0,
-            pinned: None,
-            remote: 0,
-            private: 0,
-            private_made: 0,
-            remote_limit,
             stats: CacheStats::default(),
-            promotion: Promotion::default(),
             replicas: promote::Replicas::default(),
+            limits: policy::Limits::default(),
+            held: slots::Held {
+                remote_limit,
+                ..slots::Held::default()
+            },
             now: 0,
-            marks: crate::watermark::Watermarks::OFF,
         }
     }
 
     /// Keep free frames between these marks ahead of need.
     pub fn set_watermarks(&mut self, marks: crate::watermark::Watermarks) {
-        self.marks = marks;
+        self.limits.marks = marks;
     }
 
     /// Frames a miss could take now: free frames, fewer if the owned-page
@@ -124,7 +102,7 @@ impl NodeCache {
     pub fn room(&self) -> usize {
         let used = self.evict.len() + self.inflight.len();
         let free = self.frames.free_count();
-        self.limit.map_or(free, |l| free.min(l.saturating_sub(used)))
+        self.limits.owned.map_or(free, |l| free.min(l.saturating_sub(used)))
     }
 
     /// Owned pages to reclaim ahead of need now, with `coming` frames on
@@ -134,12 +112,13 @@ impl NodeCache {
     /// whatever the room.
     pub fn reclaim_wanted(&self, coming: usize, going_on: bool) -> usize {
         let total = self
-            .limit
+            .limits
+            .owned
             .map_or(self.pool_frames(), |l| l.min(self.pool_frames()));
         if going_on {
-            return self.marks.to_high(total, self.room(), coming);
+            return self.limits.marks.to_high(total, self.room(), coming);
         }
-        self.marks.wanted(total, self.room(), coming)
+        self.limits.marks.wanted(total, self.room(), coming)
     }
 
     /// `n` pages were reclaimed ahead of need.
@@ -198,7 +177,7 @@ impl NodeCache {
 
     /// Private copies held (relaxed mode), without a walk of the slots.
     pub fn private_count(&self) -> usize {
-        self.private
+        self.held.private
     }
 
     /// The slot of a page.
@@ -270,7 +249,8 @@ impl NodeCache {
             return None;
         }
         if self
-            .limit
+            .limits
+            .owned
             .is_some_and(|l| self.evict.len() + self.inflight.len() >= l)
         {
             // At the configured limit: reclaim first, as for an empty pool.
@@ -454,7 +434,7 @@ impl NodeCache {
                         heat: Heat::default(),
                     },
                 );
-                self.remote += 1;
+                self.held.remote += 1;
                 self.evict.filled(key);
                 self.stats.remote_maps += 1;
                 Installed::Remote(gfn)
@@ -490,8 +470,8 @@ impl NodeCache {
             Slot::Local { gfn, .. } | Slot::Reserved { gfn } | Slot::Reclaiming { gfn } => {
                 self.frames.give(gfn)
             }
-            Slot::Remote { .. } => self.remote -= 1,
-            Slot::Private(_) => self.private -= 1,
+            Slot::Remote { .. } => self.held.remote -= 1,
+            Slot::Private(_) => self.held.private -= 1,
         }
     }
 
@@ -558,14 +538,14 @@ impl NodeCache {
             Some(old) => self.forget_slot(old),
             None => {}
         }
-        self.private += 1;
-        self.private_made += 1;
+        self.held.private += 1;
+        self.held.private_made += 1;
         had_remote
     }
 
     /// Private copies made so far (a counter that only grows).
     pub fn private_made(&self) -> u64 {
-        self.private_made
+        self.held.private_made
     }
 
     /// Private copies of `ino` (relaxed mode), to write back.
@@ -581,7 +561,7 @@ impl NodeCache {
     pub fn drop_private(&mut self, key: &PageKey) {
         if matches!(self.slots.get(key), Some(Slot::Private(_))) {
             self.slots.remove(key);
-            self.private -= 1;
+            self.held.private -= 1;
         }
     }
 
@@ -640,8 +620,8 @@ impl NodeCache {
         self.dirty_remote.clear();
         self.evict.reset();
         self.replicas.clear();
-        self.remote = 0;
-        self.private = 0;
+        self.held.remote = 0;
+        self.held.private = 0;
         self.frames.reset();
     }
 }

@@ -56,6 +56,12 @@ impl Owed {
         self.dropped_dirty.remove(key)
     }
 
+    /// The pages whose ack waits for their miss's answer (for checks).
+    #[cfg(test)]
+    pub(super) fn deferred(&self) -> impl Iterator<Item = &PageKey> {
+        self.deferred.iter()
+    }
+
     /// Nothing owed, nothing due, no dirty bit to report.
     pub(super) fn none(&self) -> bool {
         self.deferred.is_empty()
@@ -99,13 +105,13 @@ impl NodeCache {
     /// Is `key` a page we hold that a write stored into and whose size it
     /// is publishing (`pinned`)? Its invalidation is held until then.
     pub(super) fn under_publication(&self, key: &PageKey) -> bool {
-        reclaim::is_pinned(self.pinned, key) && self.slots.get(key).is_some()
+        reclaim::is_pinned(self.limits.pinned, key) && self.slots.get(key).is_some()
     }
 
     /// DIR_INVs held behind a publication whose pages are no longer
     /// pinned: tear those pages down and queue their acks.
     pub(crate) fn release_held(&mut self) {
-        let pinned = self.pinned;
+        let pinned = self.limits.pinned;
         let due: Vec<PageKey> = self
             .owed
             .held
@@ -225,7 +231,7 @@ impl NodeCache {
                 let dirty = *dirty;
                 self.slots.remove(key);
                 self.replicas.gone(key);
-                self.remote -= 1;
+                self.held.remote -= 1;
                 dirty
             }
             // File eviction (truncate / unlink): our own copy goes too. The

@@ -47,7 +47,7 @@ impl NodeCache {
             if empty_rounds >= 2 {
                 let slots = &self.slots;
                 let inflight = &self.inflight;
-                let pinned = self.pinned;
+                let pinned = self.limits.pinned;
                 let keys = self.evict.fallback(target, want, |k| {
                     matches!(slots.get(k), Some(Slot::Local { .. }))
                         && !inflight.contains_key(k)
@@ -77,7 +77,7 @@ impl NodeCache {
     /// Validate a candidate: an owned page with no miss in flight becomes
     /// `Reclaiming` and leaves the policy's lists.
     fn take_owned(&mut self, key: &PageKey) -> Option<(PageKey, bool)> {
-        if self.inflight.contains_key(key) || is_pinned(self.pinned, key) {
+        if self.inflight.contains_key(key) || is_pinned(self.limits.pinned, key) {
             return None;
         }
         let Some(Slot::Local { gfn, dirty }) = self.slots.get(key).cloned() else {
@@ -116,11 +116,11 @@ impl NodeCache {
                 }
                 Some(Slot::Remote { .. }) => {
                     self.slots.remove(&key);
-                    self.remote -= 1;
+                    self.held.remote -= 1;
                 }
                 Some(Slot::Private(_)) => {
                     self.slots.remove(&key);
-                    self.private -= 1;
+                    self.held.private -= 1;
                 }
                 Some(Slot::Reclaiming { .. }) | None => {}
             }
@@ -193,7 +193,7 @@ impl NodeCache {
 
     /// Remote mappings above the limit, oldest key first, to DROP.
     pub fn over_limit(&mut self) -> Vec<(PageKey, bool)> {
-        let excess = self.remote.saturating_sub(self.remote_limit);
+        let excess = self.held.remote.saturating_sub(self.held.remote_limit);
         if excess == 0 {
             return Vec::new(); // every read asks: no walk of the slots
         }
@@ -209,7 +209,7 @@ impl NodeCache {
                 }
                 self.slots.remove(k);
                 self.replicas.gone(k);
-                self.remote -= 1;
+                self.held.remote -= 1;
                 self.stats.drops += 1;
             }
         }
@@ -233,7 +233,7 @@ impl NodeCache {
         for (k, dirty) in &keys {
             self.slots.remove(k);
             self.replicas.gone(k);
-            self.remote -= 1;
+            self.held.remote -= 1;
             self.stats.drops += 1;
             if *dirty {
                 self.owed.dropped_dirty(*k);

@@ -58,8 +58,8 @@ fn pool_ok(c: &NodeCache) {
         .values()
         .filter(|s| matches!(s, Slot::Remote { .. }))
         .count();
-    assert_eq!(c.remote, remote);
-    assert!(c.deferred.iter().all(|k| c.inflight.contains_key(k)));
+    assert_eq!(c.held.remote, remote);
+    assert!(c.owed.deferred().all(|k| c.inflight.contains_key(k)));
     assert_eq!(c.counts().1, remote);
 }
 
