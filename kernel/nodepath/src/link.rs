@@ -8,12 +8,11 @@
 //! Every wait services the data path's session first ([`Session`]: DIR_INV
 //! notices and deferred acks), so no global state is needed.
 
-use alloc::format;
 use alloc::vec::Vec;
 
 use fabric::bulk::{Bulk, ShmBulk};
 use fabric::config::Mode;
-use fabric::layout::{DirState, Header, Layout, LayoutError, NodeState};
+use fabric::layout::{Header, Layout, NodeState};
 use fabric::proto::{Desc, Errno, Request, Response};
 
 use crate::client::Client;

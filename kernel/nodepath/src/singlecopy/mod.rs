@@ -55,13 +55,13 @@ use alloc::vec::Vec;
 
 use fabric::layout::Layout;
 use fabric::proto::Errno;
-use fabric::proto::{PageKey, PageReply, PageReq, PageRun, PageSpan, RunKind};
+use fabric::proto::{PageKey, PageReply, PageReq, PageRun, RunKind};
 use fabric::shm::SharedMem;
 
 use crate::client::Notifier;
 use crate::env::{Env, Mapper};
 use crate::link::Link;
-use crate::pagecache::{Installed, Mode, NodeCache, Slot};
+use crate::pagecache::{Mode, NodeCache, Slot};
 
 /// Page requests published together.
 pub const BATCH: usize = 32;

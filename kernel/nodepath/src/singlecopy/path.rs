@@ -6,7 +6,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::AtomicU64;
 use osapi::keys;
 
 use fabric::layout::Layout;
@@ -17,7 +17,7 @@ use crate::env::Env;
 use crate::link::{Link, Session};
 use crate::pagecache::{Mode, PAGE};
 use crate::tickets::TicketDone;
-use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta, WbStart, WbWhy};
+use crate::vfs::{getattr, DataPath, Meta, WbStart, WbWhy};
 
 mod copies;
 mod publish;

@@ -4,15 +4,13 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use fabric::layout::Header;
-use fabric::proto::{Errno, PageKey, PageReply, PageReq, PageRun, Request, RunKind};
+use fabric::proto::{Errno, PageKey, PageReq};
 use fabric::shm::SharedMem;
 
 use super::remote::{cxl_delay, frame_off};
 use super::{ScState, BATCH, MAX_RETRIES};
-use crate::dirty::Run;
-use crate::env::{Clock, Env};
-use crate::link::{contiguous_runs, Link, WriteReq};
+use crate::env::Env;
+use crate::link::Link;
 use crate::pagecache::{Hit, Mode, Slot, PAGE};
 
 /// Relaxed mode: does a write to a page this node does not hold need no

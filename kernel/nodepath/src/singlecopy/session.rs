@@ -5,7 +5,6 @@
 //! replicas), and leaving.
 
 use alloc::collections::BTreeMap;
-use alloc::vec::Vec;
 
 use fabric::layout::Layout;
 use fabric::proto::{Notice, PageKey, PageSpan};
