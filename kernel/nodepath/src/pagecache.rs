@@ -102,7 +102,9 @@ impl NodeCache {
     pub fn room(&self) -> usize {
         let used = self.evict.len() + self.inflight.len();
         let free = self.frames.free_count();
-        self.limits.owned.map_or(free, |l| free.min(l.saturating_sub(used)))
+        self.limits
+            .owned
+            .map_or(free, |l| free.min(l.saturating_sub(used)))
     }
 
     /// Owned pages to reclaim ahead of need now, with `coming` frames on

@@ -146,7 +146,12 @@ impl NodeCache {
     /// caller unmaps each run's pages from page tables before it acks.
     pub fn range_inv(&mut self, span: &PageSpan) -> Vec<(PageSpan, bool)> {
         let mut keys: Vec<PageKey> = self.slots.range(span.keys()).map(|(k, _)| *k).collect();
-        keys.extend(self.frames.orphans().map(|(_, k)| k).filter(|k| span.contains(k)));
+        keys.extend(
+            self.frames
+                .orphans()
+                .map(|(_, k)| k)
+                .filter(|k| span.contains(k)),
+        );
         keys.extend(self.owed.dropped_dirty.iter().filter(|k| span.contains(k)));
         keys.sort_unstable();
         keys.dedup();

@@ -112,7 +112,11 @@ impl ScState {
             self.late_answer(tag, &d);
         }
         self.reap_drops(link);
-        if self.coh.as_ref().is_some_and(|c| !c.late.releasing.is_empty()) {
+        if self
+            .coh
+            .as_ref()
+            .is_some_and(|c| !c.late.releasing.is_empty())
+        {
             self.flush_drops(link)?;
         }
         Ok(())
@@ -194,7 +198,8 @@ impl ScState {
         }
         let mut done = Vec::new();
         let mut answers = Vec::new();
-        c.drops.in_flight
+        c.drops
+            .in_flight
             .retain(|&(tag, key)| match link.poll_call(tag, Op::PageDrop) {
                 None => true,
                 Some(r) => {
@@ -475,7 +480,9 @@ impl ScState {
                     if c.late.abandoned.len() >= MAX_ABANDONED {
                         c.late.abandoned.pop_first();
                     }
-                    c.late.abandoned.insert(*tag, (runs[i].span, Op::PageInvRun));
+                    c.late
+                        .abandoned
+                        .insert(*tag, (runs[i].span, Op::PageInvRun));
                 }
             }
         }

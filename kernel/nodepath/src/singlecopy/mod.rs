@@ -47,8 +47,8 @@ mod writeback;
 
 pub use control::Controls;
 pub use groups::group_errno;
-pub use remote::mmap::{window_va, MMAP_BASE};
 pub use path::SingleCopy;
+pub use remote::mmap::{window_va, MMAP_BASE};
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;

@@ -48,7 +48,13 @@ impl ScState {
     /// (one more copy of the whole frame from the peer, then local reads).
     /// Strong mode asks the directory first (PROMOTE); a refusal or a
     /// failed call only means no replica now.
-    pub(super) fn promote<E: Env>(&mut self, link: &mut Link<E>, key: PageKey, gfn: u64, cxl_ns: u64) {
+    pub(super) fn promote<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        gfn: u64,
+        cxl_ns: u64,
+    ) {
         if self.mode == Mode::Strong {
             if let Some(c) = self.coh.as_mut() {
                 c.replicas.promoting = Some((key, false));

@@ -334,7 +334,13 @@ impl ScState {
 
     /// Relaxed: a full page, or one past the end of the file, needs no
     /// old data: a private copy at once, no READ fill, no directory call.
-    fn copy_new_page<E: Env>(&mut self, link: &Link<E>, key: PageKey, in_page: usize, chunk: &[u8]) {
+    fn copy_new_page<E: Env>(
+        &mut self,
+        link: &Link<E>,
+        key: PageKey,
+        in_page: usize,
+        chunk: &[u8],
+    ) {
         let p = page_with(in_page, chunk);
         if let Ok(c) = self.c() {
             c.unmap(&link.env, &key);

@@ -356,4 +356,3 @@ fn tail_section(s: &mut String, r: &Runner, problems: &[String]) {
          `results.json`; every command sent to the nodes with its output in `transcripts/`."
     );
 }
-

@@ -74,7 +74,11 @@ impl SingleCopy {
     }
 
     /// At the bound: write back and free the oldest private copies.
-    pub(super) fn bound_private<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
+    pub(super) fn bound_private<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        meta: &mut Meta,
+    ) -> Result<(), Errno> {
         let count = |s: &Self| {
             s.st.coh
                 .as_ref()
@@ -129,7 +133,12 @@ impl SingleCopy {
     /// writes publish meanwhile (zeros past this node's old end, its own
     /// unwritten bytes where another node's completed write landed), and
     /// a later write-back would carry them over those writes.
-    pub(super) fn reported(&mut self, meta: &mut Meta, ino: u64, r: Result<(), Errno>) -> Result<(), Errno> {
+    pub(super) fn reported(
+        &mut self,
+        meta: &mut Meta,
+        ino: u64,
+        r: Result<(), Errno>,
+    ) -> Result<(), Errno> {
         match r {
             Err(e) if crate::dirty::drops_unwritten(e) => {
                 log::warn!(

@@ -9,10 +9,10 @@ use core::ops::RangeInclusive;
 
 use fabric::proto::{Errno, PageKey};
 
-use crate::singlecopy::{Coherence, ScState, MAX_RETRIES};
 use crate::env::{Env, Mapper};
 use crate::link::Link;
 use crate::pagecache::{Slot, PAGE};
+use crate::singlecopy::{Coherence, ScState, MAX_RETRIES};
 
 /// Base of the mmap windows (lower half, canonical, far from RAM; the
 /// kernel reserves `MMAP_BASE..MMAP_BASE + 2^44`). Each inode gets a 4 GiB
@@ -75,7 +75,11 @@ impl Windows {
     }
 
     /// Remove the mappings of the pages in `keys`.
-    pub(in crate::singlecopy) fn unmap_range(&mut self, m: &impl Mapper, keys: RangeInclusive<PageKey>) {
+    pub(in crate::singlecopy) fn unmap_range(
+        &mut self,
+        m: &impl Mapper,
+        keys: RangeInclusive<PageKey>,
+    ) {
         let gone: Vec<PageKey> = self.mapped.range(keys).map(|(k, _)| *k).collect();
         for k in gone {
             self.unmap(m, &k);
@@ -297,8 +301,10 @@ impl ScState {
     pub fn evict_local(&mut self, m: &impl Mapper, ino: u64, size: u64) {
         let Some(c) = self.coh.as_mut() else { return };
         let from = size.div_ceil(PAGE as u64);
-        c.win
-            .unmap_range(m, PageKey { ino, idx: from }..=PageKey { ino, idx: u64::MAX });
+        c.win.unmap_range(
+            m,
+            PageKey { ino, idx: from }..=PageKey { ino, idx: u64::MAX },
+        );
         c.cache.evict_local(ino, from);
     }
 
