@@ -5,14 +5,16 @@
 //!
 //! * [`env`]: what the data path needs from its host (clock and wait
 //!   hook, page mapper, shared region, `net` mode's transport).
-//! * [`wait`]: the one wait routine (timeouts, silent directory).
-//! * [`link`]: membership, calls on the rings, the file-server transport.
+//! * [`link`]: DPC's Node Manager: membership, calls on the rings with
+//!   the node's ring endpoints ([`link::client`]) and the one wait routine
+//!   ([`link::wait`]: timeouts, silent directory), the file-server
+//!   transport. Its `client` and `wait` are also `crate::client` and
+//!   `crate::wait`.
 //! * [`vfs`]: descriptors, metadata, sizes; file data through a
 //!   [`vfs::DataPath`] chosen once from the mode:
 //! * [`singlecopy`]: `strong` and `relaxed` (DPC), with the mmap windows;
 //! * [`private`]: `private` and `net` (per-node caches).
 //! * [`node`]: one node, the operations the shell reaches.
-//! * [`client`]: the node's ring endpoints (requests, notices, acks).
 //! * [`control`]: eviction controls (`cache policy`, `cache config`) and
 //!   `locality PATH`.
 //! * [`policy`]: eviction policies with cache_ext's interface.
@@ -30,12 +32,12 @@
 
 extern crate alloc;
 
-pub mod client;
 pub mod control;
 pub mod dirty;
 pub mod env;
 pub mod keymap;
 pub mod link;
+pub use link::{client, wait};
 pub mod netclient;
 pub mod netlink;
 pub mod node;
@@ -52,7 +54,6 @@ pub mod singlecopy;
 mod tests;
 pub mod tickets;
 pub mod vfs;
-pub mod wait;
 pub mod watermark;
 
 /// Most page requests `bench dir` publishes together.

@@ -10,7 +10,6 @@
 
 use crate::keymap::{KeyMap, KeySet};
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 pub use fabric::config::Mode;
@@ -21,6 +20,7 @@ use crate::policy::{GroupId, Groups, PolicyName};
 /// Page size (the one constant, re-exported for the data path).
 pub use fabric::PAGE_SIZE as PAGE;
 
+mod frames;
 mod inv;
 mod policy;
 mod promote;
@@ -38,68 +38,35 @@ pub struct NodeCache {
     slots: slots::Slots,
     /// Frames handed to the directory with a READ / LOOKUP_LOCK, by page.
     inflight: KeyMap<u64>,
-    /// Pages in `inflight` that got a DIR_INV: acked once answered.
-    deferred: KeySet,
     /// Pages in `inflight` that this node's own truncate retired (the
     /// directory dropped them without a DIR_INV to us): their answer is
     /// not installed, the miss is retried ([`NodeCache::evict_local`]).
     voided: KeySet,
-    /// Pages a write's unpublished size covers (`pinned`) that got a
-    /// DIR_INV: acked once the publication is answered (see
-    /// [`NodeCache::dir_inv`]).
-    held: alloc::collections::BTreeSet<PageKey>,
-    /// Deferred acks now due (see [`NodeCache::take_acks`]).
-    acks: Vec<(PageKey, bool)>,
-    /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
-    /// racing the DROP must report the dirty bit too (see
-    /// [`NodeCache::drop_done`]).
-    dropped_dirty: KeySet,
+    /// The acks owed (deferred behind misses and size publications),
+    /// those due, and the dirty bits of dropped mappings (`inv`).
+    owed: inv::Owed,
     /// Pages marked dirty while mapped from a peer's frame (a superset:
     /// entries whose slot went or was cleaned are dropped by
     /// [`NodeCache::quiet`]); while any is dirty, a DIR_INV's ack carries
     /// news and the node may not sleep quietly.
     dirty_remote: KeySet,
-    free: Vec<u64>,
-    /// Frames of misses cancelled unanswered (timeout), and frames being
-    /// torn down whose page a relaxed write replaced with a private copy:
-    /// the directory may still fill them or let sharers map them, so they
-    /// are not reused until it says where the page is (an `Owner` answer,
-    /// a DIR_INV, the answer to our INV) or the session ends.
-    orphans: BTreeMap<u64, PageKey>,
-    pool: (u64, u64),
+    /// The frame pool: free frames and orphans.
+    frames: frames::Frames,
     /// Owned pages (`Local`), charged to task groups and in the eviction
     /// policies' lists: reclaim victims come from their `evict_folios`
     /// (see `reclaim`).
     evict: Groups,
-    /// Most owned pages (plus misses in flight) kept, below the pool
-    /// (`cache config limit=`); `None`: the pool is the limit.
-    limit: Option<usize>,
-    /// Owned pages idle longer than this (ns) are reclaimed by
-    /// [`NodeCache::expired`] (`cache config ttl=`); 0: never.
-    ttl_ns: u64,
-    /// Pages `[first, end)` of an inode that reclaim must not take: a
-    /// write's chunk whose new size is not published yet (pages past the
-    /// published end of file are not written back, so reclaiming them
-    /// would lose the data; with FIFO they were never the oldest, with
-    /// other policies they may be the first candidates).
-    pinned: Option<(u64, u64, u64)>,
-    remote: usize,
-    /// Private copies (relaxed), counted as they come and go: the bound
-    /// is checked on every write.
-    private: usize,
-    /// Private copies ever made (never decreases): a write that made none
-    /// has no copy to start tracking.
-    private_made: u64,
-    remote_limit: usize,
     stats: CacheStats,
     /// Hot-page promotion settings and the pages replicated here.
-    promotion: Promotion,
     replicas: promote::Replicas,
+    /// The owned-page limit, the TTL, the pin of a write's pages and the
+    /// free-frame marks reclaim keeps to (`policy`).
+    limits: policy::Limits,
+    /// Remote mappings and private copies held, counted as they come and
+    /// go, and the remote mappings' limit (`slots`).
+    held: slots::Held,
     /// The clock of the current accesses ([`NodeCache::set_clock`]).
     now: u64,
-    /// Free frames kept between these marks by reclaim ahead of need
-    /// (`crate::watermark`).
-    marks: crate::watermark::Watermarks,
 }
 
 impl NodeCache {
@@ -109,43 +76,35 @@ impl NodeCache {
             mode,
             slots: slots::Slots::default(),
             inflight: KeyMap::default(),
-            deferred: KeySet::default(),
             voided: KeySet::default(),
-            held: alloc::collections::BTreeSet::new(),
-            acks: Vec::new(),
-            dropped_dirty: KeySet::default(),
+            owed: inv::Owed::default(),
             dirty_remote: KeySet::default(),
-            free: (pool.0..pool.1).rev().collect(),
-            orphans: BTreeMap::new(),
-            pool,
+            frames: frames::Frames::new(pool),
             evict: Groups::new(PolicyName::Fifo),
-            limit: None,
-            ttl_ns: 0,
-            pinned: None,
-            remote: 0,
-            private: 0,
-            private_made: 0,
-            remote_limit,
             stats: CacheStats::default(),
-            promotion: Promotion::default(),
             replicas: promote::Replicas::default(),
+            limits: policy::Limits::default(),
+            held: slots::Held {
+                remote_limit,
+                ..slots::Held::default()
+            },
             now: 0,
-            marks: crate::watermark::Watermarks::OFF,
         }
     }
 
     /// Keep free frames between these marks ahead of need.
     pub fn set_watermarks(&mut self, marks: crate::watermark::Watermarks) {
-        self.marks = marks;
+        self.limits.marks = marks;
     }
 
     /// Frames a miss could take now: free frames, fewer if the owned-page
     /// limit is nearer.
     pub fn room(&self) -> usize {
         let used = self.evict.len() + self.inflight.len();
-        self.limit.map_or(self.free.len(), |l| {
-            self.free.len().min(l.saturating_sub(used))
-        })
+        let free = self.frames.free_count();
+        self.limits
+            .owned
+            .map_or(free, |l| free.min(l.saturating_sub(used)))
     }
 
     /// Owned pages to reclaim ahead of need now, with `coming` frames on
@@ -155,12 +114,13 @@ impl NodeCache {
     /// whatever the room.
     pub fn reclaim_wanted(&self, coming: usize, going_on: bool) -> usize {
         let total = self
-            .limit
+            .limits
+            .owned
             .map_or(self.pool_frames(), |l| l.min(self.pool_frames()));
         if going_on {
-            return self.marks.to_high(total, self.room(), coming);
+            return self.limits.marks.to_high(total, self.room(), coming);
         }
-        self.marks.wanted(total, self.room(), coming)
+        self.limits.marks.wanted(total, self.room(), coming)
     }
 
     /// `n` pages were reclaimed ahead of need.
@@ -195,12 +155,12 @@ impl NodeCache {
 
     /// Free frames left in our pool.
     pub fn free_frames(&self) -> usize {
-        self.free.len()
+        self.frames.free_count()
     }
 
     /// Frames in our pool.
     pub fn pool_frames(&self) -> usize {
-        (self.pool.1 - self.pool.0) as usize
+        self.frames.capacity()
     }
 
     /// Pages resident in our frames (O), remote mappings (S), private
@@ -219,7 +179,7 @@ impl NodeCache {
 
     /// Private copies held (relaxed mode), without a walk of the slots.
     pub fn private_count(&self) -> usize {
-        self.private
+        self.held.private
     }
 
     /// The slot of a page.
@@ -234,7 +194,7 @@ impl NodeCache {
 
     /// Is `gfn` one of our frames?
     pub fn is_ours(&self, gfn: u64) -> bool {
-        gfn >= self.pool.0 && gfn < self.pool.1
+        self.frames.contains(gfn)
     }
 
     /// Look a page up for reading (counts hits).
@@ -291,7 +251,8 @@ impl NodeCache {
             return None;
         }
         if self
-            .limit
+            .limits
+            .owned
             .is_some_and(|l| self.evict.len() + self.inflight.len() >= l)
         {
             // At the configured limit: reclaim first, as for an empty pool.
@@ -302,7 +263,7 @@ impl NodeCache {
             // (see `reclaim_target`).
             return None;
         }
-        let frame = self.free.pop()?;
+        let frame = self.frames.take()?;
         self.inflight.insert(key, frame);
         self.evict.miss_started(key);
         self.stats.misses += 1;
@@ -338,24 +299,24 @@ impl NodeCache {
         let group = self.evict.miss_ended(&key);
         // A DROP of the page went out before this miss: its answer came
         // first on the response ring.
-        let dropped_dirty = self.dropped_dirty.remove(&key);
+        let dropped_dirty = self.owed.take_dropped(&key);
         if self.voided.remove(&key) && !matches!(reply, PageReply::Exclusive { .. }) {
             // Our truncate retired the page while its miss flew: the
             // directory forgot it, so an install would hold a page it
             // does not know (writes to it lost at the next teardown).
-            self.free.push(frame);
+            self.frames.give(frame);
             self.stats.retries += 1;
-            if self.deferred.remove(&key) {
-                self.acks.push((key, dropped_dirty));
+            if self.owed.undefer(&key) {
+                self.owed.due(key, dropped_dirty);
             }
             return Installed::Retry;
         }
-        if !self.deferred.remove(&key) {
+        if !self.owed.undefer(&key) {
             return self.apply_answer(key, frame, reply, exported, group);
         }
         let (got, dirty) = match reply {
             PageReply::Shared { .. } => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 self.stats.retries += 1;
                 (Installed::Retry, false)
             }
@@ -373,7 +334,7 @@ impl NodeCache {
                 }
             }
         };
-        self.acks.push((key, dirty || dropped_dirty));
+        self.owed.due(key, dirty || dropped_dirty);
         got
     }
 
@@ -397,13 +358,13 @@ impl NodeCache {
         self.voided.remove(key);
         self.evict.miss_ended(key);
         if unanswered {
-            self.orphans.insert(frame, *key);
+            self.frames.set_aside(frame, *key);
         } else {
-            self.free.push(frame);
+            self.frames.give(frame);
         }
-        let dropped_dirty = self.dropped_dirty.remove(key);
-        if self.deferred.remove(key) {
-            self.acks.push((*key, dropped_dirty));
+        let dropped_dirty = self.owed.take_dropped(key);
+        if self.owed.undefer(key) {
+            self.owed.due(*key, dropped_dirty);
         }
         true
     }
@@ -411,20 +372,18 @@ impl NodeCache {
     /// Frames set aside for pages the directory may still place in them
     /// (see `orphans`): (frame, page).
     pub fn orphans(&self) -> impl Iterator<Item = (u64, PageKey)> + '_ {
-        self.orphans.iter().map(|(g, k)| (*g, *k))
+        self.frames.orphans()
     }
 
     /// The page whose cancelled miss left frame `gfn` an orphan.
     pub fn orphan_key(&self, gfn: u64) -> Option<PageKey> {
-        self.orphans.get(&gfn).copied()
+        self.frames.orphan_key(gfn)
     }
 
     /// The directory let go of orphan frame `gfn` (a late E grant we gave
     /// back): it is free again.
     pub fn free_orphan(&mut self, gfn: u64) {
-        if self.orphans.remove(&gfn).is_some() {
-            self.free.push(gfn);
-        }
+        self.frames.free_orphan(gfn);
     }
 
     fn apply_answer(
@@ -436,11 +395,11 @@ impl NodeCache {
         group: GroupId,
     ) -> Installed {
         match reply {
-            PageReply::Owner { gfn } if self.orphans.get(&gfn) == Some(&key) => {
+            PageReply::Owner { gfn } if self.frames.orphan_key(gfn) == Some(key) => {
                 // A miss we gave up on was served after all: the page is
                 // in that frame.
-                self.orphans.remove(&gfn);
-                self.free.push(frame);
+                self.frames.claim_orphan(gfn);
+                self.frames.give(frame);
                 self.install(key, Slot::Local { gfn, dirty: false }, group);
                 self.evict.filled(key);
                 self.stats.fills += 1;
@@ -458,12 +417,12 @@ impl NodeCache {
             }
             PageReply::Shared { gfn, .. } if self.is_ours(gfn) => {
                 // Our own frame cannot be a peer's: protocol error.
-                self.free.push(frame);
+                self.frames.give(frame);
                 self.stats.refused_maps += 1;
                 Installed::Failed
             }
             PageReply::Shared { owner, gfn } => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 if !exported(gfn) {
                     self.stats.refused_maps += 1;
                     return Installed::Failed;
@@ -477,18 +436,18 @@ impl NodeCache {
                         heat: Heat::default(),
                     },
                 );
-                self.remote += 1;
+                self.held.remote += 1;
                 self.evict.filled(key);
                 self.stats.remote_maps += 1;
                 Installed::Remote(gfn)
             }
             PageReply::Retry => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 self.stats.retries += 1;
                 Installed::Retry
             }
             _ => {
-                self.free.push(frame);
+                self.frames.give(frame);
                 Installed::Failed
             }
         }
@@ -511,10 +470,10 @@ impl NodeCache {
     fn forget_slot(&mut self, old: Slot) {
         match old {
             Slot::Local { gfn, .. } | Slot::Reserved { gfn } | Slot::Reclaiming { gfn } => {
-                self.free.push(gfn)
+                self.frames.give(gfn)
             }
-            Slot::Remote { .. } => self.remote -= 1,
-            Slot::Private(_) => self.private -= 1,
+            Slot::Remote { .. } => self.held.remote -= 1,
+            Slot::Private(_) => self.held.private -= 1,
         }
     }
 
@@ -550,12 +509,7 @@ impl NodeCache {
     /// ack's dirty bit is what gets that page written back). Checks at
     /// most 32 remembered dirty mappings per call (stale ones go).
     pub fn quiet(&mut self) -> bool {
-        if !(self.inflight.is_empty()
-            && self.deferred.is_empty()
-            && self.held.is_empty()
-            && self.acks.is_empty()
-            && self.dropped_dirty.is_empty())
-        {
+        if !(self.inflight.is_empty() && self.owed.none()) {
             return false;
         }
         if self.dirty_remote.is_empty() {
@@ -581,19 +535,19 @@ impl NodeCache {
             // directory lets go of it (its DIR_INV, or the answer to our
             // INV: see `orphans`).
             Some(Slot::Reclaiming { gfn }) => {
-                self.orphans.insert(gfn, key);
+                self.frames.set_aside(gfn, key);
             }
             Some(old) => self.forget_slot(old),
             None => {}
         }
-        self.private += 1;
-        self.private_made += 1;
+        self.held.private += 1;
+        self.held.private_made += 1;
         had_remote
     }
 
     /// Private copies made so far (a counter that only grows).
     pub fn private_made(&self) -> u64 {
-        self.private_made
+        self.held.private_made
     }
 
     /// Private copies of `ino` (relaxed mode), to write back.
@@ -609,7 +563,7 @@ impl NodeCache {
     pub fn drop_private(&mut self, key: &PageKey) {
         if matches!(self.slots.get(key), Some(Slot::Private(_))) {
             self.slots.remove(key);
-            self.private -= 1;
+            self.held.private -= 1;
         }
     }
 
@@ -663,18 +617,14 @@ impl NodeCache {
     pub fn forget_all(&mut self) {
         self.slots.clear();
         self.inflight.clear();
-        self.deferred.clear();
         self.voided.clear();
-        self.held.clear();
-        self.acks.clear();
-        self.dropped_dirty.clear();
+        self.owed = inv::Owed::default();
         self.dirty_remote.clear();
-        self.orphans.clear();
         self.evict.reset();
         self.replicas.clear();
-        self.remote = 0;
-        self.private = 0;
-        self.free = (self.pool.0..self.pool.1).rev().collect();
+        self.held.remote = 0;
+        self.held.private = 0;
+        self.frames.reset();
     }
 }
 

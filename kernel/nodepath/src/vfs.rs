@@ -29,6 +29,8 @@ mod datapath;
 mod dir;
 mod meta;
 mod ra;
+mod read;
+mod writeback;
 
 pub use datapath::{DataPath, WbStart, WbWhy};
 pub use meta::{FileMeta, Meta};
@@ -102,68 +104,6 @@ impl<E: Env> Vfs<E> {
             dp,
             ra_max: 0,
             ra_stats: RaStats::default(),
-        }
-    }
-
-    /// Readahead windows of at most `max_pages` pages (0: off); open
-    /// files start over at their next read.
-    pub fn set_readahead(&mut self, max_pages: u32) {
-        self.ra_max = max_pages;
-        for f in self.files.iter_mut().flatten() {
-            f.ra = None;
-        }
-    }
-
-    /// Readahead counters.
-    pub fn ra_stats(&self) -> RaStats {
-        self.ra_stats
-    }
-
-    /// A read of pages `[first, end)` through `fd` is about to run: the
-    /// pages to fetch together with it (its own included: the window
-    /// starts at its first miss), as (inode, range); `None` if the read
-    /// needs nothing beyond its own pages (readahead off, all hits off a
-    /// marker, a random read). Every read is reported once it is known;
-    /// reporting one again when it runs (its pages held by then) is
-    /// harmless.
-    pub fn readahead(&mut self, fd: Fd, first: u64, end: u64) -> Option<(u64, Range<u64>)> {
-        if self.ra_max == 0 {
-            return None;
-        }
-        let max = self.ra_max;
-        let f = self.files.get_mut(fd.0 as usize)?.as_mut()?;
-        let ino = f.ino;
-        let eof_pages = self.meta.size_of(ino).div_ceil(fabric::PAGE_SIZE as u64);
-        let st = f.ra.get_or_insert_with(|| Box::new(ra::RaFile::new(max)));
-        let r = st.on_read(&*self.dp, &mut self.ra_stats, ino, first, end, eof_pages)?;
-        Some((ino, r))
-    }
-
-    /// Fetch what [`Vfs::readahead`] asked for a read: the pages of `r`
-    /// not held here, in one prefetch (the data path batches them). A
-    /// failure is only logged: the read's own pages are fetched again by
-    /// the read, which reports its own error.
-    fn read_ahead(&mut self, link: &mut Link<E>, ino: u64, r: Range<u64>) {
-        let dp = &*self.dp;
-        let pages: Vec<(u64, u64)> = r
-            .filter(|&idx| !dp.holds(ino, idx))
-            .map(|idx| (ino, idx))
-            .collect();
-        if pages.is_empty() {
-            return;
-        }
-        if let Err(e) = self.dp.prefetch(link, &mut self.meta, &pages) {
-            log::debug!("readahead of {} pages of {ino}: {e}", pages.len());
-        }
-    }
-
-    /// Windows of open files of `ino` stop at its new end.
-    fn ra_truncate(&mut self, ino: u64, size: u64) {
-        let eof_pages = size.div_ceil(fabric::PAGE_SIZE as u64);
-        for f in self.files.iter_mut().flatten().filter(|f| f.ino == ino) {
-            if let Some(st) = f.ra.as_mut() {
-                st.truncate(eof_pages);
-            }
         }
     }
 
@@ -443,115 +383,6 @@ impl<E: Env> Vfs<E> {
         Some(f.ino)
     }
 
-    /// Read at the descriptor's position.
-    pub fn read(&mut self, link: &mut Link<E>, fd: Fd, buf: &mut [u8]) -> Result<usize, Errno> {
-        let (ino, gen, pos) = {
-            let f = self.file(fd)?;
-            (f.ino, f.gen, f.pos)
-        };
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        {
-            let page = fabric::PAGE_SIZE as u64;
-            let end = pos
-                .saturating_add(buf.len() as u64)
-                .min(self.meta.size_of(ino));
-            self.confirm_gen(link, ino, gen, pos / page..end.div_ceil(page))?;
-        }
-        let size = self.meta.size_of(ino);
-        // The window asked for once per read; a single-copy read fetches
-        // it inside its first copy, so the validation below covers it.
-        let page = fabric::PAGE_SIZE as u64;
-        let end = pos.saturating_add(buf.len() as u64).min(size);
-        let mut ahead = if pos < end {
-            self.readahead(fd, pos / page, end.div_ceil(page))
-        } else {
-            None
-        };
-        if !self.dp.sizes_move() {
-            if pos >= size {
-                return Ok(0);
-            }
-            if let Some((ino, r)) = ahead {
-                self.read_ahead(link, ino, r);
-            }
-            let want = (buf.len() as u64).min(size - pos) as usize;
-            let n = self
-                .dp
-                .read(link, &mut self.meta, ino, pos, &mut buf[..want])?;
-            self.file(fd)?.pos = pos + n as u64;
-            return Ok(n);
-        }
-        // Single copy: another node may truncate or grow the file while we
-        // copy. A read that had to ask the directory for pages is
-        // validated after copying: if the version moved, the copy may mix
-        // sizes and data (zeros of an evicted page under a new size), so
-        // copy again at the new size. A read served from pages this node
-        // already held needs no check after copying (see
-        // `DataPath::page_requests`), nor does one during which the
-        // region's metadata epoch did not move since this version was
-        // confirmed (`Meta::validated_at`).
-        for _ in 0..MAX_READ_TRIES {
-            // Strong: a read returns the latest completed write, and a
-            // truncate another node completed is one, though this node
-            // may still hold the pages it cut (their teardown reaches us
-            // later): if any file changed since this version was
-            // confirmed, learn the size first (a new version drops our
-            // pages of the file).
-            let epoch = link.meta_epoch();
-            if self.dp.mode() == Mode::Strong
-                && (epoch.is_none() || epoch != self.meta.validated_at(ino))
-            {
-                let a = getattr(link, &mut *self.dp, ino)?;
-                self.learn(&a);
-                if let Some(e) = epoch {
-                    self.meta.set_validated(ino, e);
-                }
-                self.same_gen(ino, gen)?;
-            }
-            let Some(before) = self.meta.get(ino) else {
-                return Err(Errno::Io);
-            };
-            let asked = self.dp.page_requests();
-            if let Some((ino, r)) = ahead.take() {
-                self.read_ahead(link, ino, r);
-            }
-            let n = if pos >= before.size {
-                0
-            } else {
-                let want = (buf.len() as u64).min(before.size - pos) as usize;
-                self.dp
-                    .read(link, &mut self.meta, ino, pos, &mut buf[..want])?
-            };
-            // No page asked for, or no file changed anywhere since the
-            // directory last confirmed this version: the copy is whole.
-            let epoch = link.meta_epoch();
-            if self.dp.page_requests() == asked
-                || (epoch.is_some() && epoch == self.meta.validated_at(ino))
-            {
-                self.file(fd)?.pos = pos + n as u64;
-                return Ok(n);
-            }
-            let a = getattr(link, &mut *self.dp, ino)?;
-            self.learn(&a);
-            // Copied from the pages of a file that got this number since:
-            // none of it is this descriptor's.
-            self.same_gen(ino, gen)?;
-            // The size this node sees (learned: the directory's, or its
-            // own local extension past it, relaxed writes not written
-            // back yet).
-            if a.version == before.version && self.meta.size_of(ino) == before.size {
-                if let Some(e) = epoch {
-                    self.meta.set_validated(ino, e);
-                }
-                self.file(fd)?.pos = pos + n as u64;
-                return Ok(n);
-            }
-        }
-        Err(Errno::Io)
-    }
-
     /// Write at the descriptor's position (end of file with append).
     pub fn write(&mut self, link: &mut Link<E>, fd: Fd, data: &[u8]) -> Result<usize, Errno> {
         let (ino, gen, append, mut pos) = {
@@ -711,68 +542,5 @@ impl<E: Env> Vfs<E> {
         self.dp.evict(env, ino, 0);
         self.dp.forget_pages(ino);
         self.meta.remove(ino);
-    }
-
-    /// Write back `ino`'s dirty data before its flush request (fsync's
-    /// first half; the `Fsync` request is the second).
-    pub fn fsync_prepare(&mut self, link: &mut Link<E>, fd: Fd) -> Result<u64, Errno> {
-        let ino = self.file(fd)?.ino;
-        self.dp.fsync_prepare(link, &mut self.meta, ino)?;
-        Ok(ino)
-    }
-
-    /// Start writing back the file of `fd` without waiting, where the
-    /// data path can ([`DataPath::write_back_start`]; `None`: it cannot).
-    pub fn write_back_start(
-        &mut self,
-        link: &mut Link<E>,
-        fd: Fd,
-        why: WbWhy,
-    ) -> Result<Option<WbStart>, Errno> {
-        let ino = self.file(fd)?.ino;
-        self.dp.write_back_start(link, &mut self.meta, ino, why)
-    }
-
-    /// fsync's write-back for a task: started without waiting where the
-    /// data path can ([`DataPath::write_back_start`]), else done now.
-    /// Returns the inode and what to wait for.
-    pub fn fsync_start(&mut self, link: &mut Link<E>, fd: Fd) -> Result<(u64, WbStart), Errno> {
-        let ino = self.file(fd)?.ino;
-        match self.write_back_start(link, fd, WbWhy::Fsync)? {
-            Some(w) => Ok((ino, w)),
-            None => {
-                self.dp.fsync_prepare(link, &mut self.meta, ino)?;
-                Ok((ino, WbStart::Done))
-            }
-        }
-    }
-
-    /// close for a task: the descriptor goes now; its write-back is
-    /// started without waiting where the data path can, else done now.
-    pub fn close_start(&mut self, link: &mut Link<E>, fd: Fd) -> Result<WbStart, Errno> {
-        let f = self.files.get_mut(fd.0 as usize).ok_or(Errno::BadFd)?;
-        let ino = f.as_ref().ok_or(Errno::BadFd)?.ino;
-        match self
-            .dp
-            .write_back_start(link, &mut self.meta, ino, WbWhy::Close)
-        {
-            Ok(Some(w)) => {
-                self.drop_fd(fd);
-                Ok(w)
-            }
-            // As a synchronous close: the descriptor goes whatever the
-            // write-back says.
-            Ok(None) => self.close(link, fd).map(|()| WbStart::Done),
-            Err(e) => {
-                self.drop_fd(fd);
-                Err(e)
-            }
-        }
-    }
-
-    /// Is the write-back job `id` of [`Vfs::fsync_start`] or
-    /// [`Vfs::close_start`] done?
-    pub fn write_back_poll(&mut self, link: &mut Link<E>, id: u64) -> Option<Result<(), Errno>> {
-        self.dp.write_back_poll(link, &mut self.meta, id)
     }
 }

@@ -255,53 +255,15 @@ impl Request {
         let a = r.args;
         let req = match op {
             Op::Nop => Request::Nop,
-            Op::Lookup | Op::Create | Op::Mkdir | Op::Unlink | Op::Rmdir => {
-                let len = small(a[1])?;
-                if len as usize > MAX_PATH || a[2] > 1 {
-                    return Err(DecodeError::BadArgument);
-                }
-                Request::Path {
-                    op,
-                    slot: small(a[0])?,
-                    at: small(a[3])?,
-                    len,
-                    exclusive: a[2] == 1,
-                }
-            }
+            Op::Lookup | Op::Create | Op::Mkdir | Op::Unlink | Op::Rmdir => decode_path(op, a)?,
             Op::Readdir => Request::Readdir {
                 slot: small(a[0])?,
                 ino: a[1],
                 cookie: a[2],
             },
             Op::Getattr => Request::Getattr { ino: a[0] },
-            Op::Setattr => Request::Setattr {
-                ino: a[0],
-                size: a[1],
-                expect: match a[2] {
-                    0 if a[3] == 0 => None,
-                    1 => Some(a[3]),
-                    _ => return Err(DecodeError::BadArgument),
-                },
-                locked: match a[4] {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(DecodeError::BadArgument),
-                },
-                gen: a[5],
-            },
-            Op::AppendLock => match (a[1], a[2]) {
-                (0, 0) => Request::AppendLock {
-                    ino: a[0],
-                    hold: false,
-                    renew: false,
-                },
-                (1, r @ (0 | 1)) => Request::AppendLock {
-                    ino: a[0],
-                    hold: true,
-                    renew: r == 1,
-                },
-                _ => return Err(DecodeError::BadArgument),
-            },
+            Op::Setattr => decode_setattr(a)?,
+            Op::AppendLock => decode_append_lock(a)?,
             Op::Read | Op::Write => Request::Data {
                 op,
                 slot: small(a[0])?,
@@ -354,6 +316,59 @@ impl Request {
             | Op::DelegRecall => return Err(DecodeError::BadOpcode(r.op)),
         };
         Ok((r.tag, req))
+    }
+}
+
+/// A path operation's arguments: slot, length (at most [`MAX_PATH`]),
+/// the exclusive flag (0 or 1), offset in the slot.
+fn decode_path(op: Op, a: [u64; 7]) -> Result<Request, DecodeError> {
+    let len = small(a[1])?;
+    if len as usize > MAX_PATH || a[2] > 1 {
+        return Err(DecodeError::BadArgument);
+    }
+    Ok(Request::Path {
+        op,
+        slot: small(a[0])?,
+        at: small(a[3])?,
+        len,
+        exclusive: a[2] == 1,
+    })
+}
+
+/// SETATTR's arguments: the expected version only with its flag set, the
+/// locked flag 0 or 1.
+fn decode_setattr(a: [u64; 7]) -> Result<Request, DecodeError> {
+    Ok(Request::Setattr {
+        ino: a[0],
+        size: a[1],
+        expect: match a[2] {
+            0 if a[3] == 0 => None,
+            1 => Some(a[3]),
+            _ => return Err(DecodeError::BadArgument),
+        },
+        locked: match a[4] {
+            0 => false,
+            1 => true,
+            _ => return Err(DecodeError::BadArgument),
+        },
+        gen: a[5],
+    })
+}
+
+/// APPEND_LOCK's arguments: a release (0, 0), or a hold that may renew.
+fn decode_append_lock(a: [u64; 7]) -> Result<Request, DecodeError> {
+    match (a[1], a[2]) {
+        (0, 0) => Ok(Request::AppendLock {
+            ino: a[0],
+            hold: false,
+            renew: false,
+        }),
+        (1, r @ (0 | 1)) => Ok(Request::AppendLock {
+            ino: a[0],
+            hold: true,
+            renew: r == 1,
+        }),
+        _ => Err(DecodeError::BadArgument),
     }
 }
 

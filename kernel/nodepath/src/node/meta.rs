@@ -458,68 +458,10 @@ impl<E: Env> Node<E> {
     fn advance(&mut self, job: Job, r: Result<Response, Errno>) -> Next {
         let r = match r {
             Ok(r) => r,
-            // A growth over pages another node's shrink is still tearing
-            // down: ask again (this node services its notices meanwhile,
-            // it may hold some of those pages) until the teardown ended.
-            Err(Errno::Busy) => match job.step {
-                Step::Trunc {
-                    ino,
-                    gen,
-                    size,
-                    old,
-                    busy_until,
-                } if self.link.env.now_ns() < busy_until => {
-                    self.meta.give_sub(job.sub);
-                    let step = Step::Trunc {
-                        ino,
-                        gen,
-                        size,
-                        old,
-                        busy_until,
-                    };
-                    return self.start(&set_size(ino, gen, size), step, None, 0);
-                }
-                _ => {
-                    self.meta.give_sub(job.sub);
-                    return Next::Done(Err(Errno::Busy));
-                }
-            },
-            Err(e) => {
-                // Given up (or no session): the directory may still read
-                // the sub-slot, so it stays taken until nothing is in
-                // flight.
-                if e != Errno::Unavailable {
-                    self.meta.give_sub(job.sub);
-                }
-                return Next::Done(Err(e));
-            }
+            Err(e) => return self.failed(job, e),
         };
         match job.step {
-            Step::UnlinkLookup(op) => match (attr_of(r), job.sub, job.path) {
-                // `net` mode: stage the path again and remove it.
-                (Ok(a), None, Some(path)) => {
-                    match self.send_path(op, &path, false, Step::Unlink(a.ino)) {
-                        Some(Ok(j)) => Next::Wait(j),
-                        Some(Err(e)) => Next::Done(Err(e)),
-                        None => Next::Done(Err(Errno::Io)),
-                    }
-                }
-                // The path is still in the job's sub-slot: remove it.
-                (Ok(a), Some(at), _) => {
-                    let req = Request::Path {
-                        op,
-                        slot: 0,
-                        at: at as u32,
-                        len: job.len,
-                        exclusive: false,
-                    };
-                    self.start(&req, Step::Unlink(a.ino), job.sub, job.len)
-                }
-                (r, ..) => {
-                    self.meta.give_sub(job.sub);
-                    Next::Done(r.and(Err(Errno::Io)))
-                }
-            },
+            Step::UnlinkLookup(op) => self.unlink_looked_up(job, op, r),
             Step::ReaddirLookup => {
                 self.meta.give_sub(job.sub);
                 match attr_of(r).and_then(|a| Vfs::<E>::readdir_ino(&a)) {
@@ -532,23 +474,7 @@ impl<E: Env> Node<E> {
                     Err(e) => Next::Done(Err(e)),
                 }
             }
-            Step::Readdir(ino) => {
-                let mut entries = job.entries;
-                match Vfs::readdir_take(&mut self.link, r, &mut entries) {
-                    Ok(Some(cookie)) => {
-                        let req = Vfs::<E>::readdir_request(ino, cookie);
-                        match self.start(&req, Step::Readdir(ino), None, 0) {
-                            Next::Wait(mut j) => {
-                                j.entries = entries;
-                                Next::Wait(j)
-                            }
-                            done => done,
-                        }
-                    }
-                    Ok(None) => Next::Done(Ok(MetaDone::Entries(Vfs::<E>::readdir_done(entries)))),
-                    Err(e) => Next::Done(Err(e)),
-                }
-            }
+            Step::Readdir(ino) => self.readdir_next(job, ino, r),
             Step::TruncOld { ino, gen, size } => match attr_of(r) {
                 Ok(old) => {
                     self.vfs.learn_meta(&old);
@@ -567,6 +493,98 @@ impl<E: Env> Node<E> {
                 self.meta.give_sub(job.sub);
                 self.finish(step, r)
             }
+        }
+    }
+
+    /// `job` failed with `e`: the result, or a truncate's growth asked
+    /// again.
+    fn failed(&mut self, job: Job, e: Errno) -> Next {
+        match (e, job.step) {
+            // A growth over pages another node's shrink is still tearing
+            // down: ask again (this node services its notices meanwhile,
+            // it may hold some of those pages) until the teardown ended.
+            (
+                Errno::Busy,
+                Step::Trunc {
+                    ino,
+                    gen,
+                    size,
+                    old,
+                    busy_until,
+                },
+            ) if self.link.env.now_ns() < busy_until => {
+                self.meta.give_sub(job.sub);
+                let step = Step::Trunc {
+                    ino,
+                    gen,
+                    size,
+                    old,
+                    busy_until,
+                };
+                self.start(&set_size(ino, gen, size), step, None, 0)
+            }
+            (Errno::Busy, _) => {
+                self.meta.give_sub(job.sub);
+                Next::Done(Err(Errno::Busy))
+            }
+            _ => {
+                // Given up (or no session): the directory may still read
+                // the sub-slot, so it stays taken until nothing is in
+                // flight.
+                if e != Errno::Unavailable {
+                    self.meta.give_sub(job.sub);
+                }
+                Next::Done(Err(e))
+            }
+        }
+    }
+
+    /// An unlink's lookup answered `r`: remove the inode it found.
+    fn unlink_looked_up(&mut self, job: Job, op: Op, r: Response) -> Next {
+        match (attr_of(r), job.sub, job.path) {
+            // `net` mode: stage the path again and remove it.
+            (Ok(a), None, Some(path)) => {
+                match self.send_path(op, &path, false, Step::Unlink(a.ino)) {
+                    Some(Ok(j)) => Next::Wait(j),
+                    Some(Err(e)) => Next::Done(Err(e)),
+                    None => Next::Done(Err(Errno::Io)),
+                }
+            }
+            // The path is still in the job's sub-slot: remove it.
+            (Ok(a), Some(at), _) => {
+                let req = Request::Path {
+                    op,
+                    slot: 0,
+                    at: at as u32,
+                    len: job.len,
+                    exclusive: false,
+                };
+                self.start(&req, Step::Unlink(a.ino), job.sub, job.len)
+            }
+            (r, ..) => {
+                self.meta.give_sub(job.sub);
+                Next::Done(r.and(Err(Errno::Io)))
+            }
+        }
+    }
+
+    /// A `Readdir` of directory `ino` answered `r`: its entries kept, the
+    /// next `Readdir` sent, or the entries returned.
+    fn readdir_next(&mut self, job: Job, ino: u64, r: Response) -> Next {
+        let mut entries = job.entries;
+        match Vfs::readdir_take(&mut self.link, r, &mut entries) {
+            Ok(Some(cookie)) => {
+                let req = Vfs::<E>::readdir_request(ino, cookie);
+                match self.start(&req, Step::Readdir(ino), None, 0) {
+                    Next::Wait(mut j) => {
+                        j.entries = entries;
+                        Next::Wait(j)
+                    }
+                    done => done,
+                }
+            }
+            Ok(None) => Next::Done(Ok(MetaDone::Entries(Vfs::<E>::readdir_done(entries)))),
+            Err(e) => Next::Done(Err(e)),
         }
     }
 

@@ -2,11 +2,74 @@
 //! ring, the acks they owe (some deferred behind a miss or a size
 //! publication in flight), and the teardown of a page's slot.
 
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
 use fabric::proto::{PageKey, PageSpan};
 
 use super::*;
+use crate::keymap::KeySet;
+
+/// The acks this node owes the directory but cannot send yet, those now
+/// due, and the dirty bits acks must carry for mappings dropped with
+/// their DROP unanswered.
+#[derive(Debug, Default)]
+pub(super) struct Owed {
+    /// Pages whose miss is in flight that got a DIR_INV: acked once
+    /// answered.
+    deferred: KeySet,
+    /// Pages a write's unpublished size covers (`pinned`) that got a
+    /// DIR_INV: acked once the publication is answered (see
+    /// [`NodeCache::dir_inv`]).
+    held: BTreeSet<PageKey>,
+    /// Deferred acks now due (see [`NodeCache::take_acks`]).
+    due: Vec<(PageKey, bool)>,
+    /// Dirty mappings dropped whose DROP may be unanswered: a DIR_INV
+    /// racing the DROP must report the dirty bit too (see
+    /// [`NodeCache::drop_done`]).
+    dropped_dirty: KeySet,
+}
+
+impl Owed {
+    /// The ack of `key`'s DIR_INV waits for its miss's answer.
+    pub(super) fn defer(&mut self, key: PageKey) {
+        self.deferred.insert(key);
+    }
+
+    /// Was the ack of `key` deferred behind its miss? It is no longer.
+    pub(super) fn undefer(&mut self, key: &PageKey) -> bool {
+        self.deferred.remove(key)
+    }
+
+    /// An ack of `key` (with its dirty bit) is due now.
+    pub(super) fn due(&mut self, key: PageKey, dirty: bool) {
+        self.due.push((key, dirty));
+    }
+
+    /// `key`'s mapping was dropped dirty, its DROP maybe unanswered.
+    pub(super) fn dropped_dirty(&mut self, key: PageKey) {
+        self.dropped_dirty.insert(key);
+    }
+
+    /// Was `key` dropped dirty? Its dirty bit is reported now.
+    pub(super) fn take_dropped(&mut self, key: &PageKey) -> bool {
+        self.dropped_dirty.remove(key)
+    }
+
+    /// The pages whose ack waits for their miss's answer (for checks).
+    #[cfg(test)]
+    pub(super) fn deferred(&self) -> impl Iterator<Item = &PageKey> {
+        self.deferred.iter()
+    }
+
+    /// Nothing owed, nothing due, no dirty bit to report.
+    pub(super) fn none(&self) -> bool {
+        self.deferred.is_empty()
+            && self.held.is_empty()
+            && self.due.is_empty()
+            && self.dropped_dirty.is_empty()
+    }
+}
 
 impl NodeCache {
     /// DIR_INV for `key` from the notify ring: `Some(dirty)`: the page is
@@ -28,12 +91,12 @@ impl NodeCache {
     pub fn dir_inv(&mut self, key: &PageKey) -> Option<bool> {
         if self.inflight.contains_key(key) {
             self.stats.invs_received += 1;
-            self.deferred.insert(*key);
+            self.owed.defer(*key);
             return None;
         }
         if self.under_publication(key) {
             self.stats.invs_received += 1;
-            self.held.insert(*key);
+            self.owed.held.insert(*key);
             return None;
         }
         Some(self.invalidate(key))
@@ -42,31 +105,32 @@ impl NodeCache {
     /// Is `key` a page we hold that a write stored into and whose size it
     /// is publishing (`pinned`)? Its invalidation is held until then.
     pub(super) fn under_publication(&self, key: &PageKey) -> bool {
-        reclaim::is_pinned(self.pinned, key) && self.slots.get(key).is_some()
+        reclaim::is_pinned(self.limits.pinned, key) && self.slots.get(key).is_some()
     }
 
     /// DIR_INVs held behind a publication whose pages are no longer
     /// pinned: tear those pages down and queue their acks.
     pub(crate) fn release_held(&mut self) {
-        let pinned = self.pinned;
+        let pinned = self.limits.pinned;
         let due: Vec<PageKey> = self
+            .owed
             .held
             .iter()
             .filter(|k| !reclaim::is_pinned(pinned, k))
             .copied()
             .collect();
         for key in due {
-            self.held.remove(&key);
-            let dropped = self.dropped_dirty.remove(&key);
+            self.owed.held.remove(&key);
+            let dropped = self.owed.take_dropped(&key);
             let dirty = self.teardown(&key) || dropped;
-            self.acks.push((key, dirty));
+            self.owed.due(key, dirty);
         }
     }
 
     /// Acks of deferred DIR_INVs that became due: send each on the ack
     /// ring (after unmapping the page, as for [`NodeCache::dir_inv`]).
     pub fn take_acks(&mut self) -> Vec<(PageKey, bool)> {
-        core::mem::take(&mut self.acks)
+        core::mem::take(&mut self.owed.due)
     }
 
     /// An INV_RANGE (a file's teardown): every page of `span` awaits our
@@ -82,8 +146,13 @@ impl NodeCache {
     /// caller unmaps each run's pages from page tables before it acks.
     pub fn range_inv(&mut self, span: &PageSpan) -> Vec<(PageSpan, bool)> {
         let mut keys: Vec<PageKey> = self.slots.range(span.keys()).map(|(k, _)| *k).collect();
-        keys.extend(self.orphans.values().filter(|k| span.contains(k)));
-        keys.extend(self.dropped_dirty.iter().filter(|k| span.contains(k)));
+        keys.extend(
+            self.frames
+                .orphans()
+                .map(|(_, k)| k)
+                .filter(|k| span.contains(k)),
+        );
+        keys.extend(self.owed.dropped_dirty.iter().filter(|k| span.contains(k)));
         keys.sort_unstable();
         keys.dedup();
         // Pages under our own size publication are held as their DIR_INV
@@ -116,9 +185,9 @@ impl NodeCache {
             };
             self.stats.invs_received += 1;
             if held.contains(&key) {
-                self.held.insert(key);
+                self.owed.held.insert(key);
             } else {
-                self.deferred.insert(key);
+                self.owed.defer(key);
             }
         }
         // The runs between the pages in flight (`dirty` is sorted).
@@ -148,24 +217,17 @@ impl NodeCache {
     /// sending the ack.
     pub fn invalidate(&mut self, key: &PageKey) -> bool {
         self.stats.invs_received += 1;
-        if let Some(gfn) = self
-            .orphans
-            .iter()
-            .find_map(|(g, k)| (k == key).then_some(*g))
-        {
-            // The directory is done with a frame of a cancelled miss.
-            self.orphans.remove(&gfn);
-            self.free.push(gfn);
-        }
+        // The directory is done with a frame of a cancelled miss.
+        self.frames.free_orphan_of(key);
         // A DROP racing the DIR_INV may reach the directory after the ack
         // (and be refused): the ack carries its dirty bit.
-        let dropped = self.dropped_dirty.remove(key);
+        let dropped = self.owed.take_dropped(key);
         self.teardown(key) || dropped
     }
 
     /// The DROP of `key` was answered: the directory has its dirty bit.
     pub fn drop_done(&mut self, key: &PageKey) {
-        self.dropped_dirty.remove(key);
+        self.owed.take_dropped(key);
     }
 
     pub(super) fn teardown(&mut self, key: &PageKey) -> bool {
@@ -174,7 +236,7 @@ impl NodeCache {
                 let dirty = *dirty;
                 self.slots.remove(key);
                 self.replicas.gone(key);
-                self.remote -= 1;
+                self.held.remote -= 1;
                 dirty
             }
             // File eviction (truncate / unlink): our own copy goes too. The
@@ -186,7 +248,7 @@ impl NodeCache {
                 let gfn = *gfn;
                 self.slots.remove(key);
                 self.evict.removed(key);
-                self.free.push(gfn);
+                self.frames.give(gfn);
                 false
             }
             _ => false,

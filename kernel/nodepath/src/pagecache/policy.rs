@@ -15,6 +15,37 @@ use crate::policy::{GroupConf, GroupError, GroupId, GroupInfo, PolicyName, Polic
 /// two batches, so a batch of misses never has to reclaim its own pages.
 pub const MIN_LIMIT: usize = osapi::cache::MIN_CACHE_LIMIT as usize;
 
+/// What reclaim keeps the cache within.
+#[derive(Debug)]
+pub(super) struct Limits {
+    /// Most owned pages (plus misses in flight) kept, below the pool
+    /// (`cache config limit=`); `None`: the pool is the limit.
+    pub(super) owned: Option<usize>,
+    /// Owned pages idle longer than this (ns) are reclaimed by
+    /// [`NodeCache::expired`] (`cache config ttl=`); 0: never.
+    pub(super) ttl_ns: u64,
+    /// Pages `[first, end)` of an inode that reclaim must not take: a
+    /// write's chunk whose new size is not published yet (pages past the
+    /// published end of file are not written back, so reclaiming them
+    /// would lose the data; with FIFO they were never the oldest, with
+    /// other policies they may be the first candidates).
+    pub(super) pinned: Option<(u64, u64, u64)>,
+    /// Free frames kept between these marks by reclaim ahead of need
+    /// (`crate::watermark`).
+    pub(super) marks: crate::watermark::Watermarks,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            owned: None,
+            ttl_ns: 0,
+            pinned: None,
+            marks: crate::watermark::Watermarks::OFF,
+        }
+    }
+}
+
 impl NodeCache {
     /// The eviction policy running.
     pub fn policy(&self) -> PolicyName {
@@ -84,37 +115,37 @@ impl NodeCache {
 
     /// The owned-page limit.
     pub fn limit(&self) -> Option<usize> {
-        self.limit
+        self.limits.owned
     }
 
     /// Set the owned-page limit (`None`: the pool); below [`MIN_LIMIT`]
     /// is raised to it.
     pub fn set_limit(&mut self, limit: Option<usize>) {
-        self.limit = limit.map(|l| l.max(MIN_LIMIT));
+        self.limits.owned = limit.map(|l| l.max(MIN_LIMIT));
     }
 
     /// Owned pages above the limit (reclaim them).
     pub fn over_owned_limit(&self) -> usize {
-        self.limit.map_or(0, |l| {
+        self.limits.owned.map_or(0, |l| {
             (self.evict.len() + self.inflight.len()).saturating_sub(l)
         })
     }
 
     /// The idle time after which owned pages are reclaimed (ns; 0: never).
     pub fn ttl_ns(&self) -> u64 {
-        self.ttl_ns
+        self.limits.ttl_ns
     }
 
     /// Set the TTL (ns; 0: never).
     pub fn set_ttl_ns(&mut self, ttl: u64) {
-        self.ttl_ns = ttl;
+        self.limits.ttl_ns = ttl;
     }
 
     /// Keep reclaim off pages `[first, end)` of `ino` (a write's chunk
     /// until its size is published); `None` unpins. DIR_INVs held behind
     /// the pin (see [`NodeCache::dir_inv`]) become due acks.
     pub fn pin(&mut self, range: Option<(u64, u64, u64)>) {
-        self.pinned = range;
+        self.limits.pinned = range;
         self.release_held();
     }
 
@@ -134,10 +165,10 @@ impl NodeCache {
     /// Owned pages idle for longer than the TTL at `now`, as victims
     /// (`Reclaiming`, with their dirty bits); none with no TTL.
     pub fn expired(&mut self, now: u64) -> Vec<(PageKey, bool)> {
-        if self.ttl_ns == 0 {
+        if self.limits.ttl_ns == 0 {
             return Vec::new();
         }
-        let keys = self.evict.expired(now, self.ttl_ns);
+        let keys = self.evict.expired(now, self.limits.ttl_ns);
         keys.iter()
             .filter_map(|k| self.take_victim(k).map(|d| (*k, d)))
             .collect()

@@ -75,6 +75,8 @@ impl Default for Promotion {
 /// Replicated pages, to find them without a walk of every slot.
 #[derive(Debug, Default)]
 pub(super) struct Replicas {
+    /// Hot-page promotion settings.
+    pub(super) settings: Promotion,
     keys: BTreeSet<PageKey>,
 }
 
@@ -92,13 +94,13 @@ impl Replicas {
 impl NodeCache {
     /// The promotion settings.
     pub fn promotion(&self) -> Promotion {
-        self.promotion
+        self.replicas.settings
     }
 
     /// Change the promotion settings (threshold 0 turns promotion off;
     /// replicas made so far stay until demoted).
     pub fn set_promotion(&mut self, p: Promotion) {
-        self.promotion = Promotion {
+        self.replicas.settings = Promotion {
             threshold: p.threshold,
             window_ns: p.window_ns.max(1),
         };
@@ -107,8 +109,8 @@ impl NodeCache {
     /// A read of `key`'s remote mapping at `now` (from `lookup`): true if
     /// it was served by the replica.
     pub(super) fn remote_read(&mut self, key: &PageKey, now: u64) -> bool {
-        let window = self.promotion.window_ns;
-        let on = self.promotion.threshold > 0;
+        let window = self.replicas.settings.window_ns;
+        let on = self.replicas.settings.threshold > 0;
         let Some(Slot::Remote { heat, .. }) = self.slots.get_mut_keep_claim(key) else {
             return false;
         };
@@ -130,7 +132,7 @@ impl NodeCache {
     /// was read more than the threshold within the window, and the
     /// replicas are below their bound)?
     pub fn wants_replica(&self, key: &PageKey) -> bool {
-        let p = self.promotion;
+        let p = self.replicas.settings;
         p.threshold > 0
             && self.mode != Mode::Private
             && self.replicas.keys.len() < self.pool_frames()
@@ -215,7 +217,7 @@ impl NodeCache {
     /// Drop the replicas not read for a whole window at `now`. Returns how
     /// many went.
     pub fn demote_cold(&mut self, now: u64) -> usize {
-        let window = self.promotion.window_ns;
+        let window = self.replicas.settings.window_ns;
         let cold: Vec<PageKey> = self
             .replicas
             .keys

@@ -47,7 +47,7 @@ impl NodeCache {
             if empty_rounds >= 2 {
                 let slots = &self.slots;
                 let inflight = &self.inflight;
-                let pinned = self.pinned;
+                let pinned = self.limits.pinned;
                 let keys = self.evict.fallback(target, want, |k| {
                     matches!(slots.get(k), Some(Slot::Local { .. }))
                         && !inflight.contains_key(k)
@@ -77,7 +77,7 @@ impl NodeCache {
     /// Validate a candidate: an owned page with no miss in flight becomes
     /// `Reclaiming` and leaves the policy's lists.
     fn take_owned(&mut self, key: &PageKey) -> Option<(PageKey, bool)> {
-        if self.inflight.contains_key(key) || is_pinned(self.pinned, key) {
+        if self.inflight.contains_key(key) || is_pinned(self.limits.pinned, key) {
             return None;
         }
         let Some(Slot::Local { gfn, dirty }) = self.slots.get(key).cloned() else {
@@ -116,11 +116,11 @@ impl NodeCache {
                 }
                 Some(Slot::Remote { .. }) => {
                     self.slots.remove(&key);
-                    self.remote -= 1;
+                    self.held.remote -= 1;
                 }
                 Some(Slot::Private(_)) => {
                     self.slots.remove(&key);
-                    self.private -= 1;
+                    self.held.private -= 1;
                 }
                 Some(Slot::Reclaiming { .. }) | None => {}
             }
@@ -149,16 +149,11 @@ impl NodeCache {
     pub fn reclaimed(&mut self, key: &PageKey) {
         if let Some(Slot::Reclaiming { gfn }) = self.slots.get(key).cloned() {
             self.slots.remove(key);
-            self.free.push(gfn);
-        } else if let Some(gfn) = self
-            .orphans
-            .iter()
-            .find_map(|(g, k)| (k == key).then_some(*g))
-        {
+            self.frames.give(gfn);
+        } else {
             // A private copy took the page's place meanwhile (see
             // `make_private`): the frame it left is free now.
-            self.orphans.remove(&gfn);
-            self.free.push(gfn);
+            self.frames.free_orphan_of(key);
         }
     }
 
@@ -198,7 +193,7 @@ impl NodeCache {
 
     /// Remote mappings above the limit, oldest key first, to DROP.
     pub fn over_limit(&mut self) -> Vec<(PageKey, bool)> {
-        let excess = self.remote.saturating_sub(self.remote_limit);
+        let excess = self.held.remote.saturating_sub(self.held.remote_limit);
         if excess == 0 {
             return Vec::new(); // every read asks: no walk of the slots
         }
@@ -210,11 +205,11 @@ impl NodeCache {
         for (k, d) in keys {
             if let Some(Slot::Remote { dirty, .. }) = self.slots.get(k) {
                 if *dirty || *d {
-                    self.dropped_dirty.insert(*k);
+                    self.owed.dropped_dirty(*k);
                 }
                 self.slots.remove(k);
                 self.replicas.gone(k);
-                self.remote -= 1;
+                self.held.remote -= 1;
                 self.stats.drops += 1;
             }
         }
@@ -238,10 +233,10 @@ impl NodeCache {
         for (k, dirty) in &keys {
             self.slots.remove(k);
             self.replicas.gone(k);
-            self.remote -= 1;
+            self.held.remote -= 1;
             self.stats.drops += 1;
             if *dirty {
-                self.dropped_dirty.insert(*k);
+                self.owed.dropped_dirty(*k);
             }
         }
         keys

@@ -23,6 +23,22 @@ pub(super) struct Slots {
     claims: BTreeMap<PageKey, u64>,
 }
 
+/// How many slots of the kinds with a bound are held, counted as they
+/// come and go (no walk of the slots).
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    /// Remote mappings.
+    pub(super) remote: usize,
+    /// Most remote mappings kept (more are dropped after reads).
+    pub(super) remote_limit: usize,
+    /// Private copies (relaxed), counted as they come and go: the bound
+    /// is checked on every write.
+    pub(super) private: usize,
+    /// Private copies ever made (never decreases): a write that made none
+    /// has no copy to start tracking.
+    pub(super) private_made: u64,
+}
+
 impl Deref for Slots {
     type Target = BTreeMap<PageKey, Slot>;
     fn deref(&self) -> &Self::Target {

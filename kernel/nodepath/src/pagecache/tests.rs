@@ -8,7 +8,7 @@ impl NodeCache {
         let mut inflight: Vec<(PageKey, u64)> =
             self.inflight.iter().map(|(k, g)| (*k, *g)).collect();
         inflight.sort_unstable();
-        (self.free.clone(), inflight)
+        (self.frames.free_list().to_vec(), inflight)
     }
 }
 
@@ -42,13 +42,14 @@ fn pool_ok(c: &NodeCache) {
         _ => None,
     });
     for g in c
-        .free
+        .frames
+        .free_list()
         .iter()
         .copied()
         .chain(c.inflight.values().copied())
         .chain(held)
     {
-        assert!(g >= c.pool.0 && g < c.pool.1, "frame {g} not ours");
+        assert!(c.frames.contains(g), "frame {g} not ours");
         assert!(seen.insert(g), "frame {g} twice: {c:?}");
     }
     assert_eq!(seen.len(), c.pool_frames(), "lost a frame: {c:?}");
@@ -57,8 +58,8 @@ fn pool_ok(c: &NodeCache) {
         .values()
         .filter(|s| matches!(s, Slot::Remote { .. }))
         .count();
-    assert_eq!(c.remote, remote);
-    assert!(c.deferred.iter().all(|k| c.inflight.contains_key(k)));
+    assert_eq!(c.held.remote, remote);
+    assert!(c.owed.deferred().all(|k| c.inflight.contains_key(k)));
     assert_eq!(c.counts().1, remote);
 }
 

@@ -389,101 +389,123 @@ impl History {
         let empty = Vec::new();
         let h = self.hist.get(APPEND_FILE).unwrap_or(&empty);
         let recs: Vec<&Rec> = h.iter().filter(|r| !r.data.is_empty()).collect();
-        let at = if at_end { "at the end " } else { "" };
-        let fail = |why: String| {
-            // The file line by line (which append, its writer and span),
-            // and every append.
-            let lines: Vec<String> = got
-                .chunks(LINE)
-                .map(|l| match recs.iter().position(|r| r.data == l) {
-                    Some(j) => format!("#{}", j + 1),
-                    None => "?".into(),
-                })
-                .collect();
-            let all: Vec<String> = recs
-                .iter()
-                .enumerate()
-                .map(|(j, r)| {
-                    format!(
-                        "#{} node {} t {}..{:?} ok {} durable {} lossy {}",
-                        j + 1,
-                        r.writer,
-                        r.start,
-                        r.end,
-                        r.ok,
-                        r.durable,
-                        r.lossy
-                    )
-                })
-                .collect();
-            Some(format!(
-                "{at}node {k} read {APPEND_FILE} (t {rs}..{re}): {} bytes, {} lines: {why}\n  lines: {}\n  appends: {}",
-                got.len(),
-                got.len() / LINE,
-                lines.join(" "),
-                all.join("; ")
-            ))
-        };
-        if !got.len().is_multiple_of(LINE) {
-            let zeros = got.iter().filter(|&&b| b == 0).count();
-            self.bad = fail(format!("not whole lines ({zeros} zero bytes)"));
-            return;
+        let verdict = append_lines(&recs, got, re)
+            .and_then(|pos| completed_appends_kept(&recs, &pos, rs, strong));
+        if let Err(why) = verdict {
+            let at = if at_end { "at the end " } else { "" };
+            let read = format!("{at}node {k} read {APPEND_FILE} (t {rs}..{re})");
+            self.bad = Some(append_failure(&read, &recs, got, &why));
         }
-        // Position in the file of each record present.
-        let mut pos: BTreeMap<usize, usize> = BTreeMap::new();
-        for (i, slot) in got.chunks(LINE).enumerate() {
-            let Some(j) = recs.iter().position(|r| r.data == slot) else {
-                let zeros = slot.iter().filter(|&&b| b == 0).count();
-                self.bad = fail(format!("line {i} is no append's ({zeros} zero bytes)"));
-                return;
-            };
-            if recs[j].start >= re {
-                self.bad = fail(format!("line {i} is of an append that started later"));
-                return;
-            }
-            if let Some(first) = pos.insert(j, i) {
-                self.bad = fail(format!("the append at line {first} is also at line {i}"));
-                return;
-            }
-        }
-        let overlaps = |a: &Rec, b: &Rec| {
-            let a_end = a.end.unwrap_or(u64::MAX);
-            let b_end = b.end.unwrap_or(u64::MAX);
-            b.start < a_end && a.start < b_end
+    }
+}
+
+/// The append file `got`, read until `re`, line by line: each line the
+/// bytes of one append of `recs` that started before `re`, none twice.
+/// Returns each present append's line.
+fn append_lines(recs: &[&Rec], got: &[u8], re: u64) -> Result<BTreeMap<usize, usize>, String> {
+    if !got.len().is_multiple_of(LINE) {
+        let zeros = got.iter().filter(|&&b| b == 0).count();
+        return Err(format!("not whole lines ({zeros} zero bytes)"));
+    }
+    // Position in the file of each record present.
+    let mut pos: BTreeMap<usize, usize> = BTreeMap::new();
+    for (i, slot) in got.chunks(LINE).enumerate() {
+        let Some(j) = recs.iter().position(|r| r.data == slot) else {
+            let zeros = slot.iter().filter(|&&b| b == 0).count();
+            return Err(format!("line {i} is no append's ({zeros} zero bytes)"));
         };
-        for (j, r) in recs.iter().enumerate() {
-            if !r.settled() || r.end.is_some_and(|e| e >= rs) {
-                continue;
+        if recs[j].start >= re {
+            return Err(format!("line {i} is of an append that started later"));
+        }
+        if let Some(first) = pos.insert(j, i) {
+            return Err(format!("the append at line {first} is also at line {i}"));
+        }
+    }
+    Ok(pos)
+}
+
+/// Every append of `recs` that completed before the read started (at
+/// `rs`) and no failure may have lost is at its line in `pos`, unless
+/// (not `strong`) another append overlapped it in time; `strong`
+/// (atomic appends): those come in the order they completed.
+fn completed_appends_kept(
+    recs: &[&Rec],
+    pos: &BTreeMap<usize, usize>,
+    rs: u64,
+    strong: bool,
+) -> Result<(), String> {
+    let overlaps = |a: &Rec, b: &Rec| {
+        let a_end = a.end.unwrap_or(u64::MAX);
+        let b_end = b.end.unwrap_or(u64::MAX);
+        b.start < a_end && a.start < b_end
+    };
+    for (j, r) in recs.iter().enumerate() {
+        if !r.settled() || r.end.is_some_and(|e| e >= rs) {
+            continue;
+        }
+        if !pos.contains_key(&j) {
+            let collided = !strong
+                && recs
+                    .iter()
+                    .enumerate()
+                    .any(|(j2, r2)| j2 != j && overlaps(r, r2));
+            if !collided {
+                return Err(format!(
+                    "the completed append of node {} (t {}..{:?}, durable {}) is missing",
+                    r.writer, r.start, r.end, r.durable
+                ));
             }
-            if !pos.contains_key(&j) {
-                let collided = !strong
-                    && recs
-                        .iter()
-                        .enumerate()
-                        .any(|(j2, r2)| j2 != j && overlaps(r, r2));
-                if !collided {
-                    self.bad = fail(format!(
-                        "the completed append of node {} (t {}..{:?}, durable {}) is missing",
-                        r.writer, r.start, r.end, r.durable
-                    ));
-                    return;
-                }
-                continue;
-            }
-            if !strong {
-                continue;
-            }
-            // Atomic appends are ordered by completion.
-            let p = pos[&j];
-            let e = r.end.unwrap_or(u64::MAX);
-            for (&j2, &p2) in &pos {
-                if recs[j2].start > e && p2 < p {
-                    self.bad = fail(format!(
-                        "the append at line {p2} started after the one at line {p} completed, yet comes first"
-                    ));
-                    return;
-                }
+            continue;
+        }
+        if !strong {
+            continue;
+        }
+        // Atomic appends are ordered by completion.
+        let p = pos[&j];
+        let e = r.end.unwrap_or(u64::MAX);
+        for (&j2, &p2) in pos {
+            if recs[j2].start > e && p2 < p {
+                return Err(format!(
+                    "the append at line {p2} started after the one at line {p} completed, yet comes first"
+                ));
             }
         }
     }
+    Ok(())
+}
+
+/// An illegal read of the append file (`read`: who read it when, `why`):
+/// the file line by line (which append) and every append (its writer and
+/// span).
+fn append_failure(read: &str, recs: &[&Rec], got: &[u8], why: &str) -> String {
+    let lines: Vec<String> = got
+        .chunks(LINE)
+        .map(|l| match recs.iter().position(|r| r.data == l) {
+            Some(j) => format!("#{}", j + 1),
+            None => "?".into(),
+        })
+        .collect();
+    let all: Vec<String> = recs
+        .iter()
+        .enumerate()
+        .map(|(j, r)| {
+            format!(
+                "#{} node {} t {}..{:?} ok {} durable {} lossy {}",
+                j + 1,
+                r.writer,
+                r.start,
+                r.end,
+                r.ok,
+                r.durable,
+                r.lossy
+            )
+        })
+        .collect();
+    format!(
+        "{read}: {} bytes, {} lines: {why}\n  lines: {}\n  appends: {}",
+        got.len(),
+        got.len() / LINE,
+        lines.join(" "),
+        all.join("; ")
+    )
 }

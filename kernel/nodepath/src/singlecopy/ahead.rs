@@ -10,7 +10,7 @@
 
 use alloc::vec::Vec;
 
-use fabric::proto::{Errno, Op, PageRun, Request, Response, RunKind};
+use fabric::proto::{Errno, Op, PageRun, PageSpan, Request, Response, RunKind};
 
 use super::{ScState, BATCH, MAX_ABANDONED};
 use crate::env::Env;
@@ -20,6 +20,17 @@ use crate::watermark::Watermarks;
 /// Most background INVs in flight together (the rest of the request ring
 /// is left for the operations' own requests).
 pub(super) const MAX_INVS_IN_FLIGHT: usize = 2 * BATCH;
+
+/// Reclaim ahead of need under way.
+#[derive(Debug, Default)]
+pub(super) struct Refill {
+    /// Background INVs of reclaim ahead of need in flight, by tag: one
+    /// run of a file's pages each (`ahead`).
+    pub(super) invs: Vec<(u32, PageSpan)>,
+    /// A round of reclaim ahead of need is under way (started under the
+    /// low mark, going on to the high one).
+    pub(super) on: bool,
+}
 
 impl ScState {
     /// The free-frame marks of every cache of this node.
@@ -38,7 +49,7 @@ impl ScState {
     /// Pages of background INVs in flight.
     pub fn invs_in_flight(&self) -> usize {
         self.coh.as_ref().map_or(0, |c| {
-            c.invs_in_flight.iter().map(|(_, s)| s.count as usize).sum()
+            c.refill.invs.iter().map(|(_, s)| s.count as usize).sum()
         })
     }
 
@@ -62,8 +73,8 @@ impl ScState {
             let Some(c) = self.coh.as_mut() else { break };
             // Under the low mark a round starts; it goes on (in later
             // calls too) until the high mark is free.
-            let want = c.cache.reclaim_wanted(out, c.refilling);
-            c.refilling = want > 0;
+            let want = c.cache.reclaim_wanted(out, c.refill.on);
+            c.refill.on = want > 0;
             let n = want.min(MAX_INVS_IN_FLIGHT.saturating_sub(out)).min(BATCH);
             if n == 0 {
                 if want > 0 && settle && out > 0 {
@@ -78,7 +89,7 @@ impl ScState {
             }
             let victims = c.cache.pick_victims(n);
             if victims.is_empty() {
-                c.refilling = false;
+                c.refill.on = false;
                 break; // nothing owned that may go
             }
             started += victims.len();
@@ -121,7 +132,7 @@ impl ScState {
             match link.start_call(&Request::PageRun(*run), self) {
                 Ok(tag) => {
                     if let Some(c) = self.coh.as_mut() {
-                        c.invs_in_flight.push((tag, run.span));
+                        c.refill.invs.push((tag, run.span));
                         c.cache.count_inv_entry();
                     }
                 }
@@ -150,20 +161,20 @@ impl ScState {
         let Some(c) = self.coh.as_mut() else { return 0 };
         let mut freed = 0;
         let mut i = 0;
-        while i < c.invs_in_flight.len() {
-            let (tag, span) = c.invs_in_flight[i];
+        while i < c.refill.invs.len() {
+            let (tag, span) = c.refill.invs[i];
             let Some(r) = link.poll_call(tag, Op::PageInvRun) else {
                 i += 1;
                 continue;
             };
-            c.invs_in_flight.swap_remove(i);
+            c.refill.invs.swap_remove(i);
             let done = match r {
                 Ok(Response::Run(r)) => r.done,
                 Err(Errno::Unavailable) => {
-                    if c.abandoned.len() >= MAX_ABANDONED {
-                        c.abandoned.pop_first();
+                    if c.late.abandoned.len() >= MAX_ABANDONED {
+                        c.late.abandoned.pop_first();
                     }
-                    c.abandoned.insert(tag, (span, Op::PageInvRun));
+                    c.late.abandoned.insert(tag, (span, Op::PageInvRun));
                     continue;
                 }
                 Ok(_) | Err(_) => 0,

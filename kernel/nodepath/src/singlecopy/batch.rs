@@ -4,6 +4,7 @@
 //! due) and late answers (a LOOKUP_LOCK given up whose E grant came after
 //! all) given back.
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use fabric::proto::{
@@ -24,6 +25,40 @@ fn drop_reqs(keys: &[PageKey]) -> Vec<PageReq> {
     keys.iter()
         .map(|&key| PageReq::Drop { key, dirty: false })
         .collect()
+}
+
+/// Relaxed mode's deferred DROPs.
+#[derive(Debug, Default)]
+pub(super) struct Drops {
+    /// Remote mappings replaced by private copies whose DROP
+    /// is not sent yet. They go out in front of the next batch of page
+    /// requests (so before any new request for the same page), or on
+    /// their own once [`BATCH`] are waiting: a write that makes a private
+    /// copy never waits for the directory.
+    pub(super) pending: Vec<PageKey>,
+    /// Deferred DROPs sent without waiting (a full batch of
+    /// them, see [`ScState::defer_drop`]), by tag, oldest first; their
+    /// answers are stored by the link as they come and taken in by
+    /// [`ScState::reap_drops`].
+    pub(super) in_flight: Vec<(u32, PageKey)>,
+}
+
+/// Exchanges given up unanswered, and late grants being given back.
+#[derive(Debug, Default)]
+pub(super) struct Late {
+    /// LOOKUP_LOCKs and INVs given up unanswered, by tag (with their
+    /// opcode). If an E grant comes late, nobody would ever UNLOCK it and
+    /// every other node's request for the page would be told to retry
+    /// until we leave: such a grant is given back with a DROP. If an
+    /// eviction's answer comes late, the directory has forgotten the page
+    /// and no DIR_INV will come for it: the frame held `Reclaiming` is
+    /// freed then (or the page given back, if the INV was refused), else
+    /// every later access of the page would wait for that DIR_INV for
+    /// good (see [`ScState::late_answer`]).
+    pub(super) abandoned: BTreeMap<u32, (PageSpan, fabric::proto::Op)>,
+    /// Late E grants being given back: page -> our orphan frame, freed
+    /// once the directory answers the DROP.
+    pub(super) releasing: BTreeMap<PageKey, u64>,
 }
 
 impl ScState {
@@ -77,7 +112,11 @@ impl ScState {
             self.late_answer(tag, &d);
         }
         self.reap_drops(link);
-        if self.coh.as_ref().is_some_and(|c| !c.releasing.is_empty()) {
+        if self
+            .coh
+            .as_ref()
+            .is_some_and(|c| !c.late.releasing.is_empty())
+        {
             self.flush_drops(link)?;
         }
         Ok(())
@@ -94,8 +133,8 @@ impl ScState {
     ) -> Result<(), Errno> {
         let due = match self.coh.as_mut() {
             Some(c) => {
-                c.pending_drops.push(key);
-                c.pending_drops.len() >= BATCH
+                c.drops.pending.push(key);
+                c.drops.pending.len() >= BATCH
             }
             None => false,
         };
@@ -115,9 +154,9 @@ impl ScState {
         self.reap_drops(link);
         loop {
             let room = self.coh.as_ref().map_or(0, |c| {
-                MAX_DROPS_IN_FLIGHT.saturating_sub(c.drops_in_flight.len())
+                MAX_DROPS_IN_FLIGHT.saturating_sub(c.drops.in_flight.len())
             });
-            if room >= BATCH.min(self.coh.as_ref().map_or(0, |c| c.pending_drops.len())) {
+            if room >= BATCH.min(self.coh.as_ref().map_or(0, |c| c.drops.pending.len())) {
                 break;
             }
             if !link.wait_calls(self) {
@@ -134,15 +173,15 @@ impl ScState {
             match link.start_call(&req, self) {
                 Ok(tag) => {
                     if let Some(c) = self.coh.as_mut() {
-                        c.drops_in_flight.push((tag, *key));
+                        c.drops.in_flight.push((tag, *key));
                     }
                 }
                 Err(e) => {
                     // Not sent: keep them for the next batch.
                     if let Some(c) = self.coh.as_mut() {
                         let mut back = drops[i..].to_vec();
-                        back.append(&mut c.pending_drops);
-                        c.pending_drops = back;
+                        back.append(&mut c.drops.pending);
+                        c.drops.pending = back;
                     }
                     return Err(e);
                 }
@@ -154,12 +193,13 @@ impl ScState {
     /// Take in the answers to DROPs in flight that came (or gave up).
     pub(super) fn reap_drops<E: Env>(&mut self, link: &mut Link<E>) {
         let Some(c) = self.coh.as_mut() else { return };
-        if c.drops_in_flight.is_empty() {
+        if c.drops.in_flight.is_empty() {
             return;
         }
         let mut done = Vec::new();
         let mut answers = Vec::new();
-        c.drops_in_flight
+        c.drops
+            .in_flight
             .retain(|&(tag, key)| match link.poll_call(tag, Op::PageDrop) {
                 None => true,
                 Some(r) => {
@@ -192,7 +232,7 @@ impl ScState {
             if self
                 .coh
                 .as_ref()
-                .is_none_or(|c| c.drops_in_flight.is_empty())
+                .is_none_or(|c| c.drops.in_flight.is_empty())
             {
                 return Ok(());
             }
@@ -207,9 +247,9 @@ impl ScState {
     pub(super) fn take_drops(&mut self, others: usize) -> Vec<PageKey> {
         let room = (2 * BATCH).saturating_sub(others);
         match self.coh.as_mut() {
-            Some(c) if room > 0 && !c.pending_drops.is_empty() => {
-                let n = c.pending_drops.len().min(room);
-                c.pending_drops.drain(..n).collect()
+            Some(c) if room > 0 && !c.drops.pending.is_empty() => {
+                let n = c.drops.pending.len().min(room);
+                c.drops.pending.drain(..n).collect()
             }
             _ => Vec::new(),
         }
@@ -228,7 +268,7 @@ impl ScState {
         for (k, a) in drops.iter().zip(answers) {
             if let Some(Ok(reply)) = a {
                 c.cache.drop_done(k);
-                if let Some(gfn) = c.releasing.remove(k) {
+                if let Some(gfn) = c.late.releasing.remove(k) {
                     if matches!(reply, PageReply::Done { .. }) {
                         c.cache.free_orphan(gfn);
                     }
@@ -244,7 +284,7 @@ impl ScState {
     /// `NodeCache::apply_answer`).
     pub(super) fn late_answer(&mut self, tag: u32, d: &fabric::proto::Desc) {
         let Some(c) = self.coh.as_mut() else { return };
-        let Some((span, op)) = c.abandoned.remove(&tag) else {
+        let Some((span, op)) = c.late.abandoned.remove(&tag) else {
             return;
         };
         let key = PageKey {
@@ -269,8 +309,8 @@ impl ScState {
                 if c.cache.orphan_key(gfn) == Some(key) =>
             {
                 log::debug!("late E grant of {key:?} in frame {gfn}: giving it back");
-                c.releasing.insert(key, gfn);
-                c.pending_drops.push(key);
+                c.late.releasing.insert(key, gfn);
+                c.drops.pending.push(key);
             }
             (fabric::proto::Op::PageInv, Some(PageReply::Done { .. })) => {
                 log::debug!("late answer to the eviction of {key:?}: frame freed");
@@ -337,10 +377,10 @@ impl ScState {
                         (None, PageReq::LookupLock { key, .. } | PageReq::Inv { key, .. }) => key,
                         _ => continue,
                     };
-                    if c.abandoned.len() >= MAX_ABANDONED {
-                        c.abandoned.pop_first();
+                    if c.late.abandoned.len() >= MAX_ABANDONED {
+                        c.late.abandoned.pop_first();
                     }
-                    c.abandoned.insert(*tag, (PageSpan::page(key), *op));
+                    c.late.abandoned.insert(*tag, (PageSpan::page(key), *op));
                 }
             }
         }
@@ -437,10 +477,12 @@ impl ScState {
                     if out[i].is_some() || runs[i].kind != fabric::proto::RunKind::Inv {
                         continue;
                     }
-                    if c.abandoned.len() >= MAX_ABANDONED {
-                        c.abandoned.pop_first();
+                    if c.late.abandoned.len() >= MAX_ABANDONED {
+                        c.late.abandoned.pop_first();
                     }
-                    c.abandoned.insert(*tag, (runs[i].span, Op::PageInvRun));
+                    c.late
+                        .abandoned
+                        .insert(*tag, (runs[i].span, Op::PageInvRun));
                 }
             }
         }

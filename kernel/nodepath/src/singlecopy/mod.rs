@@ -22,12 +22,13 @@
 //!   idles ([`Session::service`]): the page is forgotten, unmapped from the
 //!   mmap window (with its TLB flush), then acknowledged on the ack ring.
 //!
-//! Files: this one (state, resolve, reclaim), `session` (join, servicing
-//! notices, leave), `batch` (batched page calls, deferred DROPs, late
-//! answers), `inflight` (tasks' write-backs in flight), `reads` (tasks'
-//! read misses in flight), `rw` (read, write, fsync, strong-mode
-//! promotion and the store guard), `mmap` (windows), `path` (the
-//! [`DataPath`]).
+//! Files: this one (state, reclaim), `resolve` (misses in batches of
+//! page requests), `session` (join, servicing notices, leave), `batch`
+//! (batched page calls, deferred DROPs, late answers), `inflight` (tasks'
+//! write-backs in flight), `reads` (tasks' read misses in flight), `rw`
+//! (read, write), `writeback` (write-back and fsync), `remote` (DPC's
+//! Remote MM: a peer's frames, replicas, the store guard, the mmap
+//! windows in `remote/mmap`), `path` (the [`DataPath`]).
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
@@ -36,29 +37,31 @@ mod batch;
 mod control;
 mod groups;
 mod inflight;
-mod mmap;
 pub(crate) mod path;
 mod reads;
+mod remote;
+mod resolve;
 mod rw;
 mod session;
+mod writeback;
 
 pub use control::Controls;
 pub use groups::group_errno;
-pub use mmap::{window_va, MMAP_BASE};
 pub use path::SingleCopy;
+pub use remote::mmap::{window_va, MMAP_BASE};
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use fabric::layout::Layout;
 use fabric::proto::Errno;
-use fabric::proto::{PageKey, PageReply, PageReq, PageRun, PageSpan, RunKind};
+use fabric::proto::{PageKey, PageReply, PageReq, PageRun, RunKind};
 use fabric::shm::SharedMem;
 
 use crate::client::Notifier;
 use crate::env::{Env, Mapper};
 use crate::link::Link;
-use crate::pagecache::{Installed, Mode, NodeCache, Slot};
+use crate::pagecache::{Mode, NodeCache, Slot};
 
 /// Page requests published together.
 pub const BATCH: usize = 32;
@@ -74,64 +77,28 @@ pub struct Coherence {
     /// Bookkeeping.
     pub cache: NodeCache,
     layout: Layout,
-    /// Pages mapped in the mmap window, by page -> virtual address.
-    mapped: BTreeMap<PageKey, u64>,
-    /// Lazily mapped windows: window slot -> inode (`mmap_lazy`).
-    windows: BTreeMap<u64, u64>,
-    /// Window page faults served with our or the owner's frame.
-    faults: u64,
-    /// Window page faults on a page no longer resident (served with the
-    /// zero page; the reader retries).
-    fault_misses: u64,
+    /// The mmap windows' mappings and faults (`mmap`).
+    win: remote::mmap::Windows,
     /// The notify ring was found corrupt: no more servicing; calls fail
     /// until the link's next membership check rejoins (fresh rings).
     broken: bool,
     /// Disconnected: nothing to service until the next join.
     detached: bool,
-    /// Relaxed mode: remote mappings replaced by private copies whose DROP
-    /// is not sent yet. They go out in front of the next batch of page
-    /// requests (so before any new request for the same page), or on
-    /// their own once [`BATCH`] are waiting: a write that makes a private
-    /// copy never waits for the directory.
-    pending_drops: Vec<PageKey>,
-    /// Relaxed mode: deferred DROPs sent without waiting (a full batch of
-    /// them, see [`ScState::defer_drop`]), by tag, oldest first; their
-    /// answers are stored by the link as they come and taken in by
-    /// [`ScState::reap_drops`].
-    drops_in_flight: Vec<(u32, PageKey)>,
     /// This node's id.
     node: u32,
-    /// This node has read the header's `replicas_used` set and said so
-    /// (its record's `sees_replicas`): every store is announced from then
-    /// on (see `dirsvc::server::replicas`).
-    sees_replicas: bool,
-    /// Strong mode: the page whose PROMOTE is in flight, and whether a
-    /// REVOKE of it came meanwhile (the notify ring can overtake the
-    /// grant on the response ring): then the grant is not used.
-    promoting: Option<(PageKey, bool)>,
-    /// LOOKUP_LOCKs and INVs given up unanswered, by tag (with their
-    /// opcode). If an E grant comes late, nobody would ever UNLOCK it and
-    /// every other node's request for the page would be told to retry
-    /// until we leave: such a grant is given back with a DROP. If an
-    /// eviction's answer comes late, the directory has forgotten the page
-    /// and no DIR_INV will come for it: the frame held `Reclaiming` is
-    /// freed then (or the page given back, if the INV was refused), else
-    /// every later access of the page would wait for that DIR_INV for
-    /// good (see [`ScState::late_answer`]).
-    abandoned: BTreeMap<u32, (PageSpan, fabric::proto::Op)>,
-    /// Late E grants being given back: page -> our orphan frame, freed
-    /// once the directory answers the DROP.
-    releasing: BTreeMap<PageKey, u64>,
+    /// Relaxed mode's deferred DROPs, unsent and in flight (`batch`).
+    drops: batch::Drops,
+    /// Exchanges given up unanswered, and late grants given back (`batch`).
+    late: batch::Late,
+    /// Replicas of hot pages: seen in use, a PROMOTE in flight (`remote`).
+    replicas: remote::Replicas,
+    /// Reclaim ahead of need: its INVs in flight, a round under way
+    /// (`ahead`).
+    refill: ahead::Refill,
     /// Relaxed mode: the bytes of each private copy this node wrote
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
     written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
-    /// Background INVs of reclaim ahead of need in flight, by tag: one
-    /// run of a file's pages each (`ahead`).
-    invs_in_flight: Vec<(u32, PageSpan)>,
-    /// A round of reclaim ahead of need is under way (started under the
-    /// low mark, going on to the high one).
-    refilling: bool,
 }
 
 /// Most abandoned LOOKUP_LOCK and INV tags remembered.
@@ -174,18 +141,12 @@ pub struct ScState {
 impl Coherence {
     /// Remove `key`'s mapping from its window, if any (with the TLB flush).
     fn unmap(&mut self, m: &impl Mapper, key: &PageKey) {
-        if let Some(va) = self.mapped.remove(key) {
-            m.unmap_4k(va);
-        }
+        self.win.unmap(m, key);
     }
 
     /// Remove every window mapping.
     fn unmap_all(&mut self, m: &impl Mapper) {
-        for va in self.mapped.values() {
-            m.unmap_4k(*va);
-        }
-        self.mapped.clear();
-        self.windows.clear();
+        self.win.unmap_all(m);
     }
 }
 
@@ -424,158 +385,6 @@ impl ScState {
             }
         }
         Ok(true)
-    }
-
-    /// Make `keys` resident or mapped here (one batch per [`BATCH`]
-    /// pages). `full_write`: the caller will overwrite whole pages (strong
-    /// mode asks LOOKUP_LOCK instead of READ). Returns the pages left in E
-    /// (reserved), which the caller must write and UNLOCK.
-    pub fn resolve<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        keys: &[PageKey],
-        full_write: bool,
-    ) -> Result<Vec<(PageKey, u64)>, Errno> {
-        self.resolve_in(link, keys, full_write, BATCH)
-    }
-
-    /// [`ScState::resolve`] with up to `max_batch` page requests published
-    /// together.
-    fn resolve_in<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        keys: &[PageKey],
-        full_write: bool,
-        max_batch: usize,
-    ) -> Result<Vec<(PageKey, u64)>, Errno> {
-        let mut reserved = Vec::new();
-        let r = self.resolve_into(link, keys, full_write, max_batch, &mut reserved);
-        // A caller resolving one page to write never gets E grants with an
-        // error; several pages go through `resolve_into` (see
-        // `rw::write_full_pages`), which hands them back either way.
-        debug_assert!(r.is_ok() || reserved.is_empty());
-        r.map(|()| reserved)
-    }
-
-    /// [`ScState::resolve_in`] that puts the pages granted E (which the
-    /// caller must write and UNLOCK) in `reserved`, also when it returns
-    /// an error for other pages.
-    pub(super) fn resolve_into<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        keys: &[PageKey],
-        full_write: bool,
-        max_batch: usize,
-        reserved: &mut Vec<(PageKey, u64)>,
-    ) -> Result<(), Errno> {
-        self.settle_reads(link, keys);
-        let mut todo: Vec<PageKey> = keys.to_vec();
-        let mut rounds = 0u32;
-        while !todo.is_empty() {
-            rounds += 1;
-            if rounds > MAX_RETRIES {
-                return Err(Errno::Io);
-            }
-            // A page whose background eviction was answered is free to
-            // ask for again (its frame back in the pool).
-            self.reap_invs(link);
-            let mut batch = Vec::new();
-            let mut rest = Vec::new();
-            for key in todo.drain(..) {
-                if batch.len() >= max_batch {
-                    rest.push(key);
-                    continue;
-                }
-                let c = self.c()?;
-                match c.cache.slot(&key) {
-                    // Being torn down: wait for the directory's DIR_INV.
-                    Some(Slot::Reclaiming { .. }) => {
-                        rest.push(key);
-                        continue;
-                    }
-                    // Usable already (ours, mapped, private or reserved).
-                    Some(_) => continue,
-                    None => {}
-                }
-                match c.cache.start_miss(key, full_write) {
-                    Some(r) => batch.push((key, r)),
-                    // Another exchange of ours has it in flight: not an
-                    // empty pool.
-                    None if c.cache.in_flight(&key) => rest.push(key),
-                    None => {
-                        // Pool empty (or the node's or group's limit):
-                        // reclaim, then try this page again.
-                        let freed = self.reclaim_waiting(link, BATCH)?;
-                        if freed == 0 && batch.is_empty() {
-                            return Err(Errno::NoSpace);
-                        }
-                        rest.push(key);
-                    }
-                }
-            }
-            todo = rest;
-            if batch.is_empty() {
-                // Only pages being torn down are left: let the invalidations in.
-                if !todo.is_empty() && !link.wait(self) {
-                    return Err(Errno::Unavailable);
-                }
-                continue;
-            }
-            let reqs: Vec<PageReq> = batch.iter().map(|(_, r)| *r).collect();
-            let (answers, fatal) = self.page_batch(link, &reqs);
-            log::debug!("resolve: {reqs:?} -> {answers:?}");
-            // Every page of the batch is completed, whatever happened to
-            // the others: its answer applied, or its miss cancelled (frame
-            // back to the pool, a deferred ack sent).
-            let t_fill = link.env.now_ns();
-            let mut err = fatal;
-            for ((key, _), answer) in batch.iter().zip(answers) {
-                let c = self.c()?;
-                let reply = match answer {
-                    Some(Ok(reply)) => reply,
-                    Some(Err(e)) => {
-                        c.cache.cancel_miss(key, false);
-                        err.get_or_insert(e);
-                        continue;
-                    }
-                    None => {
-                        c.cache.cancel_miss(key, true);
-                        err.get_or_insert(Errno::Unavailable);
-                        continue;
-                    }
-                };
-                let layout = c.layout;
-                let mem = link.env.mem();
-                let r = c
-                    .cache
-                    .complete_miss(*key, reply, |gfn| exported(mem, &layout, gfn));
-                match r {
-                    Installed::Local(_) | Installed::Remote(_) => {}
-                    Installed::Reserved(gfn) => reserved.push((*key, gfn)),
-                    Installed::Retry => todo.push(*key),
-                    Installed::Failed => {
-                        err.get_or_insert(match reply {
-                            PageReply::IoError => Errno::Io,
-                            _ => Errno::Refused,
-                        });
-                    }
-                }
-            }
-            link.add_fill(t_fill);
-            // Invalidations that raced these misses are due now.
-            if let Some(c) = self.coh.as_mut() {
-                c.send_due_acks(&link.env);
-            }
-            if let Some(e) = err {
-                // Pages granted E in this or an earlier round are in
-                // `reserved`: the caller writes and UNLOCKs them.
-                return Err(e);
-            }
-            if !todo.is_empty() && !link.wait(self) {
-                return Err(Errno::Unavailable);
-            }
-        }
-        Ok(())
     }
 
     /// Drop remote mappings above the limit (called after reads).

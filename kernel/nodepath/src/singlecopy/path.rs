@@ -6,7 +6,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::AtomicU64;
 use osapi::keys;
 
 use fabric::layout::Layout;
@@ -17,7 +17,10 @@ use crate::env::Env;
 use crate::link::{Link, Session};
 use crate::pagecache::{Mode, PAGE};
 use crate::tickets::TicketDone;
-use crate::vfs::{attr_of, getattr, DataPath, FileMeta, Meta, WbStart, WbWhy};
+use crate::vfs::{getattr, DataPath, Meta, WbStart, WbWhy};
+
+mod copies;
+mod publish;
 
 /// Most private copies (relaxed mode): each is a 4 KiB heap page. At the
 /// bound the oldest [`PRIVATE_WRITEBACK_BATCH`] are written back and
@@ -73,102 +76,6 @@ impl SingleCopy {
         self.st.set_controls(k);
     }
 
-    /// Does every page `[pos, pos + len)` of `ino` live in a private
-    /// copy here?
-    fn all_private(&self, ino: u64, pos: u64, len: usize) -> bool {
-        let page = PAGE as u64;
-        let end = pos + len as u64;
-        (pos / page..end.div_ceil(page)).all(|idx| self.is_private(&PageKey { ino, idx }))
-    }
-
-    fn is_private(&self, key: &PageKey) -> bool {
-        self.st
-            .coh
-            .as_ref()
-            .is_some_and(|c| c.cache.private(key).is_some())
-    }
-
-    /// Note the private copies among pages `[first, last)` of `ino`.
-    fn track_private(&mut self, ino: u64, first: u64, last: u64) {
-        for idx in first..last {
-            let key = PageKey { ino, idx };
-            if self.is_private(&key) && !self.private_age.contains_key(&key) {
-                self.private_age.insert(key, self.next_age);
-                self.private_order.insert(self.next_age, key);
-                self.next_age += 1;
-            }
-        }
-    }
-
-    /// `ino`'s private copies were written back (all of them, or a
-    /// batch): forget the tracking of those gone, and once none is left
-    /// the local size too (the write-backs, clipped to it, extended the
-    /// directory's file to it).
-    fn written_back(&mut self, meta: &mut Meta, ino: u64) {
-        self.untrack(ino);
-        let left = self
-            .st
-            .coh
-            .as_ref()
-            .is_some_and(|c| !c.cache.private_pages(ino).is_empty());
-        if !left {
-            meta.clear_local_size(ino);
-        }
-    }
-
-    /// Forget the tracking of `ino`'s copies that are gone.
-    fn untrack(&mut self, ino: u64) {
-        let keys: Vec<PageKey> = self
-            .private_age
-            .range(PageKey { ino, idx: 0 }..=PageKey { ino, idx: u64::MAX })
-            .map(|(k, _)| *k)
-            .collect();
-        for key in keys {
-            if !self.is_private(&key) {
-                if let Some(age) = self.private_age.remove(&key) {
-                    self.private_order.remove(&age);
-                }
-            }
-        }
-    }
-
-    /// At the bound: write back and free the oldest private copies.
-    fn bound_private<E: Env>(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<(), Errno> {
-        let count = |s: &Self| {
-            s.st.coh
-                .as_ref()
-                .map(|c| c.cache.private_count())
-                .unwrap_or(0)
-        };
-        while count(self) >= self.max_private {
-            let mut batch: Vec<PageKey> = Vec::new();
-            while batch.len() < PRIVATE_WRITEBACK_BATCH {
-                let Some((_, key)) = self.private_order.pop_first() else {
-                    break;
-                };
-                self.private_age.remove(&key);
-                if self.is_private(&key) {
-                    batch.push(key);
-                }
-            }
-            if batch.is_empty() {
-                // Copies we never saw made: write back everything.
-                return self.fsync_dirty(link, meta);
-            }
-            batch.sort_unstable();
-            for ino_run in batch.chunk_by(|a, b| a.ino == b.ino) {
-                let ino = ino_run[0].ino;
-                let size = meta.size_of(ino);
-                self.st
-                    .write_back_private(link, (ino, meta.gen(ino)), ino_run, size)?;
-                if meta.local_size(ino).is_some() {
-                    self.written_back(meta, ino);
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Write back `ino` (its size from `meta`).
     fn fsync_ino<E: Env>(
         &mut self,
@@ -198,191 +105,6 @@ impl SingleCopy {
             self.fsync_ino(link, meta, ino)?;
         }
         Ok(())
-    }
-
-    /// Write `data` at `pos` of `ino`, then publish the new size if it
-    /// grew the file (see [`DataPath::write`]).
-    fn write_chunk<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        meta: &mut Meta,
-        ino: u64,
-        pos: u64,
-        data: &[u8],
-    ) -> Result<usize, Errno> {
-        // Data first, size second (as Linux publishes i_size only once the
-        // data is in the page cache): a reader never sees the new size over
-        // pages that do not hold the new data yet. The size is published
-        // only over the version the data was written at; if another node
-        // changed the file in between (a truncate evicts our pages), the
-        // directory answers Stale and the write is redone.
-        let end = pos + data.len() as u64;
-        // Relaxed: a write that lands in private copies only is invisible
-        // to other nodes until it is written back, so it needs no size
-        // publication either: its extension stays local (as `private`
-        // mode's buffered writes) and goes to the directory with the
-        // copies' write-back (see `written_back`).
-        let zeros_from = known_end(meta, ino);
-        if self.st.private_only(ino, pos, data.len(), zeros_from) {
-            let n = self.st.write(link, ino, pos, data, zeros_from)?;
-            let end = pos + n as u64;
-            if end > meta.size_of(ino) {
-                meta.set_local_size(ino, end);
-            }
-            return Ok(n);
-        }
-        let mut tries = 0u32;
-        let busy_until = link.deadline();
-        loop {
-            tries += 1;
-            if tries > MAX_PUBLISH_TRIES {
-                return Err(Errno::Io);
-            }
-            // With a local extension (relaxed private copies past the
-            // published end) the known size is not the directory's: ask,
-            // since a frame past the published end is not written back.
-            // Strong: so is a size another node may have cut since it was
-            // confirmed (the metadata epoch moved): a write that starts
-            // after a truncate returned and lands past its end extends the
-            // file again, or its bytes would lie past the end, unseen. The
-            // call also services the DIR_INVs the cut sent this node.
-            let extended = meta.local_size(ino).is_some();
-            let epoch = link.meta_epoch();
-            let unconfirmed = self.st.mode == Mode::Strong
-                && (epoch.is_none() || epoch != meta.validated_at(ino));
-            let grow = if end > meta.size_of(ino) || extended || unconfirmed {
-                let a = getattr(link, &mut self.st, ino)?;
-                meta.learn(&a);
-                if let Some(e) = epoch {
-                    meta.set_validated(ino, e);
-                }
-                (end > a.size).then_some(a.version)
-            } else {
-                None
-            };
-            // Until the size is published, reclaim must not take these
-            // pages (not written back past the end of file): see `pin`.
-            let first = pos / PAGE as u64;
-            let last = end.div_ceil(PAGE as u64);
-            self.st.pin(&link.env, grow.map(|_| (ino, first, last)));
-            let n = self.st.write(link, ino, pos, data, known_end(meta, ino));
-            let n = match n {
-                Ok(n) => n,
-                Err(e) => {
-                    self.st.pin(&link.env, None);
-                    return Err(e);
-                }
-            };
-            let Some(version) = grow else { return Ok(n) };
-            if self.st.mode == Mode::Relaxed && self.all_private(ino, pos, n) {
-                // The write made private copies of pages it mapped (as
-                // `private_only` writes do of pages past the end): no
-                // other node sees its bytes before they are written back,
-                // so its size stays local too. Published now, the file
-                // would read as zeros elsewhere until then, and for good
-                // if the copies are lost.
-                self.st.pin(&link.env, None);
-                meta.set_local_size(ino, pos + n as u64);
-                return Ok(n);
-            }
-            // Under an append lock the size goes only within its budget,
-            // and the directory takes it only from the lease's holder.
-            let locked = self.st.appending();
-            if let Err(e) = self.st.in_append_budget(link.env.now_ns()) {
-                self.st.pin(&link.env, None);
-                return Err(e);
-            }
-            let req = Request::Setattr {
-                gen: fabric::proto::gen_of_version(version),
-                ino,
-                size: end,
-                expect: Some(version),
-                locked,
-            };
-            let published = link.fs_call(&req, self);
-            self.st.pin(&link.env, None);
-            match published {
-                Ok(r) => {
-                    let a = attr_of(r)?;
-                    meta.set(
-                        ino,
-                        FileMeta {
-                            version: a.version,
-                            size: a.size,
-                        },
-                    );
-                    return Ok(n);
-                }
-                Err(Errno::Stale) => log::debug!("write of {ino}: size publication stale, again"),
-                // A page the size would cover is still being torn down (a
-                // truncate by another node): this write may sit in its old
-                // frame. Wait for the teardown (servicing our notices: we
-                // may be the owner to tell), then redo the write into a
-                // fresh copy. Under an append lock, `Busy` may also mean
-                // the lease lapsed: the budget check above ends that.
-                Err(Errno::Busy) if link.env.now_ns() < busy_until => {
-                    log::debug!("write of {ino}: pages under the new size torn down, waiting");
-                    tries -= 1;
-                    // Our own tasks' READs of those pages hold their acks
-                    // until their answers are applied.
-                    self.st.reads_poll(link);
-                    link.service(self);
-                    link.env.wait_step(false);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-impl SingleCopy {
-    /// Forget `ino`'s private copies unwritten.
-    fn drop_copies(&mut self, ino: u64) {
-        if let Some(c) = self.st.coh.as_mut() {
-            for key in c.cache.private_pages(ino) {
-                c.cache.drop_private(&key);
-                c.written.remove(&key);
-            }
-        }
-        self.untrack(ino);
-    }
-
-    /// `r`, the result of a write-back of `ino` that a close, fsync or
-    /// truncate reports. A failure the directory answered loses exactly
-    /// what it could not write ([`crate::dirty::drops_unwritten`]): the
-    /// private copies left go, and so does the size they extended the
-    /// file to. Kept, they would read here under the size other nodes'
-    /// writes publish meanwhile (zeros past this node's old end, its own
-    /// unwritten bytes where another node's completed write landed), and
-    /// a later write-back would carry them over those writes.
-    fn reported(&mut self, meta: &mut Meta, ino: u64, r: Result<(), Errno>) -> Result<(), Errno> {
-        match r {
-            Err(e) if crate::dirty::drops_unwritten(e) => {
-                log::warn!(
-                    "write-back of inode {ino} failed ({e:?}): its unwritten copies dropped"
-                );
-                self.drop_copies(ino);
-                meta.forget_local_size(ino);
-            }
-            _ => self.written_back(meta, ino),
-        }
-        r
-    }
-
-    /// The session is about to drop every page, private copies included:
-    /// if it holds any, they are lost unwritten.
-    fn losing_copies(&mut self) {
-        let held = self
-            .st
-            .coh
-            .as_ref()
-            .is_some_and(|c| c.cache.private_count() > 0);
-        if held {
-            log::warn!("private copies lost unwritten: local sizes go back to the directory's");
-            self.losses.fetch_add(1, Ordering::Release);
-            self.private_age.clear();
-            self.private_order.clear();
-        }
     }
 }
 

@@ -1,23 +1,17 @@
-//! Reads, writes and fsync of the single-copy path.
+//! Reads and writes of the single-copy path (write-back and fsync:
+//! `writeback`).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use fabric::layout::Header;
-use fabric::proto::{Errno, PageKey, PageReply, PageReq, PageRun, Request, RunKind};
+use fabric::proto::{Errno, PageKey, PageReq};
 use fabric::shm::SharedMem;
 
+use super::remote::{cxl_delay, frame_off};
 use super::{ScState, BATCH, MAX_RETRIES};
-use crate::dirty::Run;
-use crate::env::{Clock, Env};
-use crate::link::{contiguous_runs, Link, WriteReq};
+use crate::env::Env;
+use crate::link::Link;
 use crate::pagecache::{Hit, Mode, Slot, PAGE};
-
-/// Offset of frame `gfn` in the region (an impossible one is refused by
-/// the region's bounds check).
-fn frame_off(gfn: u64) -> usize {
-    fabric::layout::Layout::gfn_offset(gfn).unwrap_or(usize::MAX)
-}
 
 /// Relaxed mode: does a write to a page this node does not hold need no
 /// old bytes? Yes if it covers the page `whole`, or the page starts at or
@@ -40,112 +34,7 @@ fn page_with(in_page: usize, chunk: &[u8]) -> Box<[u8; PAGE]> {
     p
 }
 
-/// Spin for the emulated CXL latency `ns` (no-op at 0).
-fn cxl_delay(clock: &impl Clock, ns: u64) {
-    if ns > 0 {
-        let t0 = clock.now_ns();
-        while clock.now_ns().saturating_sub(t0) < ns {}
-    }
-}
-
 impl ScState {
-    /// Hot page `key`, mapped from a peer's frame `gfn`: keep a replica
-    /// (one more copy of the whole frame from the peer, then local reads).
-    /// Strong mode asks the directory first (PROMOTE); a refusal or a
-    /// failed call only means no replica now.
-    fn promote<E: Env>(&mut self, link: &mut Link<E>, key: PageKey, gfn: u64, cxl_ns: u64) {
-        if self.mode == Mode::Strong {
-            if let Some(c) = self.coh.as_mut() {
-                c.promoting = Some((key, false));
-            }
-            let r = self.page_calls(link, &[PageReq::Promote { key }]);
-            // A REVOKE of the page that came while we waited: a writer
-            // stored (or is storing) after the grant; the copy would miss
-            // it, and the directory no longer counts us as a holder.
-            let revoked = self
-                .coh
-                .as_mut()
-                .and_then(|c| c.promoting.take())
-                .is_some_and(|(_, revoked)| revoked);
-            match r.as_deref() {
-                Ok([PageReply::Done { .. }]) if !revoked => {}
-                r => {
-                    log::debug!("PROMOTE {key:?}: {r:?}");
-                    if let Some(c) = self.cache() {
-                        c.promote_refused(&key);
-                    }
-                    return;
-                }
-            }
-        }
-        let mut p = Box::new([0u8; PAGE]);
-        cxl_delay(&link.env, cxl_ns);
-        link.env.mem().read(frame_off(gfn), &mut p[..]);
-        // False if the mapping went meanwhile (a DIR_INV while we asked):
-        // the replica goes with it.
-        if let Some(c) = self.cache() {
-            c.set_replica(&key, p);
-        }
-    }
-
-    /// Before a store into frame `gfn` (page `key`): once this node has
-    /// seen replicas in use (`replicas_used`, which the first PROMOTE
-    /// sets), announce the store in this node's `writing` word, fence,
-    /// and read the frame's replica bit; before that, store at once.
-    /// Clear: true, store now, then [`ScState::end_store`]. Set: have the
-    /// directory revoke every replica of the page first (UNPROTECT, which
-    /// answers once they are gone) and return false: the caller looks the
-    /// page up again and retries. This node's own replica of the page goes
-    /// first either way (see `dirsvc::server::replicas`).
-    pub(super) fn begin_store<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        key: PageKey,
-        gfn: u64,
-    ) -> Result<bool, Errno> {
-        let Some(layout) = self.coh.as_ref().map(|c| c.layout) else {
-            return Ok(true);
-        };
-        let me = link.id();
-        // Until this node reads `replicas_used` set, its stores are not
-        // announced; the directory grants no replica before every member
-        // said it saw the word (after its earlier stores).
-        if !self
-            .coh
-            .as_mut()
-            .is_some_and(|c| c.replicas_seen(&link.env))
-        {
-            return Ok(true);
-        }
-        if let Some(c) = self.cache() {
-            c.revoke_replica(&key);
-        }
-        let h = Header::new(link.env.mem(), layout);
-        h.set_writing(me, gfn.wrapping_add(1));
-        link.env.fence();
-        if !h.replicated(gfn) {
-            return Ok(true);
-        }
-        h.set_writing(me, 0);
-        match self
-            .page_calls(link, &[PageReq::Unprotect { key }])?
-            .as_slice()
-        {
-            [PageReply::Done { .. }] => Ok(false),
-            other => {
-                log::warn!("UNPROTECT {key:?}: {other:?}");
-                Err(Errno::Io)
-            }
-        }
-    }
-
-    /// After a store that [`ScState::begin_store`] let through.
-    pub(super) fn end_store<E: Env>(&self, link: &Link<E>) {
-        if let Some(c) = self.coh.as_ref().filter(|c| c.sees_replicas) {
-            Header::new(link.env.mem(), c.layout).set_writing(link.id(), 0);
-        }
-    }
-
     /// Read `buf.len()` bytes at `pos` of `ino` (the caller clipped to
     /// EOF). Copies from a peer's frame cost `cxl_ns` more.
     pub fn read<E: Env>(
@@ -283,16 +172,7 @@ impl ScState {
         zeros_from: u64,
     ) -> Result<usize, Errno> {
         let mode = self.c()?.cache.mode();
-        // A task's READ in flight of a page written here is applied
-        // first: its answer must not replace the bytes written (relaxed
-        // mode makes private copies without asking the directory).
-        if self.reads_in_flight() {
-            let last = (pos + data.len().max(1) as u64 - 1) / PAGE as u64;
-            let keys: Vec<PageKey> = (pos / PAGE as u64..=last)
-                .map(|idx| PageKey { ino, idx })
-                .collect();
-            self.settle_reads(link, &keys);
-        }
+        self.settle_reads_of(link, ino, pos, data.len());
         let mut done = 0usize;
         let mut tries = 0u32;
         let now = link.env.now_ns();
@@ -325,108 +205,181 @@ impl ScState {
             self.intact()?;
             let hit = self.c()?.cache.lookup(&key);
             log::trace!("write {key:?} +{in_page} len {n}: {hit:?}");
-            match (hit, mode) {
+            let stored = match (hit, mode) {
                 (Hit::Local(g), _)
                 | (Hit::Remote(g), Mode::Strong)
                 | (Hit::Replica(g), Mode::Strong) => {
-                    if !self.begin_store(link, key, g)? {
-                        // Replicas revoked: look the page up again.
-                        tries += 1;
-                        if tries > MAX_RETRIES {
-                            return Err(Errno::Io);
-                        }
-                        continue;
-                    }
-                    if let Err(e) = self.in_append_budget(link.env.now_ns()) {
-                        self.end_store(link);
-                        return Err(e);
-                    }
-                    link.env.mem().write(frame_off(g) + in_page, chunk);
-                    self.end_store(link);
-                    if let Some(c) = self.cache() {
-                        c.mark_dirty(&key);
-                    }
+                    self.store_in_frame(link, key, g, in_page, chunk)?
                 }
                 (Hit::Remote(g) | Hit::Replica(g), _) => {
-                    // Relaxed: a private copy, written back at fsync (a
-                    // replica goes with the mapping). A whole page needs
-                    // none of the peer's bytes.
-                    let p = if n == PAGE {
-                        page_with(0, chunk)
-                    } else {
-                        let mut p = Box::new([0u8; PAGE]);
-                        link.env.mem().read(frame_off(g), &mut p[..]);
-                        p[in_page..in_page + n].copy_from_slice(chunk);
-                        p
-                    };
-                    // The window mapping of the peer's frame goes too:
-                    // the owner may reuse that frame for another page.
-                    if let Ok(c) = self.c() {
-                        c.unmap(&link.env, &key);
-                    }
-                    self.wrote_copy(key, in_page..in_page + n, true);
-                    if self
-                        .cache()
-                        .map(|c| c.make_private(key, p))
-                        .unwrap_or(false)
-                    {
-                        // The DROP goes with the next batch (no wait here).
-                        self.defer_drop(link, key)?;
-                    }
+                    self.copy_peer_page(link, key, g, in_page, chunk)?;
+                    true
                 }
                 (Hit::Private, _) => {
                     if let Some(p) = self.cache().and_then(|c| c.private_mut(&key)) {
                         p[in_page..in_page + n].copy_from_slice(chunk);
                     }
                     self.wrote_copy(key, in_page..in_page + n, false);
+                    true
                 }
                 (Hit::Miss, Mode::Relaxed)
                     if no_old_bytes(key.idx * PAGE as u64, n == PAGE, zeros_from) =>
                 {
-                    // A full page, or one past the end of the file, needs
-                    // no old data: a private copy at once, no READ fill,
-                    // no directory call.
-                    let p = page_with(in_page, chunk);
-                    if let Ok(c) = self.c() {
-                        c.unmap(&link.env, &key);
-                    }
-                    self.wrote_copy(key, in_page..in_page + n, true);
-                    if let Some(c) = self.cache() {
-                        c.make_private(key, p);
-                    }
+                    self.copy_new_page(link, key, in_page, chunk);
+                    true
                 }
                 (Hit::Miss, _) => {
                     tries += 1;
                     if tries > MAX_RETRIES {
                         return Err(Errno::Io);
                     }
-                    let full = n == PAGE;
-                    for (k, gfn) in self.resolve(link, &[key], full)? {
-                        // E: we install the page: write it whole, then UNLOCK
-                        // (past an append's budget, as the page with no
-                        // data it was: another node may append there now).
-                        let late = self.in_append_budget(link.env.now_ns());
-                        let mut page = [0u8; PAGE];
-                        if late.is_ok() {
-                            page[in_page..in_page + n].copy_from_slice(chunk);
-                        }
-                        link.env.mem().write(frame_off(gfn), &page);
-                        let r = self.page_calls(link, &[PageReq::Unlock { key: k }]);
-                        self.unlocked_or_broken(r)?;
-                        if let Some(c) = self.cache() {
-                            c.unlocked(k);
-                        }
-                        late?;
-                        done += n;
+                    let installed = self.install_missed(link, key, in_page, chunk)?;
+                    if installed > 0 {
+                        done += n * installed;
                         tries = 0;
                     }
                     continue;
                 }
+            };
+            if !stored {
+                // Replicas revoked: look the page up again.
+                tries += 1;
+                if tries > MAX_RETRIES {
+                    return Err(Errno::Io);
+                }
+                continue;
             }
             done += n;
             tries = 0;
         }
         Ok(done)
+    }
+
+    /// A task's READ in flight of a page a write of `len` bytes at `pos`
+    /// of `ino` covers is applied first: its answer must not replace the
+    /// bytes written (relaxed mode makes private copies without asking the
+    /// directory).
+    fn settle_reads_of<E: Env>(&mut self, link: &mut Link<E>, ino: u64, pos: u64, len: usize) {
+        if self.reads_in_flight() {
+            let last = (pos + len.max(1) as u64 - 1) / PAGE as u64;
+            let keys: Vec<PageKey> = (pos / PAGE as u64..=last)
+                .map(|idx| PageKey { ino, idx })
+                .collect();
+            self.settle_reads(link, &keys);
+        }
+    }
+
+    /// Store `chunk` at `in_page` of `key` straight into frame `g` (ours,
+    /// or strong mode's peer frame), within an append's budget; `false`
+    /// if the page's replicas were revoked meanwhile (look it up again).
+    fn store_in_frame<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        g: u64,
+        in_page: usize,
+        chunk: &[u8],
+    ) -> Result<bool, Errno> {
+        if !self.begin_store(link, key, g)? {
+            return Ok(false);
+        }
+        if let Err(e) = self.in_append_budget(link.env.now_ns()) {
+            self.end_store(link);
+            return Err(e);
+        }
+        link.env.mem().write(frame_off(g) + in_page, chunk);
+        self.end_store(link);
+        if let Some(c) = self.cache() {
+            c.mark_dirty(&key);
+        }
+        Ok(true)
+    }
+
+    /// Relaxed: a write to a page mapped from a peer's frame `g` makes a
+    /// private copy, written back at fsync (a replica goes with the
+    /// mapping). A whole page needs none of the peer's bytes.
+    fn copy_peer_page<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        g: u64,
+        in_page: usize,
+        chunk: &[u8],
+    ) -> Result<(), Errno> {
+        let n = chunk.len();
+        let p = if n == PAGE {
+            page_with(0, chunk)
+        } else {
+            let mut p = Box::new([0u8; PAGE]);
+            link.env.mem().read(frame_off(g), &mut p[..]);
+            p[in_page..in_page + n].copy_from_slice(chunk);
+            p
+        };
+        // The window mapping of the peer's frame goes too:
+        // the owner may reuse that frame for another page.
+        if let Ok(c) = self.c() {
+            c.unmap(&link.env, &key);
+        }
+        self.wrote_copy(key, in_page..in_page + n, true);
+        if self
+            .cache()
+            .map(|c| c.make_private(key, p))
+            .unwrap_or(false)
+        {
+            // The DROP goes with the next batch (no wait here).
+            self.defer_drop(link, key)?;
+        }
+        Ok(())
+    }
+
+    /// Relaxed: a full page, or one past the end of the file, needs no
+    /// old data: a private copy at once, no READ fill, no directory call.
+    fn copy_new_page<E: Env>(
+        &mut self,
+        link: &Link<E>,
+        key: PageKey,
+        in_page: usize,
+        chunk: &[u8],
+    ) {
+        let p = page_with(in_page, chunk);
+        if let Ok(c) = self.c() {
+            c.unmap(&link.env, &key);
+        }
+        self.wrote_copy(key, in_page..in_page + chunk.len(), true);
+        if let Some(c) = self.cache() {
+            c.make_private(key, p);
+        }
+    }
+
+    /// A page held in no form: resolve it; each page granted E is
+    /// installed here whole with `chunk` at `in_page`, then UNLOCKed (past
+    /// an append's budget, as the page with no data it was: another node
+    /// may append there now). Returns how many were installed.
+    fn install_missed<E: Env>(
+        &mut self,
+        link: &mut Link<E>,
+        key: PageKey,
+        in_page: usize,
+        chunk: &[u8],
+    ) -> Result<usize, Errno> {
+        let full = chunk.len() == PAGE;
+        let mut installed = 0;
+        for (k, gfn) in self.resolve(link, &[key], full)? {
+            let late = self.in_append_budget(link.env.now_ns());
+            let mut page = [0u8; PAGE];
+            if late.is_ok() {
+                page[in_page..in_page + chunk.len()].copy_from_slice(chunk);
+            }
+            link.env.mem().write(frame_off(gfn), &page);
+            let r = self.page_calls(link, &[PageReq::Unlock { key: k }]);
+            self.unlocked_or_broken(r)?;
+            if let Some(c) = self.cache() {
+                c.unlocked(k);
+            }
+            late?;
+            installed += 1;
+        }
+        Ok(installed)
     }
 
     /// Relaxed mode: bytes `r` of the private copy of `key` were written
@@ -514,212 +467,6 @@ impl ScState {
         }
         written.sort_unstable();
         Ok(written)
-    }
-
-    /// Write back what this node dirtied of `ino` (frames through
-    /// WRITEBACK, relaxed private copies through the storage server and
-    /// this node's bulk slot 2), then flush.
-    pub fn fsync<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        (ino, gen): (u64, u64),
-        size: u64,
-    ) -> Result<(), Errno> {
-        self.write_back(link, (ino, gen), size)?;
-        link.call(&Request::Fsync { ino }, self).map(|_| ())
-    }
-
-    /// [`ScState::fsync`] but the `Fsync` request: write back `ino`'s
-    /// dirty pages and private copies.
-    pub fn write_back<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        (ino, gen): (u64, u64),
-        size: u64,
-    ) -> Result<(), Errno> {
-        self.flush_drops(link)?;
-        let mut dirty: Vec<(PageKey, bool)> = (self.cache())
-            .map(|c| c.dirty_pages(ino))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|k| (k, true))
-            .collect();
-        dirty.sort_unstable_by_key(|d| d.0);
-        // One WRITEBACK entry per contiguous run: the directory writes a
-        // run's pages as one job (contiguous blocks, each checksum-table
-        // block and the inode record once), at most [`BATCH`] pages per
-        // round trip (as a reclaim sweep's INVs).
-        for pages in dirty.chunks(BATCH) {
-            let chunk = &PageRun::split(RunKind::Writeback, pages)[..];
-            let (answers, fatal) = self.run_batch(link, chunk);
-            if let Some(c) = self.cache() {
-                for (run, a) in chunk.iter().zip(&answers) {
-                    let Some(Ok(r)) = a else { continue };
-                    for (i, (k, _)) in run.pages().enumerate() {
-                        if r.done & (1 << i) != 0 {
-                            c.cleaned(&k);
-                            if r.written & (1 << i) != 0 {
-                                c.count_writeback();
-                            }
-                        }
-                    }
-                }
-            }
-            if let Some(e) = fatal {
-                return Err(e);
-            }
-            if let Some(Some(Err(e))) = answers.into_iter().find(|a| matches!(a, Some(Err(_)))) {
-                return Err(e);
-            }
-        }
-        let private = self
-            .cache()
-            .map(|c| c.private_pages(ino))
-            .unwrap_or_default();
-        self.write_back_private(link, (ino, gen), &private, size)
-    }
-
-    /// Write the private copies `keys` of `ino` (sorted) back through the
-    /// storage server and this node's bulk slot 2, contiguous pages in one
-    /// write of up to the slot, clipped to `size`; then forget them (the
-    /// next access maps the reconciled single copy). `gen`: the generation
-    /// of `ino` they were written to (refused if the number names another
-    /// file now).
-    pub fn write_back_private<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        (ino, gen): (u64, u64),
-        keys: &[PageKey],
-        size: u64,
-    ) -> Result<(), Errno> {
-        // A write growing the file over pages another node's shrink is
-        // still tearing down is refused (`Busy`) until they are gone: the
-        // copies not written stay and go again, servicing our notices
-        // meanwhile (this node may be the owner to tell).
-        let deadline = link.deadline();
-        loop {
-            match self.write_back_private_once(link, (ino, gen), keys, size) {
-                Err(Errno::Busy) if link.env.now_ns() < deadline => {
-                    log::debug!("write-back of {ino}: pages under it torn down, waiting");
-                    // Our own tasks' READs of those pages hold their acks
-                    // until their answers are applied.
-                    self.reads_poll(link);
-                    link.service(self);
-                    link.env.wait_step(false);
-                }
-                r => return r,
-            }
-        }
-    }
-
-    /// One pass of [`ScState::write_back_private`]: the copies still held
-    /// go; `Busy` if the directory refused some of them only for that.
-    fn write_back_private_once<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        (ino, gen): (u64, u64),
-        keys: &[PageKey],
-        size: u64,
-    ) -> Result<(), Errno> {
-        // Tasks' writes in flight hold the slot and carry older bytes;
-        // the copies they wrote are gone once applied: only those left
-        // go (a page without its copy would go out as zeros).
-        self.finish_copies(link);
-        let left: Vec<PageKey> = match self.cache() {
-            Some(c) => keys
-                .iter()
-                .filter(|k| c.private(k).is_some())
-                .copied()
-                .collect(),
-            None => Vec::new(),
-        };
-        // A write slot's worth of copies at a time: staged all at once, a
-        // write-back doubles the heap its copies hold (up to the bound on
-        // private copies, a third of the heap) when only a slot of it can
-        // be in flight anyway.
-        let max_run = (link.bulk_cap(2)? / PAGE).max(1);
-        let mut err = None;
-        for chunk in left.chunks(max_run) {
-            let runs = self.copy_runs(ino, chunk, size, max_run);
-            let staged: usize = runs.iter().map(|(_, _, r)| r.data.len()).sum();
-            self.staged_max = self.staged_max.max(staged);
-            // Every piece of the chunk in flight together.
-            let reqs: Vec<WriteReq<'_>> = runs
-                .iter()
-                .flat_map(|(_, _, r)| r.writes(ino, gen))
-                .collect();
-            let mut answers = link.fs_write_batch(&reqs, self)?.into_iter();
-            for (keys, pages, run) in &runs {
-                let mut ok = true;
-                for p in &run.pieces {
-                    if let Err(e) = crate::dirty::written(answers.next().as_ref(), p.len()) {
-                        if e != Errno::Busy {
-                            log::warn!("write-back of inode {ino} at page {}: {e:?}", run.first);
-                        }
-                        // Any other error outranks `Busy` (asked again).
-                        if err.is_none_or(|x| x == Errno::Busy) {
-                            err = Some(e);
-                        }
-                        ok = false;
-                    }
-                }
-                if !ok {
-                    continue; // the copies stay, to be written back again
-                }
-                if let Some(c) = self.coh.as_mut() {
-                    for _ in 0..*pages {
-                        c.cache.count_writeback();
-                    }
-                    for key in keys.iter() {
-                        c.cache.drop_private(key);
-                        c.written.remove(key);
-                    }
-                }
-            }
-        }
-        err.map_or(Ok(()), Err)
-    }
-
-    /// The runs of the private copies `keys` of `ino` (sorted) to write
-    /// back: contiguous pages, up to `max_run` each, clipped to `size`,
-    /// each with the pieces of it this node wrote (the only bytes sent);
-    /// with the run's keys and the copies it holds (a page without its
-    /// copy reads as zeros, and is no piece).
-    pub(super) fn copy_runs<'k>(
-        &self,
-        ino: u64,
-        keys: &'k [PageKey],
-        size: u64,
-        max_run: usize,
-    ) -> Vec<(&'k [PageKey], u64, Run)> {
-        let Some(coh) = self.coh.as_ref() else {
-            return Vec::new();
-        };
-        let after = |k: &PageKey, n: u64| PageKey {
-            ino,
-            idx: k.idx + n,
-        };
-        let mut runs = Vec::new();
-        for r in contiguous_runs(keys, max_run, after) {
-            let run = &keys[r.clone()];
-            let start = run[0].idx * PAGE as u64;
-            let len = (size.saturating_sub(start) as usize).min(run.len() * PAGE);
-            let mut buf = alloc::vec![0u8; len];
-            let mut pages = 0u64;
-            for (k, chunk) in buf.chunks_mut(PAGE).enumerate() {
-                if let Some(p) = coh.cache.private(&run[k]) {
-                    chunk.copy_from_slice(&p[..chunk.len()]);
-                    pages += 1;
-                }
-            }
-            let empty = crate::dirty::DirtyBytes::default();
-            let dirty = |k: usize| match coh.cache.private(&run[k]) {
-                Some(_) => coh.written.get(&run[k]),
-                None => Some(&empty),
-            };
-            runs.push((run, pages, Run::new(run[0].idx, run.len(), buf, dirty)));
-        }
-        runs
     }
 }
 

@@ -5,7 +5,6 @@
 //! replicas), and leaving.
 
 use alloc::collections::BTreeMap;
-use alloc::vec::Vec;
 
 use fabric::layout::Layout;
 use fabric::proto::{Notice, PageKey, PageSpan};
@@ -36,10 +35,7 @@ impl Coherence {
     /// Unmap every page of `span` from the window, then acknowledge the
     /// INV_RANGE once.
     fn ack_range<E: Env>(&mut self, env: &E, span: PageSpan, dirty: bool) {
-        let keys: Vec<PageKey> = self.mapped.range(span.keys()).map(|(k, _)| *k).collect();
-        for key in keys {
-            self.unmap(env, &key);
-        }
+        self.win.unmap_range(env, span.keys());
         let mut spins = 0u32;
         if self
             .notifier
@@ -58,7 +54,7 @@ impl Coherence {
     /// flight will not use its grant.
     fn revoke<E: Env>(&mut self, env: &E, key: PageKey) {
         self.cache.revoke_replica(&key);
-        if let Some((k, revoked)) = self.promoting.as_mut() {
+        if let Some((k, revoked)) = self.replicas.promoting.as_mut() {
             if *k == key {
                 *revoked = true;
             }
@@ -80,14 +76,14 @@ impl Coherence {
     /// it set, it says so in its record (`sees_replicas`), after every
     /// store it made before (see `dirsvc::server::replicas`).
     pub(super) fn replicas_seen<E: Env>(&mut self, env: &E) -> bool {
-        if !self.sees_replicas {
+        if !self.replicas.seen {
             let h = fabric::layout::Header::new(env.mem(), self.layout);
             if h.replicas_used() {
                 h.set_sees_replicas(self.node, true);
-                self.sees_replicas = true;
+                self.replicas.seen = true;
             }
         }
-        self.sees_replicas
+        self.replicas.seen
     }
 
     /// Send the acks of deferred invalidations that became due.
@@ -116,22 +112,15 @@ impl<E: Env> Session<E> for ScState {
             notifier: Notifier::new(&layout, node),
             cache: NodeCache::new(self.mode, layout.pool_gfns(node), self.remote_limit),
             layout,
-            mapped: BTreeMap::new(),
-            windows: BTreeMap::new(),
-            faults: 0,
-            fault_misses: 0,
+            win: super::remote::mmap::Windows::default(),
             broken: false,
             detached: false,
-            pending_drops: Vec::new(),
-            drops_in_flight: Vec::new(),
             node,
-            sees_replicas: false,
-            promoting: None,
-            abandoned: BTreeMap::new(),
-            releasing: BTreeMap::new(),
+            drops: super::batch::Drops::default(),
+            late: super::batch::Late::default(),
+            replicas: super::remote::Replicas::default(),
+            refill: super::ahead::Refill::default(),
             written: BTreeMap::new(),
-            invs_in_flight: Vec::new(),
-            refilling: false,
         });
         if let Some(mut c) = self.coh.take() {
             self.controls.apply(&mut c.cache);
@@ -238,10 +227,10 @@ impl<E: Env> Session<E> for ScState {
         self.coh.as_mut().is_some_and(|c| {
             !c.broken
                 && !c.detached
-                && c.pending_drops.is_empty()
-                && c.drops_in_flight.is_empty()
-                && c.promoting.is_none()
-                && c.releasing.is_empty()
+                && c.drops.pending.is_empty()
+                && c.drops.in_flight.is_empty()
+                && c.replicas.promoting.is_none()
+                && c.late.releasing.is_empty()
                 && c.cache.quiet()
         })
     }
@@ -251,10 +240,10 @@ impl<E: Env> Session<E> for ScState {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
-            c.pending_drops.clear();
-            c.drops_in_flight.clear();
-            c.abandoned.clear();
-            c.releasing.clear();
+            c.drops.pending.clear();
+            c.drops.in_flight.clear();
+            c.late.abandoned.clear();
+            c.late.releasing.clear();
             c.broken = false;
             c.detached = true;
         }

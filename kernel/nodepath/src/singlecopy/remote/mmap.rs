@@ -3,14 +3,16 @@
 //! frames in the shared region (zero copy). The page tables are the
 //! [`Mapper`]'s; this file decides what to map and keeps the books.
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use core::ops::RangeInclusive;
 
 use fabric::proto::{Errno, PageKey};
 
-use super::{ScState, MAX_RETRIES};
 use crate::env::{Env, Mapper};
 use crate::link::Link;
 use crate::pagecache::{Slot, PAGE};
+use crate::singlecopy::{Coherence, ScState, MAX_RETRIES};
 
 /// Base of the mmap windows (lower half, canonical, far from RAM; the
 /// kernel reserves `MMAP_BASE..MMAP_BASE + 2^44`). Each inode gets a 4 GiB
@@ -26,14 +28,29 @@ pub fn window_va(key: &PageKey) -> u64 {
     MMAP_BASE + ((key.ino % WINDOW_SLOTS) << 32) + (key.idx % WINDOW_PAGES) * PAGE as u64
 }
 
-impl super::Coherence {
+/// The books of the mmap windows: which page is mapped at which address,
+/// which inode holds each window slot, and the window faults served.
+#[derive(Debug, Default)]
+pub(in crate::singlecopy) struct Windows {
+    /// Pages mapped in the mmap window, by page -> virtual address.
+    mapped: BTreeMap<PageKey, u64>,
+    /// Lazily mapped windows: window slot -> inode (`mmap_lazy`).
+    by_slot: BTreeMap<u64, u64>,
+    /// Window page faults served with our or the owner's frame.
+    faults: u64,
+    /// Window page faults on a page no longer resident (served with the
+    /// zero page; the reader retries).
+    fault_misses: u64,
+}
+
+impl Windows {
     /// Give `ino` its window slot. Inodes that share the slot (equal modulo
     /// [`WINDOW_SLOTS`]) take turns: the previous holder's mappings are
     /// removed first, so no address can still reach its frames once the
     /// slot's addresses map another file's.
-    fn claim_window(&mut self, m: &impl Mapper, ino: u64) {
+    fn claim(&mut self, m: &impl Mapper, ino: u64) {
         let slot = ino % WINDOW_SLOTS;
-        if let Some(old) = self.windows.get(&slot).copied() {
+        if let Some(old) = self.by_slot.get(&slot).copied() {
             if old == ino {
                 return;
             }
@@ -47,17 +64,45 @@ impl super::Coherence {
         for k in &aliases {
             self.unmap(m, k);
         }
-        self.windows.insert(slot, ino);
+        self.by_slot.insert(slot, ino);
+    }
+
+    /// Remove `key`'s mapping from its window, if any (with the TLB flush).
+    pub(in crate::singlecopy) fn unmap(&mut self, m: &impl Mapper, key: &PageKey) {
+        if let Some(va) = self.mapped.remove(key) {
+            m.unmap_4k(va);
+        }
+    }
+
+    /// Remove the mappings of the pages in `keys`.
+    pub(in crate::singlecopy) fn unmap_range(
+        &mut self,
+        m: &impl Mapper,
+        keys: RangeInclusive<PageKey>,
+    ) {
+        let gone: Vec<PageKey> = self.mapped.range(keys).map(|(k, _)| *k).collect();
+        for k in gone {
+            self.unmap(m, &k);
+        }
+    }
+
+    /// Remove every window mapping, and every window.
+    pub(in crate::singlecopy) fn unmap_all(&mut self, m: &impl Mapper) {
+        for va in self.mapped.values() {
+            m.unmap_4k(*va);
+        }
+        self.mapped.clear();
+        self.by_slot.clear();
     }
 }
 
-impl super::Coherence {
+impl Coherence {
     /// Fault-around: `key` was just mapped; map the other pages of the
     /// aligned block of `pages` pages around it that are cached here (our
     /// frames or owners' frames) and not mapped yet, as Linux maps the
     /// page-cache pages around a fault. Nothing is fetched, so nothing can
     /// be staler than a fault of that page would map: each mapping is
-    /// tracked in `mapped` and goes with its page's invalidation. The
+    /// tracked in [`Windows`] and goes with its page's invalidation. The
     /// pages mapped.
     fn fault_around(&mut self, m: &impl Mapper, key: &PageKey, pages: u32) -> u64 {
         if pages <= 1 {
@@ -68,7 +113,7 @@ impl super::Coherence {
         let mut n = 0;
         for idx in start..end {
             let k = PageKey { ino: key.ino, idx };
-            if idx == key.idx || self.mapped.contains_key(&k) || self.cache.in_flight(&k) {
+            if idx == key.idx || self.win.mapped.contains_key(&k) || self.cache.in_flight(&k) {
                 continue;
             }
             let gfn = match self.cache.slot(&k) {
@@ -79,7 +124,7 @@ impl super::Coherence {
             if m.map_4k(va, m.shm_pa() + gfn * PAGE as u64).is_err() {
                 break;
             }
-            self.mapped.insert(k, va);
+            self.win.mapped.insert(k, va);
             n += 1;
         }
         n
@@ -107,7 +152,7 @@ impl ScState {
             return Err(Errno::Invalid); // past the window's 4 GiB
         }
         self.resolve(link, &keys, false)?;
-        self.c()?.claim_window(&link.env, ino);
+        self.c()?.win.claim(&link.env, ino);
         Ok(window_va(&PageKey { ino, idx: 0 }))
     }
 
@@ -115,7 +160,7 @@ impl ScState {
     pub fn fault_counts(&self) -> (u64, u64) {
         self.coh
             .as_ref()
-            .map(|c| (c.faults, c.fault_misses))
+            .map(|c| (c.win.faults, c.win.fault_misses))
             .unwrap_or((0, 0))
     }
 
@@ -130,7 +175,7 @@ impl ScState {
         let Some(off) = va.checked_sub(MMAP_BASE) else {
             return false;
         };
-        let Some(ino) = c.windows.get(&(off >> 32)).copied() else {
+        let Some(ino) = c.win.by_slot.get(&(off >> 32)).copied() else {
             return false;
         };
         let key = PageKey {
@@ -141,11 +186,11 @@ impl ScState {
         let zero = m.zero_pa();
         let pa = match c.cache.slot(&key) {
             Some(Slot::Local { gfn, .. }) | Some(Slot::Remote { gfn, .. }) => {
-                c.faults += 1;
+                c.win.faults += 1;
                 m.shm_pa() + gfn * PAGE as u64
             }
             _ if zero != 0 => {
-                c.fault_misses += 1;
+                c.win.fault_misses += 1;
                 zero
             }
             _ => return false,
@@ -153,7 +198,7 @@ impl ScState {
         if m.map_4k(page_va, pa).is_err() {
             return false;
         }
-        c.mapped.insert(key, page_va);
+        c.win.mapped.insert(key, page_va);
         if pa != zero {
             self.faultaround_mapped += c.fault_around(m, &key, self.faultaround);
         }
@@ -178,8 +223,8 @@ impl ScState {
         let around = self.faultaround;
         for _ in 0..MAX_RETRIES {
             let c = self.c()?;
-            c.claim_window(&link.env, key.ino);
-            if let Some(va) = c.mapped.get(&key).copied() {
+            c.win.claim(&link.env, key.ino);
+            if let Some(va) = c.win.mapped.get(&key).copied() {
                 // Only while the page is still that frame here: a private
                 // copy (a relaxed write) cannot be mapped, and its old
                 // mapping may point at a frame its owner reuses.
@@ -200,7 +245,7 @@ impl ScState {
                     let va = window_va(&key);
                     let pa = link.env.shm_pa() + gfn * PAGE as u64;
                     link.env.map_4k(va, pa).map_err(|_| Errno::NoSpace)?;
-                    c.mapped.insert(key, va);
+                    c.win.mapped.insert(key, va);
                     let n = c.fault_around(&link.env, &key, around);
                     self.faultaround_mapped += n;
                     return Ok((va, remote));
@@ -256,14 +301,10 @@ impl ScState {
     pub fn evict_local(&mut self, m: &impl Mapper, ino: u64, size: u64) {
         let Some(c) = self.coh.as_mut() else { return };
         let from = size.div_ceil(PAGE as u64);
-        let gone: Vec<PageKey> = c
-            .mapped
-            .range(PageKey { ino, idx: from }..=PageKey { ino, idx: u64::MAX })
-            .map(|(k, _)| *k)
-            .collect();
-        for k in gone {
-            c.unmap(m, &k);
-        }
+        c.win.unmap_range(
+            m,
+            PageKey { ino, idx: from }..=PageKey { ino, idx: u64::MAX },
+        );
         c.cache.evict_local(ino, from);
     }
 
