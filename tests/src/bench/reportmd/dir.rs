@@ -18,7 +18,10 @@ pub(super) fn directory_section(s: &mut String, r: &Runner, plots: &[String]) {
         "Host ping-pong (two host threads bouncing a cache line, `onecopy-pingpong {}` x{}, median of medians): **{host_s}**.\n",
         p.pingpong_rounds, p.pingpong_repeats
     );
-    if plots.iter().any(|x| x == crate::bench::charts::ROUND_TRIPS_PNG) {
+    if plots
+        .iter()
+        .any(|x| x == crate::bench::charts::ROUND_TRIPS_PNG)
+    {
         let _ = writeln!(
             s,
             "![round trips]({})\n\n(groups: bench ring, bench rpc, bench read CM-R, in us; bars: {} in that order)\n",
@@ -48,7 +51,10 @@ pub(super) fn directory_section(s: &mut String, r: &Runner, plots: &[String]) {
     for (b, sc) in rows {
         let sc = sc.as_str();
         for mode in &r.opts.modes {
-            let f = find(figs, &crate::bench::model::figure_id(GROUP_DIR, mode, b, None, sc));
+            let f = find(
+                figs,
+                &crate::bench::model::figure_id(GROUP_DIR, mode, b, None, sc),
+            );
             let vs_host = match (f.and_then(Figure::value), host, b) {
                 (Some(v), Some(h), "bench ring" | "bench rpc") if h > 0.0 => fmt_ratio(v / h),
                 _ => String::new(),
