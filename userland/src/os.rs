@@ -227,6 +227,14 @@ pub trait CacheControl {
         Err(Errno::NotSupported)
     }
 
+    /// `cache hold PATH PAGE claim|pin` (`daxfs` mode, failure tests):
+    /// claim page `page` of `path` in the shared slot cache without asking
+    /// for its fill (`pin` false), or pin it, and keep it until this node
+    /// fails; returns a one-line summary.
+    fn cache_hold(&mut self, _path: &str, _page: u64, _pin: bool) -> Result<String, Errno> {
+        Err(Errno::NotSupported)
+    }
+
     /// The node cache's eviction controls (`cache policy`, `cache config`).
     fn cache_controls(&mut self) -> Result<CacheControls, Errno> {
         Err(Errno::NotSupported)

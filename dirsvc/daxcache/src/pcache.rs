@@ -71,6 +71,16 @@
 //!   validation gate open).
 //! * **The pin limit waits**: a slot with 15 pins makes the lookup wait
 //!   (with the timeout) instead of restarting from the probe.
+//! * **A stale pinned copy is retired, not waited for.** DaxFS has no
+//!   invalidation (its backing store is read-only; writes go to the
+//!   overlay). Here a write through the file server drops the cached
+//!   copies of the pages it changed ([`PageCache::invalidate`]): an
+//!   unpinned one goes FREE; a pinned one has its tag replaced by
+//!   [`RETIRED_TAG`] by one CAS (refcount kept), so no lookup finds it
+//!   from then on, its readers finish copying the old bytes (their reads
+//!   began before the write was answered), and the last unpin frees it.
+//!   The writer never waits for a reader, and a reader that failed while
+//!   pinning a stale page cannot keep serving it to others.
 //!
 //! The reclaim rule assumes the failed participant is fenced (it never
 //! writes the region again under that owner id), which the directory's
@@ -93,6 +103,8 @@ pub const PINS_PER_OWNER: usize = 16;
 /// Restarts of one lookup before [`Error::Busy`] (DaxFS: 100).
 pub const MAX_RESTARTS: u32 = 100;
 
+/// Header word of MH-clock's `evict_hand`.
+const HAND_WORD: usize = 2;
 /// Header word of the filler's count of pages filled.
 const FILLS_WORD: usize = 3;
 
@@ -115,6 +127,8 @@ const TAG_SHIFT: u32 = 6;
 /// Bits of a tag: 32 of inode, 20 of page offset.
 pub const TAG_BITS: u32 = 52;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+/// The tag of a retired slot (a stale copy still pinned): no page has it.
+pub const RETIRED_TAG: u64 = TAG_MASK;
 const OWNER_SHIFT: u32 = 58;
 
 const AUX_REF: u64 = 1;
@@ -138,7 +152,16 @@ impl Tag {
         if ino > u64::from(u32::MAX) || pgoff >= 1 << 20 {
             return Err(Error::TooBig);
         }
-        Ok(Tag((ino << 20) | pgoff))
+        let raw = (ino << 20) | pgoff;
+        // The last page of the last inode is the retired slots' tag.
+        if raw == RETIRED_TAG {
+            return Err(Error::TooBig);
+        }
+        Ok(Tag(raw))
+    }
+    /// Whether this is [`RETIRED_TAG`] (a slot word's, never a page's).
+    pub fn is_retired(self) -> bool {
+        self.0 == RETIRED_TAG
     }
     pub fn ino(self) -> u64 {
         self.0 >> 20
@@ -184,6 +207,16 @@ pub fn decode(w: u64) -> Result<Slot, Error> {
     })
 }
 
+/// A VALID slot word `w` (decoded `s`, pinned) after one unpin: a
+/// retired slot's last unpin frees it.
+fn unpinned(w: u64, s: Slot) -> u64 {
+    if s.tag.is_retired() && s.refs == 1 {
+        FREE
+    } else {
+        w - REF_INC
+    }
+}
+
 fn make(state: u64, tag: Tag, owner: u8) -> u64 {
     (u64::from(owner) << OWNER_SHIFT) | (tag.0 << TAG_SHIFT) | state
 }
@@ -221,8 +254,8 @@ pub struct FillJob {
 pub struct Invalidated {
     /// VALID slots of the tag returned to FREE.
     pub freed: usize,
-    /// VALID slots of the tag left because they are pinned.
-    pub pinned: usize,
+    /// VALID slots of the tag still pinned: retired (see the module doc).
+    pub retired: usize,
 }
 
 /// What [`PageCache::reclaim_owner`] gave back.
@@ -372,7 +405,7 @@ impl<'a, W: Words + ?Sized> PageCache<'a, W> {
             if s.state != VALID || s.refs == 0 {
                 return Err(Error::NotPinned);
             }
-            if self.words.cas(sw, w, w - REF_INC)?.is_ok() {
+            if self.words.cas(sw, w, unpinned(w, s))?.is_ok() {
                 break;
             }
         }
@@ -431,11 +464,11 @@ impl<'a, W: Words + ?Sized> PageCache<'a, W> {
     }
 
     /// Drops the cached copies of `tag` (a write made them stale): a VALID
-    /// slot with the tag and no pin goes FREE. A pinned one stays (its
-    /// reader is copying the page; the caller retries, with a timeout). A
-    /// CLAIMED or PENDING slot stays too: its fill is ordered after the
-    /// write by the filler. Only the tag's probe window is looked at: a
-    /// tag is never cached outside it.
+    /// slot with the tag and no pin goes FREE; a pinned one is retired
+    /// (its tag becomes [`RETIRED_TAG`]: no lookup finds it, its last
+    /// unpin frees it). A CLAIMED or PENDING slot stays: its fill is
+    /// ordered after the write by the filler. Only the tag's probe window
+    /// is looked at: a tag is never cached outside it.
     pub fn invalidate(&self, tag: Tag) -> Result<Invalidated, Error> {
         let home = self.home(tag);
         let mut out = Invalidated::default();
@@ -470,8 +503,12 @@ impl<'a, W: Words + ?Sized> PageCache<'a, W> {
                 return Ok(());
             }
             if s.refs > 0 {
-                out.pinned += 1;
-                return Ok(());
+                let retired = (w & !(TAG_MASK << TAG_SHIFT)) | (RETIRED_TAG << TAG_SHIFT);
+                if self.words.cas(sw, w, retired)?.is_ok() {
+                    out.retired += 1;
+                    return Ok(());
+                }
+                continue;
             }
             if self.words.cas(sw, w, FREE)?.is_ok() {
                 out.freed += 1;
@@ -497,12 +534,17 @@ impl<'a, W: Words + ?Sized> PageCache<'a, W> {
         self.words.load(self.base + FILLS_WORD)
     }
 
+    /// The shared `evict_hand` (untrusted: reduced to a slot).
+    pub fn evict_hand(&self) -> Result<usize, Error> {
+        Ok((self.words.load(self.base + HAND_WORD)? as usize) & self.mask())
+    }
+
     /// MH-clock's background sweep: advance `evict_hand` by
     /// [`SWEEP_BATCH`] slots by CAS; the winner clears the reference bits
     /// of the VALID slots in the window it advanced over. Returns whether
     /// this caller won.
     pub fn sweep(&self) -> Result<bool, Error> {
-        let hand_word = self.base + 2;
+        let hand_word = self.base + HAND_WORD;
         let old = self.words.load(hand_word)?;
         let batch = SWEEP_BATCH.min(self.slots);
         // The hand is untrusted: reduce it to a slot before using it.
@@ -558,7 +600,7 @@ impl<'a, W: Words + ?Sized> PageCache<'a, W> {
                     if s.state != VALID || s.refs == 0 {
                         return Err(Error::Corrupt);
                     }
-                    if self.words.cas(sw, w, w - REF_INC)?.is_ok() {
+                    if self.words.cas(sw, w, unpinned(w, s))?.is_ok() {
                         break;
                     }
                 }

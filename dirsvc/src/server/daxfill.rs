@@ -18,9 +18,10 @@
 //!   those pages still reading the disk was waited for first (a write
 //!   orders after the file's reads in flight), and a fill that starts
 //!   later reads the new bytes. A slot pinned by a reader (copying the
-//!   page out, microseconds) is retried for [`PIN_WAIT_ROUNDS`] rounds,
-//!   then left stale and counted (`inval_pinned`, a known gap: a reader
-//!   that failed holding a pin keeps it until its reclaim).
+//!   page out) is retired instead of waited for: no lookup finds it any
+//!   more, its readers finish their copy of the old bytes (their reads
+//!   began before this write is answered), and its last unpin (or the
+//!   reclaim of a failed reader's pin) frees it.
 //! * **Failure.** A node that failed or left has its CLAIMED and PENDING
 //!   slots and its recorded pins given back
 //!   ([`daxcache::pcache::PageCache::reclaim_owner`]) when the directory
@@ -41,10 +42,6 @@ use super::fileread::ReadReq;
 use super::reply::Via;
 use super::Directory;
 
-/// Rounds (one reload of the slot word each) an invalidation retries a
-/// pinned slot before it leaves it.
-pub const PIN_WAIT_ROUNDS: usize = 100_000;
-
 /// The directory's `daxfs` counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DaxStats {
@@ -55,8 +52,8 @@ pub struct DaxStats {
     pub fill_errors: u64,
     /// Slots freed because a write made them stale.
     pub invalidated: u64,
-    /// Stale slots left because their pins outlasted [`PIN_WAIT_ROUNDS`].
-    pub inval_pinned: u64,
+    /// Stale slots retired while pinned (freed at their last unpin).
+    pub retired: u64,
     /// Claims and pins of failed nodes given back.
     pub reclaimed: u64,
 }
@@ -246,42 +243,30 @@ impl<D: BlockDevice> Directory<D> {
             return;
         };
         let few = last.saturating_sub(first) < 64;
-        for round in 0..PIN_WAIT_ROUNDS {
-            let got = if few {
-                let mut sum = daxcache::pcache::Invalidated::default();
-                for idx in first..=last {
-                    let Ok(t) = Tag::new(ino, idx) else { break };
-                    match pc.invalidate(t) {
-                        Ok(x) => {
-                            sum.freed += x.freed;
-                            sum.pinned += x.pinned;
-                        }
-                        Err(e) => {
-                            log::error!("daxfs: invalidate ino {ino} page {idx}: {e}");
-                        }
+        let got = if few {
+            let mut sum = daxcache::pcache::Invalidated::default();
+            for idx in first..=last {
+                let Ok(t) = Tag::new(ino, idx) else { break };
+                match pc.invalidate(t) {
+                    Ok(x) => {
+                        sum.freed += x.freed;
+                        sum.retired += x.retired;
+                    }
+                    Err(e) => {
+                        log::error!("daxfs: invalidate ino {ino} page {idx}: {e}");
                     }
                 }
-                Ok(sum)
-            } else {
-                pc.invalidate_where(|t| t.ino() == ino && (first..=last).contains(&t.pgoff()))
-            };
-            let Ok(got) = got else {
-                log::error!("daxfs: invalidate ino {ino}: corrupt slot array");
-                return;
-            };
-            self.dax.stats.invalidated += got.freed as u64;
-            if got.pinned == 0 {
-                return;
             }
-            if round + 1 == PIN_WAIT_ROUNDS {
-                self.dax.stats.inval_pinned += got.pinned as u64;
-                log::warn!(
-                    "daxfs: {} stale slot(s) of inode {ino} stay pinned; left cached",
-                    got.pinned
-                );
-            }
-            core::hint::spin_loop();
-        }
+            Ok(sum)
+        } else {
+            pc.invalidate_where(|t| t.ino() == ino && (first..=last).contains(&t.pgoff()))
+        };
+        let Ok(got) = got else {
+            log::error!("daxfs: invalidate ino {ino}: corrupt slot array");
+            return;
+        };
+        self.dax.stats.invalidated += got.freed as u64;
+        self.dax.stats.retired += got.retired as u64;
     }
 
     /// `node` is gone: give back its claims and pins.

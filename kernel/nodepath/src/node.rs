@@ -410,6 +410,13 @@ impl<E: Env> Node<E> {
         dp.drop_cache(&mut self.link, meta)
     }
 
+    /// `cache hold`: keep a claim (`pin` false) or a pin of page `idx` of
+    /// `ino` in `daxfs` mode's slot cache until this node fails.
+    pub fn cache_hold(&mut self, ino: u64, idx: u64, pin: bool) -> Result<String, Errno> {
+        self.guard()?;
+        self.vfs.data_path().dax_hold(&mut self.link, ino, idx, pin)
+    }
+
     /// `bench inv`: invalidate page `idx` of `ino` if held here (true).
     pub fn invalidate_page(&mut self, ino: u64, idx: u64) -> Result<bool, Errno> {
         self.vfs

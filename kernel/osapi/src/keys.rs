@@ -72,6 +72,9 @@ pub mod cache {
     pub const DAXFS_WAITS: &str = "daxfs waits";
     /// `daxfs` mode: pages the directory filled into slots, cluster-wide.
     pub const DAXFS_FILLS: &str = "daxfs fills (directory)";
+    /// `daxfs` mode: MH-clock sweeps this node won (it cleared a window's
+    /// reference bits) / lost (another node advanced the hand first).
+    pub const DAXFS_SWEEPS: &str = "daxfs sweeps won/lost";
 
     /// Single-copy modes: pages owned (in our frames).
     pub const RESIDENT_OWNED: &str = "resident owned pages";
@@ -187,7 +190,7 @@ pub mod cache {
 
     /// Every key, in the order the single-copy modes print them, then the
     /// keys only the private-cache modes print, then the doorbell keys and the heap.
-    pub const ALL: [&str; 72] = [
+    pub const ALL: [&str; 73] = [
         MODE,
         STORAGE_PROFILE,
         CXL_LATENCY_NS,
@@ -247,6 +250,7 @@ pub mod cache {
         DAXFS_HITS,
         DAXFS_CLAIMS,
         DAXFS_WAITS,
+        DAXFS_SWEEPS,
         DAXFS_FILLS,
         DOORBELLS,
         DOORBELL_RECEIVED_REQUEST,

@@ -392,6 +392,11 @@ impl CacheControl for NodeOs {
         with(|n| n.cache_drop())
     }
 
+    fn cache_hold(&mut self, path: &str, page: u64, pin: bool) -> Result<String, Errno> {
+        let a = self.stat(path)?;
+        with(|n| n.cache_hold(a.ino, page, pin))
+    }
+
     fn mmap_read(&mut self, path: &str) -> Result<(u32, u64), Errno> {
         if !with(|n| Ok(n.has_windows()))? {
             return Err(Errno::NotSupported);

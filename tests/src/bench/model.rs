@@ -221,6 +221,14 @@ pub fn na_allowed(group: &str, mode: &str, workload: &str, engine: Option<&str>)
             (group == GROUP_FIO && engine == Some("mmap"))
                 || (group == GROUP_DIR && workload == "bench dir")
         }
+        // DaxFS's design: no mmap path, no page directory, and a node
+        // invalidates no copy itself (a write's file server frees the
+        // shared slots).
+        "daxfs" => {
+            (group == GROUP_FIO && engine == Some("mmap"))
+                || (group == GROUP_DIR && workload == "bench dir")
+                || group == GROUP_INV
+        }
         _ => false,
     }
 }
@@ -235,6 +243,15 @@ pub fn na_reason(group: &str, mode: &str) -> &'static str {
         }
         ("net", GROUP_DIR) => {
             "net mode has no page directory (the directory serves files over TCP/IP only)"
+        }
+        ("daxfs", GROUP_FIO) => {
+            "daxfs mode has no mmap path (reads copy out of the shared slots)"
+        }
+        ("daxfs", GROUP_DIR) => {
+            "daxfs mode has no page directory (nodes share the slot cache by CAS)"
+        }
+        ("daxfs", GROUP_INV) => {
+            "daxfs mode has no node-side invalidation (a write's file server frees the shared slots)"
         }
         _ => "",
     }
@@ -565,6 +582,12 @@ mod tests {
         assert!(!na_allowed(GROUP_DIR, "net", "bench ring", None));
         assert!(!na_allowed(GROUP_DIR, "net", "bench rpc", None));
         assert!(!na_allowed(GROUP_DIR, "net", "bench read", None));
+        assert!(na_allowed(GROUP_FIO, "daxfs", "read-lat", Some("mmap")));
+        assert!(!na_allowed(GROUP_FIO, "daxfs", "read-lat", Some("libaio")));
+        assert!(na_allowed(GROUP_DIR, "daxfs", "bench dir", None));
+        assert!(!na_allowed(GROUP_DIR, "daxfs", "bench read", None));
+        assert!(na_allowed(GROUP_INV, "daxfs", "bench inv", None));
+        assert!(na_reason(GROUP_INV, "daxfs").starts_with("daxfs mode has no"));
         assert!(!na_allowed(
             GROUP_BIG,
             "net",

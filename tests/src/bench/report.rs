@@ -14,6 +14,7 @@ use super::runner::{Runner, RPC_SCENARIO};
 use crate::run_with_timeout;
 
 mod headline;
+pub(super) mod versus;
 
 pub use headline::{
     headline_bars, headline_table, headlines, Headline, HEADLINE_PNG, HEADLINE_ROWS,

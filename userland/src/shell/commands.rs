@@ -247,6 +247,14 @@ pub(super) static COMMANDS: &[Command] = &[
         run: cmd_cache_drop,
     },
     Command {
+        name: "cache hold",
+        usage: "cache hold PATH PAGE claim|pin",
+        help: "daxfs mode, for failure tests: claim page PAGE of PATH in the shared slot cache (PENDING, no fill asked) or pin it (filled first), and keep the claim or pin until this node fails",
+        min_args: 3,
+        max_args: 3,
+        run: cmd_cache_hold,
+    },
+    Command {
         name: "cache policy",
         usage: "cache policy [NAME] [--group G]",
         help: "show the eviction policy of this node's owned pages and the available names, or set it by name; --group G: task group G's own policy (the group is made if missing)",

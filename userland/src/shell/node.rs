@@ -1,4 +1,5 @@
-//! Node status commands: `nodes`, `cache stats`, `cache drop`, `dir stats`,
+//! Node status commands: `nodes`, `cache stats`, `cache drop`, `cache
+//! hold`, `dir stats`,
 //! `uptime`, `trace`, `fio`, `shutdown`.
 
 use alloc::format;
@@ -53,6 +54,40 @@ pub(super) fn cmd_cache_drop(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> Result<(), 
         .os
         .cache_drop()
         .map_err(|e| Error::Msg(format!("{e}")))?;
+    ctx.println(&line);
+    Ok(())
+}
+
+/// Largest page index `cache hold` takes (a slot tag's page offset has 20 bits).
+pub const MAX_HOLD_PAGE: u64 = (1 << 20) - 1;
+
+pub(super) fn cmd_cache_hold(ctx: &mut Ctx<'_>, args: &Args<'_>) -> Result<(), Error> {
+    let path = args.path(0)?;
+    let page_arg = args.get(1).ok_or(Error::Usage)?;
+    let page = match crate::parse::u64_dec(page_arg) {
+        Ok(p) if p <= MAX_HOLD_PAGE => p,
+        _ => {
+            return Err(Error::Msg(format!(
+                "bad page '{}' (0 to {MAX_HOLD_PAGE})",
+                super::quoted(page_arg)
+            )))
+        }
+    };
+    let pin = match args.get(2) {
+        Some("pin") => true,
+        Some("claim") => false,
+        Some(s) => {
+            return Err(Error::Msg(format!(
+                "bad hold '{}' (claim or pin)",
+                super::quoted(s)
+            )))
+        }
+        None => return Err(Error::Usage),
+    };
+    let line = ctx
+        .os
+        .cache_hold(&path, page, pin)
+        .map_err(super::at(&path))?;
     ctx.println(&line);
     Ok(())
 }

@@ -18,7 +18,7 @@ fn fill(pc: &PageCache<'_, [AtomicU64]>, slot: usize) {
 
 #[test]
 fn slot_word_packs_state_refcount_tag_owner() {
-    let t = Tag::new(0xFFFF_FFFF, 0xF_FFFF).unwrap();
+    let t = Tag::new(0xFFFF_FFFF, 0xF_FFFE).unwrap();
     let w = make(PENDING, t, 63);
     let s = decode(w).unwrap();
     assert_eq!((s.state, s.refs, s.tag, s.owner), (PENDING, 0, t, 63));
@@ -26,6 +26,9 @@ fn slot_word_packs_state_refcount_tag_owner() {
     assert_eq!(decode(v).unwrap().refs, 3);
     assert_eq!(decode(v).unwrap().tag, t);
     assert!(Tag::new(1 << 32, 0).is_err());
+    // The retired slots' tag is no page's.
+    assert_eq!(Tag::new(0xFFFF_FFFF, 0xF_FFFF), Err(Error::TooBig));
+    assert!(Tag::new(0xFFFF_FFFF, 0xF_FFFE).is_ok());
     assert!(Tag::new(1, 1 << 20).is_err());
     // Values nobody writes.
     assert_eq!(decode(5 << TAG_SHIFT), Err(Error::Corrupt));
@@ -126,19 +129,11 @@ fn invalidate_frees_an_unpinned_copy_and_leaves_pins_and_claims() {
     // A claim in flight stays: its fill comes after the write.
     assert_eq!(pc.invalidate(t), Ok(none));
     fill(&pc, s);
-    assert_eq!(pc.lookup(t, 2, 0, &mut spin()), Ok(Lookup::Hit(s)));
-    let pinned = Invalidated {
-        freed: 0,
-        pinned: 1,
-    };
-    assert_eq!(pc.invalidate(t), Ok(pinned));
-    assert_eq!(pc.slot(s).unwrap().state, VALID);
-    pc.unpin(2, 0, s).unwrap();
     // Another tag is left alone.
     assert_eq!(pc.invalidate(Tag::new(4, 3).unwrap()), Ok(none));
     let freed = Invalidated {
         freed: 1,
-        pinned: 0,
+        retired: 0,
     };
     assert_eq!(pc.invalidate(t), Ok(freed));
     assert_eq!(pc.slot(s).unwrap().state, FREE);
@@ -157,7 +152,7 @@ fn invalidate_frees_an_unpinned_copy_and_leaves_pins_and_claims() {
         got,
         Ok(Invalidated {
             freed: 3,
-            pinned: 0
+            retired: 0
         })
     );
     assert_eq!(pc.slot(slots[0]).unwrap().state, VALID);
@@ -416,4 +411,159 @@ fn corrupt_slot_words_are_errors_not_panics() {
     a[pc.slot_word(home).unwrap()].store(0, core::sync::atomic::Ordering::SeqCst);
     assert_eq!(pc.reclaim_owner(7), Err(Error::Corrupt));
     assert_eq!(pc.reclaim_owner(64), Err(Error::OutOfBounds));
+}
+
+#[test]
+fn invalidating_a_pinned_copy_retires_it_until_its_last_unpin() {
+    let a = area(64);
+    let pc = PageCache::format(&a[..], 0, 64).unwrap();
+    let t = Tag::new(4, 2).unwrap();
+    let s = load_and_release(&pc, t);
+    // Two readers are copying the old page out.
+    assert_eq!(pc.lookup(t, 2, 0, &mut spin()), Ok(Lookup::Hit(s)));
+    assert_eq!(pc.lookup(t, 3, 0, &mut spin()), Ok(Lookup::Hit(s)));
+    let retired = Invalidated {
+        freed: 0,
+        retired: 1,
+    };
+    // The writer does not wait for them.
+    assert_eq!(pc.invalidate(t), Ok(retired));
+    let w = pc.slot(s).unwrap();
+    assert_eq!((w.state, w.refs), (VALID, 2));
+    assert!(w.tag.is_retired());
+    // No lookup finds the stale copy: the next reader misses and the page
+    // is filled again into another slot.
+    let Ok(Lookup::Miss(s2)) = pc.lookup(t, 4, 0, &mut spin()) else {
+        panic!("a retired copy was found")
+    };
+    assert_ne!(s2, s);
+    fill(&pc, s2);
+    assert_eq!(pc.lookup(t, 4, 0, &mut spin()), Ok(Lookup::Hit(s2)));
+    pc.unpin(4, 0, s2).unwrap();
+    // The retired copy stays until its last reader is done, then is FREE.
+    assert_eq!(
+        pc.invalidate(t),
+        Ok(Invalidated {
+            freed: 1,
+            retired: 0
+        })
+    );
+    pc.unpin(2, 0, s).unwrap();
+    assert_eq!(pc.slot(s).unwrap().refs, 1);
+    assert_eq!(pc.slot(s).unwrap().state, VALID);
+    pc.unpin(3, 0, s).unwrap();
+    assert_eq!(pc.slot(s).unwrap().state, FREE);
+}
+
+#[test]
+fn a_failed_readers_pin_of_a_retired_copy_is_freed_by_its_reclaim() {
+    let a = area(64);
+    let pc = PageCache::format(&a[..], 0, 64).unwrap();
+    let t = Tag::new(6, 0).unwrap();
+    let s = load_and_release(&pc, t);
+    // Owner 9 pins the page and fails holding the pin.
+    assert_eq!(pc.lookup(t, 9, 5, &mut spin()), Ok(Lookup::Hit(s)));
+    // A write retires the copy at once: readers fill the new page.
+    assert_eq!(pc.invalidate(t).unwrap().retired, 1);
+    assert!(matches!(
+        pc.lookup(t, 1, 0, &mut spin()),
+        Ok(Lookup::Miss(_))
+    ));
+    // The reclaim of owner 9 frees the retired slot.
+    assert_eq!(pc.reclaim_owner(9).unwrap().pins, 1);
+    assert_eq!(pc.slot(s).unwrap().state, FREE);
+}
+
+/// Words whose `evict_hand` another participant advances by one window
+/// right before our CAS on it (once).
+struct RacedHand<'a> {
+    inner: &'a [AtomicU64],
+    raced: core::cell::Cell<bool>,
+}
+
+impl Words for RacedHand<'_> {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn load(&self, i: usize) -> Result<u64, Error> {
+        self.inner.load(i)
+    }
+    fn store(&self, i: usize, v: u64) -> Result<(), Error> {
+        self.inner.store(i, v)
+    }
+    fn cas(&self, i: usize, old: u64, new: u64) -> Result<Result<u64, u64>, Error> {
+        if i == HAND_WORD && !self.raced.replace(true) {
+            self.inner.store(i, old + SWEEP_BATCH as u64)?;
+        }
+        self.inner.cas(i, old, new)
+    }
+    fn fetch_or(&self, i: usize, bits: u64) -> Result<u64, Error> {
+        self.inner.fetch_or(i, bits)
+    }
+    fn fetch_and(&self, i: usize, bits: u64) -> Result<u64, Error> {
+        self.inner.fetch_and(i, bits)
+    }
+}
+
+#[test]
+fn a_sweep_that_loses_the_hand_race_clears_nothing() {
+    let a = area(128);
+    let pc = PageCache::format(&a[..], 0, 128).unwrap();
+    let filled: Vec<usize> = (0..40)
+        .map(|p| load_and_release(&pc, Tag::new(3, p).unwrap()))
+        .collect();
+    let raced = RacedHand {
+        inner: &a[..],
+        raced: core::cell::Cell::new(false),
+    };
+    let pc2 = PageCache::attach(&raced, 0, 128).unwrap();
+    // Another participant won the window 0..64 (its bits are its to
+    // clear): this sweep skips it and clears nothing.
+    assert_eq!(pc2.sweep(), Ok(false));
+    assert_eq!(pc2.evict_hand(), Ok(64));
+    for s in &filled {
+        assert!(pc.referenced(*s).unwrap(), "slot {s}");
+    }
+    // The next sweep wins the window 64..128.
+    assert_eq!(pc2.sweep(), Ok(true));
+    assert_eq!(pc2.evict_hand(), Ok(0));
+    for s in &filled {
+        assert_eq!(pc.referenced(*s).unwrap(), *s < 64, "slot {s}");
+    }
+}
+
+#[test]
+fn after_a_sweep_the_pages_not_read_again_are_evicted_first() {
+    let a = area(64);
+    let pc = PageCache::format(&a[..], 0, 64).unwrap();
+    let tags = tags_with_home(&pc, 20, 9);
+    let slots: Vec<usize> = tags[..8]
+        .iter()
+        .map(|t| load_and_release(&pc, *t))
+        .collect();
+    // One sweep covers the whole cache: every reference bit is cleared.
+    assert!(pc.sweep().unwrap());
+    for s in &slots {
+        assert!(!pc.referenced(*s).unwrap());
+    }
+    // Every page but tags[5] is read again (a hit sets its bit back).
+    for (i, t) in tags[..8].iter().enumerate() {
+        if i != 5 {
+            assert_eq!(cached(&pc, *t), Some(slots[i]));
+            let Ok(Lookup::Hit(s)) = pc.lookup(*t, 1, 0, &mut spin()) else {
+                panic!()
+            };
+            pc.unpin(1, 0, s).unwrap();
+        }
+    }
+    // A new page of the full window evicts the one not read again, and
+    // no bit had to be cleared to find it.
+    let s = load_and_release(&pc, tags[8]);
+    assert_eq!(s, slots[5]);
+    assert_eq!(cached(&pc, tags[5]), None);
+    for (i, slot) in slots.iter().enumerate() {
+        if i != 5 {
+            assert!(pc.referenced(*slot).unwrap(), "slot {slot}");
+        }
+    }
 }

@@ -148,3 +148,43 @@ fn other_modes_have_no_slot_cache() {
     );
     assert_eq!(rig.dir.borrow().dax_stats(), None);
 }
+
+/// A reader that pinned a page (and may have failed holding the pin) does
+/// not make a write wait, nor keep the stale copy visible: the write
+/// retires the pinned copy, the next reader fills the new bytes into
+/// another slot, and the reclaim of the failed reader frees the old one.
+#[test]
+fn a_write_retires_a_pinned_copy_and_the_failed_readers_reclaim_frees_it() {
+    let rig = Rig::with_mode(2, 32, 32, true);
+    let mut a = rig.join(1);
+    let mut b = rig.join(2);
+    let ino = rig.file(&mut a, 2);
+    let (w, d) = words(&rig);
+    let pc = PageCache::attach(&w, 0, d.slots).unwrap();
+    let t = Tag::new(ino, 1).unwrap();
+    let Ok(Lookup::Miss(s)) = pc.lookup(t, 0, 0, &mut spin()) else {
+        panic!()
+    };
+    let r = rig.call(&mut a, &Request::DaxFill { slot: s as u64 });
+    assert!(matches!(r, Ok(Response::Data { .. })), "{r:?}");
+    // Node 1 pins the page and goes silent holding the pin.
+    assert_eq!(pc.lookup(t, 0, 3, &mut spin()), Ok(Lookup::Hit(s)));
+    rig.write(&mut b, ino, 1, 9);
+    let x = pc.slot(s).unwrap();
+    assert_eq!((x.state, x.refs), (VALID, 1));
+    assert!(x.tag.is_retired(), "the stale copy is retired");
+    assert_eq!(rig.dir.borrow().dax_stats().unwrap().retired, 1);
+    let Ok(Lookup::Miss(s2)) = pc.lookup(t, 1, 0, &mut spin()) else {
+        panic!("the stale copy was found after the write")
+    };
+    assert_ne!(s2, s);
+    let r = rig.call(&mut b, &Request::DaxFill { slot: s2 as u64 });
+    assert!(matches!(r, Ok(Response::Data { .. })), "{r:?}");
+    assert_eq!(frame(&rig, &d, s2), vec![9u8; 4096]);
+    // Node 1 leaves: its pin is given back and the retired slot is FREE.
+    Header::new(&*rig.mem, rig.layout).set_node_state(1, fabric::layout::NodeState::Left);
+    for _ in 0..3 {
+        rig.step();
+    }
+    assert_eq!(pc.slot(s).unwrap().state, FREE);
+}

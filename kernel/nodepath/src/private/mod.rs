@@ -110,12 +110,13 @@ pub struct Private {
 
 impl<E: Env> Session<E> for Private {
     /// A new session: tasks' reads of the old one are void.
-    fn joined(&mut self, _env: &E, layout: fabric::layout::Layout, node: u32) {
+    fn joined(&mut self, env: &E, layout: fabric::layout::Layout, node: u32) {
         self.reads_session_ended();
         if self.mode == Mode::Daxfs {
             self.dax = dax::Dax::new(&layout, node);
-            if self.dax.is_none() {
-                log::error!("daxfs: the region has no slot cache for node {node}");
+            match &mut self.dax {
+                Some(d) => d.start_sweeps(env.now_ns()),
+                None => log::error!("daxfs: the region has no slot cache for node {node}"),
             }
         }
     }
@@ -534,6 +535,11 @@ impl<E: Env> DataPath<E> for Private {
     /// (no one else holds it), as DPC's 11 us Linux figure does. A dirty
     /// page stays (false).
     fn invalidate_page(&mut self, _link: &mut Link<E>, ino: u64, idx: u64) -> Result<bool, Errno> {
+        // `daxfs`: no copy of our own; the shared slots are freed by the
+        // file server on a write.
+        if self.dax.is_some() {
+            return Err(Errno::NotSupported);
+        }
         if self.is_dirty(ino, idx) {
             return Ok(false);
         }
@@ -558,7 +564,28 @@ impl<E: Env> DataPath<E> for Private {
         meta: &mut Meta,
         _settle: bool,
     ) -> Result<usize, Errno> {
+        // `daxfs` mode keeps no private pages: its background work is
+        // MH-clock's sweep of the shared slots.
+        if self.dax.is_some() {
+            self.dax_sweep(link);
+            return Ok(0);
+        }
         self.reclaim_ahead_now(link, meta)
+    }
+
+    fn dax_hold(
+        &mut self,
+        link: &mut Link<E>,
+        ino: u64,
+        idx: u64,
+        pin: bool,
+    ) -> Result<String, Errno> {
+        let what = if pin {
+            dax::Hold::Pin
+        } else {
+            dax::Hold::Claim
+        };
+        self.dax_hold_page(link, ino, idx, what)
     }
 
     fn stats(&self) -> Result<Vec<(String, String)>, Errno> {
@@ -595,6 +622,10 @@ impl<E: Env> DataPath<E> for Private {
             put(keys::DAXFS_HITS, format!("{}", d.hits));
             put(keys::DAXFS_CLAIMS, format!("{}", d.claims));
             put(keys::DAXFS_WAITS, format!("{}", d.waits));
+            put(
+                keys::DAXFS_SWEEPS,
+                format!("{}/{}", d.sweeps_won, d.sweeps_lost),
+            );
         }
         Ok(v)
     }

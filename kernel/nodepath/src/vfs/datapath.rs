@@ -251,6 +251,19 @@ pub trait DataPath<E: Env>: Session<E> + Send {
     ) -> Result<usize, Errno> {
         Ok(0)
     }
+    /// `cache hold`: take a claim (`pin` false: PENDING, no fill asked)
+    /// or a pin of page `idx` of `ino` in `daxfs` mode's shared slot
+    /// cache and keep it until this node fails (failure tests); what was
+    /// taken. Other modes: `NotSupported`.
+    fn dax_hold(
+        &mut self,
+        _link: &mut Link<E>,
+        _ino: u64,
+        _idx: u64,
+        _pin: bool,
+    ) -> Result<String, Errno> {
+        Err(Errno::NotSupported)
+    }
     /// `cache drop`: give back every cached page; what was done.
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno>;
     /// `bench inv`: invalidate page `idx` of `ino` if this node holds it

@@ -224,6 +224,10 @@ impl AppsRunner {
         if let Some(p) = &self.plan.policy {
             o = o.policy(p);
         }
+        if mode == "daxfs" {
+            // The launcher refuses it without atomics across instances.
+            o = o.accel("tcg-multi");
+        }
         let o = o
             .nodes(n)
             .mode(mode)

@@ -34,6 +34,12 @@ pub fn report_md(r: &Runner, machine: &Value, plots: &[String], problems: &[Stri
     readahead_section(&mut s, r);
     reclaim_section(&mut s, r, plots);
     directory_section(&mut s, r, plots);
+    super::report::versus::section(
+        &mut s,
+        &r.opts.modes,
+        &r.figures,
+        dir::dir_stats_bytes(r).as_deref(),
+    );
     host_dir_section(&mut s, r);
     tail_section(&mut s, r, problems);
     s

@@ -82,6 +82,27 @@ fn bench_dir_checks_its_batch() {
 }
 
 #[test]
+fn cache_hold_checks_its_page_and_kind() {
+    let mut os = MockOs::new();
+    for bad in ["x", "-1", "1048576"] {
+        assert_eq!(
+            err(&mut os, &format!("cache hold /f {bad} pin")),
+            format!("cache hold: bad page '{bad}' (0 to 1048575)")
+        );
+    }
+    assert_eq!(
+        err(&mut os, "cache hold /f 0 grab"),
+        "cache hold: bad hold 'grab' (claim or pin)"
+    );
+    assert!(err(&mut os, "cache hold /f 0").starts_with("usage: cache hold PATH PAGE claim|pin"));
+    // Good arguments reach the OS (the mock has no slot cache).
+    assert_eq!(
+        err(&mut os, "cache hold /f 1048575 claim"),
+        "cache hold: /f: not supported"
+    );
+}
+
+#[test]
 fn bench_ring_errors() {
     let mut os = MockOs::new();
     for bad in ["0", "1000001", "abc", "-5", "1k", "99999999999999999999999"] {
