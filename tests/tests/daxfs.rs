@@ -218,8 +218,9 @@ fn appends_on_one_node_are_read_whole_on_the_others() {
     with_cluster(opts("daxfs-publish").nodes(3), |c| {
         let rounds = 48;
         c.exec_ok(1, &format!("write /log {}", record(0)))?;
-        let mut answered = 1;
         for i in 1..rounds {
+            // Records whose append was answered before this round.
+            let answered = i;
             let append = format!("append /log {}", record(i));
             let outs =
                 c.exec_together(&[(1, append.as_str()), (2, "cat /log"), (3, "cat /log")])?;
@@ -236,7 +237,6 @@ fn appends_on_one_node_are_read_whole_on_the_others() {
                     )));
                 }
             }
-            answered += 1;
         }
         for k in 1..=3 {
             let out = c.exec_ok(k, "cat /log")?;
