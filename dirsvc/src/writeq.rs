@@ -264,11 +264,12 @@ impl<T> WriteQueue<T> {
         };
         let after_barrier = self.barriers.first().is_some_and(|&b| b < jid);
         let barrier_not_oldest = job.barrier && self.jobs.keys().next() != Some(&jid);
+        // The cheap checks first: `phase` and `data_first` walk the job.
         if matches!(w.state, State::Waiting(_))
+            && self.is_first(w.lba, (jid, i))
             && !after_barrier
             && !barrier_not_oldest
             && job.phase() == Some(w.phase)
-            && self.is_first(w.lba, (jid, i))
             && (w.phase >= DATA_PHASE || self.data_first(jid, job))
         {
             self.ready.insert((jid, i));
@@ -405,7 +406,14 @@ impl<T> WriteQueue<T> {
         }
         if let Some((j2, i2)) = next {
             self.consider(j2, i2);
-            self.consider_first_phase(j2);
+            let data = self
+                .jobs
+                .get(&j2)
+                .and_then(|j| j.writes.get(i2))
+                .is_some_and(|w| w.phase == DATA_PHASE);
+            if data {
+                self.consider_first_phase(j2);
+            }
         }
     }
 
@@ -455,16 +463,27 @@ impl<T> WriteQueue<T> {
         core::mem::take(&mut self.skipped)
     }
 
-    /// A write of job `jid` became first of its block: if the job has not
-    /// reached its data phase, its first phase may now go out.
+    /// A data write of job `jid` became first of its block: if the job has
+    /// not reached its data phase, its first phase may now go out.
     fn consider_first_phase(&mut self, jid: u64) {
         let Some(job) = self.jobs.get(&jid) else {
             return;
         };
-        if job.phase().is_some_and(|p| p < DATA_PHASE) {
-            for k in 0..job.writes.len() {
-                self.consider(jid, k);
-            }
+        let Some(p) = job.phase().filter(|&p| p < DATA_PHASE) else {
+            return;
+        };
+        if !self.data_first(jid, job) {
+            return;
+        }
+        let first: Vec<usize> = job
+            .writes
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.phase == p)
+            .map(|(k, _)| k)
+            .collect();
+        for k in first {
+            self.consider(jid, k);
         }
     }
 
