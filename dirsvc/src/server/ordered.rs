@@ -224,11 +224,27 @@ impl<D: BlockDevice> Directory<D> {
         (next != from).then_some((acts, next))
     }
 
-    /// Record the whole size of `ino` (its growth is settled).
+    /// Record the size of `ino` now that its growth is settled: the whole
+    /// size, unless pages grown after the scan passed them (a growth
+    /// after the fsync arrived) still sit unwritten in their owners'
+    /// frames, which keep holding it. Pages in transition hold nothing
+    /// (their write-backs come with their acks).
     fn record_whole_size(&mut self, mem: &(impl SharedMem + ?Sized), ino: u64) {
-        if self.sizes.grown.remove(&ino).is_none() {
+        let Some(g) = self.sizes.grown.get_mut(&ino) else {
             return;
-        }
+        };
+        let pages = &self.pages;
+        g.pages.retain(|&idx| {
+            pages
+                .entry(&PageKey { ino, idx })
+                .is_some_and(|e| e.phase == Phase::Owned)
+        });
+        let cap = if g.pages.is_empty() {
+            self.sizes.grown.remove(&ino);
+            None
+        } else {
+            self.current_cap(ino)
+        };
         let deferred = self.async_writes();
         let Some(fs) = self.fs.as_mut() else {
             return;
@@ -236,7 +252,7 @@ impl<D: BlockDevice> Directory<D> {
         if deferred {
             fs.begin_deferred();
         }
-        if let Err(e) = fs.hold_size(ino, None) {
+        if let Err(e) = fs.hold_size(ino, cap) {
             log::warn!("recording the size of inode {ino}: {e:?}");
         }
         if deferred {
