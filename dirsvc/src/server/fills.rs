@@ -332,6 +332,8 @@ impl<D: BlockDevice> Directory<D> {
         let mut rounds = 0usize;
         while busy(self) {
             rounds += 1;
+            // Alive, only busy (as in `drain_writes`).
+            fabric::layout::Header::new(mem, self.layout).beat_dir();
             let mut acts = Vec::new();
             self.pump(mem, &mut acts);
             if !acts.is_empty() {

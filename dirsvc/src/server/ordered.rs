@@ -68,6 +68,8 @@ pub(super) struct Sizes {
     /// recorded; their fsyncs wait until then. By inode: the first page
     /// not looked at yet.
     settling: BTreeMap<u64, u64>,
+    /// No new batch starts ([`Sizes::pause_settling`]).
+    paused: bool,
 }
 
 /// Pages an fsync writes back per batch while it settles a file's size:
@@ -76,6 +78,18 @@ pub(super) struct Sizes {
 const SETTLE_BATCH: usize = 64;
 
 impl Sizes {
+    /// Pause every settling: no new batch starts (a synchronous drain of
+    /// the write queue waits only for what is queued); the files stay
+    /// settling, so their fsyncs keep waiting.
+    pub(super) fn pause_settling(&mut self) {
+        self.paused = true;
+    }
+
+    /// Let the settlings go on.
+    pub(super) fn resume_settling(&mut self) {
+        self.paused = false;
+    }
+
     /// Files whose grown size waits for its data.
     pub(super) fn len(&self) -> usize {
         self.grown.len()
@@ -186,7 +200,7 @@ impl<D: BlockDevice> Directory<D> {
     /// all written back.
     pub(super) fn continue_settling(&mut self, mem: &(impl SharedMem + ?Sized)) {
         while let Some((&ino, &from)) = self.sizes.settling.first_key_value() {
-            if self.write_queue_full() {
+            if self.write_queue_full() || self.sizes.paused {
                 return;
             }
             match self.settle_batch(ino, from) {

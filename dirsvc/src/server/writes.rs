@@ -21,6 +21,7 @@ use alloc::vec::Vec;
 
 use crate::pagedir::Action;
 use crate::writeq::{Finished, WriteStats, WRITE_ID};
+use fabric::layout::Header;
 use fabric::netwire::NetBulk;
 use fabric::proto::{Desc, Errno, Op, Request, Response};
 use fabric::shm::SharedMem;
@@ -553,16 +554,21 @@ impl<D: BlockDevice> Directory<D> {
 
     /// Wait (bounded by the device's own timeout per request) until no
     /// write job of `ino` (`None`: of any file) waits or flies, running
-    /// what the finished ones held.
+    /// what the finished ones held. The wait covers what is queued now:
+    /// files being settled start no new batch meanwhile (they go on
+    /// after it), so a drain lasts at most the write queue's bound. The
+    /// directory beats while it waits: it is alive, only busy.
     pub(super) fn drain_writes(&mut self, mem: &(impl SharedMem + ?Sized), ino: Option<u64>) {
         if !self.io.writes.busy(ino) {
             self.after_writes(mem);
             return;
         }
         self.io.writes.count_barrier();
+        self.sizes.pause_settling();
         let mut rounds = 0usize;
         while self.io.writes.busy(ino) {
             rounds += 1;
+            Header::new(mem, self.layout).beat_dir();
             let mut acts = Vec::new();
             self.pump(mem, &mut acts);
             if !acts.is_empty() {
@@ -578,6 +584,7 @@ impl<D: BlockDevice> Directory<D> {
             }
             self.finish_io(mem, done);
         }
+        self.sizes.resume_settling();
         self.after_writes(mem);
     }
 

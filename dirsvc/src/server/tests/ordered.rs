@@ -6,6 +6,7 @@
 
 use super::super::*;
 use super::fills::Rig;
+use crate::fakedisk::Completion;
 use fabric::proto::{PageKey, PageReply, PageReq, Request, Response};
 use flatfs::MemDisk;
 use nodepath::client::Client;
@@ -251,4 +252,56 @@ fn an_fsync_of_many_grown_pages_writes_them_back_in_bounded_batches() {
         want.extend([idx as u8; P as usize]);
     }
     crash_shows(&rig, ino, &want, "fsync'd: every page and the size");
+}
+
+/// A synchronous wait for the writes in flight (a creation that raises
+/// the sequence floor, `net` mode's changes) while an fsync settles a
+/// file's pages waits for what is queued, not for the whole settling,
+/// and the directory beats while it waits.
+#[test]
+fn a_drain_during_a_settling_waits_for_the_queue_not_for_every_page() {
+    let rig = Rig::with_config(1, 64, 32, |c| c.write_backlog_max = 16);
+    let mut a = rig.join(1);
+    let ino = rig.file(&mut a, 1);
+    settle(&rig);
+    let pages = 300u64;
+    for idx in 1..=pages {
+        store(&rig, &mut a, 1, ino, idx, idx, idx as u8);
+    }
+    publish(&rig, &mut a, ino, (pages + 1) * P);
+    settle(&rig);
+    let tag = a
+        .send(&*rig.mem, &Request::Fsync { ino }, &mut || true)
+        .unwrap();
+    rig.step(); // the settling starts
+                // The disk completes one write per wait from now on.
+    rig.disk.set_mode(Completion::Hold);
+    let h = Header::new(&*rig.mem, rig.layout);
+    let (beat, written) = (h.dir_heartbeat(), rig.dir.borrow().write_stats().submitted);
+    rig.dir.borrow_mut().drain_writes(&*rig.mem, None);
+    let during = rig.dir.borrow().write_stats().submitted - written;
+    assert!(
+        during < pages,
+        "the drain wrote {during} blocks: it ran the whole settling"
+    );
+    assert!(
+        h.dir_heartbeat() > beat,
+        "the directory beat while it waited"
+    );
+    rig.disk.set_mode(Completion::InOrder);
+    let mut answered = false;
+    for _ in 0..2000 {
+        rig.step();
+        if let Some((t, _)) = a.recv(&*rig.mem).unwrap() {
+            assert_eq!(t, tag);
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "the fsync is answered once the settling goes on");
+    let mut bytes = vec![1u8; P as usize];
+    for idx in 1..=pages {
+        bytes.extend([idx as u8; P as usize]);
+    }
+    crash_shows(&rig, ino, &bytes, "fsync'd: every page and the size");
 }
