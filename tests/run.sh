@@ -19,7 +19,7 @@
 # check (tests/tests/docs.rs); the directory protocol's model checker in
 # release (cargo test --release -p dirsvc --test model -- --ignored
 # three_nodes: 3 nodes x 2 pages, strong and relaxed, a node failure and
-# rejoin, about 2-3 minutes); the data-path simulation's sweep in release
+# rejoin, and the append lock's lease with 3 nodes; about 3-4 minutes); the data-path simulation's sweep in release
 # over 200 seeds in private and net mode (ONECOPY_SIM_MODE=private,net
 # ONECOPY_SIM_SWEEP=200 cargo test --release -p nodepath sim_sweep --
 # --ignored, under 2 minutes); release build of the kernel and host tools;

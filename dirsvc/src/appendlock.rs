@@ -49,7 +49,7 @@ pub struct AppendLockStats {
 }
 
 /// The append locks, by inode.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AppendLocks {
     lease_ns: u64,
     locks: BTreeMap<u64, Lease>,
@@ -144,6 +144,12 @@ impl AppendLocks {
         let before = self.locks.len();
         self.locks.retain(|_, l| l.node != node);
         before - self.locks.len()
+    }
+
+    /// `ino`'s lease: its holder and the instant it runs until (lapsed or
+    /// not).
+    pub fn lease(&self, ino: u64) -> Option<(u8, u64)> {
+        self.locks.get(&ino).map(|l| (l.node, l.until_ns))
     }
 
     /// Who holds `ino`'s lock (lapsed or not).
