@@ -100,6 +100,8 @@ pub struct Link<E: Env> {
     pub ring_write_stats: (u64, u64, u64),
     /// Where this node's time in misses went (`bench miss`).
     pub probe: Probe,
+    /// Files with a write given up unanswered ([`Link::in_doubt`]).
+    in_doubt: alloc::collections::BTreeSet<u64>,
 }
 
 /// Time this node spent in exchanges with the directory and installing
@@ -204,6 +206,7 @@ impl<E: Env> Link<E> {
             ring_read_stats: (0, 0, 0),
             ring_write_stats: (0, 0, 0),
             probe: Probe::default(),
+            in_doubt: alloc::collections::BTreeSet::new(),
             files: if mode == Mode::Net {
                 Files::Net(net)
             } else {

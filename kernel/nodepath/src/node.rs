@@ -181,6 +181,9 @@ impl<E: Env> Node<E> {
     /// [`Link::guard`]).
     pub fn guard(&mut self) -> Result<(), Errno> {
         self.link.guard(self.vfs.session())?;
+        if self.link.any_in_doubt() {
+            self.vfs.settle_doubts(&mut self.link)?;
+        }
         // Between operations: free frames ahead of need.
         self.reclaim_ahead(false);
         Ok(())
@@ -205,7 +208,14 @@ impl<E: Env> Node<E> {
     /// Periodic membership check (rejoin if declared failed, leave the
     /// shared cache if the directory fell silent).
     pub fn check(&mut self) {
-        if self.vfs.session().broken() {
+        let doubts = match self.link.any_in_doubt() {
+            true => self.vfs.settle_doubts(&mut self.link),
+            false => Ok(()),
+        };
+        if doubts.is_err() {
+            // Nothing goes out before the doubt is settled.
+            log::warn!("unanswered write-backs not settled yet: no write-back before rejoining");
+        } else if self.vfs.session().broken() {
             // The rejoin drops what this node owns: write its dirty pages
             // back first (the rings still work; only notices were lost).
             self.link.recovering = true;

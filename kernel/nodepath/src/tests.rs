@@ -640,6 +640,7 @@ mod evicted;
 mod failure;
 mod fence;
 mod groups;
+mod indoubt;
 mod membership;
 mod meta;
 mod policy;

@@ -175,12 +175,16 @@ impl WriteJobs {
     /// Take in the answers that came and send what waits for room.
     pub fn take_answers<E: Env>(&mut self, link: &mut Link<E>) {
         for job in self.jobs.iter_mut() {
+            let ino = job.ino;
             let pieces = job.writes.iter_mut().flat_map(|w| w.pieces.iter_mut());
             for p in pieces.filter(|p| p.answer.is_none()) {
                 if let Some(tag) = p.tag {
                     p.answer = link.poll_call(tag, Op::Write);
                     if p.answer.is_some() {
                         self.unanswered -= 1;
+                    }
+                    if matches!(p.answer, Some(Err(Errno::Unavailable))) {
+                        link.doubt(ino); // sent, given up: it may land
                     }
                 }
             }

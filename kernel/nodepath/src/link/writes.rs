@@ -54,8 +54,49 @@ impl<E: Env> Link<E> {
         writes: &[WriteReq<'_>],
         svc: &mut dyn Session<E>,
     ) -> Result<Vec<Response>, Errno> {
-        let cap = self.bulk_cap(SLOT)?;
         let mut out: Vec<Option<Response>> = vec![None; writes.len()];
+        let r = self.write_batch_into(writes, &mut out, svc);
+        if r == Err(Errno::Unavailable) {
+            for (w, o) in writes.iter().zip(&out) {
+                if o.is_none() {
+                    self.in_doubt.insert(w.ino);
+                }
+            }
+        }
+        r?;
+        Ok(finish(out))
+    }
+
+    /// Files with a write given up unanswered: it may have landed, late,
+    /// or never. Nothing of theirs may be written back until the node
+    /// has settled the doubt (`Vfs::settle_doubt`).
+    pub fn in_doubt(&self) -> Vec<u64> {
+        self.in_doubt.iter().copied().collect()
+    }
+
+    /// Is any file in doubt? (Cheap: checked before every I/O.)
+    pub fn any_in_doubt(&self) -> bool {
+        !self.in_doubt.is_empty()
+    }
+
+    /// A write of `ino` was given up unanswered.
+    pub fn doubt(&mut self, ino: u64) {
+        self.in_doubt.insert(ino);
+    }
+
+    /// `ino`'s doubt is settled.
+    pub fn settled(&mut self, ino: u64) {
+        self.in_doubt.remove(&ino);
+    }
+
+    /// [`Link::fs_write_batch`]'s work: the answers into `out`.
+    fn write_batch_into(
+        &mut self,
+        writes: &[WriteReq<'_>],
+        out: &mut [Option<Response>],
+        svc: &mut dyn Session<E>,
+    ) -> Result<(), Errno> {
+        let cap = self.bulk_cap(SLOT)?;
         for (i, w) in writes.iter().enumerate() {
             if w.data.is_empty() || w.data.len() > cap {
                 out[i] = Some(Response::Err(Errno::Invalid));
@@ -69,7 +110,7 @@ impl<E: Env> Link<E> {
                     out[i] = Some(self.fs_call(&req, svc)?);
                 }
             }
-            return Ok(finish(out));
+            return Ok(());
         }
         let mut next = 0usize;
         while next < writes.len() {
@@ -91,12 +132,12 @@ impl<E: Env> Link<E> {
             }
             if !group.is_empty() {
                 let t0 = self.env.now_ns();
-                let r = self.ring_write_group(&group, &mut out, svc);
+                let r = self.ring_write_group(&group, out, svc);
                 self.add_round_trip(t0);
                 r?;
             }
         }
-        Ok(finish(out))
+        Ok(())
     }
 
     /// Publish a group's requests together and collect every answer.

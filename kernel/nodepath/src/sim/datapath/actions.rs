@@ -47,6 +47,37 @@ fn do_write_in_place(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32, file: &s
     w.borrow_mut().end_write(file, i, ok);
 }
 
+/// [`do_write_in_place`] with the directory frozen for its close, longer
+/// than the RPC timeout: the write-back (or the size) goes unanswered and
+/// lands when the directory thaws, or never. The node must not send it
+/// again over what others write after it.
+fn do_write_in_place_unanswered(
+    w: &RefCell<World>,
+    rig: &Rig,
+    n: &mut Node<HostEnv>,
+    k: u32,
+    file: &str,
+    len: usize,
+) {
+    let Ok(fd) = n.open(file, osapi::io::OpenFlags::default()) else {
+        return;
+    };
+    let (data, i) = begin_whole_write(w, k, file, len);
+    let r = n.write(fd, &data);
+    rig.set_dir_up(false);
+    // `net` mode's calls wait for a silent server in fine steps, each of
+    // which would start another node's call.
+    let net = w.borrow().mode == Some(Mode::Net);
+    let hook = net.then(|| rig.sh.hook.borrow_mut().take());
+    let c = n.close(fd);
+    if let Some(h) = hook {
+        *rig.sh.hook.borrow_mut() = h;
+    }
+    rig.set_dir_up(true);
+    let ok = r == Ok(data.len()) && c.is_ok();
+    w.borrow_mut().end_write(file, i, ok);
+}
+
 /// Node `k` appends one line to [`APPEND_FILE`] (`O_APPEND`, created if
 /// missing): open, one write, close.
 pub(super) fn do_append(w: &RefCell<World>, n: &mut Node<HostEnv>, k: u32) {
@@ -209,6 +240,10 @@ pub(super) fn step_action(
             91..=94 => {
                 *faults += 1;
                 rig.sh.fail_read_in.set(Some(arg));
+            }
+            95..=97 if arg >= 6 && writer.is_none_or(|o| o == k) => {
+                *faults += 1;
+                do_write_in_place_unanswered(world, rig, &mut n.borrow_mut(), k, name, *len);
             }
             95..=97 => {
                 // Frozen longer than the RPC timeout for one operation.

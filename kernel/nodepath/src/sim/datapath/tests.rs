@@ -169,6 +169,15 @@ fn regression_runs(steps: u64) -> Vec<String> {
             failed.extend(sweep(m, seeds, steps).1);
         }
     }
+    // A close whose write-back went unanswered (the directory frozen)
+    // landed when the directory came back; its node's next write-back
+    // sent the same bytes again over a later write of another node.
+    let in_doubt = [(Mode::Private, &[0x5eed_d81b_4dcb, 0x5eed_20f8_7536][..])];
+    for (m, seeds) in in_doubt {
+        if modes().contains(&m) {
+            failed.extend(sweep(m, seeds, steps).1);
+        }
+    }
     failed
 }
 
