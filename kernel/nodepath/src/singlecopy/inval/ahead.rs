@@ -12,9 +12,9 @@ use alloc::vec::Vec;
 
 use fabric::proto::{Errno, Op, PageRun, PageSpan, Request, Response, RunKind};
 
-use super::{ScState, BATCH, MAX_ABANDONED};
 use crate::env::Env;
 use crate::link::Link;
+use crate::singlecopy::{ScState, BATCH, MAX_ABANDONED};
 use crate::watermark::Watermarks;
 
 /// Most background INVs in flight together (the rest of the request ring
@@ -23,7 +23,7 @@ pub(super) const MAX_INVS_IN_FLIGHT: usize = 2 * BATCH;
 
 /// Reclaim ahead of need under way.
 #[derive(Debug, Default)]
-pub(super) struct Refill {
+pub(in crate::singlecopy) struct Refill {
     /// Background INVs of reclaim ahead of need in flight, by tag: one
     /// run of a file's pages each (`ahead`).
     pub(super) invs: Vec<(u32, PageSpan)>,
@@ -102,7 +102,7 @@ impl ScState {
     }
 
     /// Wait until every background INV is answered (or given up).
-    pub(super) fn settle_invs<E: Env>(&mut self, link: &mut Link<E>) {
+    pub(in crate::singlecopy) fn settle_invs<E: Env>(&mut self, link: &mut Link<E>) {
         self.reap_invs(link);
         while self.invs_in_flight() > 0 {
             if !link.wait_calls(self) {
@@ -157,7 +157,7 @@ impl ScState {
     /// frees its frame, a refused one goes back to the cache, one given up
     /// unanswered stays torn down until its late answer (or the
     /// directory's DIR_INV). Returns the frames freed.
-    pub(super) fn reap_invs<E: Env>(&mut self, link: &mut Link<E>) -> usize {
+    pub(in crate::singlecopy) fn reap_invs<E: Env>(&mut self, link: &mut Link<E>) -> usize {
         let Some(c) = self.coh.as_mut() else { return 0 };
         let mut freed = 0;
         let mut i = 0;
@@ -189,7 +189,7 @@ impl ScState {
     /// A miss found no frame: wait for the background INVs in flight,
     /// else reclaim `n` pages now (from the task's group if it is at its
     /// limit). Counted as a miss that waited. Returns the frames freed.
-    pub(super) fn reclaim_waiting<E: Env>(
+    pub(in crate::singlecopy) fn reclaim_waiting<E: Env>(
         &mut self,
         link: &mut Link<E>,
         n: usize,
