@@ -174,10 +174,8 @@ impl<E: Env> Session<E> for ScState {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
-            c.drops.pending.clear();
-            c.drops.in_flight.clear();
-            c.late.abandoned.clear();
-            c.late.releasing.clear();
+            c.drops.clear();
+            c.late.clear();
             c.broken = false;
             c.detached = true;
         }

@@ -14,7 +14,7 @@ use fabric::proto::{Errno, Op, PageRun, PageSpan, Request, Response, RunKind};
 
 use crate::env::Env;
 use crate::link::Link;
-use crate::singlecopy::{ScState, BATCH, MAX_ABANDONED};
+use crate::singlecopy::{ScState, BATCH};
 use crate::watermark::Watermarks;
 
 /// Most background INVs in flight together (the rest of the request ring
@@ -26,10 +26,10 @@ pub(super) const MAX_INVS_IN_FLIGHT: usize = 2 * BATCH;
 pub(in crate::singlecopy) struct Refill {
     /// Background INVs of reclaim ahead of need in flight, by tag: one
     /// run of a file's pages each (`ahead`).
-    pub(super) invs: Vec<(u32, PageSpan)>,
+    invs: Vec<(u32, PageSpan)>,
     /// A round of reclaim ahead of need is under way (started under the
     /// low mark, going on to the high one).
-    pub(super) on: bool,
+    on: bool,
 }
 
 impl ScState {
@@ -171,10 +171,7 @@ impl ScState {
             let done = match r {
                 Ok(Response::Run(r)) => r.done,
                 Err(Errno::Unavailable) => {
-                    if c.late.abandoned.len() >= MAX_ABANDONED {
-                        c.late.abandoned.pop_first();
-                    }
-                    c.late.abandoned.insert(tag, (span, Op::PageInvRun));
+                    c.late.abandon(tag, span, Op::PageInvRun);
                     continue;
                 }
                 Ok(_) | Err(_) => 0,

@@ -106,10 +106,9 @@ impl Coherence {
     pub(super) fn quiet(&mut self) -> bool {
         !self.broken
             && !self.detached
-            && self.drops.pending.is_empty()
-            && self.drops.in_flight.is_empty()
+            && self.drops.none()
             && self.replicas.promoting.is_none()
-            && self.late.releasing.is_empty()
+            && self.late.none_releasing()
             && self.cache.quiet()
     }
 }
