@@ -635,6 +635,7 @@ fn a_batch_sees_a_truncate_that_completed_while_it_fetched() {
 mod ahead;
 mod appends;
 mod broken;
+mod copies;
 mod daxfs;
 mod evicted;
 mod failure;
@@ -651,6 +652,7 @@ mod readahead;
 mod reclaiming;
 mod runs;
 mod sc_writeback;
+mod strong_writes;
 mod task_reads;
 mod task_writeback;
 mod torndown;

@@ -35,12 +35,25 @@ pub(super) struct Drops {
     /// requests (so before any new request for the same page), or on
     /// their own once [`BATCH`] are waiting: a write that makes a private
     /// copy never waits for the directory.
-    pub(super) pending: Vec<PageKey>,
+    pending: Vec<PageKey>,
     /// Deferred DROPs sent without waiting (a full batch of
     /// them, see [`ScState::defer_drop`]), by tag, oldest first; their
     /// answers are stored by the link as they come and taken in by
     /// [`ScState::reap_drops`].
-    pub(super) in_flight: Vec<(u32, PageKey)>,
+    in_flight: Vec<(u32, PageKey)>,
+}
+
+impl Drops {
+    /// None unsent and none unanswered.
+    pub(super) fn none(&self) -> bool {
+        self.pending.is_empty() && self.in_flight.is_empty()
+    }
+
+    /// Forget them all (the session is gone).
+    pub(super) fn clear(&mut self) {
+        self.pending.clear();
+        self.in_flight.clear();
+    }
 }
 
 /// Exchanges given up unanswered, and late grants being given back.
@@ -55,10 +68,32 @@ pub(super) struct Late {
     /// freed then (or the page given back, if the INV was refused), else
     /// every later access of the page would wait for that DIR_INV for
     /// good (see [`ScState::late_answer`]).
-    pub(super) abandoned: BTreeMap<u32, (PageSpan, fabric::proto::Op)>,
+    abandoned: BTreeMap<u32, (PageSpan, fabric::proto::Op)>,
     /// Late E grants being given back: page -> our orphan frame, freed
     /// once the directory answers the DROP.
-    pub(super) releasing: BTreeMap<PageKey, u64>,
+    releasing: BTreeMap<PageKey, u64>,
+}
+
+impl Late {
+    /// Remember the call `tag` on `span` (opcode `op`) given up
+    /// unanswered, forgetting the oldest past [`MAX_ABANDONED`].
+    pub(super) fn abandon(&mut self, tag: u32, span: PageSpan, op: fabric::proto::Op) {
+        if self.abandoned.len() >= MAX_ABANDONED {
+            self.abandoned.pop_first();
+        }
+        self.abandoned.insert(tag, (span, op));
+    }
+
+    /// No late grant being given back.
+    pub(super) fn none_releasing(&self) -> bool {
+        self.releasing.is_empty()
+    }
+
+    /// Forget them all (the session is gone).
+    pub(super) fn clear(&mut self) {
+        self.abandoned.clear();
+        self.releasing.clear();
+    }
 }
 
 impl ScState {
@@ -377,10 +412,7 @@ impl ScState {
                         (None, PageReq::LookupLock { key, .. } | PageReq::Inv { key, .. }) => key,
                         _ => continue,
                     };
-                    if c.late.abandoned.len() >= MAX_ABANDONED {
-                        c.late.abandoned.pop_first();
-                    }
-                    c.late.abandoned.insert(*tag, (PageSpan::page(key), *op));
+                    c.late.abandon(*tag, PageSpan::page(key), *op);
                 }
             }
         }
@@ -477,12 +509,7 @@ impl ScState {
                     if out[i].is_some() || runs[i].kind != fabric::proto::RunKind::Inv {
                         continue;
                     }
-                    if c.late.abandoned.len() >= MAX_ABANDONED {
-                        c.late.abandoned.pop_first();
-                    }
-                    c.late
-                        .abandoned
-                        .insert(*tag, (runs[i].span, Op::PageInvRun));
+                    c.late.abandon(*tag, runs[i].span, Op::PageInvRun);
                 }
             }
         }

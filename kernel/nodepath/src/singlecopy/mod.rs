@@ -14,7 +14,7 @@
 //!   page, written back through the storage server at fsync/close, which
 //!   reconciles the owner's frame.
 //! * Reclaim: when free frames drop under the low mark, victims are
-//!   invalidated in the background between operations (`ahead`); when the
+//!   invalidated in the background between operations (`inval`); when the
 //!   pool runs dry anyway, a miss waits for those, or invalidates victims
 //!   in a batch itself (BATCH_INV); dirty ones are written back by the
 //!   directory before it answers.
@@ -22,8 +22,10 @@
 //!   idles ([`Session::service`]): the page is forgotten, unmapped from the
 //!   mmap window (with its TLB flush), then acknowledged on the ack ring.
 //!
-//! Files: this one (state, reclaim), `resolve` (misses in batches of
-//! page requests), `session` (join, servicing notices, leave), `batch`
+//! Files: this one (state), `inval` (DPC's Invalidation Manager:
+//! DIR_INV and INV_RANGE taken and acked, reclaim's INV runs, the quiet
+//! sleeps of lazy acks), `resolve` (misses in batches of page requests),
+//! `session` (join, servicing notices, leave), `batch`
 //! (batched page calls, deferred DROPs, late answers), `inflight` (tasks'
 //! write-backs in flight), `reads` (tasks' read misses in flight), `rw`
 //! (read, write), `writeback` (write-back and fsync), `remote` (DPC's
@@ -32,11 +34,11 @@
 //!
 //! [`DataPath`]: crate::vfs::DataPath
 
-mod ahead;
 mod batch;
 mod control;
 mod groups;
 mod inflight;
+mod inval;
 pub(crate) mod path;
 mod reads;
 mod remote;
@@ -55,7 +57,7 @@ use alloc::vec::Vec;
 
 use fabric::layout::Layout;
 use fabric::proto::Errno;
-use fabric::proto::{PageKey, PageReply, PageReq, PageRun, RunKind};
+use fabric::proto::{PageKey, PageReq};
 use fabric::shm::SharedMem;
 
 use crate::client::Notifier;
@@ -94,7 +96,7 @@ pub struct Coherence {
     replicas: remote::Replicas,
     /// Reclaim ahead of need: its INVs in flight, a round under way
     /// (`ahead`).
-    refill: ahead::Refill,
+    refill: inval::Refill,
     /// Relaxed mode: the bytes of each private copy this node wrote
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
@@ -251,140 +253,6 @@ impl ScState {
     /// The cache, if joined.
     fn cache(&mut self) -> Option<&mut NodeCache> {
         self.coh.as_mut().map(|c| &mut c.cache)
-    }
-
-    /// Invalidate up to `n` owned pages the eviction policy picks (one
-    /// BATCH_INV).
-    pub fn reclaim<E: Env>(&mut self, link: &mut Link<E>, n: usize) -> Result<usize, Errno> {
-        let victims = self.cache().map(|c| c.pick_victims(n)).unwrap_or_default();
-        self.invalidate_victims(link, victims)
-    }
-
-    /// Reclaim for a miss the cache refused: from the task's group if it
-    /// is at its own limit (through its policy), else for the node.
-    fn reclaim_for_miss<E: Env>(&mut self, link: &mut Link<E>, n: usize) -> Result<usize, Errno> {
-        let victims = (self.cache())
-            .map(|c| c.pick_victims_in(c.reclaim_target(), n))
-            .unwrap_or_default();
-        self.invalidate_victims(link, victims)
-    }
-
-    /// Invalidate pages already taken as victims (`Reclaiming`) in one
-    /// BATCH_INV of one entry per contiguous run of a file's pages;
-    /// returns how many pages.
-    fn invalidate_victims<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        victims: Vec<(PageKey, bool)>,
-    ) -> Result<usize, Errno> {
-        if victims.is_empty() {
-            return Ok(0);
-        }
-        fabric::trace::record(
-            fabric::trace::Kind::EvictStart,
-            0,
-            0,
-            0,
-            victims.len() as u64,
-        );
-        // Our own mappings of these frames go first.
-        if let Some(c) = self.coh.as_mut() {
-            for (k, _) in &victims {
-                c.unmap(&link.env, k);
-            }
-        }
-        // One entry per contiguous run of one file's pages, at most
-        // [`BATCH`] pages per round trip (the directory serves a batch's
-        // write-backs before it answers: more would hold its loop, and the
-        // answer, past the call timeout under emulation).
-        let mut victims = victims;
-        victims.sort_unstable_by_key(|v| v.0);
-        let mut err = None;
-        let mut freed = 0u64;
-        for pages in victims.chunks(BATCH) {
-            let chunk = &PageRun::split(RunKind::Inv, pages)[..];
-            if err.is_some() {
-                // Not sent: the pages stay ours (as dirty: at worst one
-                // write-back too many).
-                if let Some(c) = self.cache() {
-                    for (key, _) in chunk.iter().flat_map(|r| r.pages()) {
-                        c.reclaim_failed(&key);
-                    }
-                }
-                continue;
-            }
-            freed += self.invalidate_runs(link, chunk, &mut err);
-        }
-        fabric::trace::record(fabric::trace::Kind::EvictEnd, 0, 0, 0, freed);
-        match err {
-            Some(e) => Err(e),
-            None => Ok(victims.len()),
-        }
-    }
-
-    /// Send the INV runs `runs` (at most [`BATCH`]) together and take
-    /// their answers; the first error goes to `err`. Returns the pages
-    /// freed.
-    fn invalidate_runs<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        runs: &[PageRun],
-        err: &mut Option<Errno>,
-    ) -> u64 {
-        // Every answered page is completed even if others were refused; an
-        // unanswered one stays torn down until the directory's DIR_INV.
-        let (answers, fatal) = self.run_batch(link, runs);
-        if let Some(e) = fatal {
-            err.get_or_insert(e);
-        }
-        let mut freed = 0u64;
-        if let Some(c) = self.cache() {
-            for (run, a) in runs.iter().zip(answers) {
-                match a {
-                    Some(Ok(r)) => {
-                        for (i, (key, _)) in run.pages().enumerate() {
-                            if r.done & (1 << i) != 0 {
-                                c.reclaimed(&key);
-                                freed += 1;
-                            } else {
-                                c.reclaim_failed(&key);
-                            }
-                        }
-                    }
-                    Some(Err(e)) => {
-                        for (key, _) in run.pages() {
-                            c.reclaim_failed(&key);
-                        }
-                        err.get_or_insert(e);
-                    }
-                    None => {}
-                }
-            }
-        }
-        freed
-    }
-
-    /// Invalidate one page we own, synchronously (`bench inv`). Returns
-    /// false if we do not own it.
-    pub fn invalidate_one<E: Env>(
-        &mut self,
-        link: &mut Link<E>,
-        key: PageKey,
-    ) -> Result<bool, Errno> {
-        let Some(dirty) = self.cache().and_then(|c| c.take_victim(&key)) else {
-            return Ok(false);
-        };
-        if let Some(c) = self.coh.as_mut() {
-            c.unmap(&link.env, &key);
-        }
-        let r = self.page_calls(link, &[PageReq::Inv { key, dirty }])?;
-        if let Some(c) = self.cache() {
-            match r.first() {
-                Some(PageReply::Done { .. }) => c.reclaimed(&key),
-                _ => c.reclaim_failed(&key),
-            }
-        }
-        Ok(true)
     }
 
     /// Drop remote mappings above the limit (called after reads).

@@ -1,13 +1,13 @@
 //! The session with the directory, node side: joining (a fresh cache and
 //! notify/ack endpoints, this node's replica words cleared), servicing the
-//! notify ring (DIR_INV and INV_RANGE: forget, unmap, ack, or defer the
-//! ack behind a miss in flight; `Sharers`; REVOKE and `ReplicasUsed` of strong-mode
+//! notify ring (DIR_INV and INV_RANGE handed to the Invalidation Manager,
+//! `inval`; `Sharers`; REVOKE and `ReplicasUsed` of strong-mode
 //! replicas), and leaving.
 
 use alloc::collections::BTreeMap;
 
 use fabric::layout::Layout;
-use fabric::proto::{Notice, PageKey, PageSpan};
+use fabric::proto::{Notice, PageKey};
 
 use super::{Coherence, ScState};
 use crate::client::Notifier;
@@ -16,39 +16,6 @@ use crate::link::Session;
 use crate::pagecache::NodeCache;
 
 impl Coherence {
-    /// Unmap `key` from the window (flushing the TLB), then acknowledge.
-    fn ack<E: Env>(&mut self, env: &E, key: PageKey, dirty: bool) {
-        self.unmap(env, &key); // the TLB flush comes before the ack
-        let mut spins = 0u32;
-        if self
-            .notifier
-            .ack(env.mem(), key, dirty, &mut || {
-                spins += 1;
-                spins < 10_000_000
-            })
-            .is_err()
-        {
-            log::warn!("ack ring stuck; the directory will time this node out");
-        }
-    }
-
-    /// Unmap every page of `span` from the window, then acknowledge the
-    /// INV_RANGE once.
-    fn ack_range<E: Env>(&mut self, env: &E, span: PageSpan, dirty: bool) {
-        self.win.unmap_range(env, span.keys());
-        let mut spins = 0u32;
-        if self
-            .notifier
-            .send(env.mem(), Notice::InvRangeAck { span, dirty }, &mut || {
-                spins += 1;
-                spins < 10_000_000
-            })
-            .is_err()
-        {
-            log::warn!("ack ring stuck; the directory will time this node out");
-        }
-    }
-
     /// Drop our replica of `key` (a REVOKE: a writer is about to store
     /// into its frame) and ack; the mapping stays. A PROMOTE of `key` in
     /// flight will not use its grant.
@@ -85,14 +52,6 @@ impl Coherence {
         }
         self.replicas.seen
     }
-
-    /// Send the acks of deferred invalidations that became due.
-    pub(super) fn send_due_acks<E: Env>(&mut self, env: &E) {
-        for (key, dirty) in self.cache.take_acks() {
-            log::debug!("DIR_INV {key:?}: deferred ack, dirty={dirty}");
-            self.ack(env, key, dirty);
-        }
-    }
 }
 
 impl<E: Env> Session<E> for ScState {
@@ -119,7 +78,7 @@ impl<E: Env> Session<E> for ScState {
             drops: super::batch::Drops::default(),
             late: super::batch::Late::default(),
             replicas: super::remote::Replicas::default(),
-            refill: super::ahead::Refill::default(),
+            refill: super::inval::Refill::default(),
             written: BTreeMap::new(),
         });
         if let Some(mut c) = self.coh.take() {
@@ -150,14 +109,7 @@ impl<E: Env> Session<E> for ScState {
                 Ok(Some(Notice::DirInv(k))) => k,
                 Ok(Some(Notice::InvRange(span))) => {
                     n += 1;
-                    let runs = c.cache.range_inv(&span);
-                    if runs.len() != 1 || runs[0].0 != span {
-                        log::debug!("INV_RANGE {span:?}: misses in flight, their acks deferred");
-                    }
-                    for (run, dirty) in runs {
-                        log::debug!("INV_RANGE {run:?}: acked, dirty={dirty}");
-                        c.ack_range(env, run, dirty);
-                    }
+                    c.inv_range(env, span);
                     continue;
                 }
                 Ok(Some(Notice::Sharers { key, count })) => {
@@ -202,13 +154,7 @@ impl<E: Env> Session<E> for ScState {
                 }
             };
             n += 1;
-            match c.cache.dir_inv(&key) {
-                Some(dirty) => {
-                    log::debug!("DIR_INV {key:?}: acked, dirty={dirty}");
-                    c.ack(env, key, dirty);
-                }
-                None => log::debug!("DIR_INV {key:?}: our miss is in flight, ack deferred"),
-            }
+            c.dir_inv(env, key);
         }
         c.send_due_acks(env);
         n
@@ -218,21 +164,9 @@ impl<E: Env> Session<E> for ScState {
         self.coh.as_ref().is_some_and(|c| c.broken)
     }
 
-    /// Joined and nothing in flight that a DIR_INV taken as acknowledged
-    /// while we sleep could race (see [`NodeCache::quiet`]); also no DROP
-    /// unsent or unanswered and no PROMOTE in flight. Late answers of
-    /// given-up requests (`abandoned`) do not count: none of them installs
-    /// a mapping.
+    /// Quiet enough for lazy acks (see `inval`).
     fn quiet(&mut self) -> bool {
-        self.coh.as_mut().is_some_and(|c| {
-            !c.broken
-                && !c.detached
-                && c.drops.pending.is_empty()
-                && c.drops.in_flight.is_empty()
-                && c.replicas.promoting.is_none()
-                && c.late.releasing.is_empty()
-                && c.cache.quiet()
-        })
+        self.coh.as_mut().is_some_and(|c| c.quiet())
     }
 
     /// Leave the shared cache: forget every page, unmap the window.
@@ -240,10 +174,8 @@ impl<E: Env> Session<E> for ScState {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
-            c.drops.pending.clear();
-            c.drops.in_flight.clear();
-            c.late.abandoned.clear();
-            c.late.releasing.clear();
+            c.drops.clear();
+            c.late.clear();
             c.broken = false;
             c.detached = true;
         }

@@ -12,9 +12,9 @@ use alloc::vec::Vec;
 
 use fabric::proto::{Errno, Op, PageRun, PageSpan, Request, Response, RunKind};
 
-use super::{ScState, BATCH, MAX_ABANDONED};
 use crate::env::Env;
 use crate::link::Link;
+use crate::singlecopy::{ScState, BATCH};
 use crate::watermark::Watermarks;
 
 /// Most background INVs in flight together (the rest of the request ring
@@ -23,13 +23,13 @@ pub(super) const MAX_INVS_IN_FLIGHT: usize = 2 * BATCH;
 
 /// Reclaim ahead of need under way.
 #[derive(Debug, Default)]
-pub(super) struct Refill {
+pub(in crate::singlecopy) struct Refill {
     /// Background INVs of reclaim ahead of need in flight, by tag: one
     /// run of a file's pages each (`ahead`).
-    pub(super) invs: Vec<(u32, PageSpan)>,
+    invs: Vec<(u32, PageSpan)>,
     /// A round of reclaim ahead of need is under way (started under the
     /// low mark, going on to the high one).
-    pub(super) on: bool,
+    on: bool,
 }
 
 impl ScState {
@@ -102,7 +102,7 @@ impl ScState {
     }
 
     /// Wait until every background INV is answered (or given up).
-    pub(super) fn settle_invs<E: Env>(&mut self, link: &mut Link<E>) {
+    pub(in crate::singlecopy) fn settle_invs<E: Env>(&mut self, link: &mut Link<E>) {
         self.reap_invs(link);
         while self.invs_in_flight() > 0 {
             if !link.wait_calls(self) {
@@ -157,7 +157,7 @@ impl ScState {
     /// frees its frame, a refused one goes back to the cache, one given up
     /// unanswered stays torn down until its late answer (or the
     /// directory's DIR_INV). Returns the frames freed.
-    pub(super) fn reap_invs<E: Env>(&mut self, link: &mut Link<E>) -> usize {
+    pub(in crate::singlecopy) fn reap_invs<E: Env>(&mut self, link: &mut Link<E>) -> usize {
         let Some(c) = self.coh.as_mut() else { return 0 };
         let mut freed = 0;
         let mut i = 0;
@@ -171,10 +171,7 @@ impl ScState {
             let done = match r {
                 Ok(Response::Run(r)) => r.done,
                 Err(Errno::Unavailable) => {
-                    if c.late.abandoned.len() >= MAX_ABANDONED {
-                        c.late.abandoned.pop_first();
-                    }
-                    c.late.abandoned.insert(tag, (span, Op::PageInvRun));
+                    c.late.abandon(tag, span, Op::PageInvRun);
                     continue;
                 }
                 Ok(_) | Err(_) => 0,
@@ -189,7 +186,7 @@ impl ScState {
     /// A miss found no frame: wait for the background INVs in flight,
     /// else reclaim `n` pages now (from the task's group if it is at its
     /// limit). Counted as a miss that waited. Returns the frames freed.
-    pub(super) fn reclaim_waiting<E: Env>(
+    pub(in crate::singlecopy) fn reclaim_waiting<E: Env>(
         &mut self,
         link: &mut Link<E>,
         n: usize,

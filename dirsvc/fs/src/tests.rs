@@ -205,6 +205,8 @@ impl BlockDevice for Failing {
 
 mod allocation;
 mod checksums;
+mod corrupt_inodes;
+mod corrupt_super;
 mod corruption;
 mod damage;
 mod data;
