@@ -314,11 +314,18 @@ fn a_run_past_the_end_of_file_writes_the_pages_inside_and_keeps_the_rest_dirty()
         let key = PageKey { ino, idx: i };
         let lock = Request::Page(PageReq::LookupLock { key, frame: a0 + i });
         let r = rig.call(&mut a, &lock);
-        assert_eq!(r, Ok(Response::Page(PageReply::Exclusive { gfn: a0 + i })), "page {i}");
+        assert_eq!(
+            r,
+            Ok(Response::Page(PageReply::Exclusive { gfn: a0 + i })),
+            "page {i}"
+        );
         let off = rig.layout.frame_off(a0 + i).unwrap();
         rig.mem.write(off, &[0xA0u8 + i as u8; 4096]);
         let r = rig.call(&mut a, &Request::Page(PageReq::Unlock { key }));
-        assert!(matches!(r, Ok(Response::Page(PageReply::Done { .. }))), "{r:?}");
+        assert!(
+            matches!(r, Ok(Response::Page(PageReply::Done { .. }))),
+            "{r:?}"
+        );
     }
     let r = run_call(&rig, &mut a, &run(RunKind::Writeback, ino, 0, 8, 0xFF));
     assert_eq!(r.done, 0xFF);
@@ -329,7 +336,10 @@ fn a_run_past_the_end_of_file_writes_the_pages_inside_and_keeps_the_rest_dirty()
     // The pages past the end stay dirty: published, they are written.
     let d = rig.dir.borrow();
     for i in 4..8 {
-        let e = d.pages().entry(&PageKey { ino, idx: i }).expect("still cached");
+        let e = d
+            .pages()
+            .entry(&PageKey { ino, idx: i })
+            .expect("still cached");
         assert!(e.dirty, "page {i} past the end keeps its bytes dirty");
     }
 }
