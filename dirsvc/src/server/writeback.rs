@@ -85,7 +85,7 @@ impl<D: BlockDevice> Directory<D> {
         // Pages of the run inside the file; the rest keep their bytes
         // dirty until the size covers them.
         let inside = attr.size.saturating_sub(start).div_ceil(page);
-        let inside = (inside.min(frames.len() as u64)) as usize;
+        let inside = inside.min(frames.len() as u64) as usize;
         for k in inside..frames.len() {
             let key = PageKey {
                 ino: first.ino,
