@@ -77,6 +77,7 @@ mod ordered;
 mod replicas;
 mod reply;
 mod runs;
+mod writeback;
 mod writes;
 
 pub use daxfill::DaxStats;

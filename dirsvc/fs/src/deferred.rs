@@ -117,6 +117,7 @@ impl<D: BlockDevice> Fs<D> {
             } else {
                 // Never written: the kept write holds its bytes.
                 self.write_done(s.lba);
+                self.writes = self.writes.saturating_sub(1);
             }
         }
         out
@@ -137,6 +138,7 @@ impl<D: BlockDevice> Fs<D> {
     /// entry still accepts.
     pub fn write_skipped(&mut self, lba: u64) {
         self.write_done(lba);
+        self.writes = self.writes.saturating_sub(1);
     }
 
     /// Count one write of `lba` done; true once none is pending.
@@ -172,6 +174,7 @@ mod tests {
         let mut fs = Fs::format(MemDisk::new(256), 16).unwrap();
         let ino = fs.create("/f", false).unwrap().ino;
         fs.write(ino, 0, &[1u8; 4 * BLOCK_SIZE]).unwrap();
+        let before = fs.stats().disk_writes;
         fs.begin_deferred();
         for b in 0..4u64 {
             fs.write(ino, b * BLOCK_SIZE as u64, &[b as u8 + 5; BLOCK_SIZE])
@@ -183,6 +186,11 @@ mod tests {
         let mut phases: Vec<u8> = out.iter().map(|s| fs.write_phase(s.lba)).collect();
         phases.sort();
         assert_eq!(phases, vec![0, 1, 1, 1, 1, 2], "1 + 4 data blocks + 1");
+        assert_eq!(
+            fs.stats().disk_writes - before,
+            6,
+            "only the writes that go to the device count"
+        );
         // Before they land reads see the new bytes; after, the device has them.
         let mut buf = vec![0u8; 4 * BLOCK_SIZE];
         fs.read(ino, 0, &mut buf).unwrap();

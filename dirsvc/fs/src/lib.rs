@@ -163,7 +163,10 @@ pub struct FsStats {
     pub blocks_total: u64,
     /// Blocks read from the device by this mount.
     pub disk_reads: u64,
-    /// Blocks written to the device by this mount.
+    /// Blocks written to the device by this mount: deferred writes count
+    /// once handed out (staged), less those a later staged write of the
+    /// same block replaced before they went out ([`Fs::coalesce_staged`])
+    /// and those never sent ([`Fs::write_skipped`]).
     pub disk_writes: u64,
 }
 

@@ -20,7 +20,7 @@ use fabric::shm::SharedMem;
 use fabric::PAGE_SIZE;
 use flatfs::BlockDevice;
 
-use super::Directory;
+use super::{writeback, Directory};
 use flatfs::Staged;
 
 /// Staged writes of one action list's write-backs past which their
@@ -64,7 +64,10 @@ impl<D: BlockDevice> Directory<D> {
                     queue.extend(more.drain(..));
                 }
                 Action::WriteBack { key, gfn } => {
-                    let staged = self.write_back(mem, key, gfn);
+                    // The write-backs of the next pages of the file that
+                    // follow (replies between them) go as one write.
+                    let (frames, between) = writeback::take_run(&mut queue, key, gfn);
+                    let staged = self.write_back_run(mem, key, &frames);
                     if !staged.is_empty() {
                         let h = held.get_or_insert_with(Default::default);
                         if !h.0.contains(&key.ino) {
@@ -79,6 +82,12 @@ impl<D: BlockDevice> Directory<D> {
                             }
                             dedup_at = h.1.len().saturating_mul(2).max(DEDUP_MIN);
                         }
+                    }
+                    // The replies between them are held behind the
+                    // write, as each was behind its own page's; the
+                    // export bits change after the frames were read.
+                    for a in between.into_iter().rev() {
+                        queue.push_front(a);
                     }
                 }
                 Action::Invalidate { node, key } => self.invalidate(node, key),
@@ -179,48 +188,5 @@ impl<D: BlockDevice> Directory<D> {
             .ok_or(Errno::Invalid)?;
         mem.write(off + (lo - start) as usize, src);
         Ok(())
-    }
-
-    /// Write the bytes of pool frame `gfn` that lie inside the file back to
-    /// page `key` on disk (best effort: a failed write leaves the disk's
-    /// older copy). With asynchronous writes the block writes are staged
-    /// and returned (the caller queues them); else they are done.
-    fn write_back(
-        &mut self,
-        mem: &(impl SharedMem + ?Sized),
-        key: PageKey,
-        gfn: u64,
-    ) -> Vec<Staged> {
-        let deferred = self.async_writes();
-        let (Some(fs), Some(off)) = (self.fs.as_mut(), self.layout.frame_off(gfn)) else {
-            return Vec::new();
-        };
-        let Some(start) = key.idx.checked_mul(PAGE_SIZE as u64) else {
-            return Vec::new();
-        };
-        let Ok(attr) = fs.getattr(key.ino) else {
-            return Vec::new();
-        };
-        if start >= attr.size {
-            // Nothing of it is in the file yet; its bytes are, once the
-            // size is published: keep it dirty until then.
-            self.pages.still_dirty(key);
-            return Vec::new();
-        }
-        let n = ((attr.size - start) as usize).min(PAGE_SIZE);
-        let mut page = vec![0u8; n];
-        mem.read(off, &mut page);
-        if deferred {
-            fs.begin_deferred();
-        }
-        match fs.write(key.ino, start, &page) {
-            // Its data first, then the size it held back (same job).
-            Ok(_) => self.page_written(key),
-            Err(e) => log::warn!("write-back of {key:?}: {e:?}"),
-        }
-        match self.fs.as_mut() {
-            Some(fs) if deferred => fs.end_deferred(),
-            _ => Vec::new(),
-        }
     }
 }

@@ -10,7 +10,7 @@
 //! write-backs would leave the file's new size over zeros. So a growth by
 //! `Setattr` holds the recorded size ([`flatfs::Fs::hold_size`]) below
 //! the pages of the grown range that are cached (the only places the new
-//! bytes can be); every write-back of such a page raises the hold in the
+//! bytes can be); every write-back of such pages raises the hold in the
 //! same write job as the page's data (the record is the job's last
 //! phase, and a later job's record of the same table block goes out
 //! after it); a page whose entry is gone without a write-back holds
@@ -155,21 +155,26 @@ impl<D: BlockDevice> Directory<D> {
         cap
     }
 
-    /// Page `key`'s bytes were just written (or staged) to the disk: it
-    /// no longer holds its file's size. Call right after the data write,
-    /// inside the same deferred staging, so the raised record follows the
-    /// data (the file system's phase order within a job).
-    pub(super) fn page_written(&mut self, key: PageKey) {
-        let Some(g) = self.sizes.grown.get_mut(&key.ino) else {
+    /// Pages `idxs` of `ino` were just written (or staged) to the disk
+    /// in one write: they no longer hold its size, and the hold is raised
+    /// once. Call right after the data write, inside the same deferred
+    /// staging, so the raised record follows the data (the file system's
+    /// phase order within a job).
+    pub(super) fn pages_written(&mut self, ino: u64, idxs: core::ops::Range<u64>) {
+        let Some(g) = self.sizes.grown.get_mut(&ino) else {
             return;
         };
-        if !g.pages.remove(&key.idx) {
+        let before = g.pages.len();
+        for idx in idxs {
+            g.pages.remove(&idx);
+        }
+        if g.pages.len() == before {
             return;
         }
-        let cap = self.current_cap(key.ino);
+        let cap = self.current_cap(ino);
         if let Some(fs) = self.fs.as_mut() {
-            if let Err(e) = fs.hold_size(key.ino, cap) {
-                log::warn!("recording the size of inode {}: {e:?}", key.ino);
+            if let Err(e) = fs.hold_size(ino, cap) {
+                log::warn!("recording the size of inode {ino}: {e:?}");
             }
         }
     }

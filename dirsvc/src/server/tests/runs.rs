@@ -271,3 +271,75 @@ fn the_write_backs_of_one_sweeps_page_requests_are_one_job() {
         assert_eq!(file_bytes(&rig, &mut a, ino, i), 0xA0 + i as u8);
     }
 }
+
+#[test]
+fn a_runs_write_back_is_one_file_system_write_and_the_disk_counter_counts_device_writes() {
+    let rig = Rig::new(1, 64, 32);
+    rig.disk.set_write_run(64);
+    let mut a = rig.join(1);
+    let ino = dirty_pages(&rig, &mut a, 64, 64);
+    let version = |a: &mut Client| match rig.call(a, &Request::Getattr { ino }) {
+        Ok(Response::Attr(at)) => at.version,
+        x => panic!("getattr: {x:?}"),
+    };
+    let v0 = version(&mut a);
+    let counted = rig.dir.borrow().stats().disk_writes;
+    let before = rig.dir.borrow().write_stats();
+    let r = run_call(&rig, &mut a, &run(RunKind::Writeback, ino, 0, 64, u64::MAX));
+    assert_eq!(r.written, u64::MAX);
+    assert_eq!(rig.call(&mut a, &Request::Fsync { ino }), Ok(Response::Ok));
+    // One file-system write for the run's 64 pages, not one per page:
+    // the file's version moved once.
+    assert_eq!(version(&mut a), v0 + 1, "one write of the whole run");
+    let submitted = rig.dir.borrow().write_stats().submitted - before.submitted;
+    assert_eq!(
+        rig.dir.borrow().stats().disk_writes - counted,
+        submitted,
+        "`disk blocks written` counts the blocks sent to the device"
+    );
+    for i in [0, 1, 62, 63] {
+        assert_eq!(file_bytes(&rig, &mut a, ino, i), 0xA0 + i as u8);
+    }
+}
+
+#[test]
+fn a_run_past_the_end_of_file_writes_the_pages_inside_and_keeps_the_rest_dirty() {
+    let rig = Rig::new(1, 64, 32);
+    let mut a = rig.join(1);
+    // A 4-page file whose node holds 8 pages: 4..8 were written past the
+    // end, their size not published yet.
+    let ino = dirty_pages(&rig, &mut a, 4, 4);
+    let (a0, _) = rig.layout.pool_gfns(1);
+    for i in 4..8u64 {
+        let key = PageKey { ino, idx: i };
+        let lock = Request::Page(PageReq::LookupLock { key, frame: a0 + i });
+        let r = rig.call(&mut a, &lock);
+        assert_eq!(
+            r,
+            Ok(Response::Page(PageReply::Exclusive { gfn: a0 + i })),
+            "page {i}"
+        );
+        let off = rig.layout.frame_off(a0 + i).unwrap();
+        rig.mem.write(off, &[0xA0u8 + i as u8; 4096]);
+        let r = rig.call(&mut a, &Request::Page(PageReq::Unlock { key }));
+        assert!(
+            matches!(r, Ok(Response::Page(PageReply::Done { .. }))),
+            "{r:?}"
+        );
+    }
+    let r = run_call(&rig, &mut a, &run(RunKind::Writeback, ino, 0, 8, 0xFF));
+    assert_eq!(r.done, 0xFF);
+    assert_eq!(rig.call(&mut a, &Request::Fsync { ino }), Ok(Response::Ok));
+    for i in 0..4 {
+        assert_eq!(file_bytes(&rig, &mut a, ino, i), 0xA0 + i as u8);
+    }
+    // The pages past the end stay dirty: published, they are written.
+    let d = rig.dir.borrow();
+    for i in 4..8 {
+        let e = d
+            .pages()
+            .entry(&PageKey { ino, idx: i })
+            .expect("still cached");
+        assert!(e.dirty, "page {i} past the end keeps its bytes dirty");
+    }
+}
