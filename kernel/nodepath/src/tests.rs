@@ -636,6 +636,7 @@ mod ahead;
 mod appends;
 mod broken;
 mod daxfs;
+mod deleg;
 mod evicted;
 mod failure;
 mod fence;

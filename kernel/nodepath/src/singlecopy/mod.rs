@@ -35,6 +35,7 @@
 mod ahead;
 mod batch;
 mod control;
+mod deleg;
 mod groups;
 mod inflight;
 pub(crate) mod path;
@@ -46,6 +47,7 @@ mod session;
 mod writeback;
 
 pub use control::Controls;
+pub use deleg::DelegCounts;
 pub use groups::group_errno;
 pub use path::SingleCopy;
 pub use remote::mmap::{window_va, MMAP_BASE};
@@ -99,6 +101,8 @@ pub struct Coherence {
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
     written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
+    /// Strong mode: ranges delegated to this node (`deleg`).
+    delegs: deleg::Delegs,
 }
 
 /// Most abandoned LOOKUP_LOCK and INV tags remembered.
@@ -136,6 +140,8 @@ pub struct ScState {
     /// instant (this node's clock), when the lease may have gone to
     /// another node (see `vfs.rs`, `append_locked`).
     append_deadline: Option<u64>,
+    /// Ask for delegations of whole-page writes' ranges (`deleg`).
+    delegation: bool,
 }
 
 impl Coherence {
@@ -180,6 +186,7 @@ impl ScState {
             staged_max: 0,
             marks: crate::watermark::Watermarks::OFF,
             append_deadline: None,
+            delegation: false,
         }
     }
 
@@ -280,6 +287,15 @@ impl ScState {
         if victims.is_empty() {
             return Ok(0);
         }
+        // Pages listed under a delegation become known owned pages first.
+        if let Err(e) = self.return_for_victims(link, &victims) {
+            if let Some(c) = self.cache() {
+                for (key, _) in &victims {
+                    c.reclaim_failed(key);
+                }
+            }
+            return Err(e);
+        }
         fabric::trace::record(
             fabric::trace::Kind::EvictStart,
             0,
@@ -374,6 +390,12 @@ impl ScState {
         let Some(dirty) = self.cache().and_then(|c| c.take_victim(&key)) else {
             return Ok(false);
         };
+        if let Err(e) = self.return_for_victims(link, &[(key, dirty)]) {
+            if let Some(c) = self.cache() {
+                c.reclaim_failed(&key);
+            }
+            return Err(e);
+        }
         if let Some(c) = self.coh.as_mut() {
             c.unmap(&link.env, &key);
         }

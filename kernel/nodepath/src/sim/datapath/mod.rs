@@ -193,6 +193,13 @@ fn appends_on() -> bool {
     std::env::var("ONECOPY_SIM_APPENDS").map_or(true, |v| v.trim() != "0")
 }
 
+/// Whether strong mode delegates ranges of files (whole-page writes
+/// placed with no request, recalls, returns before reclaim, fsync and
+/// cuts, a failed holder's list written back): `ONECOPY_SIM_DELEG=1`.
+pub(super) fn deleg_on() -> bool {
+    std::env::var("ONECOPY_SIM_DELEG").is_ok_and(|v| v.trim() == "1")
+}
+
 /// Steps of the second phase (`ONECOPY_SIM_PHASE2`, default 40).
 fn phase2_steps() -> u64 {
     env_u64("ONECOPY_SIM_PHASE2").unwrap_or(40)
@@ -285,6 +292,7 @@ fn rig_for(seed: u64, mode: Mode, rng: &mut Rng) -> (Rig, u32) {
         // at the bound, between the writes' closes.
         cfg.cache_pages = 64;
     }
+    cfg.delegation = deleg_on();
     let rig = Rig::new(cfg);
     // Seeds with bit 8 set run with doorbells: waits sleep (quietly when
     // nothing is in flight), so the directory takes DIR_INVs of sleeping
