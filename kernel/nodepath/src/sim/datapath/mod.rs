@@ -104,6 +104,8 @@ struct World {
     phase2: bool,
     appends: u64,
     appends_ok: u64,
+    /// Delegations granted and recalled by directories restarted since.
+    deleg: (u64, u64),
 }
 
 impl World {
@@ -121,6 +123,7 @@ impl World {
             phase2: false,
             appends: 0,
             appends_ok: 0,
+            deleg: (0, 0),
         }
     }
 }
@@ -175,6 +178,9 @@ pub(super) struct RunStats {
     pub appends_ok: u64,
     /// Rig steps (directory passes while it was up): the run's cost.
     pub passes: u64,
+    /// Delegations granted, and recalled (`ONECOPY_SIM_DELEG=1`).
+    pub delegations: u64,
+    pub recalls: u64,
     /// A digest of every checked read (node, file, time span, bytes) and
     /// of the final history: two builds replay a seed alike iff their
     /// digests agree.
