@@ -461,7 +461,7 @@ impl ScState {
                 let mut r: Vec<DelegRange> = victims
                     .iter()
                     .map(|(k, _)| DelegRange::of(*k))
-                    .filter(|r| c.delegs.held.get(r).is_some())
+                    .filter(|r| c.delegs.held.contains_key(r))
                     .filter(|r| {
                         victims
                             .iter()
