@@ -161,7 +161,7 @@ integration_tests() {
         "$ROOT/qemu-run.sh" stop --run-dir "${d%/}" >/dev/null 2>&1 || true
         rm -rf -- "$d"
     done
-    cargo test --no-fail-fast -p onecopy-tests --test cluster --test appends --test lifecycle --test crash --test fence --test launcher --test pagecache --test asyncstore --test policy --test dirty --test net --test daxfs --test doorbell --test replace --test tasks --test fio --test apps --test trace -- --test-threads=1 &&
+    cargo test --no-fail-fast -p onecopy-tests --test cluster --test appends --test lifecycle --test crash --test fence --test launcher --test pagecache --test deleg --test asyncstore --test policy --test dirty --test net --test daxfs --test doorbell --test replace --test tasks --test fio --test apps --test trace -- --test-threads=1 &&
         cargo test -p onecopy-ivshmem-server --test qemu -- --ignored --test-threads=1
 }
 

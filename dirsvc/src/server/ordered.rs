@@ -118,12 +118,21 @@ impl<D: BlockDevice> Directory<D> {
             }
         } else if new > old {
             let last = new.div_ceil(PAGE) - 1;
-            let cached: Vec<u64> = self
+            let mut cached: Vec<u64> = self
                 .pages
                 .cached_between(ino, old / PAGE, last)
                 .into_iter()
                 .map(|k| k.idx)
                 .collect();
+            // Pages of a delegated range may hold the new bytes in the
+            // holder's frames, unknown here until its list is read: they
+            // hold the size as cached pages do.
+            let first = old / PAGE;
+            for (r, _) in self.pages.delegations() {
+                if r.ino == ino && r.base <= last && r.last() >= first {
+                    cached.extend(r.base.max(first)..=r.last().min(last));
+                }
+            }
             if !cached.is_empty() {
                 let base = self
                     .fs
@@ -146,8 +155,9 @@ impl<D: BlockDevice> Directory<D> {
     fn current_cap(&mut self, ino: u64) -> Option<u64> {
         let g = self.sizes.grown.get_mut(&ino)?;
         let pages = &self.pages;
-        g.pages
-            .retain(|&idx| pages.entry(&PageKey { ino, idx }).is_some());
+        g.pages.retain(|&idx| {
+            pages.entry(&PageKey { ino, idx }).is_some() || pages.delegated_between(ino, idx, idx)
+        });
         let cap = g.cap();
         if cap.is_none() {
             self.sizes.grown.remove(&ino);
@@ -257,6 +267,7 @@ impl<D: BlockDevice> Directory<D> {
             pages
                 .entry(&PageKey { ino, idx })
                 .is_some_and(|e| e.phase == Phase::Owned)
+                || pages.delegated_between(ino, idx, idx)
         });
         let cap = if g.pages.is_empty() {
             self.sizes.grown.remove(&ino);

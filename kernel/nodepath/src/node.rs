@@ -63,6 +63,9 @@ pub struct NodeConfig {
     /// Free frames kept between these marks by reclaim ahead of need
     /// (boot options `reclaim_low` / `reclaim_high`).
     pub reclaim: crate::watermark::Watermarks,
+    /// Strong mode: ask for delegations of file ranges (boot option
+    /// `delegation`).
+    pub delegation: bool,
 }
 
 /// How long [`Node::io_wait`] keeps waiting for the next answer once
@@ -94,6 +97,7 @@ fn mode_path<E: Env + 'static>(cfg: &NodeConfig) -> Box<dyn DataPath<E>> {
         Mode::Strong | Mode::Relaxed => {
             let mut sc = SingleCopy::new(cfg.mode, cfg.remote_limit, cfg.cxl_ns, cfg.cache_pages);
             sc.set_default_policy(cfg.policy);
+            sc.set_delegation(cfg.delegation);
             Box::new(sc)
         }
         Mode::Private | Mode::Net => {
@@ -245,14 +249,28 @@ impl<E: Env> Node<E> {
 
     /// Service pending notices (idle loop).
     pub fn service(&mut self) -> usize {
-        self.link.service(self.vfs.session())
+        let n = self.link.service(self.vfs.session());
+        self.answer_recalls();
+        n
     }
 
     /// Idle: sleep until a doorbell, an interrupt or `deadline_ns`, unless
     /// a notice is waiting or `other_work` finds some. False: no doorbells.
     pub fn idle_sleep(&mut self, deadline_ns: u64, other_work: &mut dyn FnMut() -> bool) -> bool {
-        self.link
-            .idle_sleep(deadline_ns, other_work, self.vfs.session())
+        self.answer_recalls();
+        let slept = self
+            .link
+            .idle_sleep(deadline_ns, other_work, self.vfs.session());
+        self.answer_recalls();
+        slept
+    }
+
+    /// Strong mode: RECALLs serviced while waiting or asleep are answered
+    /// (see `singlecopy/deleg.rs`).
+    fn answer_recalls(&mut self) {
+        if let Some(st) = self.vfs.data_path().single_copy() {
+            st.answer_recalls(&mut self.link);
+        }
     }
 
     /// A page fault at `va` in an mmap window: map what the page is (our

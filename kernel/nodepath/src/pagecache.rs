@@ -20,6 +20,7 @@ use crate::policy::{GroupId, Groups, PolicyName};
 /// Page size (the one constant, re-exported for the data path).
 pub use fabric::PAGE_SIZE as PAGE;
 
+mod deleg;
 mod frames;
 mod inv;
 mod policy;

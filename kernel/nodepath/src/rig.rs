@@ -344,6 +344,9 @@ pub struct RigConfig {
     pub faultaround_kb: u32,
     /// Reclaim ahead of need (off unless a test turns it on).
     pub reclaim: crate::watermark::Watermarks,
+    /// Strong mode: the directory grants delegations and the nodes ask
+    /// for them (boot option `delegation`; off unless a test turns it on).
+    pub delegation: bool,
 }
 
 impl RigConfig {
@@ -364,6 +367,7 @@ impl RigConfig {
             readahead_kb: 0,
             faultaround_kb: 0,
             reclaim: crate::watermark::Watermarks::OFF,
+            delegation: false,
         }
     }
 }
@@ -390,6 +394,7 @@ impl Rig {
         let fs = Fs::format(fd, cfg.inodes).expect("format the rig's disk");
         let dcfg = Config {
             daxfs: cfg.mode == Mode::Daxfs,
+            delegation: cfg.delegation && cfg.mode == Mode::Strong,
             ..Config::default()
         };
         let dir = Directory::new(&*mem, layout, Some(fs), dcfg);
@@ -437,6 +442,7 @@ impl Rig {
                 readahead_kb: cfg.readahead_kb,
                 faultaround_kb: cfg.faultaround_kb,
                 reclaim: cfg.reclaim,
+                delegation: cfg.delegation,
             };
             // `net` mode: file requests over a loopback connection.
             let net = (cfg.mode == Mode::Net).then(|| RigNet::new(sh.clone(), id));

@@ -637,6 +637,7 @@ mod appends;
 mod broken;
 mod copies;
 mod daxfs;
+mod deleg;
 mod evicted;
 mod failure;
 mod fence;

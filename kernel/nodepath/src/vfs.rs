@@ -532,6 +532,9 @@ impl<E: Env> Vfs<E> {
     /// Remove a file (and forget its cached pages).
     pub fn unlink(&mut self, link: &mut Link<E>, path: &str) -> Result<(), Errno> {
         let a = self.stat(link, path)?;
+        if let Some(st) = self.dp.single_copy() {
+            st.return_file(link, a.ino)?;
+        }
         self.path_op(link, Op::Unlink, path, false)?;
         self.unlinked(&link.env, a.ino);
         Ok(())

@@ -301,6 +301,7 @@ fn node_config(cfg: &BootConfig, id: u32) -> NodeConfig {
         readahead_kb: cfg.readahead_kb,
         faultaround_kb: cfg.faultaround_kb,
         reclaim: nodepath::watermark::Watermarks::new(cfg.reclaim_low, cfg.reclaim_high),
+        delegation: cfg.delegation,
     };
     log::info!(
         "node cache: {} pages (at most a third of the {} MiB kernel heap; boot option cache_pages)",

@@ -121,6 +121,10 @@ struct Cli {
     #[arg(long, value_name = "W", default_value = "back",
           value_parser = PossibleValuesParser::new(["back", "through"]))]
     baseline_writes: String,
+    /// Strong mode: boot with delegation=1 (nodes ask for delegations of
+    /// the file ranges they write whole)
+    #[arg(long)]
+    delegation: bool,
     /// Keep the clusters' run folders (logs) under target/
     #[arg(long)]
     keep_runs: bool,
@@ -317,6 +321,8 @@ pub struct BenchOpts {
     pub repeats: Option<u32>,
     /// `--baseline-writes`: `back` or `through`.
     pub baseline_writes: String,
+    /// `--delegation`: boot option `delegation=1`.
+    pub delegation: bool,
     /// `--storage` was given (the application study's default differs).
     pub storage_set: bool,
     /// `--apps`: the application study.
@@ -353,6 +359,7 @@ impl Default for BenchOpts {
             lat_size: None,
             repeats: None,
             baseline_writes: "back".into(),
+            delegation: false,
             storage_set: false,
             apps: false,
             apps_nodes: None,
@@ -427,6 +434,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         lat_size: cli.lat_size,
         repeats: cli.repeats,
         baseline_writes: cli.baseline_writes,
+        delegation: cli.delegation,
         apps: cli.apps,
         apps_nodes: cli.apps_nodes.map(|n| n.0),
         apps_runtime: cli.apps_runtime,

@@ -541,6 +541,13 @@ impl<E: Env> Node<E> {
 
     /// An unlink's lookup answered `r`: remove the inode it found.
     fn unlink_looked_up(&mut self, job: Job, op: Op, r: Response) -> Next {
+        // Pages placed under a delegation of the file go back first.
+        if let (Ok(a), Some(st)) = (attr_of(r), self.vfs.data_path().single_copy()) {
+            if let Err(e) = st.return_file(&mut self.link, a.ino) {
+                self.meta.give_sub(job.sub);
+                return Next::Done(Err(e));
+            }
+        }
         match (attr_of(r), job.sub, job.path) {
             // `net` mode: stage the path again and remove it.
             (Ok(a), None, Some(path)) => {

@@ -146,6 +146,7 @@ impl ScState {
         for (tag, d) in link.take_late() {
             self.late_answer(tag, &d);
         }
+        self.answer_recalls(link);
         self.reap_drops(link);
         if self
             .coh
@@ -318,6 +319,9 @@ impl ScState {
     /// (a late fill is adopted when the page is asked for again, see
     /// `NodeCache::apply_answer`).
     pub(super) fn late_answer(&mut self, tag: u32, d: &fabric::proto::Desc) {
+        if self.deleg_late(tag, d) {
+            return;
+        }
         let Some(c) = self.coh.as_mut() else { return };
         let Some((span, op)) = c.late.abandoned.remove(&tag) else {
             return;
@@ -423,7 +427,7 @@ impl ScState {
     /// decoded by `decode(i, bytes)` into `out[i]`; an answer to another
     /// tag is a late one. Stops early when the link gives up (`fatal`);
     /// returns how many are still unanswered.
-    fn collect<E: Env, T>(
+    pub(super) fn collect<E: Env, T>(
         &mut self,
         link: &mut Link<E>,
         tags: &[u32],
@@ -449,6 +453,9 @@ impl ScState {
                         fatal.get_or_insert(Errno::Unavailable);
                         break;
                     }
+                    // A RECALL serviced in the wait is answered now: the
+                    // answer this waits for may wait for it.
+                    self.answer_recalls(link);
                 }
                 Err(e) => {
                     fatal.get_or_insert(e);

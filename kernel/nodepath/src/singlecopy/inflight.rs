@@ -103,6 +103,7 @@ impl ScState {
         let dirty = match frames {
             true => {
                 self.flush_drops(link)?;
+                self.return_file(link, ino)?;
                 self.cache().map(|c| c.dirty_pages(ino)).unwrap_or_default()
             }
             false => Vec::new(),

@@ -36,6 +36,7 @@
 
 mod batch;
 mod control;
+mod deleg;
 mod groups;
 mod inflight;
 mod inval;
@@ -48,6 +49,7 @@ mod session;
 mod writeback;
 
 pub use control::Controls;
+pub use deleg::DelegCounts;
 pub use groups::group_errno;
 pub use path::SingleCopy;
 pub use remote::mmap::{window_va, MMAP_BASE};
@@ -101,6 +103,8 @@ pub struct Coherence {
     /// (`crate::dirty`), reset when a copy is made; a write-back sends
     /// only those.
     written: BTreeMap<PageKey, crate::dirty::DirtyBytes>,
+    /// Strong mode: ranges delegated to this node (`deleg`).
+    delegs: deleg::Delegs,
 }
 
 /// Most abandoned LOOKUP_LOCK and INV tags remembered.
@@ -138,6 +142,8 @@ pub struct ScState {
     /// instant (this node's clock), when the lease may have gone to
     /// another node (see `vfs.rs`, `append_locked`).
     append_deadline: Option<u64>,
+    /// Ask for delegations of whole-page writes' ranges (`deleg`).
+    delegation: bool,
 }
 
 impl Coherence {
@@ -182,6 +188,7 @@ impl ScState {
             staged_max: 0,
             marks: crate::watermark::Watermarks::OFF,
             append_deadline: None,
+            delegation: false,
         }
     }
 

@@ -69,6 +69,12 @@ impl SingleCopy {
         }
     }
 
+    /// Ask for delegations of file ranges (strong mode; boot option
+    /// `delegation`).
+    pub fn set_delegation(&mut self, on: bool) {
+        self.st.set_delegation(on);
+    }
+
     /// The eviction policy every cache of this node starts with.
     pub fn set_default_policy(&mut self, p: fabric::config::PolicyName) {
         let mut k = self.st.controls();
@@ -236,6 +242,9 @@ impl<E: Env> DataPath<E> for SingleCopy {
         // Tasks' copies' writes in flight go first: one sent after the
         // `Setattr` would write old bytes past the new end.
         self.st.finish_copies(link);
+        // Strong: pages placed under a delegation of the file go back
+        // first, so the directory cuts them as any owned page.
+        self.st.return_file(link, ino)?;
         let keep = size.div_ceil(PAGE as u64);
         let copies: Vec<PageKey> = self
             .st

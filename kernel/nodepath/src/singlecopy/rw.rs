@@ -438,7 +438,12 @@ impl ScState {
                     .is_some_and(|c| c.slot(k).is_none() && !c.in_flight(k))
             })
             .collect();
-        let mut written = Vec::new();
+        // Under a delegation of their range: placed with no request.
+        let mut written = self.place_delegated(link, pos, data, &keys)?;
+        let keys: Vec<PageKey> = keys
+            .into_iter()
+            .filter(|k| written.binary_search(k).is_err())
+            .collect();
         for chunk in keys.chunks(BATCH) {
             let mut reserved = Vec::new();
             let r = self.resolve_into(link, chunk, true, BATCH, &mut reserved);

@@ -80,6 +80,7 @@ impl<E: Env> Session<E> for ScState {
             replicas: super::remote::Replicas::default(),
             refill: super::inval::Refill::default(),
             written: BTreeMap::new(),
+            delegs: super::deleg::Delegs::default(),
         });
         if let Some(mut c) = self.coh.take() {
             self.controls.apply(&mut c.cache);
@@ -109,6 +110,8 @@ impl<E: Env> Session<E> for ScState {
                 Ok(Some(Notice::DirInv(k))) => k,
                 Ok(Some(Notice::InvRange(span))) => {
                     n += 1;
+                    // Cut pages leave a delegation's list before the ack.
+                    c.deleg_cut(env.mem(), &span);
                     c.inv_range(env, span);
                     continue;
                 }
@@ -126,9 +129,10 @@ impl<E: Env> Session<E> for ScState {
                     continue;
                 }
                 Ok(Some(Notice::Recall(range))) => {
-                    // Only a delegation's holder is recalled, and this
-                    // node never asks for one: nothing to give back.
-                    log::warn!("RECALL of {range:?}, never delegated here: ignored");
+                    // Answered with a request, which a wait cannot send:
+                    // at the next chance (`ScState::answer_recalls`).
+                    c.recalled(range);
+                    n += 1;
                     continue;
                 }
                 Ok(Some(Notice::ReplicasUsed)) => {
@@ -174,6 +178,7 @@ impl<E: Env> Session<E> for ScState {
         if let Some(c) = self.coh.as_mut() {
             c.unmap_all(env);
             c.cache.forget_all();
+            c.delegs = super::deleg::Delegs::default();
             c.drops.clear();
             c.late.clear();
             c.broken = false;

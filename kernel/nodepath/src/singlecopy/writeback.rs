@@ -34,6 +34,8 @@ impl ScState {
         size: u64,
     ) -> Result<(), Errno> {
         self.flush_drops(link)?;
+        // Pages placed under a delegation: the directory learns them.
+        self.return_file(link, ino)?;
         let mut dirty: Vec<(PageKey, bool)> = (self.cache())
             .map(|c| c.dirty_pages(ino))
             .unwrap_or_default()

@@ -272,7 +272,7 @@ fn setup_md(s: &mut String, r: &AppsRunner, machine: &Value, prov: &Value) {
     );
     let _ = writeln!(
         s,
-        "- Storage profile `{}`; time dilation {}; doorbells {}; `baseline_writes={}`; `--runtime {}` per app run; each app's default threads (tasks); eviction policy `{}` on every node (it orders the single-copy modes' owned pages); readahead on in every mode (the kernel's defaults: `readahead_kb=128`, `faultaround_kb=64`).",
+        "- Storage profile `{}`; time dilation {}; doorbells {}; `baseline_writes={}`; `delegation={}`; `--runtime {}` per app run; each app's default threads (tasks); eviction policy `{}` on every node (it orders the single-copy modes' owned pages); readahead on in every mode (the kernel's defaults: `readahead_kb=128`, `faultaround_kb=64`).",
         p.storage,
         if r.opts.dilation == "off" {
             "off (storage model in wall-clock time)".to_string()
@@ -281,6 +281,7 @@ fn setup_md(s: &mut String, r: &AppsRunner, machine: &Value, prov: &Value) {
         },
         if r.opts.doorbell { "on" } else { "off" },
         r.opts.baseline_writes,
+        u8::from(r.opts.delegation),
         p.runtime_s,
         p.policy.as_deref().unwrap_or("fifo")
     );

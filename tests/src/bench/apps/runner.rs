@@ -239,7 +239,11 @@ impl AppsRunner {
             .doorbell(self.opts.doorbell)
             .shm_mb(self.plan.shm_mb)
             .mem_mb(self.plan.mem_mb)
-            .append_extra(&format!("baseline_writes={}", self.opts.baseline_writes))
+            .append_extra(&format!(
+                "baseline_writes={} delegation={}",
+                self.opts.baseline_writes,
+                u8::from(self.opts.delegation)
+            ))
             .cmd_timeout(Duration::from_secs(self.plan.cmd_timeout_s))
             .boot_timeout(Duration::from_secs(self.plan.boot_timeout_s));
         let mut transcript = String::new();

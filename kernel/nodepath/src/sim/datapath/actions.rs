@@ -267,6 +267,10 @@ pub(super) fn step_action(
                 // back over the same disk (every node rejoins) and the run
                 // goes on.
                 *faults += 1;
+                let d = rig.sh.dir.borrow().deleg_stats();
+                let mut w = world.borrow_mut();
+                w.deleg = (w.deleg.0 + d.granted, w.deleg.1 + d.recalled);
+                drop(w);
                 rig.restart_dir();
                 world.borrow_mut().may_lose(!STRICT_DIR_CRASH, |_| true);
                 let hook = rig.sh.hook.borrow_mut().take();

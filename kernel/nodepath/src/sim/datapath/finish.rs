@@ -33,7 +33,10 @@ pub(super) fn finish(
     }
     check_single_copy(rig, nodes, &[])?;
     let w = world.borrow();
+    let d = rig.sh.dir.borrow().deleg_stats();
     Ok(RunStats {
+        delegations: w.deleg.0 + d.granted,
+        recalls: w.deleg.1 + d.recalled,
         steps,
         reads: w.reads,
         reads_ok: w.reads_ok,

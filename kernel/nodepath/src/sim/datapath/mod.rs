@@ -104,6 +104,8 @@ struct World {
     phase2: bool,
     appends: u64,
     appends_ok: u64,
+    /// Delegations granted and recalled by directories restarted since.
+    deleg: (u64, u64),
 }
 
 impl World {
@@ -121,6 +123,7 @@ impl World {
             phase2: false,
             appends: 0,
             appends_ok: 0,
+            deleg: (0, 0),
         }
     }
 }
@@ -175,6 +178,9 @@ pub(super) struct RunStats {
     pub appends_ok: u64,
     /// Rig steps (directory passes while it was up): the run's cost.
     pub passes: u64,
+    /// Delegations granted, and recalled (`ONECOPY_SIM_DELEG=1`).
+    pub delegations: u64,
+    pub recalls: u64,
     /// A digest of every checked read (node, file, time span, bytes) and
     /// of the final history: two builds replay a seed alike iff their
     /// digests agree.
@@ -191,6 +197,13 @@ pub(super) fn run(seed: u64, steps: u64, mode: Mode) -> Result<RunStats, String>
 /// `ONECOPY_SIM_APPENDS=0`.
 fn appends_on() -> bool {
     std::env::var("ONECOPY_SIM_APPENDS").map_or(true, |v| v.trim() != "0")
+}
+
+/// Whether strong mode delegates ranges of files (whole-page writes
+/// placed with no request, recalls, returns before reclaim, fsync and
+/// cuts, a failed holder's list written back): `ONECOPY_SIM_DELEG=1`.
+pub(super) fn deleg_on() -> bool {
+    std::env::var("ONECOPY_SIM_DELEG").is_ok_and(|v| v.trim() == "1")
 }
 
 /// Steps of the second phase (`ONECOPY_SIM_PHASE2`, default 40).
@@ -285,6 +298,7 @@ fn rig_for(seed: u64, mode: Mode, rng: &mut Rng) -> (Rig, u32) {
         // at the bound, between the writes' closes.
         cfg.cache_pages = 64;
     }
+    cfg.delegation = deleg_on();
     let rig = Rig::new(cfg);
     // Seeds with bit 8 set run with doorbells: waits sleep (quietly when
     // nothing is in flight), so the directory takes DIR_INVs of sleeping

@@ -45,6 +45,8 @@ fn sweep(mode: Mode, seeds: &[u64], steps: u64) -> (RunStats, Vec<String>) {
                 total.appends += s.appends;
                 total.appends_ok += s.appends_ok;
                 total.passes += s.passes;
+                total.delegations += s.delegations;
+                total.recalls += s.recalls;
                 total.digest = fold(total.digest, &[s.digest]);
                 if std::env::var_os("ONECOPY_SIM_PERSEED").is_some() {
                     eprintln!("seed {seed:#x}: {s:?}");

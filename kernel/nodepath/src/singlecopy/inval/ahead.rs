@@ -66,6 +66,7 @@ impl ScState {
         if self.coh.as_ref().is_none_or(|c| !c.active()) {
             return Ok(0);
         }
+        self.answer_recalls(link);
         self.reap_invs(link);
         let mut started = 0;
         loop {
@@ -119,6 +120,15 @@ impl ScState {
         link: &mut Link<E>,
         victims: Vec<(fabric::proto::PageKey, bool)>,
     ) -> Result<(), Errno> {
+        // Pages listed under a delegation become known owned pages first.
+        if let Err(e) = self.return_for_victims(link, &victims) {
+            if let Some(c) = self.cache() {
+                for (k, _) in &victims {
+                    c.reclaim_failed(k);
+                }
+            }
+            return Err(e);
+        }
         // Our own mappings of these frames go first.
         if let Some(c) = self.coh.as_mut() {
             for (k, _) in &victims {

@@ -43,6 +43,15 @@ impl ScState {
         if victims.is_empty() {
             return Ok(0);
         }
+        // Pages listed under a delegation become known owned pages first.
+        if let Err(e) = self.return_for_victims(link, &victims) {
+            if let Some(c) = self.cache() {
+                for (key, _) in &victims {
+                    c.reclaim_failed(key);
+                }
+            }
+            return Err(e);
+        }
         fabric::trace::record(
             fabric::trace::Kind::EvictStart,
             0,
@@ -137,6 +146,12 @@ impl ScState {
         let Some(dirty) = self.cache().and_then(|c| c.take_victim(&key)) else {
             return Ok(false);
         };
+        if let Err(e) = self.return_for_victims(link, &[(key, dirty)]) {
+            if let Some(c) = self.cache() {
+                c.reclaim_failed(&key);
+            }
+            return Err(e);
+        }
         if let Some(c) = self.coh.as_mut() {
             c.unmap(&link.env, &key);
         }
