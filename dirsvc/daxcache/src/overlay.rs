@@ -320,7 +320,9 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
 
     /// Checks an entry offset read from the region for a key of `kind`.
     fn entry(&self, off: usize, kind: Kind) -> Result<usize, Error> {
-        let end = off.checked_add(self.kind_words(kind)).ok_or(Error::Corrupt)?;
+        let end = off
+            .checked_add(self.kind_words(kind))
+            .ok_or(Error::Corrupt)?;
         if end > self.pool_words || (kind == Kind::Data && !off.is_multiple_of(self.page_words)) {
             return Err(Error::Corrupt);
         }

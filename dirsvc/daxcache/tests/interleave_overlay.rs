@@ -136,7 +136,6 @@ fn concurrent_inserts_of_colliding_keys_lose_none() {
     eprintln!("{s} / {s2} states");
 }
 
-
 /// Pages of the writers' tests: two words, so that a copy or a store of a
 /// page takes two steps and can be torn.
 const PW: usize = 2;
@@ -190,7 +189,10 @@ fn w_step(p: &mut Wr, mem: &[AtomicU64]) -> Moved {
 /// published, so always whole (both words equal).
 fn published(mem: &[AtomicU64]) -> Option<Vec<u64>> {
     let mut buf = vec![0; PW];
-    w_ov(mem).read_page(INO, PG, &mut buf).unwrap().then_some(buf)
+    w_ov(mem)
+        .read_page(INO, PG, &mut buf)
+        .unwrap()
+        .then_some(buf)
 }
 
 /// `writers` writers of one page (which holds `start` in both words if
@@ -223,18 +225,29 @@ fn writers_of_one_page(writers: usize, readers: usize, start: Option<u64>) -> us
         |p| matches!(p, Wr::Wrote | Wr::Read(_)),
         |_, mem| {
             if let Some(v) = published(mem) {
-                assert!(v[0] == v[1] && (first..=last).contains(&v[0]), "published {v:?}");
+                assert!(
+                    v[0] == v[1] && (first..=last).contains(&v[0]),
+                    "published {v:?}"
+                );
             }
         },
         |ps, mem| {
-            assert_eq!(published(mem), Some(vec![last; PW]), "a write was lost: {ps:?}");
+            assert_eq!(
+                published(mem),
+                Some(vec![last; PW]),
+                "a write was lost: {ps:?}"
+            );
             for p in ps {
                 if let Wr::Read(Some(v)) = p {
                     assert!(v[0] == v[1] && (first..=last).contains(&v[0]), "read {v:?}");
                 }
             }
             let used = w_ov(mem).pool_used().unwrap() as usize / PW;
-            assert_eq!(w_ov(mem).free_pages().unwrap() + 1, used, "a pool page leaked");
+            assert_eq!(
+                w_ov(mem).free_pages().unwrap() + 1,
+                used,
+                "a pool page leaked"
+            );
         },
     )
 }

@@ -156,7 +156,9 @@ fn page_buf<W: Words + ?Sized>(ov: &Overlay<'_, W>, buf: &[u64]) -> Result<(), E
 enum RPhase {
     Find(Find),
     /// Copy word `k` of the page `cur` names.
-    Copy { k: usize },
+    Copy {
+        k: usize,
+    },
     /// Re-read the value: unchanged, the copy is one whole version.
     Check,
 }
@@ -245,16 +247,23 @@ enum UPhase {
     Alloc,
     Find(Find),
     /// Copy word `k` of the current version (`cur`).
-    Copy { k: usize },
+    Copy {
+        k: usize,
+    },
     /// Store word `k` of the new version into our page.
-    Store { k: usize },
+    Store {
+        k: usize,
+    },
     /// CAS the value from the version we copied to ours.
     Install,
     /// The key had no published value: insert ours.
     Insert(InsertOp),
     /// Give page `off` back (the version we replaced, or our unused page),
     /// then end.
-    Free { off: usize, then: Outcome },
+    Free {
+        off: usize,
+        then: Outcome,
+    },
 }
 
 /// A write of one page ([`Overlay::update_page`]) as a step machine:

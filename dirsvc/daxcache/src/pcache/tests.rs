@@ -178,10 +178,7 @@ fn drop_copy_frees_an_unpinned_copy_of_the_tag_only() {
     assert_eq!(pc.slot(s).unwrap().state, VALID);
     pc.unpin(2, 0, s).unwrap();
     // Another tag's copy in the slot is left alone.
-    assert_eq!(
-        pc.drop_copy(s, Tag::new(6, 2).unwrap()),
-        Ok(Dropped::Gone)
-    );
+    assert_eq!(pc.drop_copy(s, Tag::new(6, 2).unwrap()), Ok(Dropped::Gone));
     assert_eq!(pc.drop_copy(s, t), Ok(Dropped::Freed));
     assert_eq!(pc.slot(s).unwrap().state, FREE);
     assert_eq!(pc.drop_copy(s, t), Ok(Dropped::Gone));

@@ -140,4 +140,3 @@ pub fn explore_with<T: Clone + Eq + Hash + Debug>(
     assert!(finals > 0);
     seen.len()
 }
-

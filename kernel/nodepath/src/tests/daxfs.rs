@@ -141,5 +141,8 @@ fn cache_drop_frees_the_slots_this_node_filled_but_not_a_pinned_one() {
     assert_eq!(stat_value(&rig.node(3), k::DAXFS_FILLS), "7");
     // A second drop on node 2 still finds the pinned copy.
     let out = rig.node(2).cache_drop().unwrap();
-    assert!(out.starts_with("freed 0 ") && out.contains("kept 1 pinned"), "{out}");
+    assert!(
+        out.starts_with("freed 0 ") && out.contains("kept 1 pinned"),
+        "{out}"
+    );
 }
