@@ -60,8 +60,8 @@ pub fn section(s: &mut String, modes: &[String], figs: &[Figure], entry_bytes: O
     let (sa, da) = (accel(figs, "strong"), accel(figs, "daxfs"));
     let accels = if sa == da {
         format!(
-            "Both modes ran under `--accel {sa}` (the run's `--accel`): the \
-             ratios compare the designs under one emulation."
+            "Both modes ran under one accelerator, {sa} (the run's \
+             `--accel`): the ratios compare the designs under one emulation."
         )
     } else {
         format!(
@@ -172,7 +172,7 @@ mod tests {
         let mut s = String::new();
         section(&mut s, &["strong".into(), "daxfs".into()], &figs, None);
         assert!(
-            s.contains("Both modes ran under `--accel tcg-multi`"),
+            s.contains("Both modes ran under one accelerator, tcg-multi"),
             "{s}"
         );
         assert!(!s.contains("do not share one accelerator"), "{s}");
