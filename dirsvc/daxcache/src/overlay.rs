@@ -81,6 +81,7 @@ const H_POOL_ALLOC: usize = 3;
 const H_NEXT_INO: usize = 4;
 const H_FREE_INODE: usize = 5;
 const H_FREE_DATA: usize = 6;
+const H_PAGE_WORDS: usize = 7;
 
 const USED: u64 = 1;
 const VAL_OFF_SHIFT: u32 = 12;
@@ -131,12 +132,6 @@ enum Kind {
 }
 
 impl Kind {
-    fn words(self) -> usize {
-        match self {
-            Kind::Inode => INODE_WORDS,
-            Kind::Data => PAGE_WORDS,
-        }
-    }
     fn free_head(self) -> usize {
         match self {
             Kind::Inode => H_FREE_INODE,
@@ -182,6 +177,9 @@ pub struct Overlay<'a, W: Words + ?Sized> {
     base: usize,
     buckets: usize,
     pool_words: usize,
+    /// Words of a data page: [`PAGE_WORDS`], or fewer for the
+    /// interleaving tests ([`Overlay::format_paged`]).
+    page_words: usize,
 }
 
 impl<'a, W: Words + ?Sized> Overlay<'a, W> {
@@ -193,8 +191,17 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
             .checked_add(pool_words)
     }
 
-    fn check(words: &W, base: usize, buckets: usize, pool_words: usize) -> Result<(), Error> {
-        if !buckets.is_power_of_two() || pool_words >= 1 << HEAD_OFF_BITS {
+    fn check(
+        words: &W,
+        base: usize,
+        buckets: usize,
+        pool_words: usize,
+        page_words: usize,
+    ) -> Result<(), Error> {
+        if !buckets.is_power_of_two()
+            || !page_words.is_power_of_two()
+            || pool_words >= 1 << HEAD_OFF_BITS
+        {
             return Err(Error::BadHeader);
         }
         let end = base
@@ -213,14 +220,26 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
         buckets: usize,
         pool_words: usize,
     ) -> Result<Self, Error> {
-        Self::check(words, base, buckets, pool_words)?;
-        let n = Self::words_needed(buckets, pool_words).ok_or(Error::OutOfBounds)?;
+        Self::format_paged(words, base, buckets, pool_words, PAGE_WORDS)
+    }
+
+    /// [`Overlay::format`] with data pages of `page_words` words (a power
+    /// of two): the interleaving tests use pages of a few words, so that
+    /// every word of a copy is one step.
+    pub fn format_paged(
+        words: &'a W,
+        base: usize,
+        buckets: usize,
+        pool_words: usize,
+        page_words: usize,
+    ) -> Result<Self, Error> {
+        Self::check(words, base, buckets, pool_words, page_words)?;
         for i in 0..HEADER_WORDS + buckets * BUCKET_WORDS {
             words.store(base + i, 0)?;
         }
-        debug_assert!(n >= HEADER_WORDS);
         words.store(base + H_BUCKETS, buckets as u64)?;
         words.store(base + H_POOL_WORDS, pool_words as u64)?;
+        words.store(base + H_PAGE_WORDS, page_words as u64)?;
         words.store(base + H_NEXT_INO, 1)?;
         words.store(base, MAGIC)?;
         Ok(Overlay {
@@ -228,6 +247,7 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
             base,
             buckets,
             pool_words,
+            page_words,
         })
     }
 
@@ -239,10 +259,22 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
         buckets: usize,
         pool_words: usize,
     ) -> Result<Self, Error> {
-        Self::check(words, base, buckets, pool_words)?;
+        Self::attach_paged(words, base, buckets, pool_words, PAGE_WORDS)
+    }
+
+    /// [`Overlay::attach`] to an overlay of `page_words`-word pages.
+    pub fn attach_paged(
+        words: &'a W,
+        base: usize,
+        buckets: usize,
+        pool_words: usize,
+        page_words: usize,
+    ) -> Result<Self, Error> {
+        Self::check(words, base, buckets, pool_words, page_words)?;
         if words.load(base)? != MAGIC
             || words.load(base + H_BUCKETS)? != buckets as u64
             || words.load(base + H_POOL_WORDS)? != pool_words as u64
+            || words.load(base + H_PAGE_WORDS)? != page_words as u64
         {
             return Err(Error::BadHeader);
         }
@@ -251,7 +283,20 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
             base,
             buckets,
             pool_words,
+            page_words,
         })
+    }
+
+    /// Words of a data page.
+    pub fn page_words(&self) -> usize {
+        self.page_words
+    }
+
+    fn kind_words(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Inode => INODE_WORDS,
+            Kind::Data => self.page_words,
+        }
     }
 
     fn bucket_word(&self, b: usize) -> Result<usize, Error> {
@@ -275,8 +320,10 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
 
     /// Checks an entry offset read from the region for a key of `kind`.
     fn entry(&self, off: usize, kind: Kind) -> Result<usize, Error> {
-        let end = off.checked_add(kind.words()).ok_or(Error::Corrupt)?;
-        if end > self.pool_words || (kind == Kind::Data && !off.is_multiple_of(PAGE_WORDS)) {
+        let end = off
+            .checked_add(self.kind_words(kind))
+            .ok_or(Error::Corrupt)?;
+        if end > self.pool_words || (kind == Kind::Data && !off.is_multiple_of(self.page_words)) {
             return Err(Error::Corrupt);
         }
         Ok(off)
@@ -392,9 +439,26 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
             return Ok(off);
         }
         match kind {
-            Kind::Data => self.bump(PAGE_WORDS, PAGE_WORDS),
+            Kind::Data => self.bump(self.page_words, self.page_words),
             Kind::Inode => self.bump(INODE_WORDS, 1),
         }
+    }
+
+    /// Data pages on the free list (a walk of it, bounded by the pool: a
+    /// cycle is [`Error::Corrupt`]).
+    pub fn free_pages(&self) -> Result<usize, Error> {
+        let mut n = 0;
+        let mut next = self.words.load(self.base + H_FREE_DATA)? & HEAD_OFF_MASK;
+        while next != 0 {
+            if n > self.pool_words / self.page_words {
+                return Err(Error::Corrupt);
+            }
+            let off = usize::try_from(next - 1).map_err(|_| Error::Corrupt)?;
+            let off = self.entry(off, Kind::Data)?;
+            next = self.words.load(self.pool_word(off)?)? & HEAD_OFF_MASK;
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Words bump-allocated so far.
@@ -477,13 +541,9 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
     /// where they start. Publish with [`Overlay::publish_append`] after the
     /// data is written.
     pub fn reserve_append(&self, ino: u64, len: u64) -> Result<u64, Error> {
-        let aw = self.inode_word(ino, I_APPEND)?.ok_or(Error::NoInode)?;
-        let sw = aw - I_APPEND + I_SIZE;
+        let mut op = ReserveOp::new(self, ino, len)?;
         loop {
-            let a = self.words.load(aw)?;
-            let start = a.max(self.words.load(sw)?);
-            let end = start.checked_add(len).ok_or(Error::TooBig)?;
-            if self.words.cas(aw, a, end)?.is_ok() {
+            if let Step::Done(start) = op.step(self)? {
                 return Ok(start);
             }
         }
@@ -499,43 +559,30 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
         len: u64,
         waiter: &mut dyn Waiter,
     ) -> Result<(), Error> {
-        let sw = self.inode_word(ino, I_SIZE)?.ok_or(Error::NoInode)?;
-        let end = start.checked_add(len).ok_or(Error::TooBig)?;
+        let mut op = PublishOp::new(self, ino, start, len)?;
         loop {
-            let s = self.words.load(sw)?;
-            if s >= start {
-                if s >= end || self.words.cas(sw, s, end)?.is_ok() {
-                    return Ok(());
+            match op.step(self)? {
+                Step::Again => {}
+                Step::Blocked => {
+                    if !waiter.pause() {
+                        return Err(Error::Busy);
+                    }
                 }
-                continue;
-            }
-            if !waiter.pause() {
-                return Err(Error::Busy);
+                Step::Done(()) => return Ok(()),
             }
         }
     }
 
-    /// Copies page `pgoff` of `ino` into `buf` ([`PAGE_WORDS`] words) if the
+    /// Copies page `pgoff` of `ino` into `buf` (a page of words) if the
     /// overlay has it, checking that no write replaced it meanwhile (else
     /// copies again): the copy is always one whole version of the page.
     pub fn read_page(&self, ino: u64, pgoff: u64, buf: &mut [u64]) -> Result<bool, Error> {
-        let key = Key::data(ino, pgoff)?;
-        if buf.len() != PAGE_WORDS {
-            return Err(Error::OutOfBounds);
-        }
-        for _ in 0..MAX_RETRIES {
-            let Some((b, v)) = self.lookup(key)? else {
-                return Ok(false);
-            };
-            let p = self.pool_word(v.off)?;
-            for (i, x) in buf.iter_mut().enumerate() {
-                *x = self.words.load(p + i)?;
-            }
-            if self.words.load(self.bucket_word(b)? + 1)? == v.encode() {
-                return Ok(true);
+        let mut op = ReadOp::new(self, Key::data(ino, pgoff)?, buf)?;
+        loop {
+            if let Step::Done(found) = op.step(self, buf)? {
+                return Ok(found);
             }
         }
-        Err(Error::Busy)
     }
 
     /// Writes page `pgoff` of `ino` by copy-on-write: `base` fills the page
@@ -543,7 +590,7 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
     /// disk), `change` applies the write to a copy of the current page, and
     /// the copy is installed by CAS on the value it was copied from; if
     /// another write won meanwhile, the change is applied again to that
-    /// write's page. No concurrent write is lost.
+    /// write's page. No concurrent write is lost ([`UpdateOp`]).
     pub fn update_page(
         &self,
         ino: u64,
@@ -552,139 +599,17 @@ impl<'a, W: Words + ?Sized> Overlay<'a, W> {
         base: &mut dyn FnMut(&mut [u64]),
         change: &mut dyn FnMut(&mut [u64]),
     ) -> Result<(), Error> {
-        let key = Key::data(ino, pgoff)?;
-        if buf.len() != PAGE_WORDS {
-            return Err(Error::OutOfBounds);
-        }
-        let new = self.alloc(Kind::Data)?;
-        let np = self.pool_word(new)?;
-        for _ in 0..MAX_RETRIES {
-            let cur = self.lookup(key)?;
-            match cur {
-                Some((_, v)) => {
-                    let p = self.pool_word(v.off)?;
-                    for (i, x) in buf.iter_mut().enumerate() {
-                        *x = self.words.load(p + i)?;
-                    }
-                }
-                None => base(buf),
-            }
-            change(buf);
-            for (i, x) in buf.iter().enumerate() {
-                self.words.store(np + i, *x)?;
-            }
-            match cur {
-                Some((b, v)) => {
-                    let vw = self.bucket_word(b)? + 1;
-                    if self
-                        .words
-                        .cas(vw, v.encode(), v.next(new).encode())?
-                        .is_ok()
-                    {
-                        // Readers copying the old page see the value change.
-                        return self.push_free(v.off, Kind::Data);
-                    }
-                }
-                None => match self.insert(key, new)? {
-                    Inserted::New { .. } => return Ok(()),
-                    Inserted::Existing { .. } => {}
-                    Inserted::Full => {
-                        self.push_free(new, Kind::Data)?;
-                        return Err(Error::NoSpace);
-                    }
-                },
-            }
-        }
-        self.push_free(new, Kind::Data)?;
-        Err(Error::Busy)
-    }
-}
-
-/// Where an insert is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Phase {
-    /// Read probe bucket `i`'s state key.
-    Probe { i: usize },
-    /// CAS it from FREE to our key.
-    Claim { i: usize },
-    /// Read the key's value; publish ours by CAS if it is unpublished.
-    Publish { b: usize },
-}
-
-/// One insert as a step machine (one shared operation per step).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct InsertOp {
-    key: Key,
-    value: u64,
-    home: usize,
-    phase: Phase,
-}
-
-impl InsertOp {
-    pub fn new<W: Words + ?Sized>(
-        ov: &Overlay<'_, W>,
-        key: Key,
-        off: usize,
-    ) -> Result<Self, Error> {
-        let off = ov.entry(off, key.kind())?;
-        Ok(InsertOp {
-            key,
-            value: Value { off, version: 0 }.encode(),
-            home: ov.home(key),
-            phase: Phase::Probe { i: 0 },
-        })
-    }
-
-    pub fn step<W: Words + ?Sized>(
-        &mut self,
-        ov: &Overlay<'_, W>,
-    ) -> Result<Step<Inserted>, Error> {
-        let w = ov.words;
-        let mask = ov.buckets - 1;
-        let want = (self.key.0 << 1) | USED;
-        match self.phase {
-            Phase::Probe { i } => {
-                if i >= ov.buckets {
-                    return Ok(Step::Done(Inserted::Full));
-                }
-                let b = (self.home + i) & mask;
-                let sk = w.load(ov.bucket_word(b)?)?;
-                self.phase = if sk == 0 {
-                    Phase::Claim { i }
-                } else if sk == want {
-                    Phase::Publish { b }
-                } else {
-                    Phase::Probe { i: i + 1 }
-                };
-                Ok(Step::Again)
-            }
-            Phase::Claim { i } => {
-                let b = (self.home + i) & mask;
-                // On failure re-read the same bucket: it may now hold our key.
-                self.phase = match w.cas(ov.bucket_word(b)?, 0, want)? {
-                    Ok(_) => Phase::Publish { b },
-                    Err(_) => Phase::Probe { i },
-                };
-                Ok(Step::Again)
-            }
-            Phase::Publish { b } => {
-                let vw = ov.bucket_word(b)? + 1;
-                let v = w.load(vw)?;
-                if v != 0 {
-                    ov.decode(v, self.key.kind())?;
-                    return Ok(Step::Done(Inserted::Existing {
-                        bucket: b,
-                        value: v,
-                    }));
-                }
-                if w.cas(vw, 0, self.value)?.is_ok() {
-                    return Ok(Step::Done(Inserted::New { bucket: b }));
-                }
-                Ok(Step::Again)
+        let mut op = UpdateOp::new(self, Key::data(ino, pgoff)?, buf)?;
+        loop {
+            if let Step::Done(()) = op.step(self, buf, base, change)? {
+                return Ok(());
             }
         }
     }
 }
+
+mod ops;
+pub use ops::{InsertOp, PublishOp, ReadOp, ReserveOp, UpdateOp};
 
 #[cfg(test)]
 mod tests;

@@ -258,6 +258,18 @@ pub struct Invalidated {
     pub retired: usize,
 }
 
+/// What [`PageCache::drop_copy`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dropped {
+    /// The slot held the tag, unpinned: it is FREE now.
+    Freed,
+    /// The slot holds the tag but a reader has it pinned: left as is.
+    Pinned,
+    /// The slot no longer holds the tag VALID (evicted, invalidated, or
+    /// reused for another page): left as is.
+    Gone,
+}
+
 /// What [`PageCache::reclaim_owner`] gave back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Reclaimed {
@@ -477,6 +489,27 @@ impl<'a, W: Words + ?Sized> PageCache<'a, W> {
             self.invalidate_slot(slot, |t| t == tag, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// Frees `slot` if it still caches `tag` and no reader has it pinned
+    /// (a participant giving back the pages it brought in: `cache drop`).
+    /// A pinned copy stays, valid: unlike [`PageCache::invalidate`] it is
+    /// not stale, only no longer wanted by this participant.
+    pub fn drop_copy(&self, slot: usize, tag: Tag) -> Result<Dropped, Error> {
+        let sw = self.slot_word(slot)?;
+        loop {
+            let w = self.words.load(sw)?;
+            let s = decode(w)?;
+            if s.state != VALID || s.tag != tag {
+                return Ok(Dropped::Gone);
+            }
+            if s.refs > 0 {
+                return Ok(Dropped::Pinned);
+            }
+            if self.words.cas(sw, w, FREE)?.is_ok() {
+                return Ok(Dropped::Freed);
+            }
+        }
     }
 
     /// [`PageCache::invalidate`] of every cached tag `stale` accepts, by a

@@ -28,6 +28,7 @@ const SYNOPSIS: &str = "\
 onecopy-bench [--quick] [--out DIR] [--modes strong,relaxed,private,net]
                      [--storage none|nvme|sata-ssd|sas-raid] [--cxl-latency-ns N]
                      [--doorbell on|off] [--dilation off|auto|D]
+                     [--accel auto|tcg|tcg-multi|kvm]
                      [--jobs N] [--job-size SIZE] [--lat-size SIZE] [--repeats N]
                      [--baseline-writes back|through] [--keep-runs]
        onecopy-bench --resume DIR [the interrupted run's options]
@@ -102,6 +103,13 @@ struct Cli {
     /// report
     #[arg(long, value_name = "off|auto|D", default_value = "off", value_parser = dilation)]
     dilation: String,
+    /// qemu-run.sh --accel of every cluster of the run (default auto: the
+    /// launcher's choice, and tcg-multi for daxfs, which needs atomics
+    /// across instances); give tcg-multi to measure every mode under the
+    /// accelerator daxfs runs under; recorded in the report
+    #[arg(long, value_name = "A", default_value = "auto",
+          value_parser = PossibleValuesParser::new(ACCELS))]
+    accel: String,
     /// Jobs of the bandwidth / IOPS workloads (1..=64)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     jobs: Option<u32>,
@@ -288,6 +296,9 @@ pub fn valid_dilation(v: &str) -> bool {
     (10..=10_000).contains(&pct)
 }
 
+/// Accelerators of qemu-run.sh's `--accel`.
+pub const ACCELS: &[&str] = &["auto", "tcg", "tcg-multi", "kvm"];
+
 /// Storage profiles of qemu-run.sh.
 pub const STORAGE: &[&str] = &["none", "nvme", "sata-ssd", "sas-raid"];
 
@@ -309,6 +320,9 @@ pub struct BenchOpts {
     /// qemu-run.sh `--dilation`: `off`, `auto` (until the first boot has
     /// measured it) or a factor.
     pub dilation: String,
+    /// qemu-run.sh `--accel` of every cluster (`auto`: the launcher's
+    /// choice, `tcg-multi` for daxfs).
+    pub accel: String,
     /// Keep run folders.
     pub keep_runs: bool,
     /// `--jobs`.
@@ -353,6 +367,7 @@ impl Default for BenchOpts {
             cxl_latency_ns: 0,
             doorbell: true,
             dilation: "off".into(),
+            accel: "auto".into(),
             keep_runs: false,
             jobs: None,
             job_size: None,
@@ -419,15 +434,24 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         }
     }
     let d = BenchOpts::default();
+    let modes = cli.modes.map(|n| n.0).unwrap_or(d.modes);
+    if cli.accel == "tcg" && modes.iter().any(|m| m == "daxfs") {
+        return Err(refuse(
+            "--accel tcg cannot run daxfs (it needs atomics across instances): \
+             use --accel tcg-multi or kvm, or leave daxfs out of --modes"
+                .into(),
+        ));
+    }
     Ok(Parsed::Run(Box::new(BenchOpts {
         quick: cli.quick,
         out: cli.out,
-        modes: cli.modes.map(|n| n.0).unwrap_or(d.modes),
+        modes,
         storage_set: cli.storage.is_some(),
         storage: cli.storage.unwrap_or(d.storage),
         cxl_latency_ns: cli.cxl_latency_ns,
         doorbell: cli.doorbell == "on",
         dilation: cli.dilation,
+        accel: cli.accel,
         keep_runs: cli.keep_runs,
         jobs: cli.jobs,
         job_size: cli.job_size,
@@ -465,6 +489,21 @@ fn int_arg(v: &str, lo: u32, hi: u32) -> Result<u32, String> {
     match v.parse::<u32>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
         _ => Err(format!("must be an integer {lo}..={hi}, got '{v}'")),
+    }
+}
+
+impl BenchOpts {
+    /// The `--accel` a cluster of `mode` boots with (`None`: the
+    /// launcher's choice).
+    pub fn accel_for(&self, mode: &str) -> Option<&str> {
+        if self.accel != "auto" {
+            Some(&self.accel)
+        } else if mode == "daxfs" {
+            // The launcher refuses it without atomics across instances.
+            Some("tcg-multi")
+        } else {
+            None
+        }
     }
 }
 

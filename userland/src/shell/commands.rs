@@ -241,7 +241,7 @@ pub(super) static COMMANDS: &[Command] = &[
     Command {
         name: "cache drop",
         usage: "cache drop",
-        help: "give back every cached page of this node through the protocol",
+        help: "give back every cached page of this node through the protocol (daxfs: free the shared slots this node filled that no reader has pinned)",
         min_args: 0,
         max_args: 0,
         run: cmd_cache_drop,

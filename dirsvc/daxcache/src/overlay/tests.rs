@@ -71,7 +71,7 @@ fn an_unpublished_value_reads_as_absent_and_any_inserter_completes_it() {
     let mut op = InsertOp::new(&ov, key, 0).unwrap();
     op.step(&ov).unwrap();
     op.step(&ov).unwrap();
-    assert!(matches!(op.phase, Phase::Publish { .. }));
+    assert!(matches!(op.phase, ops::Phase::Publish { .. }));
     assert_eq!(ov.lookup(key).unwrap(), None);
     let mut buf = page(0);
     assert!(!ov.read_page(2, 2, &mut buf).unwrap());

@@ -162,6 +162,30 @@ fn invalidate_frees_an_unpinned_copy_and_leaves_pins_and_claims() {
 }
 
 #[test]
+fn drop_copy_frees_an_unpinned_copy_of_the_tag_only() {
+    let a = area(64);
+    let pc = PageCache::format(&a[..], 0, 64).unwrap();
+    let t = Tag::new(6, 1).unwrap();
+    let Lookup::Miss(s) = pc.lookup(t, 1, 0, &mut spin()).unwrap() else {
+        panic!()
+    };
+    // A claim in flight is not a copy to drop.
+    assert_eq!(pc.drop_copy(s, t), Ok(Dropped::Gone));
+    fill(&pc, s);
+    // Pinned by another reader: kept, still valid.
+    assert_eq!(pc.lookup(t, 2, 0, &mut spin()), Ok(Lookup::Hit(s)));
+    assert_eq!(pc.drop_copy(s, t), Ok(Dropped::Pinned));
+    assert_eq!(pc.slot(s).unwrap().state, VALID);
+    pc.unpin(2, 0, s).unwrap();
+    // Another tag's copy in the slot is left alone.
+    assert_eq!(pc.drop_copy(s, Tag::new(6, 2).unwrap()), Ok(Dropped::Gone));
+    assert_eq!(pc.drop_copy(s, t), Ok(Dropped::Freed));
+    assert_eq!(pc.slot(s).unwrap().state, FREE);
+    assert_eq!(pc.drop_copy(s, t), Ok(Dropped::Gone));
+    assert_eq!(pc.drop_copy(64, t), Err(Error::OutOfBounds));
+}
+
+#[test]
 fn a_failed_fill_frees_the_slot_and_waiters_claim_again() {
     let a = area(64);
     let pc = PageCache::format(&a[..], 0, 64).unwrap();

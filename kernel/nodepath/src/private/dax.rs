@@ -22,6 +22,12 @@
 //! `cache hold` takes a claim or a pin here and keeps it until the node
 //! fails (`Private::dax_hold_page`), for the failure tests.
 //!
+//! `cache drop` gives back the slots this node brought in
+//! (`Private::dax_drop`): the node remembers each slot it claimed and had
+//! filled, with its page, and frees those that still cache that page and
+//! that no reader has pinned ([`PageCache::drop_copy`]). A pinned one
+//! stays valid (it is not stale) and is tried again by the next drop.
+//!
 //! Writes are not here: `daxfs` mode writes through the file server
 //! ([`fabric::config::BaselineWrites::Through`]), which drops the stale
 //! copies before it answers (frees them, or retires the pinned ones; the
@@ -30,7 +36,7 @@
 use alloc::format;
 use alloc::string::String;
 
-use daxcache::pcache::{Lookup, PageCache, Tag, PINS_PER_OWNER};
+use daxcache::pcache::{Dropped, Lookup, PageCache, Tag, PINS_PER_OWNER};
 use daxcache::Waiter;
 use fabric::layout::{DaxLayout, Layout};
 use fabric::proto::{Errno, Request, Response};
@@ -182,7 +188,9 @@ impl Private {
                 Got::Claimed(slot) => {
                     let r = link.fs_call(&Request::DaxFill { slot: slot as u64 }, self);
                     match r {
-                        Ok(Response::Data { .. }) => {}
+                        Ok(Response::Data { .. }) => {
+                            self.dax_filled.insert(slot, tag);
+                        }
                         // The slot was given back or reclaimed meanwhile:
                         // look up again.
                         Err(Errno::Stale) | Err(Errno::Invalid) => {}
@@ -282,6 +290,36 @@ impl Private {
                 ))
             }
         }
+    }
+
+    /// `cache drop`: frees the slots this node filled that still cache
+    /// the page it filled them with and that no reader has pinned; what
+    /// was done.
+    pub(super) fn dax_drop<E: Env>(&mut self, link: &Link<E>) -> Result<String, Errno> {
+        let d = self.dax.ok_or(Errno::NotSupported)?;
+        let w = d.layout.words(link.env.mem()).ok_or(Errno::Io)?;
+        let pc = attach(&w, &d)?;
+        let (mut freed, mut pinned, mut gone) = (0usize, 0usize, 0usize);
+        let filled: alloc::vec::Vec<(usize, Tag)> =
+            self.dax_filled.iter().map(|(s, t)| (*s, *t)).collect();
+        for (slot, tag) in filled {
+            match pc.drop_copy(slot, tag) {
+                Ok(Dropped::Freed) => freed += 1,
+                Ok(Dropped::Pinned) => {
+                    pinned += 1;
+                    continue;
+                }
+                Ok(Dropped::Gone) => gone += 1,
+                Err(e) => {
+                    log::error!("daxfs: drop of slot {slot}: {e}");
+                    return Err(Errno::Io);
+                }
+            }
+            self.dax_filled.remove(&slot);
+        }
+        Ok(format!(
+            "freed {freed} shared slot(s) this node filled; kept {pinned} pinned by a reader; {gone} already gone (evicted, rewritten or reused)"
+        ))
     }
 
     /// MH-clock's background sweep, between operations and at idle: one

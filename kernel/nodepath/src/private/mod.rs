@@ -106,6 +106,9 @@ pub struct Private {
     /// `daxfs` mode: the shared slot cache (`private/dax.rs`), known once
     /// joined.
     dax: Option<dax::Dax>,
+    /// `daxfs` mode: the slots this node claimed and had filled, with the
+    /// page each was filled with (what `cache drop` gives back).
+    dax_filled: BTreeMap<usize, daxcache::pcache::Tag>,
 }
 
 impl<E: Env> Session<E> for Private {
@@ -114,6 +117,7 @@ impl<E: Env> Session<E> for Private {
         self.reads_session_ended();
         if self.mode == Mode::Daxfs {
             self.dax = dax::Dax::new(&layout, node);
+            self.dax_filled.clear();
             match &mut self.dax {
                 Some(d) => d.start_sweeps(env.now_ns()),
                 None => log::error!("daxfs: the region has no slot cache for node {node}"),
@@ -151,6 +155,7 @@ impl Private {
             ahead: 0,
             waited: 0,
             dax: None,
+            dax_filled: BTreeMap::new(),
         }
     }
 
@@ -523,8 +528,11 @@ impl<E: Env> DataPath<E> for Private {
     }
 
     /// Dirty pages are written back first (tasks' reads in flight are
-    /// taken in before).
+    /// taken in before). `daxfs`: the shared slots this node filled.
     fn drop_cache(&mut self, link: &mut Link<E>, meta: &mut Meta) -> Result<String, Errno> {
+        if self.dax.is_some() {
+            return self.dax_drop(link);
+        }
         self.settle_reads(link, meta);
         DataPath::<E>::write_back_all(self, link, meta)?;
         self.drop_all();

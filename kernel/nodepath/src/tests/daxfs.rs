@@ -110,3 +110,39 @@ fn a_failed_nodes_claim_and_pin_do_not_wedge_the_others() {
     assert!(st.reclaimed >= 2, "the claim and the pin: {st:?}");
     assert_eq!(read_file(&mut rig.node(3), "/f"), want);
 }
+
+/// `cache drop` gives back the shared slots the node filled, except one
+/// another node has pinned; the next reader misses on the freed pages and
+/// the directory fills them again.
+#[test]
+fn cache_drop_frees_the_slots_this_node_filled_but_not_a_pinned_one() {
+    let rig = Rig::new(RigConfig::new(3, Mode::Daxfs));
+    let data = pattern(4 * 4096, 3);
+    write_file(&mut rig.node(1), "/f", &data);
+    let ino = rig.node(1).stat("/f").unwrap().ino;
+    assert_eq!(read_file(&mut rig.node(2), "/f"), data);
+    assert_eq!(stat_value(&rig.node(2), k::DAXFS_CLAIMS), "4");
+    let out = rig.node(3).cache_hold(ino, 2, true).unwrap();
+    assert!(out.contains("pinned"), "{out}");
+    // Node 1 filled nothing: its drop frees nothing.
+    let out = rig.node(1).cache_drop().unwrap();
+    assert!(out.starts_with("freed 0 "), "{out}");
+    let out = rig.node(2).cache_drop().unwrap();
+    assert!(
+        out.starts_with("freed 3 ") && out.contains("kept 1 pinned"),
+        "{out}"
+    );
+    assert_eq!(stat_value(&rig.node(3), k::DAXFS_FILLS), "4");
+    // Node 3 claims the three freed pages again and hits the pinned one.
+    let claims_before: u64 = stat_value(&rig.node(3), k::DAXFS_CLAIMS).parse().unwrap();
+    assert_eq!(read_file(&mut rig.node(3), "/f"), data);
+    let claims: u64 = stat_value(&rig.node(3), k::DAXFS_CLAIMS).parse().unwrap();
+    assert_eq!(claims - claims_before, 3);
+    assert_eq!(stat_value(&rig.node(3), k::DAXFS_FILLS), "7");
+    // A second drop on node 2 still finds the pinned copy.
+    let out = rig.node(2).cache_drop().unwrap();
+    assert!(
+        out.starts_with("freed 0 ") && out.contains("kept 1 pinned"),
+        "{out}"
+    );
+}

@@ -224,9 +224,8 @@ impl AppsRunner {
         if let Some(p) = &self.plan.policy {
             o = o.policy(p);
         }
-        if mode == "daxfs" {
-            // The launcher refuses it without atomics across instances.
-            o = o.accel("tcg-multi");
+        if let Some(a) = self.opts.accel_for(mode) {
+            o = o.accel(a);
         }
         let o = o
             .nodes(n)

@@ -116,6 +116,24 @@ fn modes() {
 }
 
 #[test]
+fn accel_of_every_cluster() {
+    let d = BenchOpts::default();
+    assert_eq!(
+        (d.accel_for("strong"), d.accel_for("daxfs")),
+        (None, Some("tcg-multi"))
+    );
+    let Ok(Parsed::Run(o)) = p(&["--modes", "strong,daxfs", "--accel", "tcg-multi"]) else {
+        panic!("should parse")
+    };
+    assert_eq!(o.accel_for("strong"), Some("tcg-multi"));
+    assert_eq!(o.accel_for("daxfs"), Some("tcg-multi"));
+    let e = p(&["--modes", "strong,daxfs", "--accel", "tcg"]).unwrap_err();
+    assert!(e.contains("--accel tcg cannot run daxfs"), "{e}");
+    assert!(p(&["--accel", "tcg"]).is_ok(), "tcg without daxfs");
+    assert!(p(&["--accel", "hvf"]).is_err());
+}
+
+#[test]
 fn bad_arguments() {
     for bad in [
         &["--modes", "nfs"][..],

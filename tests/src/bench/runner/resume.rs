@@ -39,6 +39,7 @@ pub fn measure_key(o: &BenchOpts) -> Vec<(&'static str, Value)> {
         ("--cxl-latency-ns", json!(o.cxl_latency_ns)),
         ("--doorbell", json!(if o.doorbell { "on" } else { "off" })),
         ("--dilation", json!(o.dilation)),
+        ("--accel", json!(o.accel)),
         ("--baseline-writes", json!(o.baseline_writes)),
         ("parameters", Params::from_opts(o).to_json()),
     ]

@@ -206,9 +206,8 @@ impl Runner {
         if let Some(m) = shm_mb {
             o = o.shm_mb(m);
         }
-        if mode == "daxfs" {
-            // The launcher refuses it without atomics across instances.
-            o = o.accel("tcg-multi");
+        if let Some(a) = self.opts.accel_for(mode) {
+            o = o.accel(a);
         }
         match Cluster::start(o) {
             Ok(c) => {
