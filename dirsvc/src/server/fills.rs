@@ -105,7 +105,11 @@ impl<D: BlockDevice> Directory<D> {
                     });
                 }
             },
-            Err(_) => out.extend(self.pages.filled(key, false)),
+            Err(e) => {
+                // The reader is told `IoError` (a removed file: NotFound).
+                log::info!("fill of {key:?}: {e:?}");
+                out.extend(self.pages.filled(key, false));
+            }
         }
     }
 

@@ -282,6 +282,7 @@ impl ScState {
                 let n = self.reads.retries.entry(key).or_insert(0);
                 *n += 1;
                 if *n > MAX_RETRIES {
+                    log::warn!("read of {key:?}: retried {n} times, failed");
                     self.reads.finish(&key, Some(Errno::Io));
                 } else if !self.reads.todo.contains(&key) {
                     self.reads.todo.push(key);
@@ -292,6 +293,7 @@ impl ScState {
                     PageReply::IoError => Errno::Io,
                     _ => Errno::Refused,
                 };
+                log::warn!("read of {key:?}: the directory answered {reply:?}");
                 self.reads.finish(&key, Some(e));
             }
         }

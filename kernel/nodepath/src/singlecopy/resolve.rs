@@ -60,6 +60,11 @@ impl ScState {
         while !todo.is_empty() {
             rounds += 1;
             if rounds > MAX_RETRIES {
+                log::warn!(
+                    "{} pages never resolved (retries exhausted), e.g. {:?}",
+                    todo.len(),
+                    todo.first()
+                );
                 return Err(Errno::Io);
             }
             // A page whose background eviction was answered is free to

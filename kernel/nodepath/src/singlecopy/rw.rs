@@ -231,6 +231,9 @@ impl ScState {
                 (Hit::Miss, _) => {
                     tries += 1;
                     if tries > MAX_RETRIES {
+                        log::warn!(
+                            "write of {key:?}: the page was never installed (retries exhausted)"
+                        );
                         return Err(Errno::Io);
                     }
                     let installed = self.install_missed(link, key, in_page, chunk)?;
@@ -245,6 +248,7 @@ impl ScState {
                 // Replicas revoked: look the page up again.
                 tries += 1;
                 if tries > MAX_RETRIES {
+                    log::warn!("write of {key:?}: replicas kept being revoked (retries exhausted)");
                     return Err(Errno::Io);
                 }
                 continue;
