@@ -175,6 +175,13 @@ enum Next {
 impl<E: Env> Node<E> {
     /// Start a metadata call (see the module doc).
     pub fn meta_start(&mut self, call: MetaCall) -> MetaStart {
+        // A task's close or fsync may write back: not before a write-back
+        // given up unanswered is settled (`Vfs::settle_doubts`).
+        if self.link.any_in_doubt() {
+            if let Err(e) = self.vfs.settle_doubts(&mut self.link) {
+                return MetaStart::Done(Err(e));
+            }
+        }
         let r = match &call {
             MetaCall::Open { path, flags } => {
                 // Every open in flight will take a descriptor.
