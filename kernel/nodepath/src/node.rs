@@ -218,7 +218,7 @@ impl<E: Env> Node<E> {
         };
         if doubts.is_err() {
             // Nothing goes out before the doubt is settled.
-            log::warn!("unanswered write-backs not settled yet: no write-back before rejoining");
+            log::debug!("unanswered write-backs not settled yet: no write-back before rejoining");
         } else if self.vfs.session().broken() {
             // The rejoin drops what this node owns: write its dirty pages
             // back first (the rings still work; only notices were lost).

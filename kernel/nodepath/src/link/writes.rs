@@ -69,7 +69,7 @@ impl<E: Env> Link<E> {
 
     /// Files with a write given up unanswered: it may have landed, late,
     /// or never. Nothing of theirs may be written back until the node
-    /// has settled the doubt (`Vfs::settle_doubt`).
+    /// has settled the doubt (`Vfs::settle_doubts`).
     pub fn in_doubt(&self) -> Vec<u64> {
         self.in_doubt.iter().copied().collect()
     }
