@@ -212,12 +212,10 @@ impl<E: Env> Node<E> {
     /// Periodic membership check (rejoin if declared failed, leave the
     /// shared cache if the directory fell silent).
     pub fn check(&mut self) {
-        let doubts = match self.link.any_in_doubt() {
-            true => self.vfs.settle_doubts(&mut self.link),
-            false => Ok(()),
-        };
-        if doubts.is_err() {
-            // Nothing goes out before the doubt is settled.
+        if self.link.any_in_doubt() {
+            // Nothing goes out before the doubt is settled, which the next
+            // I/O does (`Node::guard`): not here, where a call to a
+            // directory that is away would hold the idle loop.
             log::debug!("unanswered write-backs not settled yet: no write-back before rejoining");
         } else if self.vfs.session().broken() {
             // The rejoin drops what this node owns: write its dirty pages
